@@ -1,0 +1,55 @@
+"""tinyopt's global random number generator, seeded by ``tinyopt.manual_seed``.
+
+Initialisation, dropout masks and data shuffling draw from it (or from a ``Generator`` passed
+explicitly), so one ``manual_seed(n)`` makes a run reproducible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class Generator:
+    """A seedable random generator with a saveable state, like ``torch.Generator``."""
+
+    def __init__(self, seed: int | None = None):
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        self._seed = seed
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._rng = np.random.Generator(np.random.PCG64(int(seed)))
+        self._seed = int(seed)
+        return self
+
+    def initial_seed(self) -> int | None:
+        return self._seed
+
+    @property
+    def numpy(self) -> np.random.Generator:
+        """The underlying numpy generator."""
+        return self._rng
+
+    def get_state(self) -> dict:
+        """A JSON-able snapshot of the generator state."""
+        return self._rng.bit_generator.state
+
+    def set_state(self, state: dict) -> None:
+        bg = np.random.PCG64()
+        bg.state = state  # validates the layout before anything changes
+        self._rng = np.random.Generator(bg)
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed the global generator (initialisation, dropout, shuffling)."""
+    return default_generator.manual_seed(seed)
+
+
+def get_rng_state() -> dict:
+    return default_generator.get_state()
+
+
+def set_rng_state(state: dict) -> None:
+    default_generator.set_state(state)
