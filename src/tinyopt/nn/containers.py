@@ -1,0 +1,333 @@
+"""Containers of modules: ``Sequential``, ``ModuleList`` and ``ModuleDict`` (as in ``torch.nn``).
+
+::
+
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+    model[1]            # the first Linear; model[-1] the last
+    model[:2]           # a new Sequential sharing the first two modules
+    blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(3))   # registered, unlike a list
+    heads = nn.ModuleDict({"cls": nn.Linear(8, 10), "box": nn.Linear(8, 4)})
+
+Modules in a container are registered children, so their parameters appear in
+``parameters()``/``state_dict()`` under the keys ``"0.weight"``, ``"cls.bias"`` and so on.
+Operations that take several modules check them all before changing anything.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain, islice
+from typing import Any
+
+from typing_extensions import Self
+
+from tinyopt.nn.module import Module, _addindent, _typename
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+
+
+def _check_modules(modules: list[Any]) -> None:
+    for module in modules:
+        if not isinstance(module, Module):
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
+
+
+def _renumber(container: Module) -> None:
+    """Re-key a list-like container's children as "0", "1", ... in their current order."""
+    values = list(container._modules.values())
+    container._modules.clear()
+    container._modules.update((str(i), m) for i, m in enumerate(values))
+
+
+class Sequential(Module):
+    """Modules applied one after another: ``forward(x)`` is ``m_n(...m_2(m_1(x)))``.
+
+    ``Sequential(m1, m2, ...)`` names the children ``"0"``, ``"1"``, ...;
+    ``Sequential(OrderedDict([("fc", m1), ("act", m2)]))`` uses the given names.
+    """
+
+    def __init__(self, *args: Module) -> None:
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            items = list(args[0].items())
+        else:
+            items = [(str(i), m) for i, m in enumerate(args)]
+        _check_modules([m for _, m in items])
+        for key, module in items:
+            self.add_module(key, module)
+
+    def _get_item_by_idx(self, iterator: Iterable, idx: int) -> Any:
+        size = len(self)
+        idx = operator.index(idx)
+        if not -size <= idx < size:
+            raise IndexError(f"index {idx} is out of range")
+        return next(islice(iterator, idx % size, None))
+
+    def __getitem__(self, idx: int | slice) -> Module:
+        if isinstance(idx, slice):
+            return self.__class__(OrderedDict(list(self._modules.items())[idx]))
+        return self._get_item_by_idx(self._modules.values(), idx)
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        key = self._get_item_by_idx(self._modules.keys(), idx)
+        _check_modules([module])
+        setattr(self, key, module)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        if isinstance(idx, slice):
+            keys = list(self._modules.keys())[idx]
+        else:
+            keys = [self._get_item_by_idx(self._modules.keys(), idx)]
+        for key in keys:
+            delattr(self, key)
+        _renumber(self)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __dir__(self) -> list[str]:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def __add__(self, other: Sequential) -> Sequential:
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other: Sequential) -> Self:
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return self.extend(list(other))
+
+    def __mul__(self, other: int) -> Sequential:
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other: int) -> Self:
+        repeated = self * other
+        return self.extend(list(repeated)[len(self):])
+
+    def append(self, module: Module) -> Self:
+        """Add ``module`` at the end."""
+        _check_modules([module])
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index: int, module: Module) -> Self:
+        """Insert ``module`` before position ``index`` (negative counts from the end)."""
+        _check_modules([module])
+        n = len(self._modules)
+        index = operator.index(index)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        values = list(self._modules.values())
+        values.insert(index, module)
+        self._modules.clear()
+        self._modules.update((str(i), m) for i, m in enumerate(values))
+        return self
+
+    def extend(self, sequential: Iterable[Module]) -> Self:
+        """Append every module of ``sequential`` (any iterable of modules)."""
+        modules = list(sequential)
+        _check_modules(modules)
+        for module in modules:
+            self.append(module)
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        value = self[key]
+        del self[key]
+        return value
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules that registers them (so their parameters are found), indexable like a
+    list.  It has no ``forward``: the owner decides how to call them."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def _get_abs_string_index(self, idx: int) -> str:
+        idx = operator.index(idx)
+        if not -len(self) <= idx < len(self):
+            raise IndexError(f"index {idx} is out of range")
+        if idx < 0:
+            idx += len(self)
+        return str(idx)
+
+    def __getitem__(self, idx: int | slice) -> Module:
+        if isinstance(idx, slice):
+            return self.__class__(list(self._modules.values())[idx])
+        return self._modules[self._get_abs_string_index(idx)]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        key = self._get_abs_string_index(idx)
+        _check_modules([module])
+        setattr(self, key, module)
+
+    def __delitem__(self, idx: int | slice) -> None:
+        if isinstance(idx, slice):
+            keys = [str(k) for k in range(len(self._modules))[idx]]
+        else:
+            keys = [self._get_abs_string_index(idx)]
+        for key in keys:
+            delattr(self, key)
+        _renumber(self)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules: Iterable[Module]) -> Self:
+        return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> ModuleList:
+        modules = list(chain(self, other))
+        _check_modules(modules)
+        return ModuleList(modules)
+
+    def __dir__(self) -> list[str]:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def __repr__(self) -> str:
+        """Like PyTorch's: runs of identical children are shown once, as ``(0-2): 3 x Linear(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        blocks: list[list] = []  # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if blocks and blocks[-1][2] == r:
+                blocks[-1][1] = i
+            else:
+                blocks.append([i, i, r])
+        lines = []
+        for start, end, r in blocks:
+            line = f"({start}): {r}" if start == end else f"({start}-{end}): {end - start + 1} x {r}"
+            lines.append(_addindent(line, 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    def insert(self, index: int, module: Module) -> None:
+        """Insert ``module`` before position ``index`` (like ``list.insert``)."""
+        _check_modules([module])
+        values = list(self._modules.values())
+        values.insert(operator.index(index), module)
+        self._modules.clear()
+        self._modules.update((str(i), m) for i, m in enumerate(values))
+
+    def append(self, module: Module) -> Self:
+        _check_modules([module])
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, key: int | slice) -> Module:
+        value = self[key]
+        del self[key]
+        return value
+
+    def extend(self, modules: Iterable[Module]) -> Self:
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got "
+                            + type(modules).__name__)
+        modules = list(modules)
+        _check_modules(modules)
+        offset = len(self)
+        for i, module in enumerate(modules):
+            self.add_module(str(offset + i), module)
+        return self
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules that registers them; keys are the child names."""
+
+    def __init__(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]] | None = None
+                 ) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        _check_modules([module])
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def pop(self, key: str) -> Module:
+        value = self[key]
+        del self[key]
+        return value
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
+        """Add or replace entries from a mapping or an iterable of ``(key, module)`` pairs,
+        keeping their order.  Every pair is checked before any is added."""
+        if not isinstance(modules, Iterable):
+            raise TypeError("ModuleDict.update should be called with an iterable of key/value "
+                            "pairs, but got " + type(modules).__name__)
+        if isinstance(modules, (Mapping, ModuleDict)):
+            pairs = list(modules.items())
+        else:
+            pairs = []
+            for j, m in enumerate(modules):
+                if not isinstance(m, Iterable):
+                    raise TypeError(f"ModuleDict update sequence element #{j} should be "
+                                    f"Iterable; is {type(m).__name__}")
+                m = list(m)
+                if len(m) != 2:
+                    raise ValueError(f"ModuleDict update sequence element #{j} has length "
+                                     f"{len(m)}; 2 is required")
+                pairs.append((m[0], m[1]))
+        _check_modules([m for _, m in pairs])
+        for key, module in pairs:
+            if not isinstance(key, str):
+                raise TypeError(f"module name should be a string. Got {_typename(key)}")
+            if "." in key or key == "" or (hasattr(self, key) and key not in self._modules):
+                raise KeyError(f"invalid ModuleDict key {key!r}: keys must be non-empty, contain "
+                               f"no '.', and not shadow a ModuleDict attribute")
+        for key, module in pairs:
+            self[key] = module
