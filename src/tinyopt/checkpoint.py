@@ -1,0 +1,563 @@
+"""Checkpoints: ``save``, ``load`` and ``load_into`` — safe, atomic, exact.
+
+    tinyopt.save("run.tinyopt", model=model, optimizer=opt, scheduler=sched, loader=loader,
+                  epoch=3, note="lr sweep")
+    ...                                              # later, in a fresh process:
+    meta = tinyopt.load_into("run.tinyopt", model=model, optimizer=opt, scheduler=sched,
+                             loader=loader)          # all-or-nothing; restores the global RNG too
+    meta["epoch"], meta["note"]                      # -> 3, "lr sweep"
+    everything = tinyopt.load("run.tinyopt")         # {"model": {...state dict...}, ..., "rng": {...}}
+
+What a checkpoint holds (each keyword of ``save`` is one named entry):
+
+- objects with ``state_dict()`` (modules, optimizers, schedulers, data loaders, ...): their state dict;
+  ``load_into`` gives it back through ``load_state_dict``;
+- ``tinyopt.Generator`` objects: their state (``load_into`` calls ``set_state``);
+- any other value: numpy arrays, numpy scalars, ``None``, bools, ints, floats (also nan/inf),
+  strings, and lists, tuples and dicts of these (dict keys may be str, int, float, bool, None or
+  tuples) — returned as they were saved, with dtypes, 0-d arrays, tuples and key types intact.
+
+RNG: the entry named ``rng`` is reserved for a random generator.  By default ``save`` stores the
+global generator's state (``tinyopt.manual_seed``'s, used by initialisation, dropout and data
+shuffling) under it, and ``load_into`` restores it, which exact resume needs.  Pass ``rng=False``
+to ``save`` to store none, or to ``load_into`` to leave the global generator alone; pass
+``rng=<Generator>`` to either to save from / restore into another generator.
+
+File format ("tinyopt-checkpoint", version 1): a zip archive (stored, not compressed) holding
+``manifest.json`` and one ``arrays/<n>.npy`` per numpy array.  The manifest records the format name
+and version, each entry's kind, class name and value as JSON, where non-JSON values are tagged
+objects ``{"$": "array"|"scalar"|"tuple"|"dict"|"float", ...}`` (an array refers to its .npy entry,
+whose dtype and shape the manifest also records).  Loading reads only these entries, with
+``allow_pickle=False``: no pickle, no code runs.  A truncated, corrupted or foreign file raises
+``CheckpointError`` (a ``ValueError``) naming the file and the problem, before anything changes.
+
+Saving is atomic: the archive is written to a temporary file in the target's folder, flushed and
+fsynced, renamed over the target (``os.replace``) and the folder is fsynced, so a crash or kill
+during ``save`` leaves the previous checkpoint intact (a killed save may leave a hidden
+``.<name>.*.tmp`` file behind; it is never read).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import json
+import math
+import os
+import re
+import stat
+import tempfile
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from tinyopt.engine import random
+from tinyopt.engine.tensor import Parameter, Tensor
+
+FORMAT = "tinyopt-checkpoint"
+VERSION = 1
+MANIFEST = "manifest.json"
+_ENTRY = re.compile(r"arrays/(0|[1-9][0-9]*)\.npy")
+_MAX_MANIFEST_BYTES = 256 << 20
+_KINDS = ("state", "generator", "value")
+_EPOCH = (1980, 1, 1, 0, 0, 0)  # fixed zip timestamps: equal states give equal files
+
+__all__ = ["CheckpointError", "load", "load_into", "save"]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is truncated, corrupted, foreign or does not hold what was asked for."""
+
+    def __init__(self, path: str | os.PathLike, problem: str):
+        self.path = os.fspath(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+# ---- encoding: Python values <-> JSON + arrays ------------------------------------------------
+
+def _tensor_array(t: Tensor) -> np.ndarray:
+    return t.data if isinstance(t, Parameter) else t.numpy()
+
+
+class _Encoder:
+    """Turns a nested value into JSON, collecting its arrays (each object once) for .npy entries."""
+
+    def __init__(self) -> None:
+        self.arrays: list[tuple[str, np.ndarray]] = []
+        self._entries: dict[int, str] = {}
+        self._keep: list[Any] = []  # keeps deduplicated objects alive so ids stay unique
+        self._path: set[int] = set()
+
+    def _entry(self, obj: Any, arr: np.ndarray, where: str) -> str:
+        key = id(obj)
+        if key in self._entries:
+            return self._entries[key]
+        if arr.dtype.hasobject:
+            raise TypeError(f"cannot save {where}: arrays of dtype {arr.dtype} hold Python objects "
+                            f"(only plain numeric, bool and string arrays can be saved)")
+        name = f"arrays/{len(self.arrays)}.npy"
+        self.arrays.append((name, arr))
+        self._entries[key] = name
+        self._keep.append(obj)
+        return name
+
+    def encode(self, v: Any, where: str) -> Any:
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, np.ndarray):
+            return {"$": "array", "entry": self._entry(v, np.asarray(v), where)}
+        if isinstance(v, np.generic):
+            return {"$": "scalar", "entry": self._entry(v, np.asarray(v), where)}
+        if isinstance(v, Tensor):
+            return {"$": "array", "entry": self._entry(v, np.asarray(_tensor_array(v)), where)}
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            if math.isfinite(v):
+                return float(v)
+            return {"$": "float", "value": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
+        if isinstance(v, (list, tuple, collections.abc.Mapping)):
+            if id(v) in self._path:
+                raise ValueError(f"cannot save {where}: it contains itself (circular reference)")
+            self._path.add(id(v))
+            try:
+                if isinstance(v, list):
+                    return [self.encode(x, f"{where}[{i}]") for i, x in enumerate(v)]
+                if isinstance(v, tuple):
+                    return {"$": "tuple",
+                            "items": [self.encode(x, f"{where}[{i}]") for i, x in enumerate(v)]}
+                return self._encode_dict(v, where)
+            finally:
+                self._path.discard(id(v))
+        raise TypeError(f"cannot save {where}: values of type {type(v).__module__}."
+                        f"{type(v).__qualname__} are not supported (a checkpoint holds numpy "
+                        f"arrays and scalars, None, bool, int, float, str, and lists, tuples and "
+                        f"dicts of these)")
+
+    def _encode_dict(self, d: collections.abc.Mapping, where: str) -> Any:
+        keys = list(d.keys())
+        if all(type(k) is str for k in keys) and "$" not in d:
+            return {k: self.encode(d[k], f"{where}[{k!r}]") for k in keys}
+        items = []
+        for k in keys:
+            if not (k is None or isinstance(k, (bool, int, float, str, tuple))) \
+                    or isinstance(k, np.generic):
+                raise TypeError(f"cannot save {where}: dict key {k!r} of type "
+                                f"{type(k).__name__} (keys may be str, int, float, bool, None "
+                                f"or tuples of these)")
+            items.append([self.encode(k, f"{where} key {k!r}"), self.encode(d[k], f"{where}[{k!r}]")])
+        return {"$": "dict", "items": items}
+
+
+class _Decoder:
+    """Rebuilds values from manifest JSON and the loaded arrays, checking every tag."""
+
+    def __init__(self, path: str, arrays: dict[str, np.ndarray]):
+        self.path = path
+        self.arrays = arrays
+
+    def fail(self, where: str, problem: str) -> CheckpointError:
+        return CheckpointError(self.path, f"corrupted manifest at {where}: {problem}")
+
+    def decode(self, v: Any, where: str) -> Any:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [self.decode(x, f"{where}[{i}]") for i, x in enumerate(v)]
+        if not isinstance(v, dict):
+            raise self.fail(where, f"unexpected JSON value of type {type(v).__name__}")
+        if "$" not in v:
+            return {k: self.decode(x, f"{where}[{k!r}]") for k, x in v.items()}
+        tag = v["$"]
+        fields = {"array": {"entry"}, "scalar": {"entry"}, "tuple": {"items"},
+                  "dict": {"items"}, "float": {"value"}}.get(tag)
+        if fields is None or set(v) != fields | {"$"}:
+            raise self.fail(where, f"unknown tagged value {json.dumps(v)[:200]}")
+        if tag in ("array", "scalar"):
+            entry = v["entry"]
+            if not isinstance(entry, str) or entry not in self.arrays:
+                raise self.fail(where, f"refers to array entry {entry!r}, which the manifest does "
+                                       f"not list")
+            arr = self.arrays[entry]
+            if tag == "scalar":
+                if arr.ndim != 0:
+                    raise self.fail(where, f"scalar entry {entry} has shape {arr.shape}")
+                return arr[()]
+            return arr
+        if tag == "float":
+            values = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+            if v["value"] not in values:
+                raise self.fail(where, f"bad float {v['value']!r}")
+            return values[v["value"]]
+        items = v["items"]
+        if not isinstance(items, list):
+            raise self.fail(where, f"'items' of a {tag} must be a list")
+        if tag == "tuple":
+            return tuple(self.decode(x, f"{where}[{i}]") for i, x in enumerate(items))
+        out = {}
+        for i, item in enumerate(items):
+            if not (isinstance(item, list) and len(item) == 2):
+                raise self.fail(where, f"dict item {i} is not a [key, value] pair")
+            key = self.decode(item[0], f"{where} key {i}")
+            try:
+                out[key] = self.decode(item[1], f"{where}[{key!r}]")
+            except TypeError as e:  # an unhashable key
+                raise self.fail(where, f"dict key {key!r} is not hashable") from e
+        return out
+
+
+# ---- save ---------------------------------------------------------------------------------
+
+def _entry_for(name: str, obj: Any, encoder: _Encoder) -> dict[str, Any]:
+    if isinstance(obj, random.Generator):
+        return {"kind": "generator", "value": encoder.encode(obj.get_state(), name)}
+    state_dict = getattr(obj, "state_dict", None)
+    if callable(state_dict) and not isinstance(obj, type):
+        return {"kind": "state", "type": f"{type(obj).__module__}.{type(obj).__qualname__}",
+                "value": encoder.encode(state_dict(), name)}
+    return {"kind": "value", "value": encoder.encode(obj, name)}
+
+
+def _write_array(fileobj: Any, arr: np.ndarray) -> None:
+    """Write one array as .npy (never pickles)."""
+    np.lib.format.write_array(fileobj, arr, allow_pickle=False)
+
+
+def _new_file_mode(path: str) -> int:
+    """Permissions for the new checkpoint: the old file's, else what ``open()`` would give."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make the rename durable.  Some platforms and file systems cannot fsync a folder."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save(path: str | os.PathLike, /, **objects: Any) -> None:
+    """Write ``objects`` (by keyword) to one checkpoint file at ``path``, atomically.
+
+    Each keyword becomes an entry: an object with ``state_dict()`` saves its state dict, a
+    ``tinyopt.Generator`` its state, anything else is saved as a value (see the module docstring).
+    The global generator's state is saved as ``rng`` unless ``rng=False`` (or ``rng=<Generator>``
+    saves that one).  Everything is encoded before the file is touched, so an unsupported value
+    raises ``TypeError`` and leaves any existing file as it was.
+    """
+    path = os.fspath(path)
+    rng = objects.pop("rng", True)
+    if rng is True:
+        objects["rng"] = random.default_generator
+    elif isinstance(rng, random.Generator):
+        objects["rng"] = rng
+    elif rng is not False:
+        raise TypeError(f"save: rng must be True, False or a tinyopt Generator, got {rng!r} "
+                        f"(the name 'rng' is reserved for a random generator)")
+    encoder = _Encoder()
+    entries = {name: _entry_for(name, obj, encoder) for name, obj in objects.items()}
+    manifest = {
+        "format": FORMAT,
+        "version": VERSION,
+        "objects": entries,
+        "arrays": {name: {"dtype": arr.dtype.str, "shape": list(arr.shape)}
+                   for name, arr in encoder.arrays},
+    }
+    manifest_bytes = json.dumps(manifest, allow_nan=False).encode("utf-8")
+
+    folder = os.path.dirname(os.path.abspath(path))
+    mode = _new_file_mode(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for name, arr in encoder.arrays:
+                    with zf.open(zipfile.ZipInfo(name, _EPOCH), "w",
+                                 force_zip64=arr.nbytes > (1 << 30)) as ef:
+                        _write_array(ef, arr)
+                zf.writestr(zipfile.ZipInfo(MANIFEST, _EPOCH), manifest_bytes)
+            f.flush()
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(folder)
+
+
+# ---- load -----------------------------------------------------------------------------------
+
+def _describe_foreign(head: bytes) -> str:
+    if not head:
+        return "the file is empty"
+    if head[:1] == b"\x80":
+        return ("it looks like a pickle (as pickle.dump or an old torch.save writes); tinyopt "
+                "checkpoints never contain pickles and are never unpickled")
+    if head.startswith(b"\x93NUMPY"):
+        return "it is a single .npy array (use numpy.load), not a tinyopt checkpoint"
+    return f"it does not start with a zip signature (first bytes {head[:8]!r})"
+
+
+def _check_manifest(path: str, manifest: Any) -> None:
+    def bad(problem: str) -> CheckpointError:
+        return CheckpointError(path, f"corrupted manifest: {problem}")
+
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        fmt = manifest.get("format") if isinstance(manifest, dict) else None
+        raise CheckpointError(path, f"not a tinyopt checkpoint: manifest format is {fmt!r}, "
+                                    f"expected {FORMAT!r}")
+    version = manifest.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise bad(f"bad format version {version!r}")
+    if version > VERSION:
+        raise CheckpointError(path, f"written in checkpoint format version {version} by a newer "
+                                    f"tinyopt; this tinyopt reads version {VERSION}")
+    objects, arrays = manifest.get("objects"), manifest.get("arrays")
+    if not isinstance(objects, dict) or not isinstance(arrays, dict):
+        raise bad("'objects' and 'arrays' must be JSON objects")
+    for name, info in arrays.items():
+        if not _ENTRY.fullmatch(name):
+            raise bad(f"bad array entry name {name!r}")
+        if not (isinstance(info, dict) and isinstance(info.get("dtype"), str)
+                and isinstance(info.get("shape"), list)
+                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                        for s in info["shape"])):
+            raise bad(f"bad record for {name}: {json.dumps(info)[:200]}")
+    for name, entry in objects.items():
+        if not (isinstance(entry, dict) and entry.get("kind") in _KINDS and "value" in entry):
+            raise bad(f"bad record for entry {name!r}")
+
+
+def _read_array(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict,
+                archive_size: int) -> np.ndarray:
+    name = info.filename
+
+    def bad(problem: str) -> CheckpointError:
+        return CheckpointError(path, f"corrupted array entry {name}: {problem}")
+
+    if info.compress_type == zipfile.ZIP_STORED:
+        if info.compress_size != info.file_size or info.file_size > archive_size:
+            raise bad("its recorded size does not fit in the file (truncated?)")
+    elif info.compress_type == zipfile.ZIP_DEFLATED:
+        if info.file_size > 1100 * max(info.compress_size, 1):
+            raise bad("implausible compressed size")
+    else:
+        raise bad(f"unsupported zip compression method {info.compress_type}")
+    with zf.open(info) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise bad(f"unsupported .npy version {version}")
+        header_len = f.tell()
+    if dtype.hasobject:
+        raise bad(f"it holds Python objects (dtype {dtype}); they would need unpickling")
+    if dtype.str != record["dtype"] or list(shape) != record["shape"]:
+        raise bad(f"it holds dtype {dtype.str} shape {tuple(shape)}, but the manifest says dtype "
+                  f"{record['dtype']} shape {tuple(record['shape'])}")
+    if header_len + math.prod(shape) * dtype.itemsize != info.file_size:
+        raise bad(f"its size {info.file_size} does not match its header")
+    with zf.open(info) as f:
+        arr = np.lib.format.read_array(f, allow_pickle=False)
+        if f.read(1):  # also reaches EOF, where zipfile checks the CRC
+            raise bad("trailing bytes after the array data")
+    return arr
+
+
+def _read(path: str | os.PathLike) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Read and check a whole checkpoint: ``(records, values)`` per entry name."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if not head.startswith(b"PK\x03\x04"):
+            if head.startswith(b"PK\x05\x06"):
+                raise CheckpointError(path, "not a tinyopt checkpoint: an empty zip archive")
+            raise CheckpointError(path, f"not a tinyopt checkpoint: {_describe_foreign(head)}")
+        archive_size = os.fstat(f.fileno()).st_size
+        f.seek(0)
+        try:
+            zf = zipfile.ZipFile(f)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+            raise CheckpointError(path, f"truncated or corrupted: the zip directory is unreadable "
+                                        f"({e})") from e
+        with zf:
+            infos = zf.infolist()
+            names = [i.filename for i in infos]
+            if len(set(names)) != len(names):
+                raise CheckpointError(path, "corrupted: duplicate zip entries")
+            if MANIFEST not in names:
+                pickles = [n for n in names if n.endswith((".pkl", ".pickle"))]
+                what = (f"it holds pickles ({', '.join(pickles[:3])}), as torch.save writes; "
+                        f"tinyopt never unpickles" if pickles else
+                        f"no {MANIFEST} among its entries ({', '.join(names[:5])})")
+                raise CheckpointError(path, f"not a tinyopt checkpoint: {what}")
+            minfo = zf.getinfo(MANIFEST)
+            if minfo.file_size > _MAX_MANIFEST_BYTES:
+                raise CheckpointError(path, f"corrupted: {MANIFEST} is implausibly large")
+            try:
+                manifest = json.loads(zf.read(MANIFEST).decode("utf-8"),
+                                      parse_constant=_reject_constant)
+            except (ValueError, RecursionError, zipfile.BadZipFile, OSError, EOFError) as e:
+                raise CheckpointError(path, f"corrupted {MANIFEST}: {e}") from e
+            _check_manifest(path, manifest)
+            expected = set(manifest["arrays"]) | {MANIFEST}
+            if set(names) != expected:
+                extra, missing = sorted(set(names) - expected), sorted(expected - set(names))
+                raise CheckpointError(path, f"corrupted: entries {extra} are not in the manifest, "
+                                            f"entries {missing} are missing")
+            arrays = {}
+            for info in infos:
+                if info.filename == MANIFEST:
+                    continue
+                try:
+                    arrays[info.filename] = _read_array(path, zf, info,
+                                                        manifest["arrays"][info.filename],
+                                                        archive_size)
+                except CheckpointError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
+                    raise CheckpointError(path, f"corrupted array entry {info.filename}: "
+                                                f"{type(e).__name__}: {e}") from e
+    decoder = _Decoder(path, arrays)
+    records = manifest["objects"]
+    try:
+        values = {name: decoder.decode(rec["value"], name) for name, rec in records.items()}
+    except RecursionError as e:
+        raise CheckpointError(path, "corrupted manifest: nested too deeply") from e
+    for name, rec in records.items():
+        if rec["kind"] == "generator":
+            try:
+                random.Generator().set_state(values[name])
+            except Exception as e:  # noqa: BLE001
+                raise CheckpointError(path, f"corrupted generator state in entry {name!r}: "
+                                            f"{e}") from e
+    return records, values
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def load(path: str | os.PathLike, /) -> dict[str, Any]:
+    """Read a checkpoint: ``{name: value}`` with each object's state dict, each generator's state
+    and each saved value (``rng`` holds the generator state saved by default).
+
+    Raises ``CheckpointError`` for a truncated, corrupted or foreign file; never unpickles.
+    """
+    return _read(path)[1]
+
+
+def _snapshot(v: Any) -> Any:
+    """A copy of a state dict that later in-place updates of the object cannot change."""
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    if isinstance(v, Tensor):
+        return np.array(_tensor_array(v), copy=True)
+    if isinstance(v, collections.abc.Mapping):
+        items = [(k, _snapshot(x)) for k, x in v.items()]
+        try:
+            return type(v)(items)
+        except TypeError:
+            return dict(items)
+    if isinstance(v, list):
+        return [_snapshot(x) for x in v]
+    if isinstance(v, tuple):
+        copied = [_snapshot(x) for x in v]
+        return type(v)(*copied) if hasattr(v, "_fields") else tuple(copied)
+    return v
+
+
+def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
+    """Restore objects from a checkpoint, all or nothing; returns the entries not loaded.
+
+    Each keyword names an entry: objects with ``load_state_dict`` get its state dict, Generators
+    its state.  The global generator is restored from ``rng`` when the checkpoint has one (pass
+    ``rng=False`` to skip it, or ``rng=<Generator>`` to restore into another generator).
+
+    The whole file is read and checked first (``CheckpointError`` for a bad file or a missing
+    entry).  Then each object's current state is copied and ``load_state_dict`` is called on each
+    in keyword order; if one raises, the objects already loaded get their previous state back and
+    the error propagates, so either every object is restored or none changes.
+    """
+    path = os.fspath(path)
+    records, values = _read(path)
+    rng = objects.pop("rng", None)
+    if rng is None:
+        if "rng" in records and records["rng"]["kind"] == "generator":
+            objects["rng"] = random.default_generator
+    elif rng is True:
+        objects["rng"] = random.default_generator
+    elif isinstance(rng, random.Generator):
+        objects["rng"] = rng
+    elif rng is not False:
+        raise TypeError(f"load_into: rng must be True, False or a tinyopt Generator, got {rng!r}")
+
+    for name, obj in objects.items():
+        if name not in records:
+            held = ", ".join(records) or "nothing"
+            raise CheckpointError(path, f"has no entry {name!r} (it holds: {held})")
+        kind = records[name]["kind"]
+        if isinstance(obj, random.Generator):
+            if kind != "generator":
+                raise CheckpointError(path, f"entry {name!r} is a {kind} entry, not a generator "
+                                            f"state, so it cannot be loaded into a Generator")
+        elif callable(getattr(obj, "load_state_dict", None)):
+            if kind != "state":
+                raise CheckpointError(path, f"entry {name!r} is a {kind} entry, not a state dict, "
+                                            f"so it cannot be loaded into a "
+                                            f"{type(obj).__name__}")
+        else:
+            raise TypeError(f"load_into: {name}={type(obj).__name__} has no load_state_dict(); "
+                            f"use tinyopt.load(path)[{name!r}] to read plain values")
+
+    def get(obj: Any) -> Any:
+        return obj.get_state() if isinstance(obj, random.Generator) else _snapshot(obj.state_dict())
+
+    def put(obj: Any, state: Any) -> None:
+        if isinstance(obj, random.Generator):
+            obj.set_state(state)
+        else:
+            obj.load_state_dict(state)
+
+    previous = [(obj, get(obj)) for obj in objects.values()]
+    for i, (name, obj) in enumerate(objects.items()):
+        try:
+            put(obj, values[name])
+        except BaseException as error:
+            for prev_obj, prev_state in reversed(previous[:i + 1]):
+                try:
+                    put(prev_obj, prev_state)
+                except Exception as e:  # noqa: BLE001
+                    raise RuntimeError(f"load_into: loading {name!r} from {path} failed "
+                                       f"({error!r}), and restoring the previous state of the "
+                                       f"objects already loaded failed too ({e!r}); they may be "
+                                       f"inconsistent") from error
+            raise
+    return {name: value for name, value in values.items() if name not in objects}
