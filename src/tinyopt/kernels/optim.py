@@ -1,0 +1,256 @@
+"""Fused optimizer steps: one call updates every parameter of a group, in place, in parallel.
+
+Every kernel works on a group's *flat* buffers: ``p`` (parameters), ``g`` (gradients) and the
+state buffers, 1-d, C-contiguous, all of one float dtype (float32 or float64), parameter ``j``
+occupying ``[seg[j], seg[j+1])``.  Per-parameter data:
+
+- ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
+  are skipped exactly as PyTorch skips a parameter whose grad is None: nothing is read or written
+  and their step count does not advance.
+- ``steps[j]`` (float32): PyTorch's per-parameter ``state["step"]``, advanced here by one for each
+  parameter with a gradient (before its update, as PyTorch does).
+- ``coef[j, :]`` (buffer dtype): per-parameter scalars that depend on the step count (bias
+  corrections, decayed lr), computed here in float64 from the step count exactly as PyTorch's
+  host code does, then rounded once to the buffer dtype.
+
+``hp`` holds the group's constant scalars already rounded to the buffer dtype (the host fills it
+each step, as ggml's ``opt_step_adamw`` packs its scalars into a params tensor), so all element
+arithmetic runs in the buffer dtype, in PyTorch's order of operations.  No fastmath: NaN and inf
+propagate as in PyTorch.
+
+Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
+parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk.
+Optional state buffers that an option leaves unused are passed as empty arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import parallel_kernel, prange
+
+
+@parallel_kernel
+def opt_step_sgd(p, g, buf, seg, chunk_seg, chunk, flags, steps, hp,
+                 momentum_on, nesterov, maximize, wd_on):
+    """SGD with momentum (Sutskever et al. 2013, http://proceedings.mlr.press/v28/sutskever13.html).
+
+    ``hp = [lr, mu, 1 - tau, lambda]`` (tau: dampening, lambda: weight decay).  Per element::
+
+        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
+        b <- g                            on a parameter's first momentum step
+        b <- mu * b + (1 - tau) * g       afterwards
+        g <- g + mu * b if nesterov else b      (when mu != 0)
+        p <- p - lr * g
+
+    ``steps`` counts momentum steps (it is how "first step" is known; SGD saves no ``step``).
+    """
+    nseg = flags.shape[0]
+    if momentum_on:
+        for j in range(nseg):
+            if flags[j] != 0:
+                steps[j] += 1
+    neg_lr = -hp[0]
+    mu = hp[1]
+    one_m_tau = hp[2]
+    lam = hp[3]
+    n = p.shape[0]
+    for c in prange(chunk_seg.shape[0]):
+        start = c * chunk
+        end = min(start + chunk, n)
+        j = chunk_seg[c]
+        i0 = start
+        while i0 < end:
+            e = min(seg[j + 1], end)
+            if flags[j] != 0:
+                first = steps[j] == 1
+                for i in range(i0, e):
+                    gi = -g[i] if maximize else g[i]
+                    if wd_on:
+                        gi = gi + lam * p[i]
+                    if momentum_on:
+                        if first:
+                            b = gi
+                        else:
+                            b = buf[i] * mu + one_m_tau * gi
+                        buf[i] = b
+                        if nesterov:
+                            gi = gi + mu * b
+                        else:
+                            gi = b
+                    p[i] = p[i] + neg_lr * gi
+            i0 = e
+            j += 1
+
+
+@parallel_kernel
+def opt_step_adam(p, g, m, v, vmax, seg, chunk_seg, chunk, flags, steps, coef, hp,
+                  lr, beta1, beta2, amsgrad, maximize, wd_on, decoupled):
+    """Adam (Kingma & Ba 2014, https://arxiv.org/abs/1412.6980) and AdamW (Loshchilov & Hutter
+    2017, https://arxiv.org/abs/1711.05101), as PyTorch computes them.
+
+    ``hp = [1 - b1, b1', b2, 1 - b2, eps, lambda, 1 - lr * lambda]`` (``b1'`` = 1 - (1 - b1) rounded
+    in the buffer dtype, as PyTorch's lerp computes it); per parameter, with its step t,
+    ``coef[j] = [-lr / (1 - b1^t), sqrt(1 - b2^t)]``.  Per element::
+
+        g <- -g if maximize
+        p <- p * (1 - lr * lambda)        if decoupled (AdamW)   | g <- g + lambda * p  otherwise
+        m <- lerp(m, g, 1 - b1)           (= b1 m + (1 - b1) g)
+        v <- b2 v + (1 - b2) g^2
+        vhat <- max(vhat, v) if amsgrad, else v
+        p <- p - lr / (1 - b1^t) * m / (sqrt(vhat) / sqrt(1 - b2^t) + eps)
+    """
+    nseg = flags.shape[0]
+    for j in range(nseg):
+        if flags[j] != 0:
+            steps[j] += 1
+            t = float(steps[j])
+            coef[j, 0] = -(lr / (1.0 - beta1 ** t))
+            coef[j, 1] = (1.0 - beta2 ** t) ** 0.5
+    w1 = hp[0]
+    one_m_w1 = hp[1]
+    b2 = hp[2]
+    one_m_b2 = hp[3]
+    eps = hp[4]
+    lam = hp[5]
+    decay = hp[6]
+    n = p.shape[0]
+    for c in prange(chunk_seg.shape[0]):
+        start = c * chunk
+        end = min(start + chunk, n)
+        j = chunk_seg[c]
+        i0 = start
+        while i0 < end:
+            e = min(seg[j + 1], end)
+            if flags[j] != 0:
+                neg_step = coef[j, 0]
+                bc2_sqrt = coef[j, 1]
+                for i in range(i0, e):
+                    gi = -g[i] if maximize else g[i]
+                    pi = p[i]
+                    if wd_on:
+                        if decoupled:
+                            pi = pi * decay
+                        else:
+                            gi = gi + lam * pi
+                    mi = m[i]
+                    if w1 < 0.5:
+                        mi = mi + w1 * (gi - mi)
+                    else:
+                        mi = gi - (gi - mi) * one_m_w1
+                    m[i] = mi
+                    vi = v[i] * b2 + one_m_b2 * gi * gi
+                    v[i] = vi
+                    if amsgrad:
+                        a = vmax[i]
+                        if vi != vi or vi > a:
+                            a = vi
+                        vmax[i] = a
+                        vi = a
+                    denom = math.sqrt(vi) / bc2_sqrt + eps
+                    p[i] = pi + neg_step * mi / denom
+            i0 = e
+            j += 1
+
+
+@parallel_kernel
+def opt_step_adagrad(p, g, s, seg, chunk_seg, chunk, flags, steps, coef, hp,
+                     lr, lr_decay, maximize, wd_on):
+    """Adagrad (Duchi et al. 2011, https://jmlr.org/papers/v12/duchi11a.html) as PyTorch computes it.
+
+    ``hp = [lambda, eps]``; per parameter with step t, ``coef[j, 0] = -lr / (1 + (t - 1) * lr_decay)``.
+    Per element::
+
+        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
+        s <- s + g^2
+        p <- p - clr * g / (sqrt(s) + eps)
+    """
+    nseg = flags.shape[0]
+    for j in range(nseg):
+        if flags[j] != 0:
+            steps[j] += 1
+            t = float(steps[j])
+            coef[j, 0] = -(lr / (1.0 + (t - 1.0) * lr_decay))
+    lam = hp[0]
+    eps = hp[1]
+    n = p.shape[0]
+    for c in prange(chunk_seg.shape[0]):
+        start = c * chunk
+        end = min(start + chunk, n)
+        j = chunk_seg[c]
+        i0 = start
+        while i0 < end:
+            e = min(seg[j + 1], end)
+            if flags[j] != 0:
+                neg_clr = coef[j, 0]
+                for i in range(i0, e):
+                    gi = -g[i] if maximize else g[i]
+                    if wd_on:
+                        gi = gi + lam * p[i]
+                    si = s[i] + gi * gi
+                    s[i] = si
+                    p[i] = p[i] + neg_clr * gi / (math.sqrt(si) + eps)
+            i0 = e
+            j += 1
+
+
+@parallel_kernel
+def opt_step_rmsprop(p, g, sq, gavg, buf, seg, chunk_seg, chunk, flags, steps, hp,
+                     centered, momentum_on, maximize, wd_on):
+    """RMSprop (Hinton, Lecture 6e, https://www.cs.toronto.edu/~tijmen/csc321/slides/lecture_slides_lec6.pdf;
+    centered: Graves 2013, https://arxiv.org/abs/1308.0850) as PyTorch computes it.
+
+    ``hp = [alpha, 1 - alpha, alpha', eps, lambda, mu, -lr]`` (``alpha'`` = 1 - (1 - alpha) rounded in
+    the buffer dtype, for the lerp).  Per element::
+
+        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
+        v <- alpha v + (1 - alpha) g^2
+        if centered: gbar <- lerp(gbar, g, 1 - alpha);  d <- sqrt(v - gbar^2) + eps
+        else:        d <- sqrt(v) + eps
+        if mu > 0:   b <- mu b + g / d;  p <- p - lr b
+        else:        p <- p - lr g / d
+    """
+    nseg = flags.shape[0]
+    for j in range(nseg):
+        if flags[j] != 0:
+            steps[j] += 1
+    alpha = hp[0]
+    w = hp[1]
+    one_m_w = hp[2]
+    eps = hp[3]
+    lam = hp[4]
+    mu = hp[5]
+    neg_lr = hp[6]
+    n = p.shape[0]
+    for c in prange(chunk_seg.shape[0]):
+        start = c * chunk
+        end = min(start + chunk, n)
+        j = chunk_seg[c]
+        i0 = start
+        while i0 < end:
+            e = min(seg[j + 1], end)
+            if flags[j] != 0:
+                for i in range(i0, e):
+                    gi = -g[i] if maximize else g[i]
+                    if wd_on:
+                        gi = gi + lam * p[i]
+                    vi = sq[i] * alpha + w * gi * gi
+                    sq[i] = vi
+                    if centered:
+                        ga = gavg[i]
+                        if w < 0.5:
+                            ga = ga + w * (gi - ga)
+                        else:
+                            ga = gi - (gi - ga) * one_m_w
+                        gavg[i] = ga
+                        d = math.sqrt(vi + (-ga) * ga) + eps
+                    else:
+                        d = math.sqrt(vi) + eps
+                    if momentum_on:
+                        b = buf[i] * mu + gi / d
+                        buf[i] = b
+                        p[i] = p[i] + neg_lr * b
+                    else:
+                        p[i] = p[i] + neg_lr * gi / d
+            i0 = e
+            j += 1

@@ -1,0 +1,30 @@
+"""tinyopt.optim: ``torch.optim``-compatible optimizers, each one fused numba kernel per group.
+
+Example::
+
+    from tinyopt import optim
+    opt = optim.AdamW(model.parameters(), lr=1e-3, weight_decay=1e-2)
+    sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=1000)
+    for x, y in loader:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        sched.step()
+
+The optimizers need only ``Parameter``: any parameter whose ``.grad`` was set by any means
+(``p.grad = numpy_array``) can be optimized, with no graph involved.
+"""
+
+from tinyopt.optim.adagrad import Adagrad
+from tinyopt.optim.adam import Adam
+from tinyopt.optim.adamw import AdamW
+from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.rmsprop import RMSprop
+from tinyopt.optim.sgd import SGD
+
+try:  # lr_scheduler.py is written concurrently; the guard goes once it exists
+    from tinyopt.optim import lr_scheduler
+except ImportError:  # pragma: no cover
+    pass
+
+__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]

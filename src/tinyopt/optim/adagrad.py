@@ -1,0 +1,65 @@
+"""Adagrad (``torch.optim.Adagrad``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tinyopt.kernels.optim import opt_step_adagrad
+from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.optim.fused import FusedOptimizer
+
+
+class Adagrad(FusedOptimizer):
+    r"""Adagrad (Duchi et al., https://jmlr.org/papers/v12/duchi11a.html) as ``torch.optim.Adagrad``.
+
+    .. math::
+        g_t &= \nabla_\theta f(\theta_{t-1}) \;(\times -1 \text{ if maximize}) + \lambda\theta_{t-1},
+        \qquad \tilde\gamma = \frac{\gamma}{1 + (t - 1)\eta} \\
+        s_t &= s_{t-1} + g_t^2, \qquad
+        \theta_t = \theta_{t-1} - \tilde\gamma \frac{g_t}{\sqrt{s_t} + \epsilon}
+
+    State (created at construction, as PyTorch does): ``step`` and ``sum`` (starting at
+    ``initial_accumulator_value``).  ``foreach``/``fused`` are ignored; ``differentiable=True`` raises.
+
+    Example::
+
+        opt = Adagrad(model.parameters(), lr=1e-2, lr_decay=1e-4)
+    """
+
+    _eager_state = True
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0,
+                 weight_decay: float = 0, initial_accumulator_value: float = 0,
+                 eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        if not 0.0 <= group["lr"]:
+            raise ValueError(f"Invalid learning rate: {group['lr']}")
+        if not 0.0 <= group["lr_decay"]:
+            raise ValueError(f"Invalid lr_decay value: {group['lr_decay']}")
+        if not 0.0 <= group["weight_decay"]:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+        if not 0.0 <= group["initial_accumulator_value"]:
+            raise ValueError("Invalid initial_accumulator_value value: "
+                             f"{group['initial_accumulator_value']}")
+        if not 0.0 <= group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+
+    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
+        return ("sum",)
+
+    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+        return {"sum": float(group["initial_accumulator_value"])}
+
+    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
+        wd = float(group["weight_decay"])
+        fb.hp[:2] = (wd, float(group["eps"]))
+        opt_step_adagrad(fb.data, fb.grad, fb.bufs["sum"], fb.seg, fb.chunk_seg, CHUNK, fb.flags,
+                         fb.steps, fb.coef, fb.hp, float(group["lr"]), float(group["lr_decay"]),
+                         bool(group["maximize"]), wd != 0)

@@ -1,0 +1,76 @@
+"""Adam, with optional AMSGrad and decoupled weight decay (``torch.optim.Adam``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tinyopt.kernels.optim import opt_step_adam
+from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.optim.fused import FusedOptimizer
+
+
+class Adam(FusedOptimizer):
+    r"""Adam (Kingma & Ba, https://arxiv.org/abs/1412.6980) as ``torch.optim.Adam``.
+
+    .. math::
+        g_t &= \nabla_\theta f(\theta_{t-1}) \;(\times -1 \text{ if maximize});\quad
+               \theta_{t-1} \leftarrow \theta_{t-1}(1 - \gamma\lambda) \text{ if decoupled, else }
+               g_t \leftarrow g_t + \lambda\theta_{t-1} \\
+        m_t &= \beta_1 m_{t-1} + (1 - \beta_1) g_t, \qquad v_t = \beta_2 v_{t-1} + (1 - \beta_2) g_t^2 \\
+        \hat v_t &= \max(\hat v_{t-1}, v_t) \text{ if amsgrad else } v_t \\
+        \theta_t &= \theta_{t-1} - \frac{\gamma}{1 - \beta_1^t}\,
+                    \frac{m_t}{\sqrt{\hat v_t} / \sqrt{1 - \beta_2^t} + \epsilon}
+
+    State: ``step`` (0-d float32), ``exp_avg``, ``exp_avg_sq``, and ``max_exp_avg_sq`` with
+    amsgrad.  ``foreach``/``fused`` are accepted and ignored; ``capturable``/``differentiable``
+    set to True raise.
+
+    Example::
+
+        opt = Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999))
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False) -> None:
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if len(betas) != 2:
+            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= wd:
+            raise ValueError(f"Invalid weight_decay value: {wd}")
+
+    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
+        if group["amsgrad"]:
+            return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+        return ("exp_avg", "exp_avg_sq")
+
+    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
+        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
+        b1, b2 = (float(b) for b in group["betas"])
+        amsgrad = bool(group["amsgrad"])
+        hp = fb.hp
+        hp[0] = 1.0 - b1
+        hp[1] = 1 - hp[0]  # lerp's (1 - weight), in the buffer dtype
+        hp[2:7] = (b2, 1.0 - b2, eps, wd, 1.0 - lr * wd)
+        vmax = fb.bufs["max_exp_avg_sq"] if amsgrad else fb.empty
+        opt_step_adam(fb.data, fb.grad, fb.bufs["exp_avg"], fb.bufs["exp_avg_sq"], vmax, fb.seg,
+                      fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.coef, hp, lr, b1, b2, amsgrad,
+                      bool(group["maximize"]), wd != 0, bool(group["decoupled_weight_decay"]))

@@ -1,0 +1,455 @@
+"""``Optimizer``: the base class of every optimizer, with ``torch.optim.Optimizer``'s contract.
+
+It owns ``param_groups`` (dicts holding ``params`` and every hyperparameter, read afresh at every
+step so schedulers and users may change them), ``defaults``, ``state`` (a dict per parameter),
+``add_param_group``, ``zero_grad``, the hooks, and ``state_dict``/``load_state_dict`` in PyTorch's
+layout with numpy arrays in place of tensors::
+
+    {"state": {0: {"step": array(3., dtype=float32), "exp_avg": array([...]), ...}, ...},
+     "param_groups": [{"lr": 0.001, ..., "params": [0, 1, 2]}]}
+
+A subclass written the PyTorch way (a ``step`` looping over ``p.grad`` and ``self.state[p]``)
+works as is; tinyopt's own optimizers derive from :class:`tinyopt.optim.fused.FusedOptimizer`,
+which keeps each group in flat buffers and updates it with one kernel call.
+
+``load_state_dict`` validates everything first (group count and sizes like PyTorch, and also each
+state array's shape against its parameter) and changes nothing when it rejects a dict.  When both
+the optimizer and the dict carry ``param_names``, parameters are matched by name.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import itertools
+import warnings
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from tinyopt.engine.grad_mode import enable_grad
+from tinyopt.engine.tensor import Parameter
+
+StateDict = dict[str, Any]
+
+
+class _RequiredParameter:
+    """Singleton marking a hyperparameter a param group must give (like ``torch.optim.required``)."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: OrderedDict):
+        self._hooks = hooks
+        self.id = next(_hook_ids)
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+def _typename(x) -> str:
+    t = type(x)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _hooked_step(step: Callable) -> Callable:
+    """Wrap a subclass's ``step`` so the step pre/post hooks run around it (once, when nested)."""
+
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        if getattr(self, "_in_step", False):  # super().step() from an overriding subclass
+            return step(self, *args, **kwargs)
+        for hook in list(self._optimizer_step_pre_hooks.values()):
+            result = hook(self, args, kwargs)
+            if result is not None:
+                if isinstance(result, tuple) and len(result) == 2:
+                    args, kwargs = result
+                else:
+                    raise RuntimeError(f"{step} must return None or a tuple of (new_args, new_kwargs),"
+                                       f" but got {result}.")
+        self._in_step = True
+        try:
+            out = step(self, *args, **kwargs)
+        finally:
+            self._in_step = False
+        self._opt_called = True
+        for hook in list(self._optimizer_step_post_hooks.values()):
+            hook(self, args, kwargs)
+        return out
+
+    wrapper._tinyopt_hooked = True
+    return wrapper
+
+
+class Optimizer:
+    """Base class for all optimizers (``torch.optim.Optimizer``'s interface and rules).
+
+    Args:
+        params: an iterable of Parameters, of ``(name, Parameter)`` pairs, or of dicts (param
+            groups, each with a ``"params"`` entry and any hyperparameters overriding ``defaults``).
+        defaults: the default value of every hyperparameter.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None and not getattr(step, "_tinyopt_hooked", False):
+            cls.step = _hooked_step(step)
+
+    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_step_post_hooks: OrderedDict = OrderedDict()
+        self._optimizer_state_dict_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_state_dict_post_hooks: OrderedDict = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks: OrderedDict = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks: OrderedDict = OrderedDict()
+        if isinstance(params, Parameter):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + _typename(params))
+        if isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but "
+                            "the ordering of tensors in sets will change between runs. Please use a "
+                            "list instead.")
+        self.state: defaultdict = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __repr__(self) -> str:
+        lines = [self.__class__.__name__ + " ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for key in sorted(group):
+                if key not in ("params", "param_names"):
+                    lines.append(f"    {key}: {group[key]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def __getstate__(self):
+        raise TypeError("tinyopt optimizers are not pickled; use state_dict() and tinyopt.save()")
+
+    # ---- param groups ---------------------------------------------------------------------------
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters (with its own hyperparameters) to ``param_groups``.
+
+        Useful when fine-tuning: unfreeze layers and give them to the optimizer as training goes.
+        Nothing changes if the group is rejected.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
+        param_group = dict(param_group)
+        if "params" not in param_group:
+            raise ValueError("param_group must have a 'params' entry")
+        params = param_group["params"]
+        if isinstance(params, Parameter):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but "
+                            "the ordering of tensors in sets will change between runs. Please use a "
+                            "list instead.")
+        else:
+            params = list(params)
+        names, tensors = [], []
+        for item in params:
+            if isinstance(item, tuple):
+                if len(item) != 2 or not isinstance(item[0], str):
+                    raise TypeError("named parameters must be (name, Parameter) pairs, but got "
+                                    f"{item!r:.80}")
+                names.append(item[0])
+                tensors.append(item[1])
+            else:
+                tensors.append(item)
+        if names and len(names) != len(tensors):
+            raise ValueError("all optimizer params should be with/without names. Some param names "
+                             "are missing")
+        for p in tensors:
+            if not isinstance(p, Parameter):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + _typename(p))
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization "
+                                 f"parameter {name}")
+        if len({id(p) for p in tensors}) != len(tensors):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen: set[int] = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+            if bool(names) != ("param_names" in group):
+                txt = "with names" if names else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. "
+                                 f"cannot add param group {txt} to the optimizer")
+        if any(id(p) in seen for p in tensors):
+            raise ValueError("some parameters appear in more than one parameter group")
+        new_group: dict[str, Any] = {"params": tensors}
+        if names:
+            new_group["param_names"] = names
+        for key, value in param_group.items():
+            if key not in ("params", "param_names"):
+                new_group[key] = value
+        for name, default in self.defaults.items():
+            new_group.setdefault(name, default)
+        self._check_group(new_group)
+        self._add_group(new_group)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        """Raise if ``group``'s hyperparameters are invalid (subclasses override; before any change)."""
+
+    def _add_group(self, group: dict[str, Any]) -> None:
+        """Append a validated group (subclasses extend this to set up storage)."""
+        self.param_groups.append(group)
+
+    # ---- stepping -------------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all optimized parameters (to None, or to zeros in place)."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad.fill(0)
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Perform one optimization step; subclasses implement it."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _call_closure(closure: Callable[[], Any] | None):
+        """Evaluate ``closure`` with gradient recording on, as PyTorch's optimizers do."""
+        if closure is None:
+            return None
+        with enable_grad():
+            return closure()
+
+    # ---- hooks ----------------------------------------------------------------------------------
+    @staticmethod
+    def _register(hooks: OrderedDict, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` runs before ``step``."""
+        return self._register(self._optimizer_step_pre_hooks, hook)
+
+    def register_step_post_hook(self, hook: Callable) -> RemovableHandle:
+        """``hook(optimizer, args, kwargs) -> None`` runs after ``step``."""
+        return self._register(self._optimizer_step_post_hooks, hook)
+
+    def register_state_dict_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer) -> None`` runs before ``state_dict`` builds its result."""
+        return self._register(self._optimizer_state_dict_pre_hooks, hook, prepend)
+
+    def register_state_dict_post_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict | None`` may edit or replace the result."""
+        return self._register(self._optimizer_state_dict_post_hooks, hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook: Callable,
+                                          prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer, state_dict) -> state_dict | None`` runs before loading (on a shallow copy)."""
+        return self._register(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook: Callable,
+                                           prepend: bool = False) -> RemovableHandle:
+        """``hook(optimizer) -> None`` runs after loading."""
+        return self._register(self._optimizer_load_state_dict_post_hooks, hook, prepend)
+
+    # ---- state dict -----------------------------------------------------------------------------
+    def _state_items(self) -> Iterable[tuple[Parameter, dict[str, Any]]]:
+        """(parameter, state dict) pairs of the live state, in the order to save them."""
+        return self.state.items()
+
+    def state_dict(self) -> StateDict:
+        """The optimizer state in PyTorch's layout, as copies (later steps do not change it).
+
+        ``state`` maps integer ids (numbered across groups in order) to per-parameter dicts whose
+        arrays are numpy arrays (``step`` a 0-d float32 array); ``param_groups`` holds every
+        hyperparameter, ``param_names`` when the parameters were given with names, and ``params``
+        as ids.
+        """
+        for hook in list(self._optimizer_state_dict_pre_hooks.values()):
+            hook(self)
+        index: dict[int, int] = {}
+        groups = []
+        start = 0
+        for group in self.param_groups:
+            packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                index.setdefault(id(p), i)
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        packed_state: dict[Any, Any] = {}
+        for key, value in self._state_items():
+            k = index[id(key)] if isinstance(key, Parameter) else key
+            packed_state[k] = _copy_state(value)
+        if all(isinstance(k, int) for k in packed_state):
+            packed_state = dict(sorted(packed_state.items()))
+        sd = {"state": packed_state, "param_groups": groups}
+        for hook in list(self._optimizer_state_dict_post_hooks.values()):
+            result = hook(self, sd)
+            if result is not None:
+                sd = result
+        return sd
+
+    def load_state_dict(self, state_dict: StateDict) -> None:
+        """Load a state dict made by :meth:`state_dict` (or PyTorch's, with tensors as numpy arrays).
+
+        Checks, before changing anything: the number of groups and their sizes (as PyTorch), that
+        every state array has its parameter's shape, and what a subclass requires of the state.
+        Matches parameters by name when both sides have ``param_names``, by position otherwise.
+        Arrays are copied (cast to the parameter's dtype; ``step`` stays float32).
+        """
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"load_state_dict expects a dict, but got {_typename(state_dict)}")
+        state_dict = state_dict.copy()
+        for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
+            result = hook(self, state_dict)
+            if result is not None:
+                state_dict = result
+        for key in ("state", "param_groups"):
+            if key not in state_dict:
+                raise ValueError(f"loaded state dict has no '{key}' entry")
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the "
+                             "size of optimizer's group")
+        id_map = self._match_params(groups, saved_groups)
+        names = {}
+        for g in groups:
+            for i, p in enumerate(g["params"]):
+                names[id(p)] = repr(g["param_names"][i]) if "param_names" in g else None
+        new_groups = []
+        for g, s in zip(groups, saved_groups):
+            s["params"] = g["params"]
+            if "param_names" in g and "param_names" not in s:
+                s["param_names"] = g["param_names"]
+            elif "param_names" in g:
+                s["param_names"] = list(g["param_names"])
+            new_groups.append(s)
+        labels = {id(p): names[id(p)] or str(k) for k, p in id_map.items()}
+        state: defaultdict = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k not in id_map:
+                state[k] = copy.deepcopy(v)
+                continue
+            p = id_map[k]
+            label = labels[id(p)]
+            if not isinstance(v, dict):
+                raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
+                                 f"{_typename(v)}")
+            state[p] = {key: _cast_state(p, key, value, label) for key, value in v.items()}
+        for s in new_groups:
+            self._check_group(s)
+        self._check_loaded_state(state, new_groups, labels)
+        self._set_state(state, new_groups)
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    @staticmethod
+    def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:
+        """Saved id -> live parameter: by name when both sides carry ``param_names``, else by order."""
+        id_map: dict[Any, Parameter] = {}
+        for gi, (g, s) in enumerate(zip(groups, saved_groups)):
+            if "param_names" in g and "param_names" in s:
+                saved_names = list(s["param_names"])
+                if len(saved_names) != len(s["params"]):
+                    raise ValueError(f"loaded state dict: group {gi} has {len(saved_names)} "
+                                     f"param_names for {len(s['params'])} params")
+                by_name = dict(zip(g["param_names"], g["params"]))
+                if len(by_name) != len(g["params"]) or len(set(saved_names)) != len(saved_names):
+                    raise ValueError(f"cannot match parameters by name in group {gi}: names are "
+                                     "not unique")
+                missing = sorted(set(saved_names) - set(by_name))
+                if missing:
+                    raise ValueError(f"loaded state dict: group {gi} has parameters {missing} that "
+                                     f"the optimizer does not have")
+                for name, pid in zip(saved_names, s["params"]):
+                    id_map[pid] = by_name[name]
+            else:
+                id_map.update(zip(s["params"], g["params"]))
+        return id_map
+
+    def _check_loaded_state(self, state: dict, groups: list[dict], labels: dict[int, str]) -> None:
+        """Raise if the (already cast) loaded ``state`` does not fit; subclasses add their rules.
+
+        ``labels`` names each parameter for messages (its name, or its id in the saved dict).
+        """
+
+    def _set_state(self, state: defaultdict, groups: list[dict]) -> None:
+        """Install a validated, copied state and groups (subclasses copy into their storage)."""
+        self.state = state
+        self.param_groups = groups
+
+
+def _copy_state(value):
+    """A deep copy of a per-parameter state value with arrays copied (never aliasing live state)."""
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {k: _copy_state(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def _cast_state(p: Parameter, key, value, label: str):
+    """A copy of one loaded state value: arrays in the parameter's dtype, ``step`` as float32.
+
+    Array-like values that are not numpy arrays (e.g. torch tensors) are converted with
+    ``np.asarray``; Python numbers stay numbers.
+    """
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if not isinstance(value, np.ndarray):
+        if hasattr(value, "__array__") or isinstance(value, (list, tuple)):
+            try:
+                value = np.asarray(value)
+            except Exception as e:  # noqa: BLE001 - report what could not be read
+                raise ValueError(f"load_state_dict: parameter {label} has state {key!r} that is not "
+                                 f"an array: {e}") from None
+        else:
+            return copy.deepcopy(value)
+    if key == "step":
+        if value.size != 1:
+            raise ValueError(f"load_state_dict: parameter {label} has state 'step' of shape "
+                             f"{value.shape}, expected a scalar")
+        return np.array(value.reshape(()), dtype=np.float32)
+    if value.dtype.kind not in "fiub":
+        raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of dtype "
+                         f"{value.dtype}, expected a numeric array")
+    if value.shape != p.shape:
+        raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of shape "
+                         f"{value.shape}, expected {p.shape}")
+    dtype = p.dtype if np.dtype(p.dtype).kind == "f" else value.dtype
+    return np.array(value, dtype=dtype, copy=True)

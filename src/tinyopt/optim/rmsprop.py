@@ -1,0 +1,74 @@
+"""RMSprop, optionally centered and with momentum (``torch.optim.RMSprop``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tinyopt.kernels.optim import opt_step_rmsprop
+from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.optim.fused import FusedOptimizer
+
+
+class RMSprop(FusedOptimizer):
+    r"""RMSprop (Hinton, lecture 6e; centered: Graves, https://arxiv.org/abs/1308.0850) as
+    ``torch.optim.RMSprop``.
+
+    .. math::
+        g_t &= \nabla_\theta f(\theta_{t-1}) \;(\times -1 \text{ if maximize}) + \lambda\theta_{t-1} \\
+        v_t &= \alpha v_{t-1} + (1 - \alpha) g_t^2, \qquad
+        \bar g_t = \alpha \bar g_{t-1} + (1 - \alpha) g_t \text{ (centered)} \\
+        d_t &= \sqrt{v_t - \bar g_t^2} + \epsilon \text{ (centered) or } \sqrt{v_t} + \epsilon \\
+        b_t &= \mu b_{t-1} + g_t / d_t,\quad \theta_t = \theta_{t-1} - \gamma b_t \text{ if } \mu > 0
+        \text{, else } \theta_t = \theta_{t-1} - \gamma g_t / d_t
+
+    State: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0), ``grad_avg`` (centered).
+    ``foreach`` is ignored; ``capturable``/``differentiable`` set to True raise.
+
+    Example::
+
+        opt = RMSprop(model.parameters(), lr=1e-2, alpha=0.99, centered=True)
+    """
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
+        defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
+                        weight_decay=weight_decay, capturable=capturable, foreach=foreach,
+                        maximize=maximize, differentiable=differentiable)
+        super().__init__(params, defaults)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        if not 0.0 <= group["lr"]:
+            raise ValueError(f"Invalid learning rate: {group['lr']}")
+        if not 0.0 <= group["eps"]:
+            raise ValueError(f"Invalid epsilon value: {group['eps']}")
+        if not 0.0 <= group["momentum"]:
+            raise ValueError(f"Invalid momentum value: {group['momentum']}")
+        if not 0.0 <= group["weight_decay"]:
+            raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
+        if not 0.0 <= group["alpha"]:
+            raise ValueError(f"Invalid alpha value: {group['alpha']}")
+
+    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
+        names = ("square_avg",)
+        if group["momentum"] > 0:
+            names += ("momentum_buffer",)
+        if group["centered"]:
+            names += ("grad_avg",)
+        return names
+
+    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
+        alpha, wd, mu = float(group["alpha"]), float(group["weight_decay"]), float(group["momentum"])
+        centered = bool(group["centered"])
+        hp = fb.hp
+        hp[0] = alpha
+        hp[1] = 1.0 - alpha
+        hp[2] = 1 - hp[1]  # lerp's (1 - weight), in the buffer dtype
+        hp[3:7] = (float(group["eps"]), wd, mu, -float(group["lr"]))
+        opt_step_rmsprop(fb.data, fb.grad, fb.bufs["square_avg"],
+                         fb.bufs["grad_avg"] if centered else fb.empty,
+                         fb.bufs["momentum_buffer"] if mu > 0 else fb.empty,
+                         fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, hp, centered, mu > 0,
+                         bool(group["maximize"]), wd != 0)
