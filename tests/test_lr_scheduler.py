@@ -487,7 +487,8 @@ def test_composite_schedulers_validate_members():
     (lambda o: L.CosineAnnealingWarmRestarts(o, 0), ValueError, "positive integer T_0"),
     (lambda o: L.CosineAnnealingWarmRestarts(o, 2.5), ValueError, "positive integer T_0"),
     (lambda o: L.CosineAnnealingWarmRestarts(o, 2, T_mult=0), ValueError, "T_mult >= 1"),
-    (lambda o: L.CosineAnnealingWarmRestarts(o, 2, eta_min="0"), ValueError, "float or int eta_min"),
+    (lambda o: L.CosineAnnealingWarmRestarts(o, 2, eta_min="0"), ValueError,
+     "float or int eta_min"),
     (lambda o: L.LambdaLR(o, [lambda e: 1.0]), ValueError, "Expected 3 lr_lambdas, but got 1"),
     (lambda o: L.MultiplicativeLR(o, 0.5), TypeError, "lr_lambda should be a function"),
     (lambda o: L.OneCycleLR(o, 1.0), ValueError, "total_steps OR"),
@@ -546,3 +547,38 @@ def test_warnings_like_pytorch():
         warnings.simplefilter("error")
         sched.step()
         sched.step()
+
+
+# ---- with the real optimizers -------------------------------------------------------------------
+def test_optimizer_uses_the_scheduled_lr():
+    p = Parameter(np.zeros(3))
+    opt = SGD([p], lr=1.0)
+    sched = L.StepLR(opt, 2, gamma=0.5)
+    used = []
+    for _ in range(5):
+        p.grad = np.ones(3)
+        used.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert used == [1.0, 1.0, 0.5, 0.5, 0.25]
+    np.testing.assert_allclose(p.data, -sum(used))
+
+
+@pytest.mark.parametrize("case", ["onecycle_linear_3phase_adam", "cyclic_exp_range", "sequential"])
+def test_resume_through_optimizer_and_scheduler_state_dicts(case):
+    """The PyTorch resume recipe: build both, load the optimizer, then the scheduler."""
+    factory, steps, kind, is_plateau = CASES[case]
+    half = steps // 2
+    opt = make_opt(kind)
+    sched = factory(L, opt)
+    for t in range(half):
+        advance(sched, is_plateau, t)
+    opt_sd, sched_sd = opt.state_dict(), json.loads(json.dumps(sched.state_dict()))
+    opt2 = make_opt(kind)
+    sched2 = factory(L, opt2)
+    opt2.load_state_dict(opt_sd)
+    sched2.load_state_dict(sched_sd)
+    for t in range(half, steps):
+        advance(sched, is_plateau, t)
+        advance(sched2, is_plateau, t)
+        assert snapshot(opt2) == snapshot(opt), f"step {t + 1}"

@@ -773,6 +773,8 @@ class CyclicLR(LRScheduler):
         last_epoch: index of the last batch. Default: -1.
     """
 
+    _NESTED_STATE = ("_scale_fn_custom",)
+
     def __init__(self, optimizer: Optimizer, base_lr: float | list[float],
                  max_lr: float | list[float], step_size_up: int = 2000,
                  step_size_down: int | None = None,
@@ -864,8 +866,6 @@ class CyclicLR(LRScheduler):
             for group, momentum in zip(self.optimizer.param_groups, momentums, strict=True):
                 _set_momentum(group, momentum, self.use_beta1)
         return lrs
-
-    _NESTED_STATE = ("_scale_fn_custom",)
 
     def state_dict(self) -> dict[str, Any]:
         """As the base class; a custom ``scale_fn`` is saved only as a callable object's
@@ -1219,7 +1219,8 @@ class ReduceLROnPlateau(LRScheduler):
         self.cooldown_counter = 0
         self.num_bad_epochs = 0
 
-    def step(self, metrics: SupportsFloat, epoch: int | None = None) -> None:  # type: ignore[override]
+    def step(  # type: ignore[override]
+            self, metrics: SupportsFloat, epoch: int | None = None) -> None:
         """Record ``metrics`` (a number) and reduce the lrs if it has plateaued."""
         current = float(metrics)
         if epoch is None:
