@@ -122,7 +122,7 @@ class Tensor:
             (self * Tensor("input", (), (), g.shape, self.dtype, value=g)).sum().backward()
             return
         from tinyopt.engine.realize import realize
-        realize([self], loss=self)
+        realize([], loss=self)
 
     def detach(self) -> Tensor:
         """A new input leaf with this tensor's value (computed now), cut from the graph."""
@@ -151,6 +151,12 @@ class Parameter(Tensor):
     """
 
     __slots__ = ("_data", "_grad", "_grad_view", "_grad_flags", "_grad_index", "_version")
+
+    # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
+    # nodes; ``p.eq(x)`` still compares elementwise.
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
     def __init__(self, data=None, requires_grad: bool = True, dtype=None):
         if data is None:

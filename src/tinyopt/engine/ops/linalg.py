@@ -1,0 +1,93 @@
+"""Matrix products through numpy's BLAS: matmul (2-D and batched) and linear (x W^T + b)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
+from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.kernels import elementwise as K
+
+
+def _matmul_backward(t, g):
+    a, b = t.srcs
+    ga = sum_to(matmul(g, b.transpose(-1, -2)), a.shape) if a.requires_grad else None
+    gb = sum_to(matmul(a.transpose(-1, -2), g), b.shape) if b.requires_grad else None
+    return ga, gb
+
+
+def _matmul_forward(t):
+    # np.dot takes BLAS's fast path with ``out=``; np.matmul with ``out=`` may not.
+    if t.ndim == 2:
+        return lambda out, a, b: np.dot(a, b, out=out)
+    return lambda out, a, b: np.matmul(a, b, out=out)
+
+
+defop("matmul", forward=_matmul_forward, backward=_matmul_backward)
+
+
+def matmul(a, b) -> Tensor:
+    """Matrix product with PyTorch's rules: 1-D operands are promoted to matrices and the added
+    dimension removed afterwards; leading (batch) dimensions broadcast."""
+    a, b = _operands("matmul", a, b)
+    _require_float("matmul", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                           f"{a.shape} and {b.shape}")
+    if a.ndim == 1:
+        return matmul(a.reshape(1, -1), b).squeeze(-2)
+    if b.ndim == 1:
+        return matmul(a, b.reshape(-1, 1)).squeeze(-1)
+    if a.shape[-1] != b.shape[-2]:
+        raise RuntimeError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied "
+                           f"({a.shape[-1]} != {b.shape[-2]})")
+    try:
+        batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    except ValueError:
+        raise RuntimeError(f"matmul: batch dimensions of {a.shape} and {b.shape} cannot be "
+                           f"broadcast") from None
+    return node("matmul", (a, b), batch + (a.shape[-2], b.shape[-1]), a.dtype)
+
+
+def _linear_forward(t):
+    n_in, n_out = t.srcs[1].shape[1], t.shape[-1]
+
+    def fwd(out, x, w, b=None):
+        out2 = out.reshape(-1, n_out)
+        np.dot(x.reshape(-1, n_in), w.T, out=out2)
+        if b is not None:
+            K.add(out2, b, out=out2)
+    return fwd
+
+
+def _linear_backward(t, g):
+    x, w = t.srcs[0], t.srcs[1]
+    gx = matmul(g, w) if x.requires_grad else None
+    g2 = g.reshape(-1, g.shape[-1])
+    gw = matmul(g2.T, x.reshape(-1, x.shape[-1])) if w.requires_grad else None
+    if len(t.srcs) == 2:
+        return gx, gw
+    b = t.srcs[2]
+    gb = g2.sum(0) if b.requires_grad else None
+    return gx, gw, gb
+
+
+defop("linear", forward=_linear_forward, backward=_linear_backward)
+
+
+def linear(input, weight, bias=None) -> Tensor:
+    """y = x W^T + b, with x of shape (..., in), W (out, in) and b (out,)."""
+    x, w = as_tensor(input), as_tensor(weight)
+    x, w = _operands("linear", x, w)
+    _require_float("linear", x, w)
+    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+        raise RuntimeError(f"linear: input of shape {x.shape} and weight of shape {w.shape} "
+                           f"do not match (expected input (..., {w.shape[-1]}))")
+    srcs = (x, w)
+    if bias is not None:
+        b = as_tensor(bias)
+        if b.shape != (w.shape[0],):
+            raise RuntimeError(f"linear: bias has shape {b.shape}, expected ({w.shape[0]},)")
+        srcs = (x, w, b.to(x.dtype))
+    return node("linear", srcs, x.shape[:-1] + (w.shape[0],), x.dtype)

@@ -1,0 +1,203 @@
+"""Losses: cross_entropy, nll_loss (fused row kernels), mse_loss, l1_loss,
+binary_cross_entropy_with_logits, and one_hot."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyopt.engine.dtypes import int64
+from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
+from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.kernels import loss as K
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _check_reduction(op: str, reduction: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                         f"(expected one of {_REDUCTIONS})")
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
+
+
+def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor, Tensor, int]:
+    """Logits as (rows, C) and class-index targets as (rows,), with shape and range checks."""
+    y = as_tensor(target)
+    if y.dtype != int64:
+        raise TypeError(f"{op}: expected class-index targets of dtype int64, got {y.dtype} "
+                        f"(for class probabilities use a float loss)")
+    if input.ndim < 1 or input.ndim > 1 and y.shape != (input.shape[0],) + input.shape[2:] \
+            or input.ndim == 1 and y.shape != ():
+        raise ValueError(f"{op}: input of shape {input.shape} needs targets of shape "
+                         f"{(input.shape[0],) + input.shape[2:] if input.ndim > 1 else ()}, "
+                         f"got {y.shape}")
+    C = input.shape[1] if input.ndim > 1 else input.shape[0]
+    if y.is_leaf and y._value is not None and y._value.size:
+        v = y._value
+        bad = v[(v != ignore_index) & ((v < 0) | (v >= C))]
+        if bad.size:
+            raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {C} classes "
+                             f"(input shape {input.shape})")
+    if input.ndim == 1:
+        return input.reshape(1, C), y.reshape(1), C
+    if input.ndim > 2:
+        perm = (0,) + tuple(range(2, input.ndim)) + (1,)
+        input = input.permute(perm).contiguous().reshape(-1, C)
+        y = y.reshape(-1)
+    return input, y, C
+
+
+def _weight(op: str, weight, C: int, dtype) -> Tensor:
+    if weight is None:
+        return as_tensor(np.ones(C, dtype=dtype))
+    w = as_tensor(weight)
+    if w.shape != (C,):
+        raise ValueError(f"{op}: weight has shape {w.shape}, expected ({C},) for {C} classes")
+    return w.to(dtype)
+
+
+def _unflatten(loss: Tensor, input_shape: tuple[int, ...], reduction: str) -> Tensor:
+    if reduction == "none":
+        return loss.reshape((input_shape[0],) + input_shape[2:] if len(input_shape) > 1 else ())
+    return loss
+
+
+def _rows_forward(kernel):
+    def compile(t):
+        ignore, *rest = t.attrs
+        return lambda out, x, y, w: kernel(x, y, w, ignore, *rest, out)
+    return compile
+
+
+def _ce_backward(t, g):
+    x, y, w = t.srcs
+    return node("ce_rows_grad", (g, x, y, w), x.shape, x.dtype, t.attrs), None, None
+
+
+def _nll_backward(t, g):
+    x, y, w = t.srcs
+    return node("nll_rows_grad", (g, y, w), x.shape, x.dtype, t.attrs), None, None
+
+
+def _rows_grad_forward(kernel, n_in):
+    def compile(t):
+        ignore, *rest = t.attrs
+        if n_in == 4:
+            return lambda out, g, x, y, w: kernel(g, x, y, w, ignore, *rest, out)
+        return lambda out, g, y, w: kernel(g, y, w, ignore, *rest, out)
+    return compile
+
+
+defop("ce_rows", forward=_rows_forward(K.ce_rows), backward=_ce_backward)
+defop("ce_rows_grad", forward=_rows_grad_forward(K.ce_rows_grad, 4))
+defop("nll_rows", forward=_rows_forward(K.nll_rows), backward=_nll_backward)
+defop("nll_rows_grad", forward=_rows_grad_forward(K.nll_rows_grad, 3))
+defop("target_weight_sum", forward=lambda t: (lambda out, y, w: K.target_weight_sum(
+    y, w, t.attrs[0], out.reshape(1))))
+
+
+def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, reduction: str,
+               extra: tuple) -> Tensor:
+    _check_reduction(op, reduction)
+    x = as_tensor(input)
+    _require_float(op, x)
+    x2, y, C = _targets(op, x, target, ignore_index)
+    w = _weight(op, weight, C, x.dtype)
+    rows = node(kind, (x2, y, w), (x2.shape[0],), x.dtype, (int(ignore_index),) + extra)
+    if reduction == "mean":
+        denom = node("target_weight_sum", (y, w), (), x.dtype, (int(ignore_index),))
+        return rows.sum() / denom
+    return _unflatten(_reduce(rows, reduction), x.shape, reduction)
+
+
+def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy between logits ``input`` (N, C) or (N, C, d1, ...) and class indices.
+
+    Per row: (1-eps) w[y] (-log p[y]) + (eps/C) sum_c w_c (-log p[c]), p = softmax(input);
+    'mean' divides the sum by sum_i w[y_i] over rows not ignored, as PyTorch does.
+    """
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                         f"{label_smoothing}")
+    t = as_tensor(target)
+    if t.dtype != int64 and as_tensor(input).shape == t.shape:
+        raise TypeError("cross_entropy: class-probability targets are not supported; pass "
+                        "int64 class indices")
+    return _rows_loss("cross_entropy", "ce_rows", input, t, weight, ignore_index, reduction,
+                      (float(label_smoothing),))
+
+
+def nll_loss(input, target, weight=None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices under log-probabilities ``input``."""
+    return _rows_loss("nll_loss", "nll_rows", input, target, weight, ignore_index, reduction, ())
+
+
+def mse_loss(input, target, reduction: str = "mean") -> Tensor:
+    _check_reduction("mse_loss", reduction)
+    a, b = _operands("mse_loss", input, target)
+    _require_float("mse_loss", a, b)
+    _same_shape("mse_loss", a, b)
+    d = a - b
+    return _reduce(d * d, reduction)
+
+
+def l1_loss(input, target, reduction: str = "mean") -> Tensor:
+    _check_reduction("l1_loss", reduction)
+    a, b = _operands("l1_loss", input, target)
+    _require_float("l1_loss", a, b)
+    _same_shape("l1_loss", a, b)
+    return _reduce((a - b).abs(), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
+                                     pos_weight=None) -> Tensor:
+    """-[pw y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], computed stably as
+    (1 - y) x + (1 + (pw - 1) y) softplus(-x)."""
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    x, y = _operands("binary_cross_entropy_with_logits", input, target)
+    _require_float("binary_cross_entropy_with_logits", x, y)
+    _same_shape("binary_cross_entropy_with_logits", x, y)
+    sp = softplus(-x)
+    if pos_weight is None:
+        loss = (1.0 - y) * x + sp
+    else:
+        loss = (1.0 - y) * x + (1.0 + (as_tensor(pos_weight).to(x.dtype) - 1.0) * y) * sp
+    if weight is not None:
+        loss = loss * as_tensor(weight).to(x.dtype)
+    return _reduce(loss, reduction)
+
+
+def _same_shape(op: str, a: Tensor, b: Tensor) -> None:
+    if a.shape != b.shape:
+        raise ValueError(f"{op}: target size {b.shape} must be the same as input size {a.shape}")
+
+
+defop("one_hot", forward=lambda t: (lambda out, y: K.one_hot(
+    y.reshape(-1), out.reshape(-1, t.shape[-1]))))
+
+
+def one_hot(tensor, num_classes: int = -1) -> Tensor:
+    """int64 one-hot encoding of class indices: shape ``tensor.shape + (num_classes,)``."""
+    y = as_tensor(tensor)
+    if y.dtype != int64:
+        raise TypeError(f"one_hot: expected int64 class indices, got {y.dtype}")
+    if num_classes == -1:
+        if not (y.is_leaf and y._value is not None):
+            raise ValueError("one_hot: num_classes=-1 needs concrete indices; pass num_classes")
+        num_classes = int(y._value.max()) + 1 if y._value.size else 0
+    if y.is_leaf and y._value is not None and y._value.size:
+        v = y._value
+        if v.min() < 0 or v.max() >= num_classes:
+            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got "
+                             f"{int(v.min() if v.min() < 0 else v.max())}")
+    return node("one_hot", (y,), y.shape + (num_classes,), int64)

@@ -1,0 +1,283 @@
+"""Reductions: sum, mean, max/min (with indices), argmax/argmin, var, logsumexp, softmax,
+log_softmax.
+
+Each kernel reduces one run of consecutive dimensions, seen as the middle axis of a 3-D view
+``(before, run, after)``; a reduction over scattered dimensions is built as several of them.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from tinyopt.engine.dtypes import int64
+from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.tensor import Tensor
+from tinyopt.kernels import reduce as K
+
+
+def _dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
+    nd = builtins.max(x.ndim, 1)
+    if dim is None:
+        return tuple(range(x.ndim))
+    ds = (dim,) if isinstance(dim, int) else tuple(dim)
+    out = []
+    for d in ds:
+        if not -nd <= d < nd:
+            raise IndexError(f"{op}: dimension out of range (expected to be in range of "
+                             f"[{-nd}, {nd - 1}], but got {d})")
+        out.append(d % nd)
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{op}: dim {out} appears multiple times in the list of dims")
+    return tuple(sorted(out)) if x.ndim else ()
+
+
+def _split(shape: tuple[int, ...], d0: int, d1: int) -> tuple[int, int, int]:
+    """(before, run, after) sizes for the run of dims d0..d1 inclusive."""
+    p = lambda s: int(np.prod(s, dtype=np.int64))  # noqa: E731
+    return p(shape[:d0]), p(shape[d0:d1 + 1]), p(shape[d1 + 1:])
+
+
+def _c(x: np.ndarray) -> np.ndarray:
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][1] == d - 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return [tuple(r) for r in runs]
+
+
+# ---- sum / mean --------------------------------------------------------------------------------
+def _sum_forward(t):
+    src = t.srcs[0]
+    d0, d1 = t.attrs
+    A, R, B = _split(src.shape, d0, d1)
+
+    def fwd(out, x):
+        K.sum_axis(_c(x).reshape(A, R, B), out.reshape(A, B))
+    return fwd
+
+
+def _sum_backward(t, g):
+    src = t.srcs[0]
+    d0, d1 = t.attrs
+    kept = src.shape[:d0] + (1,) * (d1 - d0 + 1) + src.shape[d1 + 1:]
+    return (g.reshape(kept).expand(src.shape),)
+
+
+defop("sum_run", forward=_sum_forward, backward=_sum_backward)
+
+
+def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum over ``dim`` (an int, a tuple, or None for all dimensions)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    dims = _dims("sum", x, dim)
+    r = x
+    for d0, d1 in reversed(_runs(dims)):
+        shape = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
+        r = node("sum_run", (r,), shape, r.dtype, (d0, d1))
+    if not keepdim:
+        r = r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
+    return r
+
+
+def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    if dtype is not None:
+        x = x.to(dtype)
+    _require_float("mean", x)
+    dims = _dims("mean", x, dim)
+    n = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
+
+
+def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
+        unbiased: bool | None = None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+    _require_float("var", x)
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    dims = _dims("var", x, dim)
+    n = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    centered = x - mean(x, dims, keepdim=True)
+    scale = 1.0 / (n - correction) if n - correction > 0 else float("nan")
+    return sum(centered * centered, dims, keepdim) * scale
+
+
+def std(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False) -> Tensor:
+    return var(x, dim, correction=correction, keepdim=keepdim).sqrt()
+
+
+# ---- max / min ---------------------------------------------------------------------------------
+def _extreme_forward(kernel, want_index):
+    def compile(t):
+        src = t.srcs[0]
+        d = t.attrs[0]
+        A, R, B = _split(src.shape, d, d)
+        scratch_v = np.empty((A, B), src.dtype)
+        scratch_i = np.empty((A, B), np.int64)
+        if want_index:
+            return lambda out, x: kernel(_c(x).reshape(A, R, B), scratch_v, out.reshape(A, B))
+        return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, B), scratch_i)
+    return compile
+
+
+def _extreme_backward(t, g):
+    x = t.srcs[0]
+    d = t.attrs[0]
+    idx = node(t.op.replace("vals", "idx"), (x,), t.shape, int64, t.attrs)
+    return (node("scatter_run", (g, idx), x.shape, g.dtype, t.attrs),)
+
+
+def _scatter_forward(t):
+    d = t.attrs[0]
+    A, R, B = _split(t.shape, d, d)
+    return lambda out, g, idx: K.scatter_axis(_c(g).reshape(A, B), _c(idx).reshape(A, B),
+                                              out.reshape(A, R, B))
+
+
+defop("max_vals", forward=_extreme_forward(K.max_axis, False), backward=_extreme_backward)
+defop("min_vals", forward=_extreme_forward(K.min_axis, False), backward=_extreme_backward)
+defop("max_idx", forward=_extreme_forward(K.max_axis, True))
+defop("min_idx", forward=_extreme_forward(K.min_axis, True))
+defop("scatter_run", forward=_scatter_forward)
+
+
+class MaxMin(tuple):
+    """``(values, indices)`` as returned by ``max(dim)`` / ``min(dim)``."""
+
+    @property
+    def values(self) -> Tensor:
+        return self[0]
+
+    @property
+    def indices(self) -> Tensor:
+        return self[1]
+
+
+def _extreme(op: str, x: Tensor, dim, keepdim: bool):
+    if x.numel() == 0:
+        raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
+    if dim is None:
+        return node(f"{op}_all", (x,), (), x.dtype)
+    (d,) = _dims(op, x, dim)
+    shape = x.shape[:d] + (1,) + x.shape[d + 1:]
+    vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
+    idx = node(f"{op}_idx", (x,), shape, int64, (d,))
+    if not keepdim:
+        vals, idx = vals.squeeze(d), idx.squeeze(d)
+    return MaxMin((vals, idx))
+
+
+def _all_forward(kernel):
+    def compile(t):
+        n = t.srcs[0].numel()
+        idx = np.empty((1, 1), np.int64)
+        return lambda out, x: kernel(_c(x).reshape(1, n, 1), out.reshape(1, 1), idx)
+    return compile
+
+
+def _all_backward(t, g):
+    """The gradient of a full max/min is shared evenly among the tied elements (PyTorch)."""
+    from tinyopt.engine.ops.elementwise import eq
+    x = t.srcs[0]
+    mask = eq(x, t).to(x.dtype)
+    return (mask * (g / sum(mask)),)
+
+
+defop("max_all", forward=_all_forward(K.max_axis), backward=_all_backward)
+defop("min_all", forward=_all_forward(K.min_axis), backward=_all_backward)
+
+
+def max(x: Tensor, dim: int | None = None, keepdim: bool = False):
+    """The largest element, or ``(values, indices)`` along ``dim``."""
+    return _extreme("max", x, dim, keepdim)
+
+
+def min(x: Tensor, dim: int | None = None, keepdim: bool = False):
+    """The smallest element, or ``(values, indices)`` along ``dim``."""
+    return _extreme("min", x, dim, keepdim)
+
+
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    if dim is None:
+        return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
+    return _extreme("max", x, dim, keepdim)[1]
+
+
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    if dim is None:
+        return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
+    return _extreme("min", x, dim, keepdim)[1]
+
+
+# ---- logsumexp / softmax -----------------------------------------------------------------------
+def _axis_forward(kernel, keep_run: bool):
+    def compile(t):
+        src = t.srcs[0]
+        d = t.attrs[0]
+        A, R, B = _split(src.shape, d, d)
+        if keep_run:
+            return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, R, B))
+        return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, B))
+    return compile
+
+
+def _axis_grad_forward(kernel):
+    def compile(t):
+        d = t.attrs[0]
+        A, R, B = _split(t.shape, d, d)
+        return lambda out, g, y: kernel(_c(g).reshape(A, R, B), _c(y).reshape(A, R, B),
+                                        out.reshape(A, R, B))
+    return compile
+
+
+defop("logsumexp_run", forward=_axis_forward(K.logsumexp_axis, False),
+      backward=lambda t, g: (g * (t.srcs[0] - t).exp(),))
+defop("softmax_run", forward=_axis_forward(K.softmax_axis, True),
+      backward=lambda t, g: (node("softmax_grad", (g, t), t.shape, t.dtype, t.attrs),))
+defop("log_softmax_run", forward=_axis_forward(K.log_softmax_axis, True),
+      backward=lambda t, g: (node("log_softmax_grad", (g, t), t.shape, t.dtype, t.attrs),))
+defop("softmax_grad", forward=_axis_grad_forward(K.softmax_axis_grad))
+defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
+
+
+def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    _require_float("logsumexp", x)
+    dims = _dims("logsumexp", x, dim)
+    if len(dims) != 1:
+        flat = x.permute([d for d in range(x.ndim) if d not in dims] + list(dims))
+        flat = flat.contiguous().reshape(flat.shape[:x.ndim - len(dims)] + (-1,))
+        r = logsumexp(flat, -1, keepdim=False)
+        if keepdim:
+            r = r.reshape(tuple(1 if i in dims else s for i, s in enumerate(x.shape)))
+        return r
+    (d,) = dims
+    shape = x.shape[:d] + (1,) + x.shape[d + 1:]
+    r = node("logsumexp_run", (x,), shape, x.dtype, (d,))
+    return r if keepdim else r.squeeze(d)
+
+
+def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    if dtype is not None:
+        x = x.to(dtype)
+    _require_float("softmax", x)
+    (d,) = _dims("softmax", x, dim)
+    return node("softmax_run", (x,), x.shape, x.dtype, (d,))
+
+
+def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    if dtype is not None:
+        x = x.to(dtype)
+    _require_float("log_softmax", x)
+    (d,) = _dims("log_softmax", x, dim)
+    return node("log_softmax_run", (x,), x.shape, x.dtype, (d,))
+
+

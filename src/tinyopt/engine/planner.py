@@ -1,0 +1,123 @@
+"""The memory planner: one arena, buffers reused once their last consumer has run (as ggml-alloc).
+
+Walks the nodes in execution order.  A computed node gets a block of the arena (first fit in a free
+list, 64-byte aligned); a view node gets none and shares its source's block, whose lifetime is
+extended to the view's last use; an elementwise node may write in place into its first source's
+block when that block is dead afterwards.  Blocks of nodes whose values are needed later (requested
+outputs, activations the backward pass reads) stay alive simply because they still have consumers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGN = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Arena bytes ``[offset, offset + nbytes)`` live from step ``first`` to step ``last``."""
+    offset: int
+    nbytes: int
+    first: int
+    last: int
+
+
+@dataclass(slots=True)
+class MemoryPlan:
+    root: list[int | None]        # per node: index of the node whose block holds its value
+    blocks: dict[int, Block]      # per root node
+    arena_bytes: int              # the planned peak
+
+
+class _FreeList:
+    def __init__(self) -> None:
+        self.free: list[tuple[int, int]] = []   # sorted (offset, size)
+        self.top = 0
+
+    def alloc(self, size: int) -> int:
+        size = max(ALIGN, -(-size // ALIGN) * ALIGN)
+        for k, (off, sz) in enumerate(self.free):
+            if sz >= size:
+                if sz == size:
+                    del self.free[k]
+                else:
+                    self.free[k] = (off + size, sz - size)
+                return off
+        # Grow the arena, reusing a free block that touches the top.
+        if self.free and self.free[-1][0] + self.free[-1][1] == self.top:
+            off = self.free.pop()[0]
+        else:
+            off = self.top
+        self.top = off + size
+        return off
+
+    def release(self, off: int, size: int) -> None:
+        size = max(ALIGN, -(-size // ALIGN) * ALIGN)
+        self.free.append((off, size))
+        self.free.sort()
+        merged: list[tuple[int, int]] = []
+        for o, s in self.free:
+            if merged and merged[-1][0] + merged[-1][1] == o:
+                merged[-1] = (merged[-1][0], merged[-1][1] + s)
+            else:
+                merged.append((o, s))
+        self.free = merged
+
+
+def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],
+                inplace: list[bool], keep: set[int]) -> MemoryPlan:
+    """Assign arena blocks.
+
+    ``srcs[i]`` are node i's source indices, ``nbytes[i]`` its size, ``kind[i]`` one of
+    ``"leaf"`` (storage bound at run time), ``"extern"`` (storage outside the arena), ``"view"``
+    (shares source 0's storage) or ``"compute"``; ``inplace[i]`` whether node i may overwrite source
+    0; ``keep`` the nodes whose value must survive to the end of the run.
+    """
+    n = len(srcs)
+    consumers: list[list[int]] = [[] for _ in range(n)]
+    for i, ss in enumerate(srcs):
+        for s in ss:
+            consumers[s].append(i)
+    root: list[int | None] = [None] * n
+    members: dict[int, list[int]] = {}
+    first: dict[int, int] = {}
+    blocks: dict[int, Block] = {}
+    offsets: dict[int, int] = {}
+    fl = _FreeList()
+
+    def last_use(r: int) -> int:
+        if any(m in keep for m in members[r]):
+            return n
+        return max((c for m in members[r] for c in consumers[m]), default=-1)
+
+    def close(r: int) -> None:
+        blocks[r] = Block(offsets.pop(r), nbytes[r], first[r], last_use(r))
+        fl.release(blocks[r].offset, nbytes[r])
+
+    for i in range(n):
+        if kind[i] == "view":
+            r = root[srcs[i][0]]
+            root[i] = r
+            if r is not None:
+                members[r].append(i)
+        elif kind[i] == "compute":
+            s0 = srcs[i][0] if srcs[i] else None
+            r0 = root[s0] if s0 is not None else None
+            if (inplace[i] and r0 is not None and r0 in offsets and nbytes[r0] == nbytes[i]
+                    and last_use(r0) == i and srcs[i].count(s0) == 1
+                    and all(root[s] != r0 for s in srcs[i][1:])):
+                root[i] = r0
+                members[r0].append(i)
+            else:
+                root[i] = i
+                members[i] = [i]
+                first[i] = i
+                offsets[i] = fl.alloc(nbytes[i])
+        # Free every block whose last consumer is this node (or that nobody reads).
+        for r in {root[s] for s in srcs[i]} | {root[i]}:
+            if r is not None and r in offsets and last_use(r) <= i:
+                close(r)
+    for r in list(offsets):
+        close(r)
+    return MemoryPlan(root, blocks, fl.top)

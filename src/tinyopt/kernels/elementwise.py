@@ -1,0 +1,303 @@
+"""Elementwise kernels: numba ufuncs (numpy broadcasting, ``out=``), float32 and float64.
+
+Each is a scalar function of its inputs; numpy's iterator walks the (broadcast, strided) arrays and
+numba compiles the inner loop.  Called as ``k(x, y, out=out)``, they write ``out`` in place.  Names
+ending in ``_grad`` are the fused vector-Jacobian products of the forward kernel of the same stem:
+``g`` is the incoming gradient, ``x`` the forward input, ``y`` the forward output.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import ufunc
+
+F2 = ("float32(float32, float32)", "float64(float64, float64)")
+I2 = ("int64(int64, int64)",)
+F1 = ("float32(float32)", "float64(float64)")
+F3 = ("float32(float32, float32, float32)", "float64(float64, float64, float64)")
+F4 = ("float32(float32, float32, float32, float32)", "float64(float64, float64, float64, float64)")
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+@ufunc(*F2, *I2)
+def add(x, y):
+    return x + y
+
+
+@ufunc(*F2, *I2)
+def sub(x, y):
+    return x - y
+
+
+@ufunc(*F2, *I2)
+def mul(x, y):
+    return x * y
+
+
+@ufunc(*F2)
+def div(x, y):
+    return x / y
+
+
+@ufunc(*F2)
+def pow(x, y):
+    """x ** y (IEEE semantics: NaN for a negative base and a non-integer exponent)."""
+    return x ** y
+
+
+@ufunc(*F3)
+def pow_grad_base(g, x, y):
+    """d(x**y)/dx * g = g * y * x**(y-1); exact zero where y == 0."""
+    return g * y * x ** (y - 1) if y != 0 else 0.0
+
+
+@ufunc(*F3)
+def pow_grad_exp(g, x, out):
+    """d(x**y)/dy * g = g * x**y * log(x), with 0 where x == 0 and the output is 0 (PyTorch)."""
+    return g * out * math.log(x) if not (x == 0 and out == 0) else 0.0
+
+
+@ufunc(*F2, *I2)
+def maximum(x, y):
+    """max(x, y), NaN if either is NaN (``torch.maximum``)."""
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x > y else y
+
+
+@ufunc(*F2, *I2)
+def minimum(x, y):
+    """min(x, y), NaN if either is NaN (``torch.minimum``)."""
+    if x != x:
+        return x
+    if y != y:
+        return y
+    return x if x < y else y
+
+
+@ufunc(*F3)
+def max_grad(g, x, y):
+    """The share of ``g`` that max(x, y) sends to x: all where x > y, half on ties (PyTorch)."""
+    if x > y:
+        return g
+    if x == y:
+        return g * 0.5
+    return 0.0
+
+
+@ufunc(*F3)
+def min_grad(g, x, y):
+    """The share of ``g`` that min(x, y) sends to x: all where x < y, half on ties (PyTorch)."""
+    if x < y:
+        return g
+    if x == y:
+        return g * 0.5
+    return 0.0
+
+
+@ufunc("float32(int64, float32, float32)", "float64(int64, float64, float64)",
+       "int64(int64, int64, int64)")
+def where(c, x, y):
+    """x where c != 0, else y."""
+    return x if c != 0 else y
+
+
+# ---- unary -------------------------------------------------------------------------------------
+@ufunc(*F1, "int64(int64)")
+def neg(x):
+    return -x
+
+
+@ufunc(*F1, "int64(int64)")
+def abs(x):
+    return x if x >= 0 else -x
+
+
+@ufunc(*F2)
+def abs_grad(g, x):
+    """g * sign(x), with sign(0) = 0."""
+    if x > 0:
+        return g
+    if x < 0:
+        return -g
+    return 0.0
+
+
+@ufunc(*F1)
+def exp(x):
+    return math.exp(x)
+
+
+@ufunc(*F1)
+def log(x):
+    return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+
+
+@ufunc(*F1)
+def sqrt(x):
+    return math.sqrt(x) if x >= 0 else math.nan
+
+
+@ufunc(*F1)
+def square(x):
+    return x * x
+
+
+@ufunc(*F1)
+def relu(x):
+    """max(x, 0); NaN stays NaN."""
+    return x if not x <= 0 else 0.0
+
+
+@ufunc(*F2)
+def relu_grad(g, y):
+    """g where the output y > 0, else 0."""
+    return g if y > 0 else 0.0
+
+
+@ufunc(*F2)
+def leaky_relu(x, slope):
+    return x if x > 0 else x * slope
+
+
+@ufunc(*F3)
+def leaky_relu_grad(g, x, slope):
+    return g if x > 0 else g * slope
+
+
+@ufunc(*F1)
+def gelu(x):
+    """x * Phi(x), Phi the standard normal CDF (``approximate='none'``)."""
+    return x * 0.5 * (1.0 + math.erf(x * INV_SQRT_2))
+
+
+@ufunc(*F2)
+def gelu_grad(g, x):
+    return g * (0.5 * (1.0 + math.erf(x * INV_SQRT_2)) + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+@ufunc(*F1)
+def gelu_tanh(x):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (``approximate='tanh'``)."""
+    return 0.5 * x * (1.0 + math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+@ufunc(*F2)
+def gelu_tanh_grad(g, x):
+    u = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    t = math.tanh(u)
+    du = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
+    return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
+
+
+@ufunc(*F1)
+def sigmoid(x):
+    """1 / (1 + e^-x), computed without overflow for large |x|."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@ufunc(*F2)
+def sigmoid_grad(g, y):
+    return g * y * (1.0 - y)
+
+
+@ufunc(*F1)
+def tanh(x):
+    return math.tanh(x)
+
+
+@ufunc(*F2)
+def tanh_grad(g, y):
+    return g * (1.0 - y * y)
+
+
+@ufunc(*F1)
+def silu(x):
+    """x * sigmoid(x)."""
+    if x >= 0:
+        return x / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return x * e / (1.0 + e)
+
+
+@ufunc(*F2)
+def silu_grad(g, x):
+    if x >= 0:
+        s = 1.0 / (1.0 + math.exp(-x))
+    else:
+        e = math.exp(x)
+        s = e / (1.0 + e)
+    return g * s * (1.0 + x * (1.0 - s))
+
+
+@ufunc(*F3)
+def softplus(x, beta, threshold):
+    """log(1 + e^(beta x)) / beta, and x itself where beta x > threshold (PyTorch)."""
+    z = beta * x
+    if z > threshold:
+        return x
+    return math.log1p(math.exp(z)) / beta
+
+
+@ufunc(*F4)
+def softplus_grad(g, x, beta, threshold):
+    z = beta * x
+    if z > threshold:
+        return g
+    e = math.exp(z)
+    return g * e / (1.0 + e)
+
+
+@ufunc(*F3)
+def clamp(x, lo, hi):
+    """min(max(x, lo), hi); pass -inf / inf for a missing bound.  NaN stays NaN."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+@ufunc(*F4)
+def clamp_grad(g, x, lo, hi):
+    """g where lo <= x <= hi, else 0 (PyTorch passes the gradient on the bounds)."""
+    return g if (x >= lo and x <= hi) else 0.0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def eq(x, y):
+    return 1 if x == y else 0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def ne(x, y):
+    return 1 if x != y else 0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def lt(x, y):
+    return 1 if x < y else 0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def le(x, y):
+    return 1 if x <= y else 0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def gt(x, y):
+    return 1 if x > y else 0
+
+
+@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+def ge(x, y):
+    return 1 if x >= y else 0

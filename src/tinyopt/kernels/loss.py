@@ -1,0 +1,111 @@
+"""Loss kernels over rows of logits: cross-entropy (with class weights and label smoothing) and
+negative log-likelihood, and their gradients.
+
+Shapes: logits ``x`` (N, C) C-contiguous float32/float64, targets ``y`` (N,) int64, class weights
+``w`` (C,).  Rows whose target equals ``ignore_index`` give zero loss and zero gradient.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import kernel
+
+
+@kernel
+def ce_rows(x, y, w, ignore_index, eps, out):
+    """out[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]),
+    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i)."""
+    N, C = x.shape
+    for i in range(N):
+        t = y[i]
+        if t == ignore_index:
+            out[i] = 0.0
+            continue
+        m = x[i, 0]
+        for c in range(1, C):
+            if x[i, c] > m or x[i, c] != x[i, c]:
+                m = x[i, c]
+        acc = 0.0
+        for c in range(C):
+            acc += math.exp(x[i, c] - m)
+        lse = m + math.log(acc)
+        loss = (1.0 - eps) * w[t] * (lse - x[i, t])
+        if eps != 0.0:
+            smooth = 0.0
+            for c in range(C):
+                smooth += w[c] * (lse - x[i, c])
+            loss += eps / C * smooth
+        out[i] = loss
+
+
+@kernel
+def ce_rows_grad(g, x, y, w, ignore_index, eps, out):
+    """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
+    + (eps/C) (p_k sum_c w_c - w_k))."""
+    N, C = x.shape
+    wsum = 0.0
+    for c in range(C):
+        wsum += w[c]
+    for i in range(N):
+        t = y[i]
+        if t == ignore_index:
+            for c in range(C):
+                out[i, c] = 0.0
+            continue
+        m = x[i, 0]
+        for c in range(1, C):
+            if x[i, c] > m or x[i, c] != x[i, c]:
+                m = x[i, c]
+        acc = 0.0
+        for c in range(C):
+            e = math.exp(x[i, c] - m)
+            out[i, c] = e
+            acc += e
+        a = g[i] * (1.0 - eps) * w[t]
+        b = g[i] * eps / C
+        inv = 1.0 / acc
+        for c in range(C):
+            p = out[i, c] * inv
+            out[i, c] = a * p + b * (p * wsum - w[c])
+        out[i, t] -= a
+
+
+@kernel
+def nll_rows(logp, y, w, ignore_index, out):
+    """out[i] = -w[y_i] logp[i, y_i] (0 for ignored rows)."""
+    for i in range(logp.shape[0]):
+        t = y[i]
+        out[i] = 0.0 if t == ignore_index else -w[t] * logp[i, t]
+
+
+@kernel
+def nll_rows_grad(g, y, w, ignore_index, out):
+    """out[i, c] = -g_i w[y_i] where c = y_i, else 0."""
+    N, C = out.shape
+    for i in range(N):
+        for c in range(C):
+            out[i, c] = 0.0
+        t = y[i]
+        if t != ignore_index:
+            out[i, t] = -g[i] * w[t]
+
+
+@kernel
+def target_weight_sum(y, w, ignore_index, out):
+    """out[0] = sum_i w[y_i] over rows not ignored: the divisor of a 'mean' reduction."""
+    acc = 0.0
+    for i in range(y.shape[0]):
+        if y[i] != ignore_index:
+            acc += w[y[i]]
+    out[0] = acc
+
+
+@kernel
+def one_hot(y, out):
+    """out[i, c] = 1 where c = y_i, else 0 (int64)."""
+    N, C = out.shape
+    for i in range(N):
+        for c in range(C):
+            out[i, c] = 0
+        out[i, y[i]] = 1

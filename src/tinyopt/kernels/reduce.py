@@ -1,0 +1,175 @@
+"""Reductions along one axis, written over a 3-D view ``x[a, r, b]`` of a C-contiguous array.
+
+Any reduction over a run of consecutive dimensions of a contiguous array is one of these: ``a``
+spans the dimensions before the run, ``r`` the run, ``b`` the dimensions after it.  Outputs are
+``out[a, b]`` (or ``out[a, r, b]`` for softmax).  float32 and float64; reductions over a contiguous
+run (``b == 1``) accumulate in float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinyopt.kernels.jit import kernel
+
+
+@kernel
+def sum_axis(x, out):
+    """out[a, b] = sum_r x[a, r, b]."""
+    A, R, B = x.shape
+    for a in range(A):
+        if B == 1:
+            acc = 0.0
+            for r in range(R):
+                acc += x[a, r, 0]
+            out[a, 0] = acc
+        else:
+            for b in range(B):
+                out[a, b] = 0
+            for r in range(R):
+                for b in range(B):
+                    out[a, b] += x[a, r, b]
+
+
+@kernel
+def max_axis(x, out, idx):
+    """out[a, b] = max_r x[a, r, b] and idx[a, b] its first argmax r; NaN wins (PyTorch)."""
+    A, R, B = x.shape
+    for a in range(A):
+        for b in range(B):
+            best = x[a, 0, b]
+            k = 0
+            if best == best:
+                for r in range(1, R):
+                    v = x[a, r, b]
+                    if v != v:
+                        best = v
+                        k = r
+                        break
+                    if v > best:
+                        best = v
+                        k = r
+            out[a, b] = best
+            idx[a, b] = k
+
+
+@kernel
+def min_axis(x, out, idx):
+    """out[a, b] = min_r x[a, r, b] and idx[a, b] its first argmin r; NaN wins (PyTorch)."""
+    A, R, B = x.shape
+    for a in range(A):
+        for b in range(B):
+            best = x[a, 0, b]
+            k = 0
+            if best == best:
+                for r in range(1, R):
+                    v = x[a, r, b]
+                    if v != v:
+                        best = v
+                        k = r
+                        break
+                    if v < best:
+                        best = v
+                        k = r
+            out[a, b] = best
+            idx[a, b] = k
+
+
+@kernel
+def scatter_axis(g, idx, out):
+    """The gradient of a max/min along r: out[a, r, b] = g[a, b] where r == idx[a, b], else 0."""
+    A, R, B = out.shape
+    for a in range(A):
+        for r in range(R):
+            for b in range(B):
+                out[a, r, b] = 0
+        for b in range(B):
+            out[a, idx[a, b], b] = g[a, b]
+
+
+@kernel
+def logsumexp_axis(x, out):
+    """out[a, b] = m + log sum_r exp(x[a, r, b] - m), m = max_r x (stable; -inf rows give -inf)."""
+    A, R, B = x.shape
+    for a in range(A):
+        for b in range(B):
+            m = -np.inf
+            for r in range(R):
+                v = x[a, r, b]
+                if v > m or v != v:
+                    m = v
+            if m == -np.inf or m == np.inf or m != m:
+                out[a, b] = m
+                continue
+            acc = 0.0
+            for r in range(R):
+                acc += math.exp(x[a, r, b] - m)
+            out[a, b] = m + math.log(acc)
+
+
+@kernel
+def softmax_axis(x, out):
+    """out[a, r, b] = exp(x[a, r, b] - m) / sum_r' exp(x[a, r', b] - m)."""
+    A, R, B = x.shape
+    for a in range(A):
+        for b in range(B):
+            m = -np.inf
+            for r in range(R):
+                v = x[a, r, b]
+                if v > m or v != v:
+                    m = v
+            acc = 0.0
+            for r in range(R):
+                e = math.exp(x[a, r, b] - m)
+                out[a, r, b] = e
+                acc += e
+            inv = 1.0 / acc
+            for r in range(R):
+                out[a, r, b] *= inv
+
+
+@kernel
+def log_softmax_axis(x, out):
+    """out[a, r, b] = x[a, r, b] - logsumexp_r x[a, :, b]."""
+    A, R, B = x.shape
+    for a in range(A):
+        for b in range(B):
+            m = -np.inf
+            for r in range(R):
+                v = x[a, r, b]
+                if v > m or v != v:
+                    m = v
+            acc = 0.0
+            for r in range(R):
+                acc += math.exp(x[a, r, b] - m)
+            lse = m + math.log(acc)
+            for r in range(R):
+                out[a, r, b] = x[a, r, b] - lse
+
+
+@kernel
+def softmax_axis_grad(g, y, out):
+    """Backward of softmax along r: out = y * (g - sum_r g * y)."""
+    A, R, B = y.shape
+    for a in range(A):
+        for b in range(B):
+            acc = 0.0
+            for r in range(R):
+                acc += g[a, r, b] * y[a, r, b]
+            for r in range(R):
+                out[a, r, b] = y[a, r, b] * (g[a, r, b] - acc)
+
+
+@kernel
+def log_softmax_axis_grad(g, y, out):
+    """Backward of log_softmax along r: out = g - exp(y) * sum_r g."""
+    A, R, B = y.shape
+    for a in range(A):
+        for b in range(B):
+            acc = 0.0
+            for r in range(R):
+                acc += g[a, r, b]
+            for r in range(R):
+                out[a, r, b] = g[a, r, b] - math.exp(y[a, r, b]) * acc
