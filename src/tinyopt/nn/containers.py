@@ -212,7 +212,7 @@ class ModuleList(Module):
         return [k for k in super().__dir__() if not k.isdigit()]
 
     def __repr__(self) -> str:
-        """Like PyTorch's: runs of identical children are shown once, as ``(0-2): 3 x Linear(...)``."""
+        """Like PyTorch's: a run of identical children is shown once, ``(0-2): 3 x Linear(...)``."""
         reprs = [repr(m) for m in self]
         if not reprs:
             return self._get_name() + "()"
@@ -224,7 +224,10 @@ class ModuleList(Module):
                 blocks.append([i, i, r])
         lines = []
         for start, end, r in blocks:
-            line = f"({start}): {r}" if start == end else f"({start}-{end}): {end - start + 1} x {r}"
+            if start == end:
+                line = f"({start}): {r}"
+            else:
+                line = f"({start}-{end}): {end - start + 1} x {r}"
             lines.append(_addindent(line, 2))
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 

@@ -161,7 +161,8 @@ class Module:
                 output = result
         return output
 
-    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False) -> RemovableHandle:
+    def register_forward_pre_hook(self, hook: Callable, *,
+                                  prepend: bool = False) -> RemovableHandle:
         """``hook(module, args) -> None | new_args`` runs before every ``forward``."""
         return self._add_hook("_forward_pre_hooks", hook, prepend)
 
@@ -424,7 +425,8 @@ class Module:
 
     def to(self, *args, **kwargs) -> Self:
         """``to(dtype)``, ``to(device)`` or ``to(device, dtype)``: cast floating-point parameters
-        and buffers in place (the Parameter objects stay the same).  The only device is ``"cpu"``."""
+        and buffers in place (the Parameter objects stay the same).  The only device is
+        ``"cpu"``."""
         device, dtype = _parse_to(args, kwargs)
         if device is not None and device.split(":")[0] != "cpu":
             raise ValueError(f"tinyopt runs on the CPU only; got device {device!r}")
