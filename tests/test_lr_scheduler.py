@@ -496,6 +496,8 @@ def test_composite_schedulers_validate_members():
     (lambda o: L.OneCycleLR(o, 1.0, epochs=0, steps_per_epoch=3), ValueError, "integer epochs"),
     (lambda o: L.OneCycleLR(o, 1.0, epochs=2, steps_per_epoch=0), ValueError, "steps_per_epoch"),
     (lambda o: L.OneCycleLR(o, 1.0, total_steps=5, pct_start=1), ValueError, "pct_start"),
+    (lambda o: L.OneCycleLR(o, 1.0, total_steps=10, pct_start=0.1), ValueError,
+     "warm-up phase would last zero steps"),
     (lambda o: L.OneCycleLR(o, 1.0, total_steps=5, anneal_strategy="cosine"), ValueError,
      "anneal_strategy"),
     (lambda o: L.OneCycleLR(o, [1.0, 2.0], total_steps=5), ValueError,
@@ -582,3 +584,60 @@ def test_resume_through_optimizer_and_scheduler_state_dicts(case):
         advance(sched, is_plateau, t)
         advance(sched2, is_plateau, t)
         assert snapshot(opt2) == snapshot(opt), f"step {t + 1}"
+
+
+# ---- properties -----------------------------------------------------------------------------------
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+CLOSED_FORMS = {
+    "step": lambda o, k, x: L.StepLR(o, k, gamma=x),
+    "exponential": lambda o, k, x: L.ExponentialLR(o, x),
+    "linear": lambda o, k, x: L.LinearLR(o, start_factor=x, end_factor=1.0, total_iters=k),
+    "poly": lambda o, k, x: L.PolynomialLR(o, total_iters=k, power=1 + x),
+    "cosine": lambda o, k, x: L.CosineAnnealingLR(o, T_max=k, eta_min=0.01 * x),
+    "constant": lambda o, k, x: L.ConstantLR(o, factor=x, total_iters=k),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.sampled_from(sorted(CLOSED_FORMS)), k=st.integers(1, 12),
+       x=st.floats(0.05, 1.0), steps=st.integers(1, 40))
+def test_chainable_form_follows_closed_form(name, k, x, steps):
+    """The recursive updates stay on the paper's closed-form schedule (no torch needed)."""
+    opt = make_opt("sgd", [0.5, 2.0])
+    sched = CLOSED_FORMS[name](opt, k, x)
+    for _ in range(steps):
+        sched.step()
+        expected = sched._get_closed_form_lr()
+        np.testing.assert_allclose(sched.get_last_lr(), expected, rtol=1e-9, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(total=st.integers(2, 40), pct=st.floats(0.05, 0.95), three=st.booleans(),
+       linear=st.booleans(), up=st.integers(1, 6), down=st.integers(0, 6),
+       mode=st.sampled_from(["triangular", "triangular2", "exp_range"]))
+def test_cyclical_schedules_match_pytorch_for_random_settings(total, pct, three, linear, up,
+                                                             down, mode):
+    torch = pytest.importorskip("torch")
+    TL = torch.optim.lr_scheduler
+    # PyTorch divides by zero when a phase lasts zero steps
+    assume(total * pct != 1.0 and (not three or 2 * total * pct != total + 1))
+    for kind in ("sgd", "adam"):
+        opt, topt = make_opt(kind), make_torch_opt(torch, kind)
+        kw = dict(total_steps=total, pct_start=pct, three_phase=three,
+                  anneal_strategy="linear" if linear else "cos")
+        pairs = [(L.OneCycleLR(opt, [1.0, 0.5, 2.0], **kw),
+                  TL.OneCycleLR(topt, [1.0, 0.5, 2.0], **kw))]
+        for t in range(total):
+            for s, ts in pairs:
+                s.step()
+                ts.step()
+            assert_same(snapshot(opt), snapshot(topt), f"OneCycleLR step {t + 1}")
+        opt, topt = make_opt(kind), make_torch_opt(torch, kind)
+        kw = dict(step_size_up=up, step_size_down=down, mode=mode, gamma=0.9)
+        s, ts = L.CyclicLR(opt, 0.01, 0.1, **kw), TL.CyclicLR(topt, 0.01, 0.1, **kw)
+        for t in range(3 * (up + down) + 2):
+            s.step()
+            ts.step()
+            assert_same(snapshot(opt), snapshot(topt), f"CyclicLR step {t + 1}")

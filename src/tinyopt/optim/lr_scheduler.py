@@ -905,6 +905,8 @@ class OneCycleLR(LRScheduler):
         epochs, steps_per_epoch: ``total_steps = epochs * steps_per_epoch`` when total_steps
             is None.
         pct_start: fraction of the cycle spent increasing the lr (a float). Default: 0.3.
+            ``pct_start * total_steps == 1`` (a warm-up of zero steps) is a ValueError here;
+            PyTorch fails on it with ZeroDivisionError.
         anneal_strategy: ``"cos"`` or ``"linear"``. Default: ``"cos"``.
         cycle_momentum: cycle ``momentum`` / ``betas[0]``. Default: True.
         base_momentum: lower momentum boundary. Default: 0.85.
@@ -939,6 +941,10 @@ class OneCycleLR(LRScheduler):
             raise ValueError("You must define either total_steps OR (epochs AND steps_per_epoch)")
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
             raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+        if float(pct_start * total_steps) == 1.0:  # PyTorch: ZeroDivisionError in the constructor
+            raise ValueError(
+                f"pct_start * total_steps must not be 1 (got {pct_start} * {total_steps}): the "
+                "warm-up phase would last zero steps")
         if anneal_strategy not in ["cos", "linear"]:
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
                              f"{anneal_strategy}")
