@@ -551,7 +551,11 @@ def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
         try:
             put(obj, values[name])
         except BaseException as error:
-            for prev_obj, prev_state in reversed(previous[:i + 1]):
+            try:  # in case it changed something before rejecting the state
+                put(*previous[i])
+            except Exception:  # noqa: BLE001 - it may reject its own old state too
+                pass
+            for prev_obj, prev_state in reversed(previous[:i]):
                 try:
                     put(prev_obj, prev_state)
                 except Exception as e:  # noqa: BLE001
