@@ -1,7 +1,9 @@
 """Data sets and batching, as in ``torch.utils.data``: ``Dataset``, ``TensorDataset``, ``Subset``,
-``random_split`` and ``DataLoader`` (numpy batches, seeded shuffling, resumable position)."""
+``random_split`` and ``DataLoader`` (numpy batches, seeded shuffling, resumable position), plus
+the bundled ``fashion_mnist()`` data set."""
 from tinyopt.data.dataloader import DataLoader, default_collate
 from tinyopt.data.dataset import ConcatDataset, Dataset, Subset, TensorDataset, random_split
+from tinyopt.data.fashion_mnist import fashion_mnist
 
 __all__ = ["ConcatDataset", "DataLoader", "Dataset", "Subset", "TensorDataset", "default_collate",
-           "random_split"]
+           "fashion_mnist", "random_split"]
