@@ -1,0 +1,494 @@
+"""The Optimizer base class: construction rules, param groups, hooks, state_dict and its validation."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinyopt import Parameter, is_grad_enabled, no_grad, optim
+from tinyopt.optim.optimizer import Optimizer, required
+
+ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop]
+
+
+def _params(*shapes, dtype=np.float32):
+    return [Parameter(np.arange(np.prod(s), dtype=dtype).reshape(s) / 10) for s in shapes]
+
+
+def _snapshot(opt):
+    sd = opt.state_dict()
+    return sd, [p.data.copy() for g in opt.param_groups for p in g["params"]]
+
+
+def _assert_same(a, b):
+    (sd1, d1), (sd2, d2) = a, b
+    assert sd1["param_groups"] == sd2["param_groups"]
+    assert sd1["state"].keys() == sd2["state"].keys()
+    for k in sd1["state"]:
+        assert sd1["state"][k].keys() == sd2["state"][k].keys()
+        for name in sd1["state"][k]:
+            np.testing.assert_array_equal(sd1["state"][k][name], sd2["state"][k][name])
+    for x, y in zip(d1, d2):
+        np.testing.assert_array_equal(x, y)
+
+
+# ---- construction -----------------------------------------------------------------------------------
+def test_construction_errors_match_pytorch():
+    p, q = _params((2,), (3,))
+    with pytest.raises(TypeError, match="should be an iterable of Tensors or dicts"):
+        optim.SGD(p, lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD({p}, lr=0.1)
+    with pytest.raises(TypeError, match="ordered collections"):
+        optim.SGD([{"params": {p}}], lr=0.1)
+    with pytest.raises(ValueError, match="^optimizer got an empty parameter list$"):
+        optim.SGD([], lr=0.1)
+    with pytest.raises(TypeError, match="optimizer can only optimize Tensors, but one of the params "
+                                        "is float"):
+        optim.SGD([1.0], lr=0.1)
+    with pytest.raises(ValueError, match="some parameters appear in more than one parameter group"):
+        optim.SGD([{"params": [p]}, {"params": [p, q]}], lr=0.1)
+    with pytest.raises(ValueError, match="Some param names are missing"):
+        optim.SGD([("a", p), q], lr=0.1)
+    with pytest.raises(ValueError, match="cannot add param group with names"):
+        optim.SGD([{"params": [p]}, {"params": [("b", q)]}], lr=0.1)
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        optim.SGD([p, p], lr=0.1)
+    with pytest.raises(TypeError, match="floating point"):
+        optim.Adam([Parameter(np.arange(3), requires_grad=False)])
+
+
+def test_required_hyperparameter():
+    class Plain(Optimizer):
+        def __init__(self, params, lr=required):
+            super().__init__(params, dict(lr=lr))
+
+    p, q = _params((2,), (2,))
+    with pytest.raises(ValueError, match="didn't specify a value of required optimization "
+                                         "parameter lr"):
+        Plain([p])
+    opt = Plain([{"params": [p], "lr": 0.1}])
+    with pytest.raises(ValueError, match="required optimization parameter lr"):
+        opt.add_param_group({"params": [q]})
+    assert len(opt.param_groups) == 1
+
+
+@pytest.mark.parametrize("cls,kw,msg", [
+    (optim.SGD, dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (optim.SGD, dict(momentum=-0.5), "Invalid momentum value: -0.5"),
+    (optim.SGD, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (optim.SGD, dict(nesterov=True), "Nesterov momentum requires a momentum and zero dampening"),
+    (optim.SGD, dict(nesterov=True, momentum=0.9, dampening=0.1), "Nesterov momentum requires"),
+    (optim.Adam, dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (optim.Adam, dict(eps=-1e-8), "Invalid epsilon value: -1e-08"),
+    (optim.Adam, dict(betas=(1.0, 0.9)), "Invalid beta parameter at index 0: 1.0"),
+    (optim.Adam, dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
+    (optim.AdamW, dict(weight_decay=-0.1), "Invalid weight_decay value: -0.1"),
+    (optim.Adagrad, dict(lr_decay=-1), "Invalid lr_decay value: -1"),
+    (optim.Adagrad, dict(initial_accumulator_value=-1),
+     "Invalid initial_accumulator_value value: -1"),
+    (optim.Adagrad, dict(eps=-1), "Invalid epsilon value: -1"),
+    (optim.RMSprop, dict(alpha=-1), "Invalid alpha value: -1"),
+    (optim.RMSprop, dict(momentum=-1), "Invalid momentum value: -1"),
+])
+def test_hyperparameter_validation_messages(cls, kw, msg):
+    with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
+        cls(_params((2,)), **kw)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_foreach_fused_accepted_capturable_differentiable_rejected(cls):
+    p = _params((2,))
+    if "fused" in cls.__init__.__code__.co_varnames:
+        cls(p, foreach=True, fused=True)
+    else:
+        cls(p, foreach=True)
+    with pytest.raises(ValueError, match="differentiable=True is not supported"):
+        cls(_params((2,)), differentiable=True)
+    if "capturable" in cls.__init__.__code__.co_varnames:
+        with pytest.raises(ValueError, match="capturable=True is not supported"):
+            cls(_params((2,)), capturable=True)
+
+
+def test_defaults_match_pytorch():
+    p = _params((2,))
+    assert optim.SGD(p).defaults == dict(lr=1e-3, momentum=0, dampening=0, weight_decay=0,
+                                         nesterov=False, maximize=False, foreach=None,
+                                         differentiable=False, fused=None)
+    a = optim.AdamW(_params((2,))).defaults
+    assert a["weight_decay"] == 1e-2 and a["decoupled_weight_decay"] and a["betas"] == (0.9, 0.999)
+    assert optim.Adagrad(_params((2,))).defaults["eps"] == 1e-10
+    r = optim.RMSprop(_params((2,))).defaults
+    assert (r["lr"], r["alpha"], r["eps"]) == (1e-2, 0.99, 1e-8)
+
+
+# ---- packing: .data / .grad are views, assignment copies --------------------------------------------
+def test_packed_parameters_behave_like_arrays():
+    p, q = _params((2, 3), (4,))
+    before = p.data.copy()
+    opt = optim.SGD([p, q], lr=0.5)
+    np.testing.assert_array_equal(p.data, before)
+    assert p.grad is None
+    p.grad = np.ones((2, 3))
+    assert p.grad.dtype == np.float32
+    p.data = np.zeros((2, 3))
+    opt.step()
+    np.testing.assert_array_equal(p.data, -0.5)
+    np.testing.assert_array_equal(q.data, (np.arange(4) / 10).astype(np.float32))  # no grad
+    with pytest.raises(ValueError, match="whose storage an optimizer manages"):
+        p.data = np.zeros(7)
+
+
+def test_mixed_dtypes_in_one_group():
+    p32, p64 = _params((3,))[0], _params((3,), dtype=np.float64)[0]
+    opt = optim.Adam([p32, p64], lr=0.1)
+    p32.grad = np.ones(3, np.float32)
+    p64.grad = np.ones(3)
+    opt.step()
+    assert p32.data.dtype == np.float32 and p64.data.dtype == np.float64
+    np.testing.assert_allclose(p32.data, np.arange(3) / 10 - 0.1, atol=1e-6)
+    np.testing.assert_allclose(p64.data, np.arange(3) / 10 - 0.1, atol=1e-8)
+    assert opt.state[p64]["exp_avg"].dtype == np.float64
+
+
+def test_add_param_group_packs_new_group_and_keeps_old():
+    p, q = _params((3,), (2,))
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = np.ones(3)
+    opt.step()
+    state_p = {k: v.copy() for k, v in opt.state[p].items()}
+    opt.add_param_group({"params": q, "lr": 0.2})
+    assert opt.param_groups[1]["lr"] == 0.2 and opt.param_groups[1]["betas"] == (0.9, 0.999)
+    for k, v in state_p.items():
+        np.testing.assert_array_equal(opt.state[p][k], v)
+    q.grad = np.ones(2)
+    opt.step()
+    np.testing.assert_allclose(q.data, np.arange(2) / 10 - 0.2, rtol=1e-5)
+    assert float(opt.state[p]["step"]) == 2 and float(opt.state[q]["step"]) == 1
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [p]})
+    with pytest.raises(ValueError, match="Invalid learning rate"):
+        opt.add_param_group({"params": _params((2,)), "lr": -1})
+    with pytest.raises(TypeError, match="param_group must be a dict"):
+        opt.add_param_group([q])
+    assert len(opt.param_groups) == 2
+
+
+def test_zero_grad():
+    p, q = _params((2,), (3,))
+    opt = optim.SGD([p, q])
+    p.grad = np.ones(2)
+    opt.zero_grad(set_to_none=False)
+    np.testing.assert_array_equal(p.grad, 0)
+    assert q.grad is None
+    opt.zero_grad()
+    assert p.grad is None and q.grad is None
+    opt.step()  # no grads: nothing changes, no state
+    assert len(opt.state) == 0
+
+
+def test_step_closure_runs_with_grad_enabled_and_returns_loss():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    seen = []
+
+    def closure():
+        seen.append(is_grad_enabled())
+        p.grad = 2 * p.data
+        return 3.5
+
+    with no_grad():
+        assert opt.step(closure) == 3.5
+    assert seen == [True]
+    np.testing.assert_allclose(p.data, np.arange(2) / 10 * 0.8, rtol=1e-6)
+    assert opt.step() is None
+
+
+def test_hyperparameters_are_read_every_step():
+    (p,) = _params((1,))
+    opt = optim.SGD([p], lr=1.0)
+    for lr in (1.0, 0.5, 0.0, 2.0):
+        opt.param_groups[0]["lr"] = lr
+        before = p.data.copy()
+        p.grad = np.ones(1)
+        opt.step()
+        np.testing.assert_allclose(before - p.data, lr)
+
+
+# ---- lazy state ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cls", ALL)
+def test_state_is_created_lazily_like_pytorch(cls):
+    p, q = _params((2,), (3,))
+    kw = dict(momentum=0.9) if cls in (optim.SGD,) else {}
+    opt = cls([p, q], **kw)
+    if cls is optim.Adagrad:  # created at construction
+        assert set(opt.state[p]) == {"step", "sum"} and float(opt.state[q]["step"]) == 0
+    else:
+        assert len(opt.state) == 0
+    p.grad = np.ones(2)
+    opt.step()
+    assert p in opt.state
+    assert (q in opt.state) == (cls is optim.Adagrad)
+    if "step" in opt.state[p]:
+        assert opt.state[p]["step"].shape == () and opt.state[p]["step"].dtype == np.float32
+        assert float(opt.state[p]["step"]) == 1
+    sd = opt.state_dict()
+    assert sorted(sd["state"]) == ([0, 1] if cls is optim.Adagrad else [0])
+
+
+def test_sgd_without_momentum_keeps_no_state():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    p.grad = np.ones(2)
+    opt.step()
+    assert opt.state_dict()["state"] == {}
+    opt.param_groups[0]["momentum"] = 0.9  # turned on later: first buffer is the gradient
+    opt.step()
+    np.testing.assert_array_equal(opt.state[p]["momentum_buffer"], 1)
+
+
+def test_option_turned_on_mid_run_adds_state():
+    (p,) = _params((2,))
+    opt = optim.RMSprop([p])
+    p.grad = np.ones(2)
+    opt.step()
+    opt.param_groups[0]["centered"] = True
+    opt.step()
+    assert set(opt.state[p]) == {"step", "square_avg", "grad_avg"}
+
+
+# ---- hooks -----------------------------------------------------------------------------------------
+def test_step_hooks():
+    (p,) = _params((2,))
+    opt = optim.SGD([p], lr=0.1)
+    calls = []
+    h1 = opt.register_step_pre_hook(lambda o, a, k: calls.append(("pre", a, k)))
+    opt.register_step_post_hook(lambda o, a, k: calls.append(("post", a, k)))
+    opt.step()
+    assert calls == [("pre", (), {}), ("post", (), {})]
+    h1.remove()
+    calls.clear()
+    opt.register_step_pre_hook(lambda o, a, k: ((), {"closure": lambda: 7}))
+    assert opt.step() == 7
+    assert [c[0] for c in calls] == ["post"] and list(calls[0][2]) == ["closure"]
+    opt.register_step_pre_hook(lambda o, a, k: 5)
+    with pytest.raises(RuntimeError, match="must return None or a tuple"):
+        opt.step()
+
+
+def test_step_hooks_run_once_for_a_subclass_calling_super():
+    class Counting(optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    (p,) = _params((2,))
+    opt = Counting([p])
+    n = []
+    opt.register_step_pre_hook(lambda *a: n.append(1))
+    opt.step()
+    assert n == [1]
+
+
+def test_state_dict_hooks():
+    (p,) = _params((2,))
+    opt = optim.Adam([p])
+    order = []
+    opt.register_state_dict_pre_hook(lambda o: order.append("a"))
+    opt.register_state_dict_pre_hook(lambda o: order.append("b"), prepend=True)
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    sd = opt.state_dict()
+    assert order == ["b", "a"] and sd["extra"] == 1
+
+    loaded = []
+    opt.register_load_state_dict_pre_hook(
+        lambda o, sd: {**sd, "param_groups": [dict(sd["param_groups"][0], lr=0.5)]})
+    opt.register_load_state_dict_post_hook(lambda o: loaded.append(o.param_groups[0]["lr"]))
+    h = opt.register_load_state_dict_post_hook(lambda o: loaded.append("first"), prepend=True)
+    opt.load_state_dict(sd)
+    assert loaded == ["first", 0.5]
+    h.remove()
+    loaded.clear()
+    opt.load_state_dict(sd)
+    assert loaded == [0.5]
+
+
+# ---- state_dict ------------------------------------------------------------------------------------
+def test_state_dict_layout_and_names():
+    a, b, c = _params((2, 3), (3,), (4,))
+    opt = optim.Adam([{"params": [("fc.w", a), ("fc.b", b)], "weight_decay": 0.0},
+                      {"params": [("out.w", c)], "lr": 0.1}], weight_decay=0.01)
+    for p in (a, c):
+        p.grad = np.ones(p.shape)
+    opt.step()
+    sd = opt.state_dict()
+    assert list(sd) == ["state", "param_groups"]
+    g0, g1 = sd["param_groups"]
+    assert g0["params"] == [0, 1] and g1["params"] == [2]
+    assert g0["param_names"] == ["fc.w", "fc.b"] and g1["param_names"] == ["out.w"]
+    assert g0["weight_decay"] == 0.0 and g1["weight_decay"] == 0.01 and g1["lr"] == 0.1
+    assert list(sd["state"]) == [0, 2]
+    s0 = sd["state"][0]
+    assert list(s0) == ["step", "exp_avg", "exp_avg_sq"]
+    assert s0["step"].dtype == np.float32 and s0["step"].shape == () and s0["step"] == 1
+    assert s0["exp_avg"].shape == (2, 3)
+
+
+def test_state_dict_never_aliases_live_state():
+    (p,) = _params((3,))
+    opt = optim.Adam([p])
+    p.grad = np.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    saved = copy.deepcopy(sd)
+    opt.step()  # training continues: the saved dict does not change
+    for k, v in saved["state"][0].items():
+        np.testing.assert_array_equal(sd["state"][0][k], v)
+    sd["state"][0]["exp_avg"][...] = 123  # editing the saved dict does not touch the optimizer
+    assert not np.any(opt.state[p]["exp_avg"] == 123)
+    sd["param_groups"][0]["betas"] = (0.1, 0.2)
+    assert opt.param_groups[0]["betas"] == (0.9, 0.999)
+    loaded = optim.Adam(_params((3,)))
+    loaded.load_state_dict(saved)
+    saved["state"][0]["exp_avg"][...] = 7  # nor does editing a dict after loading it
+    assert not np.any(loaded.state_dict()["state"][0]["exp_avg"] == 7)
+
+
+def test_load_state_dict_validation_and_unchanged_on_reject():
+    a, b = _params((2, 3), (3,))
+    opt = optim.Adam([("w", a), ("b", b)], lr=0.1)
+    for p in (a, b):
+        p.grad = np.ones(p.shape)
+    opt.step()
+    good = opt.state_dict()
+    before = _snapshot(opt)
+
+    def bad(edit):
+        sd = copy.deepcopy(good)
+        edit(sd)
+        return sd
+
+    cases = [
+        (bad(lambda sd: sd["param_groups"].append(dict(sd["param_groups"][0]))),
+         "different number of parameter groups"),
+        (bad(lambda sd: sd["param_groups"][0]["params"].append(9)),
+         "doesn't match the size of optimizer's group"),
+        (bad(lambda sd: sd["state"][0].__setitem__("exp_avg", np.zeros((3, 2)))),
+         r"parameter 'w' has state 'exp_avg' of shape \(3, 2\), expected \(2, 3\)"),
+        (bad(lambda sd: sd["state"][1].pop("exp_avg_sq")), "parameter 'b' has no state 'exp_avg_sq'"),
+        (bad(lambda sd: sd["state"][1].__setitem__("step", np.zeros(3))), "'step' of shape"),
+        (bad(lambda sd: sd["param_groups"][0].__setitem__("lr", -1.0)), "Invalid learning rate"),
+        (bad(lambda sd: sd["param_groups"][0].__setitem__("capturable", True)), "capturable"),
+        (bad(lambda sd: sd["param_groups"][0].__setitem__("param_names", ["w", "zz"])),
+         r"parameters \['zz'\]"),
+        (bad(lambda sd: sd["param_groups"][0].__setitem__("amsgrad", True)),
+         "has no state 'max_exp_avg_sq'"),
+    ]
+    for sd, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            opt.load_state_dict(sd)
+        _assert_same(_snapshot(opt), before)
+    # unnamed parameters are named by their id in the message
+    opt2 = optim.Adam(_params((2, 3), (3,)))
+    sd = bad(lambda sd: [g.pop("param_names") for g in sd["param_groups"]])
+    sd["state"][1]["exp_avg"] = np.zeros(4)
+    with pytest.raises(ValueError, match=r"parameter 1 has state 'exp_avg' of shape \(4,\), "
+                                         r"expected \(3,\)"):
+        opt2.load_state_dict(sd)
+
+
+def test_load_state_dict_matches_parameters_by_name():
+    a, b = _params((2, 3), (3,))
+    opt = optim.Adam([("w", a), ("b", b)], lr=0.1)
+    a.grad, b.grad = np.ones((2, 3)), 2 * np.ones(3)
+    opt.step()
+    sd = opt.state_dict()
+    a2, b2 = _params((2, 3), (3,))
+    opt2 = optim.Adam([("b", b2), ("w", a2)], lr=0.1)  # reordered model
+    opt2.load_state_dict(sd)
+    np.testing.assert_array_equal(opt2.state[a2]["exp_avg"], opt.state[a]["exp_avg"])
+    np.testing.assert_array_equal(opt2.state[b2]["exp_avg"], opt.state[b]["exp_avg"])
+    assert opt2.param_groups[0]["param_names"] == ["b", "w"]
+    assert opt2.state_dict()["param_groups"][0]["params"] == [0, 1]
+
+
+def test_load_casts_to_parameter_dtype_and_accepts_python_step():
+    (p,) = _params((3,))
+    opt = optim.Adam([p])
+    sd = {"state": {0: {"step": 4, "exp_avg": np.ones(3), "exp_avg_sq": [1.0, 1.0, 1.0]}},
+          "param_groups": [dict(opt.state_dict()["param_groups"][0])]}
+    opt.load_state_dict(sd)
+    assert opt.state[p]["exp_avg"].dtype == np.float32
+    assert opt.state[p]["step"].dtype == np.float32 and float(opt.state[p]["step"]) == 4
+    p.grad = np.ones(3)
+    opt.step()
+    assert float(opt.state[p]["step"]) == 5
+
+
+def test_load_resets_parameters_absent_from_the_dict():
+    p, q = _params((2,), (2,))
+    opt = optim.Adam([p, q])
+    fresh = opt.state_dict()
+    for x in (p, q):
+        x.grad = np.ones(2)
+    opt.step()
+    opt.load_state_dict(fresh)
+    assert len(opt.state) == 0
+    opt.step()  # moments start from zero again
+    np.testing.assert_allclose(opt.state[p]["exp_avg"], 0.1, rtol=1e-6)
+
+
+def test_pytorch_style_subclass_of_the_base_class():
+    class SignSGD(Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, dict(lr=lr))
+
+        def step(self, closure=None):
+            loss = self._call_closure(closure)
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    st = self.state[p]
+                    st["n"] = st.get("n", 0) + 1
+                    p.data -= group["lr"] * np.sign(p.grad)
+            return loss
+
+    (p,) = _params((3,))
+    opt = SignSGD([p])
+    hooks = []
+    opt.register_step_post_hook(lambda *a: hooks.append(1))
+    p.grad = np.array([1.0, -1.0, 0.0])
+    opt.step()
+    np.testing.assert_allclose(p.data, [-0.1, 0.2, 0.2], rtol=1e-6)
+    assert hooks == [1]
+    sd = opt.state_dict()
+    assert sd["state"] == {0: {"n": 1}}
+    opt2 = SignSGD(_params((3,)))
+    opt2.load_state_dict(sd)
+    assert opt2.state[opt2.param_groups[0]["params"][0]] == {"n": 1}
+
+
+@settings(max_examples=15, deadline=None)
+@given(shapes=st.lists(st.lists(st.integers(0, 4), max_size=3).map(tuple), min_size=1, max_size=5),
+       have_grad=st.lists(st.booleans(), min_size=5, max_size=5),
+       cls=st.sampled_from(ALL))
+def test_state_dict_round_trip_property(shapes, have_grad, cls):
+    ps = _params(*shapes)
+    opt = cls(ps)
+    for _ in range(2):
+        for p, g in zip(ps, have_grad):
+            p.grad = np.full(p.shape, 0.5) if g else None
+        opt.step()
+    sd = opt.state_dict()
+    qs = _params(*shapes)
+    opt2 = cls(qs)
+    opt2.load_state_dict(sd)
+    _assert_same((opt2.state_dict(), []), (sd, []))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        opt2.step()
