@@ -554,3 +554,118 @@ def test_optimizer_state_dict_round_trip(tmp_path):
     opt.step()
     opt2.step()
     assert p.data.tobytes() == p2.data.tobytes()
+
+
+# ---- exact resume: model, optimizer, scheduler, loader and RNG ---------------------------------
+# The gradients are computed in numpy (a linear model with an input-dropout mask drawn from the
+# global generator), so this needs only nn.Module, optim, data and checkpoint.  The code is a
+# string so that a fresh Python process can run the very same steps.
+
+TRAINING = textwrap.dedent("""
+    import numpy as np
+    import tinyopt
+    from tinyopt import nn, optim
+    from tinyopt.data import DataLoader, TensorDataset
+    from tinyopt.engine import random as trandom
+
+    OPTIMIZERS = {
+        "SGD": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        "Adam": lambda ps: optim.Adam(ps, lr=0.01, amsgrad=True),
+        "AdamW": lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+        "Adagrad": lambda ps: optim.Adagrad(ps, lr=0.05, lr_decay=0.01),
+        "RMSprop": lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True),
+    }
+
+    class Linear(nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = trandom.default_generator.numpy
+            self.w = nn.Parameter((g.standard_normal((4, 3)) * 0.3).astype(np.float32))
+            self.b = nn.Parameter(np.zeros(3, dtype=np.float32))
+
+    def build(name):
+        tinyopt.manual_seed(0)
+        g = trandom.default_generator.numpy
+        x = g.standard_normal((37, 4)).astype(np.float32)
+        y = g.standard_normal((37, 3)).astype(np.float32)
+        model = Linear()
+        opt = OPTIMIZERS[name](model.parameters())
+        sched = optim.lr_scheduler.CosineAnnealingLR(opt, T_max=7)
+        loader = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True)
+        return {"model": model, "optimizer": opt, "scheduler": sched, "loader": loader}
+
+    def train(objs, steps, it=None):
+        model, opt = objs["model"], objs["optimizer"]
+        done = 0
+        while done < steps:
+            if it is None:
+                it = iter(objs["loader"])
+            try:
+                xb, yb = next(it)
+            except StopIteration:
+                it = None
+                continue
+            keep = trandom.default_generator.numpy.random(xb.shape) > 0.2   # "dropout"
+            h = xb * keep.astype(np.float32) / np.float32(0.8)
+            err = 2 * (h @ model.w.data + model.b.data - yb) / np.float32(len(xb))
+            opt.zero_grad()
+            model.w.grad = h.T @ err
+            model.b.grad = err.sum(0)
+            opt.step()
+            objs["scheduler"].step()
+            done += 1
+        return it
+""")
+
+
+def _training():
+    namespace = {}
+    exec(TRAINING, namespace)  # noqa: S102 - our own test code, shared with the child process
+    return namespace
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "Adagrad", "RMSprop"])
+def test_exact_resume_in_fresh_objects(tmp_path, name):
+    pytest.importorskip("tinyopt.optim.lr_scheduler")
+    t = _training()
+    ref = t["build"](name)
+    t["train"](ref, 6 + 9)
+
+    run = t["build"](name)
+    t["train"](run, 6)  # stops mid-epoch (5 batches per epoch)
+    save(tmp_path / "c", **run, step=6)
+
+    fresh = t["build"](name)
+    tinyopt.manual_seed(12345)  # the global generator of a different run
+    assert load_into(tmp_path / "c", **fresh) == {"step": 6}
+    t["train"](fresh, 9)
+    for key in ("w", "b"):
+        assert getattr(fresh["model"], key).data.tobytes() == \
+            getattr(ref["model"], key).data.tobytes()
+    assert_same(fresh["optimizer"].state_dict(), ref["optimizer"].state_dict())
+
+
+RESUME_CHILD = textwrap.dedent("""
+    import sys
+    from tinyopt import checkpoint
+    objs = build("Adam")
+    checkpoint.load_into(sys.argv[1], **objs)
+    train(objs, 9)
+    checkpoint.save(sys.argv[2], model=objs["model"], optimizer=objs["optimizer"])
+""")
+
+
+def test_exact_resume_in_a_fresh_process(tmp_path):
+    pytest.importorskip("tinyopt.optim.lr_scheduler")
+    t = _training()
+    ref = t["build"]("Adam")
+    t["train"](ref, 6 + 9)
+    run = t["build"]("Adam")
+    t["train"](run, 6)
+    save(tmp_path / "at6", **run)
+    code = TRAINING + RESUME_CHILD
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "at6"), str(tmp_path / "at15")],
+                   check=True, timeout=300)
+    out = load(tmp_path / "at15")
+    assert_same(out["model"], dict(ref["model"].state_dict()))
+    assert_same(out["optimizer"], ref["optimizer"].state_dict())
