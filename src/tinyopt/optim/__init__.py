@@ -22,9 +22,6 @@ from tinyopt.optim.optimizer import Optimizer
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.sgd import SGD
 
-try:  # lr_scheduler.py is written concurrently; the guard goes once it exists
-    from tinyopt.optim import lr_scheduler
-except ImportError:  # pragma: no cover
-    pass
+from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
 
 __all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
