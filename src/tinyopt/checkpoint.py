@@ -404,9 +404,9 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, dict], dict[str, Any]]:
         f.seek(0)
         try:
             zf = zipfile.ZipFile(f)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
             raise CheckpointError(path, f"truncated or corrupted: the zip directory is unreadable "
-                                        f"({e})") from e
+                                        f"({type(e).__name__}: {e})") from e
         with zf:
             infos = zf.infolist()
             names = [i.filename for i in infos]
@@ -424,8 +424,9 @@ def _read(path: str | os.PathLike) -> tuple[dict[str, dict], dict[str, Any]]:
             try:
                 manifest = json.loads(zf.read(MANIFEST).decode("utf-8"),
                                       parse_constant=_reject_constant)
-            except (ValueError, RecursionError, zipfile.BadZipFile, OSError, EOFError) as e:
-                raise CheckpointError(path, f"corrupted {MANIFEST}: {e}") from e
+            except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
+                raise CheckpointError(path, f"corrupted {MANIFEST}: {type(e).__name__}: "
+                                            f"{e}") from e
             _check_manifest(path, manifest)
             expected = set(manifest["arrays"]) | {MANIFEST}
             if set(names) != expected:
