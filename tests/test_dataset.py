@@ -27,10 +27,12 @@ def test_tensor_dataset_samples_are_rows():
     np.testing.assert_array_equal(ds[-1][0], x[-1])
 
 
-def test_tensor_dataset_accepts_parameters():
+def test_tensor_dataset_accepts_tensors():
     p = tinyopt.Parameter(np.ones((4, 3), dtype=np.float32))
     ds = TensorDataset(p, np.arange(4))
     np.testing.assert_array_equal(ds[2][0], np.ones(3, dtype=np.float32))
+    lazy = tinyopt.tensor(np.ones((4, 3), dtype=np.float32)) * 2  # realized once, here
+    np.testing.assert_array_equal(TensorDataset(lazy)[0][0], np.full(3, 2.0, dtype=np.float32))
 
 
 def test_tensor_dataset_errors():
