@@ -23,3 +23,5 @@ from tinyopt.engine.random import (Generator, default_generator, get_rng_state, 
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor, tensor
 from tinyopt.engine import ops
 from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info
+from tinyopt.engine.realize import get_plan
+from tinyopt.engine.dot import to_dot

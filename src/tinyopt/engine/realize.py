@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyopt.engine.graph import toposort
-from tinyopt.engine.plan import CACHE
+from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import Tensor
 
 
@@ -37,3 +37,10 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None) -> list[np.ndarra
         loss._value = values[-1]
         result.append(values[-1].copy())
     return result
+
+
+def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:
+    """The compiled plan that realizing ``outputs`` (and backpropagating ``loss``) runs, from the
+    plan cache or compiled now; e.g. ``get_plan(loss=loss).peak_bytes``.  Runs nothing."""
+    fwd = toposort(list(outputs) + ([loss] if loss is not None else []))
+    return CACHE.get(fwd, list(outputs), loss)

@@ -186,7 +186,10 @@ def to(x: Tensor, dtype) -> Tensor:
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x
-    return node("cast", (x,), x.shape, dtype, (dtype.char,))
+    out = node("cast", (x,), x.shape, dtype, (dtype.char,))
+    if dtype not in FLOATS:  # integer tensors never require grad (gradients stop here)
+        out.requires_grad = False
+    return out
 
 
 # ---- unary -------------------------------------------------------------------------------------

@@ -94,6 +94,8 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
+    if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
+        return x
     dims = list(range(x.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(x, tuple(dims))
