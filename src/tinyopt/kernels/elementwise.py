@@ -1,7 +1,9 @@
 """Elementwise kernels: numba ufuncs (numpy broadcasting, ``out=``), float32 and float64.
 
 Each is a scalar function of its inputs; numpy's iterator walks the (broadcast, strided) arrays and
-numba compiles the inner loop.  Called as ``k(x, y, out=out)``, they write ``out`` in place.  Names
+numba compiles the inner loop.  Integer signatures come first: numpy picks the first loop its inputs
+cast to safely, and int64 -> float64 counts as safe, so a float loop listed first would take int64
+inputs and then fail to write the int64 ``out``.  Called as ``k(x, y, out=out)``, they write ``out`` in place.  Names
 ending in ``_grad`` are the fused vector-Jacobian products of the forward kernel of the same stem:
 ``g`` is the incoming gradient, ``x`` the forward input, ``y`` the forward output.
 """
@@ -23,17 +25,17 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
-@ufunc(*F2, *I2)
+@ufunc(*I2, *F2)
 def add(x, y):
     return x + y
 
 
-@ufunc(*F2, *I2)
+@ufunc(*I2, *F2)
 def sub(x, y):
     return x - y
 
 
-@ufunc(*F2, *I2)
+@ufunc(*I2, *F2)
 def mul(x, y):
     return x * y
 
@@ -61,7 +63,7 @@ def pow_grad_exp(g, x, out):
     return g * out * math.log(x) if not (x == 0 and out == 0) else 0.0
 
 
-@ufunc(*F2, *I2)
+@ufunc(*I2, *F2)
 def maximum(x, y):
     """max(x, y), NaN if either is NaN (``torch.maximum``)."""
     if x != x:
@@ -71,7 +73,7 @@ def maximum(x, y):
     return x if x > y else y
 
 
-@ufunc(*F2, *I2)
+@ufunc(*I2, *F2)
 def minimum(x, y):
     """min(x, y), NaN if either is NaN (``torch.minimum``)."""
     if x != x:
@@ -101,20 +103,20 @@ def min_grad(g, x, y):
     return 0.0
 
 
-@ufunc("float32(int64, float32, float32)", "float64(int64, float64, float64)",
-       "int64(int64, int64, int64)")
+@ufunc("int64(int64, int64, int64)", "float32(int64, float32, float32)",
+       "float64(int64, float64, float64)")
 def where(c, x, y):
     """x where c != 0, else y."""
     return x if c != 0 else y
 
 
 # ---- unary -------------------------------------------------------------------------------------
-@ufunc(*F1, "int64(int64)")
+@ufunc("int64(int64)", *F1)
 def neg(x):
     return -x
 
 
-@ufunc(*F1, "int64(int64)")
+@ufunc("int64(int64)", *F1)
 def abs(x):
     return x if x >= 0 else -x
 
@@ -273,31 +275,31 @@ def clamp_grad(g, x, lo, hi):
     return g if (x >= lo and x <= hi) else 0.0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def eq(x, y):
     return 1 if x == y else 0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def ne(x, y):
     return 1 if x != y else 0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def lt(x, y):
     return 1 if x < y else 0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def le(x, y):
     return 1 if x <= y else 0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def gt(x, y):
     return 1 if x > y else 0
 
 
-@ufunc("int64(float32, float32)", "int64(float64, float64)", "int64(int64, int64)")
+@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
 def ge(x, y):
     return 1 if x >= y else 0

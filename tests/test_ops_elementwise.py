@@ -1,0 +1,400 @@
+"""Elementwise ops: forward against numpy (float32, float64), backward against central finite
+differences (float64) over broadcast shapes, scalars/arrays as operands, errors, NaN/inf, casts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import mutually_broadcastable_shapes
+
+import tinyopt as to
+from tinyopt.engine import ops as O
+
+from gradcheck import gradcheck
+
+SETTINGS = settings(max_examples=15, deadline=None)
+PAIRS = mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, min_side=1,
+                                      max_side=4)
+SHAPES = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
+DTYPES = [np.float32, np.float64]
+
+
+def tol(dtype):
+    return dict(rtol=2e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+
+
+def rand(shape, seed=0, lo=-2.0, hi=2.0):
+    return np.random.default_rng(seed).uniform(lo, hi, size=shape)
+
+
+def away_from(x, points=(0.0,), gap=0.1):
+    """Push values at least ``gap`` away from the kinks of a piecewise op."""
+    for p in points:
+        near = np.abs(x - p) < gap
+        x = np.where(near, p + np.where(x >= p, gap, -gap) * 2, x)
+    return x
+
+
+def erf(x):
+    return np.vectorize(math.erf)(x)
+
+
+# ---- binary arithmetic ---------------------------------------------------------------------------
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "pow": (lambda a, b: a ** b, np.power),
+    "maximum": (O.maximum, np.maximum),
+    "minimum": (O.minimum, np.minimum),
+}
+
+
+def binary_inputs(name, sa, sb, seed=0):
+    a, b = rand(sa, seed), rand(sb, seed + 1)
+    if name == "div":
+        b = away_from(b, gap=0.3)
+    if name == "pow":
+        a = rand(sa, seed, 0.5, 2.0)
+    return a, b  # maximum/minimum: continuous random values never tie (ties: a separate test)
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@pytest.mark.parametrize("dtype", DTYPES)
+@SETTINGS
+@given(shapes=PAIRS)
+def test_binary_forward(name, dtype, shapes):
+    f, ref = BINARY[name]
+    sa, sb = shapes.input_shapes
+    a, b = binary_inputs(name, sa, sb)
+    a, b = a.astype(dtype), b.astype(dtype)
+    out = f(to.tensor(a), to.tensor(b))
+    assert out.shape == shapes.result_shape and out.dtype == dtype
+    np.testing.assert_allclose(out.numpy(), ref(a, b), **tol(dtype))
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+@SETTINGS
+@given(shapes=PAIRS, seed=st.integers(0, 100))
+def test_binary_backward(name, shapes, seed):
+    f, _ = BINARY[name]
+    sa, sb = shapes.input_shapes
+    gradcheck(f, *binary_inputs(name, sa, sb, seed))
+
+
+def test_maximum_minimum_ties_split_the_gradient():
+    a, b = to.Parameter([1.0, 2.0, 3.0]), to.Parameter([1.0, 0.0, 5.0])
+    O.maximum(a, b).sum().backward()
+    np.testing.assert_array_equal(a.grad, [0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(b.grad, [0.5, 0.0, 1.0])
+    a.grad = b.grad = None
+    O.minimum(a, b).sum().backward()
+    np.testing.assert_array_equal(a.grad, [0.5, 0.0, 1.0])
+    np.testing.assert_array_equal(b.grad, [0.5, 1.0, 0.0])
+
+
+def test_pow_special_exponents():
+    x = to.Parameter(np.array([0.0, 1.5, 2.0]))
+    (x ** 0.0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0])  # d x^0 / dx = 0, even at x = 0
+    x.grad = None
+    (x ** 2).sum().backward()
+    np.testing.assert_allclose(x.grad, [0.0, 3.0, 4.0])
+    # d (c^x)/dx = c^x log c, and the gradient of 0^y at y > 0 is 0 (PyTorch).
+    y = to.Parameter(np.array([1.0, 2.0]))
+    (2.0 ** y).sum().backward()
+    np.testing.assert_allclose(y.grad, [2 * math.log(2), 4 * math.log(2)])
+    base, e = to.Parameter(np.array([0.0])), to.Parameter(np.array([2.0]))
+    (base ** e).sum().backward()
+    assert e.grad[0] == 0.0 and base.grad[0] == 0.0
+
+
+# ---- scalars and numpy arrays as operands ----------------------------------------------------------
+def test_python_scalars_and_arrays_are_operands():
+    a = np.array([[1.0, -2.0, 3.0]], dtype=np.float32)
+    t = to.tensor(a)
+    cases = {
+        "2 - t": (2 - t, 2 - a), "t - 2": (t - 2, a - 2), "2 * t": (2 * t, 2 * a),
+        "2.5 + t": (2.5 + t, 2.5 + a), "1 / t": (1 / t, 1 / a), "t / 4": (t / 4, a / 4),
+        "2 ** t": (2 ** t, 2.0 ** a), "t ** 2": (t ** 2, a ** 2), "-t": (-t, -a),
+        "np * t": (np.array([[2.0], [3.0]], np.float32) * t, np.array([[2.0], [3.0]]) * a),
+        "t + np": (t + np.ones(3, np.float32), a + 1),
+        "np - t": (np.ones(3, np.float32) - t, 1 - a),
+        "np / t": (np.full(3, 6.0, np.float32) / t, 6 / a),
+        "np scalar * t": (np.float32(3.0) * t, 3 * a),
+        "list + t": ([1.0, 1.0, 1.0] + t, a + 1),
+        "maximum(t, 0)": (O.maximum(t, 0.0), np.maximum(a, 0)),
+        "minimum(np, t)": (O.minimum(np.zeros(3, np.float32), t), np.minimum(0, a)),
+        "where(t > 0, t, 0)": (O.where(t > 0, t, 0.0), np.where(a > 0, a, 0)),
+        "where(np, 1, t)": (O.where(np.array([1, 0, 1]), 1.0, t), np.where([1, 0, 1], 1, a)),
+    }
+    for name, (got, want) in cases.items():
+        assert isinstance(got, to.Tensor), name
+        assert got.dtype == np.float32, name
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=name)
+
+
+def test_reversed_operators_differentiate():
+    x = to.Parameter(np.array([1.0, 2.0, 4.0]))
+    (2 - x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [-1, -1, -1])
+    x.grad = None
+    (np.array([1.0, 2.0, 3.0]) * x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [1, 2, 3])
+    x.grad = None
+    (8 / x).sum().backward()
+    np.testing.assert_allclose(x.grad, [-8, -2, -0.5])
+
+
+def test_dtype_promotion():
+    f32, f64 = to.tensor([1.0]), to.tensor(np.array([1.0]))
+    assert f64.dtype == np.float64  # a float64 numpy array keeps its dtype
+    assert (f32 + f64).dtype == np.float64
+    assert (f32 * 2).dtype == np.float32 and (f64 * 2.0).dtype == np.float64
+    i = to.tensor([1, 2, 3])
+    assert i.dtype == np.int64
+    assert (i + 1).dtype == np.int64 and (i + 1).tolist() == [2, 3, 4]
+    assert (i * i).tolist() == [1, 4, 9] and (i - 5).tolist() == [-4, -3, -2]
+    assert (-i).tolist() == [-1, -2, -3] and abs(-i).tolist() == [1, 2, 3]
+    assert O.maximum(i, 2).tolist() == [2, 2, 3] and O.minimum(i, 2).tolist() == [1, 2, 2]
+    assert (i * 2.5).dtype == np.float32 and (i * 2.5).tolist() == [2.5, 5.0, 7.5]
+    assert (i / 2).dtype == np.float32 and (i / 2).tolist() == [0.5, 1.0, 1.5]
+    assert (i + f64).dtype == np.float64
+    big = to.tensor(np.array([2 ** 62 + 1]))
+    assert (big + 0).tolist() == [2 ** 62 + 1]  # integer arithmetic is exact, not via float64
+
+
+# ---- unary ---------------------------------------------------------------------------------------
+def np_gelu(x):
+    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
+
+
+def np_gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def np_softplus(x, beta=1.0, threshold=20.0):
+    return np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+
+
+UNARY = {  # name: (tinyopt fn, numpy reference, input range)
+    "neg": (lambda x: -x, np.negative, (-3, 3)),
+    "abs": (lambda x: x.abs(), np.abs, (-3, 3)),
+    "exp": (lambda x: x.exp(), np.exp, (-3, 3)),
+    "log": (lambda x: x.log(), np.log, (0.2, 3)),
+    "sqrt": (lambda x: x.sqrt(), np.sqrt, (0.2, 3)),
+    "square": (lambda x: x.square(), np.square, (-3, 3)),
+    "relu": (lambda x: x.relu(), lambda x: np.maximum(x, 0), (-3, 3)),
+    "leaky_relu": (O.leaky_relu, lambda x: np.where(x > 0, x, 0.01 * x), (-3, 3)),
+    "leaky_relu_0.2": (lambda x: O.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x),
+                       (-3, 3)),
+    "gelu": (O.gelu, np_gelu, (-4, 4)),
+    "gelu_tanh": (lambda x: O.gelu(x, approximate="tanh"), np_gelu_tanh, (-4, 4)),
+    "sigmoid": (lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), (-6, 6)),
+    "tanh": (lambda x: x.tanh(), np.tanh, (-3, 3)),
+    "silu": (O.silu, lambda x: x / (1 + np.exp(-x)), (-6, 6)),
+    "softplus": (O.softplus, np_softplus, (-6, 6)),
+    "softplus_beta": (lambda x: O.softplus(x, beta=2.0, threshold=5.0),
+                      lambda x: np_softplus(x, 2.0, 5.0), (-6, 6)),
+    "clamp": (lambda x: x.clamp(-1.0, 0.5), lambda x: np.clip(x, -1.0, 0.5), (-3, 3)),
+    "clamp_min": (lambda x: x.clamp(min=0.25), lambda x: np.maximum(x, 0.25), (-3, 3)),
+    "clamp_max": (lambda x: O.clamp(x, max=0.25), lambda x: np.minimum(x, 0.25), (-3, 3)),
+}
+KINKS = {"abs": (0.0,), "relu": (0.0,), "leaky_relu": (0.0,), "leaky_relu_0.2": (0.0,),
+         "clamp": (-1.0, 0.5), "clamp_min": (0.25,), "clamp_max": (0.25,),
+         "softplus_beta": (2.5,)}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_unary_forward(name, dtype):
+    f, ref, (lo, hi) = UNARY[name]
+    x = rand((3, 5), 1, lo, hi).astype(dtype)
+    out = f(to.tensor(x))
+    assert out.shape == x.shape and out.dtype == dtype
+    want = ref(x.astype(np.float64))
+    t = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out.numpy(), want, **t)
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@settings(max_examples=8, deadline=None)
+@given(shape=SHAPES, seed=st.integers(0, 100))
+def test_unary_backward(name, shape, seed):
+    f, _, (lo, hi) = UNARY[name]
+    x = away_from(rand(shape, seed, lo, hi), KINKS.get(name, ()), gap=0.05)
+    gradcheck(f, x)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_matches_torch(approximate, dtype):
+    torch = pytest.importorskip("torch")
+    x = np.linspace(-8, 8, 101).astype(dtype)
+    p = to.Parameter(x)
+    y = O.gelu(p, approximate=approximate)
+    (y * y).sum().backward()
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.gelu(tx, approximate=approximate)
+    (ty * ty).sum().backward()
+    t = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **t)
+    np.testing.assert_allclose(p.grad, tx.grad.numpy(), **t)
+
+
+def test_activations_match_torch():
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x = np.concatenate([np.linspace(-30, 30, 61), [-100.0, 100.0, 0.0]])
+    tx = torch.tensor(x)
+    pairs = [(O.silu, F.silu), (O.softplus, F.softplus), (lambda t: t.sigmoid(), torch.sigmoid),
+             (lambda t: O.softplus(t, 0.5, 3.0), lambda t: F.softplus(t, 0.5, 3.0)),
+             (lambda t: O.leaky_relu(t, 0.1), lambda t: F.leaky_relu(t, 0.1))]
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(ours(to.tensor(x)).numpy(), theirs(tx).numpy(), rtol=1e-12,
+                                   atol=1e-300)
+
+
+def test_activation_gradients_at_kinks_follow_pytorch():
+    x = to.Parameter(np.array([0.0, 0.0, -1.0, 0.5]))
+    x.relu().sum().backward()
+    assert x.grad[0] == 0.0  # relu'(0) = 0
+    x.grad = None
+    x.abs().sum().backward()
+    assert x.grad[0] == 0.0  # sign(0) = 0
+    x.grad = None
+    x.clamp(-1.0, 0.5).sum().backward()
+    np.testing.assert_array_equal(x.grad, [1, 1, 1, 1])  # bounds pass the gradient
+
+
+# ---- where, comparisons, casts ---------------------------------------------------------------------
+@SETTINGS
+@given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3),
+       seed=st.integers(0, 100))
+def test_where(shapes, seed):
+    sc, sa, sb = shapes.input_shapes
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 2, size=sc)
+    a, b = rand(sa, seed), rand(sb, seed + 1)
+    out = O.where(c, to.tensor(a), to.tensor(b))
+    assert out.shape == shapes.result_shape
+    np.testing.assert_array_equal(out.numpy(), np.where(c, a, b))
+    gradcheck(lambda x, y: O.where(c, x, y), a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_comparisons(dtype):
+    a = np.array([[1, 2, 3], [3, 2, 1]], dtype=dtype)
+    b = np.array([2, 2, 2], dtype=dtype)
+    ta, tb = to.tensor(a), to.tensor(b)
+    for got, want in [(ta == tb, a == b), (ta != tb, a != b), (ta < tb, a < b), (ta <= tb, a <= b),
+                      (ta > tb, a > b), (ta >= tb, a >= b), (ta > 2, a > 2), (2 > ta, 2 > a),
+                      (ta.eq(tb), a == b), (ta.ge(1), a >= 1)]:
+        assert got.dtype == np.int64 and got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want.astype(np.int64))
+
+
+def test_comparisons_with_nan():
+    t = to.tensor([np.nan, 1.0])
+    assert (t == t).tolist() == [0, 1] and (t != t).tolist() == [1, 0]
+    assert (t < 2.0).tolist() == [0, 1] and (t > 2.0).tolist() == [0, 0]
+
+
+def test_casts():
+    x = to.tensor([-1.7, -0.5, 0.5, 2.9])
+    assert x.long().dtype == np.int64 and x.long().tolist() == [-1, 0, 0, 2]  # toward zero
+    assert x.double().dtype == np.float64
+    np.testing.assert_array_equal(x.double().numpy(), x.numpy().astype(np.float64))
+    i = to.tensor([1, 2])
+    assert i.float().dtype == np.float32 and i.float().tolist() == [1.0, 2.0]
+    assert i.to(to.float64).dtype == np.float64 and i.to("float32").dtype == np.float32
+    assert x.to(x.dtype) is x
+    assert x.type_as(i).dtype == np.int64
+    # Gradients flow through float casts, in the source's dtype.
+    p = to.Parameter(np.array([1.0, 2.0], dtype=np.float32))
+    (p.double() * np.array([3.0, 4.0])).sum().backward()
+    assert p.grad.dtype == np.float32
+    np.testing.assert_array_equal(p.grad, [3.0, 4.0])
+    # ...and stop at a cast to int.
+    q = to.Parameter([1.5, 2.5])
+    assert not q.long().requires_grad
+
+
+# ---- errors ----------------------------------------------------------------------------------------
+def test_broadcast_mismatch_names_op_and_shapes():
+    a, b = to.tensor(np.ones((2, 3))), to.tensor(np.ones((4,)))
+    for fn, name in [(lambda: a + b, "add"), (lambda: a * b, "mul"), (lambda: a / b, "div"),
+                     (lambda: a - b, "sub"), (lambda: O.maximum(a, b), "maximum"),
+                     (lambda: a < b, "lt"), (lambda: O.where(np.ones(3), a, b), "where")]:
+        with pytest.raises(ValueError, match=rf"{name}.*\(2, 3\).*\(4,\)"):
+            fn()
+
+
+def test_float_ops_reject_int_tensors():
+    i = to.tensor([1, 2, 3])
+    for fn, name in [(lambda: i.exp(), "exp"), (lambda: i.log(), "log"), (lambda: i.sqrt(), "sqrt"),
+                     (lambda: i.sigmoid(), "sigmoid"), (lambda: i.relu(), "relu"),
+                     (lambda: O.gelu(i), "gelu"), (lambda: i.tanh(), "tanh")]:
+        with pytest.raises(TypeError, match=rf"{name}.*int64.*\(3,\)"):
+            fn()
+
+
+def test_bad_arguments():
+    x = to.tensor([1.0])
+    with pytest.raises(ValueError, match="approximate"):
+        O.gelu(x, approximate="fast")
+    with pytest.raises(ValueError, match="clamp"):
+        x.clamp()
+
+
+def test_backward_needs_a_scalar():
+    p = to.Parameter(np.ones((2, 3)))
+    with pytest.raises(RuntimeError, match=r"scalar.*\(2, 3\)"):
+        (p * 2).backward()
+    assert p.grad is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        to.tensor([1.0]).sum().backward()
+
+
+def test_nothing_computes_before_realization():
+    p = to.Parameter(np.ones(3))
+    y = (p * 2).exp()
+    assert y._value is None and p.grad is None
+
+
+# ---- NaN and inf propagate like numpy / PyTorch ------------------------------------------------
+def test_nan_and_inf_propagate():
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -1.0, 2.0])
+    t = to.tensor(x, dtype=to.float64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(t.relu().numpy(), [np.nan, np.inf, 0, 0, 0, 2])
+        np.testing.assert_array_equal(t.exp().numpy(), np.exp(x))
+        np.testing.assert_array_equal(t.log().numpy(), np.log(x))
+        np.testing.assert_array_equal(t.sqrt().numpy(), np.sqrt(x))
+        np.testing.assert_array_equal(t.tanh().numpy(), np.tanh(x))
+        np.testing.assert_array_equal(t.sigmoid().numpy(), [np.nan, 1, 0, 0.5, 1 / (1 + np.e),
+                                                            1 / (1 + np.exp(-2))])
+        np.testing.assert_array_equal(t.abs().numpy(), np.abs(x))
+        np.testing.assert_array_equal((t * 0).numpy(), x * 0)
+        np.testing.assert_array_equal((t / 0.0).numpy(), x / 0.0)
+        np.testing.assert_array_equal(t.clamp(-1, 1).numpy(), [np.nan, 1, -1, 0, -1, 1])
+    assert np.isnan(O.maximum(t, 0.0).numpy()[0]) and np.isnan(O.minimum(0.0, t).numpy()[0])
+    np.testing.assert_array_equal(O.maximum(t, 0.0).numpy()[1:], [np.inf, 0, 0, 0, 2])
+    # PyTorch's values at (nan, inf, -inf): x * sigmoid(x) is -inf * 0 = nan at -inf.
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(O.silu(t).numpy()[:3], [np.nan, np.inf, np.nan])
+        np.testing.assert_array_equal(O.softplus(t).numpy()[:3], [np.nan, np.inf, 0.0])
+        np.testing.assert_array_equal(O.gelu(t).numpy()[:3], [np.nan, np.inf, np.nan])
+        np.testing.assert_array_equal(O.gelu(t, "tanh").numpy()[:3], [np.nan, np.inf, np.nan])
+        np.testing.assert_array_equal(O.leaky_relu(t).numpy()[:3], [np.nan, np.inf, -np.inf])
+
+
+def test_nan_gradient_propagates():
+    p = to.Parameter(np.array([np.nan, 1.0]))
+    (p * p).sum().backward()
+    assert np.isnan(p.grad[0]) and p.grad[1] == 2.0
