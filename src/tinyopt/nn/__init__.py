@@ -1,10 +1,14 @@
-"""``tinyopt.nn``: modules, parameters, containers and initialisation, as ``torch.nn``.
+"""``tinyopt.nn``: modules, parameters, layers, losses, containers and initialisation, as
+``torch.nn``.
 
 ``nn.Parameter`` is the engine's ``Parameter``, re-exported.
 """
 from tinyopt.engine.tensor import Parameter
-from tinyopt.nn import functional, init
+from tinyopt.nn import functional, init, utils
 from tinyopt.nn.containers import ModuleDict, ModuleList, Sequential
+from tinyopt.nn.layers import *  # noqa: F403
+from tinyopt.nn.layers import __all__ as _layers
 from tinyopt.nn.module import Module
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "init", "functional"]
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "init", "functional",
+           "utils"] + _layers

@@ -1,0 +1,28 @@
+"""The layers of ``tinyopt.nn``, one family per module (all re-exported by ``tinyopt.nn``):
+
+- ``linear``: Linear, Identity          - ``conv``: Conv2d
+- ``pooling``: MaxPool2d, AvgPool2d     - ``flatten``: Flatten, Unflatten
+- ``activation``: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softplus, Softmax, LogSoftmax
+- ``normalization``: LayerNorm, BatchNorm1d, BatchNorm2d
+- ``dropout``: Dropout                  - ``sparse``: Embedding
+- ``loss``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
+
+Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``forward`` calls
+``tinyopt.nn.functional``.
+"""
+
+from tinyopt.nn.layers.activation import (GELU, LeakyReLU, LogSoftmax, ReLU, Sigmoid, SiLU,
+                                          Softmax, Softplus, Tanh)
+from tinyopt.nn.layers.conv import Conv2d
+from tinyopt.nn.layers.dropout import Dropout
+from tinyopt.nn.layers.flatten import Flatten, Unflatten
+from tinyopt.nn.layers.linear import Identity, Linear
+from tinyopt.nn.layers.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from tinyopt.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from tinyopt.nn.layers.pooling import AvgPool2d, MaxPool2d
+from tinyopt.nn.layers.sparse import Embedding
+
+__all__ = ["Linear", "Identity", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten",
+           "Dropout", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "ReLU", "LeakyReLU",
+           "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax",
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]

@@ -1,0 +1,152 @@
+"""Normalization layers, as ``torch.nn``: ``LayerNorm``, ``BatchNorm1d``, ``BatchNorm2d``.
+
+LayerNorm (Ba et al. 2016, https://arxiv.org/abs/1607.06450) normalizes each sample over its last
+``len(normalized_shape)`` dimensions: ``y = (x - E[x]) / sqrt(Var[x] + eps) * gamma + beta``.
+
+BatchNorm (Ioffe & Szegedy 2015, https://arxiv.org/abs/1502.03167) normalizes each channel over
+the batch (and spatial) dimensions.  In training mode it uses the batch statistics and updates the
+running ones, ``running = (1 - momentum) running + momentum batch`` (unbiased batch variance for
+``running_var``; with ``momentum=None`` a cumulative average, factor ``1 / num_batches_tracked``);
+in eval mode it uses the running statistics.  ``running_mean``, ``running_var`` and
+``num_batches_tracked`` are buffers, so they are in ``state_dict()``.  The running statistics are
+written when the graph is realized (``backward()``, ``numpy()``...); ``num_batches_tracked`` counts
+forward calls, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.nn import functional as F
+from tinyopt.nn import init
+from tinyopt.nn.layers._factory import param_dtype
+from tinyopt.nn.module import Module
+
+
+class LayerNorm(Module):
+    """Normalize over the trailing ``normalized_shape`` dimensions, then scale by ``weight``
+    (ones) and shift by ``bias`` (zeros) when ``elementwise_affine``."""
+
+    def __init__(self, normalized_shape: int | list[int] | tuple[int, ...], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        dt = param_dtype(device, dtype)
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(np.empty(self.normalized_shape, dtype=dt))
+            if bias:
+                self.bias = Parameter(np.empty(self.normalized_shape, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input) -> Tensor:
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class _BatchNorm(Module):
+    _version = 2
+    _input_dims: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device=None,
+                 dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        dt = param_dtype(device, dtype)
+        self.num_features = num_features
+        self.eps = eps
+        self.momentum = momentum
+        self.affine = affine
+        self.track_running_stats = track_running_stats
+        if affine:
+            self.weight = Parameter(np.empty((num_features,), dtype=dt))
+            if bias:
+                self.bias = Parameter(np.empty((num_features,), dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros((num_features,), dtype=dt))
+            self.register_buffer("running_var", np.ones((num_features,), dtype=dt))
+            self.register_buffer("num_batches_tracked", np.zeros((), dtype=np.int64))
+        else:
+            self.register_buffer("running_mean", None)
+            self.register_buffer("running_var", None)
+            self.register_buffer("num_batches_tracked", None)
+        self.reset_parameters()
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean[...] = 0
+            self.running_var[...] = 1
+            self.num_batches_tracked[...] = 0
+
+    def reset_parameters(self) -> None:
+        self.reset_running_stats()
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.ndim not in self._input_dims:
+            want = " or ".join(f"{d}D" for d in self._input_dims)
+            raise ValueError(f"expected {want} input (got {x.ndim}D input)")
+        if x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected {self.num_features} channels "
+                             f"(dimension 1), got input of shape {x.shape}")
+
+    def forward(self, input) -> Tensor:
+        x = as_tensor(input)
+        self._check_input_dim(x)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked += 1
+            if self.momentum is None:  # cumulative moving average
+                factor = 1.0 / float(self.num_batches_tracked)
+        use_batch_stats = self.training or (self.running_mean is None
+                                            and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None,
+                            self.running_var if track else None, self.weight, self.bias,
+                            use_batch_stats, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of (N, C) or (N, C, L) inputs, per channel C."""
+
+    _input_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of (N, C, H, W) inputs, per channel C."""
+
+    _input_dims = (4,)

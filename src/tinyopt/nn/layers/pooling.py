@@ -1,0 +1,57 @@
+"""``MaxPool2d`` and ``AvgPool2d`` over NCHW inputs, as ``torch.nn``.
+
+Max pooling takes the largest value of each (dilated) window; average pooling its mean, counting
+the zero padding unless ``count_include_pad=False``, or dividing by ``divisor_override``.  The
+output size is ``floor_or_ceil((H + 2p - d (k - 1) - 1) / s) + 1``.
+"""
+
+from __future__ import annotations
+
+from tinyopt.engine.tensor import Tensor
+from tinyopt.nn import functional as F
+from tinyopt.nn.module import Module
+
+
+class MaxPool2d(Module):
+    """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input):
+        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """Mean over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
+
+    def forward(self, input) -> Tensor:
+        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
