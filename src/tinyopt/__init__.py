@@ -12,5 +12,6 @@ from tinyopt.engine.ops import (abs, arange, argmax, argmin, cat, clamp, exp, fl
                                 softmax, sqrt, square, squeeze, stack, sum, tanh, transpose,
                                 unsqueeze, var, where, zeros)
 from tinyopt import nn, optim, data
+from tinyopt.checkpoint import CheckpointError, load, load_into, save
 
 __version__ = "0.1.0"
