@@ -167,7 +167,7 @@ class Parameter(Tensor):
             arr = _to_array(data, dtype)
         if dtype is not None:
             arr = arr.astype(as_dtype(dtype), copy=False)
-        arr = np.ascontiguousarray(arr)
+        arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
         if requires_grad and arr.dtype not in FLOATS:
             raise RuntimeError(f"only floating point tensors can require gradients, got {arr.dtype}")
         super().__init__("param", (), (), arr.shape, arr.dtype, requires_grad=requires_grad)
@@ -199,7 +199,7 @@ class Parameter(Tensor):
         if self._grad_flags is not None:
             raise ValueError(f"cannot assign data of shape {arr.shape} to a parameter of shape "
                              f"{self.shape} whose storage an optimizer manages")
-        self._data = np.ascontiguousarray(arr, dtype=self.dtype)
+        self._data = np.asarray(arr, dtype=self.dtype, order="C")
         self.shape = self._data.shape
         self._grad = None
 

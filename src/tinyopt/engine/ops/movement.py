@@ -192,7 +192,9 @@ def getitem(x: Tensor, key) -> Tensor:
     """Basic indexing and slicing (ints, slices, None, ...) as a view; an integer array or
     int64 tensor selects rows along dimension 0."""
     if isinstance(key, (Tensor, np.ndarray, list)):
-        idx = as_tensor(np.asarray(key) if isinstance(key, list) else key)
+        if isinstance(key, list):  # an empty list selects no rows (not float64 indices)
+            key = np.asarray(key, dtype=np.int64 if not key else None)
+        idx = as_tensor(key)
         if idx.dtype != np.int64:
             raise IndexError(f"tensors used as indices must be int64, got {idx.dtype}")
         if idx.is_leaf and idx._value is not None and idx._value.size:

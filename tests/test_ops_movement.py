@@ -1,0 +1,287 @@
+"""Shape and movement ops: reshape/view, flatten, transpose/.T, permute, expand, squeeze/unsqueeze,
+indexing and slicing, integer-array rows, cat/stack.  Forward against numpy, backward against
+finite differences, errors, and views that must not write into their sources."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyopt as to
+from tinyopt.engine import ops as O
+
+from gradcheck import gradcheck
+
+SETTINGS = settings(max_examples=15, deadline=None)
+SHAPES = st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple)
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def check(f, ref, x, *, grad=True):
+    """f on a tinyopt tensor equals ref on the numpy array (float32 and float64); then gradcheck."""
+    for dtype in (np.float32, np.float64):
+        a = x.astype(dtype)
+        out = f(to.tensor(a))
+        want = ref(a)
+        assert out.shape == want.shape and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, atol=0)  # 1 ulp: exp etc.
+    if grad:
+        gradcheck(f, x)
+
+
+# ---- reshape / view / flatten / squeeze / unsqueeze ----------------------------------------------
+@SETTINGS
+@given(shape=SHAPES, data=st.data())
+def test_reshape_and_view(shape, data):
+    x = rand(shape)
+    n = x.size
+    divisors = [d for d in range(1, n + 1) if n % d == 0]
+    d = data.draw(st.sampled_from(divisors))
+    check(lambda t: t.reshape(d, -1), lambda a: a.reshape(d, -1), x)
+    check(lambda t: t.view(-1, d) * 1.0, lambda a: a.reshape(-1, d), x, grad=False)
+    check(lambda t: t.reshape((n,)), lambda a: a.reshape(n), x, grad=False)
+
+
+@SETTINGS
+@given(shape=SHAPES, data=st.data())
+def test_flatten(shape, data):
+    x = rand(shape)
+    nd = len(shape)
+    s = data.draw(st.integers(-nd, nd - 1))
+    e = data.draw(st.integers(s % nd, nd - 1))
+    want = lambda a: a.reshape(a.shape[:s % nd] + (-1,) + a.shape[e + 1:])  # noqa: E731
+    check(lambda t: t.flatten(s, e), want, x)
+    check(lambda t: t.flatten(), lambda a: a.reshape(-1), x, grad=False)
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 3), min_size=0, max_size=4).map(tuple), data=st.data())
+def test_squeeze_unsqueeze(shape, data):
+    x = rand(shape)
+    check(lambda t: t.squeeze(), np.squeeze, x)
+    d = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    check(lambda t: t.unsqueeze(d), lambda a: np.expand_dims(a, d), x)
+    if shape:
+        d = data.draw(st.integers(-len(shape), len(shape) - 1))
+        # squeeze(d) removes dim d only when it has size 1 (PyTorch), otherwise it is a no-op.
+        want = (lambda a: np.squeeze(a, d)) if shape[d] == 1 else (lambda a: a)
+        check(lambda t: t.squeeze(d), want, x, grad=False)
+
+
+def test_reshape_edge_cases():
+    t = to.tensor(np.arange(6.0))
+    assert t.reshape(6) is t
+    assert t.reshape(2, 3).shape == (2, 3) and t.reshape([3, 2]).shape == (3, 2)
+    assert t.view_as(to.tensor(np.zeros((3, 2)))).shape == (3, 2)
+    s = to.tensor(5.0)
+    assert s.reshape(1, 1).shape == (1, 1) and s.flatten().shape == (1,)
+    assert s.unsqueeze(0).shape == (1,) and s.squeeze().shape == ()
+    assert to.tensor(np.zeros((0, 3))).reshape(3, 0).shape == (3, 0)
+
+
+def test_reshape_errors():
+    t = to.tensor(np.zeros((2, 3)))
+    with pytest.raises(RuntimeError, match=r"shape \[4, 2\] is invalid for input of size 6"):
+        t.reshape(4, 2)
+    with pytest.raises(RuntimeError, match="only one dimension can be inferred"):
+        t.reshape(-1, -1)
+    with pytest.raises(RuntimeError, match="invalid for input of size 6"):
+        t.reshape(4, -1)
+    with pytest.raises(IndexError, match=r"out of range.*\[-3, 2\].*got 3"):
+        t.unsqueeze(3)
+    with pytest.raises(IndexError, match="out of range"):
+        t.flatten(0, 5)
+    with pytest.raises(RuntimeError, match="start_dim cannot come after end_dim"):
+        t.flatten(1, 0)
+
+
+# ---- transpose / permute / .T ------------------------------------------------------------------
+@SETTINGS
+@given(shape=SHAPES, data=st.data())
+def test_permute_and_transpose(shape, data):
+    x = rand(shape)
+    nd = len(shape)
+    perm = tuple(data.draw(st.permutations(range(nd))))
+    check(lambda t: t.permute(*perm), lambda a: a.transpose(perm), x)
+    check(lambda t: t.permute(perm) * 2.0, lambda a: a.transpose(perm) * 2, x, grad=False)
+    d0, d1 = data.draw(st.integers(-nd, nd - 1)), data.draw(st.integers(-nd, nd - 1))
+    check(lambda t: t.transpose(d0, d1), lambda a: np.swapaxes(a, d0, d1), x)
+    check(lambda t: t.T, lambda a: a.T, x)
+
+
+def test_transpose_2d_and_degenerate():
+    x = rand((2, 3))
+    check(lambda t: t.T.exp(), lambda a: np.exp(a.T), x)  # a computed op on a strided view
+    check(lambda t: t.mT.sum(0), lambda a: a.T.sum(0), x, grad=False)  # a reduction on one
+    s = to.tensor(3.0)
+    assert s.T is s and s.transpose(0, -1) is s and s.permute() is s
+    v = to.tensor([1.0, 2.0])
+    assert v.T is v and v.transpose(0, -1) is v
+
+
+def test_permute_errors():
+    t = to.tensor(np.zeros((2, 3, 4)))
+    with pytest.raises(RuntimeError, match=r"number of dims 2.*\(2, 3, 4\)"):
+        t.permute(0, 1)
+    with pytest.raises(RuntimeError, match="not a permutation"):
+        t.permute(0, 1, 1)
+    with pytest.raises(IndexError, match="out of range"):
+        t.transpose(0, 3)
+
+
+# ---- expand --------------------------------------------------------------------------------------
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple), data=st.data())
+def test_expand(shape, data):
+    x = rand(tuple(data.draw(st.sampled_from([1, s])) for s in shape))
+    lead = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
+    target = lead + shape
+    check(lambda t: t.expand(*target), lambda a: np.broadcast_to(a, target), x)
+    check(lambda t: t.expand(target) + 0.0, lambda a: np.broadcast_to(a, target) + 0.0, x,
+          grad=False)
+    minus = lead + (-1,) * len(shape)
+    check(lambda t: t.expand(minus), lambda a: np.broadcast_to(a, lead + a.shape), x, grad=False)
+
+
+def test_expand_as_and_errors():
+    t = to.tensor(np.ones((3, 1)))
+    assert t.expand_as(to.tensor(np.zeros((2, 3, 4)))).shape == (2, 3, 4)
+    assert t.expand(3, 1) is t
+    with pytest.raises(RuntimeError, match=r"expanded size.*\(4\).*existing size \(3\)"):
+        t.expand(4, 4)
+    with pytest.raises(RuntimeError, match=r"number of sizes provided \(1\)"):
+        t.expand(3)
+
+
+# ---- indexing and slicing --------------------------------------------------------------------
+KEYS = [
+    (1,), (-1,), (slice(1, 3),), (slice(None, None, 2),), (slice(None, None, -1),),
+    (slice(1, 3), slice(None, None, 2)), (Ellipsis, 0), (None, 1), (0, None, slice(1, None)),
+    (slice(0, 0),), (Ellipsis, slice(-2, None), None), (-2, -1), (slice(10, 20),),
+    (slice(None), 1, slice(None, None, -2)),
+]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=str)
+def test_basic_indexing(key):
+    x = rand((4, 5, 3))
+    k = key[0] if len(key) == 1 else key
+    check(lambda t: t[k], lambda a: a[k], x)
+
+
+def test_indexing_a_1d_tensor_and_scalars():
+    x = np.array([1.0, 2.0, 3.0])
+    check(lambda t: t[1], lambda a: a[1], x)
+    check(lambda t: t[::-1] * t, lambda a: a[::-1] * a, x)
+    assert to.tensor(x)[2].item() == 3.0
+    assert to.tensor(x)[np.int64(0)].item() == 1.0
+
+
+def test_integer_array_rows():
+    x = rand((5, 3))
+    for idx in ([0, 2, 2, 4], np.array([4, -1, 0]), np.array([[1, 2], [3, 3]]), []):
+        ia = np.asarray(idx, dtype=np.int64)
+        check(lambda t: t[idx], lambda a: a[ia], x, grad=ia.size > 0)
+    check(lambda t: t[to.tensor([3, 1, 3])], lambda a: a[[3, 1, 3]], x)
+    # repeated rows accumulate their gradients
+    p = to.Parameter(np.zeros((3, 2)))
+    p[np.array([0, 0, 2, 0])].sum().backward()
+    np.testing.assert_array_equal(p.grad, [[3, 3], [0, 0], [1, 1]])
+    # a computed index (argmax) selects rows too
+    t = to.tensor(x)
+    rows = t[t.sum(1).argmax(0, keepdim=True)]
+    np.testing.assert_array_equal(rows.numpy(), x[[x.sum(1).argmax()]])
+
+
+def test_indexing_errors():
+    t = to.tensor(np.zeros((3, 4)))
+    with pytest.raises(IndexError, match=r"\(3, 4\)"):
+        t[3]
+    with pytest.raises(IndexError, match=r"\(3, 4\)"):
+        t[0, 0, 0]
+    with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
+        t[[0, 3]]
+    with pytest.raises(IndexError, match="out of bounds"):
+        t[np.array([-4])]
+    with pytest.raises(IndexError, match="int64"):
+        t[np.array([0.0, 1.0])]
+    with pytest.raises(IndexError, match="unsupported index"):
+        t["a"]
+
+
+def test_views_never_write_into_their_sources():
+    """In-place kernels may reuse dead buffers, but never a leaf's storage behind a view."""
+    data = rand((3, 4))
+    p = to.Parameter(data.copy())
+    x = to.tensor(data.copy())
+    outs = [(p.reshape(4, 3) + 1.0).exp(), (p.T * 2.0).relu(), (p[1:] - 1.0).sqrt(),
+            (x.reshape(-1) + 1.0).neg(), (x.T[0] * 3.0).tanh(), (x.expand(2, 3, 4) * 1.5).abs()]
+    with np.errstate(invalid="ignore"):
+        for o in outs:
+            o.numpy()
+        (sum(o.sum() for o in outs[:3])).backward()
+    np.testing.assert_array_equal(p.data, data)
+    np.testing.assert_array_equal(x.numpy(), data)
+
+
+# ---- cat / stack -----------------------------------------------------------------------------
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple), data=st.data())
+def test_cat(shape, data):
+    nd = len(shape)
+    d = data.draw(st.integers(-nd, nd - 1))
+    sizes = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    xs = []
+    for k, s in enumerate(sizes):
+        sh = list(shape)
+        sh[d] = s
+        xs.append(rand(tuple(sh), k))
+    for dtype in (np.float32, np.float64):
+        out = O.cat([to.tensor(a.astype(dtype)) for a in xs], dim=d)
+        np.testing.assert_array_equal(out.numpy(), np.concatenate([a.astype(dtype) for a in xs], d))
+        assert out.dtype == dtype
+    gradcheck(lambda *ps: O.cat(ps, d), *xs)
+
+
+@SETTINGS
+@given(shape=st.lists(st.integers(1, 3), min_size=0, max_size=3).map(tuple), data=st.data())
+def test_stack(shape, data):
+    nd = len(shape)
+    d = data.draw(st.integers(-nd - 1, nd))
+    xs = [rand(shape, k) for k in range(data.draw(st.integers(1, 3)))]
+    out = O.stack([to.tensor(a) for a in xs], d)
+    np.testing.assert_array_equal(out.numpy(), np.stack(xs, d))
+    gradcheck(lambda *ps: O.stack(ps, dim=d), *xs)
+
+
+def test_cat_accepts_arrays_and_reuses_a_tensor():
+    a = to.Parameter(np.array([1.0, 2.0]))
+    out = O.cat([a, np.array([3.0]), a])
+    np.testing.assert_array_equal(out.numpy(), [1, 2, 3, 1, 2])
+    (out * to.tensor(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))).sum().backward()
+    np.testing.assert_array_equal(a.grad, [5.0, 7.0])
+
+
+def test_cat_stack_errors():
+    a, b = to.tensor(np.zeros((2, 3))), to.tensor(np.zeros((2, 4)))
+    with pytest.raises(RuntimeError, match=r"dimension 0.*\(2, 3\).*\(2, 4\)"):
+        O.cat([a, b])
+    assert O.cat([a, b], 1).shape == (2, 7)
+    with pytest.raises(RuntimeError, match="non-empty"):
+        O.cat([])
+    with pytest.raises(TypeError, match="dtype"):
+        O.cat([a, to.tensor(np.zeros((2, 3), np.float32))])
+    with pytest.raises(RuntimeError, match=r"equal size.*\(2, 3\).*\(2, 4\)"):
+        O.stack([a, b])
+    with pytest.raises(IndexError, match="out of range"):
+        O.cat([a, a], 2)
+
+
+def test_contiguous():
+    x = rand((2, 3))
+    check(lambda t: t.T.contiguous(), lambda a: a.T, x)
