@@ -1,0 +1,192 @@
+"""Convolution and pooling kernels over NCHW arrays: im2col/col2im, max and average pooling.
+
+All arrays are C-contiguous, float32 or float64 (indices int64).  Geometry follows PyTorch: an
+output position ``(y, z)`` of a window with kernel ``(kh, kw)``, stride ``(sh, sw)``, padding
+``(ph, pw)`` (top/left) and dilation ``(dh, dw)`` reads input rows ``y*sh - ph + i*dh`` and columns
+``z*sw - pw + j*dw``, for ``i < kh, j < kw``; positions outside the input are zero (convolution) or
+skipped (pooling).  Every parallel loop runs over the ``N*C`` planes: iteration ``p`` writes only
+plane ``p`` of its output.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import parallel_kernel, prange
+
+
+@parallel_kernel
+def im2col(x, col, kh, kw, sh, sw, ph, pw, dh, dw):
+    """Unfold windows into columns: col[(c*kh + i)*kw + j, n, y, z] =
+    x[n, c, y*sh - ph + i*dh, z*sw - pw + j*dw], 0 outside the input.
+
+    x (N, C, H, W); col (C*kh*kw, N, OH, OW) is overwritten.  With this layout a convolution is one
+    GEMM over the whole batch: (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW)."""
+    N, C, H, W = x.shape
+    oh, ow = col.shape[2], col.shape[3]
+    for p in prange(N * C):
+        n = p // C
+        c = p - n * C
+        for i in range(kh):
+            for j in range(kw):
+                r = (c * kh + i) * kw + j
+                for y in range(oh):
+                    hy = y * sh - ph + i * dh
+                    if hy < 0 or hy >= H:
+                        for z in range(ow):
+                            col[r, n, y, z] = 0
+                        continue
+                    for z in range(ow):
+                        wx = z * sw - pw + j * dw
+                        if 0 <= wx < W:
+                            col[r, n, y, z] = x[n, c, hy, wx]
+                        else:
+                            col[r, n, y, z] = 0
+
+
+@parallel_kernel
+def col2im(col, x, kh, kw, sh, sw, ph, pw, dh, dw):
+    """The adjoint of :func:`im2col`: x[n, c, h, w] = sum of the column entries that im2col read
+    from (h, w).  col (C*kh*kw, N, OH, OW); x (N, C, H, W) is overwritten."""
+    N, C, H, W = x.shape
+    oh, ow = col.shape[2], col.shape[3]
+    for p in prange(N * C):
+        n = p // C
+        c = p - n * C
+        for h in range(H):
+            for w in range(W):
+                x[n, c, h, w] = 0
+        for i in range(kh):
+            for j in range(kw):
+                r = (c * kh + i) * kw + j
+                for y in range(oh):
+                    hy = y * sh - ph + i * dh
+                    if hy < 0 or hy >= H:
+                        continue
+                    for z in range(ow):
+                        wx = z * sw - pw + j * dw
+                        if 0 <= wx < W:
+                            x[n, c, hy, wx] += col[r, n, y, z]
+
+
+@parallel_kernel
+def max_pool2d_indices(x, idx, kh, kw, sh, sw, ph, pw, dh, dw):
+    """idx[p, y, z] = h*W + w of the maximum of plane p's window at (y, z); a NaN in the window
+    wins, as in PyTorch.  x (P, H, W) planes, idx (P, OH, OW) int64."""
+    P, H, W = x.shape
+    oh, ow = idx.shape[1], idx.shape[2]
+    for p in prange(P):
+        for y in range(oh):
+            h0 = y * sh - ph
+            for z in range(ow):
+                w0 = z * sw - pw
+                best = -math.inf
+                k = -1
+                for i in range(kh):
+                    h = h0 + i * dh
+                    if h < 0 or h >= H:
+                        continue
+                    for j in range(kw):
+                        w = w0 + j * dw
+                        if w < 0 or w >= W:
+                            continue
+                        v = x[p, h, w]
+                        if k < 0 or v > best or v != v:
+                            best = v
+                            k = h * W + w
+                            if v != v:
+                                break
+                    if best != best:
+                        break
+                idx[p, y, z] = k
+
+
+@parallel_kernel
+def gather_planes(x, idx, out):
+    """out[p, k] = x[p, idx[p, k]]: x (P, H*W), idx and out (P, L)."""
+    P, L = idx.shape
+    for p in prange(P):
+        for k in range(L):
+            out[p, k] = x[p, idx[p, k]]
+
+
+@parallel_kernel
+def scatter_add_planes(g, idx, out):
+    """The adjoint of :func:`gather_planes`: out[p, :] = 0, then out[p, idx[p, k]] += g[p, k]."""
+    P, L = idx.shape
+    HW = out.shape[1]
+    for p in prange(P):
+        for k in range(HW):
+            out[p, k] = 0
+        for k in range(L):
+            out[p, idx[p, k]] += g[p, k]
+
+
+@parallel_kernel
+def avg_pool2d(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
+    """out[p, y, z] = (sum of the window at (y, z) inside the input) / d, with PyTorch's divisor d:
+    ``divisor`` if > 0, else the window size clipped to the padded input (count_include_pad) or to
+    the input.  x (P, H, W), out (P, OH, OW)."""
+    P, H, W = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    for p in prange(P):
+        for y in range(oh):
+            for z in range(ow):
+                h0 = y * sh - ph
+                w0 = z * sw - pw
+                h1 = min(h0 + kh, H + ph)
+                w1 = min(w0 + kw, W + pw)
+                size = (h1 - h0) * (w1 - w0)
+                h0 = max(h0, 0)
+                w0 = max(w0, 0)
+                h1 = min(h1, H)
+                w1 = min(w1, W)
+                if h0 >= h1 or w0 >= w1:
+                    out[p, y, z] = 0
+                    continue
+                acc = 0.0
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        acc += x[p, h, w]
+                if divisor > 0:
+                    d = divisor
+                elif count_include_pad:
+                    d = size
+                else:
+                    d = (h1 - h0) * (w1 - w0)
+                out[p, y, z] = acc / d
+
+
+@parallel_kernel
+def avg_pool2d_grad(g, gx, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
+    """The adjoint of :func:`avg_pool2d`: each g[p, y, z] / d is added to its window.
+    g (P, OH, OW), gx (P, H, W) is overwritten."""
+    P, H, W = gx.shape
+    oh, ow = g.shape[1], g.shape[2]
+    for p in prange(P):
+        for h in range(H):
+            for w in range(W):
+                gx[p, h, w] = 0
+        for y in range(oh):
+            for z in range(ow):
+                h0 = y * sh - ph
+                w0 = z * sw - pw
+                h1 = min(h0 + kh, H + ph)
+                w1 = min(w0 + kw, W + pw)
+                size = (h1 - h0) * (w1 - w0)
+                h0 = max(h0, 0)
+                w0 = max(w0, 0)
+                h1 = min(h1, H)
+                w1 = min(w1, W)
+                if h0 >= h1 or w0 >= w1:
+                    continue
+                if divisor > 0:
+                    d = divisor
+                elif count_include_pad:
+                    d = size
+                else:
+                    d = (h1 - h0) * (w1 - w0)
+                v = g[p, y, z] / d
+                for h in range(h0, h1):
+                    for w in range(w0, w1):
+                        gx[p, h, w] += v
