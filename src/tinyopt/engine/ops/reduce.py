@@ -20,9 +20,9 @@ from tinyopt.kernels import reduce as K
 
 def _dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
     nd = builtins.max(x.ndim, 1)
-    if dim is None:
+    ds = (dim,) if isinstance(dim, int) else () if dim is None else tuple(dim)
+    if not ds:  # None and () both mean every dimension, as in PyTorch
         return tuple(range(x.ndim))
-    ds = (dim,) if isinstance(dim, int) else tuple(dim)
     out = []
     for d in ds:
         if not -nd <= d < nd:
@@ -59,6 +59,8 @@ def _sum_forward(t):
     src = t.srcs[0]
     d0, d1 = t.attrs
     A, R, B = _split(src.shape, d0, d1)
+    if t.dtype == int64:  # the kernel accumulates in float64, inexact beyond 2**53
+        return lambda out, x: np.sum(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, B))
 
     def fwd(out, x):
         K.sum_axis(_c(x).reshape(A, R, B), out.reshape(A, B))

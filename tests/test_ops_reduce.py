@@ -1,0 +1,284 @@
+"""Reductions: sum, mean, var/std, max/min (full, and along a dim with indices), argmax/argmin,
+logsumexp, softmax, log_softmax.  Forward against numpy (float32, float64), backward against finite
+differences, NaN/inf behaviour, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyopt as to
+from tinyopt.engine import ops as O
+
+from gradcheck import gradcheck
+
+SETTINGS = settings(max_examples=12, deadline=None)
+SHAPES = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
+DTYPES = [np.float32, np.float64]
+
+
+def tol(dtype):
+    return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+@st.composite
+def shape_and_dims(draw, shapes=SHAPES):
+    """A shape and a `dim` argument: None, an int or a tuple, with negative aliases."""
+    shape = draw(shapes)
+    nd = len(shape)
+    kind = draw(st.sampled_from(["none", "int", "tuple"]))
+    if kind == "none":
+        return shape, None
+    if kind == "int":
+        return shape, draw(st.integers(-nd, nd - 1))
+    dims = draw(st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd, unique=True))
+    return shape, tuple(d - nd if draw(st.booleans()) else d for d in dims)
+
+
+def np_axes(dim):
+    return dim if dim is None or isinstance(dim, int) else tuple(dim)
+
+
+# ---- sum / mean / var / std ------------------------------------------------------------------
+REDUCTIONS = {
+    "sum": (lambda t, d, k: t.sum(d, keepdim=k), lambda a, d, k: a.sum(axis=d, keepdims=k)),
+    "mean": (lambda t, d, k: t.mean(dim=d, keepdim=k), lambda a, d, k: a.mean(axis=d, keepdims=k)),
+    "var": (lambda t, d, k: t.var(d, keepdim=k), lambda a, d, k: a.var(axis=d, ddof=1, keepdims=k)),
+    "var0": (lambda t, d, k: t.var(d, correction=0, keepdim=k),
+             lambda a, d, k: a.var(axis=d, keepdims=k)),
+    "std": (lambda t, d, k: t.std(d, keepdim=k), lambda a, d, k: a.std(axis=d, ddof=1, keepdims=k)),
+}
+
+
+def reduced_size(shape, dim):
+    axes = range(len(shape)) if dim is None else [dim] if isinstance(dim, int) else dim
+    return int(np.prod([shape[a] for a in axes]))
+
+
+@pytest.mark.filterwarnings("ignore:Degrees of freedom")
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@SETTINGS
+@given(sd=shape_and_dims(), keepdim=st.booleans())
+def test_reduction_forward(name, sd, keepdim):
+    shape, dim = sd
+    f, ref = REDUCTIONS[name]
+    x = rand(shape)
+    for dtype in DTYPES:
+        a = x.astype(dtype)
+        out = f(to.tensor(a), dim, keepdim)
+        with np.errstate(all="ignore"):
+            want = ref(a.astype(np.float64), np_axes(dim), keepdim)
+        assert out.shape == want.shape and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+@SETTINGS
+@given(sd=shape_and_dims(), keepdim=st.booleans(), seed=st.integers(0, 100))
+def test_reduction_backward(name, sd, keepdim, seed):
+    shape, dim = sd
+    if name in ("var", "std") and reduced_size(shape, dim) < 2:
+        return  # var with correction 1 of one element is nan
+    f, _ = REDUCTIONS[name]
+    gradcheck(lambda t: f(t, dim, keepdim), rand(shape, seed))
+
+
+def test_sum_keeps_int_and_is_exact():
+    i = to.tensor(np.array([[2 ** 62, 1], [3, 4]]))
+    assert i.sum().dtype == np.int64
+    assert i.sum().item() == 2 ** 62 + 8
+    assert i.sum(1).tolist() == [2 ** 62 + 1, 7] and i.sum(0).tolist() == [2 ** 62 + 3, 5]
+
+
+def test_sum_mean_details():
+    x = to.tensor(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    assert x.sum(dtype=to.float64).dtype == np.float64
+    assert x.sum(()).item() == 15.0 and x.mean([]).item() == 2.5  # () means all dims (PyTorch)
+    assert x.mean(dtype=to.float64).item() == 2.5
+    s = to.tensor(3.0)
+    assert s.sum().item() == 3.0 and s.sum(0).item() == 3.0 and s.mean(-1).item() == 3.0
+    empty = to.tensor(np.zeros((0, 3)))
+    np.testing.assert_array_equal(empty.sum(0).numpy(), [0, 0, 0])
+    assert empty.sum().item() == 0.0
+    assert np.isnan(empty.mean().item())
+    # float32 sums accumulate accurately
+    big = to.tensor(np.full(10 ** 5, 0.1, dtype=np.float32))
+    assert abs(big.sum().item() - 10 ** 4) < 1e-2
+
+
+def test_reduction_errors():
+    x = to.tensor(np.zeros((2, 3)))
+    with pytest.raises(IndexError, match=r"sum.*out of range.*\[-2, 1\].*got 2"):
+        x.sum(2)
+    with pytest.raises(IndexError, match="mean"):
+        x.mean(-3)
+    with pytest.raises(RuntimeError, match="appears multiple times"):
+        x.sum((0, -2))
+    with pytest.raises(TypeError, match=r"mean.*int64"):
+        to.tensor([1, 2]).mean()
+    with pytest.raises(TypeError, match=r"var.*int64"):
+        to.tensor([1, 2]).var()
+    with pytest.raises(RuntimeError, match=r"max.*non-empty"):
+        to.tensor(np.zeros((0,))).max()
+
+
+# ---- max / min / argmax / argmin -------------------------------------------------------------
+@pytest.mark.parametrize("op", ["max", "min"])
+@SETTINGS
+@given(shape=SHAPES, data=st.data())
+def test_max_min_along_dim(op, shape, data):
+    nd = len(shape)
+    d = data.draw(st.integers(-nd, nd - 1))
+    keepdim = data.draw(st.booleans())
+    x = rand(shape, data.draw(st.integers(0, 100)))
+    x = np.round(x, 1)  # ties, so "the first index" is tested
+    npv, npi = (np.max, np.argmax) if op == "max" else (np.min, np.argmin)
+    for dtype in DTYPES:
+        a = x.astype(dtype)
+        r = getattr(to.tensor(a), op)(dim=d, keepdim=keepdim)
+        values, indices = r
+        assert r.values is values and r.indices is indices
+        np.testing.assert_array_equal(values.numpy(), npv(a, axis=d, keepdims=keepdim))
+        np.testing.assert_array_equal(indices.numpy(), npi(a, axis=d, keepdims=keepdim))
+        assert indices.dtype == np.int64 and values.dtype == dtype
+        arg = getattr(to.tensor(a), "arg" + op)(d, keepdim=keepdim)
+        np.testing.assert_array_equal(arg.numpy(), npi(a, axis=d, keepdims=keepdim))
+        full = getattr(to.tensor(a), op)()
+        assert full.shape == () and full.item() == npv(a)
+        assert getattr(to.tensor(a), "arg" + op)().item() == npi(a)
+    # backward: the gradient goes to the selected element (distinct values)
+    y = rand(shape, 7)
+    gradcheck(lambda t: getattr(t, op)(d, keepdim=keepdim)[0], y)
+    gradcheck(lambda t: getattr(t, op)(), y)
+
+
+def test_max_gradient_on_ties():
+    p = to.Parameter(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]]))
+    p.max().backward()  # full max: shared evenly among the tied maxima (PyTorch)
+    np.testing.assert_array_equal(p.grad, [[0, 0.5, 0.5], [0, 0, 0]])
+    p.grad = None
+    p.max(dim=1).values.sum().backward()  # along a dim: to the returned (first) index
+    np.testing.assert_array_equal(p.grad, [[0, 1, 0], [1, 0, 0]])
+    p.grad = None
+    p.min(1)[0].sum().backward()
+    np.testing.assert_array_equal(p.grad, [[1, 0, 0], [0, 0, 1]])
+
+
+def test_max_min_with_nan_and_inf():
+    x = np.array([[1.0, np.nan, 5.0], [-np.inf, 2.0, np.inf]])
+    t = to.tensor(x)
+    assert np.isnan(t.max().item()) and np.isnan(t.min().item())
+    v, i = t.max(1)
+    assert np.isnan(v.numpy()[0]) and v.numpy()[1] == np.inf
+    assert i.tolist() == [1, 2]  # NaN wins, as in PyTorch
+    v, i = t.min(1)
+    assert np.isnan(v.numpy()[0]) and v.numpy()[1] == -np.inf and i.tolist() == [1, 0]
+    assert t.argmax().item() == 1
+    assert to.tensor([-np.inf, -np.inf]).max().item() == -np.inf
+
+
+def test_max_of_int():
+    i = to.tensor([[3, 9, 2], [7, 1, 8]])
+    assert i.max().item() == 9 and i.max().dtype == np.int64
+    assert i.max(0)[0].tolist() == [7, 9, 8] and i.argmin(1).tolist() == [2, 1]
+
+
+def test_max_errors():
+    x = to.tensor(np.zeros((2, 3)))
+    with pytest.raises(IndexError, match=r"max.*out of range"):
+        x.max(2)
+    with pytest.raises(IndexError, match=r"argmax.*out of range|max.*out of range"):
+        x.argmax(5)
+
+
+# ---- logsumexp / softmax / log_softmax ---------------------------------------------------------
+def np_logsumexp(a, axis, keepdims=False):
+    m = np.max(a, axis=axis, keepdims=True)
+    r = m + np.log(np.exp(a - m).sum(axis=axis, keepdims=True))
+    return r if keepdims else np.squeeze(r, axis=axis)
+
+
+def np_softmax(a, axis):
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+@SETTINGS
+@given(sd=shape_and_dims(), keepdim=st.booleans(), seed=st.integers(0, 100))
+def test_logsumexp(sd, keepdim, seed):
+    shape, dim = sd
+    if dim is None:
+        dim = tuple(range(len(shape)))
+    x = rand(shape, seed) * 3
+    for dtype in DTYPES:
+        out = to.tensor(x.astype(dtype)).logsumexp(dim, keepdim=keepdim)
+        want = np_logsumexp(x, np_axes(dim), keepdim)
+        assert out.shape == want.shape and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda t: t.logsumexp(dim, keepdim), x)
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+@SETTINGS
+@given(shape=SHAPES, data=st.data())
+def test_softmax_and_log_softmax(op, shape, data):
+    nd = len(shape)
+    d = data.draw(st.integers(-nd, nd - 1))
+    x = rand(shape, data.draw(st.integers(0, 100))) * 3
+    want = np_softmax(x, d) if op == "softmax" else np.log(np_softmax(x, d))
+    for dtype in DTYPES:
+        out = getattr(to.tensor(x.astype(dtype)), op)(d)
+        assert out.shape == x.shape and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda t: getattr(O, op)(t, dim=d), x)
+
+
+def test_softmax_is_stable_and_handles_inf():
+    x = to.tensor(np.array([[1000.0, 1000.0, -1000.0], [0.0, -np.inf, 0.0]]))
+    np.testing.assert_allclose(x.softmax(1).numpy(), [[0.5, 0.5, 0.0], [0.5, 0.0, 0.5]])
+    np.testing.assert_allclose(x.log_softmax(1).numpy()[0, :2], [-np.log(2)] * 2)
+    assert x.log_softmax(1).numpy()[1, 1] == -np.inf
+    np.testing.assert_allclose(x.logsumexp(1).numpy(), [1000 + np.log(2), np.log(2)])
+    big = to.tensor(np.array([88.0, 88.0], dtype=np.float32))  # exp(88) * 2 overflows float32
+    assert np.isfinite(big.logsumexp(0).item()) and np.isfinite(big.softmax(0).numpy()).all()
+    # An all -inf row: logsumexp is -inf (PyTorch), softmax is nan.
+    ninf = to.tensor(np.array([[-np.inf, -np.inf]]))
+    assert ninf.logsumexp(1).item() == -np.inf
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(ninf.softmax(1).numpy()).all()
+    nan = to.tensor(np.array([[np.nan, 1.0]]))
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(nan.softmax(1).numpy()).all() and np.isnan(nan.logsumexp(1).item())
+
+
+def test_softmax_dtype_and_errors():
+    x = to.tensor(np.zeros((2, 3), np.float32))
+    assert x.softmax(1, dtype=to.float64).dtype == np.float64
+    with pytest.raises(TypeError, match=r"softmax.*int64"):
+        to.tensor([1, 2]).softmax(0)
+    with pytest.raises(IndexError, match=r"log_softmax.*out of range"):
+        x.log_softmax(2)
+    with pytest.raises(TypeError, match=r"logsumexp.*int64"):
+        to.tensor([1, 2]).logsumexp(0)
+
+
+def test_softmax_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = rand((4, 5, 3), 3) * 4
+    g = rand((4, 5, 3), 4)
+    for op in ("softmax", "log_softmax"):
+        for d in range(3):
+            p = to.Parameter(x)
+            (getattr(p, op)(d) * g).sum().backward()
+            tx = torch.tensor(x, requires_grad=True)
+            (getattr(tx, op)(d) * torch.tensor(g)).sum().backward()
+            np.testing.assert_allclose(getattr(p, op)(d).numpy(),
+                                       getattr(tx, op)(d).detach().numpy(), rtol=1e-12,
+                                       atol=1e-14)
+            np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=1e-10, atol=1e-14)
