@@ -75,7 +75,7 @@ class Conv2d(Module):
         self.padding_mode = padding_mode
         self.output_padding = (0, 0)
         self.transposed = False
-        # (top, bottom, left, right): what 'same' or an explicit padding adds on each side.
+        # (top, bottom, left, right) for the non-zero padding modes, which pad explicitly.
         if padding_ == "valid":
             self._pad4 = (0, 0, 0, 0)
         elif padding_ == "same":
@@ -110,11 +110,7 @@ class Conv2d(Module):
         if self.padding_mode != "zeros":
             x = _pad(x, self._pad4, self.padding_mode)
             return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        top, bottom, left, right = self._pad4
-        if top != bottom or left != right:  # 'same' with an even dilated kernel extent
-            x = _pad(x, self._pad4, "zeros")
-            return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
-        return F.conv2d(x, self.weight, self.bias, self.stride, (top, left), self.dilation,
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
     def extra_repr(self) -> str:
@@ -137,26 +133,13 @@ def _pad(x: Tensor, pad4: tuple[int, int, int, int], mode: str) -> Tensor:
     """Pad the last two dimensions by (top, bottom, left, right).
 
     Each dimension is moved to the front and gathered with an index array (``np.pad`` of
-    ``arange(n)`` in the matching numpy mode), so the backward pass is the engine's scatter-add;
-    ``'zeros'`` concatenates zero blocks instead.
+    ``arange(n)`` in the matching numpy mode), so the backward pass is the engine's scatter-add.
     """
     nd = x.ndim
     for axis, (lo, hi) in ((nd - 2, pad4[:2]), (nd - 1, pad4[2:])):
         if lo == 0 and hi == 0:
             continue
         n = x.shape[axis]
-        if mode == "zeros":
-            from tinyopt.engine.ops.movement import cat
-            parts = []
-            if lo:
-                parts.append(as_tensor(np.zeros(x.shape[:axis] + (lo,) + x.shape[axis + 1:],
-                                                x.dtype)))
-            parts.append(x)
-            if hi:
-                parts.append(as_tensor(np.zeros(x.shape[:axis] + (hi,) + x.shape[axis + 1:],
-                                                x.dtype)))
-            x = cat(parts, axis)
-            continue
         if mode == "reflect" and (lo >= n or hi >= n):
             raise ValueError(f"Conv2d: reflect padding ({lo}, {hi}) must be smaller than the "
                              f"input dimension {n}")

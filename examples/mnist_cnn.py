@@ -1,0 +1,41 @@
+"""Train a small convolutional classifier on Fashion-MNIST, as ggml's ``mnist-cnn`` example.
+
+    conv 3x3 1->8 (pad 1), ReLU, max-pool 2, conv 3x3 8->16 (pad 1), ReLU, max-pool 2,
+    flatten (16*7*7 = 784), linear 784->10
+
+    python examples/mnist_cnn.py                      # the bundled 10k/2k subset
+    python examples/mnist_cnn.py --root ~/data/fashion-mnist --epochs 10
+
+The data handling and the training loop are those of ``mnist_fc.py``: zero the gradients,
+forward, loss, backward, optimizer step.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tinyopt as to
+from tinyopt import nn
+
+from mnist_fc import parse_args, train
+
+
+def build_model() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(16 * 7 * 7, 10))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv, epochs=3, lr=1e-3, description=__doc__.split("\n")[0])
+    to.manual_seed(args.seed)
+    model = build_model()
+    print(model)
+    t0 = time.perf_counter()
+    train(model, args)
+    print(f"total {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
