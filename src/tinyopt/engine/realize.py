@@ -7,6 +7,8 @@ meets the compiled back end.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tinyopt.engine.graph import toposort
@@ -25,8 +27,14 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None) -> list[np.ndarra
         return [t._value.copy() for t in outputs]
     roots = list(outputs) + ([loss] if loss is not None else [])
     fwd = toposort(roots)
-    plan = CACHE.get(fwd, list(outputs), loss)
+    effects = _effects_in(fwd) if _PENDING else []
+    if effects:  # run them as extra outputs of this plan (they are part of its signature)
+        roots = list(outputs) + effects + ([loss] if loss is not None else [])
+        fwd = toposort(roots)
+    plan = CACHE.get(fwd, list(outputs) + effects, loss)
     values = plan.run([fwd[i] for i in plan.fwd_leaves])
+    for e in effects:
+        _PENDING.pop(id(e), None)
     result = []
     for t, v in zip(outputs, values):
         if not t.is_leaf:
@@ -44,3 +52,25 @@ def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:
     plan cache or compiled now; e.g. ``get_plan(loss=loss).peak_bytes``.  Runs nothing."""
     fwd = toposort(list(outputs) + ([loss] if loss is not None else []))
     return CACHE.get(fwd, list(outputs), loss)
+
+
+# ---- effects -------------------------------------------------------------------------------------
+# An effect is a graph node whose kernel writes into arrays that enter the graph as input leaves
+# (BatchNorm's running statistics), so a plan binds them per run like any leaf and never captures
+# them.  ``add_effect(anchor, effect)`` records it when the graph is built; the first realization
+# whose graph contains ``anchor`` runs it as an extra output, exactly once (later realizations of
+# the same graph leave it out).  If the anchor is garbage-collected unrealized, the effect is
+# dropped: a lazy graph that is never computed has no side effects.
+_PENDING: dict[int, tuple[weakref.ref, Tensor]] = {}
+
+
+def add_effect(anchor: Tensor, effect: Tensor) -> None:
+    """Run node ``effect`` with the first realization that computes ``anchor`` (see above)."""
+    key = id(effect)
+    _PENDING[key] = (weakref.ref(anchor, lambda _, k=key: _PENDING.pop(k, None)), effect)
+
+
+def _effects_in(nodes: list[Tensor]) -> list[Tensor]:
+    """The pending effects whose anchor is in ``nodes``, in the order they were recorded."""
+    ids = {id(t) for t in nodes}
+    return [e for ref, e in list(_PENDING.values()) if id(ref()) in ids]

@@ -7,12 +7,15 @@ package registers them all and gives ``Tensor`` its PyTorch-style methods.
 from __future__ import annotations
 
 from tinyopt.engine.ops import creation, elementwise, linalg, loss, movement, reduce
+from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
 from tinyopt.engine.ops.creation import arange, full, ones, rand, randn, zeros
 from tinyopt.engine.ops.elementwise import (abs, add, clamp, div, eq, exp, ge, gelu, gt, le,
                                             leaky_relu, log, lt, maximum, minimum, mul, ne, neg,
                                             pow, relu, sigmoid, silu, softplus, sqrt, square, sub,
                                             tanh, to, where)
+from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.ops.linalg import linear, matmul
+from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                                      mse_loss, nll_loss, one_hot)
 from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, getitem, permute,

@@ -1,0 +1,323 @@
+"""Neural-net ops: dropout, layer_norm, batch_norm, embedding.
+
+layer_norm and batch_norm are fused: a statistics node (mean, rstd per row or channel), an apply
+node, and backward nodes that compute dx in one pass and (dw, db) together in another, so a norm
+layer costs a few kernel calls instead of a dozen elementwise nodes.
+
+BatchNorm's running statistics are numpy arrays updated *in place* in training mode.  The engine is
+lazy, so the update is an *effect* (see ``engine/realize.py``): a ``batch_norm_update`` node whose
+sources are the batch statistics and the running arrays as input leaves (bound per run, never
+captured by a plan), run once by the first realization that computes the batch-norm output.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from tinyopt.engine.dtypes import FLOATS, int64
+from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.random import Generator, default_generator
+from tinyopt.engine.realize import add_effect
+from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.kernels import norm as K
+
+
+def _c(x: np.ndarray) -> np.ndarray:
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+def _leaf(arr: np.ndarray) -> Tensor:
+    """An input leaf holding ``arr`` itself (no copy), so kernels may write into it."""
+    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+
+
+_ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
+
+
+# ---- dropout (Srivastava et al. 2014, https://jmlr.org/papers/v15/srivastava14a.html) -----------
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
+            generator: Generator | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by 1 / (1 - p) in training.
+
+    The keep mask is drawn from tinyopt's generator (``manual_seed``) when the graph is built and
+    enters it as an input leaf, so the cached plan is reused with a new mask every step.
+    """
+    if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    x = as_tensor(input)
+    if not training or p == 0.0:
+        return x
+    _require_float("dropout", x)
+    rng = (generator or default_generator).numpy
+    if p == 1.0:
+        mask = np.zeros(x.shape, x.dtype)
+    else:
+        keep = rng.random(x.shape, dtype=x.dtype) >= p
+        mask = keep.astype(x.dtype)
+        mask *= x.dtype.type(1.0 / (1.0 - p))
+    return x * _leaf(mask)
+
+
+# ---- layer norm ---------------------------------------------------------------------------------
+defop("layer_norm_stats", forward=lambda t: (
+    lambda out, x: K.layer_norm_stats(_c(x).reshape(-1, t.attrs[0]), out, t.attrs[1])))
+
+
+def _ln_apply_forward(t):
+    D, _, has_w, has_b = t.attrs
+
+    def fwd(out, x, stats, *wb):
+        w = wb[0] if has_w else _ONE
+        b = wb[-1] if has_b else _ONE
+        K.layer_norm_apply(_c(x).reshape(-1, D), stats, _c(w).reshape(-1), _c(b).reshape(-1),
+                           has_w, has_b, out.reshape(-1, D))
+    return fwd
+
+
+def _ln_grad_x_forward(t):
+    D, _, has_w, _ = t.attrs
+
+    def fwd(out, g, x, stats, *w):
+        K.layer_norm_grad_x(_c(g).reshape(-1, D), _c(x).reshape(-1, D), stats,
+                            _c(w[0]).reshape(-1) if has_w else _ONE, has_w, out.reshape(-1, D))
+    return fwd
+
+
+def _ln_backward(t, g):
+    x, stats = t.srcs[0], t.srcs[1]
+    D, _, has_w, has_b = t.attrs
+    w = t.srcs[2] if has_w else None
+    gx = node("layer_norm_grad_x", (g, x, stats) + ((w,) if has_w else ()), x.shape, g.dtype,
+              t.attrs) if x.requires_grad else None
+    grads = [gx, None]
+    if any(s.requires_grad for s in t.srcs[2:]):
+        wb = node("layer_norm_grad_wb", (g, x, stats), (2, D), g.dtype, t.attrs)
+        nshape = t.srcs[2].shape
+        if has_w:
+            grads.append(wb[0].reshape(nshape) if w.requires_grad else None)
+        if has_b:
+            grads.append(wb[1].reshape(nshape) if t.srcs[-1].requires_grad else None)
+    else:
+        grads += [None] * (has_w + has_b)
+    return tuple(grads)
+
+
+defop("layer_norm", forward=_ln_apply_forward, backward=_ln_backward)
+defop("layer_norm_grad_x", forward=_ln_grad_x_forward)
+defop("layer_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.layer_norm_grad_wb(
+    _c(g).reshape(-1, t.attrs[0]), _c(x).reshape(-1, t.attrs[0]), stats, out)))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Layer normalization over the last ``len(normalized_shape)`` dimensions:
+    y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias, with the biased variance."""
+    x = as_tensor(input)
+    _require_float("layer_norm", x)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) \
+        else tuple(int(s) for s in normalized_shape)
+    k = len(ns)
+    if k == 0 or x.ndim < k or x.shape[x.ndim - k:] != ns:
+        raise RuntimeError(f"layer_norm: given normalized_shape={list(ns)}, expected input with "
+                           f"shape [*, {', '.join(map(str, ns))}], but got input of size "
+                           f"{list(x.shape)}")
+    D = int(np.prod(ns))
+    M = x.numel() // D if D else 0
+    srcs = [x]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None:
+            p = as_tensor(p)
+            if p.shape != ns:
+                raise RuntimeError(f"layer_norm: {name} has shape {p.shape}, expected "
+                                   f"normalized_shape {ns}")
+            srcs.append(p.to(x.dtype))
+    stats = node("layer_norm_stats", (x,), (M, 2), x.dtype, (D, float(eps)))
+    attrs = (D, float(eps), weight is not None, bias is not None)
+    return node("layer_norm", (x, stats, *srcs[1:]), x.shape, x.dtype, attrs)
+
+
+# ---- batch norm ---------------------------------------------------------------------------------
+def _ncs(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    return shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64))
+
+
+defop("batch_norm_stats", forward=lambda t: (
+    lambda out, x: K.batch_norm_stats(_c(x).reshape(_ncs(t.srcs[0].shape)), out, t.attrs[0])))
+defop("batch_norm_eval_stats", forward=lambda t: (
+    lambda out, rm, rv: K.batch_norm_eval_stats(rm, rv, out, t.attrs[0])))
+defop("batch_norm_update", forward=lambda t: (
+    lambda out, stats, rm, rv, m: K.batch_norm_update(stats, rm, rv, float(m), t.attrs[0])))
+
+
+def _bn_apply_forward(t):
+    _, has_w, has_b = t.attrs
+    ncs = _ncs(t.shape)
+
+    def fwd(out, x, stats, *wb):
+        w = wb[0] if has_w else _ONE
+        b = wb[-1] if has_b else _ONE
+        K.batch_norm_apply(_c(x).reshape(ncs), stats, w, b, has_w, has_b, out.reshape(ncs))
+    return fwd
+
+
+def _bn_grad_x_forward(t):
+    training, has_w = t.attrs
+    ncs = _ncs(t.shape)
+
+    def fwd(out, g, x, stats, sums, *w):
+        K.batch_norm_grad_x(_c(g).reshape(ncs), _c(x).reshape(ncs), stats, sums,
+                            w[0] if has_w else _ONE, has_w, training, out.reshape(ncs))
+    return fwd
+
+
+def _bn_backward(t, g):
+    x, stats = t.srcs[0], t.srcs[1]
+    training, has_w, has_b = t.attrs
+    C = x.shape[1]
+    sums = node("batch_norm_grad_wb", (g, x, stats), (2, C), g.dtype)
+    w = (t.srcs[2],) if has_w else ()
+    gx = node("batch_norm_grad_x", (g, x, stats, sums) + w, x.shape, g.dtype,
+              (training, has_w)) if x.requires_grad else None
+    grads = [gx, None]
+    if has_w:
+        grads.append(sums[0] if t.srcs[2].requires_grad else None)
+    if has_b:
+        grads.append(sums[1] if t.srcs[-1].requires_grad else None)
+    return tuple(grads)
+
+
+defop("batch_norm", forward=_bn_apply_forward, backward=_bn_backward)
+defop("batch_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.batch_norm_grad_wb(
+    _c(g).reshape(_ncs(t.srcs[0].shape)), _c(x).reshape(_ncs(t.srcs[0].shape)), stats, out)))
+defop("batch_norm_grad_x", forward=_bn_grad_x_forward)
+
+
+def _running(name: str, arr, C: int) -> np.ndarray:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"batch_norm: {name} must be a numpy array (a module buffer), got "
+                        f"{type(arr).__name__}")
+    if arr.shape != (C,):
+        raise RuntimeError(f"batch_norm: {name} should contain {C} elements not "
+                           f"{arr.size} (shape {arr.shape})")
+    if arr.dtype not in FLOATS or not arr.flags.c_contiguous or not arr.flags.writeable:
+        raise TypeError(f"batch_norm: {name} must be a writable contiguous float32/float64 array, "
+                        f"got dtype {arr.dtype}")
+    return arr
+
+
+def batch_norm(input, running_mean: np.ndarray | None, running_var: np.ndarray | None,
+               weight=None, bias=None, training: bool = False, momentum: float = 0.1,
+               eps: float = 1e-5) -> Tensor:
+    """Batch normalization of (N, C, *) inputs per channel C:
+    y = (x - mean) / sqrt(var + eps) * weight + bias.
+
+    Training uses the batch mean and biased variance and, when running arrays are given, updates
+    them in place when the output is realized: r = (1 - momentum) r + momentum * stat, with the
+    *unbiased* batch variance for ``running_var`` (PyTorch's rule).  Evaluation uses the running
+    statistics.  ``momentum`` may change every step without recompiling (it is bound per run).
+    """
+    x = as_tensor(input)
+    _require_float("batch_norm", x)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {x.shape}")
+    N, C, S = _ncs(x.shape)
+    rm = None if running_mean is None else _running("running_mean", running_mean, C)
+    rv = None if running_var is None else _running("running_var", running_var, C)
+    if (rm is None) != (rv is None):
+        raise ValueError("batch_norm: give both running_mean and running_var, or neither")
+    if not training and rm is None:
+        raise ValueError("batch_norm: running_mean and running_var must be defined in "
+                         "evaluation mode")
+    if training and N * S <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                         f"{list(x.shape)}")
+    srcs = [x]
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None:
+            p = as_tensor(p)
+            if p.shape != (C,):
+                raise RuntimeError(f"batch_norm: {name} has shape {p.shape}, expected ({C},) for "
+                                   f"input of shape {x.shape}")
+            srcs.append(p.to(x.dtype))
+    if training:
+        stats = node("batch_norm_stats", (x,), (3, C), x.dtype, (float(eps),))
+    else:
+        stats = node("batch_norm_eval_stats", (_leaf(rm), _leaf(rv)), (3, C), x.dtype,
+                     (float(eps),))
+    y = node("batch_norm", (x, stats, *srcs[1:]), x.shape, x.dtype,
+             (bool(training), weight is not None, bias is not None))
+    if training and rm is not None:
+        m = _leaf(np.array(float(momentum)))
+        effect = node("batch_norm_update", (stats, _leaf(rm), _leaf(rv), m), (0,), x.dtype,
+                      (N * S,))
+        add_effect(y, effect)
+    return y
+
+
+# ---- embedding ----------------------------------------------------------------------------------
+def _embedding_grad_forward(t):
+    padding_idx, scale, _ = t.attrs
+    V, D = t.shape
+    counts = np.empty(V, np.int64)
+    return lambda out, g, idx: K.embedding_grad(_c(g).reshape(-1, D), _c(idx).reshape(-1),
+                                                padding_idx, scale, counts, out)
+
+
+def _embedding_forward(t):
+    # Indices checked when the graph was built need no bounds check here ('raise' would make
+    # np.take buffer its output).
+    mode = "clip" if t.attrs[2] else "raise"
+    return lambda out, w, idx: np.take(w, idx, axis=0, out=out, mode=mode)
+
+
+defop("embedding", forward=_embedding_forward,
+      backward=lambda t, g: (node("embedding_grad", (g, t.srcs[1]), t.srcs[0].shape, g.dtype,
+                                  t.attrs), None))
+defop("embedding_grad", forward=_embedding_grad_forward)
+
+
+def embedding(input, weight, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """Rows of ``weight`` (V, D) picked by int64 indices of any shape: out[..., :] = W[idx[...]].
+
+    The gradient scatter-adds into W's rows (row ``padding_idx`` gets none; with
+    ``scale_grad_by_freq`` each row's gradient is divided by its count in the batch).  With
+    ``max_norm``, the picked rows of W whose ``norm_type``-norm exceeds it are rescaled in place
+    first, as PyTorch does.  ``sparse`` gradients are not supported (the gradient is dense).
+    """
+    idx = as_tensor(input)
+    w = as_tensor(weight)
+    if idx.dtype != int64:
+        raise TypeError(f"embedding: expected int64 indices, got {idx.dtype} (shape {idx.shape})")
+    if w.ndim != 2:
+        raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got "
+                           f"shape {w.shape}")
+    V = w.shape[0]
+    if padding_idx is not None:
+        if not -V <= padding_idx < V:
+            raise AssertionError(f"embedding: padding_idx must be within num_embeddings, got "
+                                 f"{padding_idx} for {V} embeddings")
+        padding_idx = padding_idx % V
+    concrete = idx.is_leaf and idx._value is not None
+    if concrete and idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
+        bad = idx._value[(idx._value < 0) | (idx._value >= V)].reshape(-1)[0]
+        raise IndexError(f"embedding: index {int(bad)} is out of range for {V} embeddings "
+                         f"(weight shape {w.shape})")
+    if max_norm is not None:
+        if not (concrete and w.is_leaf):
+            raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
+        _renorm(w.data if isinstance(w, Parameter) else w._value, idx._value, float(max_norm),
+                float(norm_type))
+    attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq), concrete)
+    return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
+
+
+def _renorm(w: np.ndarray, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
+    """PyTorch's embedding_renorm_: rows whose norm exceeds max_norm are scaled to max_norm."""
+    rows = np.unique(idx)
+    norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)
+    big = norms > max_norm
+    w[rows[big]] *= (max_norm / (norms[big] + 1e-7))[:, None].astype(w.dtype)

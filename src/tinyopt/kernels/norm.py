@@ -1,0 +1,209 @@
+"""Kernels of the neural-net ops in ``engine/ops/nn.py``: layer norm, batch norm, embedding.
+
+Arrays are C-contiguous, float32 or float64 (indices int64); statistics accumulate in float64.
+Layer norm works on rows ``x[m, :]`` of a 2-D view (M, D); batch norm on channels ``c`` of a 3-D
+view ``x[n, c, s]`` (N, C, S).  Symbols: mean ``mu``, inverse standard deviation
+``rstd = 1 / sqrt(var + eps)`` with the biased variance, normalised input
+``xhat = (x - mu) * rstd``, output ``y = xhat * w + b``, incoming gradient ``g``.  Parallel loops
+write only their own row, channel or plane.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import kernel, parallel_kernel, prange
+
+
+# ---- layer norm (Ba et al. 2016, https://arxiv.org/abs/1607.06450) -----------------------------
+@parallel_kernel
+def layer_norm_stats(x, stats, eps):
+    """stats[m] = (mu, rstd) of row x[m, :] (two passes, float64)."""
+    M, D = x.shape
+    for m in prange(M):
+        acc = 0.0
+        for d in range(D):
+            acc += x[m, d]
+        mu = acc / D
+        ss = 0.0
+        for d in range(D):
+            e = x[m, d] - mu
+            ss += e * e
+        stats[m, 0] = mu
+        stats[m, 1] = 1.0 / math.sqrt(ss / D + eps)
+
+
+@parallel_kernel
+def layer_norm_apply(x, stats, w, b, has_w, has_b, out):
+    """out[m, d] = (x[m, d] - mu[m]) * rstd[m] * w[d] + b[d] (w = 1, b = 0 when absent)."""
+    M, D = x.shape
+    for m in prange(M):
+        mu = stats[m, 0]
+        r = stats[m, 1]
+        for d in range(D):
+            v = (x[m, d] - mu) * r
+            if has_w:
+                v = v * w[d]
+            if has_b:
+                v = v + b[d]
+            out[m, d] = v
+
+
+@parallel_kernel
+def layer_norm_grad_x(g, x, stats, w, has_w, out):
+    """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, with gw = g * w."""
+    M, D = x.shape
+    for m in prange(M):
+        mu = stats[m, 0]
+        r = stats[m, 1]
+        s1 = 0.0
+        s2 = 0.0
+        for d in range(D):
+            gw = g[m, d] * w[d] if has_w else g[m, d]
+            s1 += gw
+            s2 += gw * (x[m, d] - mu) * r
+        s1 /= D
+        s2 /= D
+        for d in range(D):
+            gw = g[m, d] * w[d] if has_w else g[m, d]
+            out[m, d] = r * (gw - s1 - (x[m, d] - mu) * r * s2)
+
+
+@kernel
+def layer_norm_grad_wb(g, x, stats, out):
+    """out[0, d] = sum_m g[m, d] xhat[m, d] (dw) and out[1, d] = sum_m g[m, d] (db)."""
+    M, D = x.shape
+    for d in range(D):
+        out[0, d] = 0
+        out[1, d] = 0
+    for m in range(M):
+        mu = stats[m, 0]
+        r = stats[m, 1]
+        for d in range(D):
+            out[0, d] += g[m, d] * (x[m, d] - mu) * r
+            out[1, d] += g[m, d]
+
+
+# ---- batch norm (Ioffe & Szegedy 2015, https://arxiv.org/abs/1502.03167) ------------------------
+@parallel_kernel
+def batch_norm_stats(x, stats, eps):
+    """stats[:, c] = (mu, biased var, rstd) of channel c over x[:, c, :] (two passes, float64)."""
+    N, C, S = x.shape
+    cnt = N * S
+    for c in prange(C):
+        acc = 0.0
+        for n in range(N):
+            for s in range(S):
+                acc += x[n, c, s]
+        mu = acc / cnt
+        ss = 0.0
+        for n in range(N):
+            for s in range(S):
+                e = x[n, c, s] - mu
+                ss += e * e
+        var = ss / cnt
+        stats[0, c] = mu
+        stats[1, c] = var
+        stats[2, c] = 1.0 / math.sqrt(var + eps)
+
+
+@parallel_kernel
+def batch_norm_eval_stats(running_mean, running_var, stats, eps):
+    """stats[:, c] = (running_mean[c], running_var[c], 1 / sqrt(running_var[c] + eps))."""
+    C = stats.shape[1]
+    for c in prange(C):
+        stats[0, c] = running_mean[c]
+        stats[1, c] = running_var[c]
+        stats[2, c] = 1.0 / math.sqrt(running_var[c] + eps)
+
+
+@parallel_kernel
+def batch_norm_apply(x, stats, w, b, has_w, has_b, out):
+    """out[n, c, s] = (x[n, c, s] - mu[c]) * rstd[c] * w[c] + b[c] (w = 1, b = 0 when absent)."""
+    N, C, S = x.shape
+    for p in prange(N * C):
+        n = p // C
+        c = p - n * C
+        scale = stats[2, c] * w[c] if has_w else stats[2, c]
+        shift = b[c] if has_b else 0.0
+        mu = stats[0, c]
+        for s in range(S):
+            out[n, c, s] = (x[n, c, s] - mu) * scale + shift
+
+
+@parallel_kernel
+def batch_norm_grad_wb(g, x, stats, out):
+    """out[0, c] = sum_{n,s} g xhat (dw) and out[1, c] = sum_{n,s} g (db), per channel c."""
+    N, C, S = x.shape
+    for c in prange(C):
+        mu = stats[0, c]
+        r = stats[2, c]
+        a = 0.0
+        bb = 0.0
+        for n in range(N):
+            for s in range(S):
+                a += g[n, c, s] * (x[n, c, s] - mu) * r
+                bb += g[n, c, s]
+        out[0, c] = a
+        out[1, c] = bb
+
+
+@parallel_kernel
+def batch_norm_grad_x(g, x, stats, sums, w, has_w, training, out):
+    """dx = w rstd (g - db / M - xhat dw / M) with batch statistics (M = N*S), or w rstd g with
+    fixed (running) statistics; ``sums`` holds (dw, db) from :func:`batch_norm_grad_wb`."""
+    N, C, S = x.shape
+    M = N * S
+    for p in prange(N * C):
+        n = p // C
+        c = p - n * C
+        r = stats[2, c]
+        k = r * w[c] if has_w else r
+        if training:
+            mu = stats[0, c]
+            m1 = sums[1, c] / M
+            m2 = sums[0, c] / M
+            for s in range(S):
+                out[n, c, s] = k * (g[n, c, s] - m1 - (x[n, c, s] - mu) * r * m2)
+        else:
+            for s in range(S):
+                out[n, c, s] = k * g[n, c, s]
+
+
+@kernel
+def batch_norm_update(stats, running_mean, running_var, momentum, count):
+    """The running statistics, as PyTorch: rm = (1 - m) rm + m mu and
+    rv = (1 - m) rv + m var * count / (count - 1) (the unbiased batch variance)."""
+    m = momentum
+    C = running_mean.shape[0]
+    for c in range(C):
+        running_mean[c] = (1.0 - m) * running_mean[c] + m * stats[0, c]
+        running_var[c] = (1.0 - m) * running_var[c] + m * stats[1, c] * count / (count - 1)
+
+
+# ---- embedding -----------------------------------------------------------------------------------
+@kernel
+def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out):
+    """out[i, :] = sum over k with idx[k] == i of g[k, :] (divided by the count of i in ``idx``
+    when ``scale_by_freq``); row ``padding_idx`` gets no gradient.  g (K, D), idx (K,),
+    out (V, D), counts (V,) int64 scratch."""
+    K, D = g.shape
+    V = out.shape[0]
+    for i in range(V):
+        counts[i] = 0
+        for d in range(D):
+            out[i, d] = 0
+    if scale_by_freq:
+        for k in range(K):
+            counts[idx[k]] += 1
+    for k in range(K):
+        i = idx[k]
+        if i == padding_idx:
+            continue
+        if scale_by_freq:
+            c = counts[i]
+            for d in range(D):
+                out[i, d] += g[k, d] / c
+        else:
+            for d in range(D):
+                out[i, d] += g[k, d]
