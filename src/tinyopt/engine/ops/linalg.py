@@ -35,8 +35,9 @@ def matmul(a, b) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                            f"{a.shape} and {b.shape}")
-    if a.ndim == 1:
-        return matmul(a.reshape(1, -1), b).squeeze(-2)
+    if a.ndim == 1:  # (1, k) @ b; with a 1-D b that is already (1,), a dot product
+        r = matmul(a.reshape(1, -1), b)
+        return r.squeeze(-2) if b.ndim > 1 else r.squeeze(-1)
     if b.ndim == 1:
         return matmul(a, b.reshape(-1, 1)).squeeze(-1)
     if a.shape[-1] != b.shape[-2]:

@@ -1,0 +1,125 @@
+"""matmul (1-D, 2-D, batched with broadcasting) and linear: forward against numpy (float32,
+float64), backward against finite differences, arrays as operands, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyopt as to
+from tinyopt.engine import ops as O
+
+from gradcheck import gradcheck
+
+SETTINGS = settings(max_examples=15, deadline=None)
+DTYPES = [np.float32, np.float64]
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def tol(dtype):
+    return dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+
+
+@st.composite
+def matmul_shapes(draw):
+    """Operand shapes for matmul: 1-D or n-D on either side, batch dims that broadcast."""
+    n, k, m = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    ba = tuple(draw(st.sampled_from([1, b])) for b in batch)
+    bb = tuple(draw(st.sampled_from([1, b])) for b in batch)
+    ba, bb = ba[draw(st.integers(0, len(ba))):], bb[draw(st.integers(0, len(bb))):]
+    sa = (k,) if draw(st.integers(0, 4)) == 0 else ba + (n, k)
+    sb = (k,) if draw(st.integers(0, 4)) == 0 else bb + (k, m)
+    return sa, sb
+
+
+def check_matmul(sa, sb, seed=0):
+    a, b = rand(sa, seed), rand(sb, seed + 1)
+    for dtype in DTYPES:
+        want = np.matmul(a.astype(dtype), b.astype(dtype))
+        for out in (to.tensor(a.astype(dtype)) @ to.tensor(b.astype(dtype)),
+                    O.matmul(to.tensor(a.astype(dtype)), b.astype(dtype))):
+            assert out.shape == want.shape and out.dtype == dtype
+            np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda x, y: x @ y, a, b)
+
+
+@SETTINGS
+@given(shapes=matmul_shapes(), seed=st.integers(0, 100))
+def test_matmul(shapes, seed):
+    check_matmul(*shapes, seed)
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+    ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (5, 4, 2)), ((1, 1), (1, 1)), ((2, 3, 4), (4,)),
+    ((4,), (2, 4, 3)),
+])
+def test_matmul_cases(sa, sb):
+    check_matmul(sa, sb)
+
+
+def test_matmul_with_arrays_and_transposed_views():
+    a, b = rand((3, 4)), rand((5, 4))
+    ta = to.tensor(a)
+    np.testing.assert_allclose((ta @ b.T).numpy(), a @ b.T, rtol=1e-12)  # array on the right
+    np.testing.assert_allclose((b @ ta.T).numpy(), b @ a.T, rtol=1e-12)  # array on the left
+    np.testing.assert_allclose(ta.matmul(to.tensor(b).T).numpy(), a @ b.T, rtol=1e-12)
+    gradcheck(lambda x, y: x @ y.T, a, b)
+    gradcheck(lambda x, y: (y @ x.T).T, a, b)  # strided operands to BLAS
+
+
+def test_matmul_errors():
+    a, b = to.tensor(np.zeros((3, 4))), to.tensor(np.zeros((5, 6)))
+    with pytest.raises(RuntimeError, match=r"matmul.*\(3, 4\).*\(5, 6\)"):
+        a @ b
+    with pytest.raises(RuntimeError, match=r"matmul.*\(2, 3, 4\).*\(3, 4, 5\).*broadcast"):
+        to.tensor(np.zeros((2, 3, 4))) @ to.tensor(np.zeros((3, 4, 5)))
+    with pytest.raises(RuntimeError, match="at least 1 dimension"):
+        a @ to.tensor(2.0)
+    with pytest.raises(TypeError, match=r"matmul.*int64"):
+        to.tensor([[1, 2]]) @ to.tensor([[1], [2]])
+
+
+# ---- linear -------------------------------------------------------------------------------------
+@SETTINGS
+@given(lead=st.lists(st.integers(1, 3), max_size=2).map(tuple), n_in=st.integers(1, 4),
+       n_out=st.integers(1, 4), bias=st.booleans(), seed=st.integers(0, 100))
+def test_linear(lead, n_in, n_out, bias, seed):
+    x, w, b = rand(lead + (n_in,), seed), rand((n_out, n_in), seed + 1), rand((n_out,), seed + 2)
+    for dtype in DTYPES:
+        args = [to.tensor(x.astype(dtype)), to.tensor(w.astype(dtype))]
+        if bias:
+            args.append(to.tensor(b.astype(dtype)))
+        out = O.linear(*args)
+        want = x.astype(dtype) @ w.astype(dtype).T + (b.astype(dtype) if bias else 0)
+        assert out.shape == want.shape and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    if bias:
+        gradcheck(O.linear, x, w, b)
+    else:
+        gradcheck(O.linear, x, w)
+
+
+def test_linear_accepts_arrays_and_grads_only_what_needs_it():
+    x, w, b = rand((4, 3)), rand((2, 3), 1), rand((2,), 2)
+    p = to.Parameter(w)
+    out = O.linear(x, p, b)
+    np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=1e-12)
+    out.sum().backward()
+    np.testing.assert_allclose(p.grad, np.ones((4, 2)).T @ x, rtol=1e-12)
+
+
+def test_linear_errors():
+    x, w = to.tensor(np.zeros((4, 3))), to.tensor(np.zeros((2, 5)))
+    with pytest.raises(RuntimeError, match=r"linear.*\(4, 3\).*\(2, 5\)"):
+        O.linear(x, w)
+    with pytest.raises(RuntimeError, match=r"linear: bias.*\(3,\).*\(2,\)"):
+        O.linear(x, to.tensor(np.zeros((2, 3))), to.tensor(np.zeros(3)))
+    with pytest.raises(TypeError, match=r"linear.*int64"):
+        O.linear(to.tensor([[1, 2]]), to.tensor([[1, 2]]))
