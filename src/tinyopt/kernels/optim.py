@@ -64,21 +64,22 @@ def opt_step_sgd(p, g, buf, seg, chunk_seg, chunk, flags, steps, hp,
             e = min(seg[j + 1], end)
             if flags[j] != 0:
                 first = steps[j] == 1
-                for i in range(i0, e):
-                    gi = -g[i] if maximize else g[i]
+                ps, gs, bs = p[i0:e], g[i0:e], buf[i0:e]
+                for i in range(e - i0):
+                    gi = -gs[i] if maximize else gs[i]
                     if wd_on:
-                        gi = gi + lam * p[i]
+                        gi = gi + lam * ps[i]
                     if momentum_on:
                         if first:
                             b = gi
                         else:
-                            b = buf[i] * mu + one_m_tau * gi
-                        buf[i] = b
+                            b = bs[i] * mu + one_m_tau * gi
+                        bs[i] = b
                         if nesterov:
                             gi = gi + mu * b
                         else:
                             gi = b
-                    p[i] = p[i] + neg_lr * gi
+                    ps[i] = ps[i] + neg_lr * gi
             i0 = e
             j += 1
 
@@ -125,30 +126,32 @@ def opt_step_adam(p, g, m, v, vmax, seg, chunk_seg, chunk, flags, steps, coef, h
             if flags[j] != 0:
                 neg_step = coef[j, 0]
                 bc2_sqrt = coef[j, 1]
-                for i in range(i0, e):
-                    gi = -g[i] if maximize else g[i]
-                    pi = p[i]
+                # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
+                ps, gs, ms, vs, ws = p[i0:e], g[i0:e], m[i0:e], v[i0:e], vmax[i0:e]
+                for i in range(e - i0):
+                    gi = -gs[i] if maximize else gs[i]
+                    pi = ps[i]
                     if wd_on:
                         if decoupled:
                             pi = pi * decay
                         else:
                             gi = gi + lam * pi
-                    mi = m[i]
+                    mi = ms[i]
                     if w1 < 0.5:
                         mi = mi + w1 * (gi - mi)
                     else:
                         mi = gi - (gi - mi) * one_m_w1
-                    m[i] = mi
-                    vi = v[i] * b2 + one_m_b2 * gi * gi
-                    v[i] = vi
+                    ms[i] = mi
+                    vi = vs[i] * b2 + one_m_b2 * gi * gi
+                    vs[i] = vi
                     if amsgrad:
-                        a = vmax[i]
+                        a = ws[i]
                         if vi != vi or vi > a:
                             a = vi
-                        vmax[i] = a
+                        ws[i] = a
                         vi = a
                     denom = math.sqrt(vi) / bc2_sqrt + eps
-                    p[i] = pi + neg_step * mi / denom
+                    ps[i] = pi + neg_step * mi / denom
             i0 = e
             j += 1
 
@@ -183,13 +186,14 @@ def opt_step_adagrad(p, g, s, seg, chunk_seg, chunk, flags, steps, coef, hp,
             e = min(seg[j + 1], end)
             if flags[j] != 0:
                 neg_clr = coef[j, 0]
-                for i in range(i0, e):
-                    gi = -g[i] if maximize else g[i]
+                ps, gs, ss = p[i0:e], g[i0:e], s[i0:e]
+                for i in range(e - i0):
+                    gi = -gs[i] if maximize else gs[i]
                     if wd_on:
-                        gi = gi + lam * p[i]
-                    si = s[i] + gi * gi
-                    s[i] = si
-                    p[i] = p[i] + neg_clr * gi / (math.sqrt(si) + eps)
+                        gi = gi + lam * ps[i]
+                    si = ss[i] + gi * gi
+                    ss[i] = si
+                    ps[i] = ps[i] + neg_clr * gi / (math.sqrt(si) + eps)
             i0 = e
             j += 1
 
@@ -230,27 +234,28 @@ def opt_step_rmsprop(p, g, sq, gavg, buf, seg, chunk_seg, chunk, flags, steps, h
         while i0 < end:
             e = min(seg[j + 1], end)
             if flags[j] != 0:
-                for i in range(i0, e):
-                    gi = -g[i] if maximize else g[i]
+                ps, gs, qs, gas, bs = p[i0:e], g[i0:e], sq[i0:e], gavg[i0:e], buf[i0:e]
+                for i in range(e - i0):
+                    gi = -gs[i] if maximize else gs[i]
                     if wd_on:
-                        gi = gi + lam * p[i]
-                    vi = sq[i] * alpha + w * gi * gi
-                    sq[i] = vi
+                        gi = gi + lam * ps[i]
+                    vi = qs[i] * alpha + w * gi * gi
+                    qs[i] = vi
                     if centered:
-                        ga = gavg[i]
+                        ga = gas[i]
                         if w < 0.5:
                             ga = ga + w * (gi - ga)
                         else:
                             ga = gi - (gi - ga) * one_m_w
-                        gavg[i] = ga
+                        gas[i] = ga
                         d = math.sqrt(vi + (-ga) * ga) + eps
                     else:
                         d = math.sqrt(vi) + eps
                     if momentum_on:
-                        b = buf[i] * mu + gi / d
-                        buf[i] = b
-                        p[i] = p[i] + neg_lr * b
+                        b = bs[i] * mu + gi / d
+                        bs[i] = b
+                        ps[i] = ps[i] + neg_lr * b
                     else:
-                        p[i] = p[i] + neg_lr * gi / d
+                        ps[i] = ps[i] + neg_lr * gi / d
             i0 = e
             j += 1
