@@ -1,0 +1,249 @@
+"""conv2d, max_pool2d, avg_pool2d: forward against numpy references (and torch when installed),
+backward against central finite differences in float64, PyTorch's errors, plan reuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradcheck import gradcheck
+
+import tinyopt as to
+from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
+
+
+# ---- numpy references -----------------------------------------------------------------------------
+def ref_conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+    """padding = (top, bottom, left, right)."""
+    N, C, H, W = x.shape
+    OC, Cg, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    xp = np.pad(x, ((0, 0), (0, 0), padding[:2], padding[2:]))
+    OH = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    OW = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((N, OC, OH, OW))
+    OCg = OC // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                xs = xp[:, g * Cg:(g + 1) * Cg, i * dh:i * dh + sh * (OH - 1) + 1:sh,
+                        j * dw:j * dw + sw * (OW - 1) + 1:sw]
+                out[:, g * OCg:(g + 1) * OCg] += np.einsum(
+                    "oc,ncyz->noyz", w[g * OCg:(g + 1) * OCg, :, i, j], xs)
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+def _out_size(size, k, s, p, d, ceil):
+    o = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (o - 1) * s >= size + p:
+        o -= 1
+    return o
+
+
+def ref_pool(x, k, s, p, d=1, ceil=False, kind="max", count_include_pad=True):
+    N, C, H, W = x.shape
+    OH, OW = _out_size(H, k, s, p, d, ceil), _out_size(W, k, s, p, d, ceil)
+    out = np.zeros((N, C, OH, OW))
+    for y in range(OH):
+        for z in range(OW):
+            h0, w0 = y * s - p, z * s - p
+            hs = [h0 + i * d for i in range(k) if 0 <= h0 + i * d < H]
+            ws = [w0 + j * d for j in range(k) if 0 <= w0 + j * d < W]
+            win = x[:, :, hs][:, :, :, ws]
+            if kind == "max":
+                out[:, :, y, z] = win.max(axis=(2, 3))
+            else:
+                size = (min(h0 + k, H + p) - h0) * (min(w0 + k, W + p) - w0)
+                div = size if count_include_pad else len(hs) * len(ws)
+                out[:, :, y, z] = win.sum(axis=(2, 3)) / div
+    return out
+
+
+rng = np.random.default_rng(0)
+
+CONV_CASES = [
+    dict(),
+    dict(stride=2, padding=1),
+    dict(stride=(2, 1), padding=(0, 2), dilation=(2, 1)),
+    dict(padding=2, dilation=2, groups=2),
+    dict(padding="same"),
+    dict(padding="same", dilation=(1, 2)),
+    dict(padding="valid", groups=4),
+]
+
+
+def _torch_padding(kw, kh, kwid):
+    p = kw.get("padding", 0)
+    if p == "valid":
+        return (0, 0, 0, 0)
+    if p == "same":
+        d = kw.get("dilation", 1)
+        dh, dw = (d, d) if isinstance(d, int) else d
+        th, tw = dh * (kh - 1), dw * (kwid - 1)
+        return (th // 2, th - th // 2, tw // 2, tw - tw // 2)
+    ph, pw = (p, p) if isinstance(p, int) else p
+    return (ph, ph, pw, pw)
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+@pytest.mark.parametrize("kw", CONV_CASES)
+def test_conv2d_forward_matches_numpy(kw):
+    groups = kw.get("groups", 1)
+    x = rng.standard_normal((2, 4, 7, 8))
+    w = rng.standard_normal((6 if groups != 4 else 4, 4 // groups, 3, 2))
+    b = rng.standard_normal(w.shape[0])
+    got = conv2d(x, w, b, **kw).numpy()
+    want = ref_conv2d(x, w, b, _pair(kw.get("stride", 1)), _torch_padding(kw, 3, 2),
+                      _pair(kw.get("dilation", 1)), groups)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kw", CONV_CASES)
+def test_conv2d_forward_matches_torch(kw):
+    torch = pytest.importorskip("torch")
+    groups = kw.get("groups", 1)
+    x = rng.standard_normal((2, 4, 7, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 4 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    got = conv2d(x, w, b, **kw)
+    assert got.dtype == np.float32
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), **kw)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2),
+    dict(padding="same"),
+    dict(stride=2),
+])
+def test_conv2d_gradients(kw):
+    x = rng.standard_normal((2, 4, 6, 5))
+    w = rng.standard_normal((4, 4 // kw.get("groups", 1), 3, 2))
+    b = rng.standard_normal(4)
+    gradcheck(lambda x, w, b: conv2d(x, w, b, **kw), x, w, b, max_elems=30)
+
+
+def test_conv2d_unbatched_and_no_bias():
+    x = rng.standard_normal((3, 5, 5))
+    w = rng.standard_normal((2, 3, 3, 3))
+    y = conv2d(x, w, padding=1)
+    assert y.shape == (2, 5, 5)
+    np.testing.assert_allclose(y.numpy(), ref_conv2d(x[None], w, padding=(1, 1, 1, 1))[0],
+                               atol=1e-12)
+    gradcheck(lambda x, w: conv2d(x, w), x, w, max_elems=20)
+
+
+def test_conv2d_gradient_of_input_only_leaf_weight_not_needed():
+    """A conv on a plain input (the first layer) computes no input gradient, only the weight's."""
+    w = to.Parameter(rng.standard_normal((2, 1, 3, 3)))
+    x = rng.standard_normal((3, 1, 6, 6))
+    conv2d(x, w).sum().backward()
+    g = np.ones((3, 2, 4, 4))
+    want = np.stack([[np.einsum("nyz,nyz->", g[:, o], x[:, 0, i:i + 4, j:j + 4])
+                      for i in range(3) for j in range(3)] for o in range(2)]).reshape(2, 1, 3, 3)
+    np.testing.assert_allclose(w.grad, want, rtol=1e-12)
+
+
+def test_conv2d_reuses_its_plan():
+    w = to.Parameter(rng.standard_normal((4, 2, 3, 3)).astype(np.float32))
+    conv2d(rng.standard_normal((2, 2, 8, 8)).astype(np.float32), w, padding=1).sum().backward()
+    hits = to.engine.cache_info().hits
+    for _ in range(2):
+        w.grad = None
+        conv2d(rng.standard_normal((2, 2, 8, 8)).astype(np.float32), w, padding=1).sum().backward()
+    assert to.engine.cache_info().hits == hits + 2
+
+
+@pytest.mark.parametrize("args, kwargs, exc, msg", [
+    ((np.zeros((2, 3)), np.zeros((1, 3, 1, 1))), {}, RuntimeError, "Expected 3D"),
+    ((np.zeros((1, 4, 5, 5)), np.zeros((8, 3, 3, 3))), {}, RuntimeError,
+     r"expected input\[1, 4, 5, 5\] to have 3 channels, but got 4"),
+    ((np.zeros((1, 4, 5, 5)), np.zeros((3, 2, 3, 3))), dict(groups=2), RuntimeError,
+     "divisible by 2"),
+    ((np.zeros((1, 1, 2, 2)), np.zeros((1, 1, 3, 3))), {}, RuntimeError,
+     "Kernel size can't be greater"),
+    ((np.zeros((1, 1, 5, 5)), np.zeros((1, 1, 3, 3))), dict(padding="same", stride=2), ValueError,
+     "not supported for strided"),
+    ((np.zeros((1, 1, 5, 5)), np.zeros((1, 1, 3, 3))), dict(padding="full"), ValueError,
+     "invalid padding string"),
+    ((np.zeros((1, 1, 5, 5)), np.zeros((1, 1, 3, 3))), dict(stride=0), RuntimeError,
+     "non-positive stride"),
+    ((np.zeros((1, 1, 5, 5)), np.zeros((1, 1, 3, 3)), np.zeros(2)), {}, RuntimeError,
+     r"bias has shape \(2,\), expected \(1,\)"),
+])
+def test_conv2d_errors(args, kwargs, exc, msg):
+    with pytest.raises(exc, match=msg):
+        conv2d(*args, **kwargs)
+
+
+# ---- pooling -------------------------------------------------------------------------------------
+POOL_CASES = [(2, None, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False), (2, 3, 1, 1, True)]
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil", POOL_CASES)
+def test_max_pool2d_forward_and_gradient(k, s, p, d, ceil):
+    x = rng.standard_normal((2, 3, 7, 6))
+    got = max_pool2d(x, k, s, p, d, ceil_mode=ceil).numpy()
+    np.testing.assert_array_equal(got, ref_pool(x, k, s or k, p, d, ceil))
+    gradcheck(lambda x: max_pool2d(x, k, s, p, d, ceil_mode=ceil), x, max_elems=30)
+
+
+@pytest.mark.parametrize("k, s, p, _, ceil", POOL_CASES)
+@pytest.mark.parametrize("cip", [True, False])
+def test_avg_pool2d_forward_and_gradient(k, s, p, _, ceil, cip):
+    x = rng.standard_normal((2, 3, 7, 6))
+    got = avg_pool2d(x, k, s, p, ceil_mode=ceil, count_include_pad=cip).numpy()
+    np.testing.assert_allclose(got, ref_pool(x, k, s or k, p, 1, ceil, "avg", cip), atol=1e-12)
+    gradcheck(lambda x: avg_pool2d(x, k, s, p, ceil, cip), x, max_elems=30)
+
+
+@pytest.mark.parametrize("k, s, p, d, ceil", POOL_CASES)
+def test_pools_match_torch(k, s, p, d, ceil):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    y, idx = max_pool2d(x, k, s, p, d, ceil, return_indices=True)
+    ty, tidx = F.max_pool2d(torch.tensor(x), k, s, p, d, ceil, return_indices=True)
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    for cip in (True, False):
+        np.testing.assert_allclose(avg_pool2d(x, k, s, p, ceil, cip).numpy(),
+                                   F.avg_pool2d(torch.tensor(x), k, s, p, ceil, cip).numpy(),
+                                   rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(avg_pool2d(x, k, s, p, ceil, divisor_override=3).numpy(),
+                               F.avg_pool2d(torch.tensor(x), k, s, p, ceil,
+                                            divisor_override=3).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool2d_overlapping_windows_accumulate_and_nan_wins():
+    x = to.Parameter(np.array([[[[1.0, 5.0, 2.0], [0.0, 3.0, 4.0]]]]))
+    max_pool2d(x, (2, 2), stride=1).sum().backward()
+    np.testing.assert_array_equal(x.grad, [[[[0, 2, 0], [0, 0, 0]]]])
+    y = max_pool2d(np.array([[[1.0, np.nan], [3.0, 2.0]]]), 2).numpy()
+    assert y.shape == (1, 1, 1) and np.isnan(y).all()
+
+
+def test_avg_pool2d_divisor_override_gradient_and_unbatched():
+    x = rng.standard_normal((3, 5, 5))
+    y = avg_pool2d(x, 2, divisor_override=3)
+    assert y.shape == (3, 2, 2)
+    np.testing.assert_allclose(y.numpy(), ref_pool(x[None], 2, 2, 0, kind="avg")[0] * 4 / 3)
+    gradcheck(lambda x: avg_pool2d(x, 3, 2, 1, divisor_override=5), x, max_elems=20)
+
+
+@pytest.mark.parametrize("fn, kwargs, msg", [
+    (max_pool2d, dict(kernel_size=2, padding=2), "pad should be at most half"),
+    (avg_pool2d, dict(kernel_size=3, padding=2), "pad should be at most half"),
+    (max_pool2d, dict(kernel_size=5), "Output size is too small"),
+    (max_pool2d, dict(kernel_size=0), "kernel_size must be greater than zero"),
+    (avg_pool2d, dict(kernel_size=2, stride=0), "stride must be greater than zero"),
+])
+def test_pool_errors(fn, kwargs, msg):
+    with pytest.raises(RuntimeError, match=msg):
+        fn(np.zeros((1, 2, 3, 3)), **kwargs)
+    with pytest.raises(RuntimeError, match="Expected 3D"):
+        fn(np.zeros((3, 3)), 2)
