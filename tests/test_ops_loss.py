@@ -1,0 +1,303 @@
+"""Losses: cross_entropy (weights, ignore_index, label smoothing, reductions, (N,C) and (N,C,d)
+inputs), nll_loss, mse_loss, l1_loss, binary_cross_entropy_with_logits (weight, pos_weight), and
+one_hot.  Forward against numpy and torch, backward against finite differences, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tinyopt as to
+from tinyopt.engine import ops as O
+
+from gradcheck import gradcheck
+
+SETTINGS = settings(max_examples=15, deadline=None)
+DTYPES = [np.float32, np.float64]
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+def tol(dtype):
+    return dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def np_log_softmax(x, axis=1):
+    m = x.max(axis=axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+
+
+def np_cross_entropy(x, y, weight=None, ignore_index=-100, reduction="mean", eps=0.0,
+                     log_probs=False):
+    """PyTorch's cross_entropy / nll_loss written out in numpy, for (N, C, d...) inputs."""
+    C = x.shape[1]
+    w = np.ones(C) if weight is None else weight
+    logp = x if log_probs else np_log_softmax(x, 1)
+    logp = np.moveaxis(logp, 1, -1).reshape(-1, C)
+    yf = y.reshape(-1)
+    keep = yf != ignore_index
+    ys = np.where(keep, yf, 0)
+    nll = -w[ys] * logp[np.arange(len(ys)), ys]
+    smooth = -(logp * w).sum(1)
+    loss = np.where(keep, (1 - eps) * nll + eps / C * smooth, 0.0)
+    if reduction == "none":
+        return loss.reshape(y.shape)
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / np.where(keep, w[ys], 0).sum()
+
+
+@st.composite
+def ce_case(draw):
+    N, C = draw(st.integers(1, 4)), draw(st.integers(1, 5))
+    extra = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    seed = draw(st.integers(0, 1000))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C) + extra) * 2
+    y = rng.integers(0, C, size=(N,) + extra)
+    ignore = draw(st.sampled_from([-100, 0]))
+    if draw(st.booleans()) and ignore == -100:
+        y.reshape(-1)[0] = -100
+    weight = rng.uniform(0.5, 2.0, size=C) if draw(st.booleans()) else None
+    eps = draw(st.sampled_from([0.0, 0.1, 0.5]))
+    reduction = draw(st.sampled_from(REDUCTIONS))
+    if reduction == "mean" and (y != ignore).sum() == 0:
+        y.reshape(-1)[0] = (ignore + 1) % C if C > 1 else 0
+        ignore = -100 if C == 1 else ignore
+    return x, y, dict(weight=weight, ignore_index=ignore, reduction=reduction,
+                      label_smoothing=eps)
+
+
+@SETTINGS
+@given(case=ce_case())
+def test_cross_entropy(case):
+    x, y, kw = case
+    F = to.engine.ops
+    want = np_cross_entropy(x, y, kw["weight"], kw["ignore_index"], kw["reduction"],
+                            kw["label_smoothing"])
+    for dtype in DTYPES:
+        out = F.cross_entropy(to.tensor(x.astype(dtype)), y, **kw)
+        assert out.shape == np.shape(want) and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda p: F.cross_entropy(p, to.tensor(y), **kw), x)
+
+
+@SETTINGS
+@given(case=ce_case())
+def test_nll_loss(case):
+    x, y, kw = case
+    kw.pop("label_smoothing")
+    logp = np_log_softmax(x, 1)
+    want = np_cross_entropy(logp, y, kw["weight"], kw["ignore_index"], kw["reduction"],
+                            log_probs=True)
+    for dtype in DTYPES:
+        out = O.nll_loss(to.tensor(logp.astype(dtype)), to.tensor(y), **kw)
+        assert out.shape == np.shape(want) and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda p: O.nll_loss(p, y, **kw), logp)
+    # log_softmax + nll_loss is cross_entropy
+    ce = O.cross_entropy(to.tensor(x), y, **kw).numpy()
+    np.testing.assert_allclose(O.nll_loss(to.tensor(x).log_softmax(1), y, **kw).numpy(), ce,
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_and_nll_match_torch(reduction, dtype):
+    torch = pytest.importorskip("torch")
+    TF = torch.nn.functional
+    rng = np.random.default_rng(5)
+    for shape in [(6, 4), (3, 4, 2, 3), (4,)]:
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+        ysh = () if len(shape) == 1 else (shape[0],) + shape[2:]
+        y = rng.integers(0, 4, size=ysh)
+        w = rng.uniform(0.2, 2.0, size=4).astype(dtype)
+        if len(shape) > 1:
+            y.reshape(-1)[1] = 2  # ignored below
+        for kw in [dict(), dict(weight=w), dict(ignore_index=2), dict(label_smoothing=0.2),
+                   dict(weight=w, ignore_index=2, label_smoothing=0.3)]:
+            if len(shape) == 1 and kw.get("ignore_index") == int(y):
+                continue
+            p = to.Parameter(x)
+            ours = O.cross_entropy(p, y, reduction=reduction, **kw)
+            tx = torch.tensor(x, requires_grad=True)
+            tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+            theirs = TF.cross_entropy(tx, torch.tensor(y), reduction=reduction, **tkw)
+            np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), **tol(dtype),
+                                       err_msg=f"{shape} {kw}")
+            ours.sum().backward()
+            theirs.sum().backward()
+            np.testing.assert_allclose(p.grad, tx.grad.numpy(), **tol(dtype),
+                                       err_msg=f"{shape} {kw}")
+            if "label_smoothing" not in kw and len(shape) > 1:
+                lp = np_log_softmax(x.astype(np.float64), 1).astype(dtype)
+                ours = O.nll_loss(to.tensor(lp), y, reduction=reduction, **kw)
+                theirs = TF.nll_loss(torch.tensor(lp), torch.tensor(y), reduction=reduction,
+                                     **tkw)
+                np.testing.assert_allclose(ours.numpy(), theirs.numpy(), **tol(dtype))
+
+
+def test_cross_entropy_details():
+    x = to.tensor(np.array([[1000.0, 0.0], [0.0, -1000.0]]))
+    np.testing.assert_allclose(O.cross_entropy(x, [0, 1], reduction="none").numpy(), [0, 1000])
+    # every row ignored: the mean is 0/0 = nan, as in PyTorch
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(O.cross_entropy(x, [-100, -100]).item())
+    assert O.cross_entropy(x, [-100, -100], reduction="sum").item() == 0.0
+    p = to.Parameter(np.zeros((2, 3)))
+    O.cross_entropy(p, [1, -100]).backward()
+    np.testing.assert_allclose(p.grad, [[1 / 3, -2 / 3, 1 / 3], [0, 0, 0]])
+    # labels may be a Python list, a numpy array or an int64 tensor; logits an array
+    a = O.cross_entropy(np.zeros((2, 3)), to.tensor([0, 2])).item()
+    assert abs(a - np.log(3)) < 1e-12
+    # a computed (non-leaf) label tensor works too
+    y = to.tensor([[0.0, 5.0, 1.0]]).argmax(1)
+    assert abs(O.cross_entropy(np.zeros((1, 3)), y).item() - np.log(3)) < 1e-12
+
+
+def test_cross_entropy_errors():
+    x = to.tensor(np.zeros((4, 3)))
+    with pytest.raises(IndexError, match=r"cross_entropy: target 3 is out of bounds for 3 classes"):
+        O.cross_entropy(x, [0, 1, 2, 3])
+    with pytest.raises(IndexError, match="target -1 is out of bounds"):
+        O.cross_entropy(x, [0, -1, 2, 2])
+    with pytest.raises(IndexError, match="nll_loss: target 5"):
+        O.nll_loss(x, [0, 5, 2, 2])
+    with pytest.raises(TypeError, match=r"cross_entropy.*int64.*float"):
+        O.cross_entropy(x, np.array([0.0, 1.0, 2.0, 1.0]))
+    with pytest.raises(TypeError, match="class-probability"):
+        O.cross_entropy(x, np.zeros((4, 3)))
+    with pytest.raises(ValueError, match=r"cross_entropy: input of shape \(4, 3\).*\(4,\).*\(3,\)"):
+        O.cross_entropy(x, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"weight has shape \(2,\), expected \(3,\)"):
+        O.cross_entropy(x, [0, 1, 2, 0], weight=np.ones(2))
+    with pytest.raises(ValueError, match="'avg' is not a valid value for reduction"):
+        O.cross_entropy(x, [0, 1, 2, 0], reduction="avg")
+    with pytest.raises(ValueError, match="label_smoothing"):
+        O.cross_entropy(x, [0, 1, 2, 0], label_smoothing=1.5)
+    with pytest.raises(TypeError, match=r"cross_entropy.*floating point.*int64"):
+        O.cross_entropy(to.tensor([[1, 2]]), [0])
+    with pytest.raises(ValueError, match=r"\(4, 3, 2\).*\(4, 2\)"):
+        O.cross_entropy(to.tensor(np.zeros((4, 3, 2))), np.zeros(4, np.int64))
+
+
+# ---- elementwise losses ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss"])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@settings(max_examples=8, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), max_size=3).map(tuple), seed=st.integers(0, 100))
+def test_mse_l1(name, reduction, shape, seed):
+    a, b = rand(shape, seed), rand(shape, seed + 1)
+    d = a - b
+    per = d * d if name == "mse_loss" else np.abs(d)
+    want = {"mean": per.mean(), "sum": per.sum(), "none": per}[reduction]
+    fn = getattr(O, name)
+    for dtype in DTYPES:
+        out = fn(to.tensor(a.astype(dtype)), to.tensor(b.astype(dtype)), reduction=reduction)
+        assert out.shape == np.shape(want) and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda x, y: fn(x, y, reduction=reduction), a, b)
+
+
+def np_bce_with_logits(x, y, weight=None, pos_weight=None, reduction="mean"):
+    pw = 1.0 if pos_weight is None else pos_weight
+    log_sig = -np.logaddexp(0, -x)
+    log_one_minus = -np.logaddexp(0, x)
+    loss = -(pw * y * log_sig + (1 - y) * log_one_minus)
+    if weight is not None:
+        loss = loss * weight
+    return {"mean": loss.mean(), "sum": loss.sum(), "none": loss}[reduction]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@settings(max_examples=10, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple),
+       seed=st.integers(0, 100), use_w=st.booleans(), use_pw=st.booleans())
+def test_bce_with_logits(reduction, shape, seed, use_w, use_pw):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * 3
+    y = rng.uniform(0, 1, size=shape)
+    w = rng.uniform(0.5, 2, size=shape[-1:]) if use_w else None
+    pw = rng.uniform(0.5, 3, size=shape[-1:]) if use_pw else None
+    want = np_bce_with_logits(x, y, w, pw, reduction)
+    for dtype in DTYPES:
+        cast = lambda a: None if a is None else a.astype(dtype)  # noqa: E731
+        out = O.binary_cross_entropy_with_logits(to.tensor(cast(x)), to.tensor(cast(y)),
+                                                 weight=cast(w), pos_weight=cast(pw),
+                                                 reduction=reduction)
+        assert out.shape == np.shape(want) and out.dtype == dtype
+        np.testing.assert_allclose(out.numpy(), want, **tol(dtype))
+    gradcheck(lambda a, b: O.binary_cross_entropy_with_logits(a, b, w, reduction, pw), x, y)
+
+
+def test_bce_with_logits_is_stable_and_matches_torch():
+    torch = pytest.importorskip("torch")
+    TF = torch.nn.functional
+    x = np.array([[-200.0, -30.0, -1.0, 0.0, 1.0, 30.0, 200.0]] * 2)
+    y = np.array([[0.0, 1.0, 0.3, 1.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.7, 0.0, 1.0, 1.0, 0.0]])
+    w = np.linspace(0.5, 2.0, 7)
+    pw = np.linspace(3.0, 0.5, 7)
+    for kw in [dict(), dict(weight=w), dict(pos_weight=pw), dict(weight=w, pos_weight=pw)]:
+        for reduction in REDUCTIONS:
+            p = to.Parameter(x)
+            ours = O.binary_cross_entropy_with_logits(p, y, reduction=reduction, **kw)
+            tx = torch.tensor(x, requires_grad=True)
+            theirs = TF.binary_cross_entropy_with_logits(
+                tx, torch.tensor(y), reduction=reduction,
+                **{k: torch.tensor(v) for k, v in kw.items()})
+            assert np.isfinite(ours.numpy()).all()
+            np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10,
+                                       atol=1e-12)
+            ours.sum().backward()
+            theirs.sum().backward()
+            np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_mse_l1_match_torch(reduction):
+    torch = pytest.importorskip("torch")
+    a, b = rand((3, 4), 1), rand((3, 4), 2)
+    for ours, theirs in [(O.mse_loss, torch.nn.functional.mse_loss),
+                         (O.l1_loss, torch.nn.functional.l1_loss)]:
+        np.testing.assert_allclose(ours(to.tensor(a), b, reduction=reduction).numpy(),
+                                   theirs(torch.tensor(a), torch.tensor(b),
+                                          reduction=reduction).numpy(), rtol=1e-12)
+
+
+def test_elementwise_loss_errors():
+    a, b = to.tensor(np.zeros((2, 3))), to.tensor(np.zeros((3, 2)))
+    for fn in (O.mse_loss, O.l1_loss, O.binary_cross_entropy_with_logits):
+        with pytest.raises(ValueError, match=rf"{fn.__name__}.*\(3, 2\).*\(2, 3\)"):
+            fn(a, b)
+        with pytest.raises(ValueError, match="not a valid value for reduction"):
+            fn(a, a, reduction="all")
+    with pytest.raises(TypeError, match=r"mse_loss.*int64"):
+        O.mse_loss(to.tensor([1, 2]), to.tensor([1, 2]))
+
+
+# ---- one_hot -------------------------------------------------------------------------------------
+def test_one_hot():
+    y = np.array([[0, 2], [1, 0]])
+    out = O.one_hot(to.tensor(y), 4)
+    assert out.shape == (2, 2, 4) and out.dtype == np.int64
+    np.testing.assert_array_equal(out.numpy(), np.eye(4, dtype=np.int64)[y])
+    np.testing.assert_array_equal(O.one_hot(to.tensor([2, 0])).numpy(), [[0, 0, 1], [1, 0, 0]])
+    assert O.one_hot(to.tensor(1), 3).tolist() == [0, 1, 0]
+    # usable as float targets after a cast
+    p = to.Parameter(np.zeros((2, 3)))
+    O.mse_loss(p, O.one_hot(to.tensor([2, 0]), 3).double(), reduction="sum").backward()
+    np.testing.assert_array_equal(p.grad, -2 * np.eye(3)[[2, 0]])
+
+
+def test_one_hot_errors():
+    with pytest.raises(IndexError, match=r"one_hot.*\[0, 3\).*3"):
+        O.one_hot(to.tensor([0, 3]), 3)
+    with pytest.raises(IndexError, match="one_hot"):
+        O.one_hot(to.tensor([-1]), 3)
+    with pytest.raises(TypeError, match=r"one_hot.*int64.*float"):
+        O.one_hot(to.tensor([0.0, 1.0]), 3)
