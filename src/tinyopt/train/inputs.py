@@ -1,0 +1,152 @@
+"""Checking what ``fit`` and ``evaluate`` are given, before anything runs.
+
+Data come as a map-style data set (``tinyopt.data.Dataset``, anything with ``__len__`` and
+``__getitem__`` whose samples are ``(input, target)`` pairs) or as a pair of arrays ``(x, y)``.
+Classification losses (``cross_entropy``, ``nll_loss``, ``CrossEntropyLoss``, ``NLLLoss``, or a
+``functools.partial`` of the functions) are recognised so that accuracy can be reported and
+labels checked against the width of the model's output.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinyopt.data import Subset, TensorDataset
+from tinyopt.engine.tensor import Tensor
+from tinyopt.nn import functional as F
+from tinyopt.nn.layers.loss import CrossEntropyLoss, NLLLoss
+from tinyopt.nn.module import Module
+
+
+def positive_int(where: str, name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{where}: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_model(where: str, model: Any) -> None:
+    if not isinstance(model, Module):
+        raise TypeError(f"{where}: model must be a tinyopt.nn.Module, got {type(model).__name__}")
+
+
+def as_dataset(where: str, name: str, data: Any) -> Any:
+    """``data`` as a map-style data set: a pair of arrays becomes a ``TensorDataset``."""
+    if isinstance(data, (tuple, list)):
+        if len(data) != 2:
+            raise ValueError(f"{where}: {name} given as a tuple must be (inputs, targets), got "
+                             f"{len(data)} items")
+        return TensorDataset(*data)
+    if hasattr(data, "__len__") and hasattr(data, "__getitem__"):
+        return data
+    raise TypeError(f"{where}: {name} must be a Dataset or a tuple (inputs, targets) of arrays, "
+                    f"got {type(data).__name__}")
+
+
+def split_batch(where: str, batch: Any) -> tuple[Any, Any]:
+    """``(inputs, targets)`` of a collated batch."""
+    if isinstance(batch, (tuple, list)) and len(batch) == 2:
+        return batch[0], batch[1]
+    n = len(batch) if isinstance(batch, (tuple, list)) else type(batch).__name__
+    raise ValueError(f"{where}: each sample of the data must be an (input, target) pair, got "
+                     f"{n}")
+
+
+@dataclass(frozen=True)
+class LossKind:
+    """Whether ``loss_fn`` is a classification loss, and the target value it ignores."""
+
+    classification: bool
+    ignore_index: int = -100
+
+
+def loss_kind(loss_fn: Any) -> LossKind:
+    if isinstance(loss_fn, (CrossEntropyLoss, NLLLoss)):
+        return LossKind(True, int(loss_fn.ignore_index))
+    fn, kwargs = loss_fn, {}
+    while isinstance(fn, functools.partial):
+        kwargs = {**fn.keywords, **kwargs}
+        fn = fn.func
+    if fn is F.cross_entropy or fn is F.nll_loss:
+        return LossKind(True, int(kwargs.get("ignore_index", -100)))
+    return LossKind(False)
+
+
+def known_labels(dataset: Any) -> np.ndarray | None:
+    """The targets of an array-backed data set (``TensorDataset`` of two arrays, or ``Subset`` s
+    of one) without fetching the inputs; None for other data sets."""
+    index = None
+    while type(dataset) is Subset:
+        ix = np.asarray(dataset.indices, dtype=np.int64)
+        index = ix if index is None else ix[index]
+        dataset = dataset.dataset
+    if type(dataset) is not TensorDataset or len(dataset.tensors) != 2:
+        return None
+    labels = dataset.tensors[1]
+    return labels if index is None else labels[index]
+
+
+def check_labels(where: str, name: str, labels: np.ndarray, classes: int,
+                 ignore_index: int) -> None:
+    """Raise ValueError unless every label is ``ignore_index`` or in ``[0, classes)``."""
+    labels = np.asarray(labels)
+    if labels.size == 0 or labels.dtype.kind not in "iub":
+        return
+    bad = ((labels < 0) | (labels >= classes)) & (labels != ignore_index)
+    if bad.any():
+        pos = np.unravel_index(int(np.argmax(bad)), labels.shape)
+        at = pos[0] if labels.ndim == 1 else pos
+        raise ValueError(f"{where}: {name} has label {labels[pos]} at index {at}, outside the "
+                         f"model's {classes} classes (labels must be in [0, {classes})"
+                         + (f" or {ignore_index}" if ignore_index >= 0 else "") + ")")
+
+
+def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind) -> int | None:
+    """Build (not run) the graph of one batch and check the model's output and the loss.
+
+    Returns the number of classes (the output's dim 1) for a classification loss with integer
+    targets, else None.  The model is put in eval mode and no gradient graph is recorded, so no
+    random numbers are drawn (dropout) and nothing is computed.
+    """
+    from tinyopt.engine.grad_mode import no_grad
+
+    x, y = split_batch(where, batch)
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            out = model(x)
+            if not isinstance(out, Tensor):
+                raise TypeError(f"{where}: the model must return a Tensor, got "
+                                f"{type(out).__name__}")
+            loss = loss_fn(out, y)
+    finally:
+        model.train(was_training)
+    if not isinstance(loss, Tensor):
+        raise TypeError(f"{where}: loss_fn must return a Tensor, got {type(loss).__name__}")
+    if loss.numel() != 1:
+        raise ValueError(f"{where}: loss_fn must return a scalar (use reduction='mean'), got a "
+                         f"tensor of shape {loss.shape}")
+    y = np.asarray(y.numpy() if isinstance(y, Tensor) else y)
+    if not kind.classification or y.dtype.kind not in "iu" or out.ndim < 2:
+        return None
+    classes = out.shape[1]
+    check_labels(where, "the data", y, classes, kind.ignore_index)
+    return classes
+
+
+def split_sizes(where: str, n: int, val_split: float) -> tuple[int, int]:
+    """``(n_train, n_val)``: the last ``n - int(n * (1 - val_split))`` samples validate."""
+    if isinstance(val_split, bool) or not isinstance(val_split, (int, float, np.floating)) \
+            or not (0.0 <= val_split < 1.0) or math.isnan(val_split):
+        raise ValueError(f"{where}: val_split must be a number in [0, 1), got {val_split!r}")
+    n_train = int(n * (1.0 - float(val_split)))
+    n_val = n - n_train
+    if val_split > 0 and n_val == 0:
+        raise ValueError(f"{where}: val_split={val_split} of {n} samples leaves no validation "
+                         f"sample")
+    return n_train, n_val

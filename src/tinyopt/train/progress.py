@@ -1,0 +1,118 @@
+"""Progress reporting for ``fit`` and ``evaluate`` (``ggml_opt_epoch_callback_progress_bar``).
+
+On a terminal (``stream.isatty()``) each phase of an epoch (train, then val) gets a live bar,
+redrawn in place with ``\\r`` at most ``refresh`` times a second and finished with a newline::
+
+    epoch 2/5 train [============>            ] 120/235  5,412/s  loss 0.4312±0.0123  acc 85.20±0.51%  00:03<00:04
+
+(batches done/total, samples per second, running loss and accuracy with standard errors,
+elapsed<remaining time).
+
+When the stream is not a terminal (a log file, a CI job) nothing is redrawn: one plain line is
+written per epoch, after validation::
+
+    epoch 2/5: train loss 0.4312 ± 0.0123, accuracy 85.20 ± 0.51% (54000 samples, 3.1 s); val loss ...
+
+``Progress(None)`` reports nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from typing import TextIO
+
+from tinyopt.train.results import Accumulator, EpochRecord, Result, _pm
+
+_BAR = 25
+
+
+def format_seconds(seconds: float) -> str:
+    """``mm:ss``, or ``h:mm:ss`` from an hour on."""
+    s = int(max(seconds, 0.0))
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+def bar(done: int, total: int, width: int = _BAR) -> str:
+    """``[=====>    ]``: ``done`` of ``total`` as a bar of ``width`` characters."""
+    if total <= 0:
+        return "[" + "=" * width + "]"
+    full = width * done // total
+    head = ">" if full < width and done > 0 else ""
+    return "[" + "=" * full + head + " " * (width - full - len(head)) + "]"
+
+
+class Progress:
+    """Writes progress to ``stream`` (None: silent); see the module docstring."""
+
+    def __init__(self, stream: TextIO | None, refresh: float = 10.0):
+        self.stream = stream
+        self.live = bool(stream is not None and getattr(stream, "isatty", lambda: False)())
+        self._interval = 1.0 / refresh
+        self._last_draw = 0.0
+        self._width = 0
+
+    # ---- live bar ----------------------------------------------------------------------------
+    def update(self, label: str, done: int, total: int, acc: Accumulator, start: float,
+               force: bool = False) -> None:
+        """Redraw the bar for ``done`` of ``total`` batches (throttled unless ``force``)."""
+        if not self.live:
+            return
+        now = time.perf_counter()
+        if not force and done < total and now - self._last_draw < self._interval:
+            return
+        self._last_draw = now
+        elapsed = now - start
+        remaining = elapsed * (total - done) / done if done else 0.0
+        rate = acc.n / elapsed if elapsed > 0 else 0.0
+        parts = [f"{label} {bar(done, total)} {done}/{total}", f"{rate:,.0f}/s",
+                 f"loss {_pm(acc.loss, acc.loss_unc, 4, '±')}"]
+        if acc.accuracy is not None:
+            parts.append(f"acc {_pm(100 * acc.accuracy, 100 * acc.accuracy_unc, 2, '±')}%")
+        parts.append(f"{format_seconds(elapsed)}<{format_seconds(remaining)}")
+        line = "  ".join(parts)
+        columns = shutil.get_terminal_size((120, 24)).columns
+        line = line[:max(columns - 1, 20)]
+        pad = " " * max(self._width - len(line), 0)
+        self._width = len(line)
+        self.stream.write("\r" + line + pad + ("\n" if done >= total else ""))
+        if done >= total:
+            self._width = 0
+        self.stream.flush()
+
+    # ---- plain lines -------------------------------------------------------------------------
+    def epoch_end(self, record: EpochRecord, epochs: int) -> None:
+        """One plain line per epoch when the stream is not a terminal."""
+        if self.stream is None or self.live:
+            return
+        text = f"epoch {record.epoch + 1}/{epochs}: train {_describe(record.train)}"
+        if record.val is not None:
+            text += f"; val {_describe(record.val)}"
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def result(self, label: str, result: Result) -> None:
+        """A plain line for one evaluation (``evaluate`` when not on a terminal)."""
+        if self.stream is None or self.live:
+            return
+        self.stream.write(f"{label}: {_describe(result)}\n")
+        self.stream.flush()
+
+
+def _describe(r: Result) -> str:
+    return f"{r} ({r.n} samples, {r.seconds:.1f} s, {r.samples_per_second:,.0f} samples/s)"
+
+
+def make_progress(progress: bool | TextIO) -> Progress:
+    """``True``: standard error; ``False``/None: silent; a text stream: that stream."""
+    if progress is True:
+        return Progress(sys.stderr)
+    if progress is False or progress is None:
+        return Progress(None)
+    if not callable(getattr(progress, "write", None)):
+        raise TypeError(f"progress must be a bool or a text stream with write(), got "
+                        f"{type(progress).__name__}")
+    return Progress(progress)

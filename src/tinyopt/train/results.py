@@ -1,0 +1,205 @@
+"""Results of a pass over a data set (``ggml_opt_result``) and the history ``fit`` returns.
+
+A :class:`Result` holds, for one epoch's training part or one evaluation:
+
+* ``n``: samples seen, ``batches``: physical batches run, ``seconds``: wall time;
+* ``loss`` ± ``loss_unc``: the mean loss and its standard error;
+* ``accuracy`` ± ``accuracy_unc``: for classification losses only (else None);
+* ``predictions``: the predicted classes (or model outputs), in data-set order, when asked for.
+
+Uncertainties follow ``ggml_opt_result_loss`` / ``ggml_opt_result_accuracy``:
+
+* the loss is measured per physical batch, so with batch losses ``l_b`` over ``n_b`` samples
+  (``N = sum n_b`` samples, ``B`` batches)::
+
+      loss     = sum_b n_b l_b / N                       (the per-sample mean for a mean-reduced loss)
+      var      = sum_b n_b (l_b - loss)^2 / N
+      loss_unc = sqrt(var / (B - 1))                     (NaN for B < 2)
+
+  With equal batch sizes this is exactly ggml's ``sqrt(var_batches / (nbatches - 1))``: the
+  standard error of the mean of the batch losses.  The weights only matter for a short last batch.
+* accuracy is the fraction of correct argmax predictions over the ``m`` labelled targets (samples,
+  or positions for (N, C, d1, ...) outputs; targets equal to ``ignore_index`` are not counted)::
+
+      accuracy_unc = sqrt(accuracy (1 - accuracy) / (m - 1))   (NaN for m < 2)
+
+  the binomial standard error, as ggml reports it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Result:
+    """Loss and accuracy (with standard errors) of one pass over a data set; see the module doc."""
+
+    n: int
+    batches: int
+    loss: float
+    loss_unc: float
+    accuracy: float | None = None
+    accuracy_unc: float | None = None
+    seconds: float = 0.0
+    predictions: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.n / self.seconds if self.seconds > 0 else math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        """The numbers as a JSON-able dict (predictions left out)."""
+        return {"n": self.n, "batches": self.batches, "loss": self.loss,
+                "loss_unc": self.loss_unc, "accuracy": self.accuracy,
+                "accuracy_unc": self.accuracy_unc, "seconds": self.seconds}
+
+    def __str__(self) -> str:
+        text = f"loss {_pm(self.loss, self.loss_unc, 4)}"
+        if self.accuracy is not None:
+            text += (f", accuracy {_pm(100 * self.accuracy, 100 * self.accuracy_unc, 2)}%")
+        return text
+
+
+def _pm(value: float, unc: float | None, digits: int, sep: str = " ± ") -> str:
+    if unc is None or math.isnan(unc):
+        return f"{value:.{digits}f}"
+    return f"{value:.{digits}f}{sep}{unc:.{digits}f}"
+
+
+class Accumulator:
+    """Running sums of one pass; ``result()`` freezes them into a :class:`Result`.
+
+    Also gives the running loss/accuracy in O(1) for the progress bar.
+    """
+
+    def __init__(self, size: int | None = None, predictions: bool = False):
+        self.n = 0
+        self.batches = 0
+        self._sum_nl = 0.0
+        self._sum_nl2 = 0.0
+        self.correct = 0
+        self.counted = 0
+        self.classification = False
+        self._size = size
+        self._keep = predictions
+        self._pred: np.ndarray | None = None
+
+    def add(self, n: int, loss: float, correct: int | None = None, counted: int = 0,
+            pred: np.ndarray | None = None, index: np.ndarray | None = None) -> None:
+        """Record a batch of ``n`` samples with mean loss ``loss``; ``correct`` of ``counted``
+        targets right; ``pred`` the batch's predictions for data-set rows ``index``."""
+        self.n += n
+        self.batches += 1
+        self._sum_nl += n * loss
+        self._sum_nl2 += n * loss * loss
+        if correct is not None:
+            self.classification = True
+            self.correct += int(correct)
+            self.counted += int(counted)
+        if self._keep and pred is not None:
+            if self._pred is None:
+                size = self._size if self._size is not None else n
+                self._pred = np.zeros((size,) + pred.shape[1:], dtype=pred.dtype)
+            if index is None:
+                index = np.arange(self.n - n, self.n)
+            self._pred[index] = pred
+
+    @property
+    def loss(self) -> float:
+        return self._sum_nl / self.n if self.n else math.nan
+
+    @property
+    def loss_unc(self) -> float:
+        if self.batches < 2:
+            return math.nan
+        mean = self.loss
+        var = max(self._sum_nl2 / self.n - mean * mean, 0.0)
+        return math.sqrt(var / (self.batches - 1))
+
+    @property
+    def accuracy(self) -> float | None:
+        if not self.classification:
+            return None
+        return self.correct / self.counted if self.counted else math.nan
+
+    @property
+    def accuracy_unc(self) -> float | None:
+        if not self.classification:
+            return None
+        if self.counted < 2:
+            return math.nan
+        acc = self.correct / self.counted
+        return math.sqrt(acc * (1 - acc) / (self.counted - 1))
+
+    def result(self, seconds: float) -> Result:
+        return Result(n=self.n, batches=self.batches, loss=self.loss, loss_unc=self.loss_unc,
+                      accuracy=self.accuracy, accuracy_unc=self.accuracy_unc, seconds=seconds,
+                      predictions=self._pred)
+
+
+@dataclass(frozen=True)
+class EpochRecord:
+    """One epoch of ``fit``: ``epoch`` (0-based), training and validation results (``val`` None
+    without validation data), the learning rate of each param group at the end of the epoch and
+    the epoch's wall time."""
+
+    epoch: int
+    train: Result
+    val: Result | None
+    lr: list[float]
+    seconds: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "train": self.train.as_dict(),
+                "val": None if self.val is None else self.val.as_dict(), "lr": list(self.lr),
+                "seconds": self.seconds}
+
+
+class History:
+    """What ``fit`` returns: the list of :class:`EpochRecord` s, indexable and iterable.
+
+    ``history.train`` and ``history.val`` are the per-epoch results as lists;
+    ``history[-1].val.accuracy`` is the last validation accuracy; ``as_dict()`` is JSON-able (for
+    a checkpoint's metadata, for instance).  ``stopped_early`` is True when a callback stopped
+    training before ``epochs`` epochs.
+    """
+
+    def __init__(self, records: list[EpochRecord] | None = None):
+        self.records: list[EpochRecord] = list(records or [])
+        self.stopped_early = False
+
+    def append(self, record: EpochRecord) -> None:
+        self.records.append(record)
+
+    @property
+    def train(self) -> list[Result]:
+        return [r.train for r in self.records]
+
+    @property
+    def val(self) -> list[Result | None]:
+        return [r.val for r in self.records]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: int) -> EpochRecord:
+        return self.records[i]
+
+    def __iter__(self) -> Iterator[EpochRecord]:
+        return iter(self.records)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"epochs": [r.as_dict() for r in self.records],
+                "stopped_early": self.stopped_early}
+
+    def __repr__(self) -> str:
+        if not self.records:
+            return "History(0 epochs)"
+        last = self.records[-1]
+        val = f", val {last.val}" if last.val is not None else ""
+        return f"History({len(self)} epochs; last: train {last.train}{val})"
