@@ -137,15 +137,15 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
 
     kind = loss_kind(loss_fn)
     first = next(iter(DataLoader(train_set, batch_size=batch_size)))
-    classes = probe(where, model, loss_fn, first, kind)
+    classes = probe(where, model, loss_fn, first, kind, "train_data")
     if classes is not None:
         for name, part in (("train_data", train_set), ("the validation data", val_set)):
             labels = known_labels(part) if part is not None else None
             if labels is not None:
                 check_labels(where, name, labels, classes, kind.ignore_index)
-        if val_set is not None and known_labels(val_set) is None:
-            probe(where, model, loss_fn, next(iter(DataLoader(val_set, batch_size=batch_size))),
-                  kind)
+    if val_set is not None:
+        probe(where, model, loss_fn, next(iter(DataLoader(val_set, batch_size=batch_size))),
+              kind, "the validation data")
 
     # ---- everything checked: train ---------------------------------------------------------
     generator = random.Generator(int(seed)) if seed is not None else None

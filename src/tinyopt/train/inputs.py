@@ -105,7 +105,8 @@ def check_labels(where: str, name: str, labels: np.ndarray, classes: int,
                          + (f" or {ignore_index}" if ignore_index >= 0 else "") + ")")
 
 
-def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind) -> int | None:
+def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind,
+          name: str = "the data") -> int | None:
     """Build (not run) the graph of one batch and check the model's output and the loss.
 
     Returns the number of classes (the output's dim 1) for a classification loss with integer
@@ -123,6 +124,11 @@ def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind) -
             if not isinstance(out, Tensor):
                 raise TypeError(f"{where}: the model must return a Tensor, got "
                                 f"{type(out).__name__}")
+            labels = np.asarray(y.numpy() if isinstance(y, Tensor) else y)
+            classes = None
+            if kind.classification and labels.dtype.kind in "iu" and out.ndim >= 2:
+                classes = out.shape[1]
+                check_labels(where, name, labels, classes, kind.ignore_index)
             loss = loss_fn(out, y)
     finally:
         model.train(was_training)
@@ -131,11 +137,6 @@ def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind) -
     if loss.numel() != 1:
         raise ValueError(f"{where}: loss_fn must return a scalar (use reduction='mean'), got a "
                          f"tensor of shape {loss.shape}")
-    y = np.asarray(y.numpy() if isinstance(y, Tensor) else y)
-    if not kind.classification or y.dtype.kind not in "iu" or out.ndim < 2:
-        return None
-    classes = out.shape[1]
-    check_labels(where, "the data", y, classes, kind.ignore_index)
     return classes
 
 
