@@ -1,0 +1,62 @@
+"""Result statistics: ggml_opt_result_loss / ggml_opt_result_accuracy formulas."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tinyopt.train.results import Accumulator, EpochRecord, History, Result
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.0, 10.0), min_size=2, max_size=20), st.integers(1, 64))
+def test_equal_batches_give_ggml_loss_uncertainty(losses, size):
+    acc = Accumulator()
+    for loss in losses:
+        acc.add(size, loss)
+    b = len(losses)
+    mean = sum(losses) / b
+    var = sum(v * v for v in losses) / b - mean * mean  # ggml: without Bessel's correction
+    assert acc.loss == pytest.approx(mean)
+    assert acc.loss_unc == pytest.approx(math.sqrt(max(var, 0.0) / (b - 1)), abs=1e-9)
+    assert acc.n == b * size and acc.batches == b
+
+
+def test_short_last_batch_weights_the_mean_by_samples():
+    acc = Accumulator()
+    acc.add(30, 1.0)
+    acc.add(10, 3.0)
+    assert acc.loss == pytest.approx(1.5)  # the per-sample mean
+    var = (30 * 0.25 + 10 * 2.25) / 40
+    assert acc.loss_unc == pytest.approx(math.sqrt(var / 1))
+
+
+def test_accuracy_binomial_standard_error_and_degenerate_cases():
+    acc = Accumulator()
+    assert math.isnan(acc.loss) and math.isnan(acc.loss_unc) and acc.accuracy is None
+    acc.add(10, 0.5, correct=7, counted=10)
+    assert math.isnan(acc.loss_unc)  # one batch
+    acc.add(10, 0.5, correct=8, counted=10)
+    assert acc.accuracy == 0.75
+    assert acc.accuracy_unc == pytest.approx(math.sqrt(0.75 * 0.25 / 19))
+
+
+def test_predictions_land_at_their_rows():
+    acc = Accumulator(size=5, predictions=True)
+    acc.add(2, 0.0, pred=np.array([1, 2]), index=np.array([4, 0]))
+    acc.add(3, 0.0, pred=np.array([3, 4, 5]), index=np.array([1, 2, 3]))
+    np.testing.assert_array_equal(acc.result(1.0).predictions, [2, 3, 4, 5, 1])
+    assert Accumulator(size=5).result(1.0).predictions is None
+
+
+def test_result_text_and_history():
+    r = Result(n=100, batches=4, loss=0.25, loss_unc=0.01, accuracy=0.9, accuracy_unc=0.03,
+               seconds=2.0)
+    assert str(r) == "loss 0.2500 ± 0.0100, accuracy 90.00 ± 3.00%"
+    assert r.samples_per_second == 50
+    assert str(Result(1, 1, 0.5, math.nan)) == "loss 0.5000"
+    h = History([EpochRecord(0, r, None, [0.1], 2.5)])
+    assert h.train == [r] and h.val == [None] and len(h) == 1 and h[0].lr == [0.1]
+    assert json.loads(json.dumps(h.as_dict()))["epochs"][0]["train"]["accuracy"] == 0.9
