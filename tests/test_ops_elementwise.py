@@ -287,6 +287,24 @@ def test_where(shapes, seed):
     gradcheck(lambda x, y: O.where(c, x, y), a, b)
 
 
+def test_where_conditions():
+    a = to.tensor([1.0, 2.0, 3.0, 4.0])
+    # bools, nonzero ints, nonzero floats (0.5 is true), a computed mask
+    for cond in ([True, False, True, False], np.array([2, 0, -1, 0]),
+                 to.tensor([0.5, 0.0, -2.0, 0.0]), (a != 2) * (a != 4)):
+        np.testing.assert_array_equal(O.where(cond, a, -a).numpy(), [1, -2, 3, -4])
+
+
+def test_pow_of_negative_bases():
+    x = to.Parameter(np.array([-3.0, -0.5, 2.0]))
+    y = x ** 3.0
+    np.testing.assert_array_equal(y.numpy(), [-27.0, -0.125, 8.0])
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, [27.0, 0.75, 12.0])
+    with np.errstate(invalid="ignore"):
+        assert np.isnan((x ** 0.5).numpy()[0])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_comparisons(dtype):
     a = np.array([[1, 2, 3], [3, 2, 1]], dtype=dtype)

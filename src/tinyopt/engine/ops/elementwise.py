@@ -165,8 +165,8 @@ def where(condition, input, other) -> Tensor:
     """``input`` where ``condition`` is nonzero, else ``other`` (broadcast together)."""
     a, b = _operands("where", input, other)
     c = as_tensor(condition)
-    if c.dtype != np.int64:
-        c = c.to(np.int64)
+    if c.dtype != np.int64:  # nonzero is true (a cast would truncate 0.5 to false)
+        c = ne(c, 0)
     shape = broadcast_shape("where", c.shape, a.shape, b.shape)
     return node("where", (c, a, b), shape, a.dtype)
 
