@@ -24,11 +24,13 @@ from tinyopt.engine.ops import reduce as _reduce
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
+from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["avg_pool2d", "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "gelu",
-           "l1_loss", "leaky_relu", "linear", "max_pool2d", "log_softmax", "mse_loss", "nll_loss", "one_hot", "relu", "sigmoid", "silu",
-           "softmax", "softplus", "tanh"]
+__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "conv2d",
+           "cross_entropy", "dropout", "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu",
+           "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "relu",
+           "sigmoid", "silu", "softmax", "softplus", "tanh"]
 
 
 # ---- activations ---------------------------------------------------------------------------------
