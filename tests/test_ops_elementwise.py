@@ -416,3 +416,18 @@ def test_nan_gradient_propagates():
     p = to.Parameter(np.array([np.nan, 1.0]))
     (p * p).sum().backward()
     assert np.isnan(p.grad[0]) and p.grad[1] == 2.0
+
+
+def test_functions_accept_arrays_and_lists():
+    a = rand((2, 3))
+    for got, want in [
+        (O.exp(a), np.exp(a)), (O.relu(a), np.maximum(a, 0)), (O.gelu(a), np_gelu(a)),
+        (O.clamp(a, 0, 1), np.clip(a, 0, 1)), (O.leaky_relu(a), np.where(a > 0, a, 0.01 * a)),
+        (O.softplus(a), np_softplus(a)), (O.sigmoid(a), 1 / (1 + np.exp(-a))),
+        (O.tanh(a), np.tanh(a)), (O.silu(a), a / (1 + np.exp(-a))), (O.square(a), a * a),
+        (O.abs(a), np.abs(a)), (O.neg(a), -a), (O.sqrt(4.0), 2.0), (O.exp([0.0, 1.0]), [1, np.e]),
+        (O.add(a, 1), a + 1), (O.maximum(a, 0.0), np.maximum(a, 0)), (O.where(a > 0, a, 0.0),
+                                                                     np.where(a > 0, a, 0)),
+    ]:
+        assert isinstance(got, to.Tensor)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

@@ -274,8 +274,9 @@ def test_cat_stack_errors():
     assert O.cat([a, b], 1).shape == (2, 7)
     with pytest.raises(RuntimeError, match="non-empty"):
         O.cat([])
-    with pytest.raises(TypeError, match="dtype"):
-        O.cat([a, to.tensor(np.zeros((2, 3), np.float32))])
+    assert O.cat([a, to.tensor(np.zeros((2, 3), np.float32))]).dtype == np.float64  # promotion
+    assert O.cat([to.tensor([1]), to.tensor([0.5])]).dtype == np.float32  # int + float32
+    assert O.cat([to.tensor([1]), to.tensor([2])]).dtype == np.int64
     with pytest.raises(RuntimeError, match=r"equal size.*\(2, 3\).*\(2, 4\)"):
         O.stack([a, b])
     with pytest.raises(IndexError, match="out of range"):
@@ -285,3 +286,26 @@ def test_cat_stack_errors():
 def test_contiguous():
     x = rand((2, 3))
     check(lambda t: t.T.contiguous(), lambda a: a.T, x)
+
+
+def test_t_method():
+    x = rand((2, 3))
+    check(lambda a: a.t(), lambda a: a.T, x)
+    v = to.tensor([1.0, 2.0])
+    assert v.t() is v
+    with pytest.raises(RuntimeError, match="<= 2 dimensions"):
+        to.tensor(np.zeros((1, 2, 3))).t()
+
+
+def test_functions_accept_arrays_and_lists():
+    a = rand((2, 3))
+    for got, want in [
+        (O.reshape(a, -1), a.reshape(-1)), (O.flatten(a), a.reshape(-1)),
+        (O.permute(a, 1, 0), a.T), (O.transpose(a, 0, 1), a.T), (O.t(a), a.T),
+        (O.expand(a, 2, 2, 3), np.broadcast_to(a, (2, 2, 3))), (O.squeeze(a[None]), a),
+        (O.unsqueeze(a, 0), a[None]), (O.getitem(a, (1, slice(None, 2))), a[1, :2]),
+        (O.cat([a, a], 1), np.concatenate([a, a], 1)), (O.stack([a, a.tolist()]), np.stack([a, a])),
+        (O.contiguous(a), a), (O.to(a, "float32"), a.astype(np.float32)),
+    ]:
+        assert isinstance(got, to.Tensor)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

@@ -282,3 +282,17 @@ def test_softmax_matches_torch():
                                        getattr(tx, op)(d).detach().numpy(), rtol=1e-12,
                                        atol=1e-14)
             np.testing.assert_allclose(p.grad, tx.grad.numpy(), rtol=1e-10, atol=1e-14)
+
+
+def test_functions_accept_arrays_and_lists():
+    a = rand((2, 3))
+    for got, want in [
+        (O.sum(a), a.sum()), (O.mean(a, 1), a.mean(1)), (O.var(a), a.var(ddof=1)),
+        (O.std(a, 0), a.std(0, ddof=1)), (O.max(a), a.max()), (O.min(a, 1)[0], a.min(1)),
+        (O.argmax(a), a.argmax()), (O.argmin(a, 0), a.argmin(0)),
+        (O.logsumexp(a, 1), np_logsumexp(a, 1)), (O.softmax(a, 1), np_softmax(a, 1)),
+        (O.log_softmax(a, 0), np.log(np_softmax(a, 0))), (O.sum([1, 2, 3]), 6),
+        (O.softmax([0.0, 0.0], 0), [0.5, 0.5]),
+    ]:
+        assert isinstance(got, to.Tensor)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

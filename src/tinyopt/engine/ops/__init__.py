@@ -19,7 +19,7 @@ from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                                      mse_loss, nll_loss, one_hot)
 from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, getitem, permute,
-                                         reshape, squeeze, stack, transpose, unsqueeze)
+                                         reshape, squeeze, stack, t, transpose, unsqueeze)
 from tinyopt.engine.ops.reduce import (argmax, argmin, log_softmax, logsumexp, max, mean, min,
                                        softmax, std, sum, var)
 from tinyopt.engine.tensor import Tensor
@@ -44,7 +44,7 @@ def _bind() -> None:
         "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "softmax": softmax,
         "log_softmax": log_softmax,
         "reshape": reshape, "view": reshape, "flatten": flatten, "permute": permute,
-        "transpose": transpose, "expand": expand, "squeeze": squeeze, "unsqueeze": unsqueeze,
+        "transpose": transpose, "t": t, "expand": expand, "squeeze": squeeze, "unsqueeze": unsqueeze,
         "contiguous": contiguous, "to": to,
         "float": lambda self: to(self, "float32"), "double": lambda self: to(self, "float64"),
         "long": lambda self: to(self, "int64"),

@@ -183,6 +183,7 @@ defop("cast", forward=lambda t: (lambda out, x: np.copyto(out, x, casting="unsaf
 
 def to(x: Tensor, dtype) -> Tensor:
     """``x`` converted to ``dtype`` (float to int truncates toward zero, as in PyTorch)."""
+    x = as_tensor(x)
     dtype = np.dtype(dtype)
     if x.dtype == dtype:
         return x

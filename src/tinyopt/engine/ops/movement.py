@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor
 
@@ -27,6 +28,7 @@ defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)),
 
 def reshape(x: Tensor, *shape) -> Tensor:
     """``x`` with a new shape of the same number of elements (one dimension may be -1)."""
+    x = as_tensor(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     shape = tuple(int(s) for s in shape)
@@ -47,6 +49,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, (1,))
     s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
@@ -57,6 +60,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    x = as_tensor(x)
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
@@ -66,6 +70,7 @@ def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    x = as_tensor(x)
     d = _dim("unsqueeze", dim, x.ndim + 1)
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
@@ -79,6 +84,7 @@ defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_p
 
 
 def permute(x: Tensor, *dims) -> Tensor:
+    x = as_tensor(x)
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != x.ndim:
@@ -93,6 +99,7 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    x = as_tensor(x)
     d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
     if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
         return x
@@ -102,6 +109,8 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 def t(x: Tensor) -> Tensor:
+    """The transpose of a matrix; 0-D and 1-D tensors are returned as is (``Tensor.t``)."""
+    x = as_tensor(x)
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
     return transpose(x, 0, 1) if x.ndim == 2 else x
@@ -117,6 +126,7 @@ defop("expand", view=lambda t: (lambda x: np.broadcast_to(x, t.shape)), backward
 
 
 def expand(x: Tensor, *shape) -> Tensor:
+    x = as_tensor(x)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     lead = len(shape) - x.ndim
@@ -191,6 +201,7 @@ defop("take_grad", forward=_take_grad_forward)
 def getitem(x: Tensor, key) -> Tensor:
     """Basic indexing and slicing (ints, slices, None, ...) as a view; an integer array or
     int64 tensor selects rows along dimension 0."""
+    x = as_tensor(x)
     if isinstance(key, (Tensor, np.ndarray, list)):
         if isinstance(key, list):  # an empty list selects no rows (not float64 indices)
             key = np.asarray(key, dtype=np.int64 if not key else None)
@@ -244,10 +255,12 @@ def cat(tensors, dim: int = 0) -> Tensor:
                                      if i != d):
             raise RuntimeError(f"cat: sizes of tensors must match except in dimension {d}; "
                                f"tensor 0 has shape {ref.shape}, tensor {k} has shape {x.shape}")
-        if x.dtype != ref.dtype:
-            raise TypeError(f"cat: tensor {k} has dtype {x.dtype}, expected {ref.dtype}")
+    # PyTorch's type promotion: any float makes a float result, the widest float wins.
+    floats = {x.dtype for x in ts if x.dtype in FLOATS}
+    dtype = np.result_type(*floats) if floats else ref.dtype
+    ts = [x.to(dtype) for x in ts]
     shape = ref.shape[:d] + (sum(x.shape[d] for x in ts),) + ref.shape[d + 1:]
-    return node("cat", tuple(ts), shape, ref.dtype, (d,))
+    return node("cat", tuple(ts), shape, dtype, (d,))
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
@@ -267,4 +280,5 @@ defop("contiguous", forward=lambda t: (lambda out, x: np.copyto(out, x)),
 
 
 def contiguous(x: Tensor) -> Tensor:
+    x = as_tensor(x)
     return node("contiguous", (x,), x.shape, x.dtype)

@@ -14,7 +14,7 @@ import numpy as np
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
 
@@ -79,6 +79,7 @@ defop("sum_run", forward=_sum_forward, backward=_sum_backward)
 
 def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all dimensions)."""
+    x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
     dims = _dims("sum", x, dim)
@@ -92,6 +93,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
     _require_float("mean", x)
@@ -103,6 +105,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
         unbiased: bool | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+    x = as_tensor(x)
     _require_float("var", x)
     if unbiased is not None:
         correction = 1 if unbiased else 0
@@ -165,6 +168,7 @@ class MaxMin(tuple):
 
 
 def _extreme(op: str, x: Tensor, dim, keepdim: bool):
+    x = as_tensor(x)
     if x.numel() == 0:
         raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
     if dim is None:
@@ -209,12 +213,14 @@ def min(x: Tensor, dim: int | None = None, keepdim: bool = False):
 
 
 def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
     if dim is None:
         return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("max", x, dim, keepdim)[1]
 
 
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
     if dim is None:
         return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("min", x, dim, keepdim)[1]
@@ -252,6 +258,7 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    x = as_tensor(x)
     _require_float("logsumexp", x)
     dims = _dims("logsumexp", x, dim)
     if len(dims) != 1:
@@ -268,6 +275,7 @@ def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
     _require_float("softmax", x)
@@ -276,6 +284,7 @@ def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
 
 
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
     _require_float("log_softmax", x)
