@@ -88,10 +88,10 @@ def _torch_step(name: str, sizes: list[int], fused: bool):
     return opt.step
 
 
-def _bandwidth(n: int, reps: int) -> float:
+def _probe(n: int):
+    """The bandwidth probe as a contender: 28 bytes per element, like Adam."""
     arrs = [staggered_zeros(n, np.float32, k) for k in range(4)]
-    dt = _median_times({"bw": lambda: _stream_4r3w(*arrs, np.float32(0.5))}, reps)["bw"]
-    return 28 * n / dt / 1e9
+    return lambda: _stream_4r3w(*arrs, np.float32(0.5))
 
 
 def _aliasing(n: int, reps: int) -> dict[str, float]:
@@ -131,22 +131,24 @@ def main() -> None:
     print(f"numba threads {numba.get_num_threads()}")
     for n in ns:
         reps = 7 if args.quick else (15 if n >= 10**7 else 41)
-        bw = _bandwidth(n, reps)
-        print(f"\n== {n:.0e} parameters; machine bandwidth (4 reads + 3 writes, float32): "
-              f"{bw:.1f} GB/s")
-        print(f"{'optimizer':<9} {'tensors':>7} | {'tinyopt ms':>10} {'GB/s':>6} {'%bw':>5} | "
+        probe = _probe(n)
+        print(f"\n== {n:.0e} parameters (bw: the 4-read/3-write probe, timed interleaved with "
+              f"each row)")
+        print(f"{'optimizer':<9} {'tensors':>7} | {'bw GB/s':>7} | {'tinyopt ms':>10} {'GB/s':>6} "
+              f"{'%bw':>5} | "
               f"{'torch fused ms':>14} {'x':>6} | {'torch default ms':>16} {'x':>6}")
         for name in BYTES:
             for count in (1, 200):
                 sizes = _sizes(n, count)
-                fns = {"tinyopt": _tinyopt_step(name, sizes)}
+                fns = {"bw": probe, "tinyopt": _tinyopt_step(name, sizes)}
                 if torch is not None:
                     if name in TORCH_FUSED:
                         fns["fused"] = _torch_step(name, sizes, fused=True)
                     fns["default"] = _torch_step(name, sizes, fused=False)
                 t = _median_times(fns, reps)
                 gbs = BYTES[name] * n / t["tinyopt"] / 1e9
-                row = (f"{name:<9} {count:>7} | {t['tinyopt'] * 1e3:>10.3f} {gbs:>6.1f} "
+                bw = 28 * n / t["bw"] / 1e9
+                row = (f"{name:<9} {count:>7} | {bw:>7.1f} | {t['tinyopt'] * 1e3:>10.3f} {gbs:>6.1f} "
                        f"{100 * gbs / bw:>4.0f}% | ")
                 if "fused" in t:
                     row += f"{t['fused'] * 1e3:>14.3f} {t['fused'] / t['tinyopt']:>5.2f}x | "
