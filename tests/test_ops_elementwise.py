@@ -114,7 +114,7 @@ def test_pow_special_exponents():
     assert e.grad[0] == 0.0 and base.grad[0] == 0.0
 
 
-# ---- scalars and numpy arrays as operands ----------------------------------------------------------
+# ---- scalars and numpy arrays as operands --------------------------------------------------------
 def test_python_scalars_and_arrays_are_operands():
     a = np.array([[1.0, -2.0, 3.0]], dtype=np.float32)
     t = to.tensor(a)
@@ -272,7 +272,7 @@ def test_activation_gradients_at_kinks_follow_pytorch():
     np.testing.assert_array_equal(x.grad, [1, 1, 1, 1])  # bounds pass the gradient
 
 
-# ---- where, comparisons, casts ---------------------------------------------------------------------
+# ---- where, comparisons, casts -------------------------------------------------------------------
 @SETTINGS
 @given(shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3),
        seed=st.integers(0, 100))
@@ -343,7 +343,7 @@ def test_casts():
     assert not q.long().requires_grad
 
 
-# ---- errors ----------------------------------------------------------------------------------------
+# ---- errors --------------------------------------------------------------------------------------
 def test_broadcast_mismatch_names_op_and_shapes():
     a, b = to.tensor(np.ones((2, 3))), to.tensor(np.ones((4,)))
     for fn, name in [(lambda: a + b, "add"), (lambda: a * b, "mul"), (lambda: a / b, "div"),
@@ -385,7 +385,7 @@ def test_nothing_computes_before_realization():
     assert y._value is None and p.grad is None
 
 
-# ---- NaN and inf propagate like numpy / PyTorch ------------------------------------------------
+# ---- NaN and inf propagate like numpy / PyTorch --------------------------------------------------
 def test_nan_and_inf_propagate():
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -1.0, 2.0])
     t = to.tensor(x, dtype=to.float64)

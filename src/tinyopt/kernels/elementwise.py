@@ -1,11 +1,12 @@
 """Elementwise kernels: numba ufuncs (numpy broadcasting, ``out=``), float32 and float64.
 
 Each is a scalar function of its inputs; numpy's iterator walks the (broadcast, strided) arrays and
-numba compiles the inner loop.  Integer signatures come first: numpy picks the first loop its inputs
-cast to safely, and int64 -> float64 counts as safe, so a float loop listed first would take int64
-inputs and then fail to write the int64 ``out``.  Called as ``k(x, y, out=out)``, they write ``out`` in place.  Names
-ending in ``_grad`` are the fused vector-Jacobian products of the forward kernel of the same stem:
-``g`` is the incoming gradient, ``x`` the forward input, ``y`` the forward output.
+numba compiles the inner loop.  Called as ``k(x, y, out=out)``, they write ``out`` in place.
+Integer signatures come first: numpy picks the first loop its inputs cast to safely, and int64 ->
+float64 counts as safe, so a float loop listed first would take int64 inputs and then fail to write
+an int64 ``out``.  Names ending in ``_grad`` are the fused vector-Jacobian products of the
+forward kernel of the same stem: ``g`` is the incoming gradient, ``x`` the forward input, ``y`` the
+forward output.
 """
 
 from __future__ import annotations
