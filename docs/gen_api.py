@@ -1,0 +1,179 @@
+"""Write ``docs/api.md``, the API reference, from the code's docstrings and signatures.
+
+    python docs/gen_api.py            # rewrite docs/api.md
+    python docs/gen_api.py --check    # exit 1 if docs/api.md is not what the code gives now
+
+One section per public module; in each, every public name (``__all__`` when the module has one,
+else every non-underscore name that is not a module) with its signature and docstring, and for
+classes their public methods and properties.  ``tests/test_docs.py`` checks that every public
+name and signature appears in ``docs/api.md``, so run this after changing an API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import re
+import sys
+import types
+from pathlib import Path
+
+OUT = Path(__file__).with_name("api.md")
+
+# (module, what it is); the order of the reference
+MODULES = [
+    ("tinyopt", "the top-level namespace: tensors, their functions, grad mode, RNG, checkpoints"),
+    ("tinyopt.nn", "modules, layers, losses, containers"),
+    ("tinyopt.nn.functional", "the ops as functions"),
+    ("tinyopt.nn.init", "parameter initialisation"),
+    ("tinyopt.nn.utils", "gradient clipping"),
+    ("tinyopt.optim", "optimizers"),
+    ("tinyopt.optim.lr_scheduler", "learning-rate schedulers"),
+    ("tinyopt.optim.torch_compat", "PyTorch optimizer state-dict conversion"),
+    ("tinyopt.data", "data sets and loading"),
+    ("tinyopt.train", "fit, evaluate, results, callbacks"),
+    ("tinyopt.engine", "the engine: plans, the plan cache, graph export"),
+]
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    """The names a module exports: ``__all__``, else non-underscore non-module attributes
+    (``from __future__ import annotations`` leaves an ``annotations`` feature object out too)."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return list(names)
+    out = []
+    for name in dir(module):
+        obj = getattr(module, name)
+        if name.startswith("_") or isinstance(obj, types.ModuleType) or name == "annotations":
+            continue
+        out.append(name)
+    return out
+
+
+class _Text:
+    """An annotation shown as written (string annotations come from ``from __future__ import
+    annotations``; without this they would print quoted)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _annotation(a: object) -> object:
+    if a is inspect.Parameter.empty:
+        return a
+    if isinstance(a, str):
+        return _Text(a)
+    forward = getattr(a, "__forward_arg__", None)
+    return _Text(forward) if isinstance(forward, str) else a
+
+
+def _no_address(text: str) -> str:
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+
+
+def signature(obj: object) -> str | None:
+    """``(a: int, b=1) -> str``-style signature text with memory addresses removed, or None."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    sig = sig.replace(parameters=[p.replace(annotation=_annotation(p.annotation))
+                                  for p in sig.parameters.values()],
+                      return_annotation=_annotation(sig.return_annotation))
+    return _no_address(str(sig))
+
+
+def doc(obj: object) -> str:
+    text = inspect.getdoc(obj) or ""
+    return text.strip()
+
+
+def _own_members(cls: type) -> list[tuple[str, object]]:
+    """Public methods and properties that ``cls`` defines or overrides, in definition order."""
+    members = []
+    for name, value in cls.__dict__.items():
+        if name.startswith("_") and name not in ("__call__", "__init__"):
+            continue
+        if name == "__init__":
+            continue
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, property) or inspect.isfunction(value):
+            members.append((name, value))
+    return members
+
+
+def render_object(qualname: str, obj: object) -> list[str]:
+    lines: list[str] = []
+    if isinstance(obj, types.ModuleType):
+        lines += [f"### `{qualname}` (module)", "", "```text", doc(obj), "```", ""]
+        return lines
+    if inspect.isclass(obj) or callable(obj):
+        sig = signature(obj)
+        kind = "class" if inspect.isclass(obj) else "function"
+        lines += [f"### `{qualname}`", "", f"```python\n{kind} {qualname}{sig or '(...)'}\n```", ""]
+        text = doc(obj)
+        if text:
+            lines += ["```text", text, "```", ""]
+        if inspect.isclass(obj):
+            bases = [b.__name__ for b in obj.__bases__ if b is not object]
+            if bases:
+                lines += [f"Bases: {', '.join(f'`{b}`' for b in bases)}", ""]
+            for name, member in _own_members(obj):
+                if isinstance(member, property):
+                    head = f"- **`{name}`** (property)"
+                    text = doc(member)
+                else:
+                    head = f"- **`{name}{signature(member) or '(...)'}`**"
+                    text = doc(member)
+                first = text.split("\n\n")[0].replace("\n", " ") if text else ""
+                lines.append(f"{head}{': ' + first if first else ''}")
+            if _own_members(obj):
+                lines.append("")
+        return lines
+    lines += [f"### `{qualname}`", "", f"`{qualname} = {_no_address(repr(obj))}`", ""]
+    return lines
+
+
+def generate() -> str:
+    out = ["# tinyopt API reference", "",
+           "Generated by `python docs/gen_api.py` from the docstrings; do not edit by hand.", ""]
+    toc = []
+    body = []
+    for modname, what in MODULES:
+        module = importlib.import_module(modname)
+        anchor = modname.replace(".", "")
+        toc.append(f"- [`{modname}`](#{anchor}): {what}")
+        body += [f"## {modname}", ""]
+        text = doc(module)
+        if text:
+            body += ["```text", text, "```", ""]
+        for name in public_names(module):
+            body += render_object(f"{modname}.{name}", getattr(module, name))
+    return "\n".join(out + toc + [""] + body).rstrip() + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="compare with docs/api.md instead of writing it")
+    args = parser.parse_args()
+    text = generate()
+    if args.check:
+        current = OUT.read_text(encoding="utf-8") if OUT.exists() else ""
+        if current != text:
+            print(f"{OUT} is out of date: run python docs/gen_api.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT} ({len(text.splitlines())} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
