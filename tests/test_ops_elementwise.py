@@ -362,6 +362,14 @@ def test_float_ops_reject_int_tensors():
             fn()
 
 
+def test_clamp_with_crossed_bounds_gives_max():
+    x = to.Parameter(np.array([0.0, 1.5, 3.0]))
+    y = x.clamp(2.0, 1.0)  # min(max(x, 2), 1), as in PyTorch
+    np.testing.assert_array_equal(y.numpy(), [1.0, 1.0, 1.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0, 0.0])
+
+
 def test_bad_arguments():
     x = to.tensor([1.0])
     with pytest.raises(ValueError, match="approximate"):
@@ -431,3 +439,38 @@ def test_functions_accept_arrays_and_lists():
     ]:
         assert isinstance(got, to.Tensor)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+# ---- ops composed: one graph, many op families, checked end to end ------------------------------
+COMPOSE_UNARY = [  # each maps a (3, 3) tensor to a (3, 3) tensor
+    lambda t: t.exp(), lambda t: t.tanh(), lambda t: -t, lambda t: t * t, lambda t: t.T,
+    lambda t: t.sum(0, keepdim=True) - t, lambda t: t.softmax(-1), lambda t: t[::-1],
+    lambda t: t.log_softmax(0), lambda t: t.sigmoid(),
+    lambda t: t.mean(1, keepdim=True).expand(3, 3), lambda t: t.max(0)[0] * t,
+    lambda t: t.logsumexp(1, keepdim=True) * t, lambda t: t @ t,
+    lambda t: O.cat([t[:1], t[1:] * 2]), lambda t: t[[2, 0, 0]], lambda t: O.gelu(t),
+    lambda t: t.reshape(9).reshape(3, 3), lambda t: O.stack([t[:, 1], t[:, 0], t[:, 2]], 1),
+]
+COMPOSE_BINARY = [lambda a, b: a + b, lambda a, b: a * b, lambda a, b: a - b,
+                  lambda a, b: a / (b * b + 1)]
+
+
+@settings(max_examples=15, deadline=None)
+@given(program=st.lists(st.tuples(st.booleans(), st.integers(0, 100), st.integers(0, 100),
+                                  st.integers(0, 100)), min_size=1, max_size=6),
+       seed=st.integers(0, 100))
+def test_composed_ops_backward(program, seed):
+    """Random graphs mixing op families (values reused, views of views, in-place candidates):
+    the planner and autodiff must agree with finite differences, and leave leaves untouched."""
+    def f(p, q):
+        vals = [p, q]
+        for unary, k, i, j in program:
+            if unary:
+                vals.append(COMPOSE_UNARY[k % len(COMPOSE_UNARY)](vals[i % len(vals)]))
+            else:
+                vals.append(COMPOSE_BINARY[k % len(COMPOSE_BINARY)](vals[i % len(vals)],
+                                                                    vals[j % len(vals)]))
+        return vals[-1] + vals[-2] * 0.5
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((3, 3)) * 0.5, rng.standard_normal((3, 3)) * 0.5
+    gradcheck(f, a, b, rtol=1e-4, atol=1e-6)

@@ -262,12 +262,10 @@ def softplus_grad(g, x, beta, threshold):
 
 @ufunc(*F3)
 def clamp(x, lo, hi):
-    """min(max(x, lo), hi); pass -inf / inf for a missing bound.  NaN stays NaN."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
+    """min(max(x, lo), hi) (so hi wins when lo > hi, as in PyTorch); pass -inf / inf for a
+    missing bound.  NaN stays NaN."""
+    y = lo if x < lo else x
+    return hi if y > hi else y
 
 
 @ufunc(*F4)
