@@ -17,10 +17,11 @@ def test_equal_batches_give_ggml_loss_uncertainty(losses, size):
     for loss in losses:
         acc.add(size, loss)
     b = len(losses)
-    mean = sum(losses) / b
-    var = sum(v * v for v in losses) / b - mean * mean  # ggml: without Bessel's correction
-    assert acc.loss == pytest.approx(mean)
-    assert acc.loss_unc == pytest.approx(math.sqrt(max(var, 0.0) / (b - 1)), abs=1e-9)
+    # ggml: var = sum(l^2)/b - mean^2 (no Bessel correction), unc = sqrt(var / (b - 1));
+    # np.var is the same quantity computed without cancellation
+    var = float(np.var(np.array(losses, dtype=np.float64)))
+    assert acc.loss == pytest.approx(float(np.mean(losses)))
+    assert acc.loss_unc == pytest.approx(math.sqrt(var / (b - 1)), rel=1e-9, abs=1e-12)
     assert acc.n == b * size and acc.batches == b
 
 

@@ -80,8 +80,8 @@ class Accumulator:
     def __init__(self, size: int | None = None, predictions: bool = False):
         self.n = 0
         self.batches = 0
-        self._sum_nl = 0.0
-        self._sum_nl2 = 0.0
+        self._mean = 0.0  # sample-weighted running mean and sum of squared deviations of the
+        self._m2 = 0.0    # batch losses (West 1979, stable where sum(l^2) - N mean^2 cancels)
         self.correct = 0
         self.counted = 0
         self.classification = False
@@ -95,8 +95,9 @@ class Accumulator:
         targets right; ``pred`` the batch's predictions for data-set rows ``index``."""
         self.n += n
         self.batches += 1
-        self._sum_nl += n * loss
-        self._sum_nl2 += n * loss * loss
+        delta = loss - self._mean
+        self._mean += delta * n / self.n
+        self._m2 += n * delta * (loss - self._mean)
         if correct is not None:
             self.classification = True
             self.correct += int(correct)
@@ -111,15 +112,13 @@ class Accumulator:
 
     @property
     def loss(self) -> float:
-        return self._sum_nl / self.n if self.n else math.nan
+        return self._mean if self.n else math.nan
 
     @property
     def loss_unc(self) -> float:
         if self.batches < 2:
             return math.nan
-        mean = self.loss
-        var = max(self._sum_nl2 / self.n - mean * mean, 0.0)
-        return math.sqrt(var / (self.batches - 1))
+        return math.sqrt(max(self._m2, 0.0) / self.n / (self.batches - 1))
 
     @property
     def accuracy(self) -> float | None:
