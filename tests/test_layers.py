@@ -9,6 +9,8 @@ import math
 import numpy as np
 import pytest
 from gradcheck import gradcheck
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tinyopt as to
 from tinyopt import nn
@@ -125,6 +127,23 @@ def test_conv2d_matches_torch(kw):
     _copy_to_torch(m, tm)
     assert repr(m) == repr(tm)
     _grads_vs_torch(m, tm, RNG.normal(size=(2, 4, 7, 8)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(k=st.tuples(st.integers(1, 4), st.integers(1, 4)), s=st.integers(1, 3),
+       p=st.integers(0, 2), d=st.integers(1, 2), g=st.sampled_from([1, 2]),
+       hw=st.tuples(st.integers(6, 10), st.integers(6, 10)), bias=st.booleans())
+def test_conv2d_random_configs_match_torch(k, s, p, d, g, hw, bias):
+    torch = _torch()
+    kw = dict(kernel_size=k, stride=s, padding=p, dilation=d, groups=g, bias=bias)
+    m = nn.Conv2d(2, 4, dtype=np.float64, **kw)
+    tm = torch.nn.Conv2d(2, 4, dtype=torch.float64, **kw)
+    _copy_to_torch(m, tm)
+    x = RNG.normal(size=(2, 2) + hw)
+    y = m(x)
+    ty = tm(_t(x)).detach().numpy()
+    assert y.shape == ty.shape
+    np.testing.assert_allclose(y.numpy(), ty, rtol=1e-10, atol=1e-12)
 
 
 def test_conv2d_unbatched_input():
