@@ -13,5 +13,6 @@ from tinyopt.engine.ops import (abs, arange, argmax, argmin, cat, clamp, exp, fl
                                 unsqueeze, var, where, zeros)
 from tinyopt import nn, optim, data
 from tinyopt.checkpoint import CheckpointError, load, load_into, save
+from tinyopt.train import evaluate, fit
 
 __version__ = "0.1.0"
