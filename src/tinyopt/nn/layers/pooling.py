@@ -15,7 +15,8 @@ from tinyopt.nn.module import Module
 class MaxPool2d(Module):
     """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
 
-    def __init__(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+    def __init__(self, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] | None = None,
                  padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
@@ -26,7 +27,9 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
-    def forward(self, input):
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        """The pooled tensor, and with ``return_indices`` the flat ``h * W + w`` index of each
+        maximum within its plane."""
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
@@ -38,7 +41,8 @@ class MaxPool2d(Module):
 class AvgPool2d(Module):
     """Mean over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
 
-    def __init__(self, kernel_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+    def __init__(self, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] | None = None,
                  padding: int | tuple[int, int] = 0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         super().__init__()
