@@ -58,6 +58,21 @@ def test_issue_loop_runs_from_the_plan_cache_after_the_first_step(data, build):
     assert all(p.grad is not None and p.grad.dtype == np.float32 for p in model.parameters())
 
 
+def test_batchnorm_and_dropout_model_reuses_its_plan(data):
+    """Dropout masks and BatchNorm's running arrays and momentum (cumulative with momentum=None)
+    are bound per step, so they never force a new plan."""
+    x, y = data[0], data[1]
+    to.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4, momentum=None),
+                          nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), nn.Dropout(0.2),
+                          nn.Linear(4 * 7 * 7, 10))
+    misses = _issue_loop(model, _batches(x, y, 16, 4))
+    assert misses[1:] == [misses[0]] * 3, f"plan cache misses per step: {misses}"
+    bn = model[1]
+    assert int(bn.num_batches_tracked) == 4
+    assert np.all(bn.running_var != 1.0)
+
+
 def test_issue_loop_gradients_are_reset_each_step(data):
     """zero_grad() + backward() gives this batch's gradient, not a sum over steps."""
     x, y = data[0][:16], data[1][:16]
