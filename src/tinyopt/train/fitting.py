@@ -13,6 +13,7 @@ first epoch no plan is compiled (a short last batch is a second shape, compiled 
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, TextIO
 
@@ -29,6 +30,7 @@ from tinyopt.train.inputs import (as_dataset, check_labels, check_model, known_l
                                   positive_int, probe, split_sizes)
 from tinyopt.train.progress import make_progress
 from tinyopt.train.results import Accumulator, EpochRecord, History
+from tinyopt.train.resume import check_path, restore_fit, save_fit, stateful
 
 _INTERVALS = ("step", "epoch")
 
@@ -37,7 +39,9 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
         batch_size: int, logical_batch_size: int | None = None, val_split: float = 0.0,
         val_data: Any = None, scheduler: Any = None, scheduler_interval: str = "step",
         shuffle: bool = True, callbacks: Any = (), progress: bool | TextIO = True,
-        seed: int | None = None, predictions: bool = False) -> History:
+        seed: int | None = None, predictions: bool = False,
+        checkpoint: str | os.PathLike | None = None,
+        resume: str | os.PathLike | None = None) -> History:
     """Train ``model`` on ``train_data`` for ``epochs`` epochs; return the :class:`History`.
 
     Args:
@@ -75,6 +79,16 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             ``tinyopt.manual_seed`` also makes the order reproducible).  Dropout draws from the
             global generator: seed that with ``tinyopt.manual_seed``.
         predictions: keep each epoch's predictions (data-set order) in the results.
+        checkpoint: a file to save after every epoch (atomically, replacing the previous one):
+            model, optimizer, scheduler, the shuffling state, the global generator, stateful
+            callbacks, the epoch and step counters and the history; see
+            ``tinyopt.train.resume``.
+        resume: a checkpoint written by ``fit(checkpoint=...)`` to continue from: everything
+            saved is restored into the objects given (all or nothing), training continues with
+            the epoch after the saved one up to ``epochs`` in all (as Keras' ``epochs`` with
+            ``initial_epoch``), and the returned History holds the saved epochs too.  The result
+            is bit-for-bit that of the uninterrupted run.  May be the same path as
+            ``checkpoint``.
 
     Every argument and the data are checked before training starts (and before the optimizer,
     scheduler, model or any random generator change): ValueError/TypeError name what is wrong.
@@ -114,6 +128,10 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
         raise TypeError(f"{where}: shuffle must be a bool, got {shuffle!r}")
     hooks = CallbackList(where, callbacks)
     report = make_progress(progress)
+    if checkpoint is not None:
+        checkpoint = check_path(where, "checkpoint", checkpoint, exists=False)
+    if resume is not None:
+        resume = check_path(where, "resume", resume, exists=True)
 
     dataset = as_dataset(where, "train_data", train_data)
     n = len(dataset)
@@ -155,12 +173,18 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     runner = BatchRunner(where, model, loss_fn, kind, classes)
     plateau = isinstance(scheduler, ReduceLROnPlateau)
     per_step = scheduler is not None and not plateau and scheduler_interval == "step"
-    history = History()
+    config = {"n_train": n_train, "shuffle": bool(shuffle), "batch_size": batch_size,
+              "logical_batch_size": logical}
+    saved = stateful(hooks.items)
+    first_epoch, step, history = 0, 0, History()
+    if resume is not None:
+        first_epoch, step, history = restore_fit(
+            where, resume, model=model, optimizer=optimizer, scheduler=scheduler, loader=loader,
+            callbacks=saved, config=config)
     was_training = model.training
-    step = 0
     hooks.call("on_train_begin")
     try:
-        for epoch in range(epochs):
+        for epoch in range(first_epoch, epochs):
             hooks.call("on_epoch_begin", epoch)
             start = time.perf_counter()
             model.train()
@@ -200,8 +224,14 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
                                  time.perf_counter() - start)
             history.append(record)
             report.epoch_end(record, epochs)
-            if hooks.call("on_epoch_end", epoch, record):
+            stop = hooks.call("on_epoch_end", epoch, record)
+            if stop:
                 history.stopped_early = epoch + 1 < epochs
+            if checkpoint is not None:
+                save_fit(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
+                         loader=loader, callbacks=saved, epoch=epoch + 1, step=step,
+                         history=history, config=config)
+            if stop:
                 break
     finally:
         model.train(was_training)

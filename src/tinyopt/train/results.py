@@ -58,6 +58,15 @@ class Result:
                 "loss_unc": self.loss_unc, "accuracy": self.accuracy,
                 "accuracy_unc": self.accuracy_unc, "seconds": self.seconds}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Result:
+        """The inverse of :meth:`as_dict` (predictions are not kept)."""
+        return cls(n=int(d["n"]), batches=int(d["batches"]), loss=float(d["loss"]),
+                   loss_unc=float(d["loss_unc"]),
+                   accuracy=None if d["accuracy"] is None else float(d["accuracy"]),
+                   accuracy_unc=None if d["accuracy_unc"] is None else float(d["accuracy_unc"]),
+                   seconds=float(d["seconds"]))
+
     def __str__(self) -> str:
         text = f"loss {_pm(self.loss, self.loss_unc, 4)}"
         if self.accuracy is not None:
@@ -158,6 +167,13 @@ class EpochRecord:
                 "val": None if self.val is None else self.val.as_dict(), "lr": list(self.lr),
                 "seconds": self.seconds}
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EpochRecord:
+        """The inverse of :meth:`as_dict`."""
+        return cls(epoch=int(d["epoch"]), train=Result.from_dict(d["train"]),
+                   val=None if d["val"] is None else Result.from_dict(d["val"]),
+                   lr=[float(v) for v in d["lr"]], seconds=float(d["seconds"]))
+
 
 class History:
     """What ``fit`` returns: the list of :class:`EpochRecord` s, indexable and iterable.
@@ -195,6 +211,14 @@ class History:
     def as_dict(self) -> dict[str, Any]:
         return {"epochs": [r.as_dict() for r in self.records],
                 "stopped_early": self.stopped_early}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> History:
+        """The inverse of :meth:`as_dict`: ``History.from_dict(tinyopt.load(path)["fit"]
+        ["history"])`` reads the history of a ``fit`` checkpoint."""
+        history = cls([EpochRecord.from_dict(r) for r in d["epochs"]])
+        history.stopped_early = bool(d["stopped_early"])
+        return history
 
     def __repr__(self) -> str:
         if not self.records:
