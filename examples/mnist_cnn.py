@@ -3,11 +3,14 @@
     conv 3x3 1->8 (pad 1), ReLU, max-pool 2, conv 3x3 8->16 (pad 1), ReLU, max-pool 2,
     flatten (16*7*7 = 784), linear 784->10
 
-    python examples/mnist_cnn.py                      # the bundled 10k/2k subset
+    python examples/mnist_cnn.py                      # fit() on the bundled 10k/2k subset
+    python examples/mnist_cnn.py --loop               # the explicit PyTorch-style loop
     python examples/mnist_cnn.py --root ~/data/fashion-mnist --epochs 10
+    python examples/mnist_cnn.py --epochs 5 --checkpoint cnn.tinyopt --resume cnn.tinyopt
 
-The data handling and the training loop are those of ``mnist_fc.py``: zero the gradients,
-forward, loss, backward, optimizer step.
+Data handling, training (``tinyopt.fit`` by default, the explicit loop with ``--loop``),
+checkpoints after every epoch (``--checkpoint PATH``, default ``mnist_cnn.tinyopt`` in the
+temporary folder) and exact resume (``--resume PATH``) are those of ``mnist_fc.py``.
 """
 
 from __future__ import annotations
@@ -28,13 +31,15 @@ def build_model() -> nn.Module:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv, epochs=3, lr=1e-3, description=__doc__.split("\n")[0])
+    args = parse_args(argv, epochs=3, lr=1e-3, description=__doc__.split("\n")[0],
+                      name="mnist_cnn")
     to.manual_seed(args.seed)
     model = build_model()
     print(model)
     t0 = time.perf_counter()
     train(model, args)
-    print(f"total {time.perf_counter() - t0:.1f} s")
+    print(f"total {time.perf_counter() - t0:.1f} s" +
+          (f"; checkpoint {args.checkpoint}" if args.checkpoint else ""))
 
 
 if __name__ == "__main__":

@@ -279,6 +279,10 @@ def test_generic_dataset_and_out_of_range_label_in_a_later_batch():
     (dict(batch_size=16, callbacks=[3]), TypeError, r"callbacks\[0\]"),
     (dict(batch_size=16, progress=3), TypeError, "progress"),
     (dict(batch_size=16, seed=1.5), TypeError, "seed"),
+    (dict(batch_size=16, checkpoint=3), TypeError, "checkpoint must be a path"),
+    (dict(batch_size=16, checkpoint="/no-such-folder/run.tinyopt"), FileNotFoundError,
+     "folder of checkpoint"),
+    (dict(batch_size=16, resume="no-such-file.tinyopt"), FileNotFoundError, "does not exist"),
 ])
 def test_bad_arguments_fail_before_training(kwargs, error, match):
     x, y = blobs(64)
@@ -290,6 +294,70 @@ def test_bad_arguments_fail_before_training(kwargs, error, match):
         fit(model, (x, y), nn.CrossEntropyLoss(), opt, **kwargs)
     assert all(np.array_equal(a, b) for a, b in zip(before, params(model)))
     assert opt.state_dict()["state"] == {} and all(p.grad is None for p in model.parameters())
+
+
+def test_checkpoint_every_epoch_and_resume_after_the_last_epoch(tmp_path):
+    """The checkpoint follows each epoch (also the one a callback stops at); resuming a finished
+    run trains nothing and returns the saved history with the saved weights."""
+    x, y = blobs(64)
+    path = tmp_path / "run.tinyopt"
+    seen = []
+
+    def watch(epoch, record):
+        seen.append(to.load(path)["fit"]["epoch"] if path.exists() else None)
+        return epoch == 2  # stop after the third epoch
+
+    model = mlp()
+    h = fit(model, (x, y), nn.CrossEntropyLoss(), optim.SGD(model.parameters(), lr=0.1),
+            epochs=5, batch_size=16, callbacks=[watch], progress=False, checkpoint=path)
+    assert seen == [None, 1, 2] and len(h) == 3 and h.stopped_early
+    saved = to.load(path)
+    assert saved["fit"]["epoch"] == 3 and saved["fit"]["step"] == 12
+    assert History.from_dict(saved["fit"]["history"]).as_dict() == h.as_dict()
+
+    fresh = mlp(seed=5)
+    opt = optim.SGD(fresh.parameters(), lr=0.1)
+    again = fit(fresh, (x, y), nn.CrossEntropyLoss(), opt, epochs=3, batch_size=16,
+                progress=False, resume=path)
+    assert again.as_dict() == {**h.as_dict(), "stopped_early": False}
+    assert all(np.array_equal(a, b) for a, b in zip(params(model), params(fresh)))
+
+
+def test_resume_mismatches_fail_before_anything_changes(tmp_path):
+    x, y = blobs(64)
+    path = tmp_path / "run.tinyopt"
+    model = mlp()
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    fit(model, (x, y), nn.CrossEntropyLoss(), opt, epochs=1, batch_size=16, progress=False,
+        checkpoint=path)
+    to.save(tmp_path / "plain.tinyopt", model=model)
+
+    class Counter(Callback):
+        def state_dict(self):
+            return {}
+
+        def load_state_dict(self, state):
+            pass
+
+    fresh = mlp(seed=3)
+    opt = optim.SGD(fresh.parameters(), lr=0.1, momentum=0.9)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1)
+    before, rng = params(fresh), to.get_rng_state()
+    for kwargs, match in [
+        (dict(resume=tmp_path / "plain.tinyopt"), "not written by fit"),
+        (dict(data=(x[:48], y[:48])), "written for 64 training samples, this call has 48"),
+        (dict(shuffle=False), "shuffle=True, this call has shuffle=False"),
+        (dict(scheduler=sched), "holds no scheduler state"),
+        (dict(callbacks=[Counter()]), r"callbacks \[\], but .* are \['callback_0'\]"),
+    ]:
+        data = kwargs.pop("data", (x, y))
+        kwargs = {"resume": path, **kwargs}
+        with pytest.raises(ValueError, match=match):
+            fit(fresh, data, nn.CrossEntropyLoss(), opt, epochs=2, batch_size=16,
+                progress=False, **kwargs)
+        assert all(np.array_equal(a, b) for a, b in zip(before, params(fresh)))
+        assert opt.state_dict()["state"] == {} and sched.last_epoch == 0
+        assert to.get_rng_state() == rng
 
 
 def test_bad_data_fails_before_training():

@@ -214,8 +214,8 @@ class History:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> History:
-        """The inverse of :meth:`as_dict`: ``History.from_dict(tinyopt.load(path)["fit"]
-        ["history"])`` reads the history of a ``fit`` checkpoint."""
+        """The inverse of :meth:`as_dict`; the history saved in a ``fit`` checkpoint is
+        ``History.from_dict(tinyopt.load(path)["fit"]["history"])``."""
         history = cls([EpochRecord.from_dict(r) for r in d["epochs"]])
         history.stopped_early = bool(d["stopped_early"])
         return history
