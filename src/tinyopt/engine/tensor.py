@@ -8,6 +8,7 @@ requested outputs into a plan (cached by the graph's structure) and runs it.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class Tensor:
         self.op = op
         self.srcs = srcs
         self.attrs = attrs
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype
         self.requires_grad = requires_grad
         self.name = name
@@ -47,7 +48,7 @@ class Tensor:
         return len(self.shape)
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     def size(self, dim: int | None = None):
         if dim is None:

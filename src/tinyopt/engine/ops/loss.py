@@ -42,10 +42,11 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
     if y.is_leaf and y._value is not None and y._value.size:
         v = y._value
-        bad = v[(v != ignore_index) & ((v < 0) | (v >= C))]
-        if bad.size:
-            raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {C} classes "
-                             f"(input shape {input.shape})")
+        if v.min() < 0 or v.max() >= C:  # cheap test first: this runs on every training step
+            bad = v[(v != ignore_index) & ((v < 0) | (v >= C))]
+            if bad.size:
+                raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {C} classes "
+                                 f"(input shape {input.shape})")
     if input.ndim == 1:
         return input.reshape(1, C), y.reshape(1), C
     if input.ndim > 2:
@@ -55,9 +56,16 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
     return input, y, C
 
 
+_UNIT_WEIGHTS: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+
 def _weight(op: str, weight, C: int, dtype) -> Tensor:
     if weight is None:
-        return as_tensor(np.ones(C, dtype=dtype))
+        w = _UNIT_WEIGHTS.get((C, dtype))
+        if w is None:
+            w = _UNIT_WEIGHTS[C, dtype] = np.ones(C, dtype=dtype)
+            w.flags.writeable = False
+        return as_tensor(w)
     w = as_tensor(weight)
     if w.shape != (C,):
         raise ValueError(f"{op}: weight has shape {w.shape}, expected ({C},) for {C} classes")

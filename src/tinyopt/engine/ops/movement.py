@@ -5,6 +5,7 @@ Most are views: the planner gives them no buffer, they share their source's stor
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -36,11 +37,11 @@ def reshape(x: Tensor, *shape) -> Tensor:
     if shape.count(-1) > 1:
         raise RuntimeError("reshape: only one dimension can be inferred")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = math.prod([s for s in shape if s != -1])
         if known == 0 or n % known:
             raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {n}")
         shape = tuple(n // known if s == -1 else s for s in shape)
-    if int(np.prod(shape, dtype=np.int64)) != n:
+    if math.prod(shape) != n:
         raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
                            f"(input shape {x.shape})")
     if shape == x.shape:
@@ -55,7 +56,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
-    return reshape(x, x.shape[:s] + (int(np.prod(x.shape[s:e + 1], dtype=np.int64)),)
+    return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),)
                    + x.shape[e + 1:])
 
 

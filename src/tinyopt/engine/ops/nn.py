@@ -12,6 +12,7 @@ captured by a plan), run once by the first realization that computes the batch-n
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -140,7 +141,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
 
 # ---- batch norm ---------------------------------------------------------------------------------
 def _ncs(shape: tuple[int, ...]) -> tuple[int, int, int]:
-    return shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64))
+    return shape[0], shape[1], math.prod(shape[2:])
 
 
 defop("batch_norm_stats", forward=lambda t: (

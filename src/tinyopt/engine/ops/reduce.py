@@ -8,6 +8,7 @@ Each kernel reduces one run of consecutive dimensions, seen as the middle axis o
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -36,8 +37,7 @@ def _dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
 
 def _split(shape: tuple[int, ...], d0: int, d1: int) -> tuple[int, int, int]:
     """(before, run, after) sizes for the run of dims d0..d1 inclusive."""
-    p = lambda s: int(np.prod(s, dtype=np.int64))  # noqa: E731
-    return p(shape[:d0]), p(shape[d0:d1 + 1]), p(shape[d1 + 1:])
+    return math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
 
 
 def _c(x: np.ndarray) -> np.ndarray:
@@ -98,7 +98,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         x = x.to(dtype)
     _require_float("mean", x)
     dims = _dims("mean", x, dim)
-    n = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    n = math.prod([x.shape[d] for d in dims])
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
@@ -110,7 +110,7 @@ def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
     if unbiased is not None:
         correction = 1 if unbiased else 0
     dims = _dims("var", x, dim)
-    n = int(np.prod([x.shape[d] for d in dims], dtype=np.int64))
+    n = math.prod([x.shape[d] for d in dims])
     centered = x - mean(x, dims, keepdim=True)
     scale = 1.0 / (n - correction) if n - correction > 0 else float("nan")
     return sum(centered * centered, dims, keepdim) * scale
