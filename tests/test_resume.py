@@ -249,7 +249,7 @@ def _example(capsys, argv: list[str]) -> list[str]:
 
 @pytest.mark.parametrize("mode", [[], ["--loop"]], ids=["fit", "loop"])
 def test_example_resume_gives_the_straight_run(tmp_path, capsys, mode):
-    common = ["--limit", "600", "--batch-size", "50", "--seed", "5"] + mode
+    common = ["--limit", "500", "--batch-size", "100", "--seed", "5"] + mode
     straight = _example(capsys, common + ["--epochs", "2", "--checkpoint",
                                           str(tmp_path / "a.tinyopt")])
     ckpt = str(tmp_path / "b.tinyopt")

@@ -9,6 +9,9 @@ batches of ``batch_size`` with one optimizer step per logical batch of ``logical
 samples (gradient accumulation, ggml's ``opt_period``), then the validation part is evaluated in
 eval mode under ``no_grad``.  Every batch of the same shape replays one cached plan: after the
 first epoch no plan is compiled (a short last batch is a second shape, compiled once).
+
+``checkpoint=path`` saves everything after every epoch and ``resume=path`` continues such a run
+bit for bit, in a fresh process if need be (``tinyopt.train.resume``).
 """
 
 from __future__ import annotations
