@@ -34,8 +34,9 @@ def sum_axis(x, out):
 
 
 @kernel
-def max_axis(x, out, idx):
-    """out[a, b] = max_r x[a, r, b] and idx[a, b] its first argmax r; NaN wins (PyTorch)."""
+def extreme_axis(x, out, idx, largest):
+    """out[a, b] = max_r x[a, r, b] (min_r when not ``largest``) and idx[a, b] its first
+    arg r; NaN wins, as in PyTorch."""
     A, R, B = x.shape
     for a in range(A):
         for b in range(B):
@@ -48,29 +49,7 @@ def max_axis(x, out, idx):
                         best = v
                         k = r
                         break
-                    if v > best:
-                        best = v
-                        k = r
-            out[a, b] = best
-            idx[a, b] = k
-
-
-@kernel
-def min_axis(x, out, idx):
-    """out[a, b] = min_r x[a, r, b] and idx[a, b] its first argmin r; NaN wins (PyTorch)."""
-    A, R, B = x.shape
-    for a in range(A):
-        for b in range(B):
-            best = x[a, 0, b]
-            k = 0
-            if best == best:
-                for r in range(1, R):
-                    v = x[a, r, b]
-                    if v != v:
-                        best = v
-                        k = r
-                        break
-                    if v < best:
+                    if (v > best) if largest else (v < best):
                         best = v
                         k = r
             out[a, b] = best

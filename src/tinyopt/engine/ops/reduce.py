@@ -121,7 +121,7 @@ def std(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False) -> T
 
 
 # ---- max / min ---------------------------------------------------------------------------------
-def _extreme_forward(kernel, want_index):
+def _extreme_forward(largest: bool, want_index: bool):
     def compile(t):
         src = t.srcs[0]
         d = t.attrs[0]
@@ -129,8 +129,10 @@ def _extreme_forward(kernel, want_index):
         scratch_v = np.empty((A, B), src.dtype)
         scratch_i = np.empty((A, B), np.int64)
         if want_index:
-            return lambda out, x: kernel(_c(x).reshape(A, R, B), scratch_v, out.reshape(A, B))
-        return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, B), scratch_i)
+            return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), scratch_v,
+                                                 out.reshape(A, B), largest)
+        return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), out.reshape(A, B),
+                                             scratch_i, largest)
     return compile
 
 
@@ -148,10 +150,10 @@ def _scatter_forward(t):
                                               out.reshape(A, R, B))
 
 
-defop("max_vals", forward=_extreme_forward(K.max_axis, False), backward=_extreme_backward)
-defop("min_vals", forward=_extreme_forward(K.min_axis, False), backward=_extreme_backward)
-defop("max_idx", forward=_extreme_forward(K.max_axis, True))
-defop("min_idx", forward=_extreme_forward(K.min_axis, True))
+defop("max_vals", forward=_extreme_forward(True, False), backward=_extreme_backward)
+defop("min_vals", forward=_extreme_forward(False, False), backward=_extreme_backward)
+defop("max_idx", forward=_extreme_forward(True, True))
+defop("min_idx", forward=_extreme_forward(False, True))
 defop("scatter_run", forward=_scatter_forward)
 
 
@@ -182,11 +184,12 @@ def _extreme(op: str, x: Tensor, dim, keepdim: bool):
     return MaxMin((vals, idx))
 
 
-def _all_forward(kernel):
+def _all_forward(largest: bool):
     def compile(t):
         n = t.srcs[0].numel()
         idx = np.empty((1, 1), np.int64)
-        return lambda out, x: kernel(_c(x).reshape(1, n, 1), out.reshape(1, 1), idx)
+        return lambda out, x: K.extreme_axis(_c(x).reshape(1, n, 1), out.reshape(1, 1), idx,
+                                             largest)
     return compile
 
 
@@ -198,8 +201,8 @@ def _all_backward(t, g):
     return (mask * (g / sum(mask)),)
 
 
-defop("max_all", forward=_all_forward(K.max_axis), backward=_all_backward)
-defop("min_all", forward=_all_forward(K.min_axis), backward=_all_backward)
+defop("max_all", forward=_all_forward(True), backward=_all_backward)
+defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
 def max(x: Tensor, dim: int | None = None, keepdim: bool = False):
