@@ -3,9 +3,9 @@
 the same model in PyTorch eager (when installed).
 
 Each library runs in its own worker process and the two are timed interleaved (A B A B ...),
-compared by medians.  Separate processes matter: numba and PyTorch each bring an OpenMP runtime
-whose idle threads spin, and in one process on a small machine each library's spinning threads
-steal the cores the other one is computing on.
+compared by medians.  Separate processes, and a pause before each timed block, matter: numba and
+PyTorch each bring an OpenMP runtime whose threads keep spinning for a while after their work, and
+on a small machine one library's spinning threads steal the cores the other one is timed on.
 
 Targets: MLP batch 256 no slower than PyTorch (ratio <= 1), batch 1 at least 2x faster (ratio
 <= 0.5), CNN within 1.5x (ratio <= 1.5).  Ratio = tinyopt time / PyTorch time.
@@ -82,6 +82,8 @@ def worker(conn, lib_name: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--settle", type=float, default=0.3,
+                    help="seconds to pause before each timed block (idle threads go to sleep)")
     args = ap.parse_args()
     try:
         import torch  # noqa: F401
@@ -110,6 +112,7 @@ def main() -> None:
         times: list[list[float]] = [[] for _ in pipes]
         for _ in range(args.repeats):
             for k, c in enumerate(pipes):
+                time.sleep(args.settle)
                 c.send(("run", inner))
                 times[k].append(c.recv())
         med = [statistics.median(t) for t in times]

@@ -4,13 +4,27 @@
 ``import tinyopt`` compiles nothing.  ``parallel_kernel`` adds ``parallel=True`` for kernels whose
 ``prange`` iteration ``i`` writes only element ``i``.  No ``fastmath``: NaN and inf must propagate
 exactly as in PyTorch.
+
+A parallel kernel uses numba's threads only when its largest array has at least
+``PARALLEL_MIN_ELEMENTS`` elements (environment variable ``TINYOPT_PARALLEL_MIN``, default 2**22)
+and runs on the calling thread otherwise.  Why: after a parallel region numba's OpenMP threads spin
+for a while, and in a training step the next BLAS call (numpy's own thread pool) then fights them
+for the cores.  Measured on 2 cores, one SGD-momentum training step of the 784-500-10 MLP at batch
+32 took 8.5 ms with the 400k-parameter optimizer step parallel and 0.75 ms with it serial; the
+CNN at batch 256, 54 ms against 33 ms with its 1.8M-element im2col serial.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+
 import numba
+import numpy as np
 
 _OPTIONS = dict(cache=True, nogil=True, fastmath=False)
+
+PARALLEL_MIN_ELEMENTS = int(os.environ.get("TINYOPT_PARALLEL_MIN", 1 << 22))
 
 
 def kernel(fn):
@@ -18,9 +32,29 @@ def kernel(fn):
     return numba.njit(**_OPTIONS)(fn)
 
 
+class _ParallelKernel:
+    """A numba kernel compiled with ``parallel=True`` that runs on one thread for small work
+    (see the module docstring)."""
+
+    def __init__(self, fn):
+        self._dispatcher = numba.njit(parallel=True, **_OPTIONS)(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
+        if size >= PARALLEL_MIN_ELEMENTS:
+            return self._dispatcher(*args)
+        prev = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            return self._dispatcher(*args)
+        finally:
+            numba.set_num_threads(prev)
+
+
 def parallel_kernel(fn):
     """Compile ``fn`` with numba on first use, with ``prange`` loops run in parallel."""
-    return numba.njit(parallel=True, **_OPTIONS)(fn)
+    return _ParallelKernel(fn)
 
 
 prange = numba.prange
