@@ -242,8 +242,13 @@ def _planes(shape: tuple[int, ...]) -> tuple[int, int, int]:
 def _max_indices_forward(t):
     kh, kw, sh, sw, ph, pw, dh, dw = t.attrs
     P, H, W = _planes(t.srcs[0].shape)
-    return lambda out, x: K.max_pool2d_indices(_c(x).reshape(P, H, W), out.reshape(_planes(
-        t.shape)), kh, kw, sh, sw, ph, pw, dh, dw)
+    oshape = _planes(t.shape)
+    if ph == pw == 0 and dh == dw == 1 and (oshape[1] - 1) * sh + kh <= H \
+            and (oshape[2] - 1) * sw + kw <= W:  # every window inside the plane
+        return lambda out, x: K.max_pool2d_indices_dense(_c(x).reshape(P, H, W),
+                                                         out.reshape(oshape), kh, kw, sh, sw)
+    return lambda out, x: K.max_pool2d_indices(_c(x).reshape(P, H, W), out.reshape(oshape),
+                                               kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 def _gather_forward(t):
