@@ -247,3 +247,19 @@ def test_pool_errors(fn, kwargs, msg):
         fn(np.zeros((1, 2, 3, 3)), **kwargs)
     with pytest.raises(RuntimeError, match="Expected 3D"):
         fn(np.zeros((3, 3)), 2)
+
+
+def test_max_pool_dense_kernel_matches_general_kernel_on_ties_and_nans():
+    # The in-bounds fast path must pick exactly the indices of the general kernel: first maximum
+    # in window order on ties, first NaN when there is one.
+    from tinyopt.kernels import conv as KC
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 3, size=(6, 9, 8)).astype(np.float32)  # many ties
+    x[rng.random(x.shape) < 0.05] = np.nan
+    for kh, kw, sh, sw in ((2, 2, 2, 2), (3, 3, 1, 1), (3, 2, 2, 3)):
+        oh, ow = (9 - kh) // sh + 1, (8 - kw) // sw + 1
+        general = np.empty((6, oh, ow), np.int64)
+        dense = np.empty((6, oh, ow), np.int64)
+        KC.max_pool2d_indices(x, general, kh, kw, sh, sw, 0, 0, 1, 1)
+        KC.max_pool2d_indices_dense(x, dense, kh, kw, sh, sw)
+        np.testing.assert_array_equal(dense, general)
