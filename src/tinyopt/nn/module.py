@@ -25,7 +25,6 @@ existing storage, so an optimizer that made ``p.data`` a view into its flat buff
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
@@ -34,6 +33,7 @@ import numpy as np
 from typing_extensions import Self
 
 from tinyopt.engine.dtypes import FLOATS, as_dtype
+from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.tensor import Parameter, Tensor
 
 __all__ = ["Module", "RemovableHandle"]
@@ -61,25 +61,6 @@ class _StateDictMismatchError(ValueError, RuntimeError):
     A ``ValueError``; also a ``RuntimeError`` so code written for PyTorch (which raises
     RuntimeError for a size mismatch) still catches it.
     """
-
-
-class RemovableHandle:
-    """Returned by ``register_forward_hook``/``register_forward_pre_hook``; ``remove()`` unhooks."""
-
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self._hooks = hooks
-        self.id = next(RemovableHandle._ids)
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
 
 
 def _typename(obj: Any) -> str:

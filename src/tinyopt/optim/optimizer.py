@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import itertools
 import warnings
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
@@ -30,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.grad_mode import enable_grad
+from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.tensor import Parameter
 
 StateDict = dict[str, Any]
@@ -43,26 +43,6 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
-
-_hook_ids = itertools.count()
-
-
-class RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook."""
-
-    def __init__(self, hooks: OrderedDict):
-        self._hooks = hooks
-        self.id = next(_hook_ids)
-
-    def remove(self) -> None:
-        self._hooks.pop(self.id, None)
-
-    def __enter__(self) -> RemovableHandle:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
 
 def _typename(x) -> str:
     t = type(x)
