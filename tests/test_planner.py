@@ -95,3 +95,14 @@ def test_inplace_reuse_and_views_share_storage():
     roots = {plan.memory.root[i] for i, t in enumerate(plan.nodes) if not t.is_leaf}
     assert len(roots) == 1
     np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(np.full(16, 2.0)) + 1), rtol=1e-6)
+
+
+def test_no_inplace_write_over_a_transposed_view():
+    a = np.arange(12.0).reshape(3, 4)
+    x = to.tensor(a)
+    y = ((x * 2.0).T + 1.0).exp()  # add reads a transpose of mul's buffer: it needs its own block
+    plan = Plan(toposort([y]), [y], None)
+    add = next(i for i, t in enumerate(plan.nodes) if t.op == "add")
+    mul = next(i for i, t in enumerate(plan.nodes) if t.op == "mul")
+    assert plan.memory.root[add] != plan.memory.root[mul]
+    np.testing.assert_allclose(y.numpy(), np.exp((a * 2.0).T + 1.0))

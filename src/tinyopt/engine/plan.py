@@ -67,7 +67,9 @@ class Plan:
                 kind.append("compute")
         srcs = [tuple(index[id(s)] for s in t.srcs) for t in nodes]
         nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
-        inplace = [OPS[t.op].inplace if not t.is_leaf else False for t in nodes]
+        # In place only over a source laid out like the output: not over a transpose, an expand
+        # or a strided slice, whose elements the kernel would overwrite while still reading them.
+        inplace = [not t.is_leaf and OPS[t.op].inplace and _same_layout(t.srcs[0]) for t in nodes]
         keep = set(self.output_slots) | {self.loss_slot} | {gi for _, gi, _, _ in self.grad_outs}
         keep.discard(-1)
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
@@ -148,6 +150,15 @@ class Plan:
         if self.loss_slot >= 0:
             out.append(A[self.loss_slot].copy())
         return out
+
+
+def _same_layout(t: Tensor) -> bool:
+    """Whether ``t``'s array is C-contiguous in its own shape when its chain of views is."""
+    while not t.is_leaf and OPS[t.op].view is not None:
+        if t.op != "reshape":
+            return False
+        t = t.srcs[0]
+    return True
 
 
 class CacheInfo(NamedTuple):
