@@ -76,36 +76,45 @@ def scatter_axis(g, idx, out):
 
 
 @kernel
+def _column_max(x, a, b):
+    """max_r x[a, r, b], NaN if any element is NaN."""
+    m = -np.inf
+    for r in range(x.shape[1]):
+        v = x[a, r, b]
+        if v > m or v != v:
+            m = v
+    return m
+
+
+@kernel
+def _column_logsumexp(x, a, b):
+    """m + log sum_r exp(x[a, r, b] - m), m = max_r x (stable; +-inf and NaN maxima returned as
+    they are)."""
+    m = _column_max(x, a, b)
+    if m == -np.inf or m == np.inf or m != m:
+        return m
+    acc = 0.0
+    for r in range(x.shape[1]):
+        acc += math.exp(x[a, r, b] - m)
+    return m + math.log(acc)
+
+
+@kernel
 def logsumexp_axis(x, out):
-    """out[a, b] = m + log sum_r exp(x[a, r, b] - m), m = max_r x (stable; -inf rows give -inf)."""
+    """out[a, b] = logsumexp_r x[a, r, b]."""
     A, R, B = x.shape
     for a in range(A):
         for b in range(B):
-            m = -np.inf
-            for r in range(R):
-                v = x[a, r, b]
-                if v > m or v != v:
-                    m = v
-            if m == -np.inf or m == np.inf or m != m:
-                out[a, b] = m
-                continue
-            acc = 0.0
-            for r in range(R):
-                acc += math.exp(x[a, r, b] - m)
-            out[a, b] = m + math.log(acc)
+            out[a, b] = _column_logsumexp(x, a, b)
 
 
 @kernel
 def softmax_axis(x, out):
-    """out[a, r, b] = exp(x[a, r, b] - m) / sum_r' exp(x[a, r', b] - m)."""
+    """out[a, r, b] = exp(x[a, r, b] - m) / sum_r' exp(x[a, r', b] - m), m = max_r x."""
     A, R, B = x.shape
     for a in range(A):
         for b in range(B):
-            m = -np.inf
-            for r in range(R):
-                v = x[a, r, b]
-                if v > m or v != v:
-                    m = v
+            m = _column_max(x, a, b)
             acc = 0.0
             for r in range(R):
                 e = math.exp(x[a, r, b] - m)
@@ -122,15 +131,7 @@ def log_softmax_axis(x, out):
     A, R, B = x.shape
     for a in range(A):
         for b in range(B):
-            m = -np.inf
-            for r in range(R):
-                v = x[a, r, b]
-                if v > m or v != v:
-                    m = v
-            acc = 0.0
-            for r in range(R):
-                acc += math.exp(x[a, r, b] - m)
-            lse = m + math.log(acc)
+            lse = _column_logsumexp(x, a, b)
             for r in range(R):
                 out[a, r, b] = x[a, r, b] - lse
 
