@@ -296,3 +296,12 @@ def test_functions_accept_arrays_and_lists():
     ]:
         assert isinstance(got, to.Tensor)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def test_log_softmax_of_a_row_with_inf_matches_pytorch():
+    # PyTorch: log_softmax([inf, 1]) is all NaN, an all -inf row too; logsumexp([inf, 1]) is inf.
+    x = to.tensor(np.array([[np.inf, 1.0], [-np.inf, -np.inf], [1.0, 2.0]], np.float32))
+    out = x.log_softmax(1).numpy()
+    assert np.isnan(out[:2]).all()
+    np.testing.assert_allclose(out[2], [-1.3132616, -0.3132617], rtol=1e-6)
+    np.testing.assert_array_equal(x.logsumexp(1).numpy()[:2], [np.inf, -np.inf])

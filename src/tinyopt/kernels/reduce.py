@@ -131,7 +131,12 @@ def log_softmax_axis(x, out):
     A, R, B = x.shape
     for a in range(A):
         for b in range(B):
-            lse = _column_logsumexp(x, a, b)
+            # not _column_logsumexp: PyTorch's log_softmax of a row holding +inf is all NaN
+            m = _column_max(x, a, b)
+            acc = 0.0
+            for r in range(R):
+                acc += math.exp(x[a, r, b] - m)
+            lse = m + math.log(acc)
             for r in range(R):
                 out[a, r, b] = x[a, r, b] - lse
 
