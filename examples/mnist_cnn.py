@@ -15,12 +15,9 @@ temporary folder) and exact resume (``--resume PATH``) are those of ``mnist_fc.p
 
 from __future__ import annotations
 
-import time
-
-import tinyopt as to
 from tinyopt import nn
 
-from mnist_fc import parse_args, train
+from mnist_fc import parse_args, run
 
 
 def build_model() -> nn.Module:
@@ -31,15 +28,8 @@ def build_model() -> nn.Module:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv, epochs=3, lr=1e-3, description=__doc__.split("\n")[0],
-                      name="mnist_cnn")
-    to.manual_seed(args.seed)
-    model = build_model()
-    print(model)
-    t0 = time.perf_counter()
-    train(model, args)
-    print(f"total {time.perf_counter() - t0:.1f} s" +
-          (f"; checkpoint {args.checkpoint}" if args.checkpoint else ""))
+    run(parse_args(argv, epochs=3, lr=1e-3, description=__doc__.split("\n")[0],
+                   name="mnist_cnn"), build_model)
 
 
 if __name__ == "__main__":

@@ -160,15 +160,19 @@ def parse_args(argv: list[str] | None = None, epochs: int = 5, lr: float = 1e-3,
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+def run(args: argparse.Namespace, build=build_model) -> None:
+    """Seed, build the model, train it as ``args`` say and report the total time."""
     to.manual_seed(args.seed)
-    model = build_model()
+    model = build()
     print(model)
     t0 = time.perf_counter()
     train(model, args)
     print(f"total {time.perf_counter() - t0:.1f} s" +
           (f"; checkpoint {args.checkpoint}" if args.checkpoint else ""))
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import parallel_kernel, prange
+from tinyopt.kernels.jit import kernel, parallel_kernel, prange
 
 
 @parallel_kernel
@@ -150,6 +150,29 @@ def scatter_add_planes(g, idx, out):
             out[p, idx[p, k]] += g[p, k]
 
 
+@kernel
+def _avg_window(y, z, H, W, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
+    """Rows [h0, h1) and columns [w0, w1) of output (y, z)'s window inside the input, and
+    PyTorch's divisor d: ``divisor`` if > 0, else the window clipped to the padded input
+    (count_include_pad) or to the input."""
+    h0 = y * sh - ph
+    w0 = z * sw - pw
+    h1 = min(h0 + kh, H + ph)
+    w1 = min(w0 + kw, W + pw)
+    size = (h1 - h0) * (w1 - w0)
+    h0 = max(h0, 0)
+    w0 = max(w0, 0)
+    h1 = min(h1, H)
+    w1 = min(w1, W)
+    if divisor > 0:
+        d = divisor
+    elif count_include_pad:
+        d = size
+    else:
+        d = (h1 - h0) * (w1 - w0)
+    return h0, h1, w0, w1, d
+
+
 @parallel_kernel
 def avg_pool2d(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
     """out[p, y, z] = (sum of the window at (y, z) inside the input) / d, with PyTorch's divisor d:
@@ -160,15 +183,8 @@ def avg_pool2d(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
     for p in prange(P):
         for y in range(oh):
             for z in range(ow):
-                h0 = y * sh - ph
-                w0 = z * sw - pw
-                h1 = min(h0 + kh, H + ph)
-                w1 = min(w0 + kw, W + pw)
-                size = (h1 - h0) * (w1 - w0)
-                h0 = max(h0, 0)
-                w0 = max(w0, 0)
-                h1 = min(h1, H)
-                w1 = min(w1, W)
+                h0, h1, w0, w1, d = _avg_window(y, z, H, W, kh, kw, sh, sw, ph, pw,
+                                                count_include_pad, divisor)
                 if h0 >= h1 or w0 >= w1:
                     out[p, y, z] = 0
                     continue
@@ -176,12 +192,6 @@ def avg_pool2d(x, out, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
                 for h in range(h0, h1):
                     for w in range(w0, w1):
                         acc += x[p, h, w]
-                if divisor > 0:
-                    d = divisor
-                elif count_include_pad:
-                    d = size
-                else:
-                    d = (h1 - h0) * (w1 - w0)
                 out[p, y, z] = acc / d
 
 
@@ -197,23 +207,10 @@ def avg_pool2d_grad(g, gx, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
                 gx[p, h, w] = 0
         for y in range(oh):
             for z in range(ow):
-                h0 = y * sh - ph
-                w0 = z * sw - pw
-                h1 = min(h0 + kh, H + ph)
-                w1 = min(w0 + kw, W + pw)
-                size = (h1 - h0) * (w1 - w0)
-                h0 = max(h0, 0)
-                w0 = max(w0, 0)
-                h1 = min(h1, H)
-                w1 = min(w1, W)
+                h0, h1, w0, w1, d = _avg_window(y, z, H, W, kh, kw, sh, sw, ph, pw,
+                                                count_include_pad, divisor)
                 if h0 >= h1 or w0 >= w1:
                     continue
-                if divisor > 0:
-                    d = divisor
-                elif count_include_pad:
-                    d = size
-                else:
-                    d = (h1 - h0) * (w1 - w0)
                 v = g[p, y, z] / d
                 for h in range(h0, h1):
                     for w in range(w0, w1):
