@@ -37,3 +37,23 @@ def test_parallel_kernel_keeps_the_callers_thread_count(monkeypatch):
     before = numba.get_num_threads()
     _train(1 << 62, monkeypatch)
     assert numba.get_num_threads() == before
+
+
+def test_specialized_makes_one_kernel_per_option_combination():
+    @jit.specialized
+    def scale(negate: bool):
+        """y <- -x or x, decided when the kernel is compiled."""
+        @jit.kernel
+        def k(x, y):
+            for i in range(x.shape[0]):
+                y[i] = -x[i] if negate else x[i]
+        return k
+
+    x = np.arange(3.0)
+    y = np.empty(3)
+    scale[True](x, y)
+    np.testing.assert_array_equal(y, -x)
+    scale[False](x, y)
+    np.testing.assert_array_equal(y, x)
+    assert scale[True] is scale[True] and scale[True] is not scale[False]
+    assert scale.__doc__.startswith("y <- -x")

@@ -57,6 +57,28 @@ def parallel_kernel(fn):
     return _ParallelKernel(fn)
 
 
+class _Specialized:
+    def __init__(self, factory):
+        self._make = functools.cache(factory)
+        functools.update_wrapper(self, factory)
+
+    def __getitem__(self, options):
+        return self._make(*(options if isinstance(options, tuple) else (options,)))
+
+
+def specialized(factory):
+    """Turn ``factory(*options) -> kernel`` into ``kernels[options]``: one kernel per combination
+    of compile-time options, made on first use and kept.
+
+    The kernel reads the options as closure variables, which numba freezes as constants, so each
+    combination compiles to loops without those branches.  Why: LLVM does not unswitch an inner loop
+    on a runtime flag, and a load or store under such a flag keeps the loop from vectorizing
+    (RMSprop over 1e7 float32 took 4.8-5.8 ms with runtime flags, 3.2-3.5 ms specialized).
+    ``cache=True`` still applies: numba keys its on-disk cache on the closure values too.
+    """
+    return _Specialized(factory)
+
+
 prange = numba.prange
 
 

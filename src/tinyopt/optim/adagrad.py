@@ -60,6 +60,6 @@ class Adagrad(FusedOptimizer):
     def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
         wd = float(group["weight_decay"])
         fb.hp[:2] = (wd, float(group["eps"]))
-        opt_step_adagrad(fb.data, fb.grad, fb.bufs["sum"], fb.seg, fb.chunk_seg, CHUNK, fb.flags,
-                         fb.steps, fb.coef, fb.hp, float(group["lr"]), float(group["lr_decay"]),
-                         bool(group["maximize"]), wd != 0)
+        opt_step_adagrad[bool(group["maximize"]), wd != 0](
+            fb.data, fb.grad, fb.bufs["sum"], fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps,
+            fb.coef, fb.hp, float(group["lr"]), float(group["lr_decay"]))

@@ -71,6 +71,7 @@ class Adam(FusedOptimizer):
         hp[1] = 1 - hp[0]  # lerp's (1 - weight), in the buffer dtype
         hp[2:7] = (b2, 1.0 - b2, eps, wd, 1.0 - lr * wd)
         vmax = fb.bufs["max_exp_avg_sq"] if amsgrad else fb.empty
-        opt_step_adam(fb.data, fb.grad, fb.bufs["exp_avg"], fb.bufs["exp_avg_sq"], vmax, fb.seg,
-                      fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.coef, hp, lr, b1, b2, amsgrad,
-                      bool(group["maximize"]), wd != 0, bool(group["decoupled_weight_decay"]))
+        kernel = opt_step_adam[amsgrad, bool(group["maximize"]), wd != 0,
+                               bool(group["decoupled_weight_decay"]), bool(hp[0] < 0.5)]
+        kernel(fb.data, fb.grad, fb.bufs["exp_avg"], fb.bufs["exp_avg_sq"], vmax, fb.seg,
+               fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.coef, hp, lr, b1, b2)

@@ -67,8 +67,9 @@ class RMSprop(FusedOptimizer):
         hp[1] = 1.0 - alpha
         hp[2] = 1 - hp[1]  # lerp's (1 - weight), in the buffer dtype
         hp[3:7] = (float(group["eps"]), wd, mu, -float(group["lr"]))
-        opt_step_rmsprop(fb.data, fb.grad, fb.bufs["square_avg"],
-                         fb.bufs["grad_avg"] if centered else fb.empty,
-                         fb.bufs["momentum_buffer"] if mu > 0 else fb.empty,
-                         fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, hp, centered, mu > 0,
-                         bool(group["maximize"]), wd != 0)
+        kernel = opt_step_rmsprop[centered, mu > 0, bool(group["maximize"]), wd != 0,
+                                  bool(hp[1] < 0.5)]
+        kernel(fb.data, fb.grad, fb.bufs["square_avg"],
+               fb.bufs["grad_avg"] if centered else fb.empty,
+               fb.bufs["momentum_buffer"] if mu > 0 else fb.empty,
+               fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, hp)

@@ -57,5 +57,5 @@ class SGD(FusedOptimizer):
         lr, mu, wd = float(group["lr"]), float(group["momentum"]), float(group["weight_decay"])
         fb.hp[:4] = (lr, mu, 1.0 - float(group["dampening"]), wd)
         buf = fb.bufs["momentum_buffer"] if mu != 0 else fb.empty
-        opt_step_sgd(fb.data, fb.grad, buf, fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.hp,
-                     mu != 0, bool(group["nesterov"]), bool(group["maximize"]), wd != 0)
+        kernel = opt_step_sgd[mu != 0, bool(group["nesterov"]), bool(group["maximize"]), wd != 0]
+        kernel(fb.data, fb.grad, buf, fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.hp)
