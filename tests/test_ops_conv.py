@@ -261,5 +261,5 @@ def test_max_pool_dense_kernel_matches_general_kernel_on_ties_and_nans():
         general = np.empty((6, oh, ow), np.int64)
         dense = np.empty((6, oh, ow), np.int64)
         KC.max_pool2d_indices(x, general, kh, kw, sh, sw, 0, 0, 1, 1)
-        KC.max_pool2d_indices_dense(x, dense, kh, kw, sh, sw)
+        KC.max_pool2d_indices_dense[kh, kw, sh, sw](x, dense)
         np.testing.assert_array_equal(dense, general)

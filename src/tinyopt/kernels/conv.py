@@ -12,61 +12,70 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import kernel, parallel_kernel, prange
+from tinyopt.kernels.jit import kernel, parallel_kernel, prange, specialized
 
 
-@parallel_kernel
-def im2col(x, col, kh, kw, sh, sw, ph, pw, dh, dw):
-    """Unfold windows into columns: col[(c*kh + i)*kw + j, n, y, z] =
-    x[n, c, y*sh - ph + i*dh, z*sw - pw + j*dw], 0 outside the input.
+@specialized
+def im2col(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int):
+    """Unfold windows into columns: ``im2col[kh, kw, sh, sw, ph, pw, dh, dw](x, col)`` sets
+    col[(c*kh + i)*kw + j, n, y, z] = x[n, c, y*sh - ph + i*dh, z*sw - pw + j*dw], 0 outside the
+    input.
 
     x (N, C, H, W); col (C*kh*kw, N, OH, OW) is overwritten.  With this layout a convolution is one
-    GEMM over the whole batch: (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW)."""
-    N, C, H, W = x.shape
-    oh, ow = col.shape[2], col.shape[3]
-    for p in prange(N * C):
-        n = p // C
-        c = p - n * C
-        for i in range(kh):
-            for j in range(kw):
-                r = (c * kh + i) * kw + j
-                for y in range(oh):
-                    hy = y * sh - ph + i * dh
-                    if hy < 0 or hy >= H:
+    GEMM over the whole batch: (OC, C*kh*kw) @ (C*kh*kw, N*OH*OW).  The geometry is compiled in
+    (measured on the CNN's 3x3 pad-1 layers: 25% faster than with runtime sizes)."""
+    @parallel_kernel
+    def im2col_kernel(x, col):
+        N, C, H, W = x.shape
+        oh, ow = col.shape[2], col.shape[3]
+        for p in prange(N * C):
+            n = p // C
+            c = p - n * C
+            for i in range(kh):
+                for j in range(kw):
+                    r = (c * kh + i) * kw + j
+                    for y in range(oh):
+                        hy = y * sh - ph + i * dh
+                        if hy < 0 or hy >= H:
+                            for z in range(ow):
+                                col[r, n, y, z] = 0
+                            continue
                         for z in range(ow):
-                            col[r, n, y, z] = 0
-                        continue
-                    for z in range(ow):
-                        wx = z * sw - pw + j * dw
-                        if 0 <= wx < W:
-                            col[r, n, y, z] = x[n, c, hy, wx]
-                        else:
-                            col[r, n, y, z] = 0
+                            wx = z * sw - pw + j * dw
+                            if 0 <= wx < W:
+                                col[r, n, y, z] = x[n, c, hy, wx]
+                            else:
+                                col[r, n, y, z] = 0
+    return im2col_kernel
 
 
-@parallel_kernel
-def col2im(col, x, kh, kw, sh, sw, ph, pw, dh, dw):
-    """The adjoint of :func:`im2col`: x[n, c, h, w] = sum of the column entries that im2col read
-    from (h, w).  col (C*kh*kw, N, OH, OW); x (N, C, H, W) is overwritten."""
-    N, C, H, W = x.shape
-    oh, ow = col.shape[2], col.shape[3]
-    for p in prange(N * C):
-        n = p // C
-        c = p - n * C
-        for h in range(H):
-            for w in range(W):
-                x[n, c, h, w] = 0
-        for i in range(kh):
-            for j in range(kw):
-                r = (c * kh + i) * kw + j
-                for y in range(oh):
-                    hy = y * sh - ph + i * dh
-                    if hy < 0 or hy >= H:
-                        continue
-                    for z in range(ow):
-                        wx = z * sw - pw + j * dw
-                        if 0 <= wx < W:
-                            x[n, c, hy, wx] += col[r, n, y, z]
+@specialized
+def col2im(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: int):
+    """The adjoint of :func:`im2col`: ``col2im[geometry](col, x)`` sets x[n, c, h, w] = the sum of
+    the column entries that im2col read from (h, w).  col (C*kh*kw, N, OH, OW); x (N, C, H, W) is
+    overwritten."""
+    @parallel_kernel
+    def col2im_kernel(col, x):
+        N, C, H, W = x.shape
+        oh, ow = col.shape[2], col.shape[3]
+        for p in prange(N * C):
+            n = p // C
+            c = p - n * C
+            for h in range(H):
+                for w in range(W):
+                    x[n, c, h, w] = 0
+            for i in range(kh):
+                for j in range(kw):
+                    r = (c * kh + i) * kw + j
+                    for y in range(oh):
+                        hy = y * sh - ph + i * dh
+                        if hy < 0 or hy >= H:
+                            continue
+                        for z in range(ow):
+                            wx = z * sw - pw + j * dw
+                            if 0 <= wx < W:
+                                x[n, c, hy, wx] += col[r, n, y, z]
+    return col2im_kernel
 
 
 @parallel_kernel
@@ -101,32 +110,37 @@ def max_pool2d_indices(x, idx, kh, kw, sh, sw, ph, pw, dh, dw):
                 idx[p, y, z] = k
 
 
-@parallel_kernel
-def max_pool2d_indices_dense(x, idx, kh, kw, sh, sw):
+@specialized
+def max_pool2d_indices_dense(kh: int, kw: int, sh: int, sw: int):
     """:func:`max_pool2d_indices` for windows that lie inside the plane (no padding, no
-    dilation): the same indices, with selects instead of branches (random data makes the
-    comparisons unpredictable; this runs about twice as fast)."""
-    P, H, W = x.shape
-    oh, ow = idx.shape[1], idx.shape[2]
-    for p in prange(P):
-        plane = x[p]
-        out = idx[p]
-        for y in range(oh):
-            h0 = y * sh
-            orow = out[y]
-            for z in range(ow):
-                w0 = z * sw
-                best = plane[h0, w0]
-                k = h0 * W + w0
-                for i in range(kh):
-                    row = plane[h0 + i]
-                    base = (h0 + i) * W + w0
-                    for j in range(kw):
-                        v = row[w0 + j]
-                        take = (v > best) | ((v != v) & (best == best))  # the first NaN wins
-                        best = v if take else best
-                        k = base + j if take else k
-                orow[z] = k
+    dilation): ``max_pool2d_indices_dense[kh, kw, sh, sw](x, idx)`` gives the same indices, with
+    selects instead of branches (random data makes the comparisons unpredictable) and the window
+    geometry compiled in (the window loops unroll): 2x2 windows of (2048, 28, 28) planes take
+    1.35 ms, against 3.9 ms with branches and runtime sizes."""
+    @parallel_kernel
+    def max_pool_dense(x, idx):
+        P, H, W = x.shape
+        oh, ow = idx.shape[1], idx.shape[2]
+        for p in prange(P):
+            plane = x[p]
+            out = idx[p]
+            for y in range(oh):
+                h0 = y * sh
+                orow = out[y]
+                for z in range(ow):
+                    w0 = z * sw
+                    best = plane[h0, w0]
+                    k = h0 * W + w0
+                    for i in range(kh):
+                        row = plane[h0 + i]
+                        base = (h0 + i) * W + w0
+                        for j in range(kw):
+                            v = row[w0 + j]
+                            take = (v > best) | ((v != v) & (best == best))  # the first NaN wins
+                            best = v if take else best
+                            k = base + j if take else k
+                    orow[z] = k
+    return max_pool_dense
 
 
 @parallel_kernel

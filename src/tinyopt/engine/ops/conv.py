@@ -51,13 +51,13 @@ def _batched(op: str, x: Tensor) -> tuple[Tensor, bool]:
 
 # ---- im2col / col2im ----------------------------------------------------------------------------
 def _im2col_forward(t):
-    kh, kw, sh, sw, ph, pw, dh, dw = t.attrs
-    return lambda out, x: K.im2col(_c(x), out, kh, kw, sh, sw, ph, pw, dh, dw)
+    im2col = K.im2col[t.attrs]
+    return lambda out, x: im2col(_c(x), out)
 
 
 def _col2im_forward(t):
-    kh, kw, sh, sw, ph, pw, dh, dw = t.attrs
-    return lambda out, col: K.col2im(_c(col), out, kh, kw, sh, sw, ph, pw, dh, dw)
+    col2im = K.col2im[t.attrs]
+    return lambda out, col: col2im(_c(col), out)
 
 
 defop("im2col", forward=_im2col_forward,
@@ -245,8 +245,8 @@ def _max_indices_forward(t):
     oshape = _planes(t.shape)
     if ph == pw == 0 and dh == dw == 1 and (oshape[1] - 1) * sh + kh <= H \
             and (oshape[2] - 1) * sw + kw <= W:  # every window inside the plane
-        return lambda out, x: K.max_pool2d_indices_dense(_c(x).reshape(P, H, W),
-                                                         out.reshape(oshape), kh, kw, sh, sw)
+        dense = K.max_pool2d_indices_dense[kh, kw, sh, sw]
+        return lambda out, x: dense(_c(x).reshape(P, H, W), out.reshape(oshape))
     return lambda out, x: K.max_pool2d_indices(_c(x).reshape(P, H, W), out.reshape(oshape),
                                                kh, kw, sh, sw, ph, pw, dh, dw)
 
