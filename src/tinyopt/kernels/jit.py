@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 
 import numba
 import numpy as np
@@ -33,23 +34,27 @@ def kernel(fn):
 
 
 class _ParallelKernel:
-    """A numba kernel compiled with ``parallel=True`` that runs on one thread for small work
-    (see the module docstring)."""
+    """A numba kernel compiled twice, on demand: with ``parallel=True`` for large work and without
+    it (``prange`` runs as ``range``) for small work (see the module docstring).  Calling the serial
+    build skips numba's thread pool altogether, which costs about 25 us a call when it is told to
+    use one thread."""
 
     def __init__(self, fn):
-        self._dispatcher = numba.njit(parallel=True, **_OPTIONS)(fn)
+        self._parallel = numba.njit(parallel=True, **_OPTIONS)(fn)
+        # numba's disk cache keys a function by its qualified name and signature, not by the
+        # parallel flag: the serial build must be a function of another name, or the two builds
+        # overwrite each other's cache entries and load each other's code
+        serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                                    fn.__closure__)
+        serial.__qualname__ = fn.__qualname__ + "_serial"
+        self._serial = numba.njit(**_OPTIONS)(serial)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
         size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
         if size >= PARALLEL_MIN_ELEMENTS:
-            return self._dispatcher(*args)
-        prev = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            return self._dispatcher(*args)
-        finally:
-            numba.set_num_threads(prev)
+            return self._parallel(*args)
+        return self._serial(*args)
 
 
 def parallel_kernel(fn):
