@@ -64,6 +64,15 @@ def test_matmul_cases(sa, sb):
     check_matmul(sa, sb)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_outer_product_matmul_is_bit_identical_to_blas(dtype):
+    a, b = rand((7, 1)).astype(dtype), rand((1, 9), 1).astype(dtype)
+    np.testing.assert_array_equal((to.tensor(a) @ to.tensor(b)).numpy(), a @ b)
+    at = rand((1, 7)).astype(dtype)  # a transposed view, as in a batch-1 weight gradient
+    np.testing.assert_array_equal((to.tensor(at).T @ to.tensor(b)).numpy(), at.T @ b)
+    gradcheck(lambda x, y: x.T @ y, rand((1, 5)), rand((1, 3), 2))
+
+
 def test_matmul_with_arrays_and_transposed_views():
     a, b = rand((3, 4)), rand((5, 4))
     ta = to.tensor(a)

@@ -8,6 +8,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import elementwise as K
+from tinyopt.kernels import linalg as LK
 
 
 def _matmul_backward(t, g):
@@ -19,6 +20,8 @@ def _matmul_backward(t, g):
 
 def _matmul_forward(t):
     # np.dot takes BLAS's fast path with ``out=``; np.matmul with ``out=`` may not.
+    if t.ndim == 2 and t.srcs[0].shape[1] == 1:  # an outer product: batch-1 weight gradients
+        return lambda out, a, b: LK.outer(a[:, 0], b[0], out)
     if t.ndim == 2:
         return lambda out, a, b: np.dot(a, b, out=out)
     return lambda out, a, b: np.matmul(a, b, out=out)
