@@ -15,7 +15,22 @@ from tinyopt.engine.tensor import Tensor
 
 def toposort(roots: list[Tensor]) -> list[Tensor]:
     """All nodes reaching ``roots``, sources before consumers (iterative post-order DFS)."""
+    return toposort_signed(roots)[0]
+
+
+def signature(nodes: list[Tensor]) -> tuple:
+    """The structural key of a topologically sorted graph (see the module docstring)."""
+    index = {id(t): i for i, t in enumerate(nodes)}
+    return tuple((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
+                  tuple(index[id(s)] for s in t.srcs)) for t in nodes)
+
+
+def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], tuple]:
+    """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``,
+    in one pass: realizing a graph needs all three on every training step."""
     order: list[Tensor] = []
+    index: dict[int, int] = {}
+    entries: list[tuple] = []
     seen: set[int] = set()
     for root in roots:
         if id(root) in seen:
@@ -24,7 +39,10 @@ def toposort(roots: list[Tensor]) -> list[Tensor]:
         while stack:
             t, expanded = stack.pop()
             if expanded:
+                index[id(t)] = len(order)
                 order.append(t)
+                entries.append((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
+                                tuple([index[id(s)] for s in t.srcs])))
                 continue
             if id(t) in seen:
                 continue
@@ -33,14 +51,7 @@ def toposort(roots: list[Tensor]) -> list[Tensor]:
             for s in reversed(t.srcs):
                 if id(s) not in seen:
                     stack.append((s, False))
-    return order
-
-
-def signature(nodes: list[Tensor]) -> tuple:
-    """The structural key of a topologically sorted graph (see the module docstring)."""
-    index = {id(t): i for i, t in enumerate(nodes)}
-    return tuple((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
-                  tuple(index[id(s)] for s in t.srcs)) for t in nodes)
+    return order, index, tuple(entries)
 
 
 def use_counts(nodes: list[Tensor]) -> dict[int, int]:

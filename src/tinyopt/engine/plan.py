@@ -177,9 +177,12 @@ class PlanCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None) -> Plan:
-        index = {id(t): i for i, t in enumerate(fwd)}
-        key = (signature(fwd), tuple(index[id(t)] for t in outputs),
+    def get(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
+            signed: tuple[dict[int, int], tuple] | None = None) -> Plan:
+        """The plan for the sorted graph ``fwd``; ``signed`` is its ``(index, signature)`` when
+        the caller has them (``graph.toposort_signed``)."""
+        index, sig = signed or ({id(t): i for i, t in enumerate(fwd)}, signature(fwd))
+        key = (sig, tuple([index[id(t)] for t in outputs]),
                index[id(loss)] if loss is not None else -1)
         plan = self._plans.get(key)
         if plan is not None:

@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from tinyopt.engine.graph import toposort
+from tinyopt.engine.graph import toposort, toposort_signed
 from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import Tensor
 
@@ -26,12 +26,12 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None) -> list[np.ndarra
     if not todo and loss is None:
         return [t._value.copy() for t in outputs]
     roots = list(outputs) + ([loss] if loss is not None else [])
-    fwd = toposort(roots)
+    fwd, index, sig = toposort_signed(roots)
     effects = _effects_in(fwd) if _PENDING else []
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
-        fwd = toposort(roots)
-    plan = CACHE.get(fwd, list(outputs) + effects, loss)
+        fwd, index, sig = toposort_signed(roots)
+    plan = CACHE.get(fwd, list(outputs) + effects, loss, (index, sig))
     values = plan.run([fwd[i] for i in plan.fwd_leaves])
     for e in effects:
         _PENDING.pop(id(e), None)

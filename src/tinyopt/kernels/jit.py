@@ -99,7 +99,10 @@ class _LazyUfunc:
 
     def __call__(self, *args, **kwargs):
         if self._ufunc is None:
-            self._ufunc = numba.vectorize(self._signatures, cache=True)(self._fn)
+            built = numba.vectorize(self._signatures, cache=True)(self._fn)
+            # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc
+            # wrapper adds about 1 us a call, which small graphs pay on every op
+            self._ufunc = getattr(built, "ufunc", built)
         return self._ufunc(*args, **kwargs)
 
 
