@@ -90,6 +90,8 @@ class Tensor:
         if self.numel() != 1:
             raise ValueError(f"item(): only one element tensors can be converted to Python scalars,"
                              f" got shape {self.shape}")
+        if self._value is not None:  # already computed (a loss after backward): no copy
+            return self._value.reshape(()).item()
         return self.numpy().reshape(()).item()
 
     def tolist(self):
