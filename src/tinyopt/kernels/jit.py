@@ -51,9 +51,9 @@ class _ParallelKernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
-        size = max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
-        if size >= PARALLEL_MIN_ELEMENTS:
-            return self._parallel(*args)
+        for a in args:
+            if type(a) is np.ndarray and a.size >= PARALLEL_MIN_ELEMENTS:
+                return self._parallel(*args)
         return self._serial(*args)
 
 
