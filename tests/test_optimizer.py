@@ -144,6 +144,32 @@ def test_packed_parameters_behave_like_arrays():
         p.data = np.zeros(7)
 
 
+def test_two_optimizers_over_one_parameter_both_update_it():
+    """As in PyTorch, each optimizer's step updates the parameter itself (the second one to pack
+    it does not leave the first one updating a stale copy)."""
+    p, q = _params((2, 3), (4,))
+    p0 = p.data.copy()
+    fast = optim.SGD([p, q], lr=0.1, momentum=0.5)
+    slow = optim.SGD([p], lr=0.01)
+    g = np.full((2, 3), 2.0, np.float32)
+    buf = None  # fast's momentum buffer
+    want = p0.copy()
+    for _ in range(3):
+        for opt in (fast, slow, fast):
+            p.grad = g
+            opt.step()
+            if opt is fast:
+                buf = g.copy() if buf is None else np.float32(0.5) * buf + g
+                want = want - np.float32(0.1) * buf
+            else:
+                want = want - np.float32(0.01) * g
+        np.testing.assert_allclose(p.data, want, rtol=1e-6)
+    np.testing.assert_allclose(fast.state[p]["momentum_buffer"], buf, rtol=1e-6)
+    p.grad = None  # zero_grad through either optimizer reaches the parameter
+    fast.step()
+    np.testing.assert_allclose(p.data, want, rtol=1e-6)
+
+
 def test_mixed_dtypes_in_one_group():
     p32, p64 = _params((3,))[0], _params((3,), dtype=np.float64)[0]
     opt = optim.Adam([p32, p64], lr=0.1)

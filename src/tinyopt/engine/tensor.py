@@ -147,13 +147,16 @@ class Parameter(Tensor):
     state in contiguous flat buffers and makes ``data`` and ``grad`` views into them), so packing is
     invisible to users.
 
-    Packing protocol (used by ``tinyopt.optim``): ``_pack(data_view, grad_view, grad_flags, index)``
-    moves the storage into the given views; ``grad_flags[index]`` is kept equal to
+    Packing protocol (used by ``tinyopt.optim``): ``_pack(data_view, grad_view, grad_flags, index,
+    owner)`` moves the storage into the given views; ``grad_flags[index]`` is kept equal to
     ``grad is not None`` so a fused optimizer kernel knows which parameters to skip without a
-    Python loop over parameters.
+    Python loop over parameters.  When a later ``_pack`` moves the storage again (a second
+    optimizer over the same parameter), the previous ``owner`` gets ``owner.stale = True``: its
+    views no longer hold this parameter, and it must pack it back before using them.
     """
 
-    __slots__ = ("_data", "_grad", "_grad_view", "_grad_flags", "_grad_index", "_version")
+    __slots__ = ("_data", "_grad", "_grad_view", "_grad_flags", "_grad_index", "_owner",
+                 "_version")
 
     # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
     # nodes; ``p.eq(x)`` still compares elementwise.
@@ -179,6 +182,7 @@ class Parameter(Tensor):
         self._grad_view: np.ndarray | None = None
         self._grad_flags: np.ndarray | None = None
         self._grad_index = 0
+        self._owner = None
         self._version = 0
 
     def __repr__(self) -> str:
@@ -252,8 +256,11 @@ class Parameter(Tensor):
             np.add(self._grad, g, out=self._grad)
 
     def _pack(self, data_view: np.ndarray, grad_view: np.ndarray, grad_flags: np.ndarray,
-              index: int) -> None:
-        """Move storage into optimizer-owned flat-buffer views (see the class docstring)."""
+              index: int, owner=None) -> None:
+        """Move storage into ``owner``'s flat-buffer views (see the class docstring)."""
+        if self._owner is not None and self._owner is not owner:
+            self._owner.stale = True
+        self._owner = owner
         np.copyto(data_view, self._data)
         self._data = data_view
         if self._grad is not None:

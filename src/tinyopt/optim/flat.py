@@ -75,8 +75,15 @@ class FlatBuffer:
         self.bufs: dict[str, np.ndarray] = {}
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
-        for j, p in enumerate(params):
-            p._pack(self.view(self.data, j), self.view(self.grad, j), self.flags, j)
+        self.stale = False  # set by a Parameter whose storage another optimizer took over
+        self.pack()
+
+    def pack(self) -> None:
+        """Make the parameters' data and grads views into this buffer again, copying in their
+        current values (they may have moved to another optimizer's buffer meanwhile)."""
+        for j, p in enumerate(self.params):
+            p._pack(self.view(self.data, j), self.view(self.grad, j), self.flags, j, self)
+        self.stale = False
 
     def _alloc(self) -> np.ndarray:
         arr = staggered_zeros(self.numel, self.dtype, self._slots)

@@ -108,6 +108,8 @@ class FusedOptimizer(Optimizer):
         for group, buffers in zip(self.param_groups, self._flat):
             names = self._state_names(group)
             for fb in buffers:
+                if fb.stale:  # a parameter shared with another optimizer: take it back
+                    fb.pack()
                 if fb.ensure(names, self._state_init(group)):
                     self._start(fb, np.flatnonzero(fb.started))  # add the new views
                 self._run(group, fb)
