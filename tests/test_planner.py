@@ -106,3 +106,30 @@ def test_no_inplace_write_over_a_transposed_view():
     mul = next(i for i, t in enumerate(plan.nodes) if t.op == "mul")
     assert plan.memory.root[add] != plan.memory.root[mul]
     np.testing.assert_allclose(y.numpy(), np.exp((a * 2.0).T + 1.0))
+
+
+def test_a_cached_plan_keeps_no_model_or_batch_alive():
+    import gc
+    import weakref
+
+    from tinyopt import nn
+
+    def train_once():
+        model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.ReLU(), nn.Flatten(),
+                              nn.Linear(2 * 4 * 4, 3))
+        opt = to.optim.Adam(model.parameters())
+        x = np.random.default_rng(0).random((2, 1, 6, 6), dtype=np.float32)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = cross_entropy(model(x), np.array([0, 2]))
+            loss.backward()
+            opt.step()
+        return [weakref.ref(p) for p in model.parameters()] + [weakref.ref(x)]
+
+    to.engine.cache_clear()
+    refs = train_once()
+    gc.collect()
+    assert to.engine.cache_info().currsize >= 1
+    assert all(r() is None for r in refs)
+    train_once()  # the same structure replays the cached plan
+    assert to.engine.cache_info().hits >= 2

@@ -35,7 +35,7 @@ class Plan:
         nodes = toposort(roots)
         # The forward graph's nodes keep their topological positions, so leaves bind by position.
         index = {id(t): i for i, t in enumerate(nodes)}
-        self.nodes = nodes
+        self.nodes = _specs(nodes)  # the graph without its arrays, for kernels and inspection
         self.leaf_slots = [index[id(fwd[i])] if id(fwd[i]) in index else -1 for i in self.fwd_leaves]
         self.leaf_is_param = [isinstance(fwd[i], Parameter) for i in self.fwd_leaves]
         leaf_pos = {fwd_index[id(p)]: k for k, p in enumerate(fwd[i] for i in self.fwd_leaves)}
@@ -86,7 +86,10 @@ class Plan:
                 A[i] = (self.arena[blk.offset:blk.offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
         self.A = A
-        self.steps = [self._step(i, t, srcs[i], kind[i]) for i, t in enumerate(nodes)
+        # the slots bound per run: leaves, views of anything, gradients written into parameters
+        self._bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
+                       or kind[i] == "leaf" and i in self.leaf_slots]
+        self.steps = [self._step(i, t, srcs[i], kind[i]) for i, t in enumerate(self.nodes)
                       if kind[i] in ("compute", "extern", "view")]
 
     def _step(self, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
@@ -149,7 +152,20 @@ class Plan:
         out = [A[i].copy() for i in self.output_slots]
         if self.loss_slot >= 0:
             out.append(A[self.loss_slot].copy())
+        for slot in self._bound:  # a cached plan must not keep a batch or a model alive
+            A[slot] = None
         return out
+
+
+def _specs(nodes: list[Tensor]) -> list[Tensor]:
+    """Copies of the sorted ``nodes`` holding what kernels are compiled from (op, attributes,
+    shapes, dtypes, wiring) and no arrays or Parameters: the kernel closures keep these, so a
+    cached plan keeps no model or batch alive."""
+    copies: dict[int, Tensor] = {}
+    for t in nodes:
+        copies[id(t)] = Tensor(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
+                               t.dtype, t.requires_grad)
+    return [copies[id(t)] for t in nodes]
 
 
 def _same_layout(t: Tensor) -> bool:
