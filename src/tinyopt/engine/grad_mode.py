@@ -5,11 +5,15 @@ from __future__ import annotations
 import functools
 import threading
 
-_state = threading.local()
+class _State(threading.local):
+    enabled = True  # every thread starts with grad mode on
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def set_grad_enabled(mode: bool) -> None:

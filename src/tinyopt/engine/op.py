@@ -52,5 +52,10 @@ def defop(name: str, *, forward: Callable | None = None, backward: Callable | No
 def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dtype,
          attrs: tuple = ()) -> Tensor:
     """Record a new graph node; it requires grad when grad mode is on and any source does."""
-    rg = is_grad_enabled() and OPS[op].backward is not None and any(s.requires_grad for s in srcs)
-    return Tensor(op, srcs, attrs, shape, dtype, requires_grad=rg)
+    rg = False
+    if OPS[op].backward is not None and is_grad_enabled():
+        for s in srcs:  # a plain loop: graph building runs on every training step
+            if s.requires_grad:
+                rg = True
+                break
+    return Tensor(op, srcs, attrs, shape, dtype, rg)

@@ -40,6 +40,12 @@ def _scalar_dtype(v, tensor_dtype):
 
 
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shapes) == 2:  # the common cases without numpy's general (and slower) routine
+        a, b = shapes
+        if a == b or not b:
+            return a
+        if not a:
+            return b
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
