@@ -180,6 +180,21 @@ def test_conv2d_errors(args, kwargs, exc, msg):
         conv2d(*args, **kwargs)
 
 
+def test_conv_weight_grad_over_a_large_batch_is_summed_in_blocks_exactly():
+    """N*OH*OW > 4096 takes the blocked weight-gradient GEMM; it must equal the reference."""
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 1, 64, 64)), rng.standard_normal((2, 1, 3, 3))
+    g = rng.standard_normal((2, 2, 64, 64))
+    wt = to.Parameter(w.copy())
+    (conv2d(x, wt, padding=1) * g).sum().backward()
+    want = np.zeros_like(w)
+    for idx in np.ndindex(w.shape):  # the conv is linear in w: dW = <conv(x, e_idx), g>
+        e = np.zeros_like(w)
+        e[idx] = 1.0
+        want[idx] = (ref_conv2d(x, e, padding=(1, 1, 1, 1)) * g).sum()
+    np.testing.assert_allclose(wt.grad, want, rtol=1e-10)
+
+
 # ---- pooling -------------------------------------------------------------------------------------
 POOL_CASES = [(2, None, 0, 1, False), (3, 2, 1, 1, True), (3, 1, 1, 2, False), (2, 3, 1, 1, True)]
 

@@ -99,14 +99,35 @@ def _conv_grad_col_forward(t):
     return fwd
 
 
+def _inner_blocks(n: int) -> int:
+    """Into how many equal blocks to cut the inner size ``n`` of the weight-gradient GEMM.
+
+    dW = dY @ col^T has a tiny output (OC x C*kh*kw) and an inner size of N*OH*OW, and OpenBLAS
+    runs that shape several times slower than a batch of ~2048-long blocks whose products are
+    then summed: on the CNN of issue 3, 8x9 over 200704 took 2.2 ms in one GEMM and 0.66 ms in
+    blocks, 16x72 over 50176 2.7 ms and 1.85 ms."""
+    if n <= 4096:
+        return 1
+    for b in range(-(-n // 2048), n // 256 + 1):  # blocks of 256 to 2048
+        if n % b == 0:
+            return b
+    return 1
+
+
 def _conv_grad_weight_forward(t):
     G, OCg, CgK, NL = t.attrs
+    B = _inner_blocks(NL) if G == 1 else 1
+    partial = np.empty((B, CgK, OCg), t.dtype) if B > 1 else None
 
     def fwd(out, g, col):
         o = out.reshape(G, OCg, CgK)
         gm = _c(g).reshape(G, OCg, NL)
         c = col.reshape(G, CgK, NL)
-        if G == 1:
+        if B > 1:  # partial[b] = col_b @ dY_b^T, then dW^T = sum over b
+            np.matmul(c[0].reshape(CgK, B, NL // B).transpose(1, 0, 2),
+                      gm[0].reshape(OCg, B, NL // B).transpose(1, 2, 0), out=partial)
+            np.sum(partial, axis=0, out=o[0].T)
+        elif G == 1:
             np.dot(gm[0], c[0].T, out=o[0])
         else:
             np.matmul(gm, c.transpose(0, 2, 1), out=o)
