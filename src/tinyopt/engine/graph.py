@@ -1,12 +1,15 @@
 """Graphs: topological order, structural signatures and reverse-mode autodiff.
 
-``toposort`` is ``ggml_build_forward_expand``: every node after its sources, each node once.  The
-signature of a graph captures everything a compiled plan depends on (ops, attributes, shapes,
-dtypes, wiring, which leaves are parameters and which are inputs) and nothing it does not (the
-values of the leaves), so a new batch of the same shape finds the same plan.
+``toposort`` is ``ggml_build_forward_expand``: every node after its sources, each node once (in
+creation order, so the same code builds the same order on every step).  The signature of a graph
+captures everything a compiled plan depends on (ops, attributes, shapes, dtypes, wiring, which
+leaves are parameters and which are inputs) and nothing it does not (the values of the leaves), so
+a new batch of the same shape finds the same plan.
 """
 
 from __future__ import annotations
+
+from operator import attrgetter
 
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.op import OPS
@@ -14,7 +17,8 @@ from tinyopt.engine.tensor import Tensor
 
 
 def toposort(roots: list[Tensor]) -> list[Tensor]:
-    """All nodes reaching ``roots``, sources before consumers (iterative post-order DFS)."""
+    """All nodes reaching ``roots``, sources before consumers: by creation order, which every
+    source precedes its consumers in."""
     return toposort_signed(roots)[0]
 
 
@@ -26,32 +30,23 @@ def signature(nodes: list[Tensor]) -> tuple:
 
 
 def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], tuple]:
-    """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``,
-    in one pass: realizing a graph needs all three on every training step."""
-    order: list[Tensor] = []
-    index: dict[int, int] = {}
-    entries: list[tuple] = []
-    seen: set[int] = set()
-    for root in roots:
-        if id(root) in seen:
-            continue
-        stack = [(root, False)]
-        while stack:
-            t, expanded = stack.pop()
-            if expanded:
-                index[id(t)] = len(order)
-                order.append(t)
-                entries.append((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
-                                tuple([index[id(s)] for s in t.srcs])))
-                continue
-            if id(t) in seen:
-                continue
-            seen.add(id(t))
-            stack.append((t, True))
-            for s in reversed(t.srcs):
-                if id(s) not in seen:
-                    stack.append((s, False))
-    return order, index, tuple(entries)
+    """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``:
+    realizing a graph needs all three on every training step."""
+    seen: dict[int, Tensor] = {}
+    stack = list(roots)
+    while stack:
+        t = stack.pop()
+        if id(t) not in seen:
+            seen[id(t)] = t
+            stack.extend(t.srcs)
+    order = sorted(seen.values(), key=_creation)
+    index = {id(t): i for i, t in enumerate(order)}
+    sig = tuple([(t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
+                  tuple([index[id(s)] for s in t.srcs])) for t in order])
+    return order, index, sig
+
+
+_creation = attrgetter("_id")
 
 
 def use_counts(nodes: list[Tensor]) -> dict[int, int]:
