@@ -9,6 +9,7 @@ from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import elementwise as K
 from tinyopt.kernels import linalg as LK
+from tinyopt.kernels import reduce as RK
 
 
 def _matmul_backward(t, g):
@@ -68,16 +69,37 @@ def _linear_forward(t):
 def _linear_backward(t, g):
     x, w = t.srcs[0], t.srcs[1]
     gx = matmul(g, w) if x.requires_grad else None
-    g2 = g.reshape(-1, g.shape[-1])
-    gw = matmul(g2.T, x.reshape(-1, x.shape[-1])) if w.requires_grad else None
+    gw = node("linear_grad_weight", (g, x), w.shape, g.dtype) if w.requires_grad else None
     if len(t.srcs) == 2:
         return gx, gw
     b = t.srcs[2]
-    gb = g2.sum(0) if b.requires_grad else None
+    gb = node("linear_grad_bias", (g,), b.shape, g.dtype) if b.requires_grad else None
     return gx, gw, gb
 
 
+# The parameter gradients of linear as one node each (rather than reshape, transpose and matmul,
+# and reshape and sum): fewer nodes to build and run on every step of a small model.
+def _linear_grad_weight_forward(t):
+    n_out, n_in = t.shape
+
+    def fwd(out, g, x):  # dW = g2^T x2 over the rows of g and x
+        g2, x2 = g.reshape(-1, n_out), x.reshape(-1, n_in)
+        if g2.shape[0] == 1:
+            LK.outer(g2[0], x2[0], out)
+        else:
+            np.dot(g2.T, x2, out=out)
+    return fwd
+
+
+def _linear_grad_bias_forward(t):
+    n_out = t.shape[0]
+    return lambda out, g: RK.sum_axis(np.ascontiguousarray(g).reshape(1, -1, n_out),
+                                      out.reshape(1, n_out))
+
+
 defop("linear", forward=_linear_forward, backward=_linear_backward)
+defop("linear_grad_weight", forward=_linear_grad_weight_forward)
+defop("linear_grad_bias", forward=_linear_grad_bias_forward)
 
 
 def linear(input, weight, bias=None) -> Tensor:
