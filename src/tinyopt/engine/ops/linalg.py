@@ -105,7 +105,8 @@ defop("linear_grad_bias", forward=_linear_grad_bias_forward)
 def linear(input, weight, bias=None) -> Tensor:
     """y = x W^T + b, with x of shape (..., in), W (out, in) and b (out,)."""
     x, w = as_tensor(input), as_tensor(weight)
-    x, w = _operands("linear", x, w)
+    if x.dtype != w.dtype:
+        x, w = _operands("linear", x, w)
     _require_float("linear", x, w)
     if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
         raise RuntimeError(f"linear: input of shape {x.shape} and weight of shape {w.shape} "
