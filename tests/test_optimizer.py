@@ -170,6 +170,16 @@ def test_two_optimizers_over_one_parameter_both_update_it():
     np.testing.assert_allclose(p.data, want, rtol=1e-6)
 
 
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop])
+def test_zero_over_zero_gives_nan_as_in_pytorch(cls):
+    """eps=0 and a zero gradient divide 0 by 0: NaN, as PyTorch gives, not ZeroDivisionError."""
+    p = Parameter(np.ones(3, np.float32))
+    opt = cls([p], lr=0.1, eps=0.0)
+    p.grad = np.zeros(3, np.float32)
+    opt.step()
+    assert np.isnan(p.data).all()
+
+
 def test_mixed_dtypes_in_one_group():
     p32, p64 = _params((3,))[0], _params((3,), dtype=np.float64)[0]
     opt = optim.Adam([p32, p64], lr=0.1)
