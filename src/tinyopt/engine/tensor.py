@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 import numpy as np
 
@@ -258,9 +259,10 @@ class Parameter(Tensor):
     def _pack(self, data_view: np.ndarray, grad_view: np.ndarray, grad_flags: np.ndarray,
               index: int, owner=None) -> None:
         """Move storage into ``owner``'s flat-buffer views (see the class docstring)."""
-        if self._owner is not None and self._owner is not owner:
-            self._owner.stale = True
-        self._owner = owner
+        previous = self._owner() if self._owner is not None else None
+        if previous is not None and previous is not owner:
+            previous.stale = True
+        self._owner = weakref.ref(owner) if owner is not None else None  # no reference cycle
         np.copyto(data_view, self._data)
         self._data = data_view
         if self._grad is not None:
