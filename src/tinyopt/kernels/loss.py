@@ -92,13 +92,31 @@ def nll_rows_grad(g, y, w, ignore_index, out):
 
 
 @kernel
-def target_weight_sum(y, w, ignore_index, out):
-    """out[0] = sum_i w[y_i] over rows not ignored: the divisor of a 'mean' reduction."""
+def _target_weight_sum(y, w, ignore_index):
+    """sum_i w[y_i] over rows not ignored (float64): the divisor of a 'mean' reduction."""
     acc = 0.0
     for i in range(y.shape[0]):
         if y[i] != ignore_index:
             acc += w[y[i]]
-    out[0] = acc
+    return acc
+
+
+@kernel
+def mean_of_rows(rows, y, w, ignore_index, out):
+    """The 'mean' reduction of row losses, as PyTorch's: out[0] = sum_i rows_i / sum_i w[y_i]
+    over rows not ignored (0/0 = NaN when every row is, without numpy's warning, as PyTorch)."""
+    acc = 0.0
+    for i in range(rows.shape[0]):
+        acc += rows[i]
+    out[0] = acc / _target_weight_sum(y, w, ignore_index)
+
+
+@kernel
+def mean_of_rows_grad(g, y, w, ignore_index, out):
+    """The adjoint of :func:`mean_of_rows`: out[i] = g[0] / sum_i w[y_i], each row's share."""
+    share = g[0] / _target_weight_sum(y, w, ignore_index)
+    for i in range(out.shape[0]):
+        out[i] = share
 
 
 @kernel

@@ -9,9 +9,7 @@ from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
-from tinyopt.kernels import elementwise as EK
 from tinyopt.kernels import loss as K
-from tinyopt.kernels import reduce as RK
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -112,50 +110,39 @@ defop("nll_rows", forward=_rows_forward(K.nll_rows), backward=_nll_backward)
 defop("nll_rows_grad", forward=_rows_grad_forward(K.nll_rows_grad, 3))
 
 
-# 'mean' reduction as one node each way: the same kernels and order of operations as the graph
-# rows.sum() / target_weight_sum (row losses, their sum, one division; backward, every row's
-# gradient scaled by g / denominator), with four fewer nodes to build, sort and run each way,
-# which is most of a batch-1 training step's loss.
+# 'mean' reduction as one node each way: the row losses then their weighted mean (backward, every
+# row's gradient scaled by g / the weight sum), with four fewer nodes than rows.sum() / weight_sum
+# to build, sort and run each way, which is most of a batch-1 training step's loss.
 def _mean_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
-        n = t.srcs[0].shape[0]
-        rows = np.empty((1, n, 1), t.dtype)
-        total = np.empty((1, 1), t.dtype)
-        denom = np.empty(1, t.dtype)
+        rows = np.empty(t.srcs[0].shape[0], t.dtype)
 
         def fwd(out, x, y, w):
-            kernel(x, y, w, ignore, *rest, rows.reshape(n))
-            RK.sum_axis(rows, total)
-            K.target_weight_sum(y, w, ignore, denom)
-            EK.div(total.reshape(1), denom, out=out.reshape(1))
+            kernel(x, y, w, ignore, *rest, rows)
+            K.mean_of_rows(rows, y, w, ignore, out.reshape(1))
         return fwd
     return compile
 
 
-def _mean_grad_forward(kernel, with_x: bool):
+def _mean_grad_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
-        denom = np.empty(1, t.dtype)
         rows_g = np.empty(t.shape[0], t.dtype)
 
-        def scale(g, y, w):
-            K.target_weight_sum(y, w, ignore, denom)
-            EK.div(g.reshape(1), denom, out=denom)
-            rows_g.fill(denom[0])
-            return rows_g
-        if with_x:
-            return lambda out, g, x, y, w: kernel(scale(g, y, w), x, y, w, ignore, *rest, out)
-        return lambda out, g, y, w: kernel(scale(g, y, w), y, w, ignore, *rest, out)
+        def fwd(out, g, *xyw):
+            K.mean_of_rows_grad(g.reshape(1), xyw[-2], xyw[-1], ignore, rows_g)
+            kernel(rows_g, *xyw, ignore, *rest, out)
+        return fwd
     return compile
 
 
 defop("ce_mean", forward=_mean_forward(K.ce_rows), backward=lambda t, g: (
     node("ce_mean_grad", (g,) + t.srcs, t.srcs[0].shape, g.dtype, t.attrs), None, None))
-defop("ce_mean_grad", forward=_mean_grad_forward(K.ce_rows_grad, True))
+defop("ce_mean_grad", forward=_mean_grad_forward(K.ce_rows_grad))
 defop("nll_mean", forward=_mean_forward(K.nll_rows), backward=lambda t, g: (
     node("nll_mean_grad", (g,) + t.srcs[1:], t.srcs[0].shape, g.dtype, t.attrs), None, None))
-defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad, False))
+defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad))
 
 
 def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, reduction: str,
