@@ -92,6 +92,17 @@ def nll_rows_grad(g, y, w, ignore_index, out):
 
 
 @kernel
+def first_bad_target(y, n_classes, ignore_index, out):
+    """out[0] = the first i with y_i outside [0, n_classes) and not ignore_index, or -1."""
+    out[0] = -1
+    for i in range(y.shape[0]):
+        t = y[i]
+        if (t < 0 or t >= n_classes) and t != ignore_index:
+            out[0] = i
+            return
+
+
+@kernel
 def _target_weight_sum(y, w, ignore_index):
     """sum_i w[y_i] over rows not ignored (float64): the divisor of a 'mean' reduction."""
     acc = 0.0

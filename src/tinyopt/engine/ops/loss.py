@@ -41,12 +41,12 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
                          f"got {y.shape}")
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
     if y.is_leaf and y._value is not None and y._value.size:
-        v = y._value
-        if v.min() < 0 or v.max() >= C:  # cheap test first: this runs on every training step
-            bad = v[(v != ignore_index) & ((v < 0) | (v >= C))]
-            if bad.size:
-                raise IndexError(f"{op}: target {int(bad[0])} is out of bounds for {C} classes "
-                                 f"(input shape {input.shape})")
+        v = y._value.reshape(-1)
+        bad = np.empty(1, np.int64)
+        K.first_bad_target(v, C, ignore_index, bad)  # one pass: this runs on every training step
+        if bad[0] >= 0:
+            raise IndexError(f"{op}: target {int(v[bad[0]])} is out of bounds for {C} classes "
+                             f"(input shape {input.shape})")
     if input.ndim == 1:
         return input.reshape(1, C), y.reshape(1), C
     if input.ndim > 2:
