@@ -114,6 +114,9 @@ class Plan:
         if len(srcs) == 2:
             s0, s1 = srcs
             return lambda: fn(A[i], A[s0], A[s1])
+        if len(srcs) == 3:
+            s0, s1, s2 = srcs
+            return lambda: fn(A[i], A[s0], A[s1], A[s2])
         return lambda: fn(A[i], *[A[s] for s in srcs])
 
     @property
