@@ -138,26 +138,27 @@ def _weighted(op: str, elementwise: Tensor, input: Tensor, weight, reduction: st
     return weighted.sum() / w.to(elementwise.dtype).sum()
 
 
+def _pointwise_loss(op: str, loss, input, target, size_average, reduce, reduction: str,
+                    weight) -> Tensor:
+    reduction = _reduction(size_average, reduce, reduction)
+    if weight is None:
+        return loss(input, target, reduction)
+    _loss._check_reduction(op, reduction)
+    return _weighted(op, loss(input, target, "none"), as_tensor(input), weight, reduction)
+
+
 def mse_loss(input, target, size_average: bool | None = None, reduce: bool | None = None,
              reduction: str = "mean", weight=None) -> Tensor:
     """(x - y)^2, reduced; with ``weight``, 'mean' is sum(w (x-y)^2) / sum(w)."""
-    reduction = _reduction(size_average, reduce, reduction)
-    if weight is None:
-        return _loss.mse_loss(input, target, reduction)
-    _loss._check_reduction("mse_loss", reduction)
-    return _weighted("mse_loss", _loss.mse_loss(input, target, "none"), as_tensor(input),
-                     weight, reduction)
+    return _pointwise_loss("mse_loss", _loss.mse_loss, input, target, size_average, reduce,
+                           reduction, weight)
 
 
 def l1_loss(input, target, size_average: bool | None = None, reduce: bool | None = None,
             reduction: str = "mean", weight=None) -> Tensor:
     """|x - y|, reduced; with ``weight``, 'mean' is sum(w |x-y|) / sum(w)."""
-    reduction = _reduction(size_average, reduce, reduction)
-    if weight is None:
-        return _loss.l1_loss(input, target, reduction)
-    _loss._check_reduction("l1_loss", reduction)
-    return _weighted("l1_loss", _loss.l1_loss(input, target, "none"), as_tensor(input),
-                     weight, reduction)
+    return _pointwise_loss("l1_loss", _loss.l1_loss, input, target, size_average, reduce,
+                           reduction, weight)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None,

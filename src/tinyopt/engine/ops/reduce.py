@@ -277,21 +277,21 @@ def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     return r if keepdim else r.squeeze(d)
 
 
-def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+def _normalized(op: str, x, dim: int, dtype) -> Tensor:
+    """The ``op + "_run"`` node normalizing ``x`` along ``dim`` (softmax, log_softmax)."""
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
-    _require_float("softmax", x)
-    (d,) = _dims("softmax", x, dim)
-    return node("softmax_run", (x,), x.shape, x.dtype, (d,))
+    _require_float(op, x)
+    (d,) = _dims(op, x, dim)
+    return node(op + "_run", (x,), x.shape, x.dtype, (d,))
+
+
+def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    return _normalized("softmax", x, dim, dtype)
 
 
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
-    x = as_tensor(x)
-    if dtype is not None:
-        x = x.to(dtype)
-    _require_float("log_softmax", x)
-    (d,) = _dims("log_softmax", x, dim)
-    return node("log_softmax_run", (x,), x.shape, x.dtype, (d,))
+    return _normalized("log_softmax", x, dim, dtype)
 
 
