@@ -153,6 +153,87 @@ defop("conv_grad_col", forward=_conv_grad_col_forward)
 defop("conv_grad_weight", forward=_conv_grad_weight_forward)
 
 
+# ---- direct convolution (stride 1, one group) ----------------------------------------------------
+# attrs (kh, kw, ph, pw, dh, dw, relu): the kernel size, the top/left padding (the output's shape
+# gives the bottom/right), the dilation, and whether a ReLU is fused into the output.
+def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int,
+            positions: int) -> bool:
+    """Whether conv2d runs as direct kernels (``kernels/conv.py: conv2d_direct``) rather than
+    im2col + GEMM: stride 1 and one group, and few enough channels that the GEMM's awkward shapes
+    lose to the direct loops (measured in ``benchmarks/bench_conv.py --shapes``)."""
+    return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and OC <= 64
+
+
+def _conv2d_forward(t):
+    kh, kw, ph, pw, dh, dw, relu = t.attrs
+    conv = K.conv2d_direct[kh, kw]
+    none = np.empty(0, t.dtype)
+
+    def fwd(out, x, w, b=none):
+        conv(_c(x), _c(w), b, out, ph, pw, dh, dw, relu)
+    return fwd
+
+
+def _conv2d_grad_input_forward(t):
+    """dx = the stride-1 convolution of g with w flipped in both spatial axes and its channel axes
+    swapped, over the complementary padding (kh-1)*dh - ph rows, (kw-1)*dw - pw columns."""
+    kh, kw, ph, pw, dh, dw, _ = t.attrs
+    conv = K.conv2d_direct[kh, kw]
+    OC, C = t.srcs[1].shape[:2]
+    flipped = np.empty((C, OC, kh, kw), t.dtype)
+    none = np.empty(0, t.dtype)
+
+    def fwd(out, g, w):
+        np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        conv(_c(g), flipped, none, out, (kh - 1) * dh - ph, (kw - 1) * dw - pw, dh, dw, False)
+    return fwd
+
+
+def _conv2d_grad_params_forward(t):
+    """[dW.ravel(), db] in one pass over g and the input (db only when the conv has a bias)."""
+    kh, kw, ph, pw, dh, dw, _, has_b = t.attrs
+    grad = K.conv2d_grad_params_direct[kh, kw]
+    x_shape, g_shape = t.srcs[0].shape, t.srcs[1].shape
+    OC = g_shape[1]
+    nw = OC * x_shape[1] * kh * kw
+    blocks = K.conv_blocks(x_shape[0])
+
+    def fwd(out, x, g):
+        gw = out[:nw].reshape(OC, x_shape[1], kh, kw)
+        grad(_c(x), _c(g), gw, out[nw:], ph, pw, dh, dw, blocks)
+    return fwd
+
+
+def _conv2d_backward(t, g):
+    x, w = t.srcs[0], t.srcs[1]
+    has_b = len(t.srcs) == 3
+    if t.attrs[6]:  # the fused ReLU
+        g = node("relu_grad", (g, t), g.shape, g.dtype)
+    gx = node("conv2d_grad_input", (g, w), x.shape, g.dtype, t.attrs) if x.requires_grad \
+        else None
+    if not (w.requires_grad or has_b and t.srcs[2].requires_grad):
+        return (gx, None, None)[:len(t.srcs)]
+    nw = w.numel()
+    flat = node("conv2d_grad_params", (x, g), (nw + (w.shape[0] if has_b else 0),), g.dtype,
+                t.attrs + (has_b,))
+    gw = node("conv2d_params_part", (flat,), w.shape, g.dtype, (0, nw))
+    if not has_b:
+        return gx, gw
+    return gx, gw, node("conv2d_params_part", (flat,), t.srcs[2].shape, g.dtype, (nw, flat.shape[0]))
+
+
+def _params_part_view(t):
+    start, stop = t.attrs
+    shape = t.shape
+    return lambda flat: flat[start:stop].reshape(shape)
+
+
+defop("conv2d", forward=_conv2d_forward, backward=_conv2d_backward)
+defop("conv2d_grad_input", forward=_conv2d_grad_input_forward)
+defop("conv2d_grad_params", forward=_conv2d_grad_params_forward)
+defop("conv2d_params_part", view=_params_part_view)
+
+
 def _padding(op: str, padding, kernel: tuple[int, int], dilation: tuple[int, int],
              stride: tuple[int, int]) -> tuple[int, int, int, int]:
     """(top, left, total_h, total_w) padding; 'same' may pad one more at the bottom/right."""
@@ -217,6 +298,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
             raise RuntimeError(f"conv2d: bias has shape {b.shape}, expected ({OC},) for weight of "
                                f"shape {w.shape}")
         srcs = (x, w, b.to(x.dtype))
+    if _direct(C, OC, kh, kw, (sh, sw), groups, N * OH * OW):
+        y = node("conv2d", srcs, (N, OC, OH, OW), x.dtype, (kh, kw, ph, pw, dh, dw, False))
+        return y.reshape(OC, OH, OW) if unbatched else y
     col = node("im2col", (x,), (C * kh * kw, N, OH, OW), x.dtype, (kh, kw, sh, sw, ph, pw, dh, dw))
     attrs = (groups, OC // groups, Cg * kh * kw, N * OH * OW)
     yt = node("conv_gemm", (col,) + srcs[1:], (OC, N, OH, OW), x.dtype, attrs)
