@@ -1,16 +1,23 @@
 """Convolution and pooling over NCHW tensors: conv2d, max_pool2d, avg_pool2d.
 
-conv2d is im2col + one BLAS GEMM for the whole batch, recorded as graph nodes so autodiff composes
-the gradients and the planner keeps the columns alive for the weight gradient::
+conv2d runs one of two ways, chosen by shape (``_direct``, measured).  With stride 1, one group and
+few channels -- the first layers of a CNN, where a GEMM with K = C*kh*kw = 9 or 72 rows is all
+awkward shapes -- it is one node per direction over the NCHW arrays themselves::
+
+    y  = conv2d(x, w, b)                   (N, OC, OH, OW)   numba, bias (and a ReLU) fused
+    dx = conv2d_grad_input(g, w)           (N, C, H, W)      the same kernel over flipped weights
+    dW, db = conv2d_grad_params(x, g)      one pass, no im2col; two views of one flat node
+
+Otherwise it is im2col + one BLAS GEMM for the whole batch, recorded as graph nodes so autodiff
+composes the gradients and the planner keeps the columns alive for the weight gradient::
 
     col  = im2col(x)                       (C*kh*kw, N, OH, OW)     numba, parallel over planes
     yt   = conv_gemm(col, w, b)            (OC, N, OH, OW)          W @ col + b, one np.dot
     y    = yt.permute(1, 0, 2, 3)          (N, OC, OH, OW)          a copy into NCHW
 
 and backward: dcol = W^T @ dyt, dx = col2im(dcol), dW = dyt @ col^T, db = sum(dyt).  Groups split
-the channel axes into G independent GEMMs (np.matmul over a leading G axis).  Measured on the CNN of
-issue 3 (batch 256): one GEMM over N*OH*OW columns beats per-sample GEMMs (np.matmul over N) by
-about 2x on the 8->16 layer, and a direct numba convolution loop is 5x slower than either.
+the channel axes into G independent GEMMs (np.matmul over a leading G axis).  One GEMM over N*OH*OW
+columns beats per-sample GEMMs (np.matmul over N) by about 2x on the 8->16 layer of issue 3.
 
 Pooling reads each plane independently.  max_pool2d is an index node (the argmax of each window, a
 flat ``h*W + w`` per plane as PyTorch's ``return_indices``) plus a gather, so backward scatters
@@ -156,12 +163,13 @@ defop("conv_grad_weight", forward=_conv_grad_weight_forward)
 # ---- direct convolution (stride 1, one group) ----------------------------------------------------
 # attrs (kh, kw, ph, pw, dh, dw, relu): the kernel size, the top/left padding (the output's shape
 # gives the bottom/right), the dilation, and whether a ReLU is fused into the output.
-def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int,
-            positions: int) -> bool:
+def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int) -> bool:
     """Whether conv2d runs as direct kernels (``kernels/conv.py: conv2d_direct``) rather than
-    im2col + GEMM: stride 1 and one group, and few enough channels that the GEMM's awkward shapes
-    lose to the direct loops (measured in ``benchmarks/bench_conv.py --shapes``)."""
-    return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and OC <= 64
+    im2col + GEMM: stride 1, one group, and few channels, where a GEMM of K = C*kh*kw rows by OC
+    has awkward shapes and the direct loops win.  Measured (``benchmarks/bench_conv.py --shapes``,
+    forward + backward of one 3x3 layer at batch 32, one thread): direct/GEMM time 0.53-0.83 up to
+    16 -> 32 channels, 0.97 at 32 -> 32, 1.11 at 32 -> 64, 1.3-3.0 beyond."""
+    return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and C * kh * kw * OC <= 9216
 
 
 def _conv2d_forward(t):
@@ -298,7 +306,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
             raise RuntimeError(f"conv2d: bias has shape {b.shape}, expected ({OC},) for weight of "
                                f"shape {w.shape}")
         srcs = (x, w, b.to(x.dtype))
-    if _direct(C, OC, kh, kw, (sh, sw), groups, N * OH * OW):
+    if _direct(C, OC, kh, kw, (sh, sw), groups):
         y = node("conv2d", srcs, (N, OC, OH, OW), x.dtype, (kh, kw, ph, pw, dh, dw, False))
         return y.reshape(OC, OH, OW) if unbatched else y
     col = node("im2col", (x,), (C * kh * kw, N, OH, OW), x.dtype, (kh, kw, sh, sw, ph, pw, dh, dw))
