@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sized
 
 import numpy as np
 
+from tinyopt.data.sampler import Sampler
 from tinyopt.engine import random
 
 
@@ -43,7 +44,7 @@ def _replicas_and_rank(num_replicas: int | None, rank: int | None) -> tuple[int,
     return int(num_replicas), int(rank)
 
 
-class DistributedSampler:
+class DistributedSampler(Sampler[int]):
     """The indices of ``dataset`` that rank ``rank`` of ``num_replicas`` visits each epoch.
 
     Args:
