@@ -301,6 +301,69 @@ def ddp_state_dict_and_checkpoint_resume():
         os.remove(path)
 
 
+# ---- fit ----------------------------------------------------------------------------------------
+def fit_data(n: int = 40):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, 20)).astype(np.float32)
+    return x, (x[:, :5].argmax(1)).astype(np.int64)
+
+
+@check
+def fit_under_ddp_matches_single_process_and_reduces_metrics():
+    import io
+    data = fit_data()
+    ddp = DDP(mlp(20 + rank()))
+    ref = copy.deepcopy(ddp.module)
+    stream = io.StringIO()
+    # 32 training samples: ranks take 0,2,4.. and 1,3,5..; 2 per batch, 4 per optimizer step on
+    # each rank, so each step averages the gradient of 8 consecutive samples, as batch 8 does
+    hist = to.fit(ddp, data, nn.CrossEntropyLoss(), optim.SGD(ddp.parameters(), lr=0.1,
+                                                              momentum=0.9),
+                  epochs=2, batch_size=2, logical_batch_size=4, val_split=0.2, shuffle=False,
+                  progress=stream)
+    single = to.fit(ref, data, nn.CrossEntropyLoss(), optim.SGD(ref.parameters(), lr=0.1,
+                                                                momentum=0.9),
+                    epochs=2, batch_size=8, val_split=0.2, shuffle=False, progress=False)
+    assert max_diff(params(ddp), params(ref)) < 1e-5, max_diff(params(ddp), params(ref))
+    assert_ranks_identical(ddp)
+    last, want = hist[-1], single[-1]
+    assert (last.train.n, last.val.n, last.train.batches) == (32, 8, 16), last
+    assert abs(last.train.loss - want.train.loss) < 1e-5 and last.train.accuracy == \
+        want.train.accuracy
+    assert abs(last.val.loss - want.val.loss) < 1e-5 and last.val.accuracy == want.val.accuracy
+    assert gather(hist.as_dict()["epochs"][-1]["train"]["loss"])[0] == last.train.loss
+    assert (stream.getvalue() != "") == (rank() == 0), stream.getvalue()  # rank 0 reports
+
+
+@check
+def fit_under_ddp_checkpoint_resumes_bit_for_bit():
+    data = fit_data(60)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-fit-ddp-{os.getppid()}.tinyopt")
+    if rank() == 0 and os.path.exists(path):
+        os.remove(path)
+    dist.barrier()
+
+    def run(epochs, resume=None):
+        to.manual_seed(7 + rank())  # different global generators per rank: dropout differs
+        net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 5))
+        ddp = DDP(net)
+        opt = optim.Adam(ddp.parameters(), lr=1e-2)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        h = to.fit(ddp, data, nn.CrossEntropyLoss(), opt, epochs=epochs, batch_size=6,
+                   val_split=0.2, scheduler=sched, seed=None, progress=False,
+                   checkpoint=path, resume=resume)
+        return ddp, h
+    full, h_full = run(3)
+    assert os.path.exists(path)
+    run(2)
+    resumed, h_res = run(3, resume=path)
+    assert all(np.array_equal(a, b) for a, b in zip(params(resumed), params(full)))
+    assert [r.train.loss for r in h_res] == [r.train.loss for r in h_full]
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
 def main() -> None:
     dist.init_process_group("mpi")
     failures = {}

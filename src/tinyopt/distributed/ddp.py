@@ -67,6 +67,8 @@ class DistributedDataParallel(Module):
         device_ids, output_device, mixed_precision, device_mesh, ...: CPU only; must be None.
     """
 
+    _data_parallel = True  # tinyopt.fit shards the data and reduces its metrics (see fitting)
+
     def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
                  dim: int = 0, broadcast_buffers: bool | None = None, init_sync: bool = True,
                  process_group: Any = None, bucket_cap_mb: float | None = None,
