@@ -376,6 +376,7 @@ class PlanCache:
             self._plans.clear()
             self._evicted.clear()
             self.nbytes = self.hits = self.misses = 0
+            self._warned = False
 
 
 CACHE = PlanCache()
