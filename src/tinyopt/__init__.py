@@ -12,7 +12,8 @@ from tinyopt.engine.ops import (abs, arange, argmax, argmin, cat, clamp, exp, fl
                                 softmax, sqrt, square, squeeze, stack, sum, tanh, transpose,
                                 unsqueeze, var, where, zeros)
 from tinyopt import nn, optim, data, utils
-from tinyopt.checkpoint import CheckpointError, load, load_into, save
+from tinyopt.checkpoint import CheckpointError, load_into
+from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
 
 __version__ = "0.1.0"
