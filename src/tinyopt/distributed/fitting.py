@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import numpy as np
 
 from tinyopt.data import DataLoader, DistributedSampler, Subset
 from tinyopt.distributed.process_group import (all_gather_object, barrier,
@@ -47,8 +46,8 @@ class DataParallelFit:
     def train_loader(self, train_set: Any, batch_size: int, shuffle: bool,
                      seed: int | None) -> DataLoader:
         if seed is None:  # one seed for all ranks: rank 0's draw from its global generator
-            drawn = [int(random.default_generator.numpy.integers(2**62)) if self.is_main
-                     else None]
+            drawn: list[Any] = [int(random.default_generator.numpy.integers(2**62))
+                                if self.is_main else None]
             broadcast_object_list(drawn, src=0, group=self.pg)
             seed = drawn[0]
         self.sampler = DistributedSampler(train_set, num_replicas=self.world, rank=self.rank,
@@ -57,9 +56,10 @@ class DataParallelFit:
 
     def val_part(self, val_set: Any) -> Any:
         """This rank's validation samples: every ``world``-th, no padding (exact metrics)."""
-        return Subset(val_set, np.arange(self.rank, len(val_set), self.world))
+        return Subset(val_set, range(self.rank, len(val_set), self.world))
 
     def epoch_begin(self, epoch: int) -> None:
+        assert self.sampler is not None, "train_loader() makes the sampler"
         self.sampler.set_epoch(epoch)
 
     def sync(self, end: int, logical: int, n: int) -> Any:

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.distributed.ddp import _owner
 from tinyopt.distributed.process_group import _default
 from tinyopt.engine.tensor import Parameter
 from tinyopt.optim.flat import FlatBuffer
@@ -56,12 +57,17 @@ from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim.optimizer import Optimizer, StateDict
 
 
+class _ZeroBuffer(FlatBuffer):
+    """A param group's flat buffer (one dtype) whose gradients ZeRO reduces: DDP skips it."""
+
+    reduces_grads = True
+
+
 class _Shard:
     """One flat buffer of a group, and this rank's shard of it."""
 
     def __init__(self, params: list[Parameter], dtype: np.dtype, world: int, rank: int) -> None:
-        self.buffer = FlatBuffer(params, dtype)
-        self.buffer.reduces_grads = True  # DDP leaves these gradients to the reduce-scatter
+        self.buffer = _ZeroBuffer(params, dtype)
         n = self.buffer.numel
         self.counts = [n // world + (1 if r < n % world else 0) for r in range(world)]
         self.starts = [sum(self.counts[:r]) for r in range(world)]
@@ -69,7 +75,7 @@ class _Shard:
         self.hi = self.lo + self.counts[rank]
         self.mine = self.pieces(rank)
         self.piece_param = np.array([j for j, _, _ in self.mine], dtype=np.int64)
-        self.local: FlatBuffer | None = None  # the local optimizer's buffer of this shard
+        self.local: FlatBuffer  # the local optimizer's buffer of this shard (set by the owner)
 
     def pieces(self, rank: int) -> list[tuple[int, int, int]]:
         """``(parameter index, start, stop)`` of each piece of rank ``rank``'s shard, in order
@@ -108,11 +114,11 @@ class ZeroRedundancyOptimizer(Optimizer):
         self.world_size = self.process_group.size()
         self.rank = self.process_group.rank()
         self.global_rank = self.rank
-        self.optimizer_class = optimizer_class
+        self.optimizer_class: Any = optimizer_class
         self._optim_defaults = defaults
         # Every hyperparameter the local optimizer would have, validated with its messages.
         full = self._probe({}).defaults
-        self.optim: FusedOptimizer | None = None
+        self.optim: FusedOptimizer  # the local optimizer, made with the first group
         self._shards: list[list[_Shard]] = []
         self._all_state_dicts: list[StateDict] = []
         super().__init__(params, dict(full))
@@ -149,12 +155,12 @@ class ZeroRedundancyOptimizer(Optimizer):
                                      else np.zeros(0, sh.buffer.dtype)) for j, a, b in sh.mine])
         local_group = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         local_group["params"] = [p for ps in pieces for p in ps]
-        if self.optim is None:
+        if not hasattr(self, "optim"):
             self.optim = self.optimizer_class([local_group])
         else:
             self.optim.add_param_group(local_group)
         for sh, ps in zip(shards, pieces):
-            sh.local = ps[0]._owner()  # the local optimizer's flat buffer of the shard
+            sh.local = _owner(ps[0])  # the local optimizer's flat buffer of the shard
             _adopt_data(sh.local, sh.buffer.data[sh.lo:sh.hi])
         self._flags = np.zeros(sum(len(sh.buffer.params) for g in self._shards for sh in g),
                                dtype=np.uint8)
@@ -175,6 +181,8 @@ class ZeroRedundancyOptimizer(Optimizer):
         shards = [sh for g in self._shards for sh in g]
         flags, at = self._flags, 0
         for sh in shards:
+            if sh.buffer.stale:  # a parameter shared with another optimizer: take it back
+                sh.buffer.pack()
             k = len(sh.buffer.params)
             flags[at:at + k] = sh.buffer.flags
             at += k
