@@ -275,11 +275,12 @@ def conv2d_direct(kh: int, kw: int):
     OW + (kw-1)*dw columns (negative pt, pl crop), act is max(., 0) when ``relu`` (NaN stays NaN),
     and b has OC elements or none (no bias).  With a flipped and transposed w and the complementary
     padding this is also the input gradient.  x (N, C, H, W), w (OC, C, kh, kw), out (N, OC, OH, OW),
-    C-contiguous, one dtype; parallel over samples.  Each output sums over c, then i, then j, and
-    adds the bias last.  Pairs of output channels share each load of the input."""
+    C-contiguous, one dtype.  Each output sums over c, then i, then j, and adds the bias last.
+    Pairs of output channels share each load of the input.  Serial: the engine runs chunks of
+    samples on its worker threads (``engine/workers.py``)."""
     K = kh * kw
 
-    @parallel_kernel
+    @kernel
     def conv2d_direct_kernel(x, w, b, out, pt, pl, dh, dw, relu):
         N, C = x.shape[0], x.shape[1]
         OC, OH, OW = out.shape[1], out.shape[2], out.shape[3]
@@ -289,11 +290,11 @@ def conv2d_direct(kh: int, kw: int):
         wf = w.reshape(OC, C * K)
         has_b = b.shape[0] > 0
         uL, ui, uj, ukw = uint64(L), uint64(dh * Wp), uint64(dw), uint64(kw)
-        for n in prange(N):
-            xp = np.zeros((C, Hp * Wp + (kw - 1) * dw), x.dtype)
+        xp = np.zeros((C, Hp * Wp + (kw - 1) * dw), x.dtype)
+        acc = np.empty((2, L), x.dtype)
+        for n in range(N):
             for c in range(C):
                 _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
-            acc = np.empty((2, L), x.dtype)
             for o0 in range(0, OC, 2):
                 pair = o0 + 1 < OC
                 acc[:] = 0
@@ -340,87 +341,68 @@ def conv2d_direct(kh: int, kw: int):
     return conv2d_direct_kernel
 
 
-def conv_blocks(n: int) -> int:
-    """Into how many blocks of samples :func:`conv2d_grad_params_direct` cuts a batch of ``n``:
-    a function of ``n`` only, so the sums are the same whatever the number of threads."""
-    return max(1, min(n // 8, 16))
-
-
 @specialized
 def conv2d_grad_params_direct(kh: int, kw: int):
-    """``conv2d_grad_params_direct[kh, kw](x, g, gw, gb, pt, pl, dh, dw, nblocks)``: the weight and
-    bias gradients of :func:`conv2d_direct` without im2col,
+    """``conv2d_grad_params_direct[kh, kw](x, g, part, pt, pl, dh, dw)``: the weight and bias
+    gradients of :func:`conv2d_direct` over the samples of x, without im2col,
 
-        gw[o, c, i, j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
-        gb[o] = sum_{n, y, z} g[n, o, y, z]
+        part[o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
+        part[o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
 
-    (xp as there).  x (N, C, H, W), g (N, OC, OH, OW), gw (OC, C, kh, kw), gb (OC,) or empty (no
-    bias gradient); one dtype, C-contiguous.  The samples are cut into ``nblocks`` blocks (see
-    :func:`conv_blocks`), each summed on its own thread, and the block sums are added in order.
-    Within a sample the sums may be reassociated (lane-wise partial sums, as a GEMM's).  They run
-    over the padded rows at once (g is 0 in the columns past OW); a sample whose input holds inf
-    or NaN sums row by row over the real columns only, so no 0 * inf enters a sum (NaN and inf
-    reach exactly the taps they reach in PyTorch)."""
+    (xp as there).  x (N, C, H, W), g (N, OC, OH, OW), part (OC, C*kh*kw + 1) is overwritten; one
+    dtype, C-contiguous.  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
+    sample's sums run over its padded rows at once (g is 0 in the columns past OW); a sample whose
+    input holds inf or NaN sums row by row over the real columns only, so no 0 * inf enters a sum
+    (NaN and inf reach exactly the taps they reach in PyTorch).  Serial: the engine sums blocks of
+    samples on its worker threads and adds the blocks' results in order."""
     K = kh * kw
 
-    @parallel_kernel(reassoc=True)
-    def conv2d_grad_params_direct_kernel(x, g, gw, gb, pt, pl, dh, dw, nblocks):
+    @kernel(reassoc=True)
+    def conv2d_grad_params_direct_kernel(x, g, part, pt, pl, dh, dw):
         N, C = x.shape[0], x.shape[1]
         OC, OH, OW = g.shape[1], g.shape[2], g.shape[3]
         Hp = OH + (kh - 1) * dh
         Wp = OW + (kw - 1) * dw
         L = OH * Wp
         zero = x.dtype.type(0)
-        part = np.zeros((nblocks, OC, C * K + 1), x.dtype)
-        for blk in prange(nblocks):
-            xp = np.zeros((C, Hp * Wp + (kw - 1) * dw), x.dtype)
-            ge = np.zeros((OC, L), x.dtype)
-            pb = part[blk]
-            for n in range(blk * N // nblocks, (blk + 1) * N // nblocks):
-                finite = True
+        part[:] = 0
+        xp = np.zeros((C, Hp * Wp + (kw - 1) * dw), x.dtype)
+        ge = np.zeros((OC, L), x.dtype)
+        for n in range(N):
+            finite = True
+            for c in range(C):
+                finite &= _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
+            for o in range(OC):
+                _pad_plane(g[n, o], ge[o], 0, 0, OH, Wp)
+            nseg = 1 if finite else OH
+            seg = uint64(L if finite else OW)
+            step = uint64(L if finite else Wp)
+            for o in range(OC):
+                go = ge[o]
+                s = zero
+                for q in range(uint64(L)):
+                    s += go[q]
+                part[o, C * K] += s
                 for c in range(C):
-                    finite &= _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
-                for o in range(OC):
-                    _pad_plane(g[n, o], ge[o], 0, 0, OH, Wp)
-                nseg = 1 if finite else OH
-                seg = uint64(L if finite else OW)
-                step = uint64(L if finite else Wp)
-                for o in range(OC):
-                    go = ge[o]
-                    s = zero
-                    for q in range(uint64(L)):
-                        s += go[q]
-                    pb[o, C * K] += s
-                    for c in range(C):
-                        xc = xp[c]
-                        for i in range(kh):
-                            for j0 in range(0, kw, 3):
-                                # three taps of a row at once, sharing the loads of g
-                                base = i * dh * Wp
-                                o0 = uint64(base + j0 * dw)
-                                o1 = uint64(base + (j0 + 1) * dw) if j0 + 1 < kw else o0
-                                o2 = uint64(base + (j0 + 2) * dw) if j0 + 2 < kw else o0
-                                s0 = s1 = s2 = zero
-                                for sg in range(uint64(nseg)):
-                                    for q in range(sg * step, sg * step + seg):
-                                        gq = go[q]
-                                        s0 += gq * xc[q + o0]
-                                        s1 += gq * xc[q + o1]
-                                        s2 += gq * xc[q + o2]
-                                t = c * K + i * kw + j0
-                                pb[o, t] += s0
-                                if j0 + 1 < kw:
-                                    pb[o, t + 1] += s1
-                                if j0 + 2 < kw:
-                                    pb[o, t + 2] += s2
-        gwf = gw.reshape(OC, C * K)
-        for o in range(OC):
-            for k in range(C * K + 1):
-                s = part[0, o, k]
-                for blk in range(1, nblocks):
-                    s += part[blk, o, k]
-                if k < C * K:
-                    gwf[o, k] = s
-                elif gb.shape[0] > 0:
-                    gb[o] = s
+                    xc = xp[c]
+                    for i in range(kh):
+                        for j0 in range(0, kw, 3):
+                            # three taps of a row at once, sharing the loads of g
+                            base = i * dh * Wp
+                            o0 = uint64(base + j0 * dw)
+                            o1 = uint64(base + (j0 + 1) * dw) if j0 + 1 < kw else o0
+                            o2 = uint64(base + (j0 + 2) * dw) if j0 + 2 < kw else o0
+                            s0 = s1 = s2 = zero
+                            for sg in range(uint64(nseg)):
+                                for q in range(sg * step, sg * step + seg):
+                                    gq = go[q]
+                                    s0 += gq * xc[q + o0]
+                                    s1 += gq * xc[q + o1]
+                                    s2 += gq * xc[q + o2]
+                            t = c * K + i * kw + j0
+                            part[o, t] += s0
+                            if j0 + 1 < kw:
+                                part[o, t + 1] += s1
+                            if j0 + 2 < kw:
+                                part[o, t + 2] += s2
     return conv2d_grad_params_direct_kernel

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import workers
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
@@ -172,13 +173,39 @@ def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: 
     return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and C * kh * kw * OC <= 9216
 
 
+def _chunks(t: Tensor) -> int:
+    """Into how many chunks of samples to cut a direct-conv node's work for the worker threads:
+    one below about 2**20 multiply-adds (the hand-off costs tens of microseconds), else up to four
+    per thread.  Only for work whose result does not depend on the cut (each sample's outputs)."""
+    N = t.shape[0]
+    kh, kw = t.attrs[:2]
+    C, OC = t.srcs[0].shape[1], t.srcs[1].shape[0]
+    macs = t.numel() * (C if t.op == "conv2d" else OC) * kh * kw
+    if macs < 1 << 20:
+        return 1
+    return min(N, 4 * workers.num_threads())
+
+
+def _split(n: int, chunks: int, k: int) -> slice:
+    return slice(k * n // chunks, (k + 1) * n // chunks)
+
+
 def _conv2d_forward(t):
     kh, kw, ph, pw, dh, dw, relu = t.attrs
     conv = K.conv2d_direct[kh, kw]
     none = np.empty(0, t.dtype)
+    N, chunks = t.shape[0], _chunks(t)
 
     def fwd(out, x, w, b=none):
-        conv(_c(x), _c(w), b, out, ph, pw, dh, dw, relu)
+        x, w = _c(x), _c(w)
+        if chunks == 1:
+            conv(x, w, b, out, ph, pw, dh, dw, relu)
+            return
+
+        def chunk(k):
+            s = _split(N, chunks, k)
+            conv(x[s], w, b, out[s], ph, pw, dh, dw, relu)
+        workers.run_chunks(chunk, chunks)
     return fwd
 
 
@@ -190,25 +217,50 @@ def _conv2d_grad_input_forward(t):
     OC, C = t.srcs[1].shape[:2]
     flipped = np.empty((C, OC, kh, kw), t.dtype)
     none = np.empty(0, t.dtype)
+    pt, pl = (kh - 1) * dh - ph, (kw - 1) * dw - pw
+    N, chunks = t.shape[0], _chunks(t)
 
     def fwd(out, g, w):
         np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-        conv(_c(g), flipped, none, out, (kh - 1) * dh - ph, (kw - 1) * dw - pw, dh, dw, False)
+        g = _c(g)
+        if chunks == 1:
+            conv(g, flipped, none, out, pt, pl, dh, dw, False)
+            return
+
+        def chunk(k):
+            s = _split(N, chunks, k)
+            conv(g[s], flipped, none, out[s], pt, pl, dh, dw, False)
+        workers.run_chunks(chunk, chunks)
     return fwd
+
+
+def conv_blocks(n: int) -> int:
+    """Into how many blocks of samples the direct weight gradient cuts a batch of ``n``, each summed
+    on one thread, the blocks' sums then added in order: a function of ``n`` only, so the result
+    does not depend on the number of threads."""
+    return max(1, min(n // 16, 16))
 
 
 def _conv2d_grad_params_forward(t):
     """[dW.ravel(), db] in one pass over g and the input (db only when the conv has a bias)."""
     kh, kw, ph, pw, dh, dw, _, has_b = t.attrs
     grad = K.conv2d_grad_params_direct[kh, kw]
-    x_shape, g_shape = t.srcs[0].shape, t.srcs[1].shape
-    OC = g_shape[1]
-    nw = OC * x_shape[1] * kh * kw
-    blocks = K.conv_blocks(x_shape[0])
+    N, C = t.srcs[0].shape[:2]
+    OC = t.srcs[1].shape[1]
+    nw = OC * C * kh * kw
+    blocks = conv_blocks(N)
+    part = np.empty((blocks, OC, C * kh * kw + 1), t.dtype)
 
     def fwd(out, x, g):
-        gw = out[:nw].reshape(OC, x_shape[1], kh, kw)
-        grad(_c(x), _c(g), gw, out[nw:], ph, pw, dh, dw, blocks)
+        x, g = _c(x), _c(g)
+        workers.run_chunks(lambda k: grad(x[_split(N, blocks, k)], g[_split(N, blocks, k)],
+                                          part[k], ph, pw, dh, dw), blocks)
+        total = part[0]
+        for k in range(1, blocks):
+            total += part[k]
+        out[:nw].reshape(OC, -1)[:] = total[:, :-1]
+        if has_b:
+            out[nw:] = total[:, -1]
     return fwd
 
 
