@@ -366,3 +366,59 @@ def test_direct_weight_gradient_with_inf_and_nan_inputs_reaches_only_the_taps_th
     np.testing.assert_array_equal(np.isinf(w.grad), np.isinf(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(w.grad[finite], want[finite], rtol=1e-12)
+
+
+# ---- fusion: conv2d + ReLU (+ max-pool) as one node, bit for bit the unfused graph ---------------
+def _cnn_step(x, params, pool, relu=True):
+    """One forward + backward of conv -> (ReLU) -> (max-pool) -> linear; the loss, the input's
+    and every parameter's gradient, and the ops of the plan that ran."""
+    w, b, lw = (to.Parameter(p.copy()) for p in params)
+    xp = to.Parameter(x.copy())
+    h = conv2d(xp, w, b, padding=1)
+    if relu:
+        h = to.nn.functional.relu(h)
+    if pool:
+        h = max_pool2d(h, *pool)
+    loss = (h.reshape(x.shape[0], -1) @ lw).sum()
+    loss.backward()
+    ops = {t.op for t in to.engine.get_plan(loss=loss).nodes}
+    return [loss.numpy(), xp.grad, w.grad, b.grad, lw.grad], ops
+
+
+@pytest.mark.parametrize("pool, relu", [(None, True), ((2,), True), ((2,), False), ((3, 2), True),
+                                        ((2, 1), True), ((3, 3), True)])
+def test_fused_conv_relu_pool_is_bit_for_bit_the_unfused_graph(monkeypatch, pool, relu):
+    from tinyopt.engine import fuse
+    r = np.random.default_rng(4)
+    x = r.integers(-2, 3, size=(5, 2, 9, 8)).astype(np.float32)  # ties in the pooling windows
+    x[0, 0, 3, 4] = np.nan
+    x[2, 1, 0, 0] = np.nan
+    w = r.integers(-1, 2, size=(4, 2, 3, 3)).astype(np.float32)
+    b = np.array([0, 1, -1, 0], np.float32)
+    n_out = 4 * (9 * 8 if pool is None else max_pool2d(np.zeros((1, 1, 9, 8)), *pool).numel())
+    lw = r.standard_normal((n_out, 3)).astype(np.float32)
+    fused, ops = _cnn_step(x, (w, b, lw), pool, relu)
+    assert "relu" not in ops and "max_pool2d_indices" not in ops
+    monkeypatch.setattr(fuse, "RULES", {})
+    to.engine.cache_clear()  # plans are cached by the graph's structure, fused or not
+    plain, ops = _cnn_step(x, (w, b, lw), pool, relu)
+    to.engine.cache_clear()
+    assert "max_pool2d_indices" in ops or pool is None
+    for a, b_ in zip(fused, plain):
+        np.testing.assert_array_equal(a, b_)
+
+
+def test_no_fusion_when_the_conv_output_or_the_pool_indices_are_read():
+    w = to.Parameter(rng.standard_normal((3, 2, 3, 3)))
+    x = rng.standard_normal((2, 2, 6, 6))
+    h = conv2d(x, w, padding=1)
+    y, idx = max_pool2d(to.nn.functional.relu(h), 2, return_indices=True)
+    loss = y.sum() + h.sum()   # h read twice: by the ReLU and by the loss
+    loss.backward()
+    ops = [t.op for t in to.engine.get_plan(loss=loss).nodes]
+    assert "relu" in ops and "max_pool2d_indices" in ops
+    w.grad = None
+    y, idx = max_pool2d(to.nn.functional.relu(conv2d(x, w, padding=1)), 2, return_indices=True)
+    v = to.engine.realize.realize([idx], loss=y.sum())[0]   # the indices are an output
+    np.testing.assert_array_equal(v, max_pool2d(np.maximum(ref_conv2d(
+        x, w.data, padding=(1, 1, 1, 1)), 0), 2, return_indices=True)[1].numpy())

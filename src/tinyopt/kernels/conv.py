@@ -265,36 +265,136 @@ def _pad_plane(src, dst, pt, pl, Hp, Wp):
     return finite
 
 
-@specialized
-def conv2d_direct(kh: int, kw: int):
-    """``conv2d_direct[kh, kw](x, w, b, out, pt, pl, dh, dw, relu)``: the stride-1 convolution
+@kernel
+def _relu_plane(g, y, dst, pt, pl, Hp, Wp):
+    """:func:`_pad_plane` of g masked by the ReLU's output y: g where y > 0, else 0 (as
+    ``relu_grad``)."""
+    H, W = g.shape
+    w0, w1 = max(0, -pl), min(W, Wp - pl)
+    for h in range(max(0, -pt), min(H, Hp - pt)):
+        s, m = g[h], y[h]
+        d = dst[(h + pt) * Wp + pl + w0:]
+        for w in range(uint64(w1 - w0)):
+            d[w] = s[w + uint64(w0)] if m[w + uint64(w0)] > 0 else 0
 
-        out[n, o, y, z] = act(sum_{c, i, j} w[o, c, i, j] xp[n, c, y + i*dh, z + j*dw] + b[o]),
+
+@kernel
+def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, relu):
+    """:func:`_pad_plane` of the H x W plane that max-pooling's gradient g scatters to: each
+    g[u, v] added at its window's tap ptap[u, v] (pooled value pv[u, v]; skipped when ``relu`` and
+    not pv > 0, the ReLU's mask), in row-major order of (u, v), onto zeros: the values of
+    ``scatter_add_planes`` then ``relu_grad``, bit for bit (0 + g, so a -0 gradient lands as +0)."""
+    PU, PV = g.shape
+    zero = g.dtype.type(0)
+    if psh >= pkh and psw >= pkw and pt >= 0 and pl >= 0 and (PU - 1) * psh + pkh + pt <= Hp \
+            and (PV - 1) * psw + pkw + pl <= Wp:
+        # windows that do not overlap, inside the plane: zeros, then each gradient stored at
+        # its tap's address (no branch on the data: random taps and masks would mispredict; and
+        # a bare comparison, as ``not`` or ``|`` on booleans keep LLVM from making a select)
+        for h in range(uint64(H)):
+            row = dst[(h + uint64(pt)) * uint64(Wp) + uint64(pl):]
+            for w in range(uint64(W)):
+                row[w] = 0
+        for u in range(uint64(PU)):
+            gu, mu, tu = g[u], pv[u], ptap[u]
+            d = dst[(u * uint64(psh) + uint64(pt)) * uint64(Wp) + uint64(pl):]
+            for v in range(uint64(PV)):
+                gv = zero + gu[v]
+                if relu:
+                    gv = gv if mu[v] > 0 else zero
+                tap = uint64(tu[v])
+                d[(tap // uint64(pkw)) * uint64(Wp) + v * uint64(psw) + tap % uint64(pkw)] = gv
+        return
+    for h in range(max(0, -pt), min(H, Hp - pt)):
+        for w in range(max(0, -pl), min(W, Wp - pl)):
+            dst[(h + pt) * Wp + pl + w] = 0
+    for u in range(PU):
+        for v in range(PV):
+            if relu and not pv[u, v] > 0:
+                continue
+            tap = int(ptap[u, v])
+            r = u * psh + tap // pkw + pt
+            c = v * psw + tap % pkw + pl
+            if 0 <= r < Hp and 0 <= c < Wp:
+                dst[r * Wp + c] += g[u, v]
+
+
+@kernel
+def _window_max(row, k0, Wp, pkh, pkw):
+    """(value, tap) of the maximum of the pkh x pkw window at row[k0] (rows Wp apart): the first
+    maximum in window order, or the first NaN if there is one (as :func:`max_pool2d_indices`).
+    Every index unsigned (uint64 arguments)."""
+    val = row[k0]
+    tap = uint64(0)
+    if val == val:
+        for i in range(pkh):
+            for j in range(pkw):
+                e = row[k0 + i * Wp + j]
+                if e != e:
+                    return e, row.dtype.type(i * pkw + j)
+                if e > val:
+                    val, tap = e, i * pkw + j
+    return val, row.dtype.type(tap)
+
+
+PLAIN, POOL_OUT, RELU_IN, UNPOOL_IN = 0, 1, 2, 3  # the modes of the direct conv kernels
+
+
+@specialized
+def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 0, psh: int = 0,
+                  psw: int = 0):
+    """``conv2d_direct[kh, kw](x, m, w, b, out, pooled, H, W, pt, pl, dh, dw, relu)``: the
+    stride-1 convolution
+
+        y[n, o, r, s] = act(sum_{c, i, j} w[o, c, i, j] xp[n, c, r + i*dh, s + j*dw] + b[o]),
 
     where xp is x placed at row pt, column pl of zero planes of OH + (kh-1)*dh rows and
     OW + (kw-1)*dw columns (negative pt, pl crop), act is max(., 0) when ``relu`` (NaN stays NaN),
-    and b has OC elements or none (no bias).  With a flipped and transposed w and the complementary
-    padding this is also the input gradient.  x (N, C, H, W), w (OC, C, kh, kw), out (N, OC, OH, OW),
-    C-contiguous, one dtype.  Each output sums over c, then i, then j, and adds the bias last.
-    Pairs of output channels share each load of the input.  Serial: the engine runs chunks of
-    samples on its worker threads (``engine/workers.py``)."""
+    and b has OC elements or none (no bias).  Each output sums over c, then i, then j, and adds the
+    bias last; pairs of output channels share each load of the input.  With a flipped and
+    transposed w and the complementary padding this is also the input gradient.
+
+    The input planes are H x W and the output y goes into ``out`` (N, OC, OH, OW); the mode
+    (compiled in, with the pooling window pkh x pkw at strides psh, psw) says what x and m are:
+
+    - ``PLAIN``: x (N, C, H, W) is the input (m is not read).
+    - ``POOL_OUT``: x as in PLAIN, and y is max-pooled instead of written, over windows that lie
+      inside the plane: ``pooled[0, n, o, u, v]`` is the window's maximum (the first in window
+      order on ties, the first NaN if any, as :func:`max_pool2d_indices`) and
+      ``pooled[1, n, o, u, v]`` its tap i*pkw + j; ``out`` only gives (OH, OW) (it may be empty).
+    - ``RELU_IN``: the input is x masked by a ReLU's output m (both (N, C, H, W)), as
+      ``relu_grad(x, m)``: the input gradient of a conv with the ReLU fused.
+    - ``UNPOOL_IN``: the input is the H x W planes that the max-pooling gradient x (N, C, PU, PV)
+      scatters to through ``m`` = the pooled array of a POOL_OUT run (masked by the ReLU when
+      ``relu``; then y gets no ReLU).
+
+    w (OC, C, kh, kw); C-contiguous, one dtype.  Serial: the engine runs chunks of samples on its
+    worker threads (``engine/workers.py``)."""
     K = kh * kw
 
     @kernel
-    def conv2d_direct_kernel(x, w, b, out, pt, pl, dh, dw, relu):
+    def conv2d_direct_kernel(x, m, w, b, out, pooled, H, W, pt, pl, dh, dw, relu):
         N, C = x.shape[0], x.shape[1]
-        OC, OH, OW = out.shape[1], out.shape[2], out.shape[3]
+        OC, OH, OW = w.shape[0], out.shape[2], out.shape[3]
         Hp = OH + (kh - 1) * dh
         Wp = OW + (kw - 1) * dw
         L = OH * Wp
         wf = w.reshape(OC, C * K)
         has_b = b.shape[0] > 0
-        uL, ui, uj, ukw = uint64(L), uint64(dh * Wp), uint64(dw), uint64(kw)
+        uL, ui, uj, ukw, uWp = uint64(L), uint64(dh * Wp), uint64(dw), uint64(kw), uint64(Wp)
         xp = np.zeros((C, Hp * Wp + (kw - 1) * dw), x.dtype)
         acc = np.empty((2, L), x.dtype)
+        act = relu and mode != UNPOOL_IN and mode != RELU_IN
+        zero = x.dtype.type(0)
         for n in range(N):
             for c in range(C):
-                _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
+                if mode == RELU_IN:
+                    _relu_plane(x[n, c], m[n, c], xp[c], pt, pl, Hp, Wp)
+                elif mode == UNPOOL_IN:
+                    _unpool_plane(x[n, c], m[0, n, c], m[1, n, c], xp[c], pt, pl, Hp, Wp, H, W,
+                                  pkh, pkw, psh, psw, relu)
+                else:
+                    _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
             for o0 in range(0, OC, 2):
                 pair = o0 + 1 < OC
                 acc[:] = 0
@@ -324,33 +424,65 @@ def conv2d_direct(kh: int, kw: int):
                 for k in range(2 if pair else 1):
                     o = o0 + k
                     a = acc[k]
-                    for y in range(OH):
-                        row = a[y * Wp:]
-                        orow = out[n, o, y]
-                        if has_b:
-                            bo = b[o]
-                            for z in range(uint64(OW)):
-                                row[z] += bo
-                        if relu:
-                            for z in range(uint64(OW)):
-                                v = row[z]
-                                orow[z] = v if not v <= 0 else 0
-                        else:
+                    if has_b:
+                        bo = b[o]
+                        for q in range(uL):
+                            a[q] += bo
+                    if act:
+                        for q in range(uL):
+                            v = a[q]
+                            a[q] = v if not v <= 0 else 0
+                    if mode != POOL_OUT:
+                        for y in range(OH):
+                            row = a[y * Wp:]
+                            orow = out[n, o, y]
                             for z in range(uint64(OW)):
                                 orow[z] = row[z]
+                        continue
+                    # the pooling: comparisons without the NaN rule (selects, every lane a
+                    # float, the tap too), and the exact rule only for a window that holds a NaN
+                    # (or an inf, whose e - e is NaN as well)
+                    pv, pt_ = pooled[0, n, o], pooled[1, n, o]
+                    for u in range(uint64(pv.shape[0])):
+                        row = a[u * uint64(psh) * uWp:]
+                        prow, trow = pv[u], pt_[u]
+                        for v_ in range(uint64(pv.shape[1])):
+                            k0 = v_ * uint64(psw)
+                            best = row[k0]
+                            val = best
+                            tap = zero
+                            check = best - best
+                            for i in range(uint64(pkh)):
+                                for j in range(uint64(pkw)):
+                                    if i + j > 0:
+                                        e = row[k0 + i * uWp + j]
+                                        take = e > best
+                                        val = e if take else val
+                                        tap = x.dtype.type(i * uint64(pkw) + j) if take else tap
+                                        best = max(best, e)
+                                        check += e - e
+                            if check != check:
+                                val, tap = _window_max(row, k0, uWp, uint64(pkh),
+                                                       uint64(pkw))
+                            prow[v_] = val
+                            trow[v_] = tap
     return conv2d_direct_kernel
 
 
 @specialized
-def conv2d_grad_params_direct(kh: int, kw: int):
-    """``conv2d_grad_params_direct[kh, kw](x, g, part, pt, pl, dh, dw)``: the weight and bias
-    gradients of :func:`conv2d_direct` over the samples of x, without im2col,
+def conv2d_grad_params_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 0,
+                              psh: int = 0, psw: int = 0):
+    """``conv2d_grad_params_direct[kh, kw, mode, pool](x, g, m, part, OH, OW, pt, pl, dh, dw,
+    relu)``: the weight and bias gradients of :func:`conv2d_direct` over the samples of x, without
+    im2col,
 
         part[o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
         part[o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
 
-    (xp as there).  x (N, C, H, W), g (N, OC, OH, OW), part (OC, C*kh*kw + 1) is overwritten; one
-    dtype, C-contiguous.  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
+    (xp as there).  x (N, C, H, W), part (OC, C*kh*kw + 1) is overwritten; one dtype,
+    C-contiguous.  g is the gradient of y (N, OC, OH, OW) in mode PLAIN, and as the input of
+    :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m) and UNPOOL_IN (the
+    pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
     sample's sums run over its padded rows at once (g is 0 in the columns past OW); a sample whose
     input holds inf or NaN sums row by row over the real columns only, so no 0 * inf enters a sum
     (NaN and inf reach exactly the taps they reach in PyTorch).  Serial: the engine sums blocks of
@@ -358,9 +490,9 @@ def conv2d_grad_params_direct(kh: int, kw: int):
     K = kh * kw
 
     @kernel(reassoc=True)
-    def conv2d_grad_params_direct_kernel(x, g, part, pt, pl, dh, dw):
+    def conv2d_grad_params_direct_kernel(x, g, m, part, OH, OW, pt, pl, dh, dw, relu):
         N, C = x.shape[0], x.shape[1]
-        OC, OH, OW = g.shape[1], g.shape[2], g.shape[3]
+        OC = g.shape[1]
         Hp = OH + (kh - 1) * dh
         Wp = OW + (kw - 1) * dw
         L = OH * Wp
@@ -373,7 +505,13 @@ def conv2d_grad_params_direct(kh: int, kw: int):
             for c in range(C):
                 finite &= _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
             for o in range(OC):
-                _pad_plane(g[n, o], ge[o], 0, 0, OH, Wp)
+                if mode == RELU_IN:
+                    _relu_plane(g[n, o], m[n, o], ge[o], 0, 0, OH, Wp)
+                elif mode == UNPOOL_IN:
+                    _unpool_plane(g[n, o], m[0, n, o], m[1, n, o], ge[o], 0, 0, OH, Wp, OH, OW,
+                                  pkh, pkw, psh, psw, relu)
+                else:
+                    _pad_plane(g[n, o], ge[o], 0, 0, OH, Wp)
             nseg = 1 if finite else OH
             seg = uint64(L if finite else OW)
             step = uint64(L if finite else Wp)
