@@ -102,13 +102,14 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
-def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
-        unbiased: bool | None = None) -> Tensor:
-    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
+    ``unbiased=False`` is correction 0)."""
     x = as_tensor(x)
     _require_float("var", x)
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+    if correction is None:
+        correction = 0 if unbiased is False else 1
     dims = _dims("var", x, dim)
     n = math.prod([x.shape[d] for d in dims])
     centered = x - mean(x, dims, keepdim=True)
@@ -116,8 +117,10 @@ def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
     return sum(centered * centered, dims, keepdim) * scale
 
 
-def std(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False) -> Tensor:
-    return var(x, dim, correction=correction, keepdim=keepdim).sqrt()
+def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """Standard deviation: the square root of ``var`` (same arguments)."""
+    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
 # ---- max / min ---------------------------------------------------------------------------------
@@ -205,13 +208,21 @@ defop("max_all", forward=_all_forward(True), backward=_all_backward)
 defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
-def max(x: Tensor, dim: int | None = None, keepdim: bool = False):
-    """The largest element, or ``(values, indices)`` along ``dim``."""
+def max(x: Tensor, dim=None, keepdim: bool = False):
+    """The largest element, ``(values, indices)`` along ``dim``, or with a tensor the
+    elementwise maximum (``torch.max(a, b)``)."""
+    if isinstance(dim, Tensor):
+        from tinyopt.engine.ops.elementwise import maximum
+        return maximum(x, dim)
     return _extreme("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim: int | None = None, keepdim: bool = False):
-    """The smallest element, or ``(values, indices)`` along ``dim``."""
+def min(x: Tensor, dim=None, keepdim: bool = False):
+    """The smallest element, ``(values, indices)`` along ``dim``, or with a tensor the
+    elementwise minimum."""
+    if isinstance(dim, Tensor):
+        from tinyopt.engine.ops.elementwise import minimum
+        return minimum(x, dim)
     return _extreme("min", x, dim, keepdim)
 
 
