@@ -42,8 +42,9 @@ from tinyopt.engine.ops import (abs, acos, add, addcdiv, addcmul, allclose, aran
                                 sign, sin, sinh, softmax, sqrt, square, squeeze, stack, std, sub,
                                 subtract, sum, t, tan, tanh, transpose, true_divide, trunc,
                                 unsqueeze, var, where, xlogy, zeros, zeros_like)
-from tinyopt import nn, optim, data, autograd, cuda, accelerator, backends
-from tinyopt.checkpoint import CheckpointError, load, load_into, save
+from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends
+from tinyopt.checkpoint import CheckpointError, load_into
+from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
 
 __version__ = "0.1.0"
@@ -82,3 +83,10 @@ def result_type(tensor1, tensor2):
 def can_cast(from_, to) -> _builtins.bool:
     from tinyopt.engine.dtypes import category
     return category(from_) <= category(to)
+
+
+def __getattr__(name: str):
+    if name == "distributed":  # on first use (it never imports mpi4py before init_process_group)
+        import importlib
+        return importlib.import_module("tinyopt.distributed")
+    raise AttributeError(f"module 'tinyopt' has no attribute {name!r}")

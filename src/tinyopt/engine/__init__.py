@@ -28,6 +28,7 @@ from tinyopt.engine.random import (Generator, default_generator, get_rng_state, 
                                    seed, set_rng_state)
 from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor, from_numpy, tensor
 from tinyopt.engine import ops
-from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info
+from tinyopt.engine.plan import (CacheInfo, Plan, cache_clear, cache_info,
+                                 set_cache_limit)
 from tinyopt.engine.realize import get_plan
 from tinyopt.engine.dot import to_dot

@@ -51,6 +51,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         _keep(t, v, free)
     if loss is not None:
         _keep(loss, values[-1], free)
+        for hook in BACKWARD_HOOKS:
+            hook()
         return [t._value for t in outputs] + [loss._value]
     return [t._value for t in outputs]
 
@@ -73,6 +75,11 @@ def freeze_after_backward(fwd: list[Tensor], loss: Tensor) -> None:
     for t in fwd:
         if t.op not in LEAF_OPS and t._value is not None and t.requires_grad:
             _freeze(t, t._value, "freed")
+
+
+BACKWARD_HOOKS: list = []
+"""Callables run after every backward, once the gradients are in ``.grad``
+(``DistributedDataParallel`` averages them over the ranks there)."""
 
 
 def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:
