@@ -24,7 +24,7 @@ from tinyopt.engine.random import (default_generator, get_rng_state, initial_see
                                    set_rng_state)
 from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
-from tinyopt.engine.ops import (abs, acos, add, addcdiv, addcmul, allclose, arange, arccos,
+from tinyopt.engine.ops import (abs, acos, all, any, add, addcdiv, addcmul, allclose, arange, arccos,
                                 arcsin, arctan, argmax, argmin, asin, atan, bernoulli,
                                 bitwise_and, bitwise_not, bitwise_or, bitwise_xor, cat, ceil,
                                 clamp, clamp_max, clamp_min, clip, clone, cos, cosh, div,

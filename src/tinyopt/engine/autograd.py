@@ -91,7 +91,8 @@ def _loss_of(tensors: list[Tensor], grads: list[Any]) -> Tensor:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                f"a grad_fn")
         if g is None and t.numel() != 1:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs (this "
+                               f"tensor has shape {t.shape}: pass gradient=...)")
     if len(tensors) == 1 and grads[0] is None:
         return tensors[0]
     with enable_grad():
@@ -215,7 +216,7 @@ POST_HOOKS = _PostHooks()
 def _post_accumulate(leaves: list[Tensor]) -> None:
     """Run ``register_post_accumulate_grad_hook`` hooks, last leaves first."""
     for p in reversed(leaves):
-        hooks = getattr(p, "_post_hooks", None) if isinstance(p, Parameter) else None
+        hooks = getattr(p, "_post_hooks", None)
         if hooks:
             for hook in list(hooks.values()):
                 hook(p)

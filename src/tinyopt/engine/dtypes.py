@@ -132,8 +132,11 @@ def result_type(*operands) -> np.dtype:
     (see the module docstring).  Tensors are anything with ``dtype`` and ``shape``."""
     best: list[np.dtype | None] = [None, None, None]  # per kind: dimensioned, 0-d, number
     for x in operands:
+        if isinstance(x, (list, tuple)):  # data for a tensor, as ``tensor(x)`` would make it
+            arr = np.asarray(x)
+            x = arr.astype(np.float32) if arr.dtype == np.float64 else arr
         if hasattr(x, "dtype") and hasattr(x, "shape"):
-            kind, d = (0 if len(x.shape) else 1), np.dtype(x.dtype)
+            kind, d = (0 if len(x.shape) else 1), default_dtype_for(np.empty(0, x.dtype))
         else:
             kind, d = 2, scalar_dtype(x)
         best[kind] = d if best[kind] is None else promote(best[kind], d)

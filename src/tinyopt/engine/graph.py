@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from itertools import chain
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine.grad_mode import no_fold, no_grad
@@ -49,11 +49,12 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
     modified in place after the node was built (see the module docstring)."""
     seen: dict[int, Tensor] = {}
     stack = list(roots)
+    last = MUTATIONS.last
     while stack:
         t = stack.pop()
         if id(t) not in seen:
             seen[id(t)] = t
-            stack.extend(t.srcs)
+            stack.extend(t.srcs if t._id > last or not t.srcs else resolve_sources(t))
     order = sorted(seen.values(), key=_creation)
     if order and MUTATIONS.last > order[0]._id:
         check_versions(order)
@@ -64,6 +65,22 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
 
 
 _creation = attrgetter("_id")
+
+
+def resolve_sources(t: Tensor) -> tuple[Tensor, ...]:
+    """``t``'s sources as they were when ``t`` was built: a source that in-place autograd turned
+    into a newer node since (``h.add_(1)`` after ``y = f(h)``) is replaced, for good, by the
+    version ``t`` read, which that rebuild kept in ``_prev``."""
+    srcs = t.srcs
+    if not any(s._id > t._id for s in srcs):
+        return srcs
+    fixed = []
+    for s in srcs:
+        while s._id > t._id and getattr(s, "_prev", None) is not None:
+            s = s._prev
+        fixed.append(s)
+    t.srcs = tuple(fixed)
+    return t.srcs
 
 
 def _version(t: Tensor) -> int:
@@ -101,7 +118,10 @@ def check_versions(order: list[Tensor]) -> None:
 
 def uses(sig: tuple) -> Counter:
     """How many times each position of a signature is used as a source."""
-    return Counter(chain.from_iterable(e[5] for e in sig))
+    return Counter(chain.from_iterable(map(_srcs_of, sig)))
+
+
+_srcs_of = itemgetter(5)
 
 
 _refcount = sys.getrefcount

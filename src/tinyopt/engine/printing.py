@@ -98,7 +98,7 @@ def _body(a: np.ndarray, fmt: _Formatter, indent: int, summarize: bool) -> str:
         return fmt.format(a.item(), pad=False)
     if a.ndim == 1:
         if summarize and a.shape[0] > 2 * edge:
-            items = ([fmt.format(v) for v in a[:edge].tolist()] + ["..."]
+            items = ([fmt.format(v) for v in a[:edge].tolist()] + [" ..."]
                      + [fmt.format(v) for v in a[-edge:].tolist()])
         else:
             items = [fmt.format(v) for v in a.tolist()]

@@ -72,6 +72,9 @@ class _Mutations:
 MUTATIONS = _Mutations()
 
 
+_OPERANDS = (numbers.Number, np.ndarray, np.generic, list, tuple)  # and Tensor, added below
+
+
 class Size(tuple):
     """``torch.Size``: what ``Tensor.size()`` returns, a tuple of ints."""
 
@@ -98,7 +101,7 @@ class Tensor(TensorMethods):
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
                  "_grad", "_base", "_mutated", "_version_count", "_hooks", "_retains_grad",
-                 "__weakref__")
+                 "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
     op: str
@@ -313,10 +316,16 @@ class Tensor(TensorMethods):
         calls until reset (``zero_grad()``).  The graph is freed afterwards unless
         ``retain_graph=True``.
         """
-        from tinyopt.engine.autograd import run_backward
-        run_backward([self], None if gradient is None else [gradient],
-                     retain_graph=bool(retain_graph or create_graph), inputs=inputs,
-                     create_graph=create_graph)
+        from tinyopt.engine import autograd
+        if (gradient is None and inputs is None and not create_graph and self.requires_grad
+                and self.numel() == 1 and not autograd.WATCHED.count
+                and not autograd.POST_HOOKS.count):  # the common case: straight to the plan
+            from tinyopt.engine.realize import realize
+            realize([], loss=self, retain_graph=bool(retain_graph))
+            return
+        autograd.run_backward([self], None if gradient is None else [gradient],
+                              retain_graph=bool(retain_graph or create_graph), inputs=inputs,
+                              create_graph=create_graph)
 
     def detach(self) -> Tensor:
         """This tensor's value cut from the graph (a concrete tensor sharing its storage; a graph
@@ -376,6 +385,24 @@ class Tensor(TensorMethods):
         if not self.is_leaf:
             from tinyopt.engine.autograd import WATCHED
             WATCHED.count += 1
+        return handle
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle:
+        """Call ``hook(p)`` after ``backward`` has accumulated a new gradient into ``p.grad``
+        (``torch.Tensor.register_post_accumulate_grad_hook``)."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        hooks = getattr(self, "_post_hooks", None)
+        if hooks is None:
+            hooks = self._post_hooks = {}
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        from tinyopt.engine.autograd import POST_HOOKS
+        POST_HOOKS.count += 1
         return handle
 
     @property
@@ -478,6 +505,8 @@ class Tensor(TensorMethods):
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``: this tensor with
         that dtype (itself when nothing changes).  The only device is the CPU."""
+        if not kwargs and len(args) == 1 and isinstance(args[0], np.dtype):  # internal callers
+            return _F.to(self, as_dtype(args[0]))
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -566,51 +595,83 @@ class Tensor(TensorMethods):
 
     # arithmetic operators
     def __add__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.add(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.add(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.sub(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.sub(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.mul(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.mul(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.div(other, self)
 
     def __floordiv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.floor_divide(self, other)
 
     def __rfloordiv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.floor_divide(other, self)
 
     def __mod__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.remainder(self, other)
 
     def __rmod__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.remainder(other, self)
 
     def __pow__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.pow(self, other)
 
     def __rpow__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.pow(other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.matmul(other, self)
 
     def __neg__(self) -> Tensor:
@@ -626,40 +687,64 @@ class Tensor(TensorMethods):
         return _F.bitwise_not(self)
 
     def __and__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_and(self, other)
 
     def __rand__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_and(other, self)
 
     def __or__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_or(self, other)
 
     def __ror__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_or(other, self)
 
     def __xor__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_xor(self, other)
 
     def __rxor__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.bitwise_xor(other, self)
 
     # comparisons give bool tensors
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.eq(self, other)
 
     def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.ne(self, other)
 
     def __lt__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.lt(self, other)
 
     def __le__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.le(self, other)
 
     def __gt__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.gt(self, other)
 
     def __ge__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
         return _F.ge(self, other)
 
     # in-place operators
@@ -701,6 +786,9 @@ class Tensor(TensorMethods):
         def __array_ufunc__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
+_OPERANDS = _OPERANDS + (Tensor,)
+
+
 def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
           requires_grad: bool, value: np.ndarray | None) -> None:
     t.op = op
@@ -717,9 +805,19 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
 
 def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
           requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
-    """A new tensor (graph node or concrete leaf) without going through the user constructor."""
+    """A new tensor (graph node or concrete leaf) without going through the user constructor
+    (``_init`` inlined: every graph node is made here)."""
     t = _new(Tensor)
-    _init(t, op, srcs, attrs, shape, dtype, requires_grad, value)
+    t.op = op
+    t.srcs = srcs
+    t.attrs = attrs
+    t.shape = tuple(map(int, shape))
+    t.dtype = dtype
+    t.requires_grad = requires_grad
+    t.name = ""
+    t._value = value
+    t._id = next(_ids)
+    t._grad = None
     return t
 
 
@@ -835,6 +933,7 @@ def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> T
     old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
     old._id = t._id
     old.name = t.name
+    old._prev = getattr(t, "_prev", None)
     if getattr(t, "_base", None) is not None:
         old._base = t._base
     new = build(old)
@@ -847,6 +946,7 @@ def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> T
     t._value = None
     t._base = None
     t._id = new._id
+    t._prev = old  # what nodes built before this read (``graph.resolve_sources``)
     MUTATIONS.last = max(MUTATIONS.last, t._id)
     return t
 
@@ -917,8 +1017,7 @@ class Parameter(Tensor):
     views no longer hold this parameter, and it must pack it back before using them.
     """
 
-    __slots__ = ("_data", "_grad_view", "_grad_flags", "_grad_index", "_owner", "_grad_t",
-                 "_post_hooks")
+    __slots__ = ("_data", "_grad_view", "_grad_flags", "_grad_index", "_owner", "_grad_t")
 
     # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
     # nodes; ``p.eq(x)`` still compares elementwise.
@@ -946,7 +1045,6 @@ class Parameter(Tensor):
         self._grad_index = 0
         self._owner: Any = None
         self._grad_t = None
-        self._post_hooks: dict | None = None
 
     @property  # type: ignore[override]
     def _value(self) -> np.ndarray:
@@ -1052,18 +1150,6 @@ class Parameter(Tensor):
         self.requires_grad = bool(requires_grad)
         return self
 
-    def register_post_accumulate_grad_hook(self, hook: Callable[[Parameter], None]
-                                           ) -> RemovableHandle:
-        """Call ``hook(p)`` after ``backward`` has accumulated a new gradient into ``p.grad``
-        (``torch.Tensor.register_post_accumulate_grad_hook``)."""
-        if not self.requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        if self._post_hooks is None:
-            self._post_hooks = {}
-        handle = RemovableHandle(self._post_hooks)
-        self._post_hooks[handle.id] = hook
-        return handle
-
     def __deepcopy__(self, memo: dict) -> Parameter:
         p = Parameter(self._data.copy(), requires_grad=self.requires_grad)
         p.name = self.name
@@ -1132,8 +1218,11 @@ def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
         if dtype is not None and as_dtype(dtype) != x.dtype:
             return _F.to(x, as_dtype(dtype))
         return x
-    check_device(device)
-    if isinstance(x, numbers.Number) and dtype is None:
+    if device is not None:
+        check_device(device)
+    if isinstance(x, np.ndarray):
+        return leaf(_to_array(x, dtype))
+    if dtype is None and isinstance(x, numbers.Number):
         return leaf(np.array(x, dtype=scalar_dtype(x)))
     return leaf(_to_array(x, dtype))
 

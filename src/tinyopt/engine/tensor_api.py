@@ -315,6 +315,16 @@ class TensorMethods:
         elementwise minimum."""
         return _F.min(self, dim, keepdim)
 
+    def any(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
+        return _F.any(self, dim, keepdim)
+
+    def all(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
+        return _F.all(self, dim, keepdim)
+
+    def norm(self, p: Any = "fro", dim: _Dims = None, keepdim: bool = False,
+             dtype: Any = None) -> Tensor:
+        return _F.norm(self, p, dim, keepdim, dtype)
+
     def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
         return _F.argmax(self, dim, keepdim)
 
@@ -333,6 +343,9 @@ class TensorMethods:
     # ---- shape ------------------------------------------------------------------------------
     def reshape(self, *shape: Any) -> Tensor:
         return _F.reshape(self, *shape)
+
+    def ravel(self) -> Tensor:
+        return _F.reshape(self, -1)
 
     def view(self, *shape: Any) -> Tensor:
         return _F.view(self, *shape)

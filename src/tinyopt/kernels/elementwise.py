@@ -385,4 +385,4 @@ def finite_grad(g, x):
 def lerp(a, b, w):
     """a + w (b - a), PyTorch's formula: b - (b - a)(1 - w) when |w| >= 0.5 (exact at w = 1)."""
     d = b - a
-    return a + w * d if abs(w) < 0.5 else b - d * (1.0 - w)
+    return a + w * d if math.fabs(w) < 0.5 else b - d * (1.0 - w)

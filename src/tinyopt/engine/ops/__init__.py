@@ -37,6 +37,6 @@ from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_ent
 from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, permute, reshape,
                                          squeeze, stack, t, transpose, unsqueeze, view)
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
-from tinyopt.engine.ops.reduce import (argmax, argmin, log_softmax, logsumexp, max, mean, min,
-                                       softmax, std, sum, var)
+from tinyopt.engine.ops.reduce import (all, any, argmax, argmin, log_softmax, logsumexp, max,
+                                       mean, min, norm, softmax, std, sum, var, vector_norm)
 from tinyopt.engine.tensor import as_tensor, from_numpy, tensor

@@ -61,8 +61,16 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise RuntimeError(f"{op}: the shapes {' and '.join(map(str, shapes))} cannot be "
-                           f"broadcast together") from None
+        a, b = shapes[0], shapes[1]
+        for k in range(1, max(len(a), len(b)) + 1):
+            x, y = (a[-k] if k <= len(a) else 1), (b[-k] if k <= len(b) else 1)
+            if x != y and x != 1 and y != 1:
+                detail = (f"the size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                          f"non-singleton dimension {max(len(a), len(b)) - k}")
+                break
+        else:
+            detail = "the shapes cannot be broadcast together"
+        raise RuntimeError(f"{op}: {detail} (shapes {', '.join(map(str, shapes))})") from None
 
 
 def _require_float(op: str, *ts: Tensor) -> None:

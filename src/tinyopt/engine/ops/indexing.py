@@ -167,6 +167,7 @@ def _basic(struct: tuple, starts: np.ndarray) -> tuple:
             j += 1
         else:
             key.append(None)
+    key.append(Ellipsis)  # so an all-integer key gives a 0-d view, not a numpy scalar
     return tuple(key)
 
 
