@@ -23,7 +23,7 @@ import numpy as np
 from tinyopt.engine.graph import backward_graph, toposort
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import LEAF_OPS, Parameter, Tensor, _freeze, as_tensor, leaf
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 
 
 class _Watched:

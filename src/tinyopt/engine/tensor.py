@@ -34,7 +34,7 @@ import itertools
 import math
 import numbers
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np

@@ -6,7 +6,6 @@ Most are views: the planner gives them no buffer, they share their source's stor
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
