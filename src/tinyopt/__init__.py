@@ -17,3 +17,10 @@ from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "distributed":  # on first use (it never imports mpi4py before init_process_group)
+        import importlib
+        return importlib.import_module("tinyopt.distributed")
+    raise AttributeError(f"module 'tinyopt' has no attribute {name!r}")
