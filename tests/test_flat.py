@@ -40,35 +40,6 @@ def test_every_piece_of_state_is_a_view_into_the_buffer():
                 assert fb.scalars[j, k] == 42
 
 
-@pytest.mark.parametrize("cuts", [[0, 32], [0, 12, 32], [0, 1, 2, 13, 17, 18, 32], [0, 0, 32, 32]])
-def test_spans_step_exactly_their_elements(cuts):
-    """ZeRO-1 steps one shard of the flat buffer on each rank: stepping the shards one after the
-    other equals one step of the whole buffer, element for element, and a shard advances the
-    step counts of exactly the parameters it meets (an empty one where it starts)."""
-    whole, shard = _params(), _params()
-    o1, o2 = optim.Adam(whole, lr=0.1), optim.Adam(shard, lr=0.1)
-    (fb,) = o2._flat[0]
-    assert list(fb.seg) == [0, 0, 12, 17, 17, 18, 32]
-    for t in range(3):
-        _grads(whole, t)
-        _grads(shard, t)
-        o1.step()
-        before = fb.steps.copy()
-        for lo, hi in zip(cuts, cuts[1:]):
-            fb.steps[:] = before  # each rank keeps its own copy of the counts
-            fb.set_span(lo, hi)
-            o2.step()
-            met = [(a < hi and b > lo) or (a == b and lo <= a and (a < hi or hi == 32))
-                   for a, b in zip(fb.seg[:-1], fb.seg[1:])]
-            np.testing.assert_array_equal(fb.steps - before, np.array(met, np.float32))
-        fb.steps[:] = before + 1  # what every rank has after its step
-        fb.set_span(0, fb.numel)
-        for p, q in zip(whole, shard):
-            np.testing.assert_array_equal(p._data, q._data)
-    with pytest.raises(ValueError, match="not within"):
-        fb.set_span(5, 33)
-
-
 def test_host_record_names_and_overflow():
     fb = FlatBuffer([Parameter(np.zeros(2, np.float32))], np.float32)
     rec = fb.host(dict(lr=1e-3, eps=1e-8, w=np.float32(0.1)), wide=("lr",))

@@ -75,12 +75,11 @@ class FlatBuffer:
       ``scalars`` (float32, ``(len(params), 4)``): per-parameter scalar state, column ``k``
       named ``scalar_names[k]``; ``steps`` is column 0.
     - ``view(flat, j)``: parameter ``j``'s part of a flat buffer, shaped like the parameter.
-    - ``set_span(lo, hi)``: make the kernels update only elements ``[lo, hi)`` (a ZeRO-1 shard;
-      parameters overlapping the span have their scalar state advanced, the others are left
-      alone); ``set_span(0, numel)`` restores the whole buffer.  ``kernel_args(names)`` gives the
-      arrays a fused kernel takes, for the current span.
+    - ``kernel_args(names)``: the arrays a fused kernel takes; ``host(values, wide)``: the
+      record of named host scalars it reads.
     - ``pack()``: make the parameters' storage views into ``data``/``grad`` again (after another
-      optimizer packed one of them: ``stale`` is then True).
+      optimizer packed one of them: ``stale`` is then True; or after replacing ``data``, as
+      ZeRO-1 does to make a shard of a bigger buffer the storage).
 
     One dtype per buffer today: parameters, gradients and state share ``dtype``.  Low precision
     (float16/bfloat16 storage, float32 master weights) keeps this layout: ``data`` becomes the
@@ -100,6 +99,8 @@ class FlatBuffer:
         self.seg = np.zeros(len(params) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.seg[1:])
         self.numel = int(self.seg[-1])
+        starts = np.arange(0, self.numel, CHUNK, dtype=np.int64)
+        self.chunk_seg = (np.searchsorted(self.seg, starts, side="right") - 1).astype(np.int64)
         self._slots = 0
         self.data = self._alloc()
         self.grad = self._alloc()
@@ -118,7 +119,6 @@ class FlatBuffer:
         self._type = self.dtype.type
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
         self._args: dict[tuple, tuple] = {}
-        self.set_span(0, self.numel)
         self.pack()
 
     # ---- layout ---------------------------------------------------------------------------------
@@ -128,6 +128,7 @@ class FlatBuffer:
         for j, p in enumerate(self.params):
             p._pack(self.view(self.data, j), self.view(self.grad, j), self.flags, j, self)
         self.stale = False
+        self._args.clear()  # ``data`` may have been replaced (ZeRO adopts a shard as storage)
 
     def _alloc(self) -> np.ndarray:
         arr = staggered_zeros(self.numel, self.dtype, self._slots)
@@ -138,37 +139,16 @@ class FlatBuffer:
         """Parameter ``j``'s part of ``flat``, shaped like the parameter."""
         return flat[self.seg[j]:self.seg[j + 1]].reshape(self.params[j].shape)
 
-    def set_span(self, lo: int, hi: int) -> None:
-        """Update only elements ``[lo, hi)`` in later kernel calls (see the class docstring)."""
-        if not 0 <= lo <= hi <= self.numel:
-            raise ValueError(f"span [{lo}, {hi}) is not within [0, {self.numel})")
-        start, stop = self.seg[:-1], self.seg[1:]
-        # the parameters whose elements meet [lo, hi); an empty one belongs where it starts
-        inside = (start < hi) & (stop > lo)
-        inside |= (start == stop) & (start >= lo) & ((start < hi) | (hi == self.numel))
-        idx = np.flatnonzero(inside)
-        j0, j1 = (int(idx[0]), int(idx[-1]) + 1) if len(idx) else (0, 0)
-        self.span = (lo, hi, j0, j1)
-        self._span_seg = np.clip(self.seg[j0:j1 + 1] - lo, 0, hi - lo)
-        starts = np.arange(0, hi - lo, CHUNK, dtype=np.int64)
-        self._chunk_seg = (np.searchsorted(self._span_seg, starts, side="right") - 1).astype(np.int64)
-        self._args.clear()
-
     def kernel_args(self, names: tuple[str | None, ...]) -> tuple:
         """``(p, g, s0, s1, s2, seg, chunk_seg, CHUNK, flags, S, coef)`` for a fused kernel of
-        ``kernels/optim.py`` over the current span, with vector state ``names`` in slots
-        ``s0..s2`` (None: unused, passed empty)."""
+        ``kernels/optim.py``, with vector state ``names`` in slots ``s0..s2`` (None: unused,
+        passed empty)."""
         args = self._args.get(names)
         if args is None:
-            lo, hi, j0, j1 = self.span
-            whole = lo == 0 and hi == self.numel
-
-            def cut(a):
-                return a if whole else a[lo:hi]
-            states = [cut(self.vectors[n]) if n is not None else self.empty for n in names]
+            states = [self.vectors[n] if n is not None else self.empty for n in names]
             states += [self.empty] * (3 - len(states))
-            args = (cut(self.data), cut(self.grad), *states, self._span_seg, self._chunk_seg,
-                    CHUNK, self.flags[j0:j1], self.scalars[j0:j1], self.coef[j0:j1])
+            args = (self.data, self.grad, *states, self.seg, self.chunk_seg, CHUNK, self.flags,
+                    self.scalars, self.coef)
             self._args[names] = args
         return args
 
