@@ -577,7 +577,10 @@ def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
                             f"use tinyopt.load(path)[{name!r}] to read plain values")
 
     def get(obj: Any) -> Any:
-        return obj.get_state() if isinstance(obj, random.Generator) else _snapshot(obj.state_dict())
+        if isinstance(obj, random.Generator):
+            return obj.get_state()
+        own = getattr(obj, "_rollback_state", None)  # sharded state: ZeroRedundancyOptimizer
+        return own() if callable(own) else _snapshot(obj.state_dict())
 
     def put(obj: Any, state: Any) -> None:
         if isinstance(obj, random.Generator):

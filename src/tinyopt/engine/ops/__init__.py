@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from tinyopt.engine.ops import creation, elementwise, indexing, linalg, loss, movement, reduce
 from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
+from tinyopt.engine.ops import (activation, conv_transpose, distance, group_norm,  # noqa: F401
+                               pointwise_loss, resample)
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.ops.creation import (arange, bernoulli, empty, empty_like, eye, fill_random,
                                          full, full_like, linspace, logspace, multinomial,
@@ -37,6 +39,7 @@ from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_ent
 from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, permute, reshape,
                                          squeeze, stack, t, transpose, unsqueeze, view)
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.distance import vector_norm
 from tinyopt.engine.ops.reduce import (all, any, argmax, argmin, log_softmax, logsumexp, max,
-                                       mean, min, norm, softmax, std, sum, var, vector_norm)
+                                       mean, min, norm, softmax, std, sum, var)
 from tinyopt.engine.tensor import as_tensor, from_numpy, tensor

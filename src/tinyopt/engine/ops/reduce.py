@@ -338,80 +338,12 @@ def all(x, dim=None, keepdim: bool = False) -> Tensor:
 
 
 # ---- norms ---------------------------------------------------------------------------------------
-def _norm_value(x: np.ndarray, ord: float, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
-    a = np.abs(x)
-    if ord == 2:
-        return np.sqrt(np.sum(a * a, axis=axis, keepdims=keepdims))
-    if ord == math.inf:
-        return np.max(a, axis=axis, keepdims=keepdims, initial=0)
-    if ord == -math.inf:
-        return np.min(a, axis=axis, keepdims=keepdims, initial=math.inf)
-    if ord == 0:
-        return np.sum(a != 0, axis=axis, keepdims=keepdims).astype(x.dtype)
-    if ord == 1:
-        return np.sum(a, axis=axis, keepdims=keepdims)
-    return np.sum(a ** ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
-
-
-def _norm_grad_value(g: np.ndarray, x: np.ndarray, y: np.ndarray, ord: float,
-                     axis: tuple[int, ...]) -> np.ndarray:
-    """d||x||_p/dx * g (``g`` and ``y`` with the reduced dimensions kept): x |x|^(p-2) / y^(p-1),
-    0 where the norm is 0 (PyTorch's subgradient); for inf-norms g is shared by the tied
-    extreme elements."""
-    if ord == 0:
-        return np.zeros_like(x)
-    if ord in (math.inf, -math.inf):
-        a = np.abs(x)
-        hit = (a == y).astype(x.dtype)
-        return g * np.sign(x) * hit / np.maximum(np.sum(hit, axis=axis, keepdims=True), 1)
-    if ord == 1:
-        return g * np.sign(x)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if ord == 2:
-            r = x / y
-        else:
-            r = x * np.abs(x) ** (ord - 2) / y ** (ord - 1)
-    return np.where(y == 0, 0, g * r).astype(x.dtype)
-
-
-def _norm_forward(t):
-    ord, dims, keep = t.attrs
-    return lambda out, x: np.copyto(out, _norm_value(x, ord, dims, keep).reshape(out.shape))
-
-
-def _norm_backward(t, g):
-    ord, dims, keep = t.attrs
-    x = t.srcs[0]
-    kept = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
-    return (node("vector_norm_grad", (g.reshape(kept), x, t.reshape(kept)), x.shape, x.dtype,
-                 t.attrs),)
-
-
-defop("vector_norm", forward=_norm_forward, backward=_norm_backward)
-defop("vector_norm_grad", forward=lambda t: (lambda out, g, x, y: np.copyto(
-    out, _norm_grad_value(g, x, y, t.attrs[0], t.attrs[1]))))
-
-
-def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    """The vector ``ord``-norm over ``dim`` (all dimensions by default): (sum |x|^p)^(1/p), max
-    |x| for inf, min |x| for -inf, the count of nonzeros for 0 (``torch.linalg.vector_norm``)."""
-    x = as_tensor(x)
-    if dtype is not None:
-        x = x.to(dtype)
-    if x.dtype.kind != "f":
-        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype}")
-    ord = float(ord)
-    dims = _dims("vector_norm", x, dim)
-    shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else \
-        tuple(s for i, s in enumerate(x.shape) if i not in dims)
-    return node("vector_norm", (x,), shape, x.dtype, (ord, dims, bool(keepdim)))
-
-
 def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """``torch.norm``: the 2-norm (``"fro"``) or ``p``-norm of the elements over ``dim``."""
+    """``torch.norm``: the 2-norm (``"fro"``) or ``p``-norm of the elements over ``dim``
+    (``distance.vector_norm``)."""
+    from tinyopt.engine.ops.distance import vector_norm
     if p == "fro" or p is None:
         p = 2
-    if p == "nuc" or isinstance(p, str):
+    if isinstance(p, str):
         raise NotImplementedError(f"norm(p={p!r}) is not supported (vector p-norms and 'fro')")
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
