@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
 
 Rule = Callable[[Tensor, Callable[[Tensor], bool]], "Tensor | None"]
 RULES: dict[str, list[Rule]] = {}
@@ -57,11 +57,11 @@ def fuse(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None
 
     changed = False
     for t in fwd:
-        if t.is_leaf:
+        if t.op in LEAF_OPS:
             new[id(t)] = t
             continue
-        c = Tensor(t.op, tuple(new[id(s)] for s in t.srcs), t.attrs, t.shape, t.dtype,
-                   t.requires_grad)
+        c = _make(t.op, tuple(new[id(s)] for s in t.srcs), t.attrs, t.shape, t.dtype,
+                  t.requires_grad)
         original[id(c)] = t
         for rule in RULES.get(t.op, ()):
             f = rule(c, readers)

@@ -33,7 +33,7 @@ from tinyopt.engine.dtypes import int64
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make, as_tensor
 from tinyopt.kernels import conv as K
 
 
@@ -145,7 +145,7 @@ def _conv_grad_weight_forward(t):
 
 def _conv_gemm_backward(t, g):
     col, w = t.srcs[0], t.srcs[1]
-    if g.is_leaf or OPS[g.op].view is not None:   # the permute back from NCHW is a strided view
+    if g.op in LEAF_OPS or OPS[g.op].view is not None:   # the permute back from NCHW is a strided view
         g = node("contiguous", (g,), g.shape, g.dtype)
     gcol = node("conv_grad_col", (g, w), col.shape, g.dtype, t.attrs) if col.requires_grad \
         else None
@@ -351,8 +351,8 @@ def _relu_into_conv(t: Tensor, uses) -> Tensor | None:
     and the same gradient (the backward kernels apply relu_grad's mask as they read it)."""
     c = t.srcs[0]
     if c.op == "conv2d" and not c.attrs[6] and not c.attrs[7] and uses(c) == 1:
-        return Tensor("conv2d", c.srcs, c.attrs[:6] + (True, ()), c.shape, c.dtype,
-                      t.requires_grad)
+        return _make("conv2d", c.srcs, c.attrs[:6] + (True, ()), c.shape, c.dtype,
+                     t.requires_grad)
     return None
 
 
@@ -371,9 +371,9 @@ def _max_pool_into_conv(t: Tensor, uses) -> Tensor | None:
     if pph or ppw or pdh != 1 or pdw != 1 or (PU - 1) * psh + pkh > OH \
             or (PV - 1) * psw + pkw > OW:
         return None
-    pooled = Tensor("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
-                    (2,) + t.shape, t.dtype, t.requires_grad)
-    return Tensor("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
+    pooled = _make("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
+                   (2,) + t.shape, t.dtype, t.requires_grad)
+    return _make("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
 
 
 
