@@ -1,4 +1,6 @@
-"""Convolution and pooling kernels over NCHW arrays: im2col/col2im, max and average pooling.
+"""Convolution and pooling kernels over NCHW arrays: im2col/col2im, direct stride-1 convolution
+(forward, input and parameter gradients, with a ReLU and a max-pool fused), max and average
+pooling.
 
 All arrays are C-contiguous, float32 or float64 (indices int64).  Geometry follows PyTorch: an
 output position ``(y, z)`` of a window with kernel ``(kh, kw)``, stride ``(sh, sw)``, padding

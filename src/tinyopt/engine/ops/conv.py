@@ -178,17 +178,12 @@ def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: 
     return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and C * kh * kw * OC <= 9216
 
 
-def _out_hw(conv: Tensor) -> tuple[int, int]:
-    """(OH, OW) of a conv2d node's convolution, pooled or not."""
-    pool = conv.attrs[7]
-    return (pool[4], pool[5]) if pool else conv.shape[2:]
-
-
-def _mode(conv: Tensor) -> int:
-    """How the backward kernels read the gradient of this conv2d node (kernels/conv.py modes)."""
-    if conv.attrs[7]:
+def _grad_mode(relu: bool, pool: tuple) -> int:
+    """How the backward kernels read the gradient of a conv2d node with these fusions (the modes
+    of kernels/conv.py)."""
+    if pool:
         return K.UNPOOL_IN
-    return K.RELU_IN if conv.attrs[6] else K.PLAIN
+    return K.RELU_IN if relu else K.PLAIN
 
 
 def _chunks(N: int, macs: int) -> int:
@@ -216,7 +211,7 @@ def _conv2d_forward(t):
     kh, kw, ph, pw, dh, dw, relu, pool = t.attrs
     x_shape, OC = t.srcs[0].shape, t.srcs[1].shape[0]
     N, C, H, W = x_shape
-    OH, OW = _out_hw(t)
+    OH, OW = pool[4:] if pool else t.shape[2:]
     conv = K.conv2d_direct[(kh, kw, K.POOL_OUT) + pool[:4]] if pool else K.conv2d_direct[kh, kw]
     none = np.empty(0, t.dtype)
     unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
@@ -239,7 +234,7 @@ def _conv2d_grad_input_forward(t):
     axes swapped, over the complementary padding (kh-1)*dh - ph rows, (kw-1)*dw - pw columns; dy
     read from the node's gradient through the fused ReLU's mask or the fused pooling."""
     kh, kw, ph, pw, dh, dw, relu, pool = t.attrs
-    mode = K.UNPOOL_IN if pool else (K.RELU_IN if relu else K.PLAIN)
+    mode = _grad_mode(relu, pool)
     conv = K.conv2d_direct[(kh, kw, mode) + pool[:4]]
     OC, C = t.srcs[1].shape[:2]
     N = t.shape[0]
@@ -272,7 +267,7 @@ def conv_blocks(n: int) -> int:
 def _conv2d_grad_params_forward(t):
     """[dW.ravel(), db] in one pass over the input and the gradient (db only with a bias)."""
     kh, kw, ph, pw, dh, dw, relu, pool, has_b = t.attrs
-    mode = K.UNPOOL_IN if pool else (K.RELU_IN if relu else K.PLAIN)
+    mode = _grad_mode(relu, pool)
     grad = K.conv2d_grad_params_direct[(kh, kw, mode) + pool[:4]]
     N, C = t.srcs[0].shape[:2]
     OH, OW = pool[4:] if pool else t.srcs[1].shape[2:]
@@ -328,8 +323,7 @@ def _params_part_view(t):
 
 def _pool_values_grad_forward(t):
     def fwd(out, g):
-        out[0] = g
-        out[1] = 0
+        out[0] = g   # out[1], the taps' half, is never read
     return fwd
 
 
@@ -337,8 +331,8 @@ defop("conv2d", forward=_conv2d_forward, backward=_conv2d_backward)
 defop("conv2d_grad_input", forward=_conv2d_grad_input_forward)
 defop("conv2d_grad_params", forward=_conv2d_grad_params_forward)
 defop("conv2d_params_part", view=_params_part_view)
-# The pooled values of a conv2d node with a fused max-pool; its gradient is the pooled array's
-# (the taps' half is never read).
+# The pooled values of a conv2d node with a fused max-pool; their gradient is the pooled array's
+# gradient (its taps' half unwritten: nothing reads it).
 defop("conv2d_pool_values", view=lambda t: (lambda pooled: pooled[0]),
       backward=lambda t, g: (node("conv2d_pool_values_grad", (g,), t.srcs[0].shape, g.dtype),))
 defop("conv2d_pool_values_grad", forward=_pool_values_grad_forward)
@@ -374,7 +368,6 @@ def _max_pool_into_conv(t: Tensor, uses) -> Tensor | None:
     pooled = _make("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
                    (2,) + t.shape, t.dtype, t.requires_grad)
     return _make("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
-
 
 
 def _padding(op: str, padding, kernel: tuple[int, int], dilation: tuple[int, int],
