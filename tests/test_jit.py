@@ -59,7 +59,7 @@ def test_specialized_makes_one_kernel_per_option_combination():
     assert scale.__doc__.startswith("y <- -x")
 
 
-# ---- a read-only install, fork (issue 9.6, 9.7): each in a child process --------------------------
+# ---- a read-only install, fork (issue 9.6, 9.7): each in a child process -----------------
 NO_LOCATOR = """if True:
     import os, sys, tempfile, warnings
     import numpy as np
