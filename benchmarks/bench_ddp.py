@@ -1,7 +1,7 @@
-"""Data-parallel training of the MLP 784-500-10 (Adam): step time per rank on 2 MPI ranks against one
-process at the same per-rank batch, the share of the step spent in communication, whether the
-gradient Allreduce can overlap the backward, and the optimizer state each rank holds with and
-without ZeRO-1.
+"""Data-parallel training of the MLP 784-500-10 (Adam): step time per rank on 2 MPI ranks against
+one process at the same per-rank batch, the share of the step spent in communication, whether
+the gradient Allreduce can overlap the backward, and the optimizer state each rank holds with
+and without ZeRO-1.
 
 Each configuration runs in its own processes (``python bench_ddp.py --worker single`` and
 ``mpiexec -n 2 python bench_ddp.py --worker ddp|zero``), launched in turn (single, ddp, zero,
@@ -15,8 +15,8 @@ the data parallelism itself costs.
 Columns: ``step ms`` (median per rank), ``ratio`` (step time / single-process step time at the
 same per-rank batch; 1.0 is perfect scaling: twice the samples per second on 2 ranks),
 ``comm %`` (share of the step inside MPI collectives, after a barrier), ``wait %`` (share spent
-in that barrier, waiting for the slower rank: load imbalance, not communication), ``state KiB`` (optimizer state per rank:
-Adam's exp_avg and exp_avg_sq).  The overlap probe times, on 2 ranks, the backward alone, the
+in that barrier, waiting for the slower rank: load imbalance, not communication), ``state KiB``
+(optimizer state per rank: Adam's exp_avg and exp_avg_sq).  The overlap probe times, on 2 ranks, the backward alone, the
 Allreduce of the gradient buffer alone, and a non-blocking Allreduce started before the backward
 and waited for after it.
 """

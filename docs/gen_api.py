@@ -36,6 +36,7 @@ MODULES = [
     ("tinyopt.serialization", "save(obj, f) and load(f), as torch.save and torch.load"),
     ("tinyopt.train", "fit, evaluate, results, callbacks"),
     ("tinyopt.distributed", "the process group over MPI (mpi4py): ranks and collectives"),
+    ("tinyopt.distributed.optim", "ZeroRedundancyOptimizer (ZeRO-1)"),
     ("tinyopt.engine", "the engine: plans, the plan cache, graph export"),
 ]
 

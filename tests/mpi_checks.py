@@ -301,6 +301,202 @@ def ddp_state_dict_and_checkpoint_resume():
         os.remove(path)
 
 
+# ---- ZeRO-1 ------------------------------------------------------------------------------------
+def zero_pair(steps: int = 12):
+    """DDP + ZeRO(Adam) on halves vs single-process Adam on whole batches, two param groups;
+    the flat buffers (16*20+16 = 336 and 16*5+5 = 85 elements) are cut inside parameters."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    ddp = DDP(mlp(200 + rank()))
+    ref = copy.deepcopy(ddp.module)
+    groups = lambda m: [{"params": list(m[0].parameters())},  # noqa: E731
+                        {"params": list(m[2].parameters()), "lr": 3e-3}]
+    zero = ZeroRedundancyOptimizer(groups(ddp.module), optimizer_class=optim.Adam, lr=1e-2)
+    plain = optim.Adam(groups(ref), lr=1e-2)
+    data = batches(steps, seed=9)
+    for x, y in data:
+        plain.zero_grad()
+        nn.functional.cross_entropy(ref(x), y).backward()
+        plain.step()
+        zero.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        zero.step()
+    return ddp, ref, zero, plain
+
+
+def state_bytes(opt) -> int:
+    return sum(v.nbytes for st in opt.state.values() for k, v in st.items() if k != "step")
+
+
+@check
+def zero_adam_matches_single_process_with_half_the_state():
+    ddp, ref, zero, plain = zero_pair()
+    assert max_diff(params(ddp), params(ref)) < 1e-5, max_diff(params(ddp), params(ref))
+    assert_ranks_identical(ddp)
+    mine, full = state_bytes(zero.optim), state_bytes(plain)
+    assert mine == 2 * 4 * (168 + 43 - rank()), mine  # exp_avg and exp_avg_sq of the shards
+    assert abs(mine / full - 0.5) < 0.01, (mine, full)
+    try:
+        zero.state_dict()
+    except RuntimeError as e:
+        assert "consolidate_state_dict" in str(e)
+    else:
+        raise AssertionError("state_dict before consolidate_state_dict did not raise")
+
+
+@check
+def zero_consolidation_round_trips():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    ddp, ref, zero, plain = zero_pair(steps=4)
+    zero.consolidate_state_dict(to=0)
+    sd = [zero.state_dict() if rank() == 0 else None]
+    dist.broadcast_object_list(sd, src=0)
+    sd = sd[0]
+    want = plain.state_dict()
+    assert sd["param_groups"] == want["param_groups"], (sd["param_groups"], want["param_groups"])
+    assert sd["state"].keys() == want["state"].keys()
+    for i, st in want["state"].items():
+        assert st.keys() == sd["state"][i].keys()
+        for k, v in st.items():
+            assert v.shape == sd["state"][i][k].shape and np.allclose(v, sd["state"][i][k],
+                                                                       atol=1e-5), (i, k)
+    other = optim.Adam([{"params": list(ref[0].parameters())},
+                        {"params": list(ref[2].parameters())}], lr=1.0)
+    other.load_state_dict(sd)  # ZeRO's consolidated state loads into the plain optimizer
+    # ... and the plain optimizer's state loads into ZeRO: the shards of it, exactly
+    fresh = DDP(mlp(5))
+    zero2 = ZeroRedundancyOptimizer([{"params": list(fresh.module[0].parameters())},
+                                     {"params": list(fresh.module[2].parameters())}],
+                                    optimizer_class=optim.Adam, lr=0.5)
+    zero2.load_state_dict(want)
+    zero2.consolidate_state_dict(to=1)
+    if rank() == 1:
+        back = zero2.state_dict()
+        assert back["param_groups"] == want["param_groups"]
+        for i, st in want["state"].items():
+            for k, v in st.items():
+                assert np.array_equal(v, back["state"][i][k]), (i, k)
+    assert zero2.optim.param_groups[1]["lr"] == 3e-3
+
+
+@check
+def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    data = batches(6, seed=13)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-zero-{os.getppid()}.tinyopt")
+
+    def setup(seed):
+        ddp = DDP(mlp(seed))
+        return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.AdamW,
+                                            lr=1e-2, weight_decay=0.1)
+
+    def step(ddp, opt, x, y):
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        opt.step()
+    ddp, opt = setup(1)
+    pg = dist.group.WORLD
+    calls, restore = count_allreduces(pg)
+    try:
+        step(ddp, opt, *data[0])
+    finally:
+        restore()
+    assert calls == [len(list(ddp.parameters()))], calls  # only ZeRO's has-gradient flags
+    for x, y in data[1:3]:
+        step(ddp, opt, x, y)
+    opt.consolidate_state_dict()
+    if rank() == 0:
+        to.save(path, model=ddp, optimizer=opt)
+    dist.barrier()
+    for x, y in data[3:]:
+        step(ddp, opt, x, y)
+    final = params(ddp)
+    ddp2, opt2 = setup(2 + rank())
+    to.load_into(path, model=ddp2, optimizer=opt2)
+    for x, y in data[3:]:
+        step(ddp2, opt2, x, y)
+    assert all(np.array_equal(a, b) for a, b in zip(params(ddp2), final))
+    assert_ranks_identical(ddp2)
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
+# ---- fit ----------------------------------------------------------------------------------------
+def fit_data(n: int = 40):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, 20)).astype(np.float32)
+    return x, (x[:, :5].argmax(1)).astype(np.int64)
+
+
+@check
+def fit_under_ddp_matches_single_process_and_reduces_metrics():
+    import io
+    data = fit_data()
+    ddp = DDP(mlp(20 + rank()))
+    ref = copy.deepcopy(ddp.module)
+    stream = io.StringIO()
+    # 32 training samples: ranks take 0,2,4.. and 1,3,5..; 2 per batch, 4 per optimizer step on
+    # each rank, so each step averages the gradient of 8 consecutive samples, as batch 8 does
+    hist = to.fit(ddp, data, nn.CrossEntropyLoss(), optim.SGD(ddp.parameters(), lr=0.1,
+                                                              momentum=0.9),
+                  epochs=2, batch_size=2, logical_batch_size=4, val_split=0.2, shuffle=False,
+                  progress=stream)
+    single = to.fit(ref, data, nn.CrossEntropyLoss(), optim.SGD(ref.parameters(), lr=0.1,
+                                                                momentum=0.9),
+                    epochs=2, batch_size=8, val_split=0.2, shuffle=False, progress=False)
+    assert max_diff(params(ddp), params(ref)) < 1e-5, max_diff(params(ddp), params(ref))
+    assert_ranks_identical(ddp)
+    last, want = hist[-1], single[-1]
+    assert (last.train.n, last.val.n, last.train.batches) == (32, 8, 16), last
+    assert abs(last.train.loss - want.train.loss) < 1e-5 and last.train.accuracy == \
+        want.train.accuracy
+    assert abs(last.val.loss - want.val.loss) < 1e-5 and last.val.accuracy == want.val.accuracy
+    assert gather(hist.as_dict()["epochs"][-1]["train"]["loss"])[0] == last.train.loss
+    assert (stream.getvalue() != "") == (rank() == 0), stream.getvalue()  # rank 0 reports
+
+
+@check
+def fit_under_ddp_checkpoint_resumes_bit_for_bit():
+    """With ZeRO: fit consolidates its state on rank 0 before saving."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    data = fit_data(60)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-fit-ddp-{os.getppid()}.tinyopt")
+    if rank() == 0 and os.path.exists(path):
+        os.remove(path)
+    dist.barrier()
+
+    def run(epochs, resume=None):
+        to.manual_seed(7 + rank())  # different global generators per rank: dropout differs
+        net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 5))
+        ddp = DDP(net)
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.Adam, lr=1e-2)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        h = to.fit(ddp, data, nn.CrossEntropyLoss(), opt, epochs=epochs, batch_size=6,
+                   val_split=0.2, scheduler=sched, seed=None, progress=False,
+                   checkpoint=path, resume=resume)
+        return ddp, h
+    full, h_full = run(3)
+    assert os.path.exists(path)
+    run(2)
+    resumed, h_res = run(3, resume=path)
+    assert all(np.array_equal(a, b) for a, b in zip(params(resumed), params(full)))
+    assert [r.train.loss for r in h_res] == [r.train.loss for r in h_full]
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
+@check
+def example_mnist_ddp_runs():
+    import mnist_ddp
+    history = mnist_ddp.main(["--epochs", "2", "--limit", "2000", "--batch-size", "100",
+                              "--zero"])
+    losses = [loss for loss, _ in history]
+    assert losses[1] < losses[0] and gather(losses)[0] == losses, losses
+    if rank() == 0:
+        assert history[-1][1] > 0.6, history  # test accuracy after 2 short epochs
+
+
 def main() -> None:
     dist.init_process_group("mpi")
     failures = {}

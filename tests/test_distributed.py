@@ -136,7 +136,7 @@ def test_sampler_epochs_seed_and_order():
 
 
 def test_sampler_errors():
-    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval"):
         DistributedSampler(range(4), num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="has not been initialized"):
         DistributedSampler(range(4))  # defaults come from the (absent) process group

@@ -708,7 +708,8 @@ def _restore_point(obj: Any) -> collections.abc.Callable[[], None]:
     from tinyopt.optim.lr_scheduler import LRScheduler
 
     if not isinstance(obj, (DataLoader, LRScheduler)):
-        snapshot = _snapshot(obj.state_dict())
+        own = getattr(obj, "_rollback_state", None)  # sharded state: ZeroRedundancyOptimizer
+        snapshot = own() if callable(own) else _snapshot(obj.state_dict())
         return lambda: obj.load_state_dict(snapshot)
     copy = isinstance(obj, LRScheduler)
     attrs = {k: (_copy_container(v) if copy else v) for k, v in vars(obj).items()}

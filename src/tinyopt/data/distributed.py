@@ -1,4 +1,4 @@
-"""``DistributedSampler``: each rank's share of a data set, as ``torch.utils.data.DistributedSampler``.
+"""``DistributedSampler``: each rank's share of a data set (``torch.utils.data.DistributedSampler``).
 
     sampler = DistributedSampler(train_set, shuffle=True, seed=0)   # rank and world size from
     loader = DataLoader(train_set, batch_size=64, sampler=sampler)  # tinyopt.distributed

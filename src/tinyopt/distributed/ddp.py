@@ -67,6 +67,8 @@ class DistributedDataParallel(Module):
         device_ids, output_device, mixed_precision, device_mesh, ...: CPU only; must be None.
     """
 
+    _data_parallel = True  # tinyopt.fit shards the data and reduces its metrics (see fitting)
+
     def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
                  dim: int = 0, broadcast_buffers: bool | None = None, init_sync: bool = True,
                  process_group: Any = None, bucket_cap_mb: float | None = None,
@@ -111,7 +113,7 @@ class DistributedDataParallel(Module):
         d["_params"] = [p for _, p in named]
         d["_buckets"] = []          # the buckets this module packed (FlatBuffers without state)
         d["_owners"] = None         # each parameter's flat buffer when the ranges were made
-        d["_ranges"] = []           # (grad view, owner) per Allreduce
+        d["_ranges"] = []           # the gradient views to Allreduce, one call each
         d["_flags"] = np.zeros(len(self._params), dtype=np.uint8)
         self._verify_same_model()
         self._pack_unowned()
@@ -187,7 +189,7 @@ class DistributedDataParallel(Module):
             groups.setdefault(id(o), (o, []))[1].append(p._grad_index)
         ranges = []
         for o, slots in groups.values():
-            if getattr(o, "reduces_grads", False):  # a ZeroRedundancyOptimizer's own buffer
+            if getattr(o, "reduces_grads", False):  # ZeroRedundancyOptimizer reduces these
                 continue
             spans = sorted((int(o.seg[j]), int(o.seg[j + 1])) for j in slots)
             lo, hi = spans[0]
@@ -226,15 +228,15 @@ class DistributedDataParallel(Module):
                 f"gradients there).")
         ranges = self._reduction_ranges()
         if local is not None:
-            for i in np.flatnonzero(local == 0):  # a zero contribution, not stale memory
-                params[i]._grad_view[...] = 0
+            for k in np.flatnonzero(local == 0):  # a zero contribution, not stale memory
+                params[k]._grad_view[...] = 0
         if pg.size() > 1:
             for grad in ranges:
                 pg.allreduce_(grad)
                 np.divide(grad, pg.size(), out=grad)
         if local is not None:
-            for i in np.flatnonzero((local == 0) & (flags == 1)):
-                params[i]._grad_dest()  # marks the (reduced) gradient as present
+            for k in np.flatnonzero((local == 0) & (flags == 1)):
+                params[k]._grad_dest()  # marks the (reduced) gradient as present
 
 
 def _owner(p: Parameter) -> Any:
