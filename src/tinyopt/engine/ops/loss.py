@@ -264,7 +264,7 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if y.numel() == 0 and num_classes <= 0:
         raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
-        if not (y.is_leaf and y._value is not None):
+        if not (y.op == "input"):
             raise ValueError("one_hot: num_classes=-1 needs concrete indices; pass num_classes")
         if y._value.min() < 0:
             raise RuntimeError("Class values must be non-negative.")

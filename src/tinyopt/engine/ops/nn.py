@@ -22,7 +22,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
-from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
 
 
@@ -31,8 +31,8 @@ def _c(x: np.ndarray) -> np.ndarray:
 
 
 def _leaf(arr: np.ndarray) -> Tensor:
-    """An input leaf holding ``arr`` itself (no copy), so kernels may write into it."""
-    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+    """A concrete tensor holding ``arr`` itself (no copy), so kernels may write into it."""
+    return leaf(arr)
 
 
 _ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
@@ -317,12 +317,11 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
         padding_idx = padding_idx % V
     # the range of the indices is checked by the kernels, where they read them
     if max_norm is not None:
-        if not (idx.is_leaf and idx._value is not None and w.is_leaf):
+        if not (idx.op == "input" and w.op in ("param", "input")):
             raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
         if idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
             raise IndexError("index out of range in self")  # before renormalizing any row
-        _renorm(w._data if isinstance(w, Parameter) else w._value, idx._value, float(max_norm),
-                float(norm_type))
+        _renorm(w._value, idx._value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
     return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
 
