@@ -461,7 +461,7 @@ def test_state_dict_round_trip_property(sizes, bias, seed):
 
 def test_non_string_keys_get_a_clear_error():
     m = nn.Sequential(nn.Linear(2, 2))
-    before = [p.data.copy() for p in m.parameters()]
+    before = [p.data.numpy().copy() for p in m.parameters()]
     state = {**m.state_dict(), 1: np.ones(1)}
     with pytest.raises(TypeError, match=r"keys must be strings.*got 1 of type int"):
         m.load_state_dict(state)
