@@ -106,6 +106,9 @@ def process_group_api():
     p = nn.Parameter(np.full(3, float(r)))
     work = dist.all_reduce(p, async_op=True)
     assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    t = to.tensor([1.0, 2.0])
+    dist.all_reduce(t)  # a leaf Tensor, in place
+    assert t.numpy().tolist() == [2.0, 4.0]
     f = np.full(5, float(r))
     dist.broadcast(f, src=1)
     assert f.tolist() == [1.0] * 5
