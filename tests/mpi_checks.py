@@ -362,6 +362,17 @@ def zero_adam_matches_single_process_with_half_the_state():
     else:
         raise AssertionError("state_dict before consolidate_state_dict did not raise")
 
+    class Whole(optim.Adam):  # a subclass might read whole parameters: not assumed elementwise
+        pass
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    for cls in (Whole, object):
+        try:
+            ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=cls)
+        except TypeError as e:
+            assert "elementwise" in str(e), e
+        else:
+            raise AssertionError(f"{cls} accepted")
+
 
 @check
 def zero_consolidation_round_trips():
