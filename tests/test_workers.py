@@ -1,4 +1,4 @@
-"""engine/workers.py: chunks run once each, on several threads, errors reach the caller, results
+"""kernels/workers.py: chunks run once each, on several threads, errors reach the caller, results
 do not depend on the number of threads, and a forked child gets workers of its own."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tinyopt as to
-from tinyopt.engine import workers
+from tinyopt.kernels import workers
 from tinyopt.engine.ops.conv import conv2d
 
 

@@ -224,16 +224,34 @@ def subroutine(fn):
 
 
 class _LazyUfunc:
-    """A numba ufunc built on first call, so importing a kernel module compiles nothing."""
+    """A numba ufunc built on first call, so importing a kernel module compiles nothing.
+
+    Calls whose operands are all C-contiguous arrays of ``out``'s shape and dtype (most calls in a
+    plan) run a plain numba loop over the flat arrays instead: the same scalar function on the same
+    types, so the same values, but compiled per dtype on demand and loaded from the disk cache,
+    where numba builds a ufunc's loops for every signature and its wrapper in every process
+    (about 0.1 s a ufunc: most of a warm first training step).
+    """
 
     def __init__(self, fn, signatures: list[str]):
         self._fn = fn
         self._signatures = signatures
         self._ufunc = None
+        self._loop = None
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, out=None):
+        if out is not None and out.flags.c_contiguous and len(args) <= 5:
+            for a in args:
+                if type(a) is not np.ndarray or a.shape != out.shape or a.dtype != out.dtype \
+                        or not a.flags.c_contiguous:
+                    break
+            else:
+                if self._loop is None:
+                    self._loop = _flat_loop(self._fn, len(args))
+                self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
+                return out
         if self._ufunc is None:
             try:
                 built = numba.vectorize(self._signatures, cache=_OPTIONS["cache"])(self._fn)
@@ -245,7 +263,39 @@ class _LazyUfunc:
             # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc
             # wrapper adds about 1 us a call, which small graphs pay on every op
             self._ufunc = getattr(built, "ufunc", built)
-        return self._ufunc(*args, **kwargs)
+        return self._ufunc(*args, out=out)
+
+
+def _flat_loop(fn, arity: int):
+    """``loop(*ins, out)``: out[i] = fn(ins[0][i], ...) over 1-d arrays, as a cached kernel (up to
+    five inputs; None beyond)."""
+    inline(fn)
+    if arity == 1:
+        def loop1(a, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i])
+        return _njit(loop1)
+    if arity == 2:
+        def loop2(a, b, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i], b[i])
+        return _njit(loop2)
+    if arity == 3:
+        def loop3(a, b, c, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i], b[i], c[i])
+        return _njit(loop3)
+    if arity == 4:
+        def loop4(a, b, c, d, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i], b[i], c[i], d[i])
+        return _njit(loop4)
+    if arity == 5:
+        def loop5(a, b, c, d, e, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i], b[i], c[i], d[i], e[i])
+        return _njit(loop5)
+    return None
 
 
 def ufunc(*signatures: str):

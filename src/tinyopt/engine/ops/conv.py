@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyopt.engine import workers
+from tinyopt.kernels import workers
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
