@@ -12,11 +12,11 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     # ---- devices, namespaces, the paths scripts import ----------------------------------------
     idiom("device_cpu", """
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        result = str(device)""", T + "torch.device / torch.cuda")
+        result = str(device)""")
     idiom("accelerator", """
-        result = torch.accelerator.is_available()""", T + "torch.accelerator")
+        result = torch.accelerator.is_available()""")
     idiom("backends_mps", """
-        result = torch.backends.mps.is_available()""", T + "torch.backends")
+        result = torch.backends.mps.is_available()""")
     idiom("utils_data_path", """
         ds = torch.utils.data.TensorDataset(torch.tensor(X), torch.tensor(Y))
         loader = torch.utils.data.DataLoader(ds, batch_size=5)
@@ -29,7 +29,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         m = nn.Linear(4, 2)
         with torch.inference_mode():
             y = m(torch.tensor(X))
-        result = y.requires_grad""", T + "torch.inference_mode")
+        result = y.requires_grad""")
     idiom("no_grad_requires_grad", """
         m = nn.Linear(4, 2)
         with torch.no_grad():
@@ -38,14 +38,14 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("manual_seed_repro", """
         torch.manual_seed(3); a = torch.rand(5)
         torch.manual_seed(3); b = torch.rand(5)
-        result = bool((a == b).all())""", T + "Tensor.all()", compare=False)
+        result = bool((a == b).all())""", compare=False)
     idiom("is_cuda", """
-        result = torch.zeros(2).is_cuda""", T + "Tensor.is_cuda")
+        result = torch.zeros(2).is_cuda""")
     idiom("tensor_device", """
-        result = str(torch.zeros(2).device)""", T + "Tensor.device")
+        result = str(torch.zeros(2).device)""")
     idiom("x_to_device", """
         device = torch.device("cpu")
-        result = torch.tensor(X).to(device).shape""", T + "Tensor.to(device)")
+        result = torch.tensor(X).to(device).shape""")
     idiom("model_to_device", """
         m = nn.Linear(4, 2).to("cpu")
         result = sum(p.numel() for p in m.parameters())""")
@@ -56,49 +56,49 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.tensor([1, 2]).dtype""")
     idiom("from_numpy", """
         a = np.arange(6.0).reshape(2, 3)
-        result = torch.from_numpy(a).sum()""", T + "torch.from_numpy")
+        result = torch.from_numpy(a).sum()""")
     idiom("as_tensor", """
-        result = torch.as_tensor([[1, 2], [3, 4]]).shape""", T + "torch.as_tensor")
+        result = torch.as_tensor([[1, 2], [3, 4]]).shape""")
     idiom("zeros_ones", """
         result = [torch.zeros(2, 3), torch.ones((3,)), torch.full((2,), 1.5)]""")
     idiom("full_int", """
-        result = torch.full((2,), 7).dtype""", T + "full((2,), 7) is int64")
+        result = torch.full((2,), 7).dtype""")
     idiom("zeros_like", """
         x = torch.tensor(X)
-        result = [torch.zeros_like(x).shape, torch.ones_like(x).sum()]""", T + "zeros_like")
+        result = [torch.zeros_like(x).shape, torch.ones_like(x).sum()]""")
     idiom("full_like", """
-        result = torch.full_like(torch.tensor(X), 2.0).sum()""", T + "full_like")
+        result = torch.full_like(torch.tensor(X), 2.0).sum()""")
     idiom("rand_like", """
-        result = torch.randn_like(torch.tensor(X)).shape""", T + "randn_like")
+        result = torch.randn_like(torch.tensor(X)).shape""")
     idiom("randint", """
-        result = torch.randint(0, 10, (3, 4)).shape""", T + "randint")
+        result = torch.randint(0, 10, (3, 4)).shape""")
     idiom("randperm", """
         p = torch.randperm(10)
-        result = sorted(p.tolist())""", T + "randperm")
+        result = sorted(p.tolist())""")
     idiom("arange_int", """
         result = torch.arange(5)""")
     idiom("arange_float", """
         result = torch.arange(0, 1, 0.25)""")
     idiom("linspace", """
-        result = torch.linspace(0, 1, 5)""", T + "linspace")
+        result = torch.linspace(0, 1, 5)""")
     idiom("eye", """
-        result = torch.eye(3)""", T + "eye")
+        result = torch.eye(3)""")
     idiom("empty", """
-        result = torch.empty(2, 3).shape""", T + "empty")
+        result = torch.empty(2, 3).shape""")
     idiom("tril_mask", """
         result = torch.tril(torch.ones(3, 3))""", T + "tril")
     idiom("triu", """
         result = torch.triu(torch.ones(3, 3), diagonal=1)""", T + "triu")
     idiom("legacy_long_tensor", """
-        result = torch.LongTensor([1, 2, 3]).dtype""", T + "LongTensor")
+        result = torch.LongTensor([1, 2, 3]).dtype""")
     idiom("legacy_float_tensor", """
-        result = torch.FloatTensor([[1, 2]]).dtype""", T + "FloatTensor")
+        result = torch.FloatTensor([[1, 2]]).dtype""")
     idiom("tensor_ctor_shape", """
-        result = torch.Tensor(2, 3).shape""", T + "torch.Tensor(n, m)")
+        result = torch.Tensor(2, 3).shape""")
     idiom("requires_grad_kw", """
         x = torch.ones(3, requires_grad=True)
         (x * 2).sum().backward()
-        result = x.grad""", T + "requires_grad= on creators")
+        result = x.grad""")
     idiom("new_zeros", """
         result = torch.tensor(X).new_zeros((2, 2)).dtype""", T + "new_zeros")
     # ---- shape ------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         x = torch.tensor(X)
         result = torch.zeros(64).view_as(x).shape""")
     idiom("reshape_as", """
-        result = torch.zeros(64).reshape_as(torch.tensor(X)).shape""", T + "reshape_as")
+        result = torch.zeros(64).reshape_as(torch.tensor(X)).shape""")
     idiom("flatten_start", """
         result = torch.zeros(2, 3, 4).flatten(1).shape""")
     idiom("permute", """
@@ -173,18 +173,18 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.tensor(X)[idx]""")
     idiom("bool_mask_index", """
         x = torch.tensor(X)
-        result = x[x > 0].shape""", T + "comparisons return bool; masks index")
+        result = x[x > 0].shape""")
     idiom("setitem_slice", """
         x = torch.zeros(3, 4)
         x[1, :] = 5.0
-        result = x""", T + "Tensor.__setitem__")
+        result = x""")
     idiom("setitem_mask", """
         x = torch.tensor(X)
         x[x < 0] = 0
-        result = x""", T + "boolean-mask assignment")
+        result = x""")
     idiom("masked_fill", """
         x = torch.tensor(X)
-        result = x.masked_fill(x < 0, -1.0)""", T + "masked_fill")
+        result = x.masked_fill(x < 0, -1.0)""")
     idiom("causal_mask", """
         att = torch.zeros(4, 4)
         mask = torch.tril(torch.ones(4, 4))
@@ -204,7 +204,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.where(x > 0, x, 0.0)""")
     idiom("where_tensors", """
         x = torch.tensor(X)
-        result = torch.where(x > 0, x, torch.zeros_like(x))""", T + "zeros_like")
+        result = torch.where(x > 0, x, torch.zeros_like(x))""")
     # ---- math -------------------------------------------------------------------------------------
     idiom("arith_broadcast", """
         x = torch.tensor(X)
@@ -247,7 +247,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         x = torch.tensor(X)
         result = [x.std(), x.var(dim=0, unbiased=False)]""")
     idiom("norm", """
-        result = torch.tensor(X).norm()""", T + "Tensor.norm")
+        result = torch.tensor(X).norm()""")
     idiom("vector_norm", """
         result = torch.linalg.vector_norm(torch.tensor(X), dim=1)""", T + "torch.linalg")
     idiom("cumsum", """
@@ -266,27 +266,27 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = [x.clamp(-0.5, 0.5), x.clamp(min=0), torch.clamp(x, max=0.1)]""")
     idiom("more_unary", """
         x = torch.tensor(X)
-        result = [x.sign(), x.floor(), x.round(), x.rsqrt().isnan().sum()]""", T + "sign/floor/round")
+        result = [x.sign(), x.floor(), x.round(), x.rsqrt().isnan().sum()]""")
     idiom("log1p_expm1", """
         x = torch.tensor(X).abs()
-        result = [torch.log1p(x), torch.expm1(x), torch.sin(x), torch.erf(x)]""", T + "log1p")
+        result = [torch.log1p(x), torch.expm1(x), torch.sin(x), torch.erf(x)]""")
     idiom("remainder", """
-        result = torch.arange(6) % 4""", T + "remainder")
+        result = torch.arange(6) % 4""")
     idiom("pow_tensor", """
         x = torch.tensor([1.0, 2.0, 3.0])
-        result = x.pow(2) + torch.pow(x, x)""", T + "torch.pow")
+        result = x.pow(2) + torch.pow(x, x)""")
     idiom("lerp", """
-        result = torch.lerp(torch.zeros(3), torch.ones(3), 0.25)""", T + "lerp")
+        result = torch.lerp(torch.zeros(3), torch.ones(3), 0.25)""")
     idiom("nan_to_num", """
-        result = torch.tensor([float("nan"), 1.0]).nan_to_num(0.0)""", T + "nan_to_num")
+        result = torch.tensor([float("nan"), 1.0]).nan_to_num(0.0)""")
     idiom("isfinite", """
-        result = torch.isfinite(torch.tensor([1.0, float("inf")]))""", T + "isfinite")
+        result = torch.isfinite(torch.tensor([1.0, float("inf")]))""")
     idiom("logical_ops", """
         a = torch.tensor(X) > 0
-        result = (a & (torch.tensor(X) < 1)).sum()""", T + "logical ops on bool tensors")
+        result = (a & (torch.tensor(X) < 1)).sum()""")
     idiom("any_all", """
         x = torch.tensor(X)
-        result = [bool((x > 10).any()), bool((x > -10).all())]""", T + "any/all")
+        result = [bool((x > 10).any()), bool((x > -10).all())]""")
     idiom("topk", """
         result = torch.tensor(X[0]).topk(2).values""", T + "topk")
     idiom("sort", """
@@ -297,7 +297,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.tensor(Y).unique()""", T + "unique")
     idiom("multinomial", """
         torch.manual_seed(0)
-        result = torch.multinomial(torch.tensor([0.0, 1.0]), 3, replacement=True)""", T + "multinomial")
+        result = torch.multinomial(torch.tensor([0.0, 1.0]), 3, replacement=True)""")
     idiom("softmax_dim", """
         result = torch.tensor(X).softmax(dim=-1)""")
     idiom("log_softmax_fn", """
@@ -308,14 +308,13 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = [x.long().dtype, x.long().float().dtype, x.double().dtype]""")
     idiom("int_bool", """
         x = torch.tensor(X)
-        result = [x.int().dtype, x.bool().dtype]""", T + ".int() / .bool()")
+        result = [x.int().dtype, x.bool().dtype]""")
     idiom("type_method", """
-        result = torch.tensor(X).type(torch.float64).dtype""", T + "Tensor.type")
+        result = torch.tensor(X).type(torch.float64).dtype""")
     idiom("to_dtype", """
         result = torch.tensor(X).to(torch.float64).dtype""")
     idiom("dtype_names", """
-        result = [torch.float32, torch.float, torch.float64, torch.double, torch.long, torch.int64]""",
-          T + "torch.float/double/long aliases")
+        result = [torch.float32, torch.float, torch.float64, torch.double, torch.long, torch.int64]""")
     idiom("mixed_int_float", """
         result = (torch.arange(3) * 0.5).dtype""")
     idiom("int_div", """
@@ -326,11 +325,11 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("np_asarray", """
         result = np.asarray(torch.tensor(X)).shape""")
     idiom("format_scalar", """
-        result = "{:+.2f}".format(torch.tensor(1.2345))""", T + "Tensor.__format__")
+        result = "{:+.2f}".format(torch.tensor(1.2345))""")
     idiom("fstring_item", """
         result = f"{torch.tensor(0.5).item():.3f}" """)
     idiom("print_tensor", """
-        result = str(torch.tensor([1.0, 2.0]))""", T + "printing values")
+        result = str(torch.tensor([1.0, 2.0]))""")
     idiom("float_of_tensor", """
         result = float(torch.tensor(X).sum())""")
     # ---- autograd ---------------------------------------------------------------------------------
@@ -348,7 +347,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         y = (w * w).sum()
         y.backward(retain_graph=True)
         y.backward()
-        result = w.grad""", T + "backward(retain_graph=True)")
+        result = w.grad""")
     idiom("backward_gradient", """
         w = torch.tensor([1.0, 2.0], requires_grad=True)
         (w * 3).backward(torch.tensor([1.0, 0.5]))
@@ -356,36 +355,36 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("autograd_grad", """
         x = torch.tensor([2.0], requires_grad=True)
         (g,) = torch.autograd.grad((x ** 3).sum(), x)
-        result = g""", T + "torch.autograd.grad")
+        result = g""")
     idiom("detach", """
         x = torch.tensor([2.0], requires_grad=True)
         result = (x * 2).detach().requires_grad""")
     idiom("requires_grad_", """
         x = torch.ones(2).requires_grad_()
         (x * 5).sum().backward()
-        result = x.grad""", T + "requires_grad_ on plain tensors")
+        result = x.grad""")
     idiom("retain_grad", """
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         h = x * 2
         h.retain_grad()
         (h * h).sum().backward()
-        result = h.grad""", T + "retain_grad")
+        result = h.grad""")
     idiom("register_hook", """
         x = torch.tensor([1.0, 2.0], requires_grad=True)
         x.register_hook(lambda g: g * 10)
         (x * 1).sum().backward()
-        result = x.grad""", T + "Tensor.register_hook")
+        result = x.grad""")
     idiom("is_leaf", """
         x = torch.tensor([1.0], requires_grad=True)
         result = [x.is_leaf, (x * 2).is_leaf]""")
     idiom("grad_norm", """
         m = seed_weights(nn.Linear(4, 2))
         F.mse_loss(m(torch.tensor(X)), torch.zeros(16, 2)).backward()
-        result = m.weight.grad.norm().item()""", T + "p.grad is a Tensor")
+        result = m.weight.grad.norm().item()""")
     idiom("set_grad_enabled", """
         with torch.set_grad_enabled(False):
             y = nn.Linear(4, 1)(torch.tensor(X))
-        result = y.requires_grad""", T + "set_grad_enabled as a context manager")
+        result = y.requires_grad""")
     # ---- in-place updates -------------------------------------------------------------------------
     idiom("manual_sgd", """
         m = seed_weights(nn.Linear(4, 3))
@@ -394,39 +393,39 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         with torch.no_grad():
             for p in m.parameters():
                 p -= 0.1 * p.grad
-        result = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).item()""", T + "p -= x under no_grad")
+        result = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).item()""")
     idiom("data_sub_", """
         m = seed_weights(nn.Linear(4, 3))
         F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
         for p in m.parameters():
             p.data.sub_(0.1 * p.grad.data)
-        result = m.weight""", T + "p.data is a Tensor with sub_")
+        result = m.weight""")
     idiom("data_fill_", """
         m = nn.Linear(4, 3)
         m.bias.data.fill_(0.5)
-        result = m.bias""", T + "p.data.fill_")
+        result = m.bias""")
     idiom("param_add_alpha", """
         m = seed_weights(nn.Linear(4, 1))
         with torch.no_grad():
             m.weight.add_(torch.ones(1, 4), alpha=0.5)
-        result = m.weight""", T + "add_(alpha=)")
+        result = m.weight""")
     idiom("copy_", """
         a = seed_weights(nn.Linear(4, 2)); b = nn.Linear(4, 2)
         with torch.no_grad():
             for p, q in zip(b.parameters(), a.parameters()):
                 p.copy_(q)
-        result = b.weight""", T + "Parameter.copy_")
+        result = b.weight""")
     idiom("ema_update", """
         a = seed_weights(nn.Linear(4, 2)); b = seed_weights(nn.Linear(4, 2), 1)
         with torch.no_grad():
             for pe, p in zip(b.parameters(), a.parameters()):
                 pe.mul_(0.9).add_(p, alpha=0.1)
-        result = b.weight""", T + "mul_/add_ chains")
+        result = b.weight""")
     idiom("zero_fill_clamp_", """
         x = torch.tensor(X)
         x.clamp_(-0.1, 0.1)
         y = torch.ones(3); y.zero_()
-        result = [x, y]""", T + "clamp_/zero_")
+        result = [x, y]""")
     idiom("iadd_tensor", """
         x = torch.zeros(3)
         x += 1
@@ -437,7 +436,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
             x.add_(1)
             result = "no error"
         except RuntimeError as e:
-            result = "a leaf Variable that requires grad" in str(e)""", T + "in-place on a leaf raises")
+            result = "a leaf Variable that requires grad" in str(e)""")
     idiom("init_normal_", """
         m = nn.Linear(100, 100)
         torch.nn.init.normal_(m.weight, 0.0, 0.02)
@@ -499,7 +498,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("state_dict_clone", """
         m = seed_weights(nn.Linear(4, 2))
         best = {k: v.clone() for k, v in m.state_dict().items()}
-        result = best["weight"]""", T + "state_dict values are Tensors (clone)")
+        result = best["weight"]""")
     idiom("load_state_dict_strict_false", """
         m = nn.Linear(4, 2)
         r = m.load_state_dict({"weight": torch.zeros(2, 4)}, strict=False)
@@ -693,11 +692,11 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         device = torch.device("cpu")
         loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=8)
         xb, yb = next(iter(loader))
-        result = xb.to(device).sum()""", T + "DataLoader batches are Tensors")
+        result = xb.to(device).sum()""")
     idiom("dataloader_view_as", """
         loader = DataLoader(TensorDataset(torch.tensor(X)), batch_size=8)
         (xb,) = next(iter(loader))
-        result = xb.view(8, 2, 2).shape""", T + "DataLoader batches are Tensors")
+        result = xb.view(8, 2, 2).shape""")
     idiom("dataloader_workers", """
         loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=4,
                             num_workers=2, pin_memory=False, persistent_workers=True)
@@ -775,7 +774,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                 _, pred = torch.max(out, 1)
                 total += yb.size(0)
                 correct += (pred == yb).sum().item()
-        result = correct / total""", T + "torch.max(out, 1) returns (values, indices)")
+        result = correct / total""")
     idiom("regression_fit", """
         m = seed_weights(nn.Linear(4, 1))
         opt = optim.SGD(m.parameters(), lr=0.05)
@@ -817,7 +816,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         logp = torch.log(probs[torch.arange(16), torch.tensor(Y)])
         loss = -(logp * torch.tensor(X[:, 0])).sum()
         opt.zero_grad(); loss.backward(); opt.step()
-        result = loss.item()""", T + "advanced indexing with two index tensors")
+        result = loss.item()""")
     idiom("categorical_distribution", """
         torch.manual_seed(0)
         d = torch.distributions.Categorical(probs=torch.tensor([0.0, 1.0]))
@@ -902,7 +901,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         running = 0.0
         for xb, yb in DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=8):
             running += F.cross_entropy(m(xb), yb).item() * xb.size(0)
-        result = running / 16""", T + "DataLoader batches are Tensors (xb.size(0))")
+        result = running / 16""")
     idiom("tqdm_free_progress_string", """
         loss = torch.tensor(0.123456)
         result = f"loss: {loss.item():.4f}" """)
