@@ -106,6 +106,13 @@ def process_group_api():
     p = nn.Parameter(np.full(3, float(r)))
     work = dist.all_reduce(p, async_op=True)
     assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    t = to.tensor([1.0, 2.0])
+    dist.all_reduce(t)  # a leaf Tensor, in place
+    assert t.numpy().tolist() == [2.0, 4.0]
+    q = nn.Parameter(np.zeros(2, np.float32))
+    (q * (r + 1.0)).sum().backward()
+    dist.all_reduce(q.grad, op=dist.ReduceOp.AVG)  # p.grad shares the gradient's storage
+    assert q._grad.tolist() == [1.5, 1.5], q._grad
     f = np.full(5, float(r))
     dist.broadcast(f, src=1)
     assert f.tolist() == [1.0] * 5
@@ -121,7 +128,7 @@ def process_group_api():
             (lambda: dist.broadcast(f, src=2), ValueError, "src must be a rank"),
             (lambda: dist.all_reduce(np.ones(2, np.int64), op=dist.ReduceOp.AVG), TypeError,
              "AVG"),
-            (lambda: dist.all_reduce(to.tensor([1.0]) + 1), TypeError, "graph node"),
+            (lambda: dist.all_reduce(nn.Parameter(np.ones(2)) * 2), TypeError, "graph node"),
             (lambda: dist.all_gather_object([None], 1), IndexError, "world_size")):
         try:
             call()
@@ -248,6 +255,19 @@ def ddp_broadcasts_buffers_at_construction_and_forward():
     assert np.all(bn.running_var == rank() + 7.0)
 
 
+@check
+def ddp_reduces_after_a_backward_through_hooks():
+    """A tensor hook sends backward down autograd's explicit path: gradients still averaged."""
+    ddp = DDP(mlp(3))
+    seen = []
+    x = np.full((2, 20), rank() + 1.0, np.float32)
+    out = ddp(x)
+    out.register_hook(lambda g: seen.append(g.shape))
+    out.sum().backward()
+    g = [p._grad.copy() for p in ddp.parameters()]
+    assert seen == [(2, 5)] and all(np.array_equal(a, b) for a, b in zip(g, gather(g)[0]))
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
@@ -358,6 +378,17 @@ def zero_adam_matches_single_process_with_half_the_state():
         assert "consolidate_state_dict" in str(e)
     else:
         raise AssertionError("state_dict before consolidate_state_dict did not raise")
+
+    class Whole(optim.Adam):  # a subclass might read whole parameters: not assumed elementwise
+        pass
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    for cls in (Whole, object):
+        try:
+            ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=cls)
+        except TypeError as e:
+            assert "elementwise" in str(e), e
+        else:
+            raise AssertionError(f"{cls} accepted")
 
 
 @check
