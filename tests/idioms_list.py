@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
-    T = TENSOR
+    T = TENSOR  # reason prefix for an idiom that only the Tensor half can make pass (none left)
     # ---- devices, namespaces, the paths scripts import ----------------------------------------
     idiom("device_cpu", """
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -86,9 +86,9 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("empty", """
         result = torch.empty(2, 3).shape""")
     idiom("tril_mask", """
-        result = torch.tril(torch.ones(3, 3))""", T + "tril")
+        result = torch.tril(torch.ones(3, 3))""")
     idiom("triu", """
-        result = torch.triu(torch.ones(3, 3), diagonal=1)""", T + "triu")
+        result = torch.triu(torch.ones(3, 3), diagonal=1)""")
     idiom("legacy_long_tensor", """
         result = torch.LongTensor([1, 2, 3]).dtype""")
     idiom("legacy_float_tensor", """
@@ -100,7 +100,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         (x * 2).sum().backward()
         result = x.grad""")
     idiom("new_zeros", """
-        result = torch.tensor(X).new_zeros((2, 2)).dtype""", T + "new_zeros")
+        result = torch.tensor(X).new_zeros((2, 2)).dtype""")
     # ---- shape ------------------------------------------------------------------------------------
     idiom("view", """
         result = torch.tensor(X).view(8, 8).shape""")
@@ -131,24 +131,24 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("expand_as", """
         result = torch.tensor([[1.0], [2.0]]).expand_as(torch.zeros(2, 4)).sum()""")
     idiom("repeat", """
-        result = torch.tensor([1, 2]).repeat(2, 2)""", T + "Tensor.repeat")
+        result = torch.tensor([1, 2]).repeat(2, 2)""")
     idiom("repeat_interleave", """
-        result = torch.tensor([1, 2]).repeat_interleave(2)""", T + "repeat_interleave")
+        result = torch.tensor([1, 2]).repeat_interleave(2)""")
     idiom("flip", """
-        result = torch.arange(4).flip(0)""", T + "flip")
+        result = torch.arange(4).flip(0)""")
     idiom("roll", """
-        result = torch.arange(4).roll(1)""", T + "roll")
+        result = torch.arange(4).roll(1)""")
     idiom("split", """
         parts = torch.arange(10).split(4)
-        result = [p.tolist() for p in parts]""", T + "split")
+        result = [p.tolist() for p in parts]""")
     idiom("chunk", """
-        result = [c.shape for c in torch.tensor(X).chunk(4, dim=0)]""", T + "chunk")
+        result = [c.shape for c in torch.tensor(X).chunk(4, dim=0)]""")
     idiom("unbind", """
-        result = len(torch.tensor(X).unbind(1))""", T + "unbind")
+        result = len(torch.tensor(X).unbind(1))""")
     idiom("narrow", """
-        result = torch.arange(10).narrow(0, 2, 3)""", T + "narrow")
+        result = torch.arange(10).narrow(0, 2, 3)""")
     idiom("movedim", """
-        result = torch.zeros(2, 3, 4).movedim(0, -1).shape""", T + "movedim")
+        result = torch.zeros(2, 3, 4).movedim(0, -1).shape""")
     idiom("cat_stack", """
         a, b = torch.ones(2, 3), torch.zeros(2, 3)
         result = [torch.cat([a, b], dim=1).shape, torch.stack([a, b]).shape]""")
@@ -160,7 +160,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("mT", """
         result = torch.zeros(2, 3, 4).mT.shape""")
     idiom("swapaxes", """
-        result = torch.zeros(2, 3).swapaxes(0, 1).shape""", T + "swapaxes")
+        result = torch.zeros(2, 3).swapaxes(0, 1).shape""")
     # ---- indexing ---------------------------------------------------------------------------------
     idiom("slice_columns", """
         result = torch.tensor(X)[:, 1:3]""")
@@ -188,17 +188,17 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("causal_mask", """
         att = torch.zeros(4, 4)
         mask = torch.tril(torch.ones(4, 4))
-        result = att.masked_fill(mask == 0, float("-inf")).softmax(-1)""", T + "tril, masked_fill")
+        result = att.masked_fill(mask == 0, float("-inf")).softmax(-1)""")
     idiom("gather", """
         x = torch.tensor(X)
-        result = x.gather(1, torch.tensor(Y % 4).unsqueeze(1))""", T + "gather")
+        result = x.gather(1, torch.tensor(Y % 4).unsqueeze(1))""")
     idiom("index_select", """
-        result = torch.tensor(X).index_select(0, torch.tensor([1, 0]))""", T + "index_select")
+        result = torch.tensor(X).index_select(0, torch.tensor([1, 0]))""")
     idiom("scatter_add", """
         out = torch.zeros(3).scatter_add(0, torch.tensor([0, 1, 0]), torch.tensor([1.0, 2.0, 3.0]))
-        result = out""", T + "scatter_add")
+        result = out""")
     idiom("nonzero", """
-        result = torch.tensor([0, 1, 0, 2]).nonzero()""", T + "nonzero")
+        result = torch.tensor([0, 1, 0, 2]).nonzero()""")
     idiom("where_scalars", """
         x = torch.tensor(X)
         result = torch.where(x > 0, x, 0.0)""")
@@ -217,18 +217,18 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = x @ x.T""")
     idiom("mm", """
         x = torch.tensor(X)
-        result = torch.mm(x, x.t())""", T + "torch.mm")
+        result = torch.mm(x, x.t())""")
     idiom("bmm", """
         a = torch.tensor(X).view(2, 8, 4)
-        result = torch.bmm(a, a.transpose(1, 2)).shape""", T + "bmm")
+        result = torch.bmm(a, a.transpose(1, 2)).shape""")
     idiom("einsum", """
         x = torch.tensor(X)
-        result = torch.einsum("ij,kj->ik", x, x)""", T + "einsum")
+        result = torch.einsum("ij,kj->ik", x, x)""")
     idiom("outer", """
-        result = torch.outer(torch.arange(3.0), torch.arange(2.0))""", T + "outer")
+        result = torch.outer(torch.arange(3.0), torch.arange(2.0))""")
     idiom("addmm", """
         x = torch.tensor(X)
-        result = torch.addmm(torch.ones(16), x, torch.ones(4, 16))""", T + "addmm")
+        result = torch.addmm(torch.ones(16), x, torch.ones(4, 16))""")
     idiom("reductions", """
         x = torch.tensor(X)
         result = [x.sum(), x.mean(0), x.max(), x.min(1)[0] if isinstance(x.min(1), tuple) else None]""",
@@ -249,13 +249,13 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("norm", """
         result = torch.tensor(X).norm()""")
     idiom("vector_norm", """
-        result = torch.linalg.vector_norm(torch.tensor(X), dim=1)""", T + "torch.linalg")
+        result = torch.linalg.vector_norm(torch.tensor(X), dim=1)""")
     idiom("cumsum", """
-        result = torch.arange(5.0).cumsum(0)""", T + "cumsum")
+        result = torch.arange(5.0).cumsum(0)""")
     idiom("prod", """
-        result = torch.tensor([1.0, 2.0, 3.0]).prod()""", T + "prod")
+        result = torch.tensor([1.0, 2.0, 3.0]).prod()""")
     idiom("amax", """
-        result = torch.tensor(X).amax(dim=0)""", T + "amax")
+        result = torch.tensor(X).amax(dim=0)""")
     idiom("logsumexp", """
         result = torch.tensor(X).logsumexp(dim=1)""")
     idiom("elementwise_fns", """
@@ -288,13 +288,13 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         x = torch.tensor(X)
         result = [bool((x > 10).any()), bool((x > -10).all())]""")
     idiom("topk", """
-        result = torch.tensor(X[0]).topk(2).values""", T + "topk")
+        result = torch.tensor(X[0]).topk(2).values""")
     idiom("sort", """
-        result = torch.tensor(X[0]).sort().values""", T + "sort")
+        result = torch.tensor(X[0]).sort().values""")
     idiom("argsort", """
-        result = torch.tensor(X[0]).argsort()""", T + "argsort")
+        result = torch.tensor(X[0]).argsort()""")
     idiom("unique", """
-        result = torch.tensor(Y).unique()""", T + "unique")
+        result = torch.tensor(Y).unique()""")
     idiom("multinomial", """
         torch.manual_seed(0)
         result = torch.multinomial(torch.tensor([0.0, 1.0]), 3, replacement=True)""")
