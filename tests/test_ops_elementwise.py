@@ -428,6 +428,27 @@ def test_nan_and_inf_propagate():
         np.testing.assert_array_equal(O.leaky_relu(t).numpy()[:3], [np.nan, np.inf, -np.inf])
 
 
+def test_relu_at_nan_inf_and_signed_zeros_is_pytorchs():
+    # PyTorch: relu = clamp_min(x, 0) (-0.0 stays -0.0), backward = threshold_backward(g, y, 0):
+    # 0 where y <= 0 (even for a NaN g), else g, so a NaN input passes its gradient (issue 9.12)
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.5, np.nan])
+    g = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, np.nan])
+    want_y = np.array([np.nan, np.inf, 0.0, 0.0, -0.0, 1.5, 0.0, np.nan])
+    want_g = np.array([1.0, 2.0, 0.0, 0.0, 0.0, 6.0, 0.0, np.nan])
+    for dtype in (np.float32, np.float64):
+        p = to.Parameter(x.astype(dtype))
+        y = p.relu()
+        (y * to.tensor(g.astype(dtype))).sum().backward()
+        assert y.numpy().tobytes() == want_y.astype(dtype).tobytes()
+        assert p.grad.numpy().tobytes() == want_g.astype(dtype).tobytes()
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.relu(tx)
+    ty.backward(torch.tensor(g))
+    assert ty.detach().numpy().tobytes() == want_y.tobytes()
+    assert tx.grad.numpy().tobytes() == want_g.tobytes()
+
+
 def test_nan_gradient_propagates():
     p = to.Parameter(np.array([np.nan, 1.0]))
     (p * p).sum().backward()
