@@ -7,9 +7,12 @@ compared by medians.  Separate processes, and a pause before each timed block, m
 PyTorch each bring an OpenMP runtime whose threads keep spinning for a while after their work, and
 on a small machine one library's spinning threads steal the cores the other one is timed on.
 
+RES is a residual MLP of many small ops (six pre-norm blocks x + fc2(gelu(fc1(layer_norm(x)))),
+about 200 graph nodes a step): per-step Python overhead.
+
 Targets (issue 14): MLP batch 1 at least 2x faster than PyTorch (ratio <= 0.5) with either
-optimizer, MLP batch 256 and the CNN at batch 32 and 256 ratio <= 0.8.  Ratio = tinyopt time /
-PyTorch time.
+optimizer, MLP batch 256 and the CNN at batch 32 and 256 ratio <= 0.8, RES no slower than PyTorch
+eager (ratio <= 1).  Ratio = tinyopt time / PyTorch time.
 
     python benchmarks/bench_train.py [--repeats N] [--only MLP|CNN]
 """
@@ -25,10 +28,27 @@ import time
 import numpy as np
 
 
+def _residual(lib, d: int):
+    """x + fc2(gelu(fc1(layer_norm(x)))): a pre-norm residual MLP block."""
+    n = lib.nn
+
+    class Block(n.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.fc1, self.fc2 = n.LayerNorm(d), n.Linear(d, 2 * d), n.Linear(2 * d, d)
+
+        def forward(self, x):
+            return x + self.fc2(n.functional.gelu(self.fc1(self.norm(x))))
+    return Block()
+
+
 def build(lib, kind: str):
     n = lib.nn
     if kind == "MLP":
         return n.Sequential(n.Flatten(), n.Linear(784, 500), n.ReLU(), n.Linear(500, 10))
+    if kind == "RES":  # many small ops: about 200 nodes forward and backward
+        return n.Sequential(n.Flatten(), n.Linear(784, 64), *[_residual(lib, 64) for _ in range(6)],
+                            n.LayerNorm(64), n.Linear(64, 10))
     return n.Sequential(n.Conv2d(1, 8, 3, padding=1), n.ReLU(), n.MaxPool2d(2),
                         n.Conv2d(8, 16, 3, padding=1), n.ReLU(), n.MaxPool2d(2), n.Flatten(),
                         n.Linear(784, 10))
@@ -90,7 +110,7 @@ def worker(conn, lib_name: str) -> None:
 
 CASES = [(kind, batch, opt, target) for kind, batch, target in
          (("MLP", 1, 0.5), ("MLP", 32, None), ("MLP", 256, 0.8), ("CNN", 32, 0.8),
-          ("CNN", 256, 0.8)) for opt in ("sgd", "adam")]
+          ("CNN", 256, 0.8), ("RES", 1, 1.0), ("RES", 32, 1.0)) for opt in ("sgd", "adam")]
 
 
 def _case(pipes, kind: str, batch: int, optimizer: str, target, args) -> None:
@@ -100,7 +120,7 @@ def _case(pipes, kind: str, batch: int, optimizer: str, target, args) -> None:
     losses = [c.recv() for c in pipes]
     if len(losses) == 2:
         assert abs(losses[0] - losses[1]) < 1e-3 * max(1.0, abs(losses[1])), losses
-    inner = max(1, 1024 // batch) if kind == "MLP" else max(1, 512 // batch)
+    inner = max(1, 1024 // batch) if kind != "CNN" else max(1, 512 // batch)
     times: list[list[float]] = [[] for _ in pipes]
     for _ in range(args.repeats):
         for k, c in enumerate(pipes):
@@ -122,7 +142,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--settle", type=float, default=0.3,
                     help="seconds to pause before each timed block (idle threads go to sleep)")
-    ap.add_argument("--only", choices=["MLP", "CNN"], help="run one model's cases")
+    ap.add_argument("--only", choices=["MLP", "CNN", "RES"], help="run one model's cases")
     ap.add_argument("--threads", type=int,
                     help="threads for both libraries (torch, BLAS, numba); default: each "
                          "library's own (on a machine busy with other work, 1 gives steadier "
