@@ -25,6 +25,10 @@ def _matmul_forward(t):
         return lambda out, a, b: LK.outer(a[:, 0], b[0], out)
     if t.ndim == 2:
         return lambda out, a, b: np.dot(a, b, out=out)
+    if t.srcs[1].ndim == 2:  # (..., k) @ (k, n), e.g. linear's input gradient: one GEMM, not a
+        k, n = t.srcs[1].shape  # stack of small ones (35x20x5000 @ 5000x200: 1.3 s -> 0.1 s)
+        return lambda out, a, b: np.dot(np.ascontiguousarray(a).reshape(-1, k), b,
+                                        out=out.reshape(-1, n))
     return lambda out, a, b: np.matmul(a, b, out=out)
 
 

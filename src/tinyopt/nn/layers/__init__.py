@@ -5,6 +5,7 @@
 - ``activation``: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softplus, Softmax, LogSoftmax
 - ``normalization``: LayerNorm, BatchNorm1d, BatchNorm2d
 - ``dropout``: Dropout                  - ``sparse``: Embedding
+- ``rnn``: RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
 - ``loss``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
 
 Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``forward`` calls
@@ -20,9 +21,12 @@ from tinyopt.nn.layers.linear import Identity, Linear
 from tinyopt.nn.layers.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from tinyopt.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from tinyopt.nn.layers.pooling import AvgPool2d, MaxPool2d
+from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
+                                   RNNCellBase)
 from tinyopt.nn.layers.sparse import Embedding
 
 __all__ = ["Linear", "Identity", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten",
            "Dropout", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "ReLU", "LeakyReLU",
            "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax",
-           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
