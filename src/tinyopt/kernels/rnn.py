@@ -28,60 +28,17 @@ Equations (PyTorch's gate order and bias placement, https://pytorch.org/docs/sta
 - RNN (Elman): h_t = tanh or relu(xw + pre + b).
 
 Each kernel is specialized on ``fast`` (the op sets it for float32): the gate functions are then
-:func:`sigmoid_fast` and :func:`tanh_fast`, whose arithmetic LLVM vectorizes, instead of libm's
-``exp``/``tanh``, which it calls one element at a time: an LSTM step of batch 20, hidden 200 (20k
-gate functions) took 500 us with libm and 200 us vectorized (on a loaded 2-core machine).  The
-kernels index 1-D row views (``x[:H]`` per gate) in their inner loops: with 3-D indexing LLVM does
-not vectorize them.  Both are within 1 float32 ulp of
-the exact values over the whole float32 range (tests/test_kernels_rnn.py) and keep NaN and
-+-inf results; float64 keeps libm for full float64 accuracy.
+the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 20, hidden 200 (20k gate
+functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).  The kernels
+index 1-D row views (``x[:H]`` per gate) in their inner loops: with 3-D indexing LLVM does not
+vectorize them.
 """
 
 from __future__ import annotations
 
-import math
-
 from tinyopt.kernels.jit import kernel, specialized
-
-
-@kernel
-def exp_fast(x):
-    """e^x in float64 arithmetic, vectorizable: (Taylor polynomial of e^(x / 4096)) ^ 4096, by
-    12 squarings, for x clamped to [-104, 104] (where float32 results are 0 or inf anyway);
-    relative error below 2e-12.  NaN gives NaN."""
-    x = 104.0 if x > 104.0 else (-104.0 if x < -104.0 else x)
-    y = x * (1.0 / 4096.0)
-    p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0 + y * (
-        1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))))
-    for _ in range(12):
-        p = p * p
-    return p
-
-
-@kernel
-def sigmoid_fast(x):
-    """1 / (1 + e^-x) with :func:`exp_fast`."""
-    return 1.0 / (1.0 + exp_fast(-x))
-
-
-@kernel
-def tanh_fast(x):
-    """tanh x: 1 - 2 / (e^2x + 1) with :func:`exp_fast`, and its Taylor series where |x| < 0.01
-    (where the difference would lose digits)."""
-    x2 = x * x
-    small = x * (1.0 + x2 * (-1.0 / 3.0 + x2 * (2.0 / 15.0 + x2 * (-17.0 / 315.0))))
-    big = 1.0 - 2.0 / (exp_fast(2.0 * x) + 1.0)
-    return small if abs(x) < 0.01 else big
-
-
-@kernel
-def _sig(x, fast):
-    return sigmoid_fast(x) if fast else 1.0 / (1.0 + math.exp(-x))
-
-
-@kernel
-def _tanh(x, fast):
-    return tanh_fast(x) if fast else math.tanh(x)
+from tinyopt.kernels.vecmath import sig as _sig
+from tinyopt.kernels.vecmath import tanh as _tanh
 
 
 # ---- LSTM ---------------------------------------------------------------------------------------

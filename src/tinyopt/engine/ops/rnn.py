@@ -30,6 +30,7 @@ import numpy as np
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.linalg import linear
+from tinyopt.engine.ops.workspace import Layout, region
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import rnn as K
 
@@ -43,7 +44,7 @@ def _c(x: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _Layout:
-    """Offsets of the parts of a layer's workspace and of its gradient buffer (in elements)."""
+    """A layer's sizes, and the parts of its workspace and of its gradient buffer."""
     mode: str
     T: int
     B: int
@@ -92,21 +93,11 @@ class _Layout:
             parts.append(("dm", (B, H)))
         return parts
 
-    @staticmethod
-    def _offsets(parts) -> dict[str, tuple[int, int, tuple[int, ...]]]:
-        out, off = {}, 0
-        for name, shape in parts:
-            n = math.prod(shape)
-            out[name] = (off, n, shape)
-            off += n
-        out["_total"] = (0, off, (off,))
-        return out
+    def ws(self) -> Layout:
+        return Layout(self.ws_parts())
 
-    def ws(self) -> dict:
-        return self._offsets(self.ws_parts())
-
-    def grads(self) -> dict:
-        return self._offsets(self.grad_parts())
+    def grads(self) -> Layout:
+        return Layout(self.grad_parts())
 
     @property
     def visible(self) -> int:
@@ -130,12 +121,6 @@ class _Layout:
         return 0 if self.reverse else self.T
 
 
-def _parts(arr: np.ndarray, offsets: dict) -> dict[str, np.ndarray]:
-    flat = arr.reshape(-1)
-    return {name: flat[off:off + n].reshape(shape) for name, (off, n, shape) in offsets.items()
-            if name != "_total"}
-
-
 # attrs of every node of the family: (mode, T, B, H, P, reverse, has_bias, has_h0, has_c0, packed)
 def _layout(attrs) -> _Layout:
     return _Layout(*attrs[:5], attrs[5])
@@ -148,7 +133,7 @@ def _flags(attrs):
 def _scan_forward(t):
     L = _layout(t.attrs)
     has_bias, has_h0, has_c0, packed = _flags(t.attrs)
-    offsets = L.ws()
+    layout = L.ws()
     zeros_bias = np.zeros(L.G, t.dtype)
     full = np.full(L.B, L.T, np.int64)
     fast = t.dtype == np.float32
@@ -163,7 +148,7 @@ def _scan_forward(t):
         c0 = rest.pop(0) if has_c0 else None
         lengths = _c(rest.pop(0)) if packed else full
         xw = _c(xw)
-        W = _parts(out, offsets)
+        W = layout.views(out)
         hs, pre = W["hs"], W["pre"]
         s0 = L.first_slot
         if h0 is not None:
@@ -219,8 +204,8 @@ def _scan_grad_forward(t):
         lengths = _c(rest.pop(0)) if packed else full
         g = _c(g)
         gh = g[:S].reshape(L.T + 1, L.B, L.P)
-        W = _parts(ws, wso)
-        D = _parts(out, go)
+        W = wso.views(ws)
+        D = go.views(out)
         hs, dxw, dh, rec = W["hs"], D["dxw"], D["dh0"], D["rec"]
         dpre = D.get("dpre", dxw)
         dh[...] = 0
@@ -253,34 +238,6 @@ def _out_view(t):
     return lambda ws, *_: ws.reshape(-1)[:n]
 
 
-# ---- region: a contiguous block of a flat buffer, as a view -------------------------------------
-def _region_view(t):
-    off, n = t.attrs[0], math.prod(t.shape)
-    return lambda x: x.reshape(-1)[off:off + n].reshape(t.shape)
-
-
-def _region_grad_forward(t):
-    off, n = t.attrs[0], math.prod(t.srcs[0].shape)
-
-    def fwd(out, g):
-        flat = out.reshape(-1)
-        flat[:off] = 0
-        flat[off:off + n] = g.reshape(-1)
-        flat[off + n:] = 0
-    return fwd
-
-
-defop("rnn_region", view=_region_view, backward=lambda t, g: (
-    node("rnn_region_grad", (g,), t.srcs[0].shape, g.dtype, t.attrs),))
-defop("rnn_region_grad", forward=_region_grad_forward)
-
-
-def _region(x: Tensor, off: int, shape: tuple[int, ...]) -> Tensor:
-    """The contiguous block of the flat tensor ``x`` at element ``off``, as a view of ``shape``
-    (its gradient is one pass: zeros around the block)."""
-    return node("rnn_region", (x,), shape, x.dtype, (off,))
-
-
 def _out_backward(t, g):
     ws = t.srcs[0]
     L = _layout(t.attrs)
@@ -299,20 +256,14 @@ def _out_backward(t, g):
     lengths = srcs[k] if packed else None
     gsrcs = (g, ws, w_hh) + ((w_hr,) if L.proj else ()) + ((lengths,) if packed else ())
     go = L.grads()
-    total = go["_total"][1]
-    d = node("rnn_scan_grad", gsrcs, (total,), g.dtype, t.attrs)
-
-    def part(name):
-        off, _, shape = go[name]
-        return _region(d, off, shape)
-
-    dxw = part("dxw")
-    dpre = part("dpre") if L.mode == "gru" else dxw
+    d = node("rnn_scan_grad", gsrcs, (go.size,), g.dtype, t.attrs)
+    dxw = go.region(d, "dxw")
+    dpre = go.region(d, "dpre") if L.mode == "gru" else dxw
     wso = L.ws()
     grads: list[Tensor | None] = [None, dxw if xw.requires_grad else None]
     if w_hh.requires_grad:
-        hoff = wso["hs"][0] + (L.B * L.P if L.reverse else 0)  # h_{t-1} of every step
-        hprev = _region(ws, hoff, (L.T, L.B, L.P))
+        hoff = wso.offset("hs") + (L.B * L.P if L.reverse else 0)  # h_{t-1} of every step
+        hprev = region(ws, hoff, (L.T, L.B, L.P))
         grads.append(node("linear_grad_weight", (dpre, hprev), w_hh.shape, g.dtype))
     else:
         grads.append(None)
@@ -320,13 +271,12 @@ def _out_backward(t, g):
         grads.append(node("linear_grad_bias", (dpre,), b_hh.shape, g.dtype)
                      if b_hh.requires_grad else None)
     if L.proj:
-        grads.append(node("linear_grad_weight", (part("dht"), _region(ws, wso["ms"][0],
-                                                                       wso["ms"][2])),
+        grads.append(node("linear_grad_weight", (go.region(d, "dht"), wso.region(ws, "ms")),
                           w_hr.shape, g.dtype) if w_hr.requires_grad else None)
     if has_h0:
-        grads.append(part("dh0") if h0.requires_grad else None)
+        grads.append(go.region(d, "dh0") if h0.requires_grad else None)
     if has_c0:
-        grads.append(part("dc0") if c0.requires_grad else None)
+        grads.append(go.region(d, "dc0") if c0.requires_grad else None)
     if packed:
         grads.append(None)
     return tuple(grads)
@@ -404,12 +354,12 @@ def rnn_scan(mode: str, input, w_ih, w_hh, b_ih=None, b_hh=None, w_hr=None, h0=N
              c0 is not None, lengths is not None)
     L = _layout(attrs)
     extra = tuple(s for s in (b_hh, w_hr, h0, c0, lengths) if s is not None)
-    ws = node("rnn_scan", (xw, w_hh) + extra, (L.ws()["_total"][1],), dt, attrs)
+    ws = node("rnn_scan", (xw, w_hh) + extra, (L.ws().size,), dt, attrs)
     out = node("rnn_out", (ws, xw, w_hh) + extra, (L.visible,), dt, attrs)
     S = (T + 1) * B * P
-    y = _region(out, 0 if reverse else B * P, (T, B, P))
-    h_n = _region(out, L.last_slot * B * P, (B, P))
-    c_n = _region(out, S + L.last_slot * B * H, (B, H)) if mode == "lstm" else None
+    y = region(out, 0 if reverse else B * P, (T, B, P))
+    h_n = region(out, L.last_slot * B * P, (B, P))
+    c_n = region(out, S + L.last_slot * B * H, (B, H)) if mode == "lstm" else None
     return y, h_n, c_n
 
 

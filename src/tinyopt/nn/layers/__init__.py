@@ -6,6 +6,7 @@
 - ``normalization``: LayerNorm, BatchNorm1d, BatchNorm2d
 - ``dropout``: Dropout                  - ``sparse``: Embedding
 - ``rnn``: RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
+- ``transformer``: MultiheadAttention, Transformer(Encoder|Decoder)(Layer), Transformer
 - ``loss``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
 
 Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``forward`` calls
@@ -24,9 +25,14 @@ from tinyopt.nn.layers.pooling import AvgPool2d, MaxPool2d
 from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
                                    RNNCellBase)
 from tinyopt.nn.layers.sparse import Embedding
+from tinyopt.nn.layers.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                           TransformerDecoderLayer, TransformerEncoder,
+                                           TransformerEncoderLayer)
 
 __all__ = ["Linear", "Identity", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Unflatten",
            "Dropout", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "ReLU", "LeakyReLU",
            "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
-           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
+           "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
