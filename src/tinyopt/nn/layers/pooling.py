@@ -1,4 +1,5 @@
-"""``MaxPool2d`` and ``AvgPool2d`` over NCHW inputs, as ``torch.nn``.
+"""``MaxPool2d`` and ``AvgPool2d`` over NCHW inputs, ``MaxPool1d``, ``AvgPool1d`` and
+``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``.
 
 Max pooling takes the largest value of each (dilated) window; average pooling its mean, counting
 the zero padding unless ``count_include_pad=False``, or dividing by ``divisor_override``.  The
@@ -59,3 +60,62 @@ class AvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool1d(Module):
+    """Max over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 dilation: int = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+        self.dilation = dilation
+        self.return_indices = return_indices
+        self.ceil_mode = ceil_mode
+
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool1d(Module):
+    """Mean over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+                 padding: int | tuple[int] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        one = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)  # noqa: E731
+        self.kernel_size = one(kernel_size)
+        self.stride = one(stride if stride is not None else kernel_size)
+        self.padding = one(padding)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input) -> Tensor:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """Average over ``output_size`` windows that together cover L (PyTorch's window bounds)."""
+
+    def __init__(self, output_size: int) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input) -> Tensor:
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
