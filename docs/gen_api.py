@@ -28,11 +28,15 @@ MODULES = [
     ("tinyopt.nn.functional", "the ops as functions"),
     ("tinyopt.nn.init", "parameter initialisation"),
     ("tinyopt.nn.utils", "gradient clipping"),
+    ("tinyopt.nn.parallel", "DistributedDataParallel"),
     ("tinyopt.optim", "optimizers"),
     ("tinyopt.optim.lr_scheduler", "learning-rate schedulers"),
     ("tinyopt.optim.torch_compat", "PyTorch optimizer state-dict conversion"),
     ("tinyopt.data", "data sets and loading"),
+    ("tinyopt.serialization", "save(obj, f) and load(f), as torch.save and torch.load"),
     ("tinyopt.train", "fit, evaluate, results, callbacks"),
+    ("tinyopt.distributed", "the process group over MPI (mpi4py): ranks and collectives"),
+    ("tinyopt.distributed.optim", "ZeroRedundancyOptimizer (ZeRO-1)"),
     ("tinyopt.engine", "the engine: plans, the plan cache, graph export"),
 ]
 

@@ -132,8 +132,8 @@ def test_constructor_errors():
         DataLoader(ds, batch_size=0)
     with pytest.raises(ValueError, match="drop_last should be a boolean value"):
         DataLoader(ds, drop_last=1)
-    with pytest.raises(TypeError, match="generator must be a tinyopt Generator"):
-        DataLoader(ds, generator=np.random.default_rng())
+    with pytest.raises(TypeError, match="generator must be a tinyopt Generator or a numpy"):
+        DataLoader(ds, generator=3)
     with pytest.raises(TypeError, match="map-style"):
         DataLoader(5)
     with pytest.raises(TypeError, match="collate_fn must be callable"):
@@ -273,3 +273,204 @@ def test_load_state_dict_rejects_bad_state_and_changes_nothing():
             {k: v for k, v in good.items() if k != "order"}
     with pytest.raises(ValueError, match="shuffle=False"):
         DataLoader(make(10), batch_size=4).load_state_dict(good)
+
+
+# ---- samplers, batch samplers, unbatched and iterable data sets -----------------------------------
+try:
+    import torch
+    import torch.utils.data as tud
+except ImportError:  # pragma: no cover
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
+
+
+def test_default_samplers_are_exposed_as_in_torch():
+    from tinyopt.data import BatchSampler, RandomSampler, SequentialSampler
+    seq = DataLoader(make(10), batch_size=4)
+    assert isinstance(seq.sampler, SequentialSampler)
+    assert isinstance(seq.batch_sampler, BatchSampler) and seq.batch_sampler.batch_size == 4
+    shuf = DataLoader(make(10), batch_size=4, shuffle=True)
+    assert isinstance(shuf.sampler, RandomSampler)
+    tinyopt.manual_seed(4)
+    order = sum(labels(shuf), [])
+    # the sampler the loader exposes draws from the loader's generator: its next epoch is the
+    # loader's next epoch
+    following = list(shuf.sampler)
+    tinyopt.manual_seed(4)
+    again = DataLoader(make(10), batch_size=4, shuffle=True)
+    assert sum(labels(again), []) == order and sum(labels(again), []) == following
+    with pytest.raises(ValueError, match="batch_size attribute should not be set"):
+        seq.batch_size = 3
+
+
+def test_sampler_argument():
+    from tinyopt.data import SubsetRandomSampler, WeightedRandomSampler
+    ds = make(10)
+    loader = DataLoader(ds, batch_size=3, sampler=[9, 1, 4, 4, 0])
+    assert labels(loader) == [[9, 1, 4], [4, 0]] and len(loader) == 2
+    sub = DataLoader(ds, batch_size=2, sampler=SubsetRandomSampler([2, 3, 5], generator=Generator(0)))
+    got = sum(labels(sub), [])
+    assert sorted(got) == [2, 3, 5]
+    w = DataLoader(ds, batch_size=5, sampler=WeightedRandomSampler([0] * 9 + [1], 10))
+    assert sum(labels(w), []) == [9] * 10
+    generic = DataLoader(Squares(6), batch_size=2, sampler=[5, 0])
+    assert [b[1].tolist() for b in generic] == [[5, 0]]
+    with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
+        DataLoader(ds, sampler=[0], shuffle=True)
+
+
+def test_batch_sampler_argument():
+    ds = make(10)
+    loader = DataLoader(ds, batch_sampler=[[0, 1, 2], [7], [3, 3]])
+    assert labels(loader) == [[0, 1, 2], [7], [3, 3]] and len(loader) == 3
+    assert loader.batch_size is None
+    for kwargs in ({"batch_size": 2}, {"shuffle": True}, {"sampler": [0]}, {"drop_last": True}):
+        with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
+            DataLoader(ds, batch_sampler=[[0]], **kwargs)
+
+
+def test_batch_sampler_position_resumes():
+    ds = make(10)
+    batches = [[4, 5], [0], [9, 8, 7], [1, 2]]
+    loader = DataLoader(ds, batch_sampler=batches)
+    it = iter(loader)
+    next(it), next(it)
+    state = loader.state_dict()
+    assert state["index"] == 3 and state["sizes"].tolist() == [2, 1, 3, 2]
+    other = DataLoader(ds, batch_sampler=batches)
+    other.load_state_dict(state)
+    assert labels(other) == [[9, 8, 7], [1, 2]]
+    with pytest.raises(ValueError, match="batch boundary"):
+        other.load_state_dict({**state, "index": 4})
+
+
+def test_sampler_position_resumes_mid_epoch():
+    from tinyopt.data import RandomSampler
+    ds = make(12)
+    loader = DataLoader(ds, batch_size=5, sampler=RandomSampler(ds, generator=Generator(1)))
+    it = iter(loader)
+    first = next(it)[1].tolist()
+    state = loader.state_dict()
+    rest = [b[1].tolist() for b in it]
+    other = DataLoader(ds, batch_size=5, sampler=RandomSampler(ds, generator=Generator(99)))
+    other.load_state_dict(state)
+    assert labels(other) == rest
+    assert sorted(first + sum(rest, [])) == list(range(12))
+
+
+def test_unbatched_loading():
+    loader = DataLoader(make(3), batch_size=None)
+    samples = list(loader)
+    assert len(samples) == 3 and len(loader) == 3
+    x, y = samples[1]
+    assert x.shape == (3,) and int(y) == 1
+    with pytest.raises(ValueError, match="batch_size=None option disables auto-batching"):
+        DataLoader(make(3), batch_size=None, drop_last=True)
+
+
+class Stream(tinyopt.data.IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = tinyopt.data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, self.n, step):
+            yield np.array([i], dtype=np.float32), i
+
+    def __len__(self):
+        return self.n
+
+
+def test_iterable_dataset():
+    loader = DataLoader(Stream(7), batch_size=3)
+    assert [b[1].tolist() for b in loader] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(loader) == 3
+    dropped = DataLoader(Stream(7), batch_size=3, drop_last=True)
+    assert [b[1].tolist() for b in dropped] == [[0, 1, 2], [3, 4, 5]] and len(dropped) == 2
+    single = list(DataLoader(Stream(2), batch_size=None))
+    assert [int(s[1]) for s in single] == [0, 1]
+    with pytest.raises(ValueError, match="expected unspecified shuffle option"):
+        DataLoader(Stream(3), shuffle=True)
+    with pytest.raises(ValueError, match="expected unspecified sampler option"):
+        DataLoader(Stream(3), sampler=[0])
+    with pytest.raises(TypeError, match="no resumable position"):
+        DataLoader(Stream(3)).state_dict()
+    chained = DataLoader(Stream(2) + Stream(3), batch_size=10)
+    assert [b[1].tolist() for b in chained] == [[0, 1, 0, 1, 2]]
+
+
+def test_sampler_without_len_is_iterated_lazily():
+    def forever():
+        i = 0
+        while True:
+            yield i % 10
+            i += 1
+
+    class Endless:
+        def __iter__(self):
+            return forever()
+
+    loader = DataLoader(make(10), batch_size=4, sampler=Endless())
+    it = iter(loader)
+    assert [next(it)[1].tolist() for _ in range(3)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1]]
+    with pytest.raises(TypeError, match="no saveable position"):
+        loader.state_dict()
+
+
+def test_numpy_generator_for_shuffling_and_its_state():
+    rng = np.random.default_rng(11)
+    loader = DataLoader(make(9), batch_size=4, shuffle=True, generator=rng)
+    it = iter(loader)
+    next(it)
+    state = loader.state_dict()
+    rest = [b[1].tolist() for b in it]
+    follow = labels(loader)
+    other = DataLoader(make(9), batch_size=4, shuffle=True, generator=np.random.default_rng(0))
+    other.load_state_dict(state)
+    assert labels(other) == rest and labels(other) == follow
+
+
+def test_torch_path_alias():
+    import tinyopt.utils.data as tud_alias
+    from tinyopt.utils.data import DataLoader as DL
+    from tinyopt.utils.data.dataloader import DataLoader as DL2
+    from tinyopt.utils.data.sampler import RandomSampler as RS
+    assert tud_alias is tinyopt.data and DL is DataLoader and DL2 is DataLoader
+    assert RS is tinyopt.data.RandomSampler
+    assert tinyopt.utils.data.TensorDataset is TensorDataset
+
+
+@needs_torch
+@pytest.mark.parametrize("kwargs", [dict(batch_size=4), dict(batch_size=4, drop_last=True),
+                                    dict(batch_size=3, sampler=[5, 1, 1, 0, 7]),
+                                    dict(batch_sampler=[[1, 2], [0], [9, 8, 7]]),
+                                    dict(batch_size=None)])
+def test_batches_match_torch(kwargs):
+    x = np.arange(30, dtype=np.float32).reshape(10, 3)
+    y = np.arange(10, dtype=np.int64)
+    ours = list(DataLoader(TensorDataset(x, y), **kwargs))
+    theirs = list(tud.DataLoader(tud.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)),
+                                 **kwargs))
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        for u, v in zip(a, b):
+            np.testing.assert_array_equal(np.asarray(u), v.numpy())
+            assert np.asarray(u).dtype == v.numpy().dtype
+    assert len(DataLoader(TensorDataset(x, y), **kwargs)) == len(
+        tud.DataLoader(tud.TensorDataset(torch.from_numpy(x), torch.from_numpy(y)), **kwargs))
+
+
+@needs_torch
+def test_constructor_errors_match_torch():
+    ds = make(4)
+    tds = tud.TensorDataset(torch.zeros(4))
+    for kwargs in (dict(num_workers=-1), dict(timeout=-1), dict(prefetch_factor=2),
+                   dict(persistent_workers=True), dict(multiprocessing_context="fork"),
+                   dict(num_workers=1, multiprocessing_context="nope")):
+        with pytest.raises(ValueError) as theirs:
+            tud.DataLoader(tds, **kwargs)
+        with pytest.raises(ValueError) as ours:
+            DataLoader(ds, **kwargs)
+        assert str(ours.value) == str(theirs.value)

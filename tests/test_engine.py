@@ -87,7 +87,7 @@ def test_cache_is_bounded_lru():
     try:
         for n in range(1, 6):
             to.tensor(np.ones(n)).exp().numpy()
-        assert cache_info() == (0, 5, 3, 3)
+        assert cache_info()[:4] == (0, 5, 3, 3)
         to.tensor(np.ones(5)).exp().numpy()  # most recent: still cached
         to.tensor(np.ones(1)).exp().numpy()  # evicted long ago: a miss
         assert cache_info().hits == 1 and cache_info().misses == 6

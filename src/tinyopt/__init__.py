@@ -11,8 +11,16 @@ from tinyopt.engine.ops import (abs, arange, argmax, argmin, cat, clamp, exp, fl
                                 minimum, ones, permute, rand, randn, relu, reshape, sigmoid,
                                 softmax, sqrt, square, squeeze, stack, sum, tanh, transpose,
                                 unsqueeze, var, where, zeros)
-from tinyopt import nn, optim, data
-from tinyopt.checkpoint import CheckpointError, load, load_into, save
+from tinyopt import nn, optim, data, utils
+from tinyopt.checkpoint import CheckpointError, load_into
+from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name == "distributed":  # on first use (it never imports mpi4py before init_process_group)
+        import importlib
+        return importlib.import_module("tinyopt.distributed")
+    raise AttributeError(f"module 'tinyopt' has no attribute {name!r}")

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine import random
-from tinyopt.engine.tensor import Parameter, Tensor
+from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 
 FORMAT = "tinyopt-checkpoint"
 VERSION = 1
@@ -81,9 +81,13 @@ def _tensor_array(t: Tensor) -> np.ndarray:
 
 
 class _Encoder:
-    """Turns a nested value into JSON, collecting its arrays (each object once) for .npy entries."""
+    """Turns a nested value into JSON, collecting its arrays (each object once) for .npy entries.
 
-    def __init__(self) -> None:
+    With ``tensors=True`` a Tensor is tagged ``"tensor"`` (and comes back as a Tensor), else it is
+    saved as its array."""
+
+    def __init__(self, tensors: bool = False) -> None:
+        self.tensors = tensors
         self.arrays: list[tuple[str, np.ndarray]] = []
         self._entries: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps deduplicated objects alive so ids stay unique
@@ -110,7 +114,10 @@ class _Encoder:
         if isinstance(v, np.generic):
             return {"$": "scalar", "entry": self._entry(v, np.asarray(v), where)}
         if isinstance(v, Tensor):
-            return {"$": "array", "entry": self._entry(v, np.asarray(_tensor_array(v)), where)}
+            entry = self._entry(v, np.asarray(_tensor_array(v)), where)
+            if self.tensors:
+                return {"$": "tensor", "entry": entry, "requires_grad": bool(v.requires_grad)}
+            return {"$": "array", "entry": entry}
         if isinstance(v, int):
             return int(v)
         if isinstance(v, float):
@@ -171,9 +178,19 @@ class _Decoder:
             return {k: self.decode(x, f"{where}[{k!r}]") for k, x in v.items()}
         tag = v["$"]
         fields = {"array": {"entry"}, "scalar": {"entry"}, "tuple": {"items"},
-                  "dict": {"items"}, "float": {"value"}}.get(tag)
+                  "dict": {"items"}, "float": {"value"}, "tensor": {"entry", "requires_grad"}
+                  }.get(tag)
         if fields is None or set(v) != fields | {"$"}:
             raise self.fail(where, f"unknown tagged value {json.dumps(v)[:200]}")
+        if tag == "tensor":
+            if not isinstance(v["requires_grad"], bool):
+                raise self.fail(where, "'requires_grad' of a tensor must be true or false")
+            arr = self.decode({"$": "array", "entry": v["entry"]}, where)
+            if v["requires_grad"]:
+                if arr.dtype.kind != "f":
+                    raise self.fail(where, f"a tensor of dtype {arr.dtype} cannot require grad")
+                return Parameter(arr)
+            return as_tensor(arr)
         if tag in ("array", "scalar"):
             entry = v["entry"]
             if not isinstance(entry, str) or entry not in self.arrays:
@@ -276,6 +293,12 @@ def save(path: str | os.PathLike, /, **objects: Any) -> None:
                         f"(the name 'rng' is reserved for a random generator)")
     encoder = _Encoder()
     entries = {name: _entry_for(name, obj, encoder) for name, obj in objects.items()}
+    _write(path, entries, encoder)
+
+
+def _write(target: str | Any, entries: dict[str, Any], encoder: _Encoder) -> None:
+    """Write the archive of ``entries`` (and ``encoder``'s arrays): atomically at a path (see the
+    module docstring), or into a writable binary file object as it is."""
     manifest = {
         "format": FORMAT,
         "version": VERSION,
@@ -284,18 +307,16 @@ def save(path: str | os.PathLike, /, **objects: Any) -> None:
                    for name, arr in encoder.arrays},
     }
     manifest_bytes = json.dumps(manifest, allow_nan=False).encode("utf-8")
-
+    if not isinstance(target, str):
+        _write_zip(target, encoder.arrays, manifest_bytes)
+        return
+    path = target
     folder = os.path.dirname(os.path.abspath(path))
     mode = _new_file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for name, arr in encoder.arrays:
-                    with zf.open(zipfile.ZipInfo(name, _EPOCH), "w",
-                                 force_zip64=arr.nbytes > (1 << 30)) as ef:
-                        _write_array(ef, arr)
-                zf.writestr(zipfile.ZipInfo(MANIFEST, _EPOCH), manifest_bytes)
+            _write_zip(f, encoder.arrays, manifest_bytes)
             f.flush()
             if hasattr(os, "fchmod"):
                 os.fchmod(f.fileno(), mode)
@@ -308,6 +329,15 @@ def save(path: str | os.PathLike, /, **objects: Any) -> None:
             pass
         raise
     _fsync_dir(folder)
+
+
+def _write_zip(f: Any, arrays: list[tuple[str, np.ndarray]], manifest_bytes: bytes) -> None:
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, arr in arrays:
+            with zf.open(zipfile.ZipInfo(name, _EPOCH), "w",
+                         force_zip64=arr.nbytes > (1 << 30)) as ef:
+                _write_array(ef, arr)
+        zf.writestr(zipfile.ZipInfo(MANIFEST, _EPOCH), manifest_bytes)
 
 
 # ---- load -----------------------------------------------------------------------------------
@@ -391,61 +421,69 @@ def _read_array(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: d
     return arr
 
 
-def _read(path: str | os.PathLike) -> tuple[dict[str, dict], dict[str, Any]]:
-    """Read and check a whole checkpoint: ``(records, values)`` per entry name."""
+def _read(path: str | os.PathLike | Any) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Read and check a whole checkpoint: ``(records, values)`` per entry name.  ``path`` may also
+    be a readable, seekable binary file object (read from its current position)."""
+    if hasattr(path, "read"):
+        return _read_file(path, str(getattr(path, "name", "<file object>")))
     path = os.fspath(path)
     with open(path, "rb") as f:
-        head = f.read(8)
-        if not head.startswith(b"PK\x03\x04"):
-            if head.startswith(b"PK\x05\x06"):
-                raise CheckpointError(path, "not a tinyopt checkpoint: an empty zip archive")
-            raise CheckpointError(path, f"not a tinyopt checkpoint: {_describe_foreign(head)}")
-        archive_size = os.fstat(f.fileno()).st_size
-        f.seek(0)
+        return _read_file(f, path)
+
+
+def _read_file(f: Any, path: str) -> tuple[dict[str, dict], dict[str, Any]]:
+    start = f.tell()
+    head = f.read(8)
+    if not head.startswith(b"PK\x03\x04"):
+        if head.startswith(b"PK\x05\x06"):
+            raise CheckpointError(path, "not a tinyopt checkpoint: an empty zip archive")
+        raise CheckpointError(path, f"not a tinyopt checkpoint: {_describe_foreign(head)}")
+    archive_size = f.seek(0, os.SEEK_END) - start
+    f.seek(start)
+    try:
+        zf = zipfile.ZipFile(f)
+    except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
+        raise CheckpointError(path, f"truncated or corrupted: the zip directory is unreadable "
+                                    f"({type(e).__name__}: {e})") from e
+    with zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        if len(set(names)) != len(names):
+            raise CheckpointError(path, "corrupted: duplicate zip entries")
+        if MANIFEST not in names:
+            pickles = [n for n in names if n.endswith((".pkl", ".pickle"))]
+            what = (f"it holds pickles ({', '.join(pickles[:3])}), as torch.save writes; "
+                    f"tinyopt never unpickles" if pickles else
+                    f"no {MANIFEST} among its entries ({', '.join(names[:5])})")
+            raise CheckpointError(path, f"not a tinyopt checkpoint: {what}")
+        minfo = zf.getinfo(MANIFEST)
+        if minfo.file_size > _MAX_MANIFEST_BYTES:
+            raise CheckpointError(path, f"corrupted: {MANIFEST} is implausibly large")
         try:
-            zf = zipfile.ZipFile(f)
+            manifest = json.loads(zf.read(MANIFEST).decode("utf-8"),
+                                  parse_constant=_reject_constant)
         except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
-            raise CheckpointError(path, f"truncated or corrupted: the zip directory is unreadable "
-                                        f"({type(e).__name__}: {e})") from e
-        with zf:
-            infos = zf.infolist()
-            names = [i.filename for i in infos]
-            if len(set(names)) != len(names):
-                raise CheckpointError(path, "corrupted: duplicate zip entries")
-            if MANIFEST not in names:
-                pickles = [n for n in names if n.endswith((".pkl", ".pickle"))]
-                what = (f"it holds pickles ({', '.join(pickles[:3])}), as torch.save writes; "
-                        f"tinyopt never unpickles" if pickles else
-                        f"no {MANIFEST} among its entries ({', '.join(names[:5])})")
-                raise CheckpointError(path, f"not a tinyopt checkpoint: {what}")
-            minfo = zf.getinfo(MANIFEST)
-            if minfo.file_size > _MAX_MANIFEST_BYTES:
-                raise CheckpointError(path, f"corrupted: {MANIFEST} is implausibly large")
+            raise CheckpointError(path, f"corrupted {MANIFEST}: {type(e).__name__}: "
+                                        f"{e}") from e
+        _check_manifest(path, manifest)
+        expected = set(manifest["arrays"]) | {MANIFEST}
+        if set(names) != expected:
+            extra, missing = sorted(set(names) - expected), sorted(expected - set(names))
+            raise CheckpointError(path, f"corrupted: entries {extra} are not in the manifest, "
+                                        f"entries {missing} are missing")
+        arrays = {}
+        for info in infos:
+            if info.filename == MANIFEST:
+                continue
             try:
-                manifest = json.loads(zf.read(MANIFEST).decode("utf-8"),
-                                      parse_constant=_reject_constant)
+                arrays[info.filename] = _read_array(path, zf, info,
+                                                    manifest["arrays"][info.filename],
+                                                    archive_size)
+            except CheckpointError:
+                raise
             except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
-                raise CheckpointError(path, f"corrupted {MANIFEST}: {type(e).__name__}: "
-                                            f"{e}") from e
-            _check_manifest(path, manifest)
-            expected = set(manifest["arrays"]) | {MANIFEST}
-            if set(names) != expected:
-                extra, missing = sorted(set(names) - expected), sorted(expected - set(names))
-                raise CheckpointError(path, f"corrupted: entries {extra} are not in the manifest, "
-                                            f"entries {missing} are missing")
-            arrays = {}
-            for info in infos:
-                if info.filename == MANIFEST:
-                    continue
-                try:
-                    arrays[info.filename] = _read_array(path, zf, info,
-                                                        manifest["arrays"][info.filename],
-                                                        archive_size)
-                except CheckpointError:
-                    raise
-                except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
-                    raise CheckpointError(path, f"corrupted array entry {info.filename}: "
-                                                f"{type(e).__name__}: {e}") from e
+                raise CheckpointError(path, f"corrupted array entry {info.filename}: "
+                                            f"{type(e).__name__}: {e}") from e
     decoder = _Decoder(path, arrays)
     records = manifest["objects"]
     try:
@@ -539,7 +577,10 @@ def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
                             f"use tinyopt.load(path)[{name!r}] to read plain values")
 
     def get(obj: Any) -> Any:
-        return obj.get_state() if isinstance(obj, random.Generator) else _snapshot(obj.state_dict())
+        if isinstance(obj, random.Generator):
+            return obj.get_state()
+        own = getattr(obj, "_rollback_state", None)  # sharded state: ZeroRedundancyOptimizer
+        return own() if callable(own) else _snapshot(obj.state_dict())
 
     def put(obj: Any, state: Any) -> None:
         if isinstance(obj, random.Generator):

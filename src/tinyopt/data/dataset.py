@@ -1,5 +1,5 @@
-"""Map-style data sets, as in ``torch.utils.data``: ``Dataset``, ``TensorDataset``, ``Subset``,
-``ConcatDataset`` and ``random_split``.
+"""Data sets, as in ``torch.utils.data``: map-style ``Dataset``, ``TensorDataset``, ``Subset``,
+``ConcatDataset`` and ``random_split``; iterable-style ``IterableDataset`` and ``ChainDataset``.
 
 A data set is anything with ``__len__`` and ``__getitem__(i)`` returning one sample::
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -41,6 +41,42 @@ class Dataset:
 
     def __add__(self, other: Dataset) -> ConcatDataset:
         return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """An iterable-style data set: subclasses define ``__iter__`` yielding samples (a stream).
+
+    ``DataLoader`` batches what it yields, in order.  With ``num_workers=N`` each worker process
+    iterates its own copy: split the stream with ``get_worker_info()`` or every worker yields all
+    of it (as in PyTorch).  ``a + b`` chains two of them (a ``ChainDataset``).
+    """
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
+
+    def __add__(self, other: Dataset) -> ChainDataset:  # type: ignore[override]
+        return ChainDataset([self, other])
+
+
+class ChainDataset(IterableDataset):
+    """The samples of several iterable data sets, one after another."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = datasets
+
+    def __iter__(self) -> Iterator[Any]:
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self) -> int:
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)  # type: ignore[arg-type]
+        return total
 
 
 def _as_array(x: Any, position: int) -> np.ndarray:
@@ -160,21 +196,24 @@ def _split_lengths(n: int, lengths: Sequence[int | float]) -> list[int]:
 
 
 def random_split(dataset: Dataset, lengths: Sequence[int | float],
-                 generator: random.Generator | None = None) -> list[Subset]:
+                 generator: random.Generator | np.random.Generator | None = None) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random ``Subset``s of the given lengths.
 
     ``lengths`` are sample counts summing to ``len(dataset)``, or fractions summing to 1 (each
     split gets ``floor(n * frac)`` samples and the remainder is dealt one by one from the first
-    split on, as in PyTorch 2.x).  The permutation is drawn from ``generator`` (default: tinyopt's
-    global generator, so ``tinyopt.manual_seed`` makes the split reproducible).
+    split on, as in PyTorch 2.x).  The permutation is drawn from ``generator`` (a tinyopt or numpy
+    Generator; default: tinyopt's global generator, so ``tinyopt.manual_seed`` makes the split
+    reproducible).
     """
-    if generator is None:
-        generator = random.default_generator
-    elif not isinstance(generator, random.Generator):
-        raise TypeError(f"random_split: generator must be a tinyopt Generator, got "
-                        f"{type(generator).__name__}")
+    if isinstance(generator, np.random.Generator):
+        rng = generator
+    elif generator is None or isinstance(generator, random.Generator):
+        rng = (generator or random.default_generator).numpy
+    else:
+        raise TypeError(f"random_split: generator must be a tinyopt Generator or a numpy "
+                        f"Generator, got {type(generator).__name__}")
     sizes = _split_lengths(len(dataset), lengths)
-    perm = generator.numpy.permutation(sum(sizes)).tolist()
+    perm = rng.permutation(sum(sizes)).tolist()
     return [Subset(dataset, perm[end - size:end]) for end, size in zip(accumulate(sizes), sizes)]
 
 

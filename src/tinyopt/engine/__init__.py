@@ -22,6 +22,7 @@ from tinyopt.engine.random import (Generator, default_generator, get_rng_state, 
                                    set_rng_state)
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor, tensor
 from tinyopt.engine import ops
-from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info
+from tinyopt.engine.plan import (CacheInfo, Plan, cache_clear, cache_info,
+                                 set_cache_limit)
 from tinyopt.engine.realize import get_plan
 from tinyopt.engine.dot import to_dot

@@ -44,7 +44,14 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None) -> list[np.ndarra
     if loss is not None:
         loss._value = values[-1]
         result.append(values[-1].copy())
+        for hook in BACKWARD_HOOKS:
+            hook()
     return result
+
+
+BACKWARD_HOOKS: list = []
+"""Callables run after every backward, once the gradients are in ``.grad``
+(``DistributedDataParallel`` averages them over the ranks there)."""
 
 
 def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:

@@ -12,3 +12,10 @@ from tinyopt.nn.module import Module
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "init", "functional",
            "utils"] + _layers
+
+
+def __getattr__(name: str):
+    if name == "parallel":  # on first use: it brings in tinyopt.distributed (not mpi4py)
+        import importlib
+        return importlib.import_module("tinyopt.nn.parallel")
+    raise AttributeError(f"module 'tinyopt.nn' has no attribute {name!r}")

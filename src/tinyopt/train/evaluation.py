@@ -59,8 +59,9 @@ def evaluate(model: Module, data: Any, loss_fn: Any, batch_size: int, *,
 
 
 def run_eval(model: Module, loader: DataLoader, runner: BatchRunner, report: Progress,
-             label: str, predictions: bool = False) -> Result:
-    """One pass over ``loader`` in eval mode under ``no_grad`` (``fit`` validates with this)."""
+             label: str, predictions: bool = False, reduce: Any = None) -> Result:
+    """One pass over ``loader`` in eval mode under ``no_grad`` (``fit`` validates with this);
+    ``reduce(accumulator)`` combines the sums with other ranks' before the result is made."""
     was_training = model.training
     model.eval()
     start = time.perf_counter()
@@ -73,4 +74,6 @@ def run_eval(model: Module, loader: DataLoader, runner: BatchRunner, report: Pro
                 report.update(label, done, total, acc, start)
     finally:
         model.train(was_training)
+    if reduce is not None:
+        reduce(acc)
     return acc.result(time.perf_counter() - start)

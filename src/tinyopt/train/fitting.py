@@ -16,6 +16,7 @@ bit for bit, in a fresh process if need be (``tinyopt.train.resume``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any, TextIO
@@ -33,9 +34,11 @@ from tinyopt.train.inputs import (as_dataset, check_labels, check_model, known_l
                                   positive_int, probe, split_sizes)
 from tinyopt.train.progress import make_progress
 from tinyopt.train.results import Accumulator, EpochRecord, History
+from tinyopt.checkpoint import load
 from tinyopt.train.resume import check_path, restore_fit, save_fit, stateful
 
 _INTERVALS = ("step", "epoch")
+_SYNC = contextlib.nullcontext()
 
 
 def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs: int,
@@ -95,6 +98,11 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
 
     Every argument and the data are checked before training starts (and before the optimizer,
     scheduler, model or any random generator change): ValueError/TypeError name what is wrong.
+
+    With a ``DistributedDataParallel`` model (a job launched with ``mpiexec``), every rank trains
+    on its ``DistributedSampler`` share (``batch_size`` samples per rank), the metrics are
+    combined over the ranks, and only rank 0 reports and writes checkpoints; see
+    ``tinyopt.distributed.fitting``.
     """
     where = "fit"
     check_model(where, model)
@@ -130,7 +138,14 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     if not isinstance(shuffle, (bool, np.bool_)):
         raise TypeError(f"{where}: shuffle must be a bool, got {shuffle!r}")
     hooks = CallbackList(where, callbacks)
-    report = make_progress(progress)
+    ddp = None
+    if getattr(model, "_data_parallel", False):  # a DistributedDataParallel
+        from tinyopt.distributed.fitting import DataParallelFit
+        if predictions:
+            raise ValueError(f"{where}: predictions=True is not supported with a "
+                             f"DistributedDataParallel model (each rank sees only its share)")
+        ddp = DataParallelFit(model)
+    report = make_progress(progress if ddp is None or ddp.is_main else False)
     if checkpoint is not None:
         checkpoint = check_path(where, "checkpoint", checkpoint, exists=False)
     if resume is not None:
@@ -169,9 +184,15 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
               kind, "the validation data")
 
     # ---- everything checked: train ---------------------------------------------------------
-    generator = random.Generator(int(seed)) if seed is not None else None
-    loader = DataLoader(train_set, batch_size=batch_size, shuffle=bool(shuffle),
-                        generator=generator)
+    if ddp is None:
+        generator = random.Generator(int(seed)) if seed is not None else None
+        loader = DataLoader(train_set, batch_size=batch_size, shuffle=bool(shuffle),
+                            generator=generator)
+        n_rank = n_train  # the samples of an epoch on this rank
+    else:
+        loader = ddp.train_loader(train_set, batch_size, bool(shuffle), seed)
+        n_rank = len(loader.sampler)
+        val_set = ddp.val_part(val_set) if val_set is not None else None
     val_loader = DataLoader(val_set, batch_size=batch_size) if val_set is not None else None
     runner = BatchRunner(where, model, loss_fn, kind, classes)
     plateau = isinstance(scheduler, ReduceLROnPlateau)
@@ -184,6 +205,8 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
         first_epoch, step, history = restore_fit(
             where, resume, model=model, optimizer=optimizer, scheduler=scheduler, loader=loader,
             callbacks=saved, config=config)
+        if ddp is not None:
+            ddp.after_restore(load(resume)["fit"].get("rng_ranks"))
     was_training = model.training
     hooks.call("on_train_begin")
     try:
@@ -191,7 +214,9 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             hooks.call("on_epoch_begin", epoch)
             start = time.perf_counter()
             model.train()
-            acc = Accumulator(n_train, predictions)
+            if ddp is not None:
+                ddp.epoch_begin(epoch)
+            acc = Accumulator(n_rank, predictions)
             batches = iter(loader)
             order = loader.state_dict()["order"] if predictions and shuffle else None
             total = len(loader)
@@ -200,12 +225,14 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             for done, batch in enumerate(batches, 1):
                 if position % logical == 0:
                     optimizer.zero_grad()
-                    group = min(logical, n_train - position)  # samples in this logical batch
+                    group = min(logical, n_rank - position)  # samples in this logical batch
                 index = order[position:position + batch_size] if order is not None else None
-                m = runner(batch, acc, backward=True, scale=min(batch_size, n_train - position)
-                           / group, index=index)
+                size = min(batch_size, n_rank - position)
+                sync = ddp.sync(position + size, logical, n_rank) if ddp else _SYNC
+                with sync:  # under DDP: no_sync() but for the last batch of a logical batch
+                    m = runner(batch, acc, backward=True, scale=size / group, index=index)
                 position += m
-                if position % logical == 0 or position == n_train:
+                if position % logical == 0 or position == n_rank:
                     for before in hooks.before_step:
                         before(step)
                     optimizer.step()
@@ -213,11 +240,14 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
                     if per_step:
                         scheduler.step()
                 report.update(label, done, total, acc, start)
+            if ddp is not None:
+                ddp.reduce(acc)
             train_result = acc.result(time.perf_counter() - start)
             val_result = None
             if val_loader is not None:
                 val_result = run_eval(model, val_loader, runner, report,
-                                      f"epoch {epoch + 1}/{epochs} val  ", predictions)
+                                      f"epoch {epoch + 1}/{epochs} val  ", predictions,
+                                      reduce=ddp.reduce if ddp else None)
             if plateau:
                 scheduler.step((val_result or train_result).loss)
             elif scheduler is not None and scheduler_interval == "epoch":
@@ -231,9 +261,13 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             if stop:
                 history.stopped_early = epoch + 1 < epochs
             if checkpoint is not None:
-                save_fit(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
-                         loader=loader, callbacks=saved, epoch=epoch + 1, step=step,
-                         history=history, config=config)
+                extra = {"rng_ranks": ddp.before_save(optimizer)} if ddp else None
+                if ddp is None or ddp.is_main:
+                    save_fit(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
+                             loader=loader, callbacks=saved, epoch=epoch + 1, step=step,
+                             history=history, config=config, extra=extra)
+                if ddp is not None:
+                    ddp.saved()
             if stop:
                 break
     finally:

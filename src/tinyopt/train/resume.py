@@ -66,14 +66,15 @@ def stateful(callbacks: list[Any]) -> dict[str, Any]:
 
 def save_fit(path: str, *, model: Any, optimizer: Any, scheduler: Any, loader: Any,
              callbacks: dict[str, Any], epoch: int, step: int, history: History,
-             config: dict[str, Any]) -> None:
-    """Write a ``fit`` checkpoint (atomically; see ``tinyopt.checkpoint.save``)."""
+             config: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
+    """Write a ``fit`` checkpoint (atomically; see ``tinyopt.checkpoint.save``); ``extra``
+    entries go into the ``fit`` entry (under DDP: ``rng_ranks``, every rank's generator)."""
     objects: dict[str, Any] = {"model": model, "optimizer": optimizer, "loader": loader}
     if scheduler is not None:
         objects["scheduler"] = scheduler
     objects.update(callbacks)
     state = {"format": FORMAT, "epoch": epoch, "step": step, "history": history.as_dict(),
-             "config": config}
+             "config": config, **(extra or {})}
     save(path, **objects, fit=state)
 
 

@@ -1,0 +1,275 @@
+"""``DistributedDataParallel``: one model replica per rank, gradients averaged after backward.
+
+    model = DistributedDataParallel(net)      # rank 0's parameters and buffers on every rank
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    loss_fn(model(x_local), y_local).backward()   # then every .grad is the mean over the ranks
+    opt.step()                                # identical steps: the replicas stay identical
+
+What is reduced, and when:
+
+- at construction, rank 0's parameters and buffers are broadcast (one Bcast per dtype);
+- with ``broadcast_buffers=True`` (the default), rank 0's buffers (BatchNorm's running
+  statistics) are broadcast at every forward in training mode, as in PyTorch;
+- after every backward that follows a forward of this module (outside ``no_sync()``), the
+  gradients are summed over the ranks and divided by the world size: one ``MPI_Allreduce`` per
+  flat gradient buffer.  The flat buffers are those of the optimizer that packed the parameters
+  (``tinyopt.optim`` keeps each group's gradients in one contiguous array), so an MLP under Adam
+  reduces all its gradients in ONE call with no copy; parameters no optimizer has packed are packed
+  by this module into buckets of at most ``bucket_cap_mb`` megabytes.  Buffers whose gradients a
+  ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.
+
+Every parameter that requires grad must receive a gradient in each synchronized backward
+(RuntimeError otherwise, naming the parameters), unless ``find_unused_parameters=True``: then one
+small Allreduce of has-gradient flags runs first, a parameter unused on a rank counts as a zero
+gradient there, and one unused on every rank keeps ``grad is None``.
+
+Overlap: the reductions start after the whole backward plan has run.  The plan is a flat list of
+kernel calls, and the first gradient buffers are final only after most of it has run; MPICH
+progresses a non-blocking Allreduce only inside MPI calls, so overlap would need MPI calls between
+kernel calls.  ``benchmarks/bench_ddp.py`` measures what overlap could save (see
+docs/distributed.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from tinyopt.distributed.process_group import ProcessGroup, _default
+from tinyopt.engine import realize
+from tinyopt.engine.grad_mode import is_grad_enabled
+from tinyopt.engine.tensor import Parameter
+from tinyopt.nn.module import Module
+from tinyopt.optim.flat import FlatBuffer
+
+_UNSUPPORTED = ("device_ids", "output_device", "mixed_precision", "device_mesh",
+                "delay_all_reduce_named_params", "param_to_hook_all_reduce", "bucket_cap_mb_list")
+
+
+class DistributedDataParallel(Module):
+    """Data parallelism over the ranks of the default process group (see the module docstring).
+
+    Args:
+        module: the model to replicate; ``ddp.module`` is it, and ``state_dict()`` keys carry the
+            ``module.`` prefix, as in PyTorch.
+        broadcast_buffers: broadcast rank 0's buffers at every forward in training mode.
+        init_sync: broadcast rank 0's parameters and buffers at construction.
+        process_group: None or the default group (tinyopt has only that one).
+        bucket_cap_mb: the largest bucket (MiB) this module packs parameters into when no optimizer
+            has packed them (default 25, as PyTorch).
+        find_unused_parameters: allow parameters without a gradient (module docstring).
+        gradient_as_bucket_view, static_graph, check_reduction, dim: accepted for compatibility
+            (gradients are always views of flat buffers; plans are static).
+        device_ids, output_device, mixed_precision, device_mesh, ...: CPU only; must be None.
+    """
+
+    _data_parallel = True  # tinyopt.fit shards the data and reduces its metrics (see fitting)
+
+    def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
+                 dim: int = 0, broadcast_buffers: bool | None = None, init_sync: bool = True,
+                 process_group: Any = None, bucket_cap_mb: float | None = None,
+                 find_unused_parameters: bool = False, check_reduction: bool = False,
+                 gradient_as_bucket_view: bool = False, static_graph: bool = False,
+                 delay_all_reduce_named_params: Any = None, param_to_hook_all_reduce: Any = None,
+                 mixed_precision: Any = None, device_mesh: Any = None,
+                 skip_all_reduce_unused_params: bool = False,
+                 bucket_cap_mb_list: Any = None) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: module must be a tinyopt.nn.Module, got "
+                            f"{type(module).__name__}")
+        given = {"device_ids": device_ids, "output_device": output_device,
+                 "mixed_precision": mixed_precision, "device_mesh": device_mesh,
+                 "delay_all_reduce_named_params": delay_all_reduce_named_params,
+                 "param_to_hook_all_reduce": param_to_hook_all_reduce,
+                 "bucket_cap_mb_list": bucket_cap_mb_list}
+        for name in _UNSUPPORTED:
+            if given[name] is not None:
+                raise ValueError(f"DistributedDataParallel: {name} is not supported (tinyopt "
+                                 f"runs on the CPU, one process per rank); got {given[name]!r}")
+        if bucket_cap_mb is None:
+            bucket_cap_mb = 25
+        if isinstance(bucket_cap_mb, bool) or not isinstance(bucket_cap_mb, (int, float)) \
+                or not bucket_cap_mb > 0:
+            raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a positive number, "
+                             f"got {bucket_cap_mb!r}")
+        pg = _default(process_group)
+        self.module = module
+        d = self.__dict__  # plain attributes, not registered as parameters, buffers or modules
+        d["process_group"] = pg
+        d["broadcast_buffers"] = True if broadcast_buffers is None else bool(broadcast_buffers)
+        d["find_unused_parameters"] = bool(find_unused_parameters)
+        d["bucket_cap_mb"] = float(bucket_cap_mb)
+        d["gradient_as_bucket_view"] = bool(gradient_as_bucket_view)
+        d["static_graph"] = bool(static_graph)
+        d["require_backward_grad_sync"] = True
+        d["_pending"] = False
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        d["_names"] = [n for n, _ in named]
+        d["_params"] = [p for _, p in named]
+        d["_buckets"] = []          # the buckets this module packed (FlatBuffers without state)
+        d["_owners"] = None         # each parameter's flat buffer when the ranges were made
+        d["_ranges"] = []           # the gradient views to Allreduce, one call each
+        d["_flags"] = np.zeros(len(self._params), dtype=np.uint8)
+        self._verify_same_model()
+        self._pack_unowned()
+        if init_sync:
+            _bcast_coalesced(pg, [p._data for _, p in module.named_parameters()]
+                             + list(module.buffers()))
+        _LIVE.append(weakref.ref(self, _LIVE.remove))
+
+    # ---- forward ------------------------------------------------------------------------------
+    def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        if self.broadcast_buffers and self.training:
+            _bcast_coalesced(self.process_group, list(self.module.buffers()))
+        if is_grad_enabled() and self.require_backward_grad_sync:
+            self.__dict__["_pending"] = True
+        return self.module(*inputs, **kwargs)
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Skip the gradient reduction of backwards whose forward ran inside this block: the
+        gradients accumulate locally and are reduced (all of them) by the first synchronized
+        backward after it.  Put the forward inside the block, as in PyTorch."""
+        old = self.require_backward_grad_sync
+        self.__dict__["require_backward_grad_sync"] = False
+        try:
+            yield
+        finally:
+            self.__dict__["require_backward_grad_sync"] = old
+
+    # ---- construction helpers -----------------------------------------------------------------
+    def _verify_same_model(self) -> None:
+        """Every rank must wrap the same parameter names, shapes and dtypes."""
+        from tinyopt.distributed.process_group import all_gather_object
+        mine = [(n, tuple(p.shape), np.dtype(p.dtype).str) for n, p in zip(self._names,
+                                                                           self._params)]
+        every: list[Any] = [None] * self.process_group.size()
+        all_gather_object(every, mine, group=self.process_group)
+        for rank, theirs in enumerate(every):
+            if theirs != every[0]:
+                diff = next((f"{a} vs {b}" for a, b in zip(every[0], theirs) if a != b),
+                            f"{len(every[0])} vs {len(theirs)} parameters")
+                raise RuntimeError(f"DistributedDataParallel expects the same model on every "
+                                   f"rank, but rank 0 and rank {rank} differ: {diff}")
+
+    def _pack_unowned(self) -> None:
+        """Pack the parameters that no optimizer has packed into buckets of ``bucket_cap_mb``
+        (in reverse registration order, as PyTorch: the last layers' gradients come first)."""
+        loose = [p for p in self._params if _owner(p) is None]
+        if not loose:
+            return
+        cap = self.bucket_cap_mb * 2**20
+        by_dtype: dict[np.dtype, list[list[Parameter]]] = {}
+        for p in reversed(loose):
+            lists = by_dtype.setdefault(np.dtype(p.dtype), [[]])
+            size = sum(q._data.nbytes for q in lists[-1])
+            if lists[-1] and size + p._data.nbytes > cap:
+                lists.append([])
+            lists[-1].append(p)
+        self._buckets.extend(FlatBuffer(ps, dt) for dt, lists in by_dtype.items() for ps in lists)
+
+    def _reduction_ranges(self) -> list[np.ndarray]:
+        """The contiguous gradient ranges to Allreduce, one per flat buffer holding this module's
+        parameters (remade when an optimizer has packed the parameters since)."""
+        owners = [_owner(p) for p in self._params]
+        cached = self._owners
+        if cached is not None and all(a is b for a, b in zip(owners, cached)):
+            return self._ranges
+        if any(o is None for o in owners):  # an optimizer that packed them is gone
+            self._pack_unowned()
+            owners = [_owner(p) for p in self._params]
+        self._buckets[:] = [b for b in self._buckets if any(o is b for o in owners)]
+        groups: dict[int, tuple[Any, list[int]]] = {}
+        for p, o in zip(self._params, owners):  # parameter order: the same on every rank
+            groups.setdefault(id(o), (o, []))[1].append(p._grad_index)
+        ranges = []
+        for o, slots in groups.values():
+            if getattr(o, "reduces_grads", False):  # ZeroRedundancyOptimizer reduces these
+                continue
+            spans = sorted((int(o.seg[j]), int(o.seg[j + 1])) for j in slots)
+            lo, hi = spans[0]
+            for a, b in spans[1:]:
+                if a == hi:
+                    hi = b
+                else:
+                    ranges.append(o.grad[lo:hi])
+                    lo, hi = a, b
+            ranges.append(o.grad[lo:hi])
+        self.__dict__["_owners"] = owners
+        self.__dict__["_ranges"] = ranges
+        return ranges
+
+    # ---- the reduction ------------------------------------------------------------------------
+    def _reduce_gradients(self) -> None:
+        """Average every gradient over the ranks (see the module docstring)."""
+        self.__dict__["_pending"] = False
+        params = self._params
+        flags = self._flags
+        for i, p in enumerate(params):
+            flags[i] = p._grad is not None
+        pg = self.process_group
+        local = None
+        if self.find_unused_parameters:  # every rank, so the collectives stay matched
+            local = flags.copy()
+            if pg.size() > 1:
+                pg.allreduce_(flags, "MAX")
+        elif not flags.all():
+            names = [n for n, f in zip(self._names, flags) if not f]
+            raise RuntimeError(
+                f"DistributedDataParallel: parameters {names} received no gradient in this "
+                f"backward on rank {pg.rank()}, so the ranks cannot average them.  Make every "
+                f"forward output take part in the loss, or pass find_unused_parameters=True to "
+                f"DistributedDataParallel (parameters unused on a rank then count as zero "
+                f"gradients there).")
+        ranges = self._reduction_ranges()
+        if local is not None:
+            for k in np.flatnonzero(local == 0):  # a zero contribution, not stale memory
+                params[k]._grad_view[...] = 0
+        if pg.size() > 1:
+            for grad in ranges:
+                pg.allreduce_(grad)
+                np.divide(grad, pg.size(), out=grad)
+        if local is not None:
+            for k in np.flatnonzero((local == 0) & (flags == 1)):
+                params[k]._grad_dest()  # marks the (reduced) gradient as present
+
+
+def _owner(p: Parameter) -> Any:
+    ref = p._owner
+    return ref() if ref is not None else None
+
+
+def _bcast_coalesced(pg: ProcessGroup, arrays: list[np.ndarray]) -> None:
+    """Overwrite ``arrays`` with rank 0's: one Bcast per dtype of a packed copy."""
+    if pg.size() == 1 or not arrays:
+        return
+    by_dtype: dict[np.dtype, list[np.ndarray]] = {}
+    for a in arrays:
+        by_dtype.setdefault(a.dtype, []).append(a)
+    for dtype, group in by_dtype.items():
+        flat = np.concatenate([a.reshape(-1) for a in group]) if len(group) > 1 else \
+            np.ascontiguousarray(group[0]).reshape(-1).copy()
+        view = flat.view(np.uint8) if dtype.kind == "b" else flat
+        pg.comm.Bcast(view, root=0)
+        at = 0
+        for a in group:
+            a[...] = flat[at:at + a.size].reshape(a.shape)
+            at += a.size
+
+
+_LIVE: list[weakref.ref] = []  # in construction order, so every rank reduces in one order
+
+
+def _after_backward() -> None:
+    for ref in list(_LIVE):
+        ddp = ref()
+        if ddp is not None and ddp._pending:
+            ddp._reduce_gradients()
+
+
+realize.BACKWARD_HOOKS.append(_after_backward)

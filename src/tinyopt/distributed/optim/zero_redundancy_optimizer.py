@@ -1,0 +1,321 @@
+"""``ZeroRedundancyOptimizer``: ZeRO stage 1, each rank keeps the optimizer state of a shard only.
+
+    model = DDP(net)
+    opt = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=optim.Adam, lr=1e-3)
+    loss_fn(model(x), y).backward()
+    opt.step()                       # reduce-scatter, local fused step on the shard, allgather
+    opt.consolidate_state_dict(to=0) # on every rank; then on rank 0:
+    tinyopt.save("ckpt.tinyopt", model=model, optimizer=opt)   # a plain Adam state dict
+
+As DeepSpeed's ZeRO-1 (Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054): each param
+group is packed (per dtype) into one flat buffer holding parameters and gradients, laid out as
+``tinyopt.optim`` lays out its own.  Of a buffer of ``n`` elements, rank ``r`` owns the contiguous
+shard ``[lo_r, hi_r)`` (``n // N`` elements, one more for the first ``n % N`` ranks), cutting
+across parameter boundaries.  ``optim``, the local optimizer (an ``optimizer_class``), works on
+one Parameter per piece of a parameter inside the shard: its flat parameter storage IS the
+shard of the big buffer, its gradient buffer receives the shard's reduced gradient, and its state
+(``exp_avg``, ``exp_avg_sq``...) exists for the shard only, about ``1/N`` of the plain optimizer's.
+``step()`` is:
+
+1. one small Allreduce (MAX) of the has-gradient flags, so a parameter with a gradient on any
+   rank is stepped everywhere (a rank without one contributes zeros) and one with none is skipped;
+2. per flat buffer, ``MPI_Reduce_scatter`` of the gradients: rank ``r`` receives the sum of its
+   shard, divided by ``N`` (the average, as DDP gives);
+3. ONE fused kernel call per buffer of the local optimizer, on the shard, updating the shard of the
+   parameter buffer in place;
+4. per flat buffer, ``MPI_Allgatherv`` in place: every rank gets every shard.
+
+Bytes per rank and step: ``(N-1)/N`` of the gradients in, ``(N-1)/N`` of the parameters out, the
+same as one ring Allreduce of the gradients.  Because this optimizer reduces the gradients,
+``DistributedDataParallel`` leaves them alone: between ``backward()`` and ``step()``, ``p.grad``
+holds this rank's own gradient, not the average (clip gradients with DDP and a plain optimizer,
+or not at all).  Without DDP, make every rank start from the same parameters.
+
+The optimizer must be elementwise (one of tinyopt's fused optimizers: SGD, Adam, AdamW,
+Adagrad, RMSprop...): a shard may end inside a parameter.
+
+``consolidate_state_dict(to)`` gathers the shards' states on rank ``to``, where ``state_dict()``
+then returns exactly what ``optimizer_class`` in one process returns (full-size arrays, global
+ids, every hyperparameter), so it loads into the plain optimizer; ``load_state_dict`` takes such a
+dict (from ZeRO or from the plain optimizer) and keeps this rank's shard of it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from tinyopt.distributed.ddp import _owner
+from tinyopt.distributed.process_group import _default
+from tinyopt.engine.tensor import Parameter
+from tinyopt.optim.flat import FlatBuffer
+from tinyopt.optim.fused import FusedOptimizer
+from tinyopt.optim.optimizer import Optimizer, StateDict
+
+
+class _ZeroBuffer(FlatBuffer):
+    """A param group's flat buffer (one dtype) whose gradients ZeRO reduces: DDP skips it."""
+
+    reduces_grads = True
+
+
+class _Shard:
+    """One flat buffer of a group, and this rank's shard of it."""
+
+    def __init__(self, params: list[Parameter], dtype: np.dtype, world: int, rank: int) -> None:
+        self.buffer = _ZeroBuffer(params, dtype)
+        n = self.buffer.numel
+        self.counts = [n // world + (1 if r < n % world else 0) for r in range(world)]
+        self.starts = [sum(self.counts[:r]) for r in range(world)]
+        self.lo = self.starts[rank]
+        self.hi = self.lo + self.counts[rank]
+        self.mine = self.pieces(rank)
+        self.piece_param = np.array([j for j, _, _ in self.mine], dtype=np.int64)
+        self.local: FlatBuffer  # the local optimizer's buffer of this shard (set by the owner)
+
+    def pieces(self, rank: int) -> list[tuple[int, int, int]]:
+        """``(parameter index, start, stop)`` of each piece of rank ``rank``'s shard, in order
+        (``start``/``stop`` within the parameter's flattened elements); a rank with an empty
+        shard gets one empty piece so that every rank's local optimizer has every group."""
+        seg = self.buffer.seg
+        lo, hi = self.starts[rank], self.starts[rank] + self.counts[rank]
+        out = [(j, max(lo, int(seg[j])) - int(seg[j]), min(hi, int(seg[j + 1])) - int(seg[j]))
+               for j in range(len(self.buffer.params)) if seg[j] < hi and seg[j + 1] > lo]
+        return out or [(-1, 0, 0)]
+
+
+class ZeroRedundancyOptimizer(Optimizer):
+    """ZeRO-1 over the default process group (see the module docstring).
+
+    Args:
+        params: Parameters or param groups, as for any optimizer.
+        optimizer_class: the local optimizer's class, e.g. ``tinyopt.optim.Adam``.
+        process_group: None or the default group.
+        parameters_as_bucket_view: accepted (parameters are always views of flat buffers).
+        overlap_with_ddp: must be False.
+        **defaults: the hyperparameters, passed to ``optimizer_class``.
+    """
+
+    def __init__(self, params: Iterable, optimizer_class: type, process_group: Any = None,
+                 parameters_as_bucket_view: bool = False, overlap_with_ddp: bool = False,
+                 **defaults: Any) -> None:
+        if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, FusedOptimizer)):
+            raise TypeError(f"ZeroRedundancyOptimizer: optimizer_class must be one of tinyopt's "
+                            f"fused elementwise optimizers (a shard may end inside a parameter), "
+                            f"got {optimizer_class!r}")
+        if overlap_with_ddp:
+            raise ValueError("ZeroRedundancyOptimizer: overlap_with_ddp=True is not supported (the "
+                             "step runs after backward)")
+        self.process_group = _default(process_group)
+        self.world_size = self.process_group.size()
+        self.rank = self.process_group.rank()
+        self.global_rank = self.rank
+        self.optimizer_class: Any = optimizer_class
+        self._optim_defaults = defaults
+        # Every hyperparameter the local optimizer would have, validated with its messages.
+        full = self._probe({}).defaults
+        self.optim: FusedOptimizer  # the local optimizer, made with the first group
+        self._shards: list[list[_Shard]] = []
+        self._all_state_dicts: list[StateDict] = []
+        super().__init__(params, dict(full))
+
+    # ---- groups -------------------------------------------------------------------------------
+    def _probe(self, group: dict[str, Any]) -> FusedOptimizer:
+        """A throw-away local optimizer with one group of ``group``'s hyperparameters: checks
+        them (and the constructor's ``**defaults``) with the class's own messages."""
+        dummy = Parameter(np.zeros(1, dtype=np.float32))
+        return self.optimizer_class([{**group, "params": [dummy]}], **self._optim_defaults)
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        hyper = {k: v for k, v in group.items() if k not in ("params", "param_names")}
+        for p in group["params"]:
+            if np.dtype(p.dtype).kind != "f":
+                raise TypeError(f"ZeroRedundancyOptimizer can only optimize floating point "
+                                f"parameters, but one has dtype {p.dtype}")
+        self._probe(hyper)
+
+    def _add_group(self, group: dict[str, Any]) -> None:
+        super()._add_group(group)
+        by_dtype: dict[np.dtype, list[Parameter]] = {}
+        seen: set[int] = set()
+        for p in group["params"]:
+            if id(p) not in seen:
+                seen.add(id(p))
+                by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
+        shards = [_Shard(ps, dt, self.world_size, self.rank) for dt, ps in by_dtype.items()]
+        self._shards.append(shards)
+        pieces = []
+        for sh in shards:
+            seg = sh.buffer.seg
+            pieces.append([Parameter(sh.buffer.data[seg[j] + a:seg[j] + b].copy() if j >= 0
+                                     else np.zeros(0, sh.buffer.dtype)) for j, a, b in sh.mine])
+        local_group = {k: v for k, v in group.items() if k not in ("params", "param_names")}
+        local_group["params"] = [p for ps in pieces for p in ps]
+        if not hasattr(self, "optim"):
+            self.optim = self.optimizer_class([local_group])
+        else:
+            self.optim.add_param_group(local_group)
+        for sh, ps in zip(shards, pieces):
+            sh.local = _owner(ps[0])  # the local optimizer's flat buffer of the shard
+            _adopt_data(sh.local, sh.buffer.data[sh.lo:sh.hi])
+        self._flags = np.zeros(sum(len(sh.buffer.params) for g in self._shards for sh in g),
+                               dtype=np.uint8)
+
+    def _sync_param_groups(self) -> None:
+        """Hyperparameters (changed by schedulers or users) from ``param_groups`` to ``optim``."""
+        for group, local in zip(self.param_groups, self.optim.param_groups):
+            for key, value in group.items():
+                if key not in ("params", "param_names"):
+                    local[key] = value
+
+    # ---- stepping -----------------------------------------------------------------------------
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Reduce-scatter the gradients, step the local optimizer on this rank's shard, allgather
+        the parameters (see the module docstring).  Call it on every rank."""
+        loss = self._call_closure(closure)
+        pg, world = self.process_group, self.world_size
+        shards = [sh for g in self._shards for sh in g]
+        flags, at = self._flags, 0
+        for sh in shards:
+            if sh.buffer.stale:  # a parameter shared with another optimizer: take it back
+                sh.buffer.pack()
+            k = len(sh.buffer.params)
+            flags[at:at + k] = sh.buffer.flags
+            at += k
+        local_flags = flags.copy()
+        if world > 1:
+            pg.allreduce_(flags, "MAX")
+        self._sync_param_groups()
+        at = 0
+        for sh in shards:
+            fb, k = sh.buffer, len(sh.buffer.params)
+            for j in np.flatnonzero(local_flags[at:at + k] == 0):  # contributes zeros
+                fb.grad[fb.seg[j]:fb.seg[j + 1]] = 0
+            if world > 1:
+                pg.reduce_scatter_(fb.grad, sh.local.grad, sh.counts)
+                np.divide(sh.local.grad, world, out=sh.local.grad)
+            else:
+                sh.local.grad[...] = fb.grad
+            has = flags[at:at + k]
+            for piece, j in zip(sh.local.params, sh.piece_param):
+                if j >= 0 and has[j]:
+                    piece._grad_dest()  # the reduced shard is already in place
+                else:
+                    piece.grad = None
+            at += k
+        self.optim.step()
+        if world > 1:
+            for sh in shards:
+                pg.allgather_(pg.MPI.IN_PLACE, sh.buffer.data, sh.counts)
+        return loss
+
+    # ---- state dict ---------------------------------------------------------------------------
+    def consolidate_state_dict(self, to: int = 0) -> None:
+        """Gather every rank's shard of the state on rank ``to`` (a collective: call it on every
+        rank); ``state_dict()`` on rank ``to`` then returns the whole state."""
+        self._sync_param_groups()
+        every = self.process_group.comm.gather(self.optim.state_dict(), root=to)
+        self._all_state_dicts = every if self.rank == to else []
+
+    def state_dict(self) -> StateDict:
+        """The whole state, as ``optimizer_class`` in one process gives it (after
+        ``consolidate_state_dict`` on this rank; the state as of that call)."""
+        if not self._all_state_dicts:
+            raise RuntimeError(f"Optimizer state has not been consolidated on this rank. Please "
+                               f"call `consolidate_state_dict(to={self.rank})` on all ranks "
+                               f"beforehand if you meant to save the global state.")
+        return super().state_dict()
+
+    def load_state_dict(self, state_dict: StateDict) -> None:
+        """Load a whole state dict (from ``state_dict()`` here or from ``optimizer_class`` in one
+        process) and keep this rank's shard of it; checks everything before changing anything."""
+        if isinstance(state_dict, dict) and "zero_rank_state" in state_dict:
+            self._restore_rollback(state_dict)
+            return
+        super().load_state_dict(state_dict)
+
+    def _rollback_state(self) -> dict[str, Any]:
+        """What ``tinyopt.load_into`` restores when a load fails: this rank's shard of the state
+        (``state_dict()`` would need every rank)."""
+        return {"zero_rank_state": self.optim.state_dict(),
+                "param_groups": [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
+                                 for g in self.param_groups]}
+
+    def _restore_rollback(self, saved: dict[str, Any]) -> None:
+        self.optim.load_state_dict(saved["zero_rank_state"])
+        for group, hyper in zip(self.param_groups, saved["param_groups"]):
+            group.update(copy.deepcopy(hyper))
+
+    def _local_ids(self) -> list[list[list[tuple[Parameter | None, int, int]]]]:
+        """Per rank, per local group: the global parameter and element range of each piece."""
+        out = []
+        for rank in range(self.world_size):
+            per_group = []
+            for shards in self._shards:
+                pieces = []
+                for sh in shards:
+                    pieces += [(sh.buffer.params[j] if j >= 0 else None, a, b)
+                               for j, a, b in sh.pieces(rank)]
+                per_group.append(pieces)
+            out.append(per_group)
+        return out
+
+    def _state_items(self):
+        parts: dict[int, list[tuple[int, dict]]] = defaultdict(list)
+        for local_sd, per_group in zip(self._all_state_dicts, self._local_ids()):
+            ids = [i for g in local_sd["param_groups"] for i in g["params"]]
+            pieces = [piece for g in per_group for piece in g]
+            for i, (p, a, _) in zip(ids, pieces):
+                st = local_sd["state"].get(i)
+                if p is not None and st:
+                    parts[id(p)].append((a, st))
+        for group in self.param_groups:
+            for p in group["params"]:
+                got = sorted(parts.get(id(p), []), key=lambda t: t[0])
+                if not got:
+                    continue
+                state = {}
+                for key, first in got[0][1].items():
+                    if key == "step" or np.ndim(first) == 0:
+                        state[key] = first
+                    else:
+                        state[key] = np.concatenate([np.ravel(st[key]) for _, st in got]
+                                                    ).reshape(p.shape)
+                yield p, state
+
+    def _set_state(self, state: defaultdict, groups: list[dict]) -> None:
+        local_state: dict[int, dict] = {}
+        local_groups = []
+        k = 0
+        for group, pieces in zip(groups, self._local_ids()[self.rank]):
+            ids = []
+            for p, a, b in pieces:
+                st = state.get(p) if p is not None else None
+                if st:
+                    local_state[k] = {key: v if key == "step" or np.ndim(v) == 0 else
+                                      np.ravel(v)[a:b] for key, v in st.items()}
+                ids.append(k)
+                k += 1
+            hyper = {key: v for key, v in group.items() if key not in ("params", "param_names")}
+            local_groups.append({**hyper, "params": ids})
+        self.optim.load_state_dict({"state": local_state, "param_groups": local_groups})
+        self.param_groups = groups
+        self.state = defaultdict(dict, {k: v for k, v in state.items()
+                                        if not isinstance(k, Parameter)})
+        self._all_state_dicts = []
+
+    def __repr__(self) -> str:
+        return (f"ZeroRedundancyOptimizer(rank {self.rank} of {self.world_size}, "
+                f"optimizer_class={self.optimizer_class.__name__})\n" + repr(self.optim))
+
+
+def _adopt_data(fb: FlatBuffer, storage: np.ndarray) -> None:
+    """Make ``storage`` (the shard of the big parameter buffer) ``fb``'s parameter storage, so the
+    local kernel updates the shard in place and the allgather sends it without a copy."""
+    storage[...] = fb.data
+    fb.data = storage
+    fb.pack()

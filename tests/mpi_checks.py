@@ -1,0 +1,519 @@
+"""The checks ``tests/test_distributed.py`` runs on 2 ranks: ``mpiexec -n 2 python mpi_checks.py``.
+
+Every check runs on every rank (collectives must be called in one order); a failing check is
+recorded and the next one runs.  Rank 0 prints one JSON line ``RESULTS {name: null | error}``
+holding both ranks' failures.  One launch holds every check, so process start-up and numba
+loading are paid once.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+
+import tinyopt as to
+import tinyopt.distributed as dist
+from tinyopt import nn, optim
+from tinyopt.data import DistributedSampler
+from tinyopt.nn.parallel import DistributedDataParallel as DDP
+
+CHECKS = []
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def rank() -> int:
+    return dist.get_rank()
+
+
+def world() -> int:
+    return dist.get_world_size()
+
+
+def gather(value):
+    out = [None] * world()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def mlp(seed: int, sizes=(20, 16, 5)) -> nn.Module:
+    to.manual_seed(seed)
+    layers = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    return nn.Sequential(*layers[:-1])
+
+
+def batches(steps: int, n: int = 16, d: int = 20, classes: int = 5, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((n, d)).astype(np.float32),
+             rng.integers(0, classes, n)) for _ in range(steps)]
+
+
+def half(x: np.ndarray) -> np.ndarray:
+    """This rank's contiguous share of a batch."""
+    k = len(x) // world()
+    return x[rank() * k:(rank() + 1) * k]
+
+
+def params(model: nn.Module) -> list[np.ndarray]:
+    return [p._data.copy() for p in model.parameters()]
+
+
+def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
+
+
+def assert_ranks_identical(model: nn.Module) -> None:
+    mine = params(model)
+    for r, theirs in enumerate(gather(mine)):
+        assert all(np.array_equal(x, y) for x, y in zip(mine, theirs)), f"rank {r} differs"
+
+
+# ---- process group ------------------------------------------------------------------------------
+@check
+def process_group_api():
+    assert dist.is_initialized() and dist.get_world_size() == 2 and dist.get_backend() == "mpi"
+    r = rank()
+    a = np.array([1.0, 2.0, 3.0], np.float32) * (r + 1)
+    dist.all_reduce(a)
+    assert a.tolist() == [3.0, 6.0, 9.0], a
+    b = np.array([r + 1, 10 * (r + 1)], np.int64)
+    dist.all_reduce(b, op=dist.ReduceOp.MAX)
+    assert b.tolist() == [2, 20], b
+    c = np.full(4, r + 2.0)
+    dist.all_reduce(c, op=dist.ReduceOp.AVG)
+    assert np.all(c == 2.5), c
+    d = np.full(2, r + 2, np.int32)
+    dist.all_reduce(d, op=dist.ReduceOp.PRODUCT)
+    assert d.tolist() == [6, 6]
+    e = np.array([r == 0, True, False])
+    dist.all_reduce(e, op=dist.ReduceOp.MIN)  # logical and
+    assert e.tolist() == [False, True, False], e
+    m = np.arange(12, dtype=np.float64).reshape(3, 4) * (r + 1)
+    dist.all_reduce(m[:, ::2])  # not contiguous: reduced in place all the same
+    assert m[:, ::2].tolist() == (np.arange(12).reshape(3, 4)[:, ::2] * 3).tolist()
+    assert m[:, 1::2].tolist() == (np.arange(12).reshape(3, 4)[:, 1::2] * (r + 1)).tolist()
+    p = nn.Parameter(np.full(3, float(r)))
+    work = dist.all_reduce(p, async_op=True)
+    assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    f = np.full(5, float(r))
+    dist.broadcast(f, src=1)
+    assert f.tolist() == [1.0] * 5
+    objs = [None, None]
+    dist.all_gather_object(objs, {"rank": r, "t": (r, "x")})
+    assert objs == [{"rank": 0, "t": (0, "x")}, {"rank": 1, "t": (1, "x")}], objs
+    lst = [r, "mine"] if r == 0 else [None, None]
+    dist.broadcast_object_list(lst, src=0)
+    assert lst == [0, "mine"], lst
+    dist.barrier()
+    for call, error, text in (
+            (lambda: dist.init_process_group("mpi"), ValueError, "twice"),
+            (lambda: dist.broadcast(f, src=2), ValueError, "src must be a rank"),
+            (lambda: dist.all_reduce(np.ones(2, np.int64), op=dist.ReduceOp.AVG), TypeError,
+             "AVG"),
+            (lambda: dist.all_reduce(to.tensor([1.0]) + 1), TypeError, "graph node"),
+            (lambda: dist.all_gather_object([None], 1), IndexError, "world_size")):
+        try:
+            call()
+        except error as ex:
+            assert text in str(ex), ex
+        else:
+            raise AssertionError(f"no {error.__name__} ({text})")
+
+
+@check
+def sampler_defaults_from_group():
+    ds = list(range(11))
+    s = DistributedSampler(ds, shuffle=True, seed=3)
+    assert (s.num_replicas, s.rank, len(s)) == (2, rank(), 6)
+    shares = gather(list(s))
+    assert len(shares[0] + shares[1]) == 12 and set(shares[0] + shares[1]) == set(ds)  # 1 pad
+
+
+# ---- DDP --------------------------------------------------------------------------------------
+def train_pair(make_opt, steps: int = 12):
+    """Single-process training on whole batches vs DDP on this rank's halves; returns both
+    models' parameters."""
+    ddp = DDP(mlp(100 + rank()))  # different seeds: DDP broadcasts rank 0's parameters
+    ref = mlp(0)
+    ref.load_state_dict(ddp.module.state_dict())
+    opt_ref, opt = make_opt(ref.parameters()), make_opt(ddp.parameters())
+    for x, y in batches(steps):
+        opt_ref.zero_grad()
+        nn.functional.cross_entropy(ref(x), y).backward()
+        opt_ref.step()
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        opt.step()
+    return ddp, params(ref)
+
+
+@check
+def ddp_sgd_momentum_matches_single_process():
+    ddp, ref = train_pair(lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9))
+    assert max_diff(params(ddp), ref) < 1e-5, max_diff(params(ddp), ref)
+    assert_ranks_identical(ddp)
+
+
+@check
+def ddp_adam_matches_single_process():
+    ddp, ref = train_pair(lambda ps: optim.Adam(ps, lr=1e-2))
+    assert max_diff(params(ddp), ref) < 1e-5, max_diff(params(ddp), ref)
+    assert_ranks_identical(ddp)
+
+
+def count_allreduces(pg):
+    calls = []
+    original = pg.allreduce_
+
+    def counting(buf, op="SUM"):
+        calls.append(buf.size)
+        original(buf, op)
+    pg.allreduce_ = counting
+    return calls, lambda: setattr(pg, "allreduce_", original)
+
+
+@check
+def ddp_one_allreduce_per_flat_buffer():
+    pg = dist.group.WORLD
+    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
+    ddp = DDP(model, bucket_cap_mb=0.5)  # no optimizer yet: DDP's own buckets of 0.5 MiB
+    x = np.random.default_rng(rank()).random((4, 784), dtype=np.float32)
+    y = np.arange(4) % 10
+    calls, restore = count_allreduces(pg)
+    try:
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        # packed in reverse order: [b2, w2, b1] fit in 0.5 MiB, w1 (1.5 MiB) is a bucket alone
+        assert calls == [784 * 500, 10 + 5000 + 500], calls
+        g = [p._grad.copy() for p in model.parameters()]
+        assert all(np.array_equal(a, b) for a, b in zip(g, gather(g)[0]))
+        opt = optim.Adam(ddp.parameters())  # packs the group: from now on ONE Allreduce
+        calls.clear()
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(x), y).backward()
+        assert calls == [784 * 500 + 500 + 5000 + 10], calls
+        assert ddp._buckets == []  # DDP's own buckets were released
+        calls.clear()
+        opt.zero_grad()
+        with ddp.no_sync():
+            nn.functional.cross_entropy(ddp(x), y).backward()
+        assert calls == [], calls
+    finally:
+        restore()
+
+
+@check
+def ddp_no_sync_accumulates_then_reduces_all():
+    ddp = DDP(mlp(7))
+    ref = copy.deepcopy(ddp.module)
+    (x, y), = batches(1)
+    nn.functional.cross_entropy(ref(x), y).backward()
+    q = len(x) // 4  # this rank's two quarters: [2r q, (2r+1) q) and [(2r+1) q, (2r+2) q)
+    a, b = slice(2 * rank() * q, (2 * rank() + 1) * q), slice((2 * rank() + 1) * q,
+                                                            (2 * rank() + 2) * q)
+    with ddp.no_sync():
+        (nn.functional.cross_entropy(ddp(x[a]), y[a]) * 0.5).backward()
+    local = [p._grad.copy() for p in ddp.parameters()]
+    other = gather(local)[1 - rank()]
+    assert not all(np.array_equal(u, v) for u, v in zip(local, other))  # not reduced
+    (nn.functional.cross_entropy(ddp(x[b]), y[b]) * 0.5).backward()
+    got = [p._grad for p in ddp.parameters()]
+    assert max_diff(got, [p._grad for p in ref.parameters()]) < 1e-6
+
+
+class TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 3)
+        self.b = nn.Linear(6, 3)
+
+    def forward(self, x, use_b=True):
+        out = self.a(x)
+        return out + self.b(x) if use_b else out
+
+
+@check
+def ddp_unused_parameters():
+    to.manual_seed(1)
+    ddp = DDP(TwoHeads())
+    x = np.ones((2, 6), np.float32)
+    try:  # unused on every rank: both raise before any collective
+        ddp(x, use_b=False).sum().backward()
+    except RuntimeError as e:
+        assert "['b.weight', 'b.bias'] received no gradient" in str(e), e
+        assert "find_unused_parameters=True" in str(e)
+    else:
+        raise AssertionError("no RuntimeError for unused parameters")
+    ddp = DDP(TwoHeads(), find_unused_parameters=True)
+    ref = copy.deepcopy(ddp.module)
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+    opt.zero_grad()
+    ddp(x * (rank() + 1), use_b=rank() == 0).sum().backward()  # b used on rank 0 only
+    (ref(x).sum() + ref(2 * x, use_b=False).sum()).backward()
+    for p, q in zip(ddp.parameters(), ref.parameters()):
+        assert p._grad is not None and np.allclose(p._grad, q._grad / 2, atol=1e-6)
+    opt.zero_grad()
+    ddp(x, use_b=False).sum().backward()  # b unused everywhere: stays None
+    assert ddp.module.b.weight._grad is None and ddp.module.a.weight._grad is not None
+
+
+@check
+def ddp_state_dict_and_checkpoint_resume():
+    ddp = DDP(mlp(3))
+    assert list(ddp.state_dict()) == ["module.0.weight", "module.0.bias", "module.2.weight",
+                                      "module.2.bias"]
+    assert ddp.module is not None and isinstance(ddp.module, nn.Sequential)
+    opt = optim.Adam(ddp.parameters(), lr=1e-2)
+    data = batches(6, seed=5)
+
+    def step(x, y):
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        opt.step()
+    for x, y in data[:3]:
+        step(x, y)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-ddp-{os.getppid()}.tinyopt")
+    if rank() == 0:
+        to.save(path, model=ddp, optimizer=opt)
+    dist.barrier()
+    for x, y in data[3:]:
+        step(x, y)
+    final = params(ddp)
+    ddp2 = DDP(mlp(50 + rank()))
+    opt2 = optim.Adam(ddp2.parameters(), lr=1e-2)
+    to.load_into(path, model=ddp2, optimizer=opt2)
+    ddp, opt = ddp2, opt2
+    for x, y in data[3:]:
+        step(x, y)
+    assert all(np.array_equal(a, b) for a, b in zip(params(ddp2), final))  # bit for bit
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
+# ---- ZeRO-1 ------------------------------------------------------------------------------------
+def zero_pair(steps: int = 12):
+    """DDP + ZeRO(Adam) on halves vs single-process Adam on whole batches, two param groups;
+    the flat buffers (16*20+16 = 336 and 16*5+5 = 85 elements) are cut inside parameters."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    ddp = DDP(mlp(200 + rank()))
+    ref = copy.deepcopy(ddp.module)
+    groups = lambda m: [{"params": list(m[0].parameters())},  # noqa: E731
+                        {"params": list(m[2].parameters()), "lr": 3e-3}]
+    zero = ZeroRedundancyOptimizer(groups(ddp.module), optimizer_class=optim.Adam, lr=1e-2)
+    plain = optim.Adam(groups(ref), lr=1e-2)
+    data = batches(steps, seed=9)
+    for x, y in data:
+        plain.zero_grad()
+        nn.functional.cross_entropy(ref(x), y).backward()
+        plain.step()
+        zero.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        zero.step()
+    return ddp, ref, zero, plain
+
+
+def state_bytes(opt) -> int:
+    return sum(v.nbytes for st in opt.state.values() for k, v in st.items() if k != "step")
+
+
+@check
+def zero_adam_matches_single_process_with_half_the_state():
+    ddp, ref, zero, plain = zero_pair()
+    assert max_diff(params(ddp), params(ref)) < 1e-5, max_diff(params(ddp), params(ref))
+    assert_ranks_identical(ddp)
+    mine, full = state_bytes(zero.optim), state_bytes(plain)
+    assert mine == 2 * 4 * (168 + 43 - rank()), mine  # exp_avg and exp_avg_sq of the shards
+    assert abs(mine / full - 0.5) < 0.01, (mine, full)
+    try:
+        zero.state_dict()
+    except RuntimeError as e:
+        assert "consolidate_state_dict" in str(e)
+    else:
+        raise AssertionError("state_dict before consolidate_state_dict did not raise")
+
+
+@check
+def zero_consolidation_round_trips():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    ddp, ref, zero, plain = zero_pair(steps=4)
+    zero.consolidate_state_dict(to=0)
+    sd = [zero.state_dict() if rank() == 0 else None]
+    dist.broadcast_object_list(sd, src=0)
+    sd = sd[0]
+    want = plain.state_dict()
+    assert sd["param_groups"] == want["param_groups"], (sd["param_groups"], want["param_groups"])
+    assert sd["state"].keys() == want["state"].keys()
+    for i, st in want["state"].items():
+        assert st.keys() == sd["state"][i].keys()
+        for k, v in st.items():
+            assert v.shape == sd["state"][i][k].shape and np.allclose(v, sd["state"][i][k],
+                                                                       atol=1e-5), (i, k)
+    other = optim.Adam([{"params": list(ref[0].parameters())},
+                        {"params": list(ref[2].parameters())}], lr=1.0)
+    other.load_state_dict(sd)  # ZeRO's consolidated state loads into the plain optimizer
+    # ... and the plain optimizer's state loads into ZeRO: the shards of it, exactly
+    fresh = DDP(mlp(5))
+    zero2 = ZeroRedundancyOptimizer([{"params": list(fresh.module[0].parameters())},
+                                     {"params": list(fresh.module[2].parameters())}],
+                                    optimizer_class=optim.Adam, lr=0.5)
+    zero2.load_state_dict(want)
+    zero2.consolidate_state_dict(to=1)
+    if rank() == 1:
+        back = zero2.state_dict()
+        assert back["param_groups"] == want["param_groups"]
+        for i, st in want["state"].items():
+            for k, v in st.items():
+                assert np.array_equal(v, back["state"][i][k]), (i, k)
+    assert zero2.optim.param_groups[1]["lr"] == 3e-3
+
+
+@check
+def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    data = batches(6, seed=13)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-zero-{os.getppid()}.tinyopt")
+
+    def setup(seed):
+        ddp = DDP(mlp(seed))
+        return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.AdamW,
+                                            lr=1e-2, weight_decay=0.1)
+
+    def step(ddp, opt, x, y):
+        opt.zero_grad()
+        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
+        opt.step()
+    ddp, opt = setup(1)
+    pg = dist.group.WORLD
+    calls, restore = count_allreduces(pg)
+    try:
+        step(ddp, opt, *data[0])
+    finally:
+        restore()
+    assert calls == [len(list(ddp.parameters()))], calls  # only ZeRO's has-gradient flags
+    for x, y in data[1:3]:
+        step(ddp, opt, x, y)
+    opt.consolidate_state_dict()
+    if rank() == 0:
+        to.save(path, model=ddp, optimizer=opt)
+    dist.barrier()
+    for x, y in data[3:]:
+        step(ddp, opt, x, y)
+    final = params(ddp)
+    ddp2, opt2 = setup(2 + rank())
+    to.load_into(path, model=ddp2, optimizer=opt2)
+    for x, y in data[3:]:
+        step(ddp2, opt2, x, y)
+    assert all(np.array_equal(a, b) for a, b in zip(params(ddp2), final))
+    assert_ranks_identical(ddp2)
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
+# ---- fit ----------------------------------------------------------------------------------------
+def fit_data(n: int = 40):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, 20)).astype(np.float32)
+    return x, (x[:, :5].argmax(1)).astype(np.int64)
+
+
+@check
+def fit_under_ddp_matches_single_process_and_reduces_metrics():
+    import io
+    data = fit_data()
+    ddp = DDP(mlp(20 + rank()))
+    ref = copy.deepcopy(ddp.module)
+    stream = io.StringIO()
+    # 32 training samples: ranks take 0,2,4.. and 1,3,5..; 2 per batch, 4 per optimizer step on
+    # each rank, so each step averages the gradient of 8 consecutive samples, as batch 8 does
+    hist = to.fit(ddp, data, nn.CrossEntropyLoss(), optim.SGD(ddp.parameters(), lr=0.1,
+                                                              momentum=0.9),
+                  epochs=2, batch_size=2, logical_batch_size=4, val_split=0.2, shuffle=False,
+                  progress=stream)
+    single = to.fit(ref, data, nn.CrossEntropyLoss(), optim.SGD(ref.parameters(), lr=0.1,
+                                                                momentum=0.9),
+                    epochs=2, batch_size=8, val_split=0.2, shuffle=False, progress=False)
+    assert max_diff(params(ddp), params(ref)) < 1e-5, max_diff(params(ddp), params(ref))
+    assert_ranks_identical(ddp)
+    last, want = hist[-1], single[-1]
+    assert (last.train.n, last.val.n, last.train.batches) == (32, 8, 16), last
+    assert abs(last.train.loss - want.train.loss) < 1e-5 and last.train.accuracy == \
+        want.train.accuracy
+    assert abs(last.val.loss - want.val.loss) < 1e-5 and last.val.accuracy == want.val.accuracy
+    assert gather(hist.as_dict()["epochs"][-1]["train"]["loss"])[0] == last.train.loss
+    assert (stream.getvalue() != "") == (rank() == 0), stream.getvalue()  # rank 0 reports
+
+
+@check
+def fit_under_ddp_checkpoint_resumes_bit_for_bit():
+    """With ZeRO: fit consolidates its state on rank 0 before saving."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    data = fit_data(60)
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-fit-ddp-{os.getppid()}.tinyopt")
+    if rank() == 0 and os.path.exists(path):
+        os.remove(path)
+    dist.barrier()
+
+    def run(epochs, resume=None):
+        to.manual_seed(7 + rank())  # different global generators per rank: dropout differs
+        net = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, 5))
+        ddp = DDP(net)
+        opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.Adam, lr=1e-2)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        h = to.fit(ddp, data, nn.CrossEntropyLoss(), opt, epochs=epochs, batch_size=6,
+                   val_split=0.2, scheduler=sched, seed=None, progress=False,
+                   checkpoint=path, resume=resume)
+        return ddp, h
+    full, h_full = run(3)
+    assert os.path.exists(path)
+    run(2)
+    resumed, h_res = run(3, resume=path)
+    assert all(np.array_equal(a, b) for a, b in zip(params(resumed), params(full)))
+    assert [r.train.loss for r in h_res] == [r.train.loss for r in h_full]
+    dist.barrier()
+    if rank() == 0:
+        os.remove(path)
+
+
+@check
+def example_mnist_ddp_runs():
+    import mnist_ddp
+    history = mnist_ddp.main(["--epochs", "2", "--limit", "2000", "--batch-size", "100",
+                              "--zero"])
+    losses = [loss for loss, _ in history]
+    assert losses[1] < losses[0] and gather(losses)[0] == losses, losses
+    if rank() == 0:
+        assert history[-1][1] > 0.6, history  # test accuracy after 2 short epochs
+
+
+def main() -> None:
+    dist.init_process_group("mpi")
+    failures = {}
+    for fn in CHECKS:
+        try:
+            fn()
+            failures[fn.__name__] = None
+        except Exception:
+            failures[fn.__name__] = f"rank {rank()}: {traceback.format_exc()}"
+            if os.environ.get("TINYOPT_MPI_CHECKS_VERBOSE"):
+                print(failures[fn.__name__], file=sys.stderr, flush=True)
+    every = gather(failures)
+    if rank() == 0:
+        merged = {name: next((f[name] for f in every if f[name]), None) for name in failures}
+        print("RESULTS " + json.dumps(merged), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""tinyopt.distributed on 2 real MPI ranks (``mpiexec -n 2`` from this environment).
+
+The checks themselves live in ``mpi_checks.py`` and run in ONE launch (process start-up and numba
+loading cost seconds on a shared 2-core machine); each test here reports one of them.  Without
+the ``mpi`` extra (mpi4py + mpich) these tests skip and say how to install it; the single-process
+parts (import hygiene, the install message, DistributedSampler) always run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mpi_checks
+from tinyopt.data import DistributedSampler
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+EXAMPLES = HERE.parent / "examples"
+NO_MPI = "the mpi extra is not installed (pip install -e '.[mpi]' installs mpi4py and mpich)"
+
+
+def _mpiexec() -> str | None:
+    local = Path(sys.executable).with_name("mpiexec")
+    return str(local) if local.exists() else shutil.which("mpiexec")
+
+
+def _has_mpi() -> bool:
+    try:
+        import importlib.util
+        return importlib.util.find_spec("mpi4py") is not None and _mpiexec() is not None
+    except ImportError:
+        return False
+
+
+needs_mpi = pytest.mark.skipif(not _has_mpi(), reason=NO_MPI)
+
+
+def launch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``mpiexec -n 2 python args...`` with this interpreter and this source tree, one thread per
+    rank (2 ranks on 2 cores)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
+               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    return subprocess.run([_mpiexec(), "-n", "2", sys.executable, *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=HERE)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    r = launch(str(HERE / "mpi_checks.py"))
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")]
+    assert r.returncode == 0 and lines, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return json.loads(lines[-1][len("RESULTS "):])
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", [fn.__name__ for fn in mpi_checks.CHECKS])
+def test_on_two_ranks(results, name):
+    assert name in results, f"{name} did not run"
+    assert results[name] is None, results[name]
+
+
+@needs_mpi
+def test_a_rank_that_raises_brings_the_job_down_with_its_error():
+    code = ("import numpy as np, tinyopt.distributed as dist\n"
+            "dist.init_process_group('mpi')\n"
+            "if dist.get_rank() == 1:\n"
+            "    raise ValueError('rank one failed on purpose')\n"
+            "dist.all_reduce(np.ones(3))  # rank 0 waits here for a rank that is gone\n"
+            "print('unreachable')\n")
+    r = launch("-c", code, timeout=60)  # a hang fails by the timeout
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "[rank 1] ValueError: rank one failed on purpose" in out, out
+    assert "unreachable" not in out
+
+
+def test_import_tinyopt_never_imports_mpi4py():
+    code = ("import sys, tinyopt, tinyopt.distributed, tinyopt.nn.parallel, tinyopt.data\n"
+            "tinyopt.nn.parallel.DistributedDataParallel, tinyopt.data.DistributedSampler\n"
+            "assert 'mpi4py' not in sys.modules, 'mpi4py imported'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(SRC)))
+    assert r.returncode == 0, r.stderr
+
+
+def test_missing_mpi_says_what_to_install(monkeypatch):
+    import tinyopt.distributed as dist
+    monkeypatch.setitem(sys.modules, "mpi4py", None)  # import mpi4py now raises ImportError
+    with pytest.raises(RuntimeError, match=r"pip install 'tinyopt\[mpi\]'"):
+        dist.init_process_group("mpi")
+    assert not dist.is_initialized()
+    with pytest.raises(ValueError, match="has not been initialized"):
+        dist.get_rank()
+    with pytest.raises(ValueError, match="only backend='mpi'"):
+        dist.init_process_group("gloo")
+    with pytest.raises(ValueError, match="timeout is not supported"):
+        dist.init_process_group("mpi", timeout=30)
+
+
+# ---- DistributedSampler (explicit ranks: no process group needed) ------------------------------
+@pytest.mark.parametrize("n,drop_last", [(10, False), (11, False), (11, True), (3, False)])
+def test_sampler_shares_are_disjoint_and_cover_the_data(n, drop_last):
+    shares = [list(DistributedSampler(range(n), num_replicas=4, rank=r, seed=7,
+                                      drop_last=drop_last)) for r in range(4)]
+    per_rank = n // 4 if drop_last else -(-n // 4)
+    assert all(len(s) == per_rank for s in shares)
+    flat = sum(shares, [])
+    if drop_last:
+        assert len(set(flat)) == len(flat)  # distinct, tail dropped
+    else:
+        assert set(flat) == set(range(n))  # covered; the padding repeats the first samples
+        assert len(flat) - n == 4 * per_rank - n
+
+
+def test_sampler_epochs_seed_and_order():
+    ds = range(20)
+    a = DistributedSampler(ds, num_replicas=2, rank=0, seed=1)
+    b = DistributedSampler(ds, num_replicas=2, rank=0, seed=1)
+    assert list(a) == list(b) and list(a) == list(a)  # same seed and epoch: same order
+    first = list(a)
+    a.set_epoch(1)
+    other = DistributedSampler(ds, num_replicas=2, rank=1, seed=1)
+    other.set_epoch(1)
+    assert list(a) != first and sorted(list(a) + list(other)) == list(range(20))
+    plain = DistributedSampler(ds, num_replicas=2, rank=1, shuffle=False)
+    assert list(plain) == list(range(1, 20, 2))
+    assert a._indices().dtype == np.int64
+
+
+def test_sampler_errors():
+    with pytest.raises(ValueError, match=r"Invalid rank 2, rank should be in the interval"):
+        DistributedSampler(range(4), num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="has not been initialized"):
+        DistributedSampler(range(4))  # defaults come from the (absent) process group
