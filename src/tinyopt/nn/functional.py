@@ -24,6 +24,7 @@ from tinyopt.engine.ops import reduce as _reduce
 from tinyopt.engine.ops.attention import scaled_dot_product_attention
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.ops.conv1d import adaptive_avg_pool1d, avg_pool1d, conv1d, max_pool1d
+from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
@@ -31,8 +32,8 @@ from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["adaptive_avg_pool1d", "avg_pool1d", "avg_pool2d", "batch_norm",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "cross_entropy", "dropout",
-           "embedding", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
-           "max_pool1d", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "relu",
+           "embedding", "embedding_bag", "gelu", "l1_loss", "layer_norm", "leaky_relu", "linear",
+           "log_softmax", "max_pool1d", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "relu",
            "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "softplus", "tanh"]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from tinyopt.engine.ops import creation, elementwise, linalg, loss, movement, reduce
 from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
-from tinyopt.engine.ops import attention, rnn  # noqa: F401  (fused sequence-model ops)
+from tinyopt.engine.ops import attention, conv1d, embedding_bag, rnn  # noqa: F401  (sequences)
 from tinyopt.engine.ops.creation import arange, full, ones, rand, randn, zeros
 from tinyopt.engine.ops.elementwise import (abs, add, clamp, div, eq, exp, ge, gelu, gt, le,
                                             leaky_relu, log, lt, maximum, minimum, mul, ne, neg,

@@ -5,7 +5,7 @@
 - ``flatten``: Flatten, Unflatten
 - ``activation``: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softplus, Softmax, LogSoftmax
 - ``normalization``: LayerNorm, BatchNorm1d, BatchNorm2d
-- ``dropout``: Dropout                  - ``sparse``: Embedding
+- ``dropout``: Dropout                  - ``sparse``: Embedding, EmbeddingBag
 - ``rnn``: RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
 - ``transformer``: MultiheadAttention, Transformer(Encoder|Decoder)(Layer), Transformer
 - ``loss``: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss
@@ -26,14 +26,14 @@ from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AvgPool1d, AvgPool2d, 
                                        MaxPool2d)
 from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
                                    RNNCellBase)
-from tinyopt.nn.layers.sparse import Embedding
+from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
 from tinyopt.nn.layers.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
                                            TransformerDecoderLayer, TransformerEncoder,
                                            TransformerEncoderLayer)
 
 __all__ = ["Linear", "Identity", "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d",
            "AvgPool2d", "AdaptiveAvgPool1d", "Flatten", "Unflatten",
-           "Dropout", "Embedding", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "ReLU", "LeakyReLU",
+           "Dropout", "Embedding", "EmbeddingBag", "LayerNorm", "BatchNorm1d", "BatchNorm2d", "ReLU", "LeakyReLU",
            "GELU", "Sigmoid", "Tanh", "SiLU", "Softplus", "Softmax", "LogSoftmax",
            "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss",
            "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
