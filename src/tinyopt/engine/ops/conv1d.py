@@ -44,6 +44,15 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
                            f"{list(w.shape)}, but got {x.ndim}-dimensional input of size "
                            f"{list(x.shape)} instead")
     x2 = _as_2d("conv1d", x)
+    groups = int(groups)
+    C = x.shape[-2]
+    if groups > 0 and w.shape[0] % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                           f"dimension 0, but got weight of size {list(w.shape)} instead")
+    if groups > 0 and C != w.shape[1] * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(w.shape)}, expected "
+                           f"input{list(x.shape)} to have {w.shape[1] * groups} channels, but "
+                           f"got {C} channels instead")
     pad = padding if isinstance(padding, str) else (0, _single("padding", padding))
     y = conv2d(x2, w.unsqueeze(2), bias, (1, _single("stride", stride)), pad,
                (1, _single("dilation", dilation)), groups)

@@ -17,6 +17,7 @@ applied without reading it.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -220,6 +221,10 @@ class MultiheadAttention(Module):
         shape (1 or N, 1 or H, L, S)."""
         H = self.num_heads
         extra = (self.bias_k is not None) + bool(self.add_zero_attn) if padded else 0
+        if attn_mask is not None and key_padding_mask is not None \
+                and _is_bool(attn_mask) != _is_bool(key_padding_mask):
+            warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. "
+                          "Use same type for both instead.", stacklevel=3)
         m = None
         if attn_mask is not None:
             a = additive_mask(attn_mask, dtype, True)
@@ -252,6 +257,10 @@ class MultiheadAttention(Module):
 
     def extra_repr(self) -> str:
         return ""
+
+
+def _is_bool(mask) -> bool:
+    return (mask.dtype if isinstance(mask, Tensor) else np.asarray(mask).dtype) == np.bool_
 
 
 def _unsqueeze0(mask):
@@ -427,7 +436,12 @@ class TransformerDecoderLayer(Module):
 
 
 def _clones(module: Module, n: int) -> ModuleList:
-    return ModuleList([copy.deepcopy(module) for _ in range(n)])
+    """``n`` deep copies of ``module``, without its gradients (torch's Parameter copies none)."""
+    copies = [copy.deepcopy(module) for _ in range(n)]
+    for c in copies:
+        for p in c.parameters():
+            p.grad = None
+    return ModuleList(copies)
 
 
 class TransformerEncoder(Module):
