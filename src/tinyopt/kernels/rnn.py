@@ -89,25 +89,24 @@ def carry_rows(hs, p, q, t, lengths):
             hs[q, b, :] = hs[p, b, :]
 
 
-@specialized
-def _lstm_rows(fast: bool):
+@kernel
+def _lstm_rows(dm, dc, g, cp, cq, dg, fast):
     """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
-    state before any projection): dg (4H,) and dc (H,) from dL/dc_t to dL/dc_{t-1}."""
-    @kernel
-    def lstm_rows(dm, dc, g, cp, cq, dg):
-        H = dc.shape[0]
-        gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
-        di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
-        for j in range(H):
-            i_, f_, g_, o_ = gi[j], gf[j], gg[j], go[j]
-            tc = _tanh(cq[j], fast)
-            dct = dc[j] + dm[j] * o_ * (1.0 - tc * tc)
-            di[j] = dct * g_ * i_ * (1.0 - i_)
-            df[j] = dct * cp[j] * f_ * (1.0 - f_)
-            dgg[j] = dct * i_ * (1.0 - g_ * g_)
-            do[j] = dm[j] * tc * o_ * (1.0 - o_)
-            dc[j] = dct * f_
-    return lstm_rows
+    state before any projection): dg (4H,) and dc (H,) from dL/dc_t to dL/dc_{t-1}.  A plain
+    kernel called with the caller's compile-time ``fast`` (a kernel held in a closure would keep
+    its caller out of numba's disk cache)."""
+    H = dc.shape[0]
+    gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+    di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
+    for j in range(H):
+        i_, f_, g_, o_ = gi[j], gf[j], gg[j], go[j]
+        tc = _tanh(cq[j], fast)
+        dct = dc[j] + dm[j] * o_ * (1.0 - tc * tc)
+        di[j] = dct * g_ * i_ * (1.0 - i_)
+        df[j] = dct * cp[j] * f_ * (1.0 - f_)
+        dgg[j] = dct * i_ * (1.0 - g_ * g_)
+        do[j] = dm[j] * tc * o_ * (1.0 - o_)
+        dc[j] = dct * f_
 
 
 @specialized
@@ -115,8 +114,6 @@ def lstm_backward_step(fast: bool):
     """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
     ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
     goes from dL/dc_t to dL/dc_{t-1} in place."""
-    rows = _lstm_rows[fast]
-
     @kernel
     def lstm_backward_step_kernel(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
         B, H = dc.shape
@@ -125,7 +122,7 @@ def lstm_backward_step(fast: bool):
             for j in range(H):
                 d[j] += g[j] + r[j]
             if t < lengths[b]:
-                rows(d, dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b])
+                _lstm_rows(d, dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
                 d[:] = 0.0
             else:
                 dg[t, b, :] = 0.0
@@ -146,13 +143,11 @@ def lstm_backward_step_proj(fast: bool):
     """BPTT through one LSTM step with a projection h_t = W_hr m_t: ``dm`` (B, H) is
     dL/dm_t = dht W_hr, ``dht`` (B, P) the whole dL/dh_t; ``carry`` (B, P) gets what flows to
     h_{t-1} other than through W_hh (0, or ``dht`` for rows past their length)."""
-    rows = _lstm_rows[fast]
-
     @kernel
     def lstm_backward_step_proj_kernel(dm, dht, carry, dc, gates, t, cs, p, q, dg, lengths):
         for b in range(dc.shape[0]):
             if t < lengths[b]:
-                rows(dm[b], dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b])
+                _lstm_rows(dm[b], dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
                 carry[b, :] = 0.0
             else:
                 dg[t, b, :] = 0.0

@@ -33,6 +33,7 @@ from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.workspace import Layout, region
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import rnn as K
+from tinyopt.kernels.blas import single_threaded
 
 MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
@@ -140,36 +141,15 @@ def _scan_forward(t):
     lstm_step, gru_step = K.lstm_step[fast], K.gru_step[fast]
     rnn_step = K.rnn_step[fast, L.mode == "rnn_relu"]
 
-    def fwd(out, xw, w_hh, *rest):
-        rest = list(rest)
-        bias = rest.pop(0) if has_bias else zeros_bias
-        w_hr = rest.pop(0) if L.proj else None
-        h0 = rest.pop(0) if has_h0 else None
-        c0 = rest.pop(0) if has_c0 else None
-        lengths = _c(rest.pop(0)) if packed else full
-        xw = _c(xw)
-        W = layout.views(out)
-        hs, pre = W["hs"], W["pre"]
-        s0 = L.first_slot
-        if h0 is not None:
-            hs[s0] = h0
-        else:
-            hs[s0] = 0
-        if L.lstm:
-            cs = W["cs"]
-            if c0 is not None:
-                cs[s0] = c0
-            else:
-                cs[s0] = 0
-        w_hhT = w_hh.T
+    def _recur(hs, pre, W, xw, w_hhT, w_hr, bias, lengths):
         if L.mode == "lstm":
-            gates = W["gates"]
+            cs, gates = W["cs"], W["gates"]
             hout = W["ms"] if L.proj else hs
             for k in range(L.T):
                 tt, p, q = L.slots(k)
                 np.dot(hs[p], w_hhT, out=pre)
                 lstm_step(xw, tt, pre, bias, cs, p, q, gates, hout, tt if L.proj else q, hs,
-                            lengths, not L.proj)
+                          lengths, not L.proj)
                 if L.proj:
                     np.dot(hout[tt], w_hr.T, out=hs[q])
                     if packed:
@@ -185,6 +165,22 @@ def _scan_forward(t):
                 tt, p, q = L.slots(k)
                 np.dot(hs[p], w_hhT, out=pre)
                 rnn_step(xw, tt, pre, bias, hs, p, q, lengths)
+
+    def fwd(out, xw, w_hh, *rest):
+        rest = list(rest)
+        bias = rest.pop(0) if has_bias else zeros_bias
+        w_hr = rest.pop(0) if L.proj else None
+        h0 = rest.pop(0) if has_h0 else None
+        c0 = rest.pop(0) if has_c0 else None
+        lengths = _c(rest.pop(0)) if packed else full
+        xw = _c(xw)
+        W = layout.views(out)
+        hs, pre = W["hs"], W["pre"]
+        hs[L.first_slot] = 0 if h0 is None else h0
+        if L.lstm:
+            W["cs"][L.first_slot] = 0 if c0 is None else c0
+        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+            _recur(hs, pre, W, xw, w_hh.T, w_hr, bias, lengths)
     return fwd
 
 
@@ -215,20 +211,21 @@ def _scan_grad_forward(t):
             dc[...] = g[S:].reshape(L.T + 1, L.B, L.H)[L.last_slot]
         elif L.mode == "gru":
             gates = W["gates"]
-        for k in range(L.T - 1, -1, -1):
-            tt, p, q = L.slots(k)
-            if L.mode == "lstm" and L.proj:
-                dht = D["dht"][tt]
-                K.sum_grad_h(gh, q, dh, rec, dht)
-                np.dot(dht, w_hr, out=D["dm"])
-                lstm_back_proj(D["dm"], dht, dh, dc, gates, tt, cs, p, q, dxw, lengths)
-            elif L.mode == "lstm":
-                lstm_back(gh, rec, dh, dc, gates, tt, cs, p, q, dxw, lengths)
-            elif L.mode == "gru":
-                gru_back(gh, rec, dh, gates, tt, hs, p, q, dxw, dpre, lengths)
-            else:
-                rnn_back(gh, rec, dh, tt, hs, q, dxw, lengths)
-            np.dot(dpre[tt], w_hh, out=rec)
+        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+            for k in range(L.T - 1, -1, -1):
+                tt, p, q = L.slots(k)
+                if L.mode == "lstm" and L.proj:
+                    dht = D["dht"][tt]
+                    K.sum_grad_h(gh, q, dh, rec, dht)
+                    np.dot(dht, w_hr, out=D["dm"])
+                    lstm_back_proj(D["dm"], dht, dh, dc, gates, tt, cs, p, q, dxw, lengths)
+                elif L.mode == "lstm":
+                    lstm_back(gh, rec, dh, dc, gates, tt, cs, p, q, dxw, lengths)
+                elif L.mode == "gru":
+                    gru_back(gh, rec, dh, gates, tt, hs, p, q, dxw, dpre, lengths)
+                else:
+                    rnn_back(gh, rec, dh, tt, hs, q, dxw, lengths)
+                np.dot(dpre[tt], w_hh, out=rec)
         K.sum_grad_h(gh, L.first_slot, dh, rec, dh)  # dL/dh0
     return fwd
 
