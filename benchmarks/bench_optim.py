@@ -27,8 +27,7 @@ import numpy as np
 
 from tinyopt import Parameter, optim
 from tinyopt.kernels.jit import parallel_kernel, prange
-from tinyopt.kernels.optim import opt_step_adam
-from tinyopt.optim.flat import CHUNK, staggered_zeros
+from tinyopt.optim.flat import CHUNK, SCALAR_SLOTS, staggered_zeros
 
 try:
     import torch
@@ -113,15 +112,18 @@ def _aliasing(n: int, reps: int) -> dict[str, float]:
         p, g, m, v = (staggered_zeros(n, np.float32, k, **kw) for k in range(4))
         g[:] = 1e-3
         flags = np.ones(1, np.uint8)
-        steps = np.zeros(1, np.float32)
-        coef = np.zeros((1, 2), np.float32)
-        hp = np.array([0.1, 0.9, 0.999, 0.001, 1e-8, 0, 1, 0], np.float32)
+        scalars = np.zeros((1, SCALAR_SLOTS), np.float32)
+        coef = np.zeros((1, SCALAR_SLOTS), np.float32)
         empty = np.zeros(0, np.float32)
+        adam = optim.Adam([Parameter(np.zeros(1, np.float32))], lr=1e-3)
+        group, fb = adam.param_groups[0], adam._flat[0][0]
+        host = adam._host(group, fb.round)
+        hs = fb.host(host)
+        kernel = adam.kernel[adam._switches(group, host)]
 
         def run():
-            steps[0] = 1
-            opt_step_adam[False, False, False, False, True](
-                p, g, m, v, empty, seg, chunk_seg, CHUNK, flags, steps, coef, hp, 1e-3, 0.9, 0.999)
+            scalars[0, 0] = 0
+            kernel(p, g, m, v, empty, seg, chunk_seg, CHUNK, flags, scalars, coef, hs)
         offsets = sorted({a.ctypes.data % 4096 for a in (p, g, m, v)})
         dt = _median_times({label: run}, reps)[label]
         out[f"{label} (offsets {offsets})"] = 28 * n / dt / 1e9

@@ -231,6 +231,23 @@ def ddp_no_sync_accumulates_then_reduces_all():
     assert max_diff(got, [p._grad for p in ref.parameters()]) < 1e-6
 
 
+@check
+def ddp_broadcasts_buffers_at_construction_and_forward():
+    net = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3, momentum=0.0))  # stats stay put
+    bn = net[1]
+    bn.running_mean[...] = rank() + 1.0
+    ddp = DDP(net)
+    assert np.all(bn.running_mean == 1.0), bn.running_mean  # rank 0's, everywhere
+    bn.running_var[...] = rank() + 5.0
+    ddp(np.ones((4, 4), np.float32) * (rank() + 1)).sum().backward()  # train-mode forward
+    assert np.all(bn.running_var == 5.0), bn.running_var
+    ddp.eval()
+    bn.running_var[...] = rank() + 7.0
+    with to.no_grad():
+        ddp(np.ones((2, 4), np.float32))  # eval: no broadcast
+    assert np.all(bn.running_var == rank() + 7.0)
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()

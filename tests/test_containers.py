@@ -187,3 +187,77 @@ def test_module_dict_rejects_bad_input_without_changing():
     with pytest.raises(TypeError, match="iterable of key/value pairs"):
         md.update(5)
     assert list(md) == ["a"]
+
+
+# ---- ParameterList / ParameterDict ---------------------------------------------------------------
+def test_parameter_list_registers_and_converts():
+    import tinyopt as to
+    from tinyopt import nn
+    pl = nn.ParameterList([nn.Parameter(np.ones(3)), to.tensor([1.0, 2.0])])
+    pl.append(nn.Parameter(np.zeros((2, 2))))
+    pl += [to.tensor([5.0])]
+    assert len(pl) == 4 and [n for n, _ in pl.named_parameters()] == ["0", "1", "2", "3"]
+    assert all(isinstance(p, nn.Parameter) for p in pl)
+    assert pl[1].requires_grad and pl[-1].data.tolist() == [5.0]
+    assert isinstance(pl[1:3], nn.ParameterList) and len(pl[1:3]) == 2
+    pl[0] = nn.Parameter(np.full(3, 7.0))
+    assert pl.state_dict()["0"].tolist() == [7.0, 7.0, 7.0]
+    with pytest.raises(IndexError):
+        pl[4]
+    with pytest.raises(TypeError, match="should be called with an iterable"):
+        pl.extend(3)
+    with pytest.raises(RuntimeError, match="should not be called"):
+        pl()
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ws = nn.ParameterList(nn.Parameter(np.ones((2, 2), np.float32)) for _ in range(3))
+
+        def forward(self, x):
+            for w in self.ws:
+                x = x @ w
+            return x
+
+    m = M()
+    assert [n for n, _ in m.named_parameters()] == ["ws.0", "ws.1", "ws.2"]
+    m(np.ones((1, 2), np.float32)).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+    assert "(0): Parameter containing: [float32 of size 2x2]" in repr(m)
+
+
+def test_parameter_dict():
+    import tinyopt as to
+    from collections import OrderedDict
+    from tinyopt import nn
+    pd = nn.ParameterDict({"b": nn.Parameter(np.ones(2)), "a": to.tensor([3.0])})
+    assert list(pd) == ["a", "b"]  # a plain dict is added in sorted order, as PyTorch
+    ordered = nn.ParameterDict(OrderedDict([("z", nn.Parameter(np.ones(1))),
+                                            ("y", nn.Parameter(np.ones(1)))]))
+    assert list(ordered.keys()) == ["z", "y"]
+    pd["c"] = nn.Parameter(np.zeros(1))
+    assert "c" in pd and len(pd) == 3 and isinstance(pd["a"], nn.Parameter)
+    assert list(pd.state_dict()) == ["a", "b", "c"]
+    assert pd.pop("b").data.tolist() == [1.0, 1.0] and list(pd) == ["a", "c"]
+    assert pd.get("nope") is None and pd.setdefault("d", to.tensor([1.0])).shape == (1,)
+    merged = pd | ordered
+    assert list(merged) == ["a", "c", "d", "z", "y"]
+    del pd["a"]
+    assert list(pd) == ["c", "d"] and [n for n, _ in pd.named_parameters()] == ["c", "d"]
+    with pytest.raises(TypeError, match="not a string"):
+        pd[1] = nn.Parameter(np.ones(1))
+    with pytest.raises(ValueError, match="has length 3; 2 is required"):
+        pd.update([("a", 1, 2)])
+    pd.clear()
+    assert len(pd) == 0 and list(pd.parameters()) == []
+
+
+def test_parameter_containers_against_torch():
+    torch = pytest.importorskip("torch")
+    from tinyopt import nn
+    ours = nn.ParameterDict({"w": nn.Parameter(np.ones((2, 3), np.float32))})
+    theirs = torch.nn.ParameterDict({"w": torch.nn.Parameter(torch.ones(2, 3))})
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    ol = nn.ParameterList([nn.Parameter(np.ones(2, np.float32))] * 2)
+    tl = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(2))] * 2)
+    assert list(ol.state_dict()) == list(tl.state_dict()) and len(ol) == len(tl)

@@ -21,7 +21,7 @@ def _train(threshold, monkeypatch):
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    return [p.data.copy() for p in model.parameters()]
+    return [p.data.numpy().copy() for p in model.parameters()]
 
 
 def test_parallel_and_serial_runs_agree_bit_for_bit(monkeypatch):

@@ -160,10 +160,10 @@ def test_expand_as_and_errors():
 
 # ---- indexing and slicing --------------------------------------------------------------------
 KEYS = [
-    (1,), (-1,), (slice(1, 3),), (slice(None, None, 2),), (slice(None, None, -1),),
+    (1,), (-1,), (slice(1, 3),), (slice(None, None, 2),), (slice(None, 1, 1),),
     (slice(1, 3), slice(None, None, 2)), (Ellipsis, 0), (None, 1), (0, None, slice(1, None)),
     (slice(0, 0),), (Ellipsis, slice(-2, None), None), (-2, -1), (slice(10, 20),),
-    (slice(None), 1, slice(None, None, -2)),
+    (slice(None), 1, slice(None, None, 2)),
 ]
 
 
@@ -177,7 +177,9 @@ def test_basic_indexing(key):
 def test_indexing_a_1d_tensor_and_scalars():
     x = np.array([1.0, 2.0, 3.0])
     check(lambda t: t[1], lambda a: a[1], x)
-    check(lambda t: t[::-1] * t, lambda a: a[::-1] * a, x)
+    check(lambda t: t[1:] * t[:-1], lambda a: a[1:] * a[:-1], x)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        to.tensor(x)[::-1]  # as in PyTorch (use flip)
     assert to.tensor(x)[2].item() == 3.0
     assert to.tensor(x)[np.int64(0)].item() == 1.0
 
@@ -199,18 +201,18 @@ def test_integer_array_rows():
 
 
 def test_indexing_errors():
-    t = to.tensor(np.zeros((3, 4)))
-    with pytest.raises(IndexError, match=r"\(3, 4\)"):
+    t = to.tensor(np.zeros((3, 4)))  # PyTorch's messages
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
         t[3]
-    with pytest.raises(IndexError, match=r"\(3, 4\)"):
+    with pytest.raises(IndexError, match="too many indices for tensor of dimension 2"):
         t[0, 0, 0]
     with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 3"):
         t[[0, 3]]
     with pytest.raises(IndexError, match="out of bounds"):
         t[np.array([-4])]
-    with pytest.raises(IndexError, match="int64"):
+    with pytest.raises(IndexError, match="must be long, int, byte or bool tensors"):
         t[np.array([0.0, 1.0])]
-    with pytest.raises(IndexError, match="unsupported index"):
+    with pytest.raises(IndexError, match="only integers, slices"):
         t["a"]
 
 

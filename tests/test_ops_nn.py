@@ -28,7 +28,7 @@ def test_dropout_statistics_scale_and_gradient():
 
 
 def test_dropout_is_seeded_and_draws_a_new_mask_each_step_from_one_plan():
-    x = np.ones((4, 64), np.float32)
+    x = to.Parameter(np.ones((4, 64), np.float32), requires_grad=False)  # a graph, not values
     to.manual_seed(7)
     a = dropout(x, 0.5).numpy()
     hits = cache_info().hits
@@ -123,7 +123,7 @@ def test_batch_norm_training_updates_running_stats_once_per_step(shape):
 def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum():
     """Plans bind the running arrays per run: a second model of the same structure updates its
     own buffers from the cached plan."""
-    x = rng.standard_normal((6, 2))
+    x = to.Parameter(rng.standard_normal((6, 2)), requires_grad=False)  # a graph, not values
     bufs = [(np.zeros(2), np.ones(2)) for _ in range(2)]
     batch_norm(x, *bufs[0], training=True, momentum=0.1).numpy()
     hits = cache_info().hits
@@ -135,7 +135,7 @@ def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum():
 
 def test_batch_norm_unrealized_graph_has_no_effect():
     rm, rv = np.zeros(2), np.ones(2)
-    batch_norm(rng.standard_normal((5, 2)), rm, rv, training=True)
+    batch_norm(to.Parameter(rng.standard_normal((5, 2))), rm, rv, training=True)
     import gc
     gc.collect()
     np.testing.assert_array_equal(rm, 0)

@@ -22,7 +22,7 @@ def _params(*shapes, dtype=np.float32):
 
 def _snapshot(opt):
     sd = opt.state_dict()
-    return sd, [p.data.copy() for g in opt.param_groups for p in g["params"]]
+    return sd, [p.data.numpy().copy() for g in opt.param_groups for p in g["params"]]
 
 
 def _assert_same(a, b):
@@ -130,7 +130,7 @@ def test_defaults_match_pytorch():
 # ---- packing: .data / .grad are views, assignment copies --------------------------------------------
 def test_packed_parameters_behave_like_arrays():
     p, q = _params((2, 3), (4,))
-    before = p.data.copy()
+    before = p.data.numpy().copy()
     opt = optim.SGD([p, q], lr=0.5)
     np.testing.assert_array_equal(p.data, before)
     assert p.grad is None
@@ -148,7 +148,7 @@ def test_two_optimizers_over_one_parameter_both_update_it():
     """As in PyTorch, each optimizer's step updates the parameter itself (the second one to pack
     it does not leave the first one updating a stale copy)."""
     p, q = _params((2, 3), (4,))
-    p0 = p.data.copy()
+    p0 = p.data.numpy().copy()
     fast = optim.SGD([p, q], lr=0.1, momentum=0.5)
     slow = optim.SGD([p], lr=0.01)
     g = np.full((2, 3), 2.0, np.float32)
@@ -250,7 +250,7 @@ def test_hyperparameters_are_read_every_step():
     opt = optim.SGD([p], lr=1.0)
     for lr in (1.0, 0.5, 0.0, 2.0):
         opt.param_groups[0]["lr"] = lr
-        before = p.data.copy()
+        before = p.data.numpy().copy()
         p.grad = np.ones(1)
         opt.step()
         np.testing.assert_allclose(before - p.data, lr)
@@ -528,3 +528,87 @@ def test_state_dict_round_trip_property(shapes, have_grad, cls):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         opt2.step()
+
+
+# ---- hostile but well-formed state dicts (issue 9.4, 9.8) -------------------------------------------
+def _stepped_adam():
+    a, b = _params((2, 3), (3,))
+    opt = optim.Adam([a, b], lr=0.1)
+    for _ in range(2):
+        for p in (a, b):
+            p.grad = np.ones(p.shape)
+        opt.step()
+    return opt
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda sd: sd["state"][0].__setitem__("step", "abc"), r"'step' of type str, expected a number"),
+    (lambda sd: sd["state"][0].__setitem__("step", 10**400), "expected a finite float32 number"),
+    (lambda sd: sd["state"][0].__setitem__("step", np.float64(np.inf)), "expected a finite"),
+    (lambda sd: sd["state"][0].__setitem__("step", np.nan), "expected a finite"),
+    (lambda sd: sd["state"][0].__setitem__("step", 1e39), "expected a finite float32 number"),
+    (lambda sd: sd["state"][1].__setitem__("step", -5), r"'step' = -5.0, expected a whole number >= 0"),
+    (lambda sd: sd["state"][1].__setitem__("step", 2.5), "expected a whole number"),
+    (lambda sd: sd["state"][1].__setitem__("step", True), "of type bool"),
+    (lambda sd: sd["state"][1].__setitem__("step", None), "of type NoneType"),
+    (lambda sd: sd["state"].__setitem__(7, sd["state"].pop(1)),
+     r"state for parameter 7, which is not in its param_groups"),
+    (lambda sd: sd.__setitem__("state", [1, 2]), "'state' must be a dict"),
+    (lambda sd: sd["param_groups"].__setitem__(0, "lr"), r"param_groups\[0\] must be a dict"),
+])
+def test_hostile_state_values_are_rejected_before_anything_changes(edit, msg):
+    """Issue 9.4/9.8: a state dict that cannot be installed raises a clear error and changes
+    nothing (it used to replace param_groups and wipe the state, then raise, or to accept
+    step=-5 and give NaN parameters two steps later, or to drop the state of unknown ids)."""
+    opt = _stepped_adam()
+    sd = copy.deepcopy(opt.state_dict())
+    sd["param_groups"][0]["lr"] = 0.5  # would be installed first if the load were not atomic
+    before = _snapshot(opt)
+    edit(sd)
+    with pytest.raises(ValueError, match=msg):
+        opt.load_state_dict(sd)
+    _assert_same(_snapshot(opt), before)
+    assert opt.param_groups[0]["lr"] == 0.1
+
+
+def test_loaded_step_is_the_number_given():
+    opt = _stepped_adam()
+    sd = opt.state_dict()
+    sd["state"][0]["step"] = np.array(7, np.int64)
+    sd["state"][1]["step"] = 3.0
+    opt.load_state_dict(sd)
+    steps = [opt.state[p]["step"] for p in opt.param_groups[0]["params"]]
+    assert [s.dtype for s in steps] == [np.float32] * 2 and [float(s) for s in steps] == [7, 3]
+
+
+# ---- hyperparameters beyond the parameters' float range (issue 9.9) --------------------------------
+@pytest.mark.parametrize("cls,kw", [
+    (optim.Adam, dict(lr=1e39)),
+    (optim.Adam, dict(lr=1e36, betas=(0.999, 0.999))),  # lr / (1 - beta1) overflows at step 1
+    (optim.Adam, dict(weight_decay=1e39)),
+    (optim.AdamW, dict(lr=1e20, weight_decay=1e20)),
+    (optim.SGD, dict(lr=1e39)),
+    (optim.SGD, dict(lr=0.1, momentum=0.5, dampening=-1e39)),
+    (optim.Adagrad, dict(lr=1e39)),
+    (optim.RMSprop, dict(lr=1e39)),
+    (optim.RMSprop, dict(lr=0.1, weight_decay=1e39)),
+])
+def test_float32_overflowing_hyperparameters_raise_like_pytorch(cls, kw):
+    """PyTorch refuses a scalar that a float32 op cannot hold ("value cannot be converted to type
+    float without overflow"); tinyopt's float32 kernels used to make it inf and write inf/NaN
+    parameters.  Nothing changes (PyTorch advances the step count first; tinyopt does not)."""
+    p, q = _params((3,), (2,))
+    opt = cls([p, q], **kw)
+    for x in (p, q):
+        x.grad = np.ones(x.shape, np.float32)
+    before = _snapshot(opt)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type float without "
+                                           "overflow"):
+        opt.step()
+    _assert_same(_snapshot(opt), before)
+    assert len(opt.state) == (2 if cls is optim.Adagrad else 0)
+    # the same hyperparameters are fine for float64 parameters, as in PyTorch
+    p64 = _params((3,), dtype=np.float64)[0]
+    opt64 = cls([p64], **kw)
+    p64.grad = np.ones(3)
+    opt64.step()

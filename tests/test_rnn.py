@@ -171,11 +171,12 @@ def test_initialisation_is_uniform_in_one_over_sqrt_hidden(cls, G):
     m = getattr(nn, cls)(30, 40)
     bound = 1 / math.sqrt(40)
     for name, p in m.named_parameters():
-        assert p.shape[0] == G * 40, name
-        assert np.abs(p.data).max() <= bound and np.abs(p.data).max() > 0.9 * bound
+        w = np.asarray(p.data)
+        assert w.shape[0] == G * 40, name
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
         sd = bound / math.sqrt(3)  # of U(-bound, bound)
-        assert abs(p.data.mean()) < 4 * sd / math.sqrt(p.data.size)
-        assert abs(p.data.std() / sd - 1) < 4 / math.sqrt(p.data.size)
+        assert abs(w.mean()) < 4 * sd / math.sqrt(w.size)
+        assert abs(w.std() / sd - 1) < 4 / math.sqrt(w.size)
 
 
 def test_dropout_between_layers_only_in_training():

@@ -2,6 +2,7 @@
 
 import io
 import re
+import time
 
 import numpy as np
 
@@ -32,7 +33,8 @@ def _fit(progress, epochs=2, **kw):
                epochs=epochs, batch_size=16, val_split=0.2, progress=progress, seed=0, **kw)
 
 
-def test_terminal_gets_a_live_bar_per_phase():
+def test_terminal_gets_a_live_bar_per_phase(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
     out = FakeTTY()
     _fit(out)
     text = out.getvalue()
@@ -101,6 +103,53 @@ def test_evaluate_progress():
     tty = FakeTTY()
     evaluate(model, (x, y), nn.CrossEntropyLoss(), 32, progress=tty)
     assert tty.getvalue().startswith("\revaluate [") and tty.getvalue().endswith("\n")
+
+
+def test_the_line_fits_the_terminal_and_keeps_the_times(monkeypatch):
+    from tinyopt.train.progress import Progress
+    from tinyopt.train.results import Accumulator
+
+    acc = Accumulator()
+    acc.add(64, 0.43121 * 64, 55, 64)
+    for columns in (200, 100, 80, 60, 40, 30):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        out = FakeTTY()
+        p = Progress(out, refresh=1e9)
+        start = time.perf_counter()
+        p.begin("epoch 12/100 train", 2350)
+        p.update("epoch 12/100 train", 1, 2350, acc, start)
+        p.update("epoch 12/100 train", 1200, 2350, acc, start)
+        drawn = [d.rstrip() for d in out.getvalue().split("\r")[1:]]
+        assert "compiling…" in drawn[0]
+        for line in drawn:
+            assert len(line) <= columns - 1, (columns, line)
+        last = drawn[-1]
+        assert re.search(r"1200/2350  .*\d\d:\d\d<\d\d:\d\d$", last), last  # times never cut
+        for part in last.split("1200/2350  ")[1].split("  ")[:-1]:  # the parts shown are whole
+            assert re.fullmatch(r"[\d,]+/s|loss \d+\.\d{4}(±\d+\.\d{4})?|"
+                                r"acc \d+\.\d\d(±\d+\.\d\d)?%", part), part
+        if columns >= 100:
+            assert "/s" in last and "acc" in last and "loss" in last and "[" in last
+        if columns == 80:
+            assert "loss" in last and "[" in last  # the rate and accuracy went first
+    assert drawn[1].endswith("--:--")  # no estimate from the first batch (it compiles)
+
+
+def test_estimates_leave_out_the_first_batch(monkeypatch):
+    from tinyopt.train import progress as P
+    from tinyopt.train.results import Accumulator
+
+    monkeypatch.setenv("COLUMNS", "200")
+    clock = iter([10.0, 11.0, 12.0])  # batch 1 done at 10 s (a 10 s compile), then 1 s each
+    monkeypatch.setattr(P.time, "perf_counter", lambda: next(clock))
+    out = FakeTTY()
+    p = P.Progress(out, refresh=1e9)
+    acc = Accumulator()
+    for done in (1, 2, 3):
+        acc.add(100, 50.0, 50, 100)
+        p.update("train", done, 10, acc, 0.0)
+    last = out.getvalue().split("\r")[-1]
+    assert "100/s" in last and last.rstrip().endswith("00:12<00:07")  # 7 batches of 1 s left
 
 
 def test_bar_and_time_formats():

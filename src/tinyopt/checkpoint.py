@@ -77,7 +77,7 @@ class CheckpointError(ValueError):
 # ---- encoding: Python values <-> JSON + arrays ------------------------------------------------
 
 def _tensor_array(t: Tensor) -> np.ndarray:
-    return t.data if isinstance(t, Parameter) else t.numpy()
+    return t._data if isinstance(t, Parameter) else t.numpy()
 
 
 class _Encoder:

@@ -1,276 +1,273 @@
-"""Fused optimizer steps: one call updates every parameter of a group, in place, in parallel.
+"""Fused optimizer steps: one walker over a group's flat buffers, and each algorithm's math.
 
-Every kernel works on a group's *flat* buffers: ``p`` (parameters), ``g`` (gradients) and the
-state buffers, 1-d, C-contiguous, all of one float dtype (float32 or float64), parameter ``j``
-occupying ``[seg[j], seg[j+1])``.  Per-parameter data:
+An optimizer step updates every parameter of a group in one call.  The group lives in flat
+buffers (``tinyopt.optim.flat.FlatBuffer``): ``p`` (parameters), ``g`` (gradients) and up to
+three vector state buffers ``s0, s1, s2``, 1-d, C-contiguous, all of one float dtype, parameter
+``j`` occupying ``[seg[j], seg[j+1])``.  Per parameter:
 
 - ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
-  are skipped exactly as PyTorch skips a parameter whose grad is None: nothing is read or written
-  and their step count does not advance.
-- ``steps[j]`` (float32): PyTorch's per-parameter ``state["step"]``, advanced here by one for each
-  parameter with a gradient (before its update, as PyTorch does).
-- ``coef[j, :]`` (buffer dtype): per-parameter scalars that depend on the step count (bias
-  corrections, decayed lr), computed here in float64 from the step count exactly as PyTorch's
-  host code does, then rounded once to the buffer dtype.
+  are skipped exactly as PyTorch skips a parameter whose grad is None: nothing is read or
+  written and their state (step count included) does not advance.
+- ``S[j, :4]`` (float32): its scalar state (``S[j, 0]`` is PyTorch's ``state["step"]``; NAdam's
+  ``mu_product``, ASGD's ``eta`` and ``mu`` follow), float32 as PyTorch keeps them.
+- ``coef[j, :4]`` (buffer dtype): scratch for its coefficients of this step.
 
-``hp`` holds the group's constant scalars already rounded to the buffer dtype (the host fills it
-each step, as ggml's ``opt_step_adamw`` packs its scalars into a params tensor), so all element
-arithmetic runs in the buffer dtype, in PyTorch's order of operations.  No fastmath: NaN and inf
-propagate as in PyTorch.
+An algorithm is two small functions (MLX's ``init``/``apply`` split, on ggml's "host computes the
+scalars, the kernel does the elements"):
+
+``scalars(s, h) -> (new_s, c)``
+    from parameter ``j``'s scalar state ``s = S[j]`` and the host scalars: its next scalar state
+    (4 values) and its 4 coefficients for this step (bias corrections, decayed lr), in float64
+    as PyTorch's host code computes them.  Pure: the walker computes every parameter's
+    coefficients first, and if one does not fit the buffer dtype (PyTorch: "value cannot be
+    converted to type float without overflow") returns that parameter's index having changed
+    nothing; otherwise it stores the new scalar state and runs the elements.
+``update(i, p, g, s0, s1, s2, h, c)``
+    element ``i`` of one parameter's slices, with ``c`` its coefficients: the per-element math
+    in the paper's symbols, in the buffer dtype and in PyTorch's order of operations.  Slots an
+    algorithm (or an option) leaves unused are passed empty and never touched.
+
+``h`` is the algorithm's named host scalars: a numpy record the host fills every step (so
+``param_groups`` may change between steps with no recompilation).  Fields the element math uses
+are already rounded to the buffer dtype, as PyTorch rounds an op's scalar argument; fields the
+scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in PyTorch.
 
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk.
-Optional state buffers that an option leaves unused are passed as empty arrays.
 
-Each kernel is :func:`~tinyopt.kernels.jit.specialized` on its boolean options (maximize, weight
-decay on or off, ...): ``opt_step_adam[amsgrad, maximize, wd_on, decoupled, lerp_low](...)`` is a
-kernel compiled for that combination, whose inner loop holds no branch on them.
+Each algorithm is :func:`~tinyopt.kernels.jit.specialized` on its boolean switches:
+``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
+combination, whose inner loop holds no branch on them.  Every kernel returns -1, or the index of
+the parameter whose coefficients overflowed.
 """
 
 from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import parallel_kernel, prange, specialized
+import numpy as np
+
+from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 
 
-@specialized
-def opt_step_sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
-    """SGD with momentum (Sutskever et al. 2013, http://proceedings.mlr.press/v28/sutskever13.html).
+def walker(scalars, update):
+    """The fused step of one algorithm: ``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
+    S, coef, hs) -> int`` (see the module docstring; ``hs`` is a 1-element record array)."""
 
-    ``opt_step_sgd[momentum_on, nesterov, maximize, wd_on](p, g, buf, seg, chunk_seg, chunk,
-    flags, steps, hp)`` with ``hp = [lr, mu, 1 - tau, lambda]`` (tau: dampening, lambda: weight
-    decay).  Per element::
-
-        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
-        b <- g                            on a parameter's first momentum step
-        b <- mu * b + (1 - tau) * g       afterwards
-        g <- g + mu * b if nesterov else b      (when mu != 0)
-        p <- p - lr * g
-
-    ``steps`` counts momentum steps (it is how "first step" is known; SGD saves no ``step``).
-    """
-    @parallel_kernel
-    def kernel(p, g, buf, seg, chunk_seg, chunk, flags, steps, hp):
+    def prologue(flags, S, coef, h):
         nseg = flags.shape[0]
-        if momentum_on:
-            for j in range(nseg):
-                if flags[j] != 0:
-                    steps[j] += 1
-        neg_lr = -hp[0]
-        mu = hp[1]
-        one_m_tau = hp[2]
-        lam = hp[3]
+        for j in range(nseg):
+            if flags[j] != 0:
+                cn = scalars(S[j], h)[1]
+                coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
+                if _overflowed(coef[j], cn):
+                    return j
+        for j in range(nseg):
+            if flags[j] != 0:
+                sn = scalars(S[j], h)[0]
+                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = sn
+        return -1
+
+    # a call, not inlined: numba's parallel array analysis trips over the tuples it returns
+    subroutine(prologue)
+
+    def kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+        bad = prologue(flags, S, coef, hs[0])
+        if bad >= 0:
+            return bad
         n = p.shape[0]
-        for c in prange(chunk_seg.shape[0]):
-            start = c * chunk
+        for ci in prange(chunk_seg.shape[0]):
+            h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
+            start = ci * chunk
             end = min(start + chunk, n)
-            j = chunk_seg[c]
+            j = chunk_seg[ci]
             i0 = start
             while i0 < end:
                 e = min(seg[j + 1], end)
                 if flags[j] != 0:
-                    first = steps[j] == 1
+                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
-                    ps, gs, bs = p[i0:e], g[i0:e], buf[i0:e]
+                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
-                        gi = -gs[i] if maximize else gs[i]
-                        if wd_on:
-                            gi = gi + lam * ps[i]
-                        if momentum_on:
-                            b = bs[i]  # read even on the first step: a select, not a branch
-                            b = gi if first else b * mu + one_m_tau * gi
-                            bs[i] = b
-                            gi = gi + mu * b if nesterov else b
-                        ps[i] = ps[i] + neg_lr * gi
+                        update(i, ps, gs, a, b, d, h, c)
                 i0 = e
                 j += 1
-    return kernel
+        return -1
+
+    return parallel_kernel(kernel, sized_by=0)
+
+
+@inline
+def _overflowed(stored, c):
+    """Whether a finite coefficient became inf when stored in the buffer dtype."""
+    return ((math.isinf(stored[0]) and not math.isinf(c[0]))
+            or (math.isinf(stored[1]) and not math.isinf(c[1]))
+            or (math.isinf(stored[2]) and not math.isinf(c[2]))
+            or (math.isinf(stored[3]) and not math.isinf(c[3])))
+
+
+@inline
+def _next_step(s):
+    """``step + 1`` as PyTorch's float32 ``state["step"] += 1`` computes it."""
+    return float(np.float32(s[0] + np.float32(1)))
+
+
+@inline
+def _lerp(a, b, w, w_c, low):
+    """``torch.lerp(a, b, w)``: ``a + w (b - a)`` for ``w < 0.5``, else ``b - (b - a)(1 - w)``
+    (``w_c`` is ``1 - w`` rounded in the buffer dtype)."""
+    return a + w * (b - a) if low else b - (b - a) * w_c
 
 
 @specialized
-def opt_step_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
+def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
+    """SGD with momentum (Sutskever et al. 2013, http://proceedings.mlr.press/v28/sutskever13.html).
+
+    State: ``s0`` = b (momentum_buffer).  ``S[j, 0]`` counts momentum steps, ``c[0]`` being
+    the count (how the first one is known; SGD saves no ``step``).  Host: ``neg_lr``, ``momentum`` (mu), ``one_minus_dampening``
+    (1 - tau), ``weight_decay`` (lambda).  Per element::
+
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
+        b <- g on a parameter's first momentum step, mu b + (1 - tau) g afterwards
+        g <- g + mu b if nesterov else b      (when mu != 0)
+        p <- p - lr g
+    """
+    @inline
+    def scalars(s, h):
+        t = float(s[0])
+        if momentum_on:
+            t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (t, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, b, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        if momentum_on:
+            bi = b[i]  # read even on the first step: a select, not a branch
+            bi = gi if c[0] == 1 else bi * h.momentum + h.one_minus_dampening * gi
+            b[i] = bi
+            gi = gi + h.momentum * bi if nesterov else bi
+        p[i] = p[i] + h.neg_lr * gi
+
+    return walker(scalars, update)
+
+
+@specialized
+def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     """Adam (Kingma & Ba 2014, https://arxiv.org/abs/1412.6980) and AdamW (Loshchilov & Hutter
     2017, https://arxiv.org/abs/1711.05101), as PyTorch computes them.
 
-    ``opt_step_adam[amsgrad, maximize, wd_on, decoupled, lerp_low](p, g, m, v, vmax, seg,
-    chunk_seg, chunk, flags, steps, coef, hp, lr, beta1, beta2)`` with
-    ``hp = [1 - b1, b1', b2, 1 - b2, eps, lambda, 1 - lr * lambda]`` (``b1'`` = 1 - (1 - b1) rounded
-    in the buffer dtype; ``lerp_low`` = ``hp[0] < 0.5`` picks PyTorch's lerp formula); per
-    parameter, with its step t, ``coef[j] = [-lr / (1 - b1^t), sqrt(1 - b2^t)]``.  Per element::
+    State: m (exp_avg), v (exp_avg_sq), vhat (max_exp_avg_sq, with amsgrad).  Host: ``lr``,
+    ``beta1``, ``beta2`` (float64, for the coefficients); ``w`` = 1 - b1 and ``w_c`` = 1 - w
+    (m's lerp weight), ``b2``, ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda),
+    ``decay`` = 1 - lr lambda.  Per parameter with step t: ``c = (-lr / (1 - b1^t),
+    sqrt(1 - b2^t))``.  Per element::
 
         g <- -g if maximize
-        p <- p * (1 - lr * lambda)        if decoupled (AdamW)   | g <- g + lambda * p  otherwise
-        m <- lerp(m, g, 1 - b1)           (= b1 m + (1 - b1) g)
+        p <- p (1 - lr lambda)      if decoupled (AdamW)   | g <- g + lambda p  otherwise
+        m <- lerp(m, g, 1 - b1)     (= b1 m + (1 - b1) g)
         v <- b2 v + (1 - b2) g^2
         vhat <- max(vhat, v) if amsgrad, else v
         p <- p - lr / (1 - b1^t) * m / (sqrt(vhat) / sqrt(1 - b2^t) + eps)
     """
-    @parallel_kernel
-    def kernel(p, g, m, v, vmax, seg, chunk_seg, chunk, flags, steps, coef, hp, lr, beta1, beta2):
-        nseg = flags.shape[0]
-        for j in range(nseg):
-            if flags[j] != 0:
-                steps[j] += 1
-                t = float(steps[j])
-                coef[j, 0] = -(lr / (1.0 - beta1 ** t))
-                coef[j, 1] = (1.0 - beta2 ** t) ** 0.5
-        w1 = hp[0]
-        one_m_w1 = hp[1]
-        b2 = hp[2]
-        one_m_b2 = hp[3]
-        eps = hp[4]
-        lam = hp[5]
-        decay = hp[6]
-        n = p.shape[0]
-        for c in prange(chunk_seg.shape[0]):
-            start = c * chunk
-            end = min(start + chunk, n)
-            j = chunk_seg[c]
-            i0 = start
-            while i0 < end:
-                e = min(seg[j + 1], end)
-                if flags[j] != 0:
-                    neg_step = coef[j, 0]
-                    bc2_sqrt = coef[j, 1]
-                    ps, gs, ms, vs, ws = p[i0:e], g[i0:e], m[i0:e], v[i0:e], vmax[i0:e]
-                    for i in range(e - i0):
-                        gi = -gs[i] if maximize else gs[i]
-                        pi = ps[i]
-                        if wd_on:
-                            if decoupled:
-                                pi = pi * decay
-                            else:
-                                gi = gi + lam * pi
-                        mi = ms[i]
-                        if lerp_low:
-                            mi = mi + w1 * (gi - mi)
-                        else:
-                            mi = gi - (gi - mi) * one_m_w1
-                        ms[i] = mi
-                        vi = vs[i] * b2 + one_m_b2 * gi * gi
-                        vs[i] = vi
-                        if amsgrad:
-                            a = ws[i]
-                            if vi != vi or vi > a:
-                                a = vi
-                            ws[i] = a
-                            vi = a
-                        denom = math.sqrt(vi) / bc2_sqrt + eps
-                        ps[i] = pi + neg_step * mi / denom
-                i0 = e
-                j += 1
-    return kernel
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (-(h.lr / (1.0 - h.beta1 ** t)), (1.0 - h.beta2 ** t) ** 0.5,
+                                     0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, v, vhat, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = gi + h.weight_decay * pi
+        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
+        m[i] = mi
+        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+        v[i] = vi
+        if amsgrad:
+            a = vhat[i]
+            if vi != vi or vi > a:
+                a = vi
+            vhat[i] = a
+            vi = a
+        p[i] = pi + c[0] * mi / (math.sqrt(vi) / c[1] + h.eps)
+
+    return walker(scalars, update)
 
 
 @specialized
-def opt_step_adagrad(maximize: bool, wd_on: bool):
+def adagrad(maximize: bool, wd_on: bool):
     """Adagrad (Duchi et al. 2011, https://jmlr.org/papers/v12/duchi11a.html) as PyTorch computes it.
 
-    ``opt_step_adagrad[maximize, wd_on](p, g, s, seg, chunk_seg, chunk, flags, steps, coef, hp,
-    lr, lr_decay)`` with ``hp = [lambda, eps]``; per parameter with step t,
-    ``coef[j, 0] = -lr / (1 + (t - 1) * lr_decay)``.  Per element::
+    State: s (sum).  Host: ``lr``, ``lr_decay`` (eta, float64), ``weight_decay`` (lambda),
+    ``eps``.  Per parameter with step t: ``c = (-lr / (1 + (t - 1) eta),)``.  Per element::
 
-        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
         s <- s + g^2
-        p <- p - clr * g / (sqrt(s) + eps)
+        p <- p - lr / (1 + (t - 1) eta) * g / (sqrt(s) + eps)
     """
-    @parallel_kernel
-    def kernel(p, g, s, seg, chunk_seg, chunk, flags, steps, coef, hp, lr, lr_decay):
-        nseg = flags.shape[0]
-        for j in range(nseg):
-            if flags[j] != 0:
-                steps[j] += 1
-                t = float(steps[j])
-                coef[j, 0] = -(lr / (1.0 + (t - 1.0) * lr_decay))
-        lam = hp[0]
-        eps = hp[1]
-        n = p.shape[0]
-        for c in prange(chunk_seg.shape[0]):
-            start = c * chunk
-            end = min(start + chunk, n)
-            j = chunk_seg[c]
-            i0 = start
-            while i0 < end:
-                e = min(seg[j + 1], end)
-                if flags[j] != 0:
-                    neg_clr = coef[j, 0]
-                    ps, gs, ss = p[i0:e], g[i0:e], s[i0:e]
-                    for i in range(e - i0):
-                        gi = -gs[i] if maximize else gs[i]
-                        if wd_on:
-                            gi = gi + lam * ps[i]
-                        si = ss[i] + gi * gi
-                        ss[i] = si
-                        ps[i] = ps[i] + neg_clr * gi / (math.sqrt(si) + eps)
-                i0 = e
-                j += 1
-    return kernel
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (-(h.lr / (1.0 + (t - 1.0) * h.lr_decay)), 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, sq, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        si = sq[i] + gi * gi
+        sq[i] = si
+        p[i] = p[i] + c[0] * gi / (math.sqrt(si) + h.eps)
+
+    return walker(scalars, update)
 
 
 @specialized
-def opt_step_rmsprop(centered: bool, momentum_on: bool, maximize: bool, wd_on: bool,
-                     lerp_low: bool):
+def rmsprop(centered: bool, momentum_on: bool, maximize: bool, wd_on: bool, lerp_low: bool):
     """RMSprop (Hinton, Lecture 6e, https://www.cs.toronto.edu/~tijmen/csc321/slides/lecture_slides_lec6.pdf;
     centered: Graves 2013, https://arxiv.org/abs/1308.0850) as PyTorch computes it.
 
-    ``opt_step_rmsprop[centered, momentum_on, maximize, wd_on, lerp_low](p, g, sq, gavg, buf, seg,
-    chunk_seg, chunk, flags, steps, hp)`` with ``hp = [alpha, 1 - alpha, alpha', eps, lambda, mu,
-    -lr]`` (``alpha'`` = 1 - (1 - alpha) rounded in the buffer dtype, for the lerp; ``lerp_low`` =
-    ``hp[1] < 0.5`` picks PyTorch's lerp formula).  Per element::
+    State: v (square_avg), b (momentum_buffer, momentum > 0), gbar (grad_avg, centered).  Host:
+    ``alpha``, ``w`` = 1 - alpha and ``w_c`` = 1 - w (gbar's lerp weight), ``eps``,
+    ``weight_decay`` (lambda), ``momentum`` (mu), ``neg_lr``.  Per element::
 
-        g <- -g if maximize;  g <- g + lambda * p if lambda != 0
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
         v <- alpha v + (1 - alpha) g^2
         if centered: gbar <- lerp(gbar, g, 1 - alpha);  d <- sqrt(v - gbar^2) + eps
         else:        d <- sqrt(v) + eps
         if mu > 0:   b <- mu b + g / d;  p <- p - lr b
         else:        p <- p - lr g / d
     """
-    @parallel_kernel
-    def kernel(p, g, sq, gavg, buf, seg, chunk_seg, chunk, flags, steps, hp):
-        nseg = flags.shape[0]
-        for j in range(nseg):
-            if flags[j] != 0:
-                steps[j] += 1
-        alpha = hp[0]
-        w = hp[1]
-        one_m_w = hp[2]
-        eps = hp[3]
-        lam = hp[4]
-        mu = hp[5]
-        neg_lr = hp[6]
-        n = p.shape[0]
-        for c in prange(chunk_seg.shape[0]):
-            start = c * chunk
-            end = min(start + chunk, n)
-            j = chunk_seg[c]
-            i0 = start
-            while i0 < end:
-                e = min(seg[j + 1], end)
-                if flags[j] != 0:
-                    ps, gs, qs, gas, bs = p[i0:e], g[i0:e], sq[i0:e], gavg[i0:e], buf[i0:e]
-                    for i in range(e - i0):
-                        gi = -gs[i] if maximize else gs[i]
-                        if wd_on:
-                            gi = gi + lam * ps[i]
-                        vi = qs[i] * alpha + w * gi * gi
-                        qs[i] = vi
-                        if centered:
-                            ga = gas[i]
-                            if lerp_low:
-                                ga = ga + w * (gi - ga)
-                            else:
-                                ga = gi - (gi - ga) * one_m_w
-                            gas[i] = ga
-                            d = math.sqrt(vi + (-ga) * ga) + eps
-                        else:
-                            d = math.sqrt(vi) + eps
-                        if momentum_on:
-                            b = bs[i] * mu + gi / d
-                            bs[i] = b
-                            ps[i] = ps[i] + neg_lr * b
-                        else:
-                            ps[i] = ps[i] + neg_lr * gi / d
-                i0 = e
-                j += 1
-    return kernel
+    @inline
+    def scalars(s, h):
+        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, v, b, gbar, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        vi = v[i] * h.alpha + h.w * gi * gi
+        v[i] = vi
+        if centered:
+            ga = _lerp(gbar[i], gi, h.w, h.w_c, lerp_low)
+            gbar[i] = ga
+            d = math.sqrt(vi + (-ga) * ga) + h.eps
+        else:
+            d = math.sqrt(vi) + h.eps
+        if momentum_on:
+            bi = b[i] * h.momentum + gi / d
+            b[i] = bi
+            p[i] = p[i] + h.neg_lr * bi
+        else:
+            p[i] = p[i] + h.neg_lr * gi / d
+
+    return walker(scalars, update)

@@ -5,13 +5,13 @@
 """
 from tinyopt.engine.tensor import Parameter
 from tinyopt.nn import functional, init, utils
-from tinyopt.nn.containers import ModuleDict, ModuleList, Sequential
+from tinyopt.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from tinyopt.nn.layers import *  # noqa: F403
 from tinyopt.nn.layers import __all__ as _layers
 from tinyopt.nn.module import Module
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "init", "functional",
-           "utils"] + _layers
+__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+           "ParameterDict", "init", "functional", "utils"] + _layers
 
 
 def __getattr__(name: str):

@@ -1,4 +1,5 @@
-"""Containers of modules: ``Sequential``, ``ModuleList`` and ``ModuleDict`` (as in ``torch.nn``).
+"""Containers of modules: ``Sequential``, ``ModuleList`` and ``ModuleDict``, and of parameters:
+``ParameterList`` and ``ParameterDict`` (as in ``torch.nn``).
 
 ::
 
@@ -23,9 +24,10 @@ from typing import Any
 
 from typing_extensions import Self
 
+from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn.module import Module, _addindent, _typename
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _check_modules(modules: list[Any]) -> None:
@@ -334,3 +336,195 @@ class ModuleDict(Module):
                                f"no '.', and not shadow a ModuleDict attribute")
         for key, module in pairs:
             self[key] = module
+
+
+def _as_parameter(value: Any) -> Any:
+    """A Tensor that is not a Parameter becomes one (as PyTorch's parameter containers do)."""
+    if isinstance(value, Tensor) and not isinstance(value, Parameter):
+        return Parameter(value)
+    return value
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Tensor):
+        kind = "Parameter" if isinstance(value, Parameter) else "Tensor"
+        size = "x".join(map(str, value.shape))
+        return f"{kind} containing: [{value.dtype} of size {size}]"
+    return f"Object of type: {type(value).__name__}"
+
+
+class ParameterList(Module):
+    """A list of parameters that registers them (so ``parameters()`` and ``state_dict()`` find
+    them as ``"0"``, ``"1"``, ...).  Tensors that are not Parameters are made Parameters; other
+    values are kept as they are, unregistered."""
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        self._size = 0
+        if values is not None:
+            self.extend(values)
+
+    def _index(self, idx: int) -> int:
+        idx = operator.index(idx)
+        if not -self._size <= idx < self._size:
+            raise IndexError(f"index {idx} is out of range")
+        return idx % self._size if self._size else idx
+
+    def __getitem__(self, idx: int | slice) -> Any:
+        if isinstance(idx, slice):
+            return self.__class__([self[i] for i in range(self._size)[idx]])
+        return getattr(self, str(self._index(idx)))
+
+    def __setitem__(self, idx: int, param: Any) -> None:
+        setattr(self, str(self._index(idx)), _as_parameter(param))
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __iter__(self) -> Iterator[Any]:
+        return (self[i] for i in range(self._size))
+
+    def __iadd__(self, parameters: Iterable[Any]) -> Self:
+        return self.extend(parameters)
+
+    def __dir__(self) -> list[str]:
+        return [k for k in super().__dir__() if not k.isdigit()]
+
+    def append(self, value: Any) -> Self:
+        self._size += 1
+        try:
+            setattr(self, str(self._size - 1), _as_parameter(value))
+        except BaseException:
+            self._size -= 1
+            raise
+        return self
+
+    def extend(self, values: Iterable[Any]) -> Self:
+        if not isinstance(values, Iterable) or isinstance(values, Tensor):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got "
+                            + type(values).__name__)
+        for value in values:
+            self.append(value)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): {_describe(v)}" for i, v in enumerate(self))
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterList should not be called.")
+
+
+class ParameterDict(Module):
+    """A dict of parameters that registers them under their (string) keys.  Tensors that are not
+    Parameters are made Parameters.  ``update`` from a plain dict adds its keys in sorted order,
+    from an ``OrderedDict`` or ``ParameterDict`` in their order (as PyTorch)."""
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        self._keys: dict[str, None] = {}
+        if parameters is not None:
+            self.update(parameters)
+
+    @staticmethod
+    def _key(key: Any) -> str:
+        if not isinstance(key, str):
+            raise TypeError(f"Index given to ParameterDict cannot be used as a key as it is not a "
+                            f"string (type is '{type(key).__name__}'). Open an issue on github if "
+                            f"you need non-string keys.")
+        return key
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, self._key(key))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        setattr(self, self._key(key), _as_parameter(value))
+        self._keys[key] = None
+
+    def __delitem__(self, key: str) -> None:
+        del self._keys[key]
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._keys))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def keys(self):
+        return self._keys.keys()
+
+    def items(self):
+        return [(k, self[k]) for k in self._keys]
+
+    def values(self):
+        return [self[k] for k in self._keys]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def pop(self, key: str) -> Any:
+        value = self[key]
+        del self[key]
+        return value
+
+    def popitem(self) -> tuple[str, Any]:
+        key = next(reversed(self._keys))
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self._keys):
+            del self[key]
+
+    def copy(self) -> ParameterDict:
+        return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
+
+    def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        return ParameterDict((k, default) for k in keys)
+
+    def update(self, parameters: Any) -> None:
+        if not isinstance(parameters, Iterable):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value "
+                            "pairs, but got " + type(parameters).__name__)
+        if isinstance(parameters, (OrderedDict, ParameterDict)):
+            pairs = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            pairs = sorted(parameters.items())
+        else:
+            pairs = []
+            for j, p in enumerate(parameters):
+                if not isinstance(p, Iterable):
+                    raise TypeError(f"ParameterDict update sequence element #{j} should be "
+                                    f"Iterable; is {type(p).__name__}")
+                p = list(p)
+                if len(p) != 2:
+                    raise ValueError(f"ParameterDict update sequence element #{j} has length "
+                                     f"{len(p)}; 2 is required")
+                pairs.append((p[0], p[1]))
+        for key, value in pairs:
+            self[key] = value
+
+    def __or__(self, other: ParameterDict) -> ParameterDict:
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ior__(self, other: ParameterDict) -> Self:
+        self.update(other)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): {_describe(v)}" for k, v in self.items())
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError("ParameterDict should not be called.")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tinyopt.kernels.optim import opt_step_adagrad
-from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.kernels import optim as kernels
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -27,6 +26,8 @@ class Adagrad(FusedOptimizer):
         opt = Adagrad(model.parameters(), lr=1e-2, lr_decay=1e-4)
     """
 
+    kernel = kernels.adagrad
+    host64 = ("lr", "lr_decay")
     _eager_state = True
 
     def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0,
@@ -51,15 +52,15 @@ class Adagrad(FusedOptimizer):
         if not 0.0 <= group["eps"]:
             raise ValueError(f"Invalid epsilon value: {group['eps']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("sum",)
 
     def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
         return {"sum": float(group["initial_accumulator_value"])}
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
-        wd = float(group["weight_decay"])
-        fb.hp[:2] = (wd, float(group["eps"]))
-        opt_step_adagrad[bool(group["maximize"]), wd != 0](
-            fb.data, fb.grad, fb.bufs["sum"], fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps,
-            fb.coef, fb.hp, float(group["lr"]), float(group["lr_decay"]))
+    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+        return dict(lr=float(group["lr"]), lr_decay=float(group["lr_decay"]),
+                    weight_decay=group["weight_decay"], eps=group["eps"])
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        return bool(group["maximize"]), bool(group["weight_decay"] != 0)

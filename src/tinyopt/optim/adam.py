@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tinyopt.kernels.optim import opt_step_adam
-from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.kernels import optim as kernels
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -30,6 +29,9 @@ class Adam(FusedOptimizer):
 
         opt = Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999))
     """
+
+    kernel = kernels.adam
+    host64 = ("lr", "beta1", "beta2")
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
@@ -57,21 +59,16 @@ class Adam(FusedOptimizer):
         if not 0.0 <= wd:
             raise ValueError(f"Invalid weight_decay value: {wd}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
-        if group["amsgrad"]:
-            return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
-        return ("exp_avg", "exp_avg_sq")
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq" if group["amsgrad"] else None)
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
-        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
+    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+        lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
-        amsgrad = bool(group["amsgrad"])
-        hp = fb.hp
-        hp[0] = 1.0 - b1
-        hp[1] = 1 - hp[0]  # lerp's (1 - weight), in the buffer dtype
-        hp[2:7] = (b2, 1.0 - b2, eps, wd, 1.0 - lr * wd)
-        vmax = fb.bufs["max_exp_avg_sq"] if amsgrad else fb.empty
-        kernel = opt_step_adam[amsgrad, bool(group["maximize"]), wd != 0,
-                               bool(group["decoupled_weight_decay"]), bool(hp[0] < 0.5)]
-        kernel(fb.data, fb.grad, fb.bufs["exp_avg"], fb.bufs["exp_avg_sq"], vmax, fb.seg,
-               fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.coef, hp, lr, b1, b2)
+        w = r(1.0 - b1)
+        return dict(lr=lr, beta1=b1, beta2=b2, w=w, w_c=1 - w, b2=b2, one_minus_b2=1.0 - b2,
+                    eps=group["eps"], weight_decay=wd, decay=1.0 - lr * wd)
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        return (bool(group["amsgrad"]), bool(group["maximize"]), bool(group["weight_decay"] != 0),
+                bool(group["decoupled_weight_decay"]), bool(host["w"] < 0.5))

@@ -1,15 +1,16 @@
-"""Flat storage: a parameter group's parameters, gradients and optimizer state in contiguous buffers.
+"""Flat storage: a parameter group's parameters, gradients and all optimizer state, contiguous.
 
 For each group and each dtype in it, a :class:`FlatBuffer` lays the parameters end to end::
 
-    data  [ p0 ........ | p1 .. | p2 ............ ]     Parameter.data are views into it
-    grad  [ g0 ........ | g1 .. | g2 ............ ]     Parameter.grad are views into it
-    exp_avg, exp_avg_sq, ... (one buffer per state name, same layout)
-    seg   [0, n0, n0 + n1, n0 + n1 + n2]               where each parameter starts
-    flags [has_grad(p0), has_grad(p1), has_grad(p2)]   kept up to date by Parameter itself
-    steps [t0, t1, t2]                                 PyTorch's per-parameter state["step"]
+    data     [ p0 ........ | p1 .. | p2 ............ ]   Parameter storage (p._data) are views
+    grad     [ g0 ........ | g1 .. | g2 ............ ]   Parameter gradients (p._grad) are views
+    vectors  exp_avg, exp_avg_sq, ...                    one buffer per state name, same layout
+    seg      [0, n0, n0 + n1, n0 + n1 + n2]              where each parameter starts
+    flags    [has_grad(p0), has_grad(p1), has_grad(p2)]  kept up to date by Parameter itself
+    scalars  [[step, mu_product, ...] per parameter]     per-parameter scalar state, float32
 
-so a fused kernel updates the whole group in one call with no Python loop over parameters.
+so a fused kernel updates the whole group in one call with no Python loop over parameters, and
+``optimizer.state[p][name]`` are views into these buffers (0-d views for scalar state).
 
 Start addresses are staggered: buffer ``k`` of a group starts at ``k * 640`` bytes past a 4 KiB
 boundary (mod 4096).  Streams whose addresses agree in their low 12 bits make the CPU's
@@ -21,6 +22,8 @@ measures both layouts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter
@@ -31,7 +34,11 @@ CHUNK = 16384
 STAGGER = 640
 """Bytes between the start offsets (mod 4 KiB) of consecutive buffers of one FlatBuffer."""
 
+SCALAR_SLOTS = 4
+"""Columns of ``FlatBuffer.scalars`` (and of the kernels' per-parameter coefficients)."""
+
 _PAGE = 4096
+_INF = float("inf")
 
 
 def staggered_zeros(n: int, dtype, slot: int, stagger: int = STAGGER) -> np.ndarray:
@@ -48,16 +55,46 @@ def staggered_zeros(n: int, dtype, slot: int, stagger: int = STAGGER) -> np.ndar
 
 
 class FlatBuffer:
-    """The parameters of one dtype in one group, packed into flat buffers (see the module docstring).
+    """The parameters of one dtype in one group, with their gradients and every piece of their
+    optimizer state, in flat buffers (see the module docstring).
 
     Args:
         params: the parameters, in group order (each appears once).
         dtype: their dtype.
+        scalar_names: the per-parameter scalar state, in column order; ``"step"`` is always
+            column 0 (whether or not the optimizer exposes it).
+
+    What optimizers, DDP and ZeRO use (everything else is private):
+
+    - ``params``, ``dtype``, ``numel``; ``seg`` (int64, ``len(params) + 1``): parameter ``j``
+      occupies ``[seg[j], seg[j + 1])`` of every flat buffer.
+    - ``data``, ``grad``: the flat parameter and gradient storage; each parameter's ``_data`` and
+      ``_grad`` are views into them (a gradient reduction over ``grad`` is one collective per
+      buffer).  ``flags`` (uint8): 1 where the parameter has a gradient (``_grad`` not None).
+    - ``vectors``: state name -> flat state buffer (same layout); :meth:`add_vectors` allocates.
+      ``scalars`` (float32, ``(len(params), 4)``): per-parameter scalar state, column ``k``
+      named ``scalar_names[k]``; ``steps`` is column 0.
+    - ``view(flat, j)``: parameter ``j``'s part of a flat buffer, shaped like the parameter.
+    - ``kernel_args(names)``: the arrays a fused kernel takes; ``host(values, wide)``: the
+      record of named host scalars it reads.
+    - ``pack()``: make the parameters' storage views into ``data``/``grad`` again (after another
+      optimizer packed one of them: ``stale`` is then True; or after replacing ``data``, as
+      ZeRO-1 does to make a shard of a bigger buffer the storage).
+
+    One dtype per buffer today: parameters, gradients and state share ``dtype``.  Low precision
+    (float16/bfloat16 storage, float32 master weights) keeps this layout: ``data`` becomes the
+    float32 master copy, a second flat buffer of the storage dtype holds what the parameters
+    view, and the walker writes both in its one pass; ``vectors`` stay in ``dtype``.
     """
 
-    def __init__(self, params: list[Parameter], dtype: np.dtype):
+    def __init__(self, params: list[Parameter], dtype: np.dtype,
+                 scalar_names: tuple[str, ...] = ("step",)) -> None:
+        if scalar_names[:1] != ("step",) or len(scalar_names) > SCALAR_SLOTS:
+            raise ValueError(f"scalar state must start with 'step' and have at most "
+                             f"{SCALAR_SLOTS} names, got {scalar_names}")
         self.params = params
         self.dtype = np.dtype(dtype)
+        self.scalar_names = tuple(scalar_names)
         sizes = np.array([p.numel() for p in params], dtype=np.int64)
         self.seg = np.zeros(len(params) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self.seg[1:])
@@ -68,22 +105,30 @@ class FlatBuffer:
         self.data = self._alloc()
         self.grad = self._alloc()
         self.flags = np.zeros(len(params), dtype=np.uint8)
-        self.steps = np.zeros(len(params), dtype=np.float32)
-        self.coef = np.zeros((len(params), 2), dtype=self.dtype)
-        self.hp = np.zeros(8, dtype=self.dtype)
+        self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
+        self.steps = self.scalars[:, 0]
+        self.coef = np.zeros((len(params), SCALAR_SLOTS), dtype=self.dtype)
         self.empty = np.zeros(0, dtype=self.dtype)
-        self.bufs: dict[str, np.ndarray] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.names: tuple[str | None, ...] = ()  # the slots of the last step
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
         self.stale = False  # set by a Parameter whose storage another optimizer took over
+        self._host: dict[tuple, np.ndarray] = {}
+        self._max = float(np.finfo(self.dtype).max)
+        self._type = self.dtype.type
+        self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
+        self._args: dict[tuple, tuple] = {}
         self.pack()
 
+    # ---- layout ---------------------------------------------------------------------------------
     def pack(self) -> None:
         """Make the parameters' data and grads views into this buffer again, copying in their
         current values (they may have moved to another optimizer's buffer meanwhile)."""
         for j, p in enumerate(self.params):
             p._pack(self.view(self.data, j), self.view(self.grad, j), self.flags, j, self)
         self.stale = False
+        self._args.clear()  # ``data`` may have been replaced (ZeRO adopts a shard as storage)
 
     def _alloc(self) -> np.ndarray:
         arr = staggered_zeros(self.numel, self.dtype, self._slots)
@@ -94,19 +139,65 @@ class FlatBuffer:
         """Parameter ``j``'s part of ``flat``, shaped like the parameter."""
         return flat[self.seg[j]:self.seg[j + 1]].reshape(self.params[j].shape)
 
-    def ensure(self, names, init: dict[str, float]) -> list[str]:
-        """Allocate the state buffers in ``names`` that do not exist yet; return the new names."""
-        new = [name for name in names if name not in self.bufs]
+    def kernel_args(self, names: tuple[str | None, ...]) -> tuple:
+        """``(p, g, s0, s1, s2, seg, chunk_seg, CHUNK, flags, S, coef)`` for a fused kernel of
+        ``kernels/optim.py``, with vector state ``names`` in slots ``s0..s2`` (None: unused,
+        passed empty)."""
+        args = self._args.get(names)
+        if args is None:
+            states = [self.vectors[n] if n is not None else self.empty for n in names]
+            states += [self.empty] * (3 - len(states))
+            args = (self.data, self.grad, *states, self.seg, self.chunk_seg, CHUNK, self.flags,
+                    self.scalars, self.coef)
+            self._args[names] = args
+        return args
+
+    def host(self, values: dict[str, float | np.floating], wide: tuple[str, ...] = ()) -> np.ndarray:
+        """The 1-element record array a kernel reads its named host scalars from, filled with
+        ``values``: the names in ``wide`` as float64, the others in this buffer's dtype (rounded
+        as PyTorch converts an op's scalar argument: a finite value beyond the dtype's range
+        raises instead of becoming inf)."""
+        key = tuple(values)
+        entry = self._host.get(key)
+        if entry is None:
+            rec = np.zeros(1, dtype=[(k, np.float64 if k in wide else self.dtype) for k in key])
+            entry = self._host[key] = rec, [i for i, k in enumerate(key) if k not in wide]
+        rec, narrow = entry
+        vals = tuple(values.values())
+        top = self._max
+        for i in narrow:
+            v = vals[i]
+            if abs(v) > top and abs(v) != _INF:  # (NaN compares False: it stays NaN)
+                raise RuntimeError(f"value cannot be converted to type {self._ctype} without "
+                                   "overflow")
+        rec[0] = vals
+        return rec
+
+    def round(self, x: float) -> np.floating:
+        """``x`` in this buffer's dtype, as PyTorch converts an op's scalar argument: a finite
+        value beyond the dtype's range raises instead of becoming inf."""
+        if abs(x) > self._max and abs(x) != _INF:  # (NaN compares False: it stays NaN)
+            raise RuntimeError(f"value cannot be converted to type {self._ctype} without overflow")
+        return self._type(x)
+
+    # ---- state ----------------------------------------------------------------------------------
+    def add_vectors(self, names: Iterable[str | None], init: dict[str, float]) -> list[str]:
+        """Allocate the vector state buffers in ``names`` that do not exist yet, filled with their
+        ``init`` value (0 unless listed); return the new names."""
+        new = [name for name in names if name is not None and name not in self.vectors]
         for name in new:
             buf = self._alloc()
             value = init.get(name, 0)
             if value != 0:
                 buf.fill(value)
-            self.bufs[name] = buf
+            self.vectors[name] = buf
+        if new:
+            self._args.clear()
         return new
 
     def reset(self, j: int, init: dict[str, float]) -> None:
         """Put parameter ``j``'s state back to its initial values (step 0)."""
-        self.steps[j] = 0
-        for name, buf in self.bufs.items():
+        for k, name in enumerate(self.scalar_names):
+            self.scalars[j, k] = init.get(name, 0)
+        for name, buf in self.vectors.items():
             buf[self.seg[j]:self.seg[j + 1]] = init.get(name, 0)

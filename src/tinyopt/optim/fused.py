@@ -1,15 +1,25 @@
 """``FusedOptimizer``: the base of tinyopt's optimizers, one kernel call per group and dtype.
 
-A subclass is data plus one kernel call:
+An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
 
+- ``kernel``: its fused step in ``kernels/optim.py`` (``kernel[switches]`` is a compiled kernel);
+- ``scalar_state``: the per-parameter scalar state it keeps and shows in ``state[p]``
+  (``("step",)``; NAdam adds ``"mu_product"``; SGD shows none);
 - ``_validate(group)``: PyTorch's checks and messages for the hyperparameters;
-- ``_state_names(group)``: the state buffers it keeps (e.g. ``("exp_avg", "exp_avg_sq")``);
-- ``_run(group, fb)``: fill ``fb.hp`` with the group's scalars and call its kernel on the
-  :class:`~tinyopt.optim.flat.FlatBuffer` ``fb``.
+- ``_state_names(group)``: the vector state in the kernel's slots (``None`` for a slot the
+  options leave unused), e.g. ``("exp_avg", "exp_avg_sq", None)``;
+- ``_state_init(group)``: initial values of the state that does not start at 0;
+- ``_host(group, r)``: the named host scalars of this step.  Those named in ``host64`` stay
+  float64 (the per-parameter scalar arithmetic uses them); the others are rounded to the buffer
+  dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
+  error beyond the dtype's range); ``r(x)`` rounds one where a later scalar depends on the
+  rounded value (a lerp weight ``w`` and ``1 - w``);
+- ``_switches(group, host)``: the kernel's compile-time options.
 
-This class packs each group into flat buffers (``Parameter.data``, ``.grad`` and every
-``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an entry appears when a
-parameter first steps, with ``step`` a 0-d float32 view), and loads state dicts into the buffers.
+This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the parameters'
+storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an
+entry appears when a parameter first steps, scalar state as 0-d float32 views), runs the kernel,
+and loads state dicts into the buffers.
 """
 
 from __future__ import annotations
@@ -28,32 +38,41 @@ from tinyopt.optim.optimizer import Optimizer
 class FusedOptimizer(Optimizer):
     """Base class of the fused optimizers (see the module docstring)."""
 
-    _has_step = True      # whether state[p] carries "step" (SGD's does not)
+    kernel: Any = None
+    scalar_state: tuple[str, ...] = ("step",)
+    host64: tuple[str, ...] = ()  # host scalars kept in float64 (the others: buffer dtype)
     _eager_state = False  # whether state exists from construction (Adagrad)
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self._validate(defaults)
         self._flat: list[list[FlatBuffer]] = []
-        self._where: dict[int, tuple[FlatBuffer, int]] = {}
         super().__init__(params, defaults)
 
-    # ---- what a subclass provides ---------------------------------------------------------------
+    # ---- what a subclass declares ---------------------------------------------------------------
     def _validate(self, group: dict[str, Any]) -> None:
         """Raise ValueError (PyTorch's message) for an invalid hyperparameter of ``group``."""
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
-        """Names of the state buffers this optimizer keeps for ``group``'s options."""
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+        """The vector state in the kernel's slots for ``group``'s options (None: slot unused)."""
         return ()
 
     def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
-        """Initial value of each state buffer (0 unless listed)."""
+        """Initial value of each piece of state (0 unless listed)."""
         return {}
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
-        """Update ``fb`` with one kernel call."""
-        raise NotImplementedError
+    def _host(self, group: dict[str, Any], r: Callable[[float], np.floating]) -> dict[str, Any]:
+        """The named host scalars the kernel reads this step."""
+        return {}
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        """The kernel's compile-time options for ``group``."""
+        return ()
 
     # ---- groups ---------------------------------------------------------------------------------
+    @classmethod
+    def _columns(cls) -> tuple[str, ...]:
+        return ("step",) + tuple(n for n in cls.scalar_state if n != "step")
+
     def _check_group(self, group: dict[str, Any]) -> None:
         for key in ("capturable", "differentiable"):
             if group.get(key, False):
@@ -73,25 +92,24 @@ class FusedOptimizer(Optimizer):
             if id(p) not in seen:  # a duplicate (warned about) is packed and updated once
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
-        buffers = [FlatBuffer(ps, dt) for dt, ps in by_dtype.items()]
+        buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
         self._flat.append(buffers)
-        names = self._state_names(group)
-        init = self._state_init(group)
-        for fb in buffers:
-            for j, p in enumerate(fb.params):
-                self._where[id(p)] = (fb, j)
-            if self._eager_state:
-                fb.ensure(names, init)
+        if self._eager_state:
+            init = self._state_init(group)
+            for fb in buffers:
+                fb.add_vectors(self._state_names(group), init)
+                for j in range(len(fb.params)):
+                    fb.reset(j, init)
                 self._start(fb, np.arange(len(fb.params)))
 
     def _start(self, fb: FlatBuffer, idx: Iterable[int]) -> None:
         """Create the ``state`` entries (views) of ``fb``'s parameters ``idx``."""
+        shown = [(k, name) for k, name in enumerate(fb.scalar_names) if name in self.scalar_state]
         for j in idx:
-            p = fb.params[j]
-            entry = self.state[p]
-            if self._has_step:
-                entry["step"] = fb.steps[j, ...]
-            for name, buf in fb.bufs.items():
+            entry = self.state[fb.params[j]]
+            for k, name in shown:
+                entry[name] = fb.scalars[j, k, ...]
+            for name, buf in fb.vectors.items():
                 entry[name] = fb.view(buf, j)
             fb.started[j] = True
         fb.all_started = bool(fb.started.all())
@@ -110,11 +128,24 @@ class FusedOptimizer(Optimizer):
             for fb in buffers:
                 if fb.stale:  # a parameter shared with another optimizer: take it back
                     fb.pack()
-                if fb.ensure(names, self._state_init(group)):
+                if names != fb.names and fb.add_vectors(names, self._state_init(group)):
                     self._start(fb, np.flatnonzero(fb.started))  # add the new views
-                self._run(group, fb)
+                fb.names = names
+                starting = None
                 if not fb.all_started:
-                    self._start(fb, np.flatnonzero(~fb.started & (fb.steps > 0)))
+                    starting = np.flatnonzero(~fb.started & (fb.flags != 0))
+                    if len(starting):  # state starts from its initial values at the first step
+                        init = self._state_init(group)
+                        for j in starting:
+                            fb.reset(j, init)
+                host = self._host(group, fb.round)
+                kernel = self.kernel[self._switches(group, host)]
+                bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
+                if bad >= 0:
+                    raise RuntimeError("value cannot be converted to type "
+                                       f"{fb._ctype} without overflow")
+                if starting is not None and len(starting):
+                    self._start(fb, starting[fb.steps[starting] > 0])
         return loss
 
     # ---- state dict -----------------------------------------------------------------------------
@@ -124,9 +155,12 @@ class FusedOptimizer(Optimizer):
                  if not isinstance(k, Parameter) or id(k) in order]
         return sorted(items, key=lambda kv: order.get(id(kv[0]), len(order)))
 
+    def _scalar_keys(self) -> tuple[str, ...]:
+        return self._columns()
+
     def _check_loaded_state(self, state, groups, labels) -> None:
         for group in groups:
-            required = (("step",) if self._has_step else ()) + tuple(self._state_names(group))
+            required = tuple(self.scalar_state) + tuple(n for n in self._state_names(group) if n)
             for p in group["params"]:
                 st = state.get(p)
                 if not st:
@@ -138,7 +172,7 @@ class FusedOptimizer(Optimizer):
                                      f" ({type(self).__name__} with these options keeps "
                                      f"{list(required)})")
                 for k, v in st.items():
-                    if k != "step" and v is not None and not isinstance(v, np.ndarray):
+                    if v is not None and not isinstance(v, np.ndarray):
                         raise ValueError(f"load_state_dict: parameter {label} has state {k!r} of "
                                          f"type {type(v).__name__}, expected an array")
 
@@ -152,19 +186,21 @@ class FusedOptimizer(Optimizer):
             init = self._state_init(group)
             for fb in buffers:
                 loaded = [state.get(p) or {} for p in fb.params]
-                names = list(self._state_names(group))
+                names = [n for n in self._state_names(group) if n]
                 for st in loaded:
-                    names += [k for k, v in st.items() if k != "step" and v is not None
-                              and k not in names]
-                fb.ensure(names, init)
+                    names += [k for k, v in st.items() if k not in fb.scalar_names
+                              and v is not None and k not in names]
+                fb.add_vectors(names, init)
                 fb.started[:] = False
                 for j, st in enumerate(loaded):
                     fb.reset(j, init)
                     if st:
-                        step = st.get("step")
-                        fb.steps[j] = 1 if step is None else step
+                        if "step" not in st:  # SGD's momentum buffer: one momentum step taken
+                            fb.steps[j] = 1
                         for k, v in st.items():
-                            if k != "step" and v is not None:
-                                fb.view(fb.bufs[k], j)[...] = v
+                            if k in fb.scalar_names:
+                                fb.scalars[j, fb.scalar_names.index(k)] = v
+                            elif v is not None:
+                                fb.view(fb.vectors[k], j)[...] = v
                 start = [j for j, st in enumerate(loaded) if st or self._eager_state]
                 self._start(fb, start)

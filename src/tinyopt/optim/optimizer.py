@@ -210,11 +210,11 @@ class Optimizer:
         """Reset the gradients of all optimized parameters (to None, or to zeros in place)."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
+                if p._grad is not None:
                     if set_to_none:
                         p.grad = None
                     else:
-                        p.grad.fill(0)
+                        p._grad.fill(0)
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""
@@ -304,10 +304,13 @@ class Optimizer:
     def load_state_dict(self, state_dict: StateDict) -> None:
         """Load a state dict made by :meth:`state_dict` (or PyTorch's, with tensors as numpy arrays).
 
-        Checks, before changing anything: the number of groups and their sizes (as PyTorch), that
-        every state array has its parameter's shape, and what a subclass requires of the state.
-        Matches parameters by name when both sides have ``param_names``, by position otherwise.
-        Arrays are copied (cast to the parameter's dtype; ``step`` stays float32).
+        Checks and converts everything before changing anything (a rejected dict leaves the
+        optimizer as it was): the number of groups and their sizes (as PyTorch), the
+        hyperparameters, that every state entry belongs to a parameter of the dict's groups,
+        that every state array has its parameter's shape, that scalar state (``step``...) is a
+        valid number, and what a subclass requires of the state.  Matches parameters by name
+        when both sides have ``param_names``, by position otherwise.  Arrays are copied (cast to
+        the parameter's dtype; scalar state becomes 0-d float32).
         """
         if not isinstance(state_dict, dict):
             raise TypeError(f"load_state_dict expects a dict, but got {_typename(state_dict)}")
@@ -316,13 +319,20 @@ class Optimizer:
             result = hook(self, state_dict)
             if result is not None:
                 state_dict = result
-        for key in ("state", "param_groups"):
+        for key, kind in (("state", dict), ("param_groups", list)):
             if key not in state_dict:
                 raise ValueError(f"loaded state dict has no '{key}' entry")
+            if not isinstance(state_dict[key], kind):
+                raise ValueError(f"loaded state dict: '{key}' must be a {kind.__name__}, got "
+                                 f"{_typename(state_dict[key])}")
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
+        for i, s in enumerate(saved_groups):
+            if not isinstance(s, dict) or not isinstance(s.get("params"), (list, tuple)):
+                raise ValueError(f"loaded state dict: param_groups[{i}] must be a dict with a "
+                                 "'params' list")
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
             raise ValueError("loaded state dict contains a parameter group that doesn't match the "
                              "size of optimizer's group")
@@ -340,9 +350,13 @@ class Optimizer:
                 s["param_names"] = list(g["param_names"])
             new_groups.append(s)
         labels = {id(p): names[id(p)] or str(k) for k, p in id_map.items()}
+        scalar_keys = self._scalar_keys()
         state: defaultdict = defaultdict(dict)
         for k, v in state_dict["state"].items():
             if k not in id_map:
+                if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+                    raise ValueError(f"loaded state dict has state for parameter {k}, which is not "
+                                     f"in its param_groups (params {sorted(id_map, key=str)})")
                 state[k] = copy.deepcopy(v)
                 continue
             p = id_map[k]
@@ -350,13 +364,18 @@ class Optimizer:
             if not isinstance(v, dict):
                 raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
                                  f"{_typename(v)}")
-            state[p] = {key: _cast_state(p, key, value, label) for key, value in v.items()}
+            state[p] = {key: _cast_state(p, key, value, label, key in scalar_keys)
+                        for key, value in v.items()}
         for s in new_groups:
             self._check_group(s)
         self._check_loaded_state(state, new_groups, labels)
         self._set_state(state, new_groups)
         for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
             hook(self)
+
+    def _scalar_keys(self) -> tuple[str, ...]:
+        """State keys that hold one number per parameter (loaded as 0-d float32 arrays)."""
+        return ("step",)
 
     @staticmethod
     def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:
@@ -403,12 +422,16 @@ def _copy_state(value):
     return copy.deepcopy(value)
 
 
-def _cast_state(p: Parameter, key, value, label: str):
-    """A copy of one loaded state value: arrays in the parameter's dtype, ``step`` as float32.
+def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
+    """A copy of one loaded state value: arrays in the parameter's dtype, scalar state (``step``,
+    ``mu_product``...) as a 0-d float32 array.
 
     Array-like values that are not numpy arrays (e.g. torch tensors) are converted with
-    ``np.asarray``; Python numbers stay numbers.
+    ``np.asarray``; other Python values are copied as they are.  Raises ValueError for what cannot
+    be installed, so that nothing changes before every value is known to fit.
     """
+    if scalar:
+        return _cast_scalar(value, key, label)
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if not isinstance(value, np.ndarray):
@@ -420,11 +443,6 @@ def _cast_state(p: Parameter, key, value, label: str):
                                  f"an array: {e}") from None
         else:
             return copy.deepcopy(value)
-    if key == "step":
-        if value.size != 1:
-            raise ValueError(f"load_state_dict: parameter {label} has state 'step' of shape "
-                             f"{value.shape}, expected a scalar")
-        return np.array(value.reshape(()), dtype=np.float32)
     if value.dtype.kind not in "fiub":
         raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of dtype "
                          f"{value.dtype}, expected a numeric array")
@@ -433,3 +451,30 @@ def _cast_state(p: Parameter, key, value, label: str):
                          f"{value.shape}, expected {p.shape}")
     dtype = p.dtype if np.dtype(p.dtype).kind == "f" else value.dtype
     return np.array(value, dtype=dtype, copy=True)
+
+
+def _cast_scalar(value, key, label: str) -> np.ndarray:
+    """One number of scalar state as a 0-d float32 array; ``step`` must be a whole number >= 0."""
+    where = f"load_state_dict: parameter {label} has state {key!r}"
+    if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
+        raise ValueError(f"{where} of type {_typename(value)}, expected a number")
+    if isinstance(value, (int, float)):
+        try:
+            x = float(value)
+        except OverflowError:
+            x = float("inf")
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as e:  # noqa: BLE001 - report what could not be read
+            raise ValueError(f"{where} that is not a number: {e}") from None
+        if arr.size != 1:
+            raise ValueError(f"{where} of shape {arr.shape}, expected a scalar")
+        if arr.dtype.kind not in "fiu":
+            raise ValueError(f"{where} of dtype {arr.dtype}, expected a number")
+        x = float(arr.reshape(()))
+    if not np.isfinite(x) or abs(x) > float(np.finfo(np.float32).max):
+        raise ValueError(f"{where} = {value!r:.40}, expected a finite float32 number")
+    if key == "step" and (x < 0 or x != int(x)):
+        raise ValueError(f"{where} = {x}, expected a whole number >= 0 (a step count)")
+    return np.array(x, dtype=np.float32)

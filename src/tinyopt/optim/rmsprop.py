@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tinyopt.kernels.optim import opt_step_rmsprop
-from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.kernels import optim as kernels
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -30,6 +29,8 @@ class RMSprop(FusedOptimizer):
         opt = RMSprop(model.parameters(), lr=1e-2, alpha=0.99, centered=True)
     """
 
+    kernel = kernels.rmsprop
+
     def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,
                  capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
@@ -51,25 +52,17 @@ class RMSprop(FusedOptimizer):
         if not 0.0 <= group["alpha"]:
             raise ValueError(f"Invalid alpha value: {group['alpha']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
-        names = ("square_avg",)
-        if group["momentum"] > 0:
-            names += ("momentum_buffer",)
-        if group["centered"]:
-            names += ("grad_avg",)
-        return names
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+        return ("square_avg", "momentum_buffer" if group["momentum"] > 0 else None,
+                "grad_avg" if group["centered"] else None)
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
-        alpha, wd, mu = float(group["alpha"]), float(group["weight_decay"]), float(group["momentum"])
-        centered = bool(group["centered"])
-        hp = fb.hp
-        hp[0] = alpha
-        hp[1] = 1.0 - alpha
-        hp[2] = 1 - hp[1]  # lerp's (1 - weight), in the buffer dtype
-        hp[3:7] = (float(group["eps"]), wd, mu, -float(group["lr"]))
-        kernel = opt_step_rmsprop[centered, mu > 0, bool(group["maximize"]), wd != 0,
-                                  bool(hp[1] < 0.5)]
-        kernel(fb.data, fb.grad, fb.bufs["square_avg"],
-               fb.bufs["grad_avg"] if centered else fb.empty,
-               fb.bufs["momentum_buffer"] if mu > 0 else fb.empty,
-               fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, hp)
+    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+        alpha = float(group["alpha"])
+        w = r(1.0 - alpha)
+        return dict(alpha=alpha, w=w, w_c=1 - w, eps=group["eps"],
+                    weight_decay=group["weight_decay"], momentum=group["momentum"],
+                    neg_lr=-group["lr"])
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        return (bool(group["centered"]), bool(group["momentum"] > 0), bool(group["maximize"]),
+                bool(group["weight_decay"] != 0), bool(host["w"] < 0.5))

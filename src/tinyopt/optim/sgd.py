@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tinyopt.kernels.optim import opt_step_sgd
-from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.kernels import optim as kernels
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -27,7 +26,8 @@ class SGD(FusedOptimizer):
         opt.zero_grad(); loss.backward(); opt.step()
     """
 
-    _has_step = False
+    kernel = kernels.sgd
+    scalar_state = ()
 
     def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
@@ -50,12 +50,13 @@ class SGD(FusedOptimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
-        return ("momentum_buffer",) if group["momentum"] != 0 else ()
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+        return ("momentum_buffer" if group["momentum"] != 0 else None,)
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer) -> None:
-        lr, mu, wd = float(group["lr"]), float(group["momentum"]), float(group["weight_decay"])
-        fb.hp[:4] = (lr, mu, 1.0 - float(group["dampening"]), wd)
-        buf = fb.bufs["momentum_buffer"] if mu != 0 else fb.empty
-        kernel = opt_step_sgd[mu != 0, bool(group["nesterov"]), bool(group["maximize"]), wd != 0]
-        kernel(fb.data, fb.grad, buf, fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.steps, fb.hp)
+    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+        return dict(neg_lr=-group["lr"], momentum=group["momentum"],
+                    one_minus_dampening=1.0 - group["dampening"], weight_decay=group["weight_decay"])
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        return (bool(group["momentum"] != 0), bool(group["nesterov"]), bool(group["maximize"]),
+                bool(group["weight_decay"] != 0))

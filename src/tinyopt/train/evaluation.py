@@ -59,7 +59,8 @@ def evaluate(model: Module, data: Any, loss_fn: Any, batch_size: int, *,
 
 
 def run_eval(model: Module, loader: DataLoader, runner: BatchRunner, report: Progress,
-             label: str, predictions: bool = False, reduce: Any = None) -> Result:
+             label: str, predictions: bool = False, reduce: Any = None,
+             compiling: bool = True) -> Result:
     """One pass over ``loader`` in eval mode under ``no_grad`` (``fit`` validates with this);
     ``reduce(accumulator)`` combines the sums with other ranks' before the result is made."""
     was_training = model.training
@@ -67,6 +68,7 @@ def run_eval(model: Module, loader: DataLoader, runner: BatchRunner, report: Pro
     start = time.perf_counter()
     acc = Accumulator(len(loader.dataset), predictions)
     total = len(loader)
+    report.begin(label, total, compiling)
     try:
         with no_grad():
             for done, batch in enumerate(loader, 1):

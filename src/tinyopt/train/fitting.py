@@ -222,6 +222,7 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             total = len(loader)
             position = 0
             label = f"epoch {epoch + 1}/{epochs} train"
+            report.begin(label, total, compiling=epoch == first_epoch)
             for done, batch in enumerate(batches, 1):
                 if position % logical == 0:
                     optimizer.zero_grad()
@@ -247,7 +248,8 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             if val_loader is not None:
                 val_result = run_eval(model, val_loader, runner, report,
                                       f"epoch {epoch + 1}/{epochs} val  ", predictions,
-                                      reduce=ddp.reduce if ddp else None)
+                                      reduce=ddp.reduce if ddp else None,
+                                      compiling=epoch == first_epoch)
             if plateau:
                 scheduler.step((val_result or train_result).loss)
             elif scheduler is not None and scheduler_interval == "epoch":

@@ -6,7 +6,11 @@ redrawn in place with ``\\r`` at most ``refresh`` times a second and finished wi
     epoch 2/5 train [============>            ] 120/235  5,412/s  loss 0.4312±0.0123  acc 85.20±0.51%  00:03<00:04
 
 (batches done/total, samples per second, running loss and accuracy with standard errors,
-elapsed<remaining time).
+elapsed<remaining time).  The line fits the terminal: the bar narrows, then the rate, accuracy,
+loss and bar are left out in that order, so no number is cut and the times always show.  Before
+a phase's first batch (which compiles the plan) the bar says ``compiling…``; the rate and the
+remaining time are estimated from the batches after the first, so the compile does not inflate
+them (``--:--`` until a second batch is done).
 
 When the stream is not a terminal (a log file, a CI job) nothing is redrawn: one plain line is
 written per epoch, after validation::
@@ -18,6 +22,7 @@ written per epoch, after validation::
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import time
@@ -26,6 +31,46 @@ from typing import TextIO
 from tinyopt.train.results import Accumulator, EpochRecord, Result, _pm
 
 _BAR = 25
+_MIN_BAR = 10
+
+
+def terminal_columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to (``COLUMNS`` wins; 80 if unknown)."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return shutil.get_terminal_size((80, 24)).columns
+
+
+def fit_line(label: str, done: int, total: int, parts: list[tuple[int, str]], times: str,
+             columns: int) -> str:
+    """The progress line within ``columns - 1`` characters.  ``parts`` are (priority, text) in
+    display order: the bar narrows first, then parts are dropped lowest priority first, then the
+    bar; the label, the counts and ``times`` stay (a tiny terminal cuts the label; the counts and
+    times are never cut)."""
+    limit = max(columns - 1, 1)
+    count = f"{done}/{total}"
+    sep = "  "
+
+    def line(width: int | None, kept: list[tuple[int, str]]) -> str:
+        head = f"{label} {bar(done, total, width)} {count}" if width else f"{label} {count}"
+        return sep.join([head] + [text for _, text in kept] + ([times] if times else []))
+
+    kept = list(parts)
+    while True:
+        fixed = len(line(_MIN_BAR, kept)) - _MIN_BAR
+        if fixed + _MIN_BAR <= limit:
+            return line(min(_BAR, limit - fixed), kept)
+        if not kept:
+            break
+        kept.remove(min(kept, key=lambda p: p[0]))
+    text = line(None, [])
+    if len(text) <= limit:
+        return text
+    tail = f" {count}" + (f"{sep}{times}" if times else "")
+    return label[:max(limit - len(tail), 0)] + tail
 
 
 def format_seconds(seconds: float) -> str:
@@ -54,32 +99,47 @@ class Progress:
         self._interval = 1.0 / refresh
         self._last_draw = 0.0
         self._width = 0
+        self._first: tuple[float, int] = (0.0, 0)  # (time, samples) when batch 1 was done
 
     # ---- live bar ----------------------------------------------------------------------------
+    def begin(self, label: str, total: int, compiling: bool = True) -> None:
+        """Before a phase's first batch: a bar at 0 that says ``compiling…`` (the first batch
+        builds and compiles the plan, which takes seconds; the next draw replaces it)."""
+        if self.live and compiling:
+            self._draw(fit_line(label, 0, total, [], "compiling…",
+                                terminal_columns(self.stream)), False)
+
     def update(self, label: str, done: int, total: int, acc: Accumulator, start: float,
                force: bool = False) -> None:
         """Redraw the bar for ``done`` of ``total`` batches (throttled unless ``force``)."""
         if not self.live:
             return
         now = time.perf_counter()
+        if done == 1:
+            self._first = (now, acc.n)
         if not force and done < total and now - self._last_draw < self._interval:
             return
         self._last_draw = now
         elapsed = now - start
-        remaining = elapsed * (total - done) / done if done else 0.0
-        rate = acc.n / elapsed if elapsed > 0 else 0.0
-        parts = [f"{label} {bar(done, total)} {done}/{total}", f"{rate:,.0f}/s",
-                 f"loss {_pm(acc.loss, acc.loss_unc, 4, '±')}"]
+        t1, n1 = self._first
+        if done >= 2 and now > t1:  # from the batches after the first (which compiles)
+            rate = (acc.n - n1) / (now - t1)
+            remaining = format_seconds((now - t1) * (total - done) / (done - 1))
+        else:
+            rate = acc.n / elapsed if elapsed > 0 else 0.0
+            remaining = format_seconds(0) if done >= total else "--:--"
+        parts = [(0, f"{rate:,.0f}/s"), (2, f"loss {_pm(acc.loss, acc.loss_unc, 4, '±')}")]
         if acc.accuracy is not None:
-            parts.append(f"acc {_pm(100 * acc.accuracy, 100 * acc.accuracy_unc, 2, '±')}%")
-        parts.append(f"{format_seconds(elapsed)}<{format_seconds(remaining)}")
-        line = "  ".join(parts)
-        columns = shutil.get_terminal_size((120, 24)).columns
-        line = line[:max(columns - 1, 20)]
+            parts.append((1, f"acc {_pm(100 * acc.accuracy, 100 * acc.accuracy_unc, 2, '±')}%"))
+        line = fit_line(label, done, total, parts, f"{format_seconds(elapsed)}<{remaining}",
+                        terminal_columns(self.stream))
+        self._draw(line, done >= total)
+
+    def _draw(self, line: str, finished: bool) -> None:
         pad = " " * max(self._width - len(line), 0)
         self._width = len(line)
-        self.stream.write("\r" + line + pad + ("\n" if done >= total else ""))
-        if done >= total:
+        self.stream.write("\r" + line + pad + ("\n" if finished else ""))
+        if finished:
             self._width = 0
         self.stream.flush()
 

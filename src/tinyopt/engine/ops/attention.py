@@ -30,7 +30,7 @@ from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.ops.movement import expand
 from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator, default_generator
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
 
 _NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
@@ -235,7 +235,7 @@ def attention(srcs: list[Tensor], parts, A: int, B: int, L: int, S: int, D: int,
         else:
             keep = (rng.random((A, B, L, S), dtype=dt) >= dropout_p).astype(dt)
             keep *= dt.type(1.0 / (1.0 - dropout_p))
-        extra += (Tensor("input", (), (), keep.shape, dt, value=keep),)
+        extra += (leaf(keep),)
     attrs = (A, B, L, S, D, Dv, tuple(parts), out_kind, scale, mask is not None, bool(causal),
              bool(nan_rows), dropout_p > 0.0, len(srcs))
     s = _Spec(attrs)
@@ -262,8 +262,8 @@ def additive_mask(mask, dtype, masked_when: bool, name: str = "attn_mask") -> Te
             raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                                f"dtype, but got {name}.dtype: {mask.dtype} and  query.dtype: "
                                f"{dtype} instead.")
-        neg = Tensor("input", (), (), (), dtype, value=np.array(-np.inf, dtype))
-        zero = Tensor("input", (), (), (), dtype, value=np.array(0.0, dtype))
+        neg = leaf(np.array(-np.inf, dtype))
+        zero = leaf(np.array(0.0, dtype))
         return where(mask, neg, zero) if masked_when else where(mask, zero, neg)
     m = np.asarray(mask)
     if m.dtype == np.bool_:
@@ -274,7 +274,7 @@ def additive_mask(mask, dtype, masked_when: bool, name: str = "attn_mask") -> Te
         raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
                            f"dtype, but got {name}.dtype: {m.dtype} and  query.dtype: {dtype} "
                            f"instead.")
-    return Tensor("input", (), (), out.shape, np.dtype(dtype), value=out)
+    return leaf(out)
 
 
 def _mask4(mask: Tensor, lead: tuple[int, ...], L: int, S: int) -> Tensor:

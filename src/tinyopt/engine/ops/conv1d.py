@@ -3,19 +3,13 @@
 A 1-d window is a 2-d window of height 1, so ``conv1d`` is ``conv2d`` with a (OC, C/g, 1, k)
 weight and ``max_pool1d``/``avg_pool1d`` are the 2-d pools with (1, k) windows: the same kernels,
 the same arithmetic (hence exact), and the reshapes are views.  ``max_pool1d``'s indices are the
-2-d ones, h * W + w with h = 0, which are PyTorch's 1-d indices.  ``adaptive_avg_pool1d`` averages
-the windows [floor(i L / O), ceil((i + 1) L / O)) of PyTorch's adaptive pooling as one GEMM with
-a constant (L, O) matrix of window weights.
+2-d ones, h * W + w with h = 0, which are PyTorch's 1-d indices.  (``adaptive_avg_pool1d`` wraps
+``adaptive_avg_pool2d`` the same way, in ``nn.functional``.)
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
-from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 
@@ -102,24 +96,3 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     _check_pool("avg_pool1d", x, k, s, p, 1, ceil_mode)
     return avg_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode,
                       count_include_pad).squeeze(-2)
-
-
-def adaptive_avg_pool1d(input, output_size) -> Tensor:
-    """Average over O windows covering L, as ``torch.nn.functional.adaptive_avg_pool1d``:
-    out[..., i] = mean of x[..., floor(i L / O) : ceil((i + 1) L / O)]."""
-    x = as_tensor(input)
-    if x.ndim not in (2, 3):
-        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {x.ndim}-dimensional tensor for "
-                           f"argument #1 'self' (while checking arguments for "
-                           f"adaptive_avg_pool1d)")
-    O = _single("output_size", output_size)
-    L = x.shape[-1]
-    if O <= 0:
-        raise RuntimeError(f"adaptive_avg_pool1d: output_size must be greater than 0, got {O}")
-    if O == L:
-        return x
-    weights = np.zeros((L, O), dtype=x.dtype)
-    for i in range(O):
-        a, b = (i * L) // O, math.ceil((i + 1) * L / O)
-        weights[a:b, i] = 1.0 / (b - a)
-    return matmul(x, as_tensor(weights))

@@ -13,7 +13,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import embedding_bag as K
 
 MODES = ("sum", "mean", "max")
@@ -103,7 +103,7 @@ defop("embedding_bag_scatter", forward=lambda t: (lambda out, g, arg: K.bag_scat
 
 def _leaf(a: np.ndarray) -> Tensor:
     a = np.ascontiguousarray(a, dtype=np.int64)
-    return Tensor("input", (), (), a.shape, int64, value=a)
+    return leaf(a)
 
 
 def _ints(x) -> np.ndarray:

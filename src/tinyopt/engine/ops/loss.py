@@ -40,7 +40,7 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
                          f"{(input.shape[0],) + input.shape[2:] if input.ndim > 1 else ()}, "
                          f"got {y.shape}")
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
-    if y.is_leaf and y._value is not None and y._value.size:
+    if y.op == "input" and y._value.size:
         v = y._value.reshape(-1)
         bad = np.empty(1, np.int64)
         K.first_bad_target(v, C, ignore_index, bad)  # one pass: this runs on every training step
@@ -233,10 +233,10 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if y.dtype != int64:
         raise TypeError(f"one_hot: expected int64 class indices, got {y.dtype}")
     if num_classes == -1:
-        if not (y.is_leaf and y._value is not None):
+        if not (y.op == "input"):
             raise ValueError("one_hot: num_classes=-1 needs concrete indices; pass num_classes")
         num_classes = int(y._value.max()) + 1 if y._value.size else 0
-    if y.is_leaf and y._value is not None and y._value.size:
+    if y.op == "input" and y._value.size:
         v = y._value
         if v.min() < 0 or v.max() >= num_classes:
             raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got "

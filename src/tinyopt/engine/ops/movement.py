@@ -6,7 +6,6 @@ Most are views: the planner gives them no buffer, they share their source's stor
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
@@ -46,9 +45,33 @@ def reshape(x: Tensor, *shape) -> Tensor:
                            f"(input shape {x.shape})")
     if shape == x.shape:
         return x
-    if x.op == "input" and x._value is not None:  # a reshaped batch (nn.Flatten): a new leaf
-        return Tensor("input", (), (), shape, x.dtype, value=x._value.reshape(shape))
     return node("reshape", (x,), shape, x.dtype, (shape,))
+
+
+def view(x: Tensor, *shape) -> Tensor:
+    """``reshape`` that never copies: a concrete tensor whose memory layout cannot be viewed
+    with the new shape (after a transpose, say) raises, as in PyTorch."""
+    x = as_tensor(x)
+    if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None:
+        raise NotImplementedError("view(dtype) (reinterpreting the bytes) is not supported")
+    if x.op == "input" and not x._value.flags.c_contiguous:
+        try:
+            np.reshape(x._value, _target_shape(x, shape), copy=False)
+        except ValueError:
+            raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                               "(at least one dimension spans across two contiguous subspaces). "
+                               "Use .reshape(...) instead.") from None
+    return reshape(x, *shape)
+
+
+def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(s) for s in shape)
+    if -1 in shape:
+        known = math.prod([s for s in shape if s != -1])
+        shape = tuple(x.numel() // known if s == -1 else s for s in shape)
+    return shape
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -151,89 +174,9 @@ def expand(x: Tensor, *shape) -> Tensor:
     return node("expand", (x,), full, x.dtype, (full,))
 
 
-# ---- indexing ----------------------------------------------------------------------------------
-def _key_to_attr(key):
-    return tuple(("s", k.start, k.stop, k.step) if isinstance(k, slice) else
-                 ("e",) if k is Ellipsis else ("n",) if k is None else ("i", k) for k in key)
-
-
-def _attr_to_key(attr):
-    out = []
-    for a in attr:
-        out.append(slice(a[1], a[2], a[3]) if a[0] == "s" else Ellipsis if a[0] == "e" else
-                   None if a[0] == "n" else a[1])
-    return tuple(out)
-
-
-def _getitem_backward(t, g):
-    return (node("getitem_grad", (g,), t.srcs[0].shape, g.dtype, t.attrs),)
-
-
-def _getitem_grad_forward(t):
-    key = _attr_to_key(t.attrs[0])
-
-    def fwd(out, g):
-        out[...] = 0
-        out[key] = g
-    return fwd
-
-
-defop("getitem", view=lambda t: (lambda x, key=_attr_to_key(t.attrs[0]): x[key]),
-      backward=_getitem_backward)
-defop("getitem_grad", forward=_getitem_grad_forward,
-      backward=lambda t, g: (node("getitem", (g,), t.srcs[0].shape, g.dtype, t.attrs),))
-
-
-def _take_backward(t, g):
-    x, idx = t.srcs
-    return node("take_grad", (g, idx), x.shape, g.dtype), None
-
-
-def _take_grad_forward(t):
-    def fwd(out, g, idx):
-        out[...] = 0
-        np.add.at(out, idx, g)
-    return fwd
-
-
-defop("take", forward=lambda t: (lambda out, x, idx: np.take(x, idx, axis=0, out=out)),
-      backward=_take_backward)
-defop("take_grad", forward=_take_grad_forward)
-
-
-def getitem(x: Tensor, key) -> Tensor:
-    """Basic indexing and slicing (ints, slices, None, ...) as a view; an integer array or
-    int64 tensor selects rows along dimension 0."""
-    x = as_tensor(x)
-    if isinstance(key, (Tensor, np.ndarray, list)):
-        if isinstance(key, list):  # an empty list selects no rows (not float64 indices)
-            key = np.asarray(key, dtype=np.int64 if not key else None)
-        idx = as_tensor(key)
-        if idx.dtype != np.int64:
-            raise IndexError(f"tensors used as indices must be int64, got {idx.dtype}")
-        if idx.is_leaf and idx._value is not None and idx._value.size:
-            v = idx._value
-            if v.min() < -x.shape[0] or v.max() >= x.shape[0]:
-                raise IndexError(f"index {int(v.max() if v.max() >= x.shape[0] else v.min())} is "
-                                 f"out of bounds for dimension 0 with size {x.shape[0]}")
-        return node("take", (x, idx), idx.shape + x.shape[1:], x.dtype)
-    if not isinstance(key, tuple):
-        key = (key,)
-    for k in key:
-        if not (isinstance(k, (slice, numbers.Integral)) or k is None or k is Ellipsis):
-            raise IndexError(f"unsupported index {k!r}: use ints, slices, None, Ellipsis, or one "
-                             f"integer array")
-    key = tuple(int(k) if isinstance(k, numbers.Integral) else k for k in key)
-    try:
-        shape = np.empty(x.shape, dtype=np.bool_)[key].shape if x.numel() < 1 << 20 else \
-            np.broadcast_to(np.empty((), np.bool_), x.shape)[key].shape
-    except IndexError as e:
-        raise IndexError(f"index {key} for a tensor of shape {x.shape}: {e}") from None
-    return node("getitem", (x,), shape, x.dtype, (_key_to_attr(key),))
-
-
 # ---- cat / stack -------------------------------------------------------------------------------
 def _cat_backward(t, g):
+    from tinyopt.engine.ops.indexing import getitem
     dim = t.attrs[0]
     grads, start = [], 0
     for s in t.srcs:

@@ -22,7 +22,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
-from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
 
 
@@ -31,8 +31,8 @@ def _c(x: np.ndarray) -> np.ndarray:
 
 
 def _leaf(arr: np.ndarray) -> Tensor:
-    """An input leaf holding ``arr`` itself (no copy), so kernels may write into it."""
-    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+    """A concrete tensor holding ``arr`` itself (no copy), so kernels may write into it."""
+    return leaf(arr)
 
 
 _ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
@@ -302,16 +302,15 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
             raise AssertionError(f"embedding: padding_idx must be within num_embeddings, got "
                                  f"{padding_idx} for {V} embeddings")
         padding_idx = padding_idx % V
-    concrete = idx.is_leaf and idx._value is not None
+    concrete = idx.op == "input"
     if concrete and idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
         bad = idx._value[(idx._value < 0) | (idx._value >= V)].reshape(-1)[0]
         raise IndexError(f"embedding: index {int(bad)} is out of range for {V} embeddings "
                          f"(weight shape {w.shape})")
     if max_norm is not None:
-        if not (concrete and w.is_leaf):
+        if not (concrete and w.op in ("param", "input")):
             raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
-        _renorm(w.data if isinstance(w, Parameter) else w._value, idx._value, float(max_norm),
-                float(norm_type))
+        _renorm(w._value, idx._value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq), concrete)
     return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
 

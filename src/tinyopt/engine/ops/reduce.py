@@ -82,6 +82,8 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
+    elif x.dtype.kind in "bui" and x.dtype != int64:  # integers and bools sum as int64 (PyTorch)
+        x = x.to(int64)
     dims = _dims("sum", x, dim)
     r = x
     for d0, d1 in reversed(_runs(dims)):
@@ -102,13 +104,14 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
-def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
-        unbiased: bool | None = None) -> Tensor:
-    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch)."""
+def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
+    ``unbiased=False`` is correction 0)."""
     x = as_tensor(x)
     _require_float("var", x)
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+    if correction is None:
+        correction = 0 if unbiased is False else 1
     dims = _dims("var", x, dim)
     n = math.prod([x.shape[d] for d in dims])
     centered = x - mean(x, dims, keepdim=True)
@@ -116,8 +119,10 @@ def var(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False,
     return sum(centered * centered, dims, keepdim) * scale
 
 
-def std(x: Tensor, dim=None, *, correction: int = 1, keepdim: bool = False) -> Tensor:
-    return var(x, dim, correction=correction, keepdim=keepdim).sqrt()
+def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+        correction: float | None = None) -> Tensor:
+    """Standard deviation: the square root of ``var`` (same arguments)."""
+    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
 # ---- max / min ---------------------------------------------------------------------------------
@@ -205,13 +210,21 @@ defop("max_all", forward=_all_forward(True), backward=_all_backward)
 defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
-def max(x: Tensor, dim: int | None = None, keepdim: bool = False):
-    """The largest element, or ``(values, indices)`` along ``dim``."""
+def max(x: Tensor, dim=None, keepdim: bool = False):
+    """The largest element, ``(values, indices)`` along ``dim``, or with a tensor the
+    elementwise maximum (``torch.max(a, b)``)."""
+    if isinstance(dim, Tensor):
+        from tinyopt.engine.ops.elementwise import maximum
+        return maximum(x, dim)
     return _extreme("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim: int | None = None, keepdim: bool = False):
-    """The smallest element, or ``(values, indices)`` along ``dim``."""
+def min(x: Tensor, dim=None, keepdim: bool = False):
+    """The smallest element, ``(values, indices)`` along ``dim``, or with a tensor the
+    elementwise minimum."""
+    if isinstance(dim, Tensor):
+        from tinyopt.engine.ops.elementwise import minimum
+        return minimum(x, dim)
     return _extreme("min", x, dim, keepdim)
 
 
@@ -295,3 +308,42 @@ def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
     return _normalized("log_softmax", x, dim, dtype)
 
 
+
+
+# ---- any / all -----------------------------------------------------------------------------------
+def _logical_forward(ufunc):
+    return lambda t: (lambda out, x: ufunc(x, axis=t.attrs[0], keepdims=t.attrs[1], out=out))
+
+
+defop("any", forward=_logical_forward(np.any))
+defop("all", forward=_logical_forward(np.all))
+
+
+def _logical(op: str, x, dim, keepdim: bool) -> Tensor:
+    x = as_tensor(x)
+    dims = _dims(op, x, dim)
+    shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape)) if keepdim else \
+        tuple(s for i, s in enumerate(x.shape) if i not in dims)
+    return node(op, (x,), shape, np.dtype(np.bool_), (dims, bool(keepdim)))
+
+
+def any(x, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether any element (along ``dim``) is nonzero: a bool tensor."""
+    return _logical("any", x, dim, keepdim)
+
+
+def all(x, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether every element (along ``dim``) is nonzero: a bool tensor."""
+    return _logical("all", x, dim, keepdim)
+
+
+# ---- norms ---------------------------------------------------------------------------------------
+def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """``torch.norm``: the 2-norm (``"fro"``) or ``p``-norm of the elements over ``dim``
+    (``distance.vector_norm``)."""
+    from tinyopt.engine.ops.distance import vector_norm
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise NotImplementedError(f"norm(p={p!r}) is not supported (vector p-norms and 'fro')")
+    return vector_norm(x, p, dim, keepdim, dtype=dtype)

@@ -31,7 +31,7 @@ from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.workspace import Layout, region
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import rnn as K
 from tinyopt.kernels.blas import single_threaded
 
@@ -395,7 +395,7 @@ def _row_index(name: str, idx: np.ndarray, n: int) -> Tensor:
                          f"{idx if idx.size < 20 else idx.shape}")
     if np.unique(idx).size != idx.size:
         raise IndexError(f"{name}: row indices must be distinct")
-    return Tensor("input", (), (), idx.shape, np.dtype(np.int64), value=idx)
+    return leaf(idx)
 
 
 def gather_rows(x, idx: np.ndarray) -> Tensor:

@@ -1,10 +1,16 @@
 """Activation layers, as ``torch.nn``: ``ReLU``, ``LeakyReLU``, ``GELU``, ``Sigmoid``, ``Tanh``,
-``SiLU``, ``Softplus``, ``Softmax``, ``LogSoftmax``.  Each calls ``tinyopt.nn.functional``."""
+``SiLU``, ``Softplus``, ``Softmax``, ``LogSoftmax``, ``ELU``, ``SELU``, ``CELU``, ``Hardtanh``,
+``ReLU6``, ``LogSigmoid``, ``Mish``, ``PReLU``.  Each calls ``tinyopt.nn.functional``."""
 
 from __future__ import annotations
 
-from tinyopt.engine.tensor import Tensor
+import warnings
+
+import numpy as np
+
+from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn import functional as F
+from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
 
@@ -126,3 +132,128 @@ class LogSoftmax(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"
+
+
+class ELU(Module):
+    """x for x > 0, else alpha (exp(x) - 1)."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + _inplace_repr(self.inplace, ", ")
+
+
+class CELU(Module):
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1))."""
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + _inplace_repr(self.inplace, ", ")
+
+
+class SELU(Module):
+    """scale * elu(x, alpha) with PyTorch's constants (self-normalizing networks)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.selu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class Hardtanh(Module):
+    """x clamped to [min_val, max_val]."""
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False,
+                 min_value: float | None = None, max_value: float | None = None) -> None:
+        super().__init__()
+        if min_value is not None:
+            warnings.warn("keyword argument `min_value` is deprecated and rename to `min_val`",
+                          FutureWarning, stacklevel=2)
+            min_val = min_value
+        if max_value is not None:
+            warnings.warn("keyword argument `max_value` is deprecated and rename to `max_val`",
+                          FutureWarning, stacklevel=2)
+            max_val = max_value
+        if max_val <= min_val:
+            raise AssertionError("max_val must be greater than min_val")
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self) -> str:
+        return (f"min_val={self.min_val}, max_val={self.max_val}"
+                + _inplace_repr(self.inplace, ", "))
+
+
+class ReLU6(Hardtanh):
+    """min(max(x, 0), 6)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class LogSigmoid(Module):
+    """log(sigmoid(x)), computed stably."""
+
+    def forward(self, input) -> Tensor:
+        return F.logsigmoid(input)
+
+
+class Mish(Module):
+    """x tanh(softplus(x))."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.mish(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return _inplace_repr(self.inplace)
+
+
+class PReLU(Module):
+    """x for x > 0, else a x with a learnable ``weight`` a: one value (``num_parameters=1``) or one
+    per channel, all starting at ``init``."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(np.empty(num_parameters, dtype=param_dtype(device, dtype)))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.weight._data[...] = self.init
+
+    def forward(self, input) -> Tensor:
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

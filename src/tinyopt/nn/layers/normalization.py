@@ -1,4 +1,5 @@
-"""Normalization layers, as ``torch.nn``: ``LayerNorm``, ``BatchNorm1d``, ``BatchNorm2d``.
+"""Normalization layers, as ``torch.nn``: ``LayerNorm``, ``BatchNorm1d``, ``BatchNorm2d``,
+``GroupNorm``, ``InstanceNorm1d``, ``InstanceNorm2d``.
 
 LayerNorm (Ba et al. 2016, https://arxiv.org/abs/1607.06450) normalizes each sample over its last
 ``len(normalized_shape)`` dimensions: ``y = (x - E[x]) / sqrt(Var[x] + eps) * gamma + beta``.
@@ -16,6 +17,7 @@ forward calls, as in PyTorch.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
@@ -150,3 +152,96 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalization of (N, C, H, W) inputs, per channel C."""
 
     _input_dims = (4,)
+
+
+class GroupNorm(Module):
+    """Group normalization (Wu & He 2018, https://arxiv.org/abs/1803.08494): the channels of each
+    sample split into ``num_groups`` groups, each normalized over its channels and positions, then
+    scaled by ``weight`` (ones) and shifted by ``bias`` (zeros) per channel when ``affine``."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 device=None, dtype=None, *, bias: bool = True) -> None:
+        super().__init__()
+        dt = param_dtype(device, dtype)
+        if num_channels % num_groups != 0:
+            raise ValueError("num_channels must be divisible by num_groups")
+        self.num_groups = num_groups
+        self.num_channels = num_channels
+        self.eps = eps
+        self.affine = affine
+        if affine:
+            self.weight = Parameter(np.empty((num_channels,), dtype=dt))
+            if bias:
+                self.bias = Parameter(np.empty((num_channels,), dtype=dt))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.affine:
+            init.ones_(self.weight)
+            if self.bias is not None:
+                init.zeros_(self.bias)
+
+    def forward(self, input) -> Tensor:
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Instance normalization (Ulyanov et al. 2016, https://arxiv.org/abs/1607.08022): each
+    sample's channels normalized over their positions; ``affine`` and ``track_running_stats``
+    are off by default (with them, the parameters and buffers of batch norm)."""
+
+    _no_batch_dim = 2
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, device=None,
+                 dtype=None, *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype,
+                         bias=bias)
+
+    def _check_input_dim(self, x: Tensor) -> None:
+        if x.ndim not in self._input_dims:
+            want = " or ".join(f"{d}D" for d in self._input_dims)
+            raise ValueError(f"expected {want} input (got {x.ndim}D input)")
+
+    def forward(self, input) -> Tensor:
+        x = as_tensor(input)
+        self._check_input_dim(x)
+        feature_dim = x.ndim - self._no_batch_dim
+        if x.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={feature_dim} to match "
+                                 f"num_features ({self.num_features}), but got: "
+                                 f"{x.shape[feature_dim]}.")
+            warnings.warn(f"input's size at dim={feature_dim} does not match num_features. You "
+                          f"can silence this warning by not passing in num_features, which is not "
+                          f"used because affine=False", stacklevel=2)
+        unbatched = x.ndim == self._no_batch_dim
+        if unbatched:
+            x = x.unsqueeze(0)
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            self.momentum if self.momentum is not None else 0.0, self.eps)
+        return y.squeeze(0) if unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) or (C, L) inputs."""
+
+    _input_dims = (2, 3)
+    _no_batch_dim = 2
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of (N, C, H, W) or (C, H, W) inputs."""
+
+    _input_dims = (3, 4)
+    _no_batch_dim = 3

@@ -1,5 +1,5 @@
-"""``MaxPool2d`` and ``AvgPool2d`` over NCHW inputs, ``MaxPool1d``, ``AvgPool1d`` and
-``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``.
+"""``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` over NCHW inputs, and ``MaxPool1d``,
+``AvgPool1d``, ``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``.
 
 Max pooling takes the largest value of each (dilated) window; average pooling its mean, counting
 the zero padding unless ``count_include_pad=False``, or dividing by ``divisor_override``.  The
@@ -62,6 +62,36 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
+class AdaptiveAvgPool2d(Module):
+    """Average pooling to a fixed output size (an int, or a pair whose None entries keep the
+    input's size): output (i, j) averages rows floor(i H / OH) .. ceil((i + 1) H / OH) - 1 and the
+    matching columns."""
+
+    def __init__(self, output_size: int | None | tuple[int | None, int | None]) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input) -> Tensor:
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """Average pooling of (N, C, L) inputs to a fixed length."""
+
+    def __init__(self, output_size: int) -> None:
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input) -> Tensor:
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
 class MaxPool1d(Module):
     """Max over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``)."""
 
@@ -105,17 +135,3 @@ class AvgPool1d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class AdaptiveAvgPool1d(Module):
-    """Average over ``output_size`` windows that together cover L (PyTorch's window bounds)."""
-
-    def __init__(self, output_size: int) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input) -> Tensor:
-        return F.adaptive_avg_pool1d(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"

@@ -1,0 +1,120 @@
+"""Elementwise losses and their gradients: binary cross-entropy on probabilities, smooth L1,
+Huber, Kullback-Leibler divergence.  numba ufuncs over float32/float64 (numpy broadcasting); ``x``
+is the input, ``y`` the target, ``g`` the incoming gradient.  ``first_outside_unit`` finds an input
+of binary cross-entropy outside [0, 1] (PyTorch refuses those)."""
+
+from __future__ import annotations
+
+import math
+
+from tinyopt.kernels.jit import kernel, ufunc
+
+F3 = ("float32(float32, float32, float32)", "float64(float64, float64, float64)")
+F4 = ("float32(float32, float32, float32, float32)", "float64(float64, float64, float64, float64)")
+F2 = ("float32(float32, float32)", "float64(float64, float64)")
+
+
+@kernel
+def first_outside_unit(x):
+    """The flat index of the first element not in [0, 1] (NaN included), or -1."""
+    for i in range(x.size):
+        v = x.flat[i]
+        if not (v >= 0 and v <= 1):
+            return i
+    return -1
+
+
+@ufunc(*F3)
+def bce(x, y, w):
+    """-w (y max(log x, -100) + (1 - y) max(log(1 - x), -100)) (PyTorch clamps the logs)."""
+    lx = max(math.log(x), -100.0) if x > 0 else -100.0
+    l1x = max(math.log(1.0 - x), -100.0) if x < 1 else -100.0
+    return -w * (y * lx + (1.0 - y) * l1x)
+
+
+@ufunc(*F4)
+def bce_grad(g, x, y, w):
+    """g w (x - y) / max((1 - x) x, 1e-12)."""
+    return g * w * (x - y) / max((1.0 - x) * x, 1e-12)
+
+
+@ufunc(*F3)
+def bce_grad_target(g, x, w):
+    """d/dy: g w (max(log(1 - x), -100) - max(log x, -100))."""
+    lx = max(math.log(x), -100.0) if x > 0 else -100.0
+    l1x = max(math.log(1.0 - x), -100.0) if x < 1 else -100.0
+    return g * w * (l1x - lx)
+
+
+@ufunc(*F3)
+def smooth_l1(x, y, beta):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = x - y)."""
+    d = abs(x - y)
+    return 0.5 * d * d / beta if d < beta else d - 0.5 * beta
+
+
+@ufunc(*F4)
+def smooth_l1_grad(g, x, y, beta):
+    d = x - y
+    if abs(d) < beta:
+        return g * d / beta
+    return g if d > 0 else (-g if d < 0 else 0.0)
+
+
+@ufunc(*F3)
+def huber(x, y, delta):
+    """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta) (d = x - y)."""
+    d = abs(x - y)
+    return 0.5 * d * d if d <= delta else delta * (d - 0.5 * delta)
+
+
+@ufunc(*F4)
+def huber_grad(g, x, y, delta):
+    d = x - y
+    if d < -delta:
+        return -g * delta
+    if d > delta:
+        return g * delta
+    return g * d
+
+
+@ufunc(*F2)
+def kl_div(x, t):
+    """xlogy(t, t) - t x, with xlogy(0, 0) = 0 (x: log-probabilities, t: probabilities)."""
+    if t > 0:
+        tlogt = t * math.log(t)
+    else:
+        tlogt = 0.0 if t == 0 else math.nan
+    return tlogt - t * x
+
+
+@ufunc(*F2)
+def kl_div_grad(g, t):
+    """d/dx of kl_div: -g t."""
+    return -g * t
+
+
+@ufunc(*F2)
+def kl_div_log_target_grad(g, t):
+    """d/dx of kl_div_log_target: -g exp(t)."""
+    return -g * math.exp(t)
+
+
+@ufunc(*F2)
+def kl_div_log_target(x, t):
+    """exp(t) (t - x) (t: log-probabilities)."""
+    return math.exp(t) * (t - x)
+
+
+@ufunc(*F3)
+def kl_div_grad_target(g, x, t):
+    """d/dt of kl_div: g (log t + 1 - x) (NaN at t = 0, as PyTorch's xlogy gradient gives)."""
+    if t == 0:
+        return g * math.nan
+    return g * (math.log(t) + 1.0 - x)
+
+
+@ufunc(*F3)
+def kl_div_log_target_grad_target(g, x, t):
+    """d/dt of kl_div_log_target: g exp(t) (t + 1 - x)."""
+    return g * math.exp(t) * (t + 1.0 - x)

@@ -1,0 +1,82 @@
+"""elu/selu/celu, hardtanh/relu6, logsigmoid, mish, prelu (``engine/ops/activation.py``): values
+and gradients against PyTorch 2.13 and finite differences, NaN/inf and boundary behaviour."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+import tinyopt.nn.functional as F
+from gradcheck import gradcheck
+from torch_parity import against_torch, torch_or_skip
+
+rng = np.random.default_rng(1)
+X = rng.normal(scale=3.0, size=(4, 3, 5))
+EDGES = np.array([-np.inf, -50.0, -1.0, -1e-8, 0.0, 1e-8, 1.0, 6.0, 50.0, np.inf, np.nan])
+
+CASES = [("elu", dict(alpha=0.7)), ("selu", {}), ("celu", dict(alpha=1.3)),
+         ("hardtanh", dict(min_val=-0.5, max_val=2.0)), ("relu6", {}), ("logsigmoid", {}),
+         ("mish", {})]
+
+
+@pytest.mark.parametrize("name, kwargs", CASES)
+def test_against_torch(name, kwargs):
+    torch = torch_or_skip()
+    for dtype in (np.float64, np.float32):
+        against_torch(lambda a: getattr(F, name)(a, **kwargs),
+                      lambda a: getattr(torch.nn.functional, name)(a, **kwargs), X.astype(dtype),
+                      rtol=1e-5 if dtype == np.float64 else 3e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name, kwargs", CASES)
+def test_edges_against_torch(name, kwargs):
+    torch = torch_or_skip()
+    x = to.Parameter(EDGES.copy())
+    y = getattr(F, name)(x, **kwargs)
+    y.sum().backward()
+    t = torch.tensor(EDGES, requires_grad=True)
+    ty = getattr(torch.nn.functional, name)(t, **kwargs)
+    ty.sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-12, equal_nan=True)
+    # PyTorch's celu backward rounds 1/alpha to float32 (its forward does not): up to 2e-6 apart
+    np.testing.assert_allclose(x.grad, t.grad.numpy(), rtol=2e-6 if name == "celu" else 1e-12,
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("name, kwargs", CASES)
+def test_gradcheck(name, kwargs):
+    x = X[0] + 0.05  # away from the kinks
+    gradcheck(lambda a: getattr(F, name)(a, **kwargs), x)
+
+
+def test_hardtanh_gradient_is_zero_on_the_bounds():
+    x = to.Parameter(np.array([-1.0, -0.5, 1.0, 0.999]))
+    F.hardtanh(x).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("shape, n", [((4, 3, 5), 3), ((4, 3, 5), 1), ((6,), 1), ((2, 3), 3),
+                                      ((), 1)])
+def test_prelu_against_torch(shape, n):
+    torch = torch_or_skip()
+    x = rng.normal(size=shape)
+    w = rng.uniform(0.1, 0.5, size=n)
+    against_torch(F.prelu, torch.nn.functional.prelu, x, w)
+    if x.ndim:
+        gradcheck(F.prelu, x + 0.01, w)
+
+
+def test_prelu_errors():
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        F.prelu(np.zeros((2, 3)), np.ones(2))
+    with pytest.raises(RuntimeError, match="channel size = 1"):  # a 1-D input has one channel
+        F.prelu(np.zeros(6), np.ones(6))
+    with pytest.raises(RuntimeError, match="scalar or 1D tensor"):
+        F.prelu(np.zeros((2, 3)), np.ones((3, 1)))
+
+
+def test_integer_inputs_are_refused():
+    for f in (F.elu, F.mish, F.hardtanh, F.logsigmoid):
+        with pytest.raises(TypeError, match="floating point"):
+            f(np.arange(3))
