@@ -41,6 +41,13 @@ from tinyopt.kernels.vecmath import sig as _sig
 from tinyopt.kernels.vecmath import tanh as _tanh
 
 
+@kernel
+def _gather_grad(d, g, r):
+    """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
+    for j in range(d.shape[0]):
+        d[j] += g[j] + r[j]
+
+
 # ---- LSTM ---------------------------------------------------------------------------------------
 @specialized
 def lstm_step(fast: bool):
@@ -118,9 +125,8 @@ def lstm_backward_step(fast: bool):
     def lstm_backward_step_kernel(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
         B, H = dc.shape
         for b in range(B):
-            d, g, r = dh[b], gh[q, b], rec[b]
-            for j in range(H):
-                d[j] += g[j] + r[j]
+            d = dh[b]
+            _gather_grad(d, gh[q, b], rec[b])
             if t < lengths[b]:
                 _lstm_rows(d, dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
                 d[:] = 0.0
@@ -192,9 +198,8 @@ def gru_backward_step(gh, rec, dh, gates, t, hs, p, q, dxw, dpre, lengths):
     dL/d(h_{t-1} W_hh^T + b_hh), which differ in the n block: d pre_n = r * d xw_n."""
     B, H = dh.shape
     for b in range(B):
-        d, g_, r_ = dh[b], gh[q, b], rec[b]
-        for j in range(H):
-            d[j] += g_[j] + r_[j]
+        d = dh[b]
+        _gather_grad(d, gh[q, b], rec[b])
         if t < lengths[b]:
             g, hp, dx, dp = gates[t, b], hs[p, b], dxw[t, b], dpre[t, b]
             gr, gz, gn, ghn = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
@@ -247,9 +252,8 @@ def rnn_backward_step(relu: bool):
     def rnn_backward_step_kernel(gh, rec, dh, t, hs, q, dxw, lengths):
         B, H = dh.shape
         for b in range(B):
-            d, g, r = dh[b], gh[q, b], rec[b]
-            for j in range(H):
-                d[j] += g[j] + r[j]
+            d = dh[b]
+            _gather_grad(d, gh[q, b], rec[b])
             if t < lengths[b]:
                 h, dx = hs[q, b], dxw[t, b]
                 for j in range(H):

@@ -22,7 +22,6 @@ computes for a PackedSequence; the reverse direction then starts at each row's o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +43,7 @@ def _c(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _Layout:
+class _Sizes:
     """A layer's sizes, and the parts of its workspace and of its gradient buffer."""
     mode: str
     T: int
@@ -123,17 +122,25 @@ class _Layout:
 
 
 # attrs of every node of the family: (mode, T, B, H, P, reverse, has_bias, has_h0, has_c0, packed)
-def _layout(attrs) -> _Layout:
-    return _Layout(*attrs[:5], attrs[5])
+def _sizes(attrs) -> _Sizes:
+    return _Sizes(*attrs[:6])
 
 
 def _flags(attrs):
     return attrs[6:]
 
 
+def _optional(attrs, srcs) -> dict:
+    """The optional sources (or arrays) that follow xw and w_hh, by name."""
+    has_bias, has_h0, has_c0, packed = _flags(attrs)
+    names = [n for n, on in (("b_hh", has_bias), ("w_hr", _sizes(attrs).proj), ("h0", has_h0),
+                             ("c0", has_c0), ("lengths", packed)) if on]
+    return dict(zip(names, srcs))
+
+
 def _scan_forward(t):
-    L = _layout(t.attrs)
-    has_bias, has_h0, has_c0, packed = _flags(t.attrs)
+    L = _sizes(t.attrs)
+    packed = _flags(t.attrs)[3]
     layout = L.ws()
     zeros_bias = np.zeros(L.G, t.dtype)
     full = np.full(L.B, L.T, np.int64)
@@ -167,12 +174,10 @@ def _scan_forward(t):
                 rnn_step(xw, tt, pre, bias, hs, p, q, lengths)
 
     def fwd(out, xw, w_hh, *rest):
-        rest = list(rest)
-        bias = rest.pop(0) if has_bias else zeros_bias
-        w_hr = rest.pop(0) if L.proj else None
-        h0 = rest.pop(0) if has_h0 else None
-        c0 = rest.pop(0) if has_c0 else None
-        lengths = _c(rest.pop(0)) if packed else full
+        opt = _optional(t.attrs, rest)
+        bias = opt.get("b_hh", zeros_bias)
+        h0, c0 = opt.get("h0"), opt.get("c0")
+        lengths = _c(opt["lengths"]) if packed else full
         xw = _c(xw)
         W = layout.views(out)
         hs, pre = W["hs"], W["pre"]
@@ -180,13 +185,13 @@ def _scan_forward(t):
         if L.lstm:
             W["cs"][L.first_slot] = 0 if c0 is None else c0
         with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
-            _recur(hs, pre, W, xw, w_hh.T, w_hr, bias, lengths)
+            _recur(hs, pre, W, xw, w_hh.T, opt.get("w_hr"), bias, lengths)
     return fwd
 
 
 def _scan_grad_forward(t):
-    L = _layout(t.attrs)
-    _, _, _, packed = _flags(t.attrs)
+    L = _sizes(t.attrs)
+    packed = _flags(t.attrs)[3]
     wso, go = L.ws(), L.grads()
     full = np.full(L.B, L.T, np.int64)
     fast = t.dtype == np.float32
@@ -195,9 +200,8 @@ def _scan_grad_forward(t):
     S = (L.T + 1) * L.B * L.P
 
     def fwd(out, g, ws, w_hh, *rest):
-        rest = list(rest)
-        w_hr = rest.pop(0) if L.proj else None
-        lengths = _c(rest.pop(0)) if packed else full
+        w_hr = rest[0] if L.proj else None
+        lengths = _c(rest[-1]) if packed else full
         g = _c(g)
         gh = g[:S].reshape(L.T + 1, L.B, L.P)
         W = wso.views(ws)
@@ -236,22 +240,11 @@ def _out_view(t):
 
 
 def _out_backward(t, g):
-    ws = t.srcs[0]
-    L = _layout(t.attrs)
-    has_bias, has_h0, has_c0, packed = _flags(t.attrs)
-    srcs = list(t.srcs[1:])        # xw, w_hh, [b_hh], [w_hr], [h0], [c0], [lengths]
-    xw, w_hh = srcs[0], srcs[1]
-    k = 2
-    b_hh = srcs[k] if has_bias else None
-    k += has_bias
-    w_hr = srcs[k] if L.proj else None
-    k += L.proj
-    h0 = srcs[k] if has_h0 else None
-    k += has_h0
-    c0 = srcs[k] if has_c0 else None
-    k += has_c0
-    lengths = srcs[k] if packed else None
-    gsrcs = (g, ws, w_hh) + ((w_hr,) if L.proj else ()) + ((lengths,) if packed else ())
+    ws, xw, w_hh = t.srcs[:3]
+    L = _sizes(t.attrs)
+    opt = _optional(t.attrs, t.srcs[3:])
+    b_hh, w_hr, h0, c0 = (opt.get(n) for n in ("b_hh", "w_hr", "h0", "c0"))
+    gsrcs = (g, ws, w_hh) + tuple(opt[n] for n in ("w_hr", "lengths") if n in opt)
     go = L.grads()
     d = node("rnn_scan_grad", gsrcs, (go.size,), g.dtype, t.attrs)
     dxw = go.region(d, "dxw")
@@ -264,17 +257,17 @@ def _out_backward(t, g):
         grads.append(node("linear_grad_weight", (dpre, hprev), w_hh.shape, g.dtype))
     else:
         grads.append(None)
-    if has_bias:
+    if b_hh is not None:
         grads.append(node("linear_grad_bias", (dpre,), b_hh.shape, g.dtype)
                      if b_hh.requires_grad else None)
-    if L.proj:
+    if w_hr is not None:
         grads.append(node("linear_grad_weight", (go.region(d, "dht"), wso.region(ws, "ms")),
                           w_hr.shape, g.dtype) if w_hr.requires_grad else None)
-    if has_h0:
+    if h0 is not None:
         grads.append(go.region(d, "dh0") if h0.requires_grad else None)
-    if has_c0:
+    if c0 is not None:
         grads.append(go.region(d, "dc0") if c0.requires_grad else None)
-    if packed:
+    if "lengths" in opt:
         grads.append(None)
     return tuple(grads)
 
@@ -349,7 +342,7 @@ def rnn_scan(mode: str, input, w_ih, w_hh, b_ih=None, b_hh=None, w_hr=None, h0=N
     xw = linear(x, w_ih, b_ih)
     attrs = (mode, T, B, H, P, bool(reverse), b_hh is not None, h0 is not None,
              c0 is not None, lengths is not None)
-    L = _layout(attrs)
+    L = _sizes(attrs)
     extra = tuple(s for s in (b_hh, w_hr, h0, c0, lengths) if s is not None)
     ws = node("rnn_scan", (xw, w_hh) + extra, (L.ws().size,), dt, attrs)
     out = node("rnn_out", (ws, xw, w_hh) + extra, (L.visible,), dt, attrs)

@@ -40,12 +40,7 @@ class Conv2d(Module):
                  padding_mode: str = "zeros", device=None, dtype=None) -> None:
         super().__init__()
         dt = param_dtype(device, dtype)
-        if not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         kernel_size_, stride_ = pair(kernel_size, "kernel_size"), pair(stride, "stride")
         dilation_ = pair(dilation, "dilation")
         if min(kernel_size_) <= 0 or min(stride_) <= 0 or min(dilation_) <= 0:
@@ -114,11 +109,12 @@ class Conv2d(Module):
                         self.groups)
 
     def extra_repr(self) -> str:
+        n = len(self.kernel_size)
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * n:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -168,12 +164,7 @@ class Conv1d(Module):
                  padding_mode: str = "zeros", device=None, dtype=None) -> None:
         super().__init__()
         dt = param_dtype(device, dtype)
-        if not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         k, s, d = (_single(v, name) for v, name in ((kernel_size, "kernel_size"),
                                                      (stride, "stride"), (dilation, "dilation")))
         if min(k, s, d) <= 0:
@@ -231,20 +222,16 @@ class Conv1d(Module):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0,):
-            s += f", padding={self.padding}"
-        if self.dilation != (1,):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        if self.padding_mode != "zeros":
-            s += f", padding_mode={self.padding_mode}"
-        return s
+    extra_repr = Conv2d.extra_repr
+
+
+def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:
+    if not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups != 0:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups != 0:
+        raise ValueError("out_channels must be divisible by groups")
 
 
 def _single(v, name: str) -> int:

@@ -13,12 +13,8 @@ from tinyopt.nn import functional as F
 from tinyopt.nn.module import Module
 
 
-class MaxPool2d(Module):
-    """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
-
-    def __init__(self, kernel_size: int | tuple[int, int],
-                 stride: int | tuple[int, int] | None = None,
-                 padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+class _MaxPoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
         self.kernel_size = kernel_size
@@ -28,15 +24,25 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+
     def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
         """The pooled tensor, and with ``return_indices`` the flat ``h * W + w`` index of each
         maximum within its plane."""
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
@@ -92,27 +98,18 @@ class AdaptiveAvgPool1d(Module):
         return f"output_size={self.output_size}"
 
 
-class MaxPool1d(Module):
-    """Max over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``)."""
+class MaxPool1d(_MaxPoolNd):
+    """Max over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``);
+    with ``return_indices`` also each maximum's position along L."""
 
     def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
                  dilation: int = 1, return_indices: bool = False,
                  ceil_mode: bool = False) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.dilation = dilation
-        self.return_indices = return_indices
-        self.ceil_mode = ceil_mode
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
 
     def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
         return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool1d(Module):

@@ -137,6 +137,14 @@ class RNNBase(Module):
         return s
 
     # ---- forward ----------------------------------------------------------------------------
+    def forward(self, input, hx=None):
+        """``(output, h_n)`` (RNN and GRU; LSTM's is its own): see :class:`RNN`."""
+        x, lengths, packed, batched = self._prepare(input)
+        h0 = self._hidden(hx, batched, x.shape[1], self.hidden_size)
+        out, hs, _ = self._run(x, h0, None, lengths)
+        out, (h_n,) = self._finish(out, [hs], packed, batched)
+        return out, h_n
+
     @property
     def _state_size(self) -> int:
         return self.proj_size if self.proj_size > 0 else self.hidden_size
@@ -260,13 +268,6 @@ class RNN(RNNBase):
                          hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
                          device=device, dtype=dtype)
 
-    def forward(self, input, hx=None):
-        x, lengths, packed, batched = self._prepare(input)
-        h0 = self._hidden(hx, batched, x.shape[1], self.hidden_size)
-        out, hs, _ = self._run(x, h0, None, lengths)
-        out, (h_n,) = self._finish(out, [hs], packed, batched)
-        return out, h_n
-
 
 class GRU(RNNBase):
     """A GRU layer stack (Cho et al. 2014, https://arxiv.org/abs/1406.1078):
@@ -279,13 +280,6 @@ class GRU(RNNBase):
                  bidirectional: bool = False, device=None, dtype=None) -> None:
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
                          dropout, bidirectional, device=device, dtype=dtype)
-
-    def forward(self, input, hx=None):
-        x, lengths, packed, batched = self._prepare(input)
-        h0 = self._hidden(hx, batched, x.shape[1], self.hidden_size)
-        out, hs, _ = self._run(x, h0, None, lengths)
-        out, (h_n,) = self._finish(out, [hs], packed, batched)
-        return out, h_n
 
 
 class LSTM(RNNBase):

@@ -31,15 +31,7 @@ class Embedding(Module):
         dt = param_dtype(device, dtype)
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_idx(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -49,10 +41,7 @@ class Embedding(Module):
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
-            w = np.array(_weight._data if isinstance(_weight, Parameter) else _weight,
-                         dtype=dt if dtype is not None else None)
-            if w.dtype.kind != "f":
-                w = w.astype(dt)
+            w = _weight_array(_weight, dt, dtype)
             if w.shape != (num_embeddings, embedding_dim):
                 raise ValueError(f"Shape of weight {w.shape} does not match num_embeddings and "
                                  f"embedding_dim ({num_embeddings}, {embedding_dim})")
@@ -101,13 +90,22 @@ def _no_sparse(sparse: bool) -> None:
                                   "gradient of an embedding is a dense array; use sparse=False")
 
 
-def _padding_idx(padding_idx: int | None, n: int) -> int | None:
+def _padding_idx(padding_idx: int | None, n: int, word: str = "padding_idx") -> int | None:
+    """``padding_idx`` checked against ``n`` rows, negative values counted from the end."""
     if padding_idx is not None:
         if padding_idx >= n or padding_idx < -n:
-            raise AssertionError("padding_idx must be within num_embeddings")
+            raise AssertionError(f"{word} must be within num_embeddings")
         if padding_idx < 0:
             padding_idx += n
     return padding_idx
+
+
+def _weight_array(weight, dt: np.dtype, dtype) -> np.ndarray:
+    """A copy of a given ``_weight`` (array or Parameter), float (``dt`` unless it is float and
+    no ``dtype`` was asked for)."""
+    w = np.array(weight._data if isinstance(weight, Parameter) else weight,
+                 dtype=dt if dtype is not None else None)
+    return w if w.dtype.kind == "f" else w.astype(dt)
 
 
 class EmbeddingBag(Module):
@@ -134,10 +132,7 @@ class EmbeddingBag(Module):
             self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))
             self.reset_parameters()
         else:
-            w = np.array(_weight._data if isinstance(_weight, Parameter) else _weight,
-                         dtype=dt if dtype is not None else None)
-            if w.dtype.kind != "f":
-                w = w.astype(dt)
+            w = _weight_array(_weight, dt, dtype)
             if w.shape != (num_embeddings, embedding_dim):
                 raise AssertionError("Shape of weight does not match num_embeddings and "
                                      "embedding_dim")
