@@ -457,3 +457,16 @@ def test_state_dict_round_trip_property(sizes, bias, seed):
     assert_state_equal(dst.state_dict(), src.state_dict())
     expected = len(sizes) - 1
     assert len(dst.state_dict()) == expected * (2 if bias else 1)
+
+
+def test_non_string_keys_get_a_clear_error():
+    m = nn.Sequential(nn.Linear(2, 2))
+    before = [p.data.numpy().copy() for p in m.parameters()]
+    state = {**m.state_dict(), 1: np.ones(1)}
+    with pytest.raises(TypeError, match=r"keys must be strings.*got 1 of type int"):
+        m.load_state_dict(state)
+    for p, b in zip(m.parameters(), before):
+        np.testing.assert_array_equal(p.data, b)
+    for fn in (m.get_submodule, m.get_parameter, m.get_buffer):
+        with pytest.raises(TypeError, match="target must be a dotted name"):
+            fn(0)

@@ -240,9 +240,33 @@ def test_embedding_matches_torch_scale_grad_and_max_norm():
 
 def test_embedding_errors():
     W = np.zeros((4, 2))
-    with pytest.raises(IndexError, match="index 4 is out of range for 4 embeddings"):
-        embedding(np.array([0, 4]), W)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        embedding(np.array([0, 4]), W).numpy()
     with pytest.raises(TypeError, match="expected int64 indices"):
         embedding(np.array([0.0, 1.0]), W)
     with pytest.raises(RuntimeError, match="weight must be 2-D"):
         embedding(np.array([0]), np.zeros(4))
+
+
+def test_embedding_checks_indices_where_it_reads_them():
+    # computed indices (issue 9.1): -1 must not take the last row, 4 must not be clipped, and the
+    # backward scatter must never write out of bounds
+    W = to.Parameter(np.arange(8.0).reshape(4, 2))
+    for bad in (-1, 4, 10**11):
+        idx = to.tensor(np.array([0, bad])) + 0
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            embedding(idx, W).numpy()
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            embedding(idx, W).sum().backward()
+        assert W.grad is None
+    idx = np.array([[1, 3]])
+    y = embedding(idx, W).sum()
+    idx[0, 1] = 4  # refilled before backward
+    with pytest.raises(IndexError, match="index out of range in self"):
+        y.backward()
+    idx[0, 1] = 3
+    embedding(idx, W).sum().backward()
+    np.testing.assert_array_equal(W.grad, [[0, 0], [1, 1], [0, 0], [1, 1]])
+    # a strided weight view reads the right rows
+    Wt = to.tensor(np.arange(8.0).reshape(2, 4)).T
+    np.testing.assert_array_equal(embedding(np.array([3, 0]), Wt).numpy(), [[3, 7], [0, 4]])

@@ -171,7 +171,7 @@ def _explicit(loss: Tensor, wrt: list[Tensor], *, retain_graph: bool,
               accumulate: bool) -> list[np.ndarray | None]:
     """Build and realize the gradient graph of ``loss`` for ``wrt`` (every leaf that requires
     grad when empty); accumulate into ``.grad`` or return the values."""
-    from tinyopt.engine.realize import freeze_after_backward, realize
+    from tinyopt.engine.realize import backward_done, freeze_after_backward, realize
     fwd = toposort([loss])
     if not wrt:
         wrt = [t for t in fwd if t.op in ("param", "input") and t.requires_grad]
@@ -201,6 +201,7 @@ def _explicit(loss: Tensor, wrt: list[Tensor], *, retain_graph: bool,
             t._grad = np.array(v)
         else:
             t._accumulate_grad(v)
+    backward_done()
     _post_accumulate([t for t in wrt if by_target[id(t)] is not None])
     return []
 

@@ -51,8 +51,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         _keep(t, v, free)
     if loss is not None:
         _keep(loss, values[-1], free)
-        for hook in BACKWARD_HOOKS:
-            hook()
+        backward_done()
         return [t._value for t in outputs] + [loss._value]
     return [t._value for t in outputs]
 
@@ -80,6 +79,13 @@ def freeze_after_backward(fwd: list[Tensor], loss: Tensor) -> None:
 BACKWARD_HOOKS: list = []
 """Callables run after every backward, once the gradients are in ``.grad``
 (``DistributedDataParallel`` averages them over the ranks there)."""
+
+
+def backward_done() -> None:
+    """Run :data:`BACKWARD_HOOKS`: called by every backward pass that accumulates into ``.grad``
+    (this module's ``realize(loss=...)`` and autograd's explicit path)."""
+    for hook in BACKWARD_HOOKS:
+        hook()
 
 
 def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:

@@ -157,14 +157,15 @@ def square(x):
 
 @ufunc(*F1)
 def relu(x):
-    """max(x, 0); NaN stays NaN."""
-    return x if not x <= 0 else 0.0
+    """max(x, 0) as PyTorch: NaN stays NaN, -0.0 stays -0.0."""
+    return 0.0 if x < 0 else x
 
 
 @ufunc(*F2)
 def relu_grad(g, y):
-    """g where the output y > 0, else 0."""
-    return g if y > 0 else 0.0
+    """0 where the output y <= 0, else g: as PyTorch's threshold_backward, a NaN output (a NaN
+    input) passes the gradient, and a zeroed one stops even a NaN gradient."""
+    return 0.0 if y <= 0 else g
 
 
 @ufunc(*F2)

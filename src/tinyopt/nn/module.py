@@ -276,6 +276,7 @@ class Module:
     # ---- lookup -------------------------------------------------------------------------------
     def get_submodule(self, target: str) -> Module:
         """The submodule at the dotted path ``target`` (``""`` is the module itself)."""
+        _check_dotted("get_submodule", target)
         if target == "":
             return self
         mod: Module = self
@@ -289,6 +290,7 @@ class Module:
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at the dotted path ``target`` (e.g. ``"fc1.weight"``)."""
+        _check_dotted("get_parameter", target)
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if not hasattr(mod, name):
@@ -300,6 +302,7 @@ class Module:
 
     def get_buffer(self, target: str) -> np.ndarray:
         """The buffer at the dotted path ``target``."""
+        _check_dotted("get_buffer", target)
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if name not in mod._buffers:
@@ -495,6 +498,11 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        for key in state_dict:
+            if not isinstance(key, str):
+                raise TypeError(f"Error(s) in loading state_dict for {type(self).__name__}: keys "
+                                f"must be strings (dotted parameter and buffer names), got "
+                                f"{key!r} of type {type(key).__name__}")
         missing: list[str] = []
         unexpected: list[str] = []
         errors: list[str] = []
@@ -603,3 +611,9 @@ def _parse_to(args: tuple, kwargs: dict) -> tuple[str | None, np.dtype | None]:
     if dtype is not None:
         dtype = as_dtype(dtype)
     return device, dtype
+
+
+def _check_dotted(where: str, target: Any) -> None:
+    if not isinstance(target, str):
+        raise TypeError(f"{where}: target must be a dotted name (str), got {target!r} of type "
+                        f"{type(target).__name__}")

@@ -23,6 +23,7 @@ measures both layouts.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -114,7 +115,7 @@ class FlatBuffer:
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
         self.stale = False  # set by a Parameter whose storage another optimizer took over
-        self._host: dict[tuple, np.ndarray] = {}
+        self._host: dict[tuple, tuple[np.ndarray, list[int]]] = {}
         self._max = float(np.finfo(self.dtype).max)
         self._type = self.dtype.type
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
@@ -163,7 +164,7 @@ class FlatBuffer:
             rec = np.zeros(1, dtype=[(k, np.float64 if k in wide else self.dtype) for k in key])
             entry = self._host[key] = rec, [i for i, k in enumerate(key) if k not in wide]
         rec, narrow = entry
-        vals = tuple(values.values())
+        vals: tuple[Any, ...] = tuple(values.values())
         top = self._max
         for i in narrow:
             v = vals[i]

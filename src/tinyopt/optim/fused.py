@@ -137,7 +137,7 @@ class FusedOptimizer(Optimizer):
                     if len(starting):  # state starts from its initial values at the first step
                         init = self._state_init(group)
                         for j in starting:
-                            fb.reset(j, init)
+                            fb.reset(int(j), init)
                 host = self._host(group, fb.round)
                 kernel = self.kernel[self._switches(group, host)]
                 bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))

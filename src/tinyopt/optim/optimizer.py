@@ -74,7 +74,7 @@ def _hooked_step(step: Callable) -> Callable:
             hook(self, args, kwargs)
         return out
 
-    wrapper._tinyopt_hooked = True
+    wrapper._tinyopt_hooked = True  # type: ignore[attr-defined]
     return wrapper
 
 
