@@ -21,21 +21,21 @@ from collections.abc import Iterator
 
 
 def _find() -> ctypes._CFuncPtr | None:
-    """``openblas_set_num_threads_local`` of the OpenBLAS that numpy loaded, or None."""
+    """``openblas_set_num_threads_local`` of the OpenBLAS that numpy loaded, or None: numpy's own
+    bundled library first, then any OpenBLAS this process has loaded (Linux)."""
+    import numpy
+    base = os.path.dirname(os.path.dirname(numpy.__file__))
     paths: list[str] = []
+    for folder in (os.path.join(base, "numpy.libs"), os.path.join(base, "numpy", ".dylibs")):
+        if os.path.isdir(folder):
+            paths += [os.path.join(folder, n) for n in sorted(os.listdir(folder))
+                      if "openblas" in n.lower()]
     try:
-        with open("/proc/self/maps") as f:  # Linux: the libraries this process has loaded
-            paths = sorted({line.split()[-1] for line in f
-                            if "openblas" in line.lower() and "/" in line})
+        with open("/proc/self/maps") as f:
+            paths += sorted({line.split()[-1] for line in f
+                             if "openblas" in line.lower() and "/" in line})
     except OSError:
         pass
-    if not paths:
-        import numpy
-        base = os.path.dirname(os.path.dirname(numpy.__file__))
-        for folder in (os.path.join(base, "numpy.libs"), os.path.join(base, "numpy", ".dylibs")):
-            if os.path.isdir(folder):
-                paths += [os.path.join(folder, n) for n in sorted(os.listdir(folder))
-                          if "openblas" in n.lower()]
     for path in paths:
         try:
             fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local")
