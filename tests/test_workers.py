@@ -139,3 +139,51 @@ def test_a_big_optimizer_step_on_the_worker_threads_gives_the_same_bits(pool, mo
     assert len(one_call) == len(in_chunks)
     for a, b in zip(one_call, in_chunks):
         np.testing.assert_array_equal(a, b)
+
+
+def _cnn(seed):
+    from tinyopt import nn
+    to.manual_seed(seed)   # the global generator is one per process: models are built up front
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(16 * 14 * 14, 10))
+
+
+def _cnn_losses(model, seed, steps, barrier=None):
+    from tinyopt import nn
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((32, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, 32)
+    opt = to.optim.Adam(model.parameters(), lr=1e-3)
+    out = []
+    if barrier is not None:
+        barrier.wait()
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    return out + [np.array(p._data) for p in model.parameters()]
+
+
+def test_cnns_trained_on_two_threads_at_once_match_training_alone(pool):
+    """Two callers share the worker pool (one runs its chunks itself) and the direct conv plans:
+    the bits do not depend on that."""
+    pool(2)
+    alone = [_cnn_losses(_cnn(seed), seed, 4) for seed in range(2)]
+    models = [_cnn(seed) for seed in range(2)]
+    results: list = [None, None]
+    barrier = threading.Barrier(2)
+
+    def work(k):
+        results[k] = _cnn_losses(models[k], k, 4, barrier)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, alone):
+        assert got is not None and len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

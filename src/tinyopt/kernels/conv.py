@@ -269,22 +269,22 @@ def _pad_plane(src, dst, pt, pl, Hp, Wp):
 
 @kernel
 def _relu_plane(g, y, dst, pt, pl, Hp, Wp):
-    """:func:`_pad_plane` of g masked by the ReLU's output y: g where y > 0, else 0 (as
-    ``relu_grad``)."""
+    """:func:`_pad_plane` of g masked by the ReLU's output y: 0 where y <= 0, else g (as
+    ``relu_grad``: a NaN output passes the gradient)."""
     H, W = g.shape
     w0, w1 = max(0, -pl), min(W, Wp - pl)
     for h in range(max(0, -pt), min(H, Hp - pt)):
         s, m = g[h], y[h]
         d = dst[(h + pt) * Wp + pl + w0:]
         for w in range(uint64(w1 - w0)):
-            d[w] = s[w + uint64(w0)] if m[w + uint64(w0)] > 0 else 0
+            d[w] = 0 if m[w + uint64(w0)] <= 0 else s[w + uint64(w0)]
 
 
 @kernel
 def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, relu):
     """:func:`_pad_plane` of the H x W plane that max-pooling's gradient g scatters to: each
     g[u, v] added at its window's tap ptap[u, v] (pooled value pv[u, v]; skipped when ``relu`` and
-    not pv > 0, the ReLU's mask), in row-major order of (u, v), onto zeros: the values of
+    pv <= 0, the ReLU's mask), in row-major order of (u, v), onto zeros: the values of
     ``scatter_add_planes`` then ``relu_grad``, bit for bit (0 + g, so a -0 gradient lands as +0)."""
     PU, PV = g.shape
     zero = g.dtype.type(0)
@@ -303,7 +303,7 @@ def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, re
             for v in range(uint64(PV)):
                 gv = zero + gu[v]
                 if relu:
-                    gv = gv if mu[v] > 0 else zero
+                    gv = zero if mu[v] <= 0 else gv
                 tap = uint64(tu[v])
                 d[(tap // uint64(pkw)) * uint64(Wp) + v * uint64(psw) + tap % uint64(pkw)] = gv
         return
@@ -312,7 +312,7 @@ def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, re
             dst[(h + pt) * Wp + pl + w] = 0
     for u in range(PU):
         for v in range(PV):
-            if relu and not pv[u, v] > 0:
+            if relu and pv[u, v] <= 0:
                 continue
             tap = int(ptap[u, v])
             r = u * psh + tap // pkw + pt
@@ -351,7 +351,7 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
         y[n, o, r, s] = act(sum_{c, i, j} w[o, c, i, j] xp[n, c, r + i*dh, s + j*dw] + b[o]),
 
     where xp is x placed at row pt, column pl of zero planes of OH + (kh-1)*dh rows and
-    OW + (kw-1)*dw columns (negative pt, pl crop), act is max(., 0) when ``relu`` (NaN stays NaN),
+    OW + (kw-1)*dw columns (negative pt, pl crop), act is relu when ``relu`` (NaN and -0.0 stay),
     and b has OC elements or none (no bias).  Each output sums over c, then i, then j, and adds the
     bias last; pairs of output channels share each load of the input.  With a flipped and
     transposed w and the complementary padding this is also the input gradient.
@@ -433,7 +433,7 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
                     if act:
                         for q in range(uL):
                             v = a[q]
-                            a[q] = v if not v <= 0 else 0
+                            a[q] = 0 if v < 0 else v
                     if mode != POOL_OUT:
                         for y in range(OH):
                             row = a[y * Wp:]

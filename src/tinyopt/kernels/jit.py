@@ -238,11 +238,16 @@ class _LazyUfunc:
         self._signatures = signatures
         self._ufunc = None
         self._loop = None
+        # the dtypes with a signature T(T, ..., T): only those take the flat loop, so a call the
+        # ufunc would reject or cast (no signature for its types) still goes to the ufunc
+        self._flat_types = {ret for ret, ins in (_parse(s) for s in signatures)
+                            if all(t == ret for t in ins)}
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, out=None):
-        if out is not None and out.flags.c_contiguous and len(args) <= 5:
+        if out is not None and out.flags.c_contiguous and len(args) <= 5 \
+                and out.dtype.name in self._flat_types:
             for a in args:
                 if type(a) is not np.ndarray or a.shape != out.shape or a.dtype != out.dtype \
                         or not a.flags.c_contiguous:
@@ -264,6 +269,12 @@ class _LazyUfunc:
             # wrapper adds about 1 us a call, which small graphs pay on every op
             self._ufunc = getattr(built, "ufunc", built)
         return self._ufunc(*args, out=out)
+
+
+def _parse(signature: str) -> tuple[str, list[str]]:
+    """``"float32(float32, float32)"`` -> ``("float32", ["float32", "float32"])``."""
+    ret, _, ins = signature.replace(" ", "").rstrip(")").partition("(")
+    return ret, ins.split(",")
 
 
 def _flat_loop(fn, arity: int):
