@@ -107,40 +107,6 @@ def test_a_forked_child_runs_chunks_on_workers_of_its_own(pool):
     assert p.exitcode == 0 and got == want
 
 
-OPTIMIZERS = [  # the walker is shared: three algorithms with one, two and three state buffers
-    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
-    ("Adam", dict(lr=1e-2, amsgrad=True, weight_decay=0.01)),
-    ("RMSprop", dict(lr=1e-2, centered=True, momentum=0.5)),
-]
-
-
-def _steps(name, kwargs, worker_min, monkeypatch):
-    from tinyopt.optim import fused
-    monkeypatch.setattr(fused, "WORKER_MIN_ELEMENTS", worker_min)
-    rng = np.random.default_rng(1)
-    ps = [to.Parameter(rng.standard_normal(s).astype(np.float32))
-          for s in ((300, 700), (33,), (40, 50), (7,))]   # chunks straddle the parameters
-    opt = getattr(to.optim, name)(ps, **kwargs)
-    for step in range(3):
-        for k, p in enumerate(ps):
-            p.grad = None if (step, k) == (1, 1) else rng.standard_normal(p.shape).astype(
-                np.float32)   # a None grad: that parameter skips a step
-        opt.step()
-    return [np.array(p._data) for p in ps] + [np.array(v) for st in opt.state.values()
-                                              for v in st.values()]
-
-
-@pytest.mark.parametrize("name, kwargs", OPTIMIZERS)
-def test_a_big_optimizer_step_on_the_worker_threads_gives_the_same_bits(pool, monkeypatch, name,
-                                                                        kwargs):
-    pool(3)
-    one_call = _steps(name, kwargs, 1 << 40, monkeypatch)
-    in_chunks = _steps(name, kwargs, 1, monkeypatch)
-    assert len(one_call) == len(in_chunks)
-    for a, b in zip(one_call, in_chunks):
-        np.testing.assert_array_equal(a, b)
-
-
 def _cnn(seed):
     from tinyopt import nn
     to.manual_seed(seed)   # the global generator is one per process: models are built up front

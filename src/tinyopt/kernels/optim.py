@@ -48,7 +48,6 @@ import math
 import numpy as np
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.jit import kernel as kernel_serial
 
 
 def walker(scalars, update):
@@ -72,49 +71,30 @@ def walker(scalars, update):
     # a call, not inlined: numba's parallel array analysis trips over the tuples it returns
     subroutine(prologue)
 
-    def run_chunk(ci, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, coef, h):
-        n = p.shape[0]
-        start = ci * chunk
-        end = min(start + chunk, n)
-        j = chunk_seg[ci]
-        i0 = start
-        while i0 < end:
-            e = min(seg[j + 1], end)
-            if flags[j] != 0:
-                c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
-                # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
-                ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
-                for i in range(e - i0):
-                    update(i, ps, gs, a, b, d, h, c)
-            i0 = e
-            j += 1
-
-    inline(run_chunk)
-
     def kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
+        n = p.shape[0]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
-            run_chunk(ci, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, coef, h)
+            start = ci * chunk
+            end = min(start + chunk, n)
+            j = chunk_seg[ci]
+            i0 = start
+            while i0 < end:
+                e = min(seg[j + 1], end)
+                if flags[j] != 0:
+                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                    # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
+                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    for i in range(e - i0):
+                        update(i, ps, gs, a, b, d, h, c)
+                i0 = e
+                j += 1
         return -1
 
-    def chunks(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs, c0, c1, first):
-        """``kernel`` over chunks [c0, c1) only, its prologue only when ``first``: the engine's
-        worker threads run a big step as one ``first`` call, then ranges of chunks side by side
-        (``kernels/workers.py``)."""
-        if first:
-            bad = prologue(flags, S, coef, hs[0])
-            if bad >= 0:
-                return bad
-        for ci in range(c0, c1):
-            run_chunk(ci, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, coef, hs[0])
-        return -1
-
-    step = parallel_kernel(kernel, sized_by=0)
-    step.chunks = kernel_serial(chunks)
-    return step
+    return parallel_kernel(kernel, sized_by=0)
 
 
 @inline

@@ -31,8 +31,6 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
-from tinyopt.kernels import workers
-from tinyopt.kernels.jit import PARALLEL_MIN_ELEMENTS
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import Optimizer, _cast_scalar
 
@@ -121,30 +119,6 @@ class _State(defaultdict):
 
     def __reduce__(self):
         return _State, (dict(self),)
-
-
-# Below 2**22 elements the kernel's own threads (numba's prange) are not used (kernels/jit.py), but
-# from 2**18 on the step is cut into ranges of chunks for the worker threads of kernels/workers.py:
-# measured on 2 cores, Adam over the 397k parameters of the 784-500-10 MLP, <FIGURE>.
-WORKER_MIN_ELEMENTS = 1 << 18
-
-
-def _run(kernel, args: tuple, host: np.ndarray) -> int:
-    """``kernel(*args, host)``, on the worker threads when the buffer is big enough: the prologue
-    (coefficients, step counts) once, then ranges of chunks side by side; each element's update is
-    the same either way, so are the results."""
-    n = args[0].shape[0]
-    threads = workers.num_threads()
-    if threads == 1 or n < WORKER_MIN_ELEMENTS or n >= PARALLEL_MIN_ELEMENTS:
-        return kernel(*args, host)
-    bad = kernel.chunks(*args, host, 0, 0, True)
-    if bad >= 0:
-        return bad
-    nchunks = args[6].shape[0]
-    parts = min(nchunks, 4 * threads)
-    workers.run_chunks(lambda k: kernel.chunks(*args, host, k * nchunks // parts,
-                                               (k + 1) * nchunks // parts, False), parts)
-    return -1
 
 
 class FusedOptimizer(Optimizer):
@@ -288,7 +262,7 @@ class FusedOptimizer(Optimizer):
                             self._start(fb, given)
                 host = self._host(group, fb.round)
                 kernel = self.kernel[self._switches(group, host)]
-                bad = _run(kernel, fb.kernel_args(names), fb.host(host, self.host64))
+                bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
                 if bad >= 0:
                     raise RuntimeError("value cannot be converted to type "
                                        f"{fb._ctype} without overflow")
