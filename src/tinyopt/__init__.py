@@ -11,7 +11,7 @@ from tinyopt.engine.ops import (abs, arange, argmax, argmin, cat, clamp, exp, fl
                                 minimum, ones, permute, rand, randn, relu, reshape, sigmoid,
                                 softmax, sqrt, square, squeeze, stack, sum, tanh, transpose,
                                 unsqueeze, var, where, zeros)
-from tinyopt import nn, optim, data, utils
+from tinyopt import nn, optim, data, utils, amp
 from tinyopt.checkpoint import CheckpointError, load_into
 from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit

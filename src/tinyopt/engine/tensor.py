@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from tinyopt.engine import grad_mode
-from tinyopt.engine.dtypes import FLOATS, as_dtype, default_dtype_for, float32
+from tinyopt.engine.dtypes import FLOATS, as_dtype, default_dtype_for, float32, grad_dtype, is_low
 
 _ids = itertools.count()
 
@@ -143,7 +143,7 @@ class Parameter(Tensor):
     """A leaf tensor that requires grad and owns its storage.
 
     ``data`` is the parameter's numpy array and ``grad`` its gradient (a numpy array of the same
-    shape, or None).  Assigning an array of the same shape to either copies into the existing
+    shape, or None; float32 for a float16 or bfloat16 parameter).  Assigning an array of the same shape to either copies into the existing
     storage when the parameter is *packed* (an optimizer keeps a group's parameters, gradients and
     state in contiguous flat buffers and makes ``data`` and ``grad`` views into them), so packing is
     invisible to users.
@@ -175,7 +175,7 @@ class Parameter(Tensor):
         if dtype is not None:
             arr = arr.astype(as_dtype(dtype), copy=False)
         arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
-        if requires_grad and arr.dtype not in FLOATS:
+        if requires_grad and arr.dtype not in FLOATS and not is_low(arr.dtype):
             raise RuntimeError(f"only floating point tensors can require gradients, got {arr.dtype}")
         super().__init__("param", (), (), arr.shape, arr.dtype, requires_grad=requires_grad)
         self._data = arr
@@ -235,7 +235,8 @@ class Parameter(Tensor):
             self._grad = self._grad_view
             self._grad_flags[self._grad_index] = 1
         else:
-            self._grad = arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+            gd = grad_dtype(self.dtype)
+            self._grad = arr if arr.dtype == gd else arr.astype(gd)
 
     def _grad_dest(self) -> np.ndarray:
         """Storage a new gradient may be written into directly (marks the grad as present).
@@ -246,7 +247,7 @@ class Parameter(Tensor):
             self._grad_flags[self._grad_index] = 1
             self._grad = self._grad_view
         else:
-            self._grad = np.empty(self.shape, dtype=self.dtype)
+            self._grad = np.empty(self.shape, dtype=grad_dtype(self.dtype))
         return self._grad
 
     def _accumulate_grad(self, g: np.ndarray) -> None:
