@@ -41,12 +41,12 @@ def gradcheck(f: Callable[..., to.Tensor], *arrays, h: float = 1e-6, rtol: float
         return float((f(*params) * w).sum().item())
 
     (f(*params) * w).sum().backward()
-    grads = [p.grad.copy() if p.grad is not None else np.zeros(p.shape) for p in params]
+    grads = [p.grad.numpy().copy() if p.grad is not None else np.zeros(p.shape) for p in params]
     for k, (p, g) in enumerate(zip(params, grads)):
         assert g.shape == p.shape, f"grad {k} has shape {g.shape}, expected {p.shape}"
         n = p.numel()
         idx = np.arange(n) if n <= max_elems else rng.choice(n, size=max_elems, replace=False)
-        flat = p.data.reshape(-1)
+        flat = p.data.numpy().reshape(-1)
         num = np.empty(len(idx))
         for j, i in enumerate(idx):
             old = flat[i]

@@ -73,6 +73,12 @@ def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b))
 
 
+def train_step(model, opt, x, y) -> None:
+    opt.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
 def assert_ranks_identical(model: nn.Module) -> None:
     mine = params(model)
     for r, theirs in enumerate(gather(mine)):
@@ -106,6 +112,13 @@ def process_group_api():
     p = nn.Parameter(np.full(3, float(r)))
     work = dist.all_reduce(p, async_op=True)
     assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    t = to.tensor([1.0, 2.0])
+    dist.all_reduce(t)  # a leaf Tensor, in place
+    assert t.numpy().tolist() == [2.0, 4.0]
+    q = nn.Parameter(np.zeros(2, np.float32))
+    (q * (r + 1.0)).sum().backward()
+    dist.all_reduce(q.grad, op=dist.ReduceOp.AVG)  # p.grad shares the gradient's storage
+    assert q._grad.tolist() == [1.5, 1.5], q._grad
     f = np.full(5, float(r))
     dist.broadcast(f, src=1)
     assert f.tolist() == [1.0] * 5
@@ -121,7 +134,7 @@ def process_group_api():
             (lambda: dist.broadcast(f, src=2), ValueError, "src must be a rank"),
             (lambda: dist.all_reduce(np.ones(2, np.int64), op=dist.ReduceOp.AVG), TypeError,
              "AVG"),
-            (lambda: dist.all_reduce(to.tensor([1.0]) + 1), TypeError, "graph node"),
+            (lambda: dist.all_reduce(nn.Parameter(np.ones(2)) * 2), TypeError, "graph node"),
             (lambda: dist.all_gather_object([None], 1), IndexError, "world_size")):
         try:
             call()
@@ -149,12 +162,8 @@ def train_pair(make_opt, steps: int = 12):
     ref.load_state_dict(ddp.module.state_dict())
     opt_ref, opt = make_opt(ref.parameters()), make_opt(ddp.parameters())
     for x, y in batches(steps):
-        opt_ref.zero_grad()
-        nn.functional.cross_entropy(ref(x), y).backward()
-        opt_ref.step()
-        opt.zero_grad()
-        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
-        opt.step()
+        train_step(ref, opt_ref, x, y)
+        train_step(ddp, opt, half(x), half(y))
     return ddp, params(ref)
 
 
@@ -248,6 +257,19 @@ def ddp_broadcasts_buffers_at_construction_and_forward():
     assert np.all(bn.running_var == rank() + 7.0)
 
 
+@check
+def ddp_reduces_after_a_backward_through_hooks():
+    """A tensor hook sends backward down autograd's explicit path: gradients still averaged."""
+    ddp = DDP(mlp(3))
+    seen = []
+    x = np.full((2, 20), rank() + 1.0, np.float32)
+    out = ddp(x)
+    out.register_hook(lambda g: seen.append(g.shape))
+    out.sum().backward()
+    g = [p._grad.copy() for p in ddp.parameters()]
+    assert seen == [(2, 5)] and all(np.array_equal(a, b) for a, b in zip(g, gather(g)[0]))
+
+
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
@@ -293,25 +315,20 @@ def ddp_state_dict_and_checkpoint_resume():
     opt = optim.Adam(ddp.parameters(), lr=1e-2)
     data = batches(6, seed=5)
 
-    def step(x, y):
-        opt.zero_grad()
-        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
-        opt.step()
     for x, y in data[:3]:
-        step(x, y)
+        train_step(ddp, opt, half(x), half(y))
     path = os.path.join(tempfile.gettempdir(), f"tinyopt-ddp-{os.getppid()}.tinyopt")
     if rank() == 0:
         to.save(path, model=ddp, optimizer=opt)
     dist.barrier()
     for x, y in data[3:]:
-        step(x, y)
+        train_step(ddp, opt, half(x), half(y))
     final = params(ddp)
     ddp2 = DDP(mlp(50 + rank()))
     opt2 = optim.Adam(ddp2.parameters(), lr=1e-2)
     to.load_into(path, model=ddp2, optimizer=opt2)
-    ddp, opt = ddp2, opt2
     for x, y in data[3:]:
-        step(x, y)
+        train_step(ddp2, opt2, half(x), half(y))
     assert all(np.array_equal(a, b) for a, b in zip(params(ddp2), final))  # bit for bit
     dist.barrier()
     if rank() == 0:
@@ -331,12 +348,8 @@ def zero_pair(steps: int = 12):
     plain = optim.Adam(groups(ref), lr=1e-2)
     data = batches(steps, seed=9)
     for x, y in data:
-        plain.zero_grad()
-        nn.functional.cross_entropy(ref(x), y).backward()
-        plain.step()
-        zero.zero_grad()
-        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
-        zero.step()
+        train_step(ref, plain, x, y)
+        train_step(ddp, zero, half(x), half(y))
     return ddp, ref, zero, plain
 
 
@@ -358,6 +371,17 @@ def zero_adam_matches_single_process_with_half_the_state():
         assert "consolidate_state_dict" in str(e)
     else:
         raise AssertionError("state_dict before consolidate_state_dict did not raise")
+
+    class Whole(optim.Adam):  # a subclass might read whole parameters: not assumed elementwise
+        pass
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    for cls in (Whole, object):
+        try:
+            ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=cls)
+        except TypeError as e:
+            assert "elementwise" in str(e), e
+        else:
+            raise AssertionError(f"{cls} accepted")
 
 
 @check
@@ -406,31 +430,27 @@ def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
         return ddp, ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.AdamW,
                                             lr=1e-2, weight_decay=0.1)
 
-    def step(ddp, opt, x, y):
-        opt.zero_grad()
-        nn.functional.cross_entropy(ddp(half(x)), half(y)).backward()
-        opt.step()
     ddp, opt = setup(1)
     pg = dist.group.WORLD
     calls, restore = count_allreduces(pg)
     try:
-        step(ddp, opt, *data[0])
+        train_step(ddp, opt, half(data[0][0]), half(data[0][1]))
     finally:
         restore()
     assert calls == [len(list(ddp.parameters()))], calls  # only ZeRO's has-gradient flags
     for x, y in data[1:3]:
-        step(ddp, opt, x, y)
+        train_step(ddp, opt, half(x), half(y))
     opt.consolidate_state_dict()
     if rank() == 0:
         to.save(path, model=ddp, optimizer=opt)
     dist.barrier()
     for x, y in data[3:]:
-        step(ddp, opt, x, y)
+        train_step(ddp, opt, half(x), half(y))
     final = params(ddp)
     ddp2, opt2 = setup(2 + rank())
     to.load_into(path, model=ddp2, optimizer=opt2)
     for x, y in data[3:]:
-        step(ddp2, opt2, x, y)
+        train_step(ddp2, opt2, half(x), half(y))
     assert all(np.array_equal(a, b) for a, b in zip(params(ddp2), final))
     assert_ranks_identical(ddp2)
     dist.barrier()

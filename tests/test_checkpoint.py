@@ -29,7 +29,9 @@ from tinyopt.engine.random import Generator
 # ---- helpers --------------------------------------------------------------------------------
 
 def assert_same(a, b, where="value"):
-    """Exact equality: types, dtypes, shapes, bits, dict key order and key types."""
+    """Exact equality: types, dtypes, shapes, bits, dict key order and key types (a Tensor of a
+    state dict as its array)."""
+    a, b = (np.asarray(v) if isinstance(v, tinyopt.Tensor) else v for v in (a, b))
     assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
     if isinstance(a, (np.ndarray, np.generic)):
         assert a.dtype == b.dtype and a.shape == b.shape, f"{where}: {a.dtype}{a.shape} vs " \
@@ -300,9 +302,10 @@ def test_kill_during_save_leaves_previous_checkpoint_intact(tmp_path):
     assert out["step"] == 1
     for name, arr in old.items():
         assert_same(out[name], arr)
-    # the half-written temp file is left behind, never read, and a new save still works
+    # the half-written temp file is never read; the next save to that path removes it
     save(path, step=3)
     assert load(path)["step"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.tinyopt"]
 
 
 # ---- bad files ----------------------------------------------------------------------------------
@@ -565,8 +568,8 @@ def test_optimizer_state_dict_round_trip(tmp_path):
     save(tmp_path / "opt", optimizer=opt)
     sd = load(tmp_path / "opt")["optimizer"]
     assert_same(sd, opt.state_dict())
-    p2 = tinyopt.Parameter(p.data.copy())
-    q2 = tinyopt.Parameter(q.data.copy())
+    p2 = tinyopt.Parameter(p.data.numpy().copy())
+    q2 = tinyopt.Parameter(q.data.numpy().copy())
     opt2 = optim.Adam([p2, q2], lr=0.5, amsgrad=True)
     load_into(tmp_path / "opt", optimizer=opt2)
     assert_same(opt2.state_dict(), opt.state_dict())
@@ -574,7 +577,7 @@ def test_optimizer_state_dict_round_trip(tmp_path):
     p2.grad = np.full((2, 3), 0.25, dtype=np.float32)
     opt.step()
     opt2.step()
-    assert p.data.tobytes() == p2.data.tobytes()
+    assert p.data.numpy().tobytes() == p2.data.numpy().tobytes()
 
 
 # ---- exact resume: model, optimizer, scheduler, loader and RNG ---------------------------------
@@ -661,8 +664,8 @@ def test_exact_resume_in_fresh_objects(tmp_path, name):
     assert load_into(tmp_path / "c", **fresh) == {"step": 6}
     t["train"](fresh, 9)
     for key in ("w", "b"):
-        assert getattr(fresh["model"], key).data.tobytes() == \
-            getattr(ref["model"], key).data.tobytes()
+        assert getattr(fresh["model"], key).data.numpy().tobytes() == \
+            getattr(ref["model"], key).data.numpy().tobytes()
     assert_same(fresh["optimizer"].state_dict(), ref["optimizer"].state_dict())
 
 
@@ -690,3 +693,222 @@ def test_exact_resume_in_a_fresh_process(tmp_path):
     out = load(tmp_path / "at15")
     assert_same(out["model"], dict(ref["model"].state_dict()))
     assert_same(out["optimizer"], ref["optimizer"].state_dict())
+
+
+# ---- issue 9: hostile files, special targets, complete rollback -------------------------------
+
+def _zip_bytes(entries, compression=zipfile.ZIP_STORED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compression) as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+def _manifest(objects, arrays=None):
+    return json.dumps({"format": "tinyopt-checkpoint", "version": 1, "objects": objects,
+                       "arrays": arrays or {}})
+
+
+def test_compressed_entries_are_refused_before_they_are_inflated(tmp_path):
+    # a manifest that inflates 300x (a decompression bomb in miniature) and a deflated array
+    bomb = _manifest({"x": {"kind": "value", "value": "a" * (30 << 20)}})
+    path = tmp_path / "bomb"
+    path.write_bytes(_zip_bytes({"manifest.json": bomb}, zipfile.ZIP_DEFLATED))
+    assert path.stat().st_size < (200 << 10)
+    import time
+    import tracemalloc
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(CheckpointError, match=r"entry manifest.json is compressed \(method 8\)"):
+        load(path)
+    elapsed = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < (4 << 20) and elapsed < 1.0  # bounded by the file, not by what it inflates to
+    arrays = {"arrays/0.npy": {"dtype": "<f8", "shape": [1 << 17]}}
+    man = _manifest({"x": {"kind": "value", "value": {"$": "array", "entry": "arrays/0.npy"}}},
+                    arrays)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("manifest.json", man)
+        zf.writestr("arrays/0.npy", npy_bytes(np.zeros(1 << 17)), zipfile.ZIP_DEFLATED)
+    path.write_bytes(buf.getvalue())
+    with pytest.raises(CheckpointError, match="arrays/0.npy is compressed"):
+        load(path)
+
+
+def test_concatenated_and_padded_files_are_refused(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    save(a, step=1, rng=False)
+    save(b, step=2, rng=False)
+    cat = tmp_path / "cat"
+    for data, pattern in [(a.read_bytes() + b.read_bytes(), "another file concatenated"),
+                          (b"junk" * 10 + b.read_bytes(), "not a tinyopt checkpoint"),
+                          (a.read_bytes() + b"trailing", "bytes after the archive's end"),
+                          (b.read_bytes() + a.read_bytes(), "another file")]:
+        cat.write_bytes(data)
+        with pytest.raises(CheckpointError, match=pattern):
+            load(cat)
+    assert load(a) == {"step": 1} and load(b) == {"step": 2}  # each alone is fine
+    # two central-directory records for one stored entry (an overlap bomb): refused
+    data = bytearray((tmp_path / "a").read_bytes())
+    save(a, x=np.zeros(3), y=np.zeros(3), rng=False)
+    data = bytearray(a.read_bytes())
+    cd = [i for i in range(len(data)) if data[i:i + 4] == b"PK\x01\x02"]
+    first = data[cd[0] + 42:cd[0] + 46]
+    data[cd[1] + 42:cd[1] + 46] = first
+    cat.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="entries overlapping"):
+        load(cat)
+
+
+def test_non_finite_numbers_in_a_manifest_are_refused(tmp_path):
+    path = tmp_path / "c"
+    for number in ("1e999", "-1e400"):
+        text = _manifest({"opt": {"kind": "state", "type": "x", "value": {"lr": 0.0}}})
+        path.write_bytes(_zip_bytes({"manifest.json": text.replace("0.0", number)}))
+        with pytest.raises(CheckpointError, match=f"number {number} is out of the range"):
+            load(path)
+        box = Box()
+        with pytest.raises(CheckpointError):
+            load_into(path, opt=box)
+    save(path, x=[math.inf, -math.inf, math.nan, 1e308], rng=False)  # tagged: these stay fine
+    out = load(path)["x"]
+    assert out[:2] == [math.inf, -math.inf] and math.isnan(out[2]) and out[3] == 1e308
+
+
+def test_save_writes_through_symlinks_at_their_target(tmp_path):
+    target = tmp_path / "real.tinyopt"
+    link = tmp_path / "link.tinyopt"
+    save(target, step=1, rng=False)
+    link.symlink_to(target.name)
+    save(link, step=2, rng=False)
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert load(target) == {"step": 2}
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to("made-by-save")
+    save(dangling, step=3, rng=False)
+    assert dangling.is_symlink() and load(tmp_path / "made-by-save") == {"step": 3}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "link.tinyopt",
+                                                          "made-by-save", "real.tinyopt"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_save_refuses_special_files_and_directories(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="this is a FIFO"):
+        save(fifo, step=1)
+    assert stat_kind(fifo) == "fifo"
+    link = tmp_path / "to-fifo"
+    link.symlink_to(fifo)
+    with pytest.raises(OSError, match="FIFO"):
+        save(link, step=1)
+    with pytest.raises(IsADirectoryError):
+        save(tmp_path, step=1)
+    if os.path.exists("/dev/null") and not os.access("/dev", os.W_OK):
+        with pytest.raises(OSError, match="device"):
+            save("/dev/null", step=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "to-fifo"]
+
+
+def stat_kind(path):
+    import stat as st
+    mode = os.lstat(path).st_mode
+    return "fifo" if st.S_ISFIFO(mode) else "file" if st.S_ISREG(mode) else "other"
+
+
+READ_ONLY = textwrap.dedent("""
+    import os, sys
+    from tinyopt.checkpoint import save
+    if os.getuid() == 0:
+        os.setgid(65534); os.setuid(65534)   # as open() would for a user, not for root
+    try:
+        save(sys.argv[1], step=2, rng=False)
+    except PermissionError as e:
+        print("PermissionError", e.filename)
+""")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+def test_save_respects_read_only_files(tmp_path):
+    folder = tmp_path / "shared"
+    folder.mkdir()
+    folder.chmod(0o777)  # the folder is writable: only the file's own mode protects it
+    path = folder / "ro.tinyopt"
+    save(path, step=1, rng=False)
+    path.chmod(0o444)
+    before = path.read_bytes()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", READ_ONLY, str(path)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["PermissionError", str(path)]
+    assert path.read_bytes() == before and (path.stat().st_mode & 0o777) == 0o444
+    assert os.listdir(folder) == ["ro.tinyopt"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs flock")
+def test_a_save_in_progress_keeps_its_temp_file(tmp_path):
+    import fcntl
+    path = tmp_path / "c"
+    stale = tmp_path / ".c.abcd1234.tmp"
+    busy = tmp_path / ".c.busy5678.tmp"
+    other = tmp_path / ".d.abcd1234.tmp"
+    for p in (stale, busy, other):
+        p.write_bytes(b"half")
+    fd = os.open(busy, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # as a save running in another process holds it
+    try:
+        save(path, step=1, rng=False)
+    finally:
+        os.close(fd)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".c.busy5678.tmp", ".d.abcd1234.tmp",
+                                                          "c"]
+
+
+class FailingBox(Box):
+    def load_state_dict(self, sd):
+        raise ValueError("FailingBox rejects every state")
+
+
+def test_load_into_rollback_keeps_a_data_loader_on_its_live_iterator(tmp_path):
+    ds = TensorDataset(np.arange(40, dtype=np.float32).reshape(20, 2), np.arange(20))
+    tinyopt.manual_seed(3)
+    reference = [b[1].tolist() for b in DataLoader(ds, batch_size=2, shuffle=True)]
+    tinyopt.manual_seed(3)
+    loader = DataLoader(ds, batch_size=2, shuffle=True)
+    it = iter(loader)
+    seen = [next(it)[1].tolist() for _ in range(2)]
+    save(tmp_path / "c", loader=loader, box=Box())
+    seen.append(next(it)[1].tolist())
+    before = loader.state_dict()
+    with pytest.raises(ValueError, match="FailingBox"):
+        load_into(tmp_path / "c", loader=loader, box=FailingBox())
+    assert_same(loader.state_dict(), before)
+    seen.extend(b[1].tolist() for b in it)  # the epoch goes on, and moves the loader
+    assert seen == reference
+    assert loader.state_dict()["index"] == 20
+
+
+def test_load_into_rollback_restores_a_scheduler_exactly(tmp_path):
+    optim = pytest.importorskip("tinyopt.optim")
+    p = tinyopt.Parameter(np.ones(2, np.float32))
+    opt = optim.SGD([p], lr=0.1)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=2)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+
+    class Doctored:  # a scheduler state carrying a key that shadows the step() method
+        def state_dict(self):
+            return {**sched.state_dict(), "last_epoch": 9, "step": 5}
+
+    save(tmp_path / "c", sched=Doctored(), box=Box())
+    before = dict(vars(sched))
+    with pytest.raises((ValueError, KeyError, TypeError)):
+        load_into(tmp_path / "c", sched=sched, box=FailingBox())
+    assert vars(sched) == before and "step" not in vars(sched)
+    sched.step()
+    assert sched.last_epoch == 4

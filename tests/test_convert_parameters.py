@@ -31,13 +31,13 @@ def test_vector_is_differentiable_and_storage_is_kept():
     opt = to.optim.SGD(m.parameters(), lr=0.1)
     m(np.ones((1, 3), np.float32)).sum().backward()
     opt.step()  # parameters now live in the optimizer's flat buffer
-    storage = [p.data for p in m.parameters()]
+    storage = [p._data for p in m.parameters()]
     v = nn.utils.parameters_to_vector(m.parameters())
     (v * v).sum().backward()
     for p in m.parameters():
         assert p.grad is not None
     nn.utils.vector_to_parameters(np.arange(v.shape[0], dtype=np.float32), m.parameters())
-    assert all(a is p.data for a, p in zip(storage, m.parameters()))  # written in place
+    assert all(a is p._data for a, p in zip(storage, m.parameters()))  # written in place
 
 
 def test_errors():

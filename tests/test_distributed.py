@@ -43,7 +43,7 @@ def _has_mpi() -> bool:
 needs_mpi = pytest.mark.skipif(not _has_mpi(), reason=NO_MPI)
 
 
-def launch(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``mpiexec -n 2 python args...`` with this interpreter and this source tree, one thread per
     rank (2 ranks on 2 cores)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),

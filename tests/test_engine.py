@@ -27,12 +27,21 @@ def test_ggml_example_and_replay_without_new_plan():
     assert cache_info().misses == 1 and cache_info().hits == 1
 
 
-def test_ops_are_lazy_until_realized():
+def test_ops_over_parameters_are_lazy_until_realized():
     cache_clear()
-    x = to.tensor(np.arange(6.0).reshape(2, 3))
+    x = to.Parameter(np.arange(6.0).reshape(2, 3), requires_grad=False)
     y = (x * 2).exp().sum(1)
     assert y.shape == (2,) and y.op == "reshape"
     assert cache_info().misses == 0  # nothing compiled or computed yet
+    np.testing.assert_allclose(y.numpy(), np.exp(np.arange(6.0).reshape(2, 3) * 2).sum(1),
+                               rtol=1e-6)
+
+
+def test_ops_over_concrete_tensors_run_at_once():
+    cache_clear()
+    x = to.tensor(np.arange(6.0).reshape(2, 3))
+    y = (x * 2).exp().sum(1)
+    assert y.op == "input" and cache_info().misses == 0  # computed without a plan
     np.testing.assert_allclose(y.numpy(), np.exp(np.arange(6.0).reshape(2, 3) * 2).sum(1),
                                rtol=1e-6)
 
@@ -86,10 +95,10 @@ def test_cache_is_bounded_lru():
     CACHE.maxsize = 3
     try:
         for n in range(1, 6):
-            to.tensor(np.ones(n)).exp().numpy()
+            to.Parameter(np.ones(n), requires_grad=False).exp().numpy()
         assert cache_info()[:4] == (0, 5, 3, 3)
-        to.tensor(np.ones(5)).exp().numpy()  # most recent: still cached
-        to.tensor(np.ones(1)).exp().numpy()  # evicted long ago: a miss
+        to.Parameter(np.ones(5), requires_grad=False).exp().numpy()  # most recent: still cached
+        to.Parameter(np.ones(1), requires_grad=False).exp().numpy()  # evicted long ago: a miss
         assert cache_info().hits == 1 and cache_info().misses == 6
     finally:
         CACHE.maxsize = old
@@ -113,19 +122,20 @@ def test_plans_follow_moved_parameter_storage():
 
 
 def test_signature_ignores_values_but_not_structure():
-    a = to.tensor(np.ones(3)) + 1.0
-    b = to.tensor(np.zeros(3)) + 5.0
-    c = to.tensor(np.ones(4)) + 1.0
-    d = to.tensor(np.ones(3)) * 1.0
+    const = lambda a: to.Parameter(a, requires_grad=False)  # noqa: E731  (a lazy leaf)
+    a = const(np.ones(3)) + 1.0
+    b = const(np.zeros(3)) + 5.0
+    c = const(np.ones(4)) + 1.0
+    d = const(np.ones(3)) * 1.0
     sig = lambda t: signature(toposort([t]))  # noqa: E731
     assert sig(a) == sig(b)
     assert sig(a) != sig(c) and sig(a) != sig(d)
     p = to.Parameter(np.ones(3))
-    assert sig(p + 1.0) != sig(a)  # which leaves are parameters is part of the structure
+    assert sig(p + 1.0) != sig(a)  # which leaves require grad is part of the structure
 
 
 def test_toposort_and_use_counts():
-    x = to.tensor(np.ones(2))
+    x = to.Parameter(np.ones(2))
     h = x * 2
     y = h + h * 3
     order = toposort([y])
@@ -136,12 +146,14 @@ def test_toposort_and_use_counts():
     assert use_counts(order)[id(h)] == 2
 
 
-def test_requested_values_survive_and_do_not_alias():
-    x = to.tensor(np.arange(4.0))
-    y = x * 2
+def test_numpy_shares_the_tensors_storage():
+    # As in PyTorch: the array is the tensor's value, not a copy.
+    p = to.Parameter(np.arange(4.0))
+    y = p * 2
     v = y.numpy()
     v[:] = -1
-    np.testing.assert_array_equal(y.numpy(), [0, 2, 4, 6])
+    np.testing.assert_array_equal(y.numpy(), [-1, -1, -1, -1])
+    assert np.shares_memory(p.numpy(), p._data) and np.shares_memory(np.asarray(p.data), p._data)
 
 
 def test_second_order_gradient_through_graph_grads():

@@ -105,7 +105,8 @@ def test_bfloat16_rounding_matches_ml_dtypes_around_every_value():
     assert np.array_equal(_round(half.round_bf16, x), x.astype(BF16).view(np.uint16))
     edge = np.array([0x3F808000, 0x3F818000, 0x7F7F8000, 0x00008000, 0x7F800001, 0xFFC12345],
                     np.uint32).view(np.float32)  # ties to even, overflow to inf, tiny, NaNs
-    assert _round(half.round_bf16, edge).tolist() == [0x3F80, 0x3F82, 0x7F80, 0x0000, 0x7FC0, 0xFFC0]
+    assert _round(half.round_bf16, edge).tolist() == [0x3F80, 0x3F82, 0x7F80, 0x0000, 0x7FC0,
+                                                      0xFFC0]
 
 
 def test_bfloat16_rounding_of_random_patterns():
@@ -124,7 +125,8 @@ def test_rounding_of_every_float32_pattern():
         x = np.arange(lo, lo + step, dtype=np.uint64).astype(np.uint32).view(np.float32)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            assert np.array_equal(_round(half.round_bf16, x), x.astype(BF16).view(np.uint16)), hex(lo)
+            want = x.astype(BF16).view(np.uint16)
+            assert np.array_equal(_round(half.round_bf16, x), want), hex(lo)
         assert np.array_equal(_round(half.round_f16, x), _ieee_f16(x)), hex(lo)
 
 

@@ -21,7 +21,7 @@ def _train(threshold, monkeypatch):
         opt.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
-    return [p.data.copy() for p in model.parameters()]
+    return [p.data.numpy().copy() for p in model.parameters()]
 
 
 def test_parallel_and_serial_runs_agree_bit_for_bit(monkeypatch):
@@ -57,3 +57,102 @@ def test_specialized_makes_one_kernel_per_option_combination():
     np.testing.assert_array_equal(y, x)
     assert scale[True] is scale[True] and scale[True] is not scale[False]
     assert scale.__doc__.startswith("y <- -x")
+
+
+# ---- a read-only install, fork (issue 9.6, 9.7): each in a child process -----------------
+NO_LOCATOR = """if True:
+    import os, sys, tempfile, warnings
+    import numpy as np
+    import numba.core.caching as caching
+
+    def read_only(self):  # what numba meets in a read-only install with an unwritable $HOME
+        raise PermissionError(13, "Read-only file system", self.get_cache_path())
+
+    caching.InTreeCacheLocator.ensure_cache_path = read_only
+    caching.UserWideCacheLocator.ensure_cache_path = read_only
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if sys.argv[1] == "memory":  # and no temporary folder either
+            blocked = os.path.join(os.environ["TMPDIR"], "a-file")
+            open(blocked, "w").close()
+            tempfile.gettempdir = lambda: os.path.join(blocked, "tmp")
+
+            def no_mkdtemp(*args, **kwargs):
+                raise PermissionError(13, "Permission denied")
+            tempfile.mkdtemp = no_mkdtemp
+        import tinyopt as to
+        from tinyopt import nn
+        model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+        opt = to.optim.SGD(model.parameters(), lr=0.1)
+        x = np.ones((4, 6), np.float32)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), [0, 1, 2, 0])
+            loss.backward()
+            opt.step()
+    print(sum("numba cannot cache" in str(w.message) for w in caught), loss.item() > 0)
+    print(os.environ.get("NUMBA_CACHE_DIR", ""))
+"""
+
+
+@pytest.mark.parametrize("fallback", ["folder", "memory"])
+def test_import_and_training_work_where_numba_cannot_cache(tmp_path, fallback):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", NO_LOCATOR, fallback], capture_output=True,
+                       text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "1 True"  # trained, with exactly one warning
+    if fallback == "folder":
+        folder = lines[1]
+        assert folder.startswith(str(tmp_path)) and (os.stat(folder).st_mode & 0o777) == 0o700
+        assert any(name.endswith(".nbi") for _, _, files in os.walk(folder) for name in files)
+    else:
+        assert lines[1:] == [""]  # no folder: compiled in memory
+
+
+FORK = """if True:
+    import os, multiprocessing as mp
+    import numpy as np
+    import tinyopt as to
+
+    p = to.Parameter(np.ones(1 << 14, np.float32))
+    opt = to.optim.SGD([p], lr=0.1, momentum=0.9)
+
+    def step(_=None):
+        p.grad = np.ones_like(p.data)
+        opt.step()
+        return float(p.data[0])
+
+    step()  # 16k elements >= TINYOPT_PARALLEL_MIN: the parallel build, OpenMP's pool starts
+    pid = os.fork()
+    if pid == 0:
+        step()
+        os._exit(0)
+    print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+    with mp.get_context("fork").Pool(2) as pool:
+        print("pool", len(pool.map(step, range(4))), flush=True)
+    print("parent", step())
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_fork_after_a_large_parallel_step_works_and_never_hangs():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TINYOPT_PARALLEL_MIN="4096", PYTHONPATH=os.pathsep.join(sys.path))
+    try:
+        r = subprocess.run([sys.executable, "-c", FORK], capture_output=True, text=True,
+                           timeout=240, env=env)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"fork after a parallel step hung: {e.stdout!r}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout.splitlines()
+    assert out[:2] == ["child 0", "pool 4"] and out[2].startswith("parent "), out
+    assert "GNU OpenMP" not in r.stderr

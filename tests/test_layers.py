@@ -554,3 +554,18 @@ def test_model_repr_matches_torch():
                             n.MaxPool2d(2), n.Dropout(0.1), n.Flatten(), n.Linear(8 * 14 * 14, 10),
                             n.LogSoftmax(dim=1))
     assert repr(build(nn)) == repr(build(torch.nn))
+
+
+def test_linear_rejects_integer_and_bool_inputs_as_pytorch():
+    m = nn.Linear(3, 2)
+    for x, name in [(np.ones((4, 3), np.int64), "Long"), (np.ones((4, 3), bool), "Bool"),
+                    (np.ones((4, 3), np.int32), "Int"), (np.ones(3, np.uint8), "Byte"),
+                    (to.tensor(np.ones((2, 4, 3), np.int64)), "Long"), ([[1, 2, 3]], "Long")]:
+        with pytest.raises(RuntimeError,
+                           match=f"^mat1 and mat2 must have the same dtype, but got {name} and "
+                                 f"Float$"):
+            m(x)
+    assert m(np.ones((4, 3), np.float32)).shape == (4, 2)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="but got Long and Float"):
+        torch.nn.Linear(3, 2)(torch.ones(4, 3, dtype=torch.long))

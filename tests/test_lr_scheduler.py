@@ -543,12 +543,30 @@ def test_warnings_like_pytorch():
         sched.step()
     opt = make_opt()
     sched = L.StepLR(opt, 2)
-    assert hasattr(opt.step, "_wrapped_by_lr_sched")
     opt.step()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sched.step()
         sched.step()
+    opt = make_opt()
+    sched = L.StepLR(opt, 2)
+    opt.step = lambda closure=None: None  # replaced on the instance, after the scheduler
+    with pytest.warns(UserWarning, match="has been overridden after learning rate scheduler"):
+        sched.step()
+
+
+def test_no_cyclic_references():
+    """PyTorch's test_no_cyclic_references: a scheduler does not wrap its optimizer's step on the
+    instance (the wrapper made optimizer -> wrapper -> bound method -> optimizer)."""
+    import gc
+
+    opt = SGD([Parameter(np.zeros(10))], lr=0.5)
+    sched = L.LambdaLR(opt, lambda epoch: 1.0)
+    del sched
+    assert len(gc.get_referrers(opt)) == 0, "Optimizer should contain no cyclic references"
+    gc.collect()
+    del opt
+    assert gc.collect() == 0, "Optimizer should be garbage-collected on __del__"
 
 
 # ---- with the real optimizers -------------------------------------------------------------------
@@ -641,3 +659,101 @@ def test_cyclical_schedules_match_pytorch_for_random_settings(total, pct, three,
             s.step()
             ts.step()
             assert_same(snapshot(opt), snapshot(topt), f"CyclicLR step {t + 1}")
+
+
+# ---- hostile but well-formed states (issue 9.8, 9.5) ----------------------------------------------
+def _sequential(o):
+    return L.SequentialLR(o, [L.StepLR(o, 2), L.ExponentialLR(o, 0.5)], [3])
+
+
+@pytest.mark.parametrize("build,edit,match", [
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(step=5), "key 'step', which is not part"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(get_lr=None), "key 'get_lr'"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(last_epoch="x"), "'last_epoch' = 'x'"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(last_epoch=2.5), "expected an integer"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(step_size=0), "positive step_size"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(_step_count=-3), "negative step counts"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(base_lrs=[0.1, -1.0, 0.2]),
+     "expected finite learning rates"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(base_lrs=[0.1, "a", 0.2]), "does not fit"),
+    (lambda o: L.StepLR(o, 3), lambda sd: sd.update(gamma=None, _is_initial="yes"), "does not fit"),
+    (lambda o: L.MultiStepLR(o, [2]), lambda sd: sd.update(milestones={"x": 1}),
+     "milestones must map epochs"),
+    (lambda o: L.CosineAnnealingLR(o, 5), lambda sd: sd.update(T_max=0), "positive T_max"),
+    (lambda o: L.CosineAnnealingWarmRestarts(o, 3), lambda sd: sd.update(T_mult=0), "T_mult >= 1"),
+    (lambda o: L.ConstantLR(o), lambda sd: sd.update(factor=3.0), "between 0 and 1"),
+    (lambda o: L.CyclicLR(o, 0.01, 0.1), lambda sd: sd.update(mode="sine"), "mode is invalid"),
+    (lambda o: L.OneCycleLR(o, 1.0, total_steps=10),
+     lambda sd: sd["_schedule_phases"][0].update(start_lr="params"), "schedule phase"),
+    (lambda o: L.OneCycleLR(o, 1.0, total_steps=10), lambda sd: sd.update(total_steps=0),
+     "positive integer total_steps"),
+    (lambda o: L.LambdaLR(o, lambda e: 1.0), lambda sd: sd.update(lr_lambdas=[{"n": 1}] * 3),
+     "is a function here"),
+    (lambda o: L.ReduceLROnPlateau(o), lambda sd: sd.update(patience=-1), "'patience' = -1"),
+    (lambda o: L.ReduceLROnPlateau(o), lambda sd: sd.update(factor=2.0), "Factor should be < 1"),
+    (_sequential, lambda sd: sd["_schedulers"][1].update(step=1), "key 'step'"),
+    (_sequential, lambda sd: sd["_schedulers"][0].update(step_size=0), "positive step_size"),
+])
+def test_hostile_state_values_are_rejected_and_change_nothing(build, edit, match):
+    """Issue 9.8/9.5: a state dict with a key the scheduler does not have (``step`` would shadow
+    the method), a value of the wrong kind, or one the constructor rejects raises before anything
+    changes; it used to be installed by ``__dict__.update``."""
+    opt = make_opt()
+    sched = build(opt)
+    for t in range(2):
+        advance(sched, isinstance(sched, L.ReduceLROnPlateau), t)
+    sd = copy.deepcopy(sched.state_dict())
+    sd["last_epoch"] = 7  # would be installed first if the load were not atomic
+    edit(sd)
+    def attrs(s):
+        return {k: copy.deepcopy(v) for k, v in vars(s).items()
+                if k not in ("optimizer", "_schedulers", "lr_lambdas")}
+
+    before = attrs(sched)
+    members = [attrs(s) for s in getattr(sched, "_schedulers", [])]
+    with pytest.raises(ValueError, match=match):
+        sched.load_state_dict(sd)
+    assert attrs(sched) == before
+    assert [attrs(s) for s in getattr(sched, "_schedulers", [])] == members
+    assert callable(sched.step) and callable(sched.get_lr)
+
+
+def test_load_into_rollback_leaves_no_scheduler_keys_behind(tmp_path):
+    """Issue 9.5: a checkpoint whose scheduler entry holds keys the scheduler does not have (here
+    ``step`` and another scheduler's ``T_max``), followed by an entry that is rejected: the
+    scheduler is left exactly as it was (it used to keep the keys, ``step`` shadowing the method)."""
+    from tinyopt import nn
+    from tinyopt.checkpoint import load_into, save
+
+    class Crafted:
+        def state_dict(self):
+            return dict(L.StepLR(make_opt(), 3).state_dict(), step=3, T_max=9)
+
+    save(tmp_path / "ckpt", scheduler=Crafted(), model=nn.Linear(2, 3))
+    sched = L.StepLR(make_opt(), 5, gamma=0.3)
+    sched.step()
+    before = {k: copy.deepcopy(v) for k, v in vars(sched).items() if k != "optimizer"}
+    with pytest.raises(Exception):  # noqa: B017 - the scheduler entry (or the model) is rejected
+        load_into(tmp_path / "ckpt", scheduler=sched, model=nn.Linear(4, 4))
+    assert {k: v for k, v in vars(sched).items() if k != "optimizer"} == before
+    assert callable(sched.step)
+    sched.step()
+
+
+def test_multistep_milestones_load_in_pytorch_and_step_with_epoch():
+    """The state dict keeps milestones a Counter, as PyTorch's closed form (step(epoch)) needs
+    ``milestones.elements()``; a plain dict (what JSON gives back) loads into tinyopt."""
+    torch = pytest.importorskip("torch")
+    opt, topt = make_opt(), make_torch_opt(torch)
+    sched = L.MultiStepLR(opt, [2, 4, 4], gamma=0.5)
+    for _ in range(3):
+        sched.step()
+    sd = sched.state_dict()
+    tsched = torch.optim.lr_scheduler.MultiStepLR(topt, [9])
+    copy_hyperparameters(opt.param_groups, topt.param_groups)
+    tsched.load_state_dict(copy.deepcopy(sd))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tsched.step(5)
+        sched.step(5)
+    assert_same(snapshot(opt), snapshot(topt), "step(5)")

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tinyopt as to
 from tinyopt import nn
 from tinyopt.engine.tensor import Tensor
 
@@ -120,8 +121,7 @@ def test_buffers_registration_and_persistence():
 
 def test_buffer_accepts_tensor_and_stores_numpy():
     m = nn.Module()
-    m.register_buffer("t", Tensor("input", (), (), (2,), np.dtype(np.float32),
-                                  value=np.ones(2, np.float32)))
+    m.register_buffer("t", to.tensor(np.ones(2, np.float32)))
     assert isinstance(m.t, np.ndarray)
     with pytest.raises(TypeError, match="buffer 't'"):
         m.t = [1, 2]
@@ -245,7 +245,7 @@ def test_forward_hooks_and_missing_forward():
 def test_to_double_keeps_parameter_identity():
     net = Net()
     w = net.fc1.weight
-    before = w.data.copy()
+    before = w.data.numpy().copy()
     net.double()
     assert net.fc1.weight is w and w.dtype == np.float64 and w.data.dtype == np.float64
     np.testing.assert_array_equal(w.data, before)
@@ -255,7 +255,7 @@ def test_to_double_keeps_parameter_identity():
     assert w.dtype == np.float32
     with pytest.raises(TypeError, match="floating point"):
         net.to(np.int64)
-    with pytest.raises(ValueError, match="CPU only"):
+    with pytest.raises(RuntimeError, match="CPU only"):  # as torch without CUDA: at once
         net.to("cuda")
 
 
@@ -312,11 +312,16 @@ def test_state_dict_keys_values_are_copies():
     assert isinstance(sd, OrderedDict)
     assert list(sd) == ["scale", "fc1.weight", "fc1.bias", "norm.weight", "norm.running_mean",
                         "norm.num_batches_tracked", "fc2.weight", "fc2.bias"]
-    w = sd["fc1.weight"].copy()
+    assert all(isinstance(v, to.Tensor) for v in sd.values())
+    w = sd["fc1.weight"].numpy().copy()
+    snapshot = copy.deepcopy(sd)
     net.fc1.weight.data -= 1.0
     net.norm.running_mean += 5
-    np.testing.assert_array_equal(sd["fc1.weight"], w)
-    np.testing.assert_array_equal(sd["norm.running_mean"], 0)
+    # As in PyTorch the values share the storage (no copy); a deepcopy keeps a snapshot.
+    np.testing.assert_array_equal(sd["fc1.weight"], w - 1.0)
+    np.testing.assert_array_equal(sd["norm.running_mean"], 5)
+    np.testing.assert_array_equal(snapshot["fc1.weight"], w)
+    np.testing.assert_array_equal(snapshot["norm.running_mean"], 0)
     kept = net.state_dict(keep_vars=True)
     assert kept["fc1.weight"] is net.fc1.weight
     assert kept["norm.running_mean"] is net.norm.running_mean
@@ -326,12 +331,12 @@ def test_round_trip_into_fresh_model_copies_into_existing_storage():
     src, dst = Net(), Net()
     src.fc1.weight.data[...] = 3.0
     src.norm.num_batches_tracked[...] = 9
-    storage = dst.fc1.weight.data
+    storage = dst.fc1.weight._data
     running = dst.norm.running_mean
     result = dst.load_state_dict(src.state_dict())
     assert result.missing_keys == [] and result.unexpected_keys == []
     assert repr(result) == "<All keys matched successfully>"
-    assert dst.fc1.weight.data is storage and running is dst.norm.running_mean
+    assert dst.fc1.weight._data is storage and running is dst.norm.running_mean
     assert_state_equal(dst.state_dict(), src.state_dict())
     src.fc1.weight.data[...] = 4.0  # no aliasing between the two models
     assert (dst.fc1.weight.data == 3.0).all()
@@ -378,7 +383,7 @@ def test_missing_and_unexpected_match_torch():
 
 def test_shape_mismatch_raises_value_error_and_changes_nothing():
     net = Net()
-    before = net.state_dict()
+    before = copy.deepcopy(net.state_dict())
     sd = Net().state_dict()
     for k in sd:
         sd[k] = sd[k] + 1  # everything else would change
@@ -393,9 +398,9 @@ def test_shape_mismatch_raises_value_error_and_changes_nothing():
 
 def test_dtype_mismatch_raises_value_error_and_changes_nothing():
     net = Net()
-    before = net.state_dict()
+    before = copy.deepcopy(net.state_dict())
     sd = {k: v + 1 for k, v in net.state_dict().items()}
-    sd["fc1.bias"] = sd["fc1.bias"].astype(np.float64)
+    sd["fc1.bias"] = sd["fc1.bias"].double()
     with pytest.raises(ValueError, match=r"dtype mismatch for fc1\.bias: .*float64.*float32"):
         net.load_state_dict(sd)
     sd = {k: v + 1 for k, v in net.state_dict().items()}
@@ -420,12 +425,12 @@ def test_non_persistent_buffer_not_loaded_and_unexpected():
 
 def test_loading_keeps_optimizer_views_valid():
     net = Net()
-    flat = np.zeros(sum(p.data.size for p in net.parameters()), np.float32)
+    flat = np.zeros(sum(p.numel() for p in net.parameters()), np.float32)
     grads = np.zeros_like(flat)
     flags = np.zeros(6, np.uint8)
     offset = 0
     for i, p in enumerate(net.parameters()):
-        n = p.data.size
+        n = p.numel()
         p._pack(flat[offset:offset + n].reshape(p.shape), grads[offset:offset + n].reshape(p.shape),
                 flags, i)
         offset += n
@@ -452,3 +457,16 @@ def test_state_dict_round_trip_property(sizes, bias, seed):
     assert_state_equal(dst.state_dict(), src.state_dict())
     expected = len(sizes) - 1
     assert len(dst.state_dict()) == expected * (2 if bias else 1)
+
+
+def test_non_string_keys_get_a_clear_error():
+    m = nn.Sequential(nn.Linear(2, 2))
+    before = [p.data.numpy().copy() for p in m.parameters()]
+    state = {**m.state_dict(), 1: np.ones(1)}
+    with pytest.raises(TypeError, match=r"keys must be strings.*got 1 of type int"):
+        m.load_state_dict(state)
+    for p, b in zip(m.parameters(), before):
+        np.testing.assert_array_equal(p.data, b)
+    for fn in (m.get_submodule, m.get_parameter, m.get_buffer):
+        with pytest.raises(TypeError, match="target must be a dotted name"):
+            fn(0)

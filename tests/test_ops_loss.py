@@ -165,12 +165,12 @@ def test_cross_entropy_details():
 
 def test_cross_entropy_errors():
     x = to.tensor(np.zeros((4, 3)))
-    with pytest.raises(IndexError, match=r"cross_entropy: target 3 is out of bounds for 3 classes"):
-        O.cross_entropy(x, [0, 1, 2, 3])
-    with pytest.raises(IndexError, match="target -1 is out of bounds"):
-        O.cross_entropy(x, [0, -1, 2, 2])
-    with pytest.raises(IndexError, match="nll_loss: target 5"):
-        O.nll_loss(x, [0, 5, 2, 2])
+    with pytest.raises(IndexError, match=r"^Target 3 is out of bounds\.$"):
+        O.cross_entropy(x, [0, 1, 2, 3]).item()
+    with pytest.raises(IndexError, match="Target -1 is out of bounds"):
+        O.cross_entropy(x, [0, -1, 2, 2]).item()
+    with pytest.raises(IndexError, match="Target 5 is out of bounds"):
+        O.nll_loss(x, [0, 5, 2, 2]).item()
     with pytest.raises(TypeError, match=r"cross_entropy.*int64.*float"):
         O.cross_entropy(x, np.array([0.0, 1.0, 2.0, 1.0]))
     with pytest.raises(TypeError, match="class-probability"):
@@ -298,9 +298,100 @@ def test_one_hot():
 
 
 def test_one_hot_errors():
-    with pytest.raises(IndexError, match=r"one_hot.*\[0, 3\).*3"):
-        O.one_hot(to.tensor([0, 3]), 3)
-    with pytest.raises(IndexError, match="one_hot"):
-        O.one_hot(to.tensor([-1]), 3)
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        O.one_hot(to.tensor([0, 3]), 3).numpy()
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        O.one_hot(to.tensor([-1]), 3).numpy()
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        O.one_hot(to.tensor([-1]))
+    with pytest.raises(RuntimeError, match="Can not infer total number of classes"):
+        O.one_hot(to.tensor(np.zeros(0, np.int64)))
     with pytest.raises(TypeError, match=r"one_hot.*int64.*float"):
         O.one_hot(to.tensor([0.0, 1.0]), 3)
+
+
+# ---- class-index range checks (issue 9.1): inside the kernels, wherever the targets come from --
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss", "cross_entropy_smoothed"])
+@pytest.mark.parametrize("bad", [10, -1, -5])
+def test_out_of_range_targets_raise_wherever_they_come_from(loss, reduction, bad):
+    fn = {"cross_entropy": O.cross_entropy, "nll_loss": O.nll_loss,
+          "cross_entropy_smoothed": lambda x, t, **kw: O.cross_entropy(x, t, label_smoothing=0.1,
+                                                                       **kw)}[loss]
+    y = np.random.default_rng(0).integers(0, 10, 64)
+    y[5] = bad
+    msg = rf"^Target {bad} is out of bounds\.$"
+    targets = [to.cat([to.tensor(y[:32]), to.tensor(y[32:])]),  # computed targets
+               to.tensor(y) + 0,
+               y]                                                # a leaf array
+    for t in targets:
+        p = to.Parameter(np.random.default_rng(1).standard_normal((64, 10)).astype(np.float32))
+        out = fn(p, t, reduction=reduction)
+        with pytest.raises(IndexError, match=msg):
+            out.numpy()
+        with pytest.raises(IndexError, match=msg):
+            out.sum().backward()
+        assert p.grad is None
+    # a leaf array refilled between building the graph and backward()
+    y[5] = 3
+    p = to.Parameter(np.zeros((64, 10), np.float32))
+    out = fn(p, y, reduction=reduction).sum()
+    y[7] = bad
+    with pytest.raises(IndexError, match=msg):
+        out.backward()
+    y[7] = 3
+    out = fn(p, y, reduction=reduction).sum()
+    out.backward()  # the same plan, now in range
+    assert np.isfinite(p.grad).all()
+
+
+def test_ignored_targets_are_not_range_checked():
+    x = to.Parameter(np.zeros((3, 4)))
+    y = to.tensor(np.array([0, -100, 3])) + 0
+    loss = O.cross_entropy(x, y)
+    loss.backward()
+    assert abs(loss.item() - np.log(4)) < 1e-12 and (x.grad[1] == 0).all()
+    with pytest.raises(IndexError, match="Target -100 is out of bounds"):
+        O.cross_entropy(x, y, ignore_index=0).item()
+
+
+def test_the_gradient_kernels_check_targets_too():
+    # a gradient graph realized on its own (no forward loss kernel in the plan) still checks
+    from tinyopt.engine.graph import backward_graph, toposort
+    x = to.Parameter(np.zeros((2, 3)))
+    for reduction in ("mean", "sum"):
+        for fn in (O.cross_entropy, O.nll_loss):
+            loss = fn(x, to.tensor(np.array([0, 7])) + 0, reduction=reduction)
+            with to.enable_grad():
+                g = backward_graph(loss, toposort([loss]), [x])[id(x)]
+            with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+                g.numpy()
+
+
+def test_one_hot_checks_computed_indices():
+    y = to.tensor(np.array([0, 2])) + 1
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        O.one_hot(y, 3).numpy()
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        O.one_hot(y - 2, 3).numpy()
+    np.testing.assert_array_equal(O.one_hot(y - 1, 3).numpy(), np.eye(3, dtype=np.int64)[[0, 2]])
+
+
+def test_huge_target_is_an_index_error_not_a_crash():
+    # issue 9.1's reproducer: on the old code a SIGSEGV, so it runs in a child process
+    import subprocess
+    import sys
+    code = """if True:
+        import numpy as np, tinyopt as to
+        from tinyopt import nn
+        m = nn.Linear(20, 10); x = np.random.rand(64, 20).astype(np.float32)
+        y = np.random.randint(0, 10, 64); y[5] = 10**11
+        t = to.cat([to.tensor(y[:32]), to.tensor(y[32:])])
+        try:
+            nn.functional.cross_entropy(m(x), t).backward()
+        except IndexError as e:
+            print(e)
+        """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "Target 100000000000 is out of bounds."

@@ -28,7 +28,7 @@ def test_dropout_statistics_scale_and_gradient():
 
 
 def test_dropout_is_seeded_and_draws_a_new_mask_each_step_from_one_plan():
-    x = np.ones((4, 64), np.float32)
+    x = to.Parameter(np.ones((4, 64), np.float32), requires_grad=False)  # a graph, not values
     to.manual_seed(7)
     a = dropout(x, 0.5).numpy()
     hits = cache_info().hits
@@ -123,7 +123,7 @@ def test_batch_norm_training_updates_running_stats_once_per_step(shape):
 def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum():
     """Plans bind the running arrays per run: a second model of the same structure updates its
     own buffers from the cached plan."""
-    x = rng.standard_normal((6, 2))
+    x = to.Parameter(rng.standard_normal((6, 2)), requires_grad=False)  # a graph, not values
     bufs = [(np.zeros(2), np.ones(2)) for _ in range(2)]
     batch_norm(x, *bufs[0], training=True, momentum=0.1).numpy()
     hits = cache_info().hits
@@ -135,7 +135,7 @@ def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum():
 
 def test_batch_norm_unrealized_graph_has_no_effect():
     rm, rv = np.zeros(2), np.ones(2)
-    batch_norm(rng.standard_normal((5, 2)), rm, rv, training=True)
+    batch_norm(to.Parameter(rng.standard_normal((5, 2))), rm, rv, training=True)
     import gc
     gc.collect()
     np.testing.assert_array_equal(rm, 0)
@@ -240,9 +240,33 @@ def test_embedding_matches_torch_scale_grad_and_max_norm():
 
 def test_embedding_errors():
     W = np.zeros((4, 2))
-    with pytest.raises(IndexError, match="index 4 is out of range for 4 embeddings"):
-        embedding(np.array([0, 4]), W)
+    with pytest.raises(IndexError, match="index out of range in self"):
+        embedding(np.array([0, 4]), W).numpy()
     with pytest.raises(TypeError, match="expected int64 indices"):
         embedding(np.array([0.0, 1.0]), W)
     with pytest.raises(RuntimeError, match="weight must be 2-D"):
         embedding(np.array([0]), np.zeros(4))
+
+
+def test_embedding_checks_indices_where_it_reads_them():
+    # computed indices (issue 9.1): -1 must not take the last row, 4 must not be clipped, and the
+    # backward scatter must never write out of bounds
+    W = to.Parameter(np.arange(8.0).reshape(4, 2))
+    for bad in (-1, 4, 10**11):
+        idx = to.tensor(np.array([0, bad])) + 0
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            embedding(idx, W).numpy()
+        with pytest.raises(IndexError, match="^index out of range in self$"):
+            embedding(idx, W).sum().backward()
+        assert W.grad is None
+    idx = np.array([[1, 3]])
+    y = embedding(idx, W).sum()
+    idx[0, 1] = 4  # refilled before backward
+    with pytest.raises(IndexError, match="index out of range in self"):
+        y.backward()
+    idx[0, 1] = 3
+    embedding(idx, W).sum().backward()
+    np.testing.assert_array_equal(W.grad, [[0, 0], [1, 1], [0, 0], [1, 1]])
+    # a strided weight view reads the right rows
+    Wt = to.tensor(np.arange(8.0).reshape(2, 4)).T
+    np.testing.assert_array_equal(embedding(np.array([3, 0]), Wt).numpy(), [[3, 7], [0, 4]])

@@ -52,7 +52,7 @@ def _run(opt, params, grads, steps):
 
 
 def _float32_twin(params16, cls, **kw):
-    params = [Parameter(p.data.astype(np.float32)) for p in params16]
+    params = [Parameter(p.data.numpy().astype(np.float32)) for p in params16]
     groups = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
     groups[1]["lr"] = 0.003
     return params, cls(groups, lr=0.01, **kw)
@@ -60,14 +60,15 @@ def _float32_twin(params16, cls, **kw):
 
 def _assert_masters_follow(opt16, params16, opt32, params32, dtype):
     for i, (p, q) in enumerate(zip(params16, params32)):
-        assert p.data.dtype == dtype
+        assert p.data.numpy().dtype == dtype
         st, st32 = opt16.state.get(p, {}), opt32.state.get(q, {})
         if not st32 and not st:
             continue
         master = st["master_param"]
         assert master.dtype == np.float32 and master.shape == p.shape
-        np.testing.assert_array_equal(master, q.data, err_msg=f"param {i} master")
-        np.testing.assert_array_equal(p.data.view(np.uint16), q.data.astype(dtype).view(np.uint16),
+        np.testing.assert_array_equal(master, q.data.numpy(), err_msg=f"param {i} master")
+        np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
+                                      q.data.numpy().astype(dtype).view(np.uint16),
                                       err_msg=f"param {i} is not its master rounded")
         assert set(st) - {"master_param"} == set(st32)
         for k, v in st32.items():
@@ -105,10 +106,10 @@ def test_overflow_and_nan_reach_the_copy_as_ieee_has_them():
     p.grad = np.array([-10000.0, np.nan, np.inf, -1e-8], np.float32)
     opt.step()
     master = opt.state[p]["master_param"]
-    assert master[0] == 70000.0 and np.isinf(p.data[0])  # beyond float16: inf, the master holds it
-    assert np.isnan(p.data[1]) and np.isnan(master[1])
-    assert p.data[2] == -np.inf
-    assert p.data[3] == 1.0 and master[3] == np.float32(1.0) + np.float32(1e-8)
+    assert master[0] == 70000.0 and np.isinf(p.data.numpy()[0])  # beyond float16: the master has it
+    assert np.isnan(p.data.numpy()[1]) and np.isnan(master[1])
+    assert p.data.numpy()[2] == -np.inf
+    assert p.data.numpy()[3] == 1.0 and master[3] == np.float32(1.0) + np.float32(1e-8)
 
 
 def test_writes_to_the_parameter_replace_its_master():
@@ -133,7 +134,7 @@ def test_state_dict_carries_masters_and_resumes_bit_for_bit(dtype):
     params, opt = _make(optim.AdamW, dtype)
     _run(opt, params, grads, range(12))
     sd = opt.state_dict()
-    saved = [p.data.copy() for p in params]
+    saved = [p.data.numpy().copy() for p in params]
     assert sd["state"][0]["master_param"].dtype == np.float32
     assert sd["state"][0]["exp_avg"].dtype == np.float32
     _run(opt, params, grads, range(12, STEPS))
@@ -143,7 +144,8 @@ def test_state_dict_carries_masters_and_resumes_bit_for_bit(dtype):
     opt2.load_state_dict(copy.deepcopy(sd))
     _run(opt2, params2, grads, range(12, STEPS))
     for p, q in zip(params, params2):
-        np.testing.assert_array_equal(p.data.view(np.uint16), q.data.view(np.uint16))
+        np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
+                                      q.data.numpy().view(np.uint16))
         np.testing.assert_array_equal(opt.state[p]["master_param"], opt2.state[q]["master_param"])
 
 
@@ -153,13 +155,13 @@ def test_a_state_dict_without_masters_starts_them_from_the_parameters():
     _run(opt32, params32, grads, range(5))
     params, opt = _make(optim.Adam, BF16, seed=9)
     for p, q in zip(params, params32):
-        p.data = q.data.astype(BF16)
+        p.data = q.data.numpy().astype(BF16)
     _run(opt, params, grads, range(3))  # masters of its own, then a state dict from float32
     opt.load_state_dict(opt32.state_dict())
     for p in params:
         st = opt.state.get(p)
         if st:
-            np.testing.assert_array_equal(st["master_param"], p.data.astype(np.float32))
+            np.testing.assert_array_equal(st["master_param"], p.data.numpy().astype(np.float32))
 
 
 def test_loads_into_torch_which_rounds_the_state_to_the_parameters_dtype():
@@ -169,7 +171,7 @@ def test_loads_into_torch_which_rounds_the_state_to_the_parameters_dtype():
     grads = _grads(6)
     params, opt = _make(optim.Adam, BF16)
     _run(opt, params, grads, range(5))
-    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.view(np.int16).copy())
+    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.numpy().view(np.int16).copy())
                                   .view(torch.bfloat16)) for p in params]
     groups = [{"params": [p for p, g in zip(tparams, GROUP_OF) if g == k]} for k in (0, 1)]
     topt = torch.optim.Adam(groups, lr=0.01)
@@ -181,7 +183,7 @@ def test_loads_into_torch_which_rounds_the_state_to_the_parameters_dtype():
     # and back: torch's bfloat16 state, widened; the masters start from the parameters
     opt.load_state_dict(from_torch(topt.state_dict()))
     np.testing.assert_array_equal(opt.state[params[0]]["master_param"],
-                                  params[0].data.astype(np.float32))
+                                  params[0].data.numpy().astype(np.float32))
 
 
 def test_stochastic_rounding_is_reproducible_and_stays_within_an_ulp():
@@ -196,11 +198,12 @@ def test_stochastic_rounding_is_reproducible_and_stays_within_an_ulp():
     _run(opt32, params32, grads, range(STEPS))
     nearest_differs = 0
     for p, q, r in zip(pa, pb, params32):
-        np.testing.assert_array_equal(p.data.view(np.uint16), q.data.view(np.uint16))
+        np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
+                                      q.data.numpy().view(np.uint16))
         master = oa.state[p]["master_param"]
-        np.testing.assert_array_equal(master, r.data)  # the masters do not depend on rounding
+        np.testing.assert_array_equal(master, r.data.numpy())  # masters do not depend on rounding
         down = (master.view(np.uint32) >> 16).astype(np.uint16)
-        bits = p.data.view(np.uint16)
+        bits = p.data.numpy().view(np.uint16)
         assert np.all((bits == down) | (bits == down + 1))
         nearest_differs += int(np.sum(bits != master.astype(BF16).view(np.uint16)))
     assert nearest_differs > 1000  # about a quarter of the elements round the other way

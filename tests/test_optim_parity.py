@@ -158,7 +158,7 @@ def test_matches_numpy_reference(case, dtype):
     params, opt = _make(cls, o0, o1, dtype)
     grads = _grads(7, dtype)
     # reference
-    ref_p = [p.data.copy() for p in params]
+    ref_p = [p.data.numpy().copy() for p in params]
     hyper = [dict(opt.param_groups[GROUP_OF[i]]) for i in range(len(SHAPES))]
     ref_state = [{} for _ in SHAPES]
     if cls is optim.Adagrad:
@@ -196,7 +196,7 @@ def test_state_dict_halfway_continues_identically(case):
     params, opt = _make(cls, o0, o1, np.float32)
     _run(opt, params, grads, range(40))
     sd = opt.state_dict()
-    saved = [p.data.copy() for p in params]
+    saved = [p.data.numpy().copy() for p in params]
     _run(opt, params, grads, range(40, STEPS))
     params2, opt2 = _make(cls, o0, o1, np.float32, seed=99)
     for p, s in zip(params2, saved):
@@ -237,7 +237,7 @@ def test_matches_pytorch(case, dtype):
     torch = pytest.importorskip("torch")
     cls, o0, o1 = case
     params, opt = _make(cls, o0, o1, dtype)
-    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.copy())) for p in params]
+    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.numpy().copy())) for p in params]
     tgroups = [{"params": [p for p, g in zip(tparams, GROUP_OF) if g == k]} for k in (0, 1)]
     tgroups[1].update(o1)
     topt = getattr(torch.optim, cls.__name__)(tgroups, **o0)

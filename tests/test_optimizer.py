@@ -22,7 +22,7 @@ def _params(*shapes, dtype=np.float32):
 
 def _snapshot(opt):
     sd = opt.state_dict()
-    return sd, [p.data.copy() for g in opt.param_groups for p in g["params"]]
+    return sd, [p.data.numpy().copy() for g in opt.param_groups for p in g["params"]]
 
 
 def _assert_same(a, b):
@@ -130,7 +130,7 @@ def test_defaults_match_pytorch():
 # ---- packing: .data / .grad are views, assignment copies --------------------------------------------
 def test_packed_parameters_behave_like_arrays():
     p, q = _params((2, 3), (4,))
-    before = p.data.copy()
+    before = p.data.numpy().copy()
     opt = optim.SGD([p, q], lr=0.5)
     np.testing.assert_array_equal(p.data, before)
     assert p.grad is None
@@ -148,7 +148,7 @@ def test_two_optimizers_over_one_parameter_both_update_it():
     """As in PyTorch, each optimizer's step updates the parameter itself (the second one to pack
     it does not leave the first one updating a stale copy)."""
     p, q = _params((2, 3), (4,))
-    p0 = p.data.copy()
+    p0 = p.data.numpy().copy()
     fast = optim.SGD([p, q], lr=0.1, momentum=0.5)
     slow = optim.SGD([p], lr=0.01)
     g = np.full((2, 3), 2.0, np.float32)
@@ -250,7 +250,7 @@ def test_hyperparameters_are_read_every_step():
     opt = optim.SGD([p], lr=1.0)
     for lr in (1.0, 0.5, 0.0, 2.0):
         opt.param_groups[0]["lr"] = lr
-        before = p.data.copy()
+        before = p.data.numpy().copy()
         p.grad = np.ones(1)
         opt.step()
         np.testing.assert_allclose(before - p.data, lr)

@@ -15,6 +15,11 @@ from tinyopt.engine import cache_clear, cache_info, set_cache_limit
 from tinyopt.engine.plan import CACHE, DEFAULT_MAX_BYTES, PlanCache
 
 
+def _lazy(a: np.ndarray) -> to.Tensor:
+    """A leaf whose ops build graphs (ops over concrete tensors run at once, with no plan)."""
+    return to.Parameter(a, requires_grad=False)
+
+
 def _model(seed: int):
     to.manual_seed(seed)
     return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
@@ -38,7 +43,7 @@ def _train(model, seed: int, steps: int, barrier=None) -> list:
         opt.step()
         losses.append(loss.item())
         losses.append(model(x[:2]).numpy())  # an inference plan too, shared as well
-    return losses + [p.data.copy() for p in model.parameters()]
+    return losses + [p.data.numpy().copy() for p in model.parameters()]
 
 
 def test_threads_training_models_of_one_architecture_match_running_alone():
@@ -68,7 +73,7 @@ def test_threads_training_models_of_one_architecture_match_running_alone():
 
 def test_concurrent_runs_get_arenas_of_their_own_and_the_cache_counts_them():
     cache_clear()
-    x = to.tensor(np.ones((64, 64), np.float32))
+    x = _lazy(np.ones((64, 64), np.float32))
     plan = to.engine.get_plan(x.exp() + 1.0)
     assert len(plan._idle) == 1 and cache_info().nbytes == plan.nbytes
     before = plan.nbytes
@@ -87,12 +92,12 @@ def test_cache_is_bounded_by_bytes():
     try:
         set_cache_limit(max_bytes=3 * 4096 * 8 + 2048)
         for n in range(1, 9):  # arenas of about 4096 float64 each
-            to.tensor(np.ones(4096 + n)).exp().numpy()
+            _lazy(np.ones(4096 + n)).exp().numpy()
             info = cache_info()
             assert info.nbytes <= info.max_bytes
         assert cache_info().currsize == 3  # the three most recent plans fit
         # a plan bigger than the bound still runs, alone in the cache
-        big = to.tensor(np.ones(100_000)).exp().numpy()
+        big = _lazy(np.ones(100_000)).exp().numpy()
         assert big.shape == (100_000,) and cache_info().currsize == 1
         assert cache_info().nbytes > cache_info().max_bytes
     finally:
@@ -116,7 +121,7 @@ def test_compiles_and_evictions_are_logged(caplog):
         set_cache_limit(maxsize=2)
         with caplog.at_level(logging.INFO, logger="tinyopt"):
             for n in (1, 2, 3, 1, 2, 3):  # a cycle longer than the cache: it thrashes
-                to.tensor(np.ones(n)).exp().numpy()
+                _lazy(np.ones(n)).exp().numpy()
         compiled = [r for r in caplog.records if r.getMessage().startswith("compiled a plan")]
         evicted = [r for r in caplog.records if r.getMessage().startswith("evicted a plan")]
         thrash = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -132,7 +137,7 @@ def test_a_failed_run_keeps_no_batch_or_model_alive():
     def fail_once():
         p = to.Parameter(np.ones((4, 3), np.float32))
         x = np.ones((4, 3), np.float32)
-        idx = to.tensor(np.array([0, 9])) + 0  # computed: out of range only when run
+        idx = _lazy(np.array([0, 9])) + 0  # computed: out of range only when run
         with pytest.raises(IndexError):
             ((p * x)[idx]).sum().backward()
         assert p.grad is None  # a failed backward wrote no gradient

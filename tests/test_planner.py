@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tinyopt as to
+from tinyopt.engine.tensor import LEAF_OPS
 from tinyopt.engine.ops import cross_entropy, linear, relu
 from tinyopt.engine.plan import Plan
 from tinyopt.engine.planner import ALIGN, plan_memory
@@ -83,23 +84,23 @@ def _mlp_plan(batch):
 
 def test_mlp_training_step_peak_is_well_below_sum_of_nodes():
     plan = _mlp_plan(256)
-    total = sum(t.numel() * t.dtype.itemsize for t in plan.nodes if not t.is_leaf)
+    total = sum(t.numel() * t.dtype.itemsize for t in plan.nodes if t.op not in LEAF_OPS)
     assert plan.peak_bytes < 0.6 * total
     _check_no_overlap(plan.memory, len(plan.nodes))
 
 
 def test_inplace_reuse_and_views_share_storage():
-    x = to.tensor(np.ones((4, 4), np.float32))
+    x = to.Parameter(np.ones((4, 4), np.float32), requires_grad=False)  # a graph, not values
     y = ((x * 2.0).exp().reshape(16) + 1.0).sqrt()  # exp, add and sqrt can all reuse mul's buffer
     plan = Plan(toposort([y]), [y], None)
-    roots = {plan.memory.root[i] for i, t in enumerate(plan.nodes) if not t.is_leaf}
+    roots = {plan.memory.root[i] for i, t in enumerate(plan.nodes) if t.op not in LEAF_OPS}
     assert len(roots) == 1
     np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(np.full(16, 2.0)) + 1), rtol=1e-6)
 
 
 def test_no_inplace_write_over_a_transposed_view():
     a = np.arange(12.0).reshape(3, 4)
-    x = to.tensor(a)
+    x = to.Parameter(a, requires_grad=False)
     y = ((x * 2.0).T + 1.0).exp()  # add reads a transpose of mul's buffer: it needs its own block
     plan = Plan(toposort([y]), [y], None)
     add = next(i for i, t in enumerate(plan.nodes) if t.op == "add")

@@ -82,6 +82,7 @@ def train(objs: dict, steps: int, it=None):
 
 def assert_same(a, b, where="state"):
     """Nested state dicts equal, arrays bit for bit."""
+    a, b = (np.asarray(v) if isinstance(v, to.Tensor) else v for v in (a, b))
     if isinstance(a, dict):
         assert isinstance(b, dict) and set(a) == set(b), where
         for k in a:

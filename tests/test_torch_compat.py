@@ -68,7 +68,7 @@ def test_tinyopt_state_dict_loads_into_torch(name, kw):
         _tiny_step(ps, opt, t)
     with torch.no_grad():
         for tp, p in zip(tps, ps):
-            tp.copy_(torch.from_numpy(p.data))
+            tp.copy_(torch.from_numpy(p.data.numpy()))
     topt = getattr(torch.optim, name)([(f"p{i}", p) for i, p in enumerate(tps)], **kw)
     topt.load_state_dict(to_torch(opt.state_dict()))
     st = topt.state[tps[0]]

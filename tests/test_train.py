@@ -29,7 +29,7 @@ def mlp(d=6, classes=3, seed=0):
 
 
 def params(model):
-    return [p.data.copy() for p in model.parameters()]
+    return [p.data.numpy().copy() for p in model.parameters()]
 
 
 def test_small_model_learns_separable_problem():

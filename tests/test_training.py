@@ -51,7 +51,7 @@ def test_issue_loop_runs_from_the_plan_cache_after_the_first_step(data, build):
     assert x.dtype == np.float32 and x.shape[1:] == (1, 28, 28) and y.dtype == np.int64
     to.manual_seed(0)
     model = build()
-    before = [p.data.copy() for p in model.parameters()]
+    before = [p.data.numpy().copy() for p in model.parameters()]
     misses = _issue_loop(model, _batches(x, y, 32, 6))
     assert misses[1:] == [misses[0]] * 5, f"plan cache misses per step: {misses}"
     assert all(not np.array_equal(b, p.data) for b, p in zip(before, model.parameters()))
@@ -82,7 +82,7 @@ def test_issue_loop_gradients_are_reset_each_step(data):
     for _ in range(2):
         model.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
-        grads.append([p.grad.copy() for p in model.parameters()])
+        grads.append([p.grad.numpy().copy() for p in model.parameters()])
     for a, b in zip(*grads):
         np.testing.assert_array_equal(a, b)
 

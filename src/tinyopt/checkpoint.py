@@ -28,28 +28,43 @@ File format ("tinyopt-checkpoint", version 1): a zip archive (stored, not compre
 and version, each entry's kind, class name and value as JSON, where non-JSON values are tagged
 objects ``{"$": "array"|"scalar"|"tuple"|"dict"|"float", ...}`` (an array refers to its .npy entry,
 whose dtype and shape the manifest also records).  Loading reads only these entries, with
-``allow_pickle=False``: no pickle, no code runs.  A truncated, corrupted or foreign file raises
-``CheckpointError`` (a ``ValueError``) naming the file and the problem, before anything changes.
+``allow_pickle=False``: no pickle, no code runs.  It accepts only the layout the writer makes --
+every entry stored, back to back from the first byte to the end record at the last, JSON numbers
+within float range -- so loading any file takes memory and time bounded by its size (no
+decompression bombs, no overlapping entries), and a file appended to another is refused rather
+than read as the last one.  A truncated, corrupted or foreign file raises ``CheckpointError`` (a
+``ValueError``) naming the file and the problem, before anything changes.
 
 Saving is atomic: the archive is written to a temporary file in the target's folder, flushed and
 fsynced, renamed over the target (``os.replace``) and the folder is fsynced, so a crash or kill
-during ``save`` leaves the previous checkpoint intact (a killed save may leave a hidden
-``.<name>.*.tmp`` file behind; it is never read).
+during ``save`` leaves the previous checkpoint intact.  A killed save leaves a hidden
+``.<name>.*.tmp`` file, never read, which the next save to that path removes.  The target is what
+``open(path, "wb")`` would write: a symlink is written through (the new file replaces the link's
+target; the link stays); a directory, a file this process may not write, and a FIFO, device or
+socket (which the rename would replace by a regular file) are refused with an ``OSError``.  The
+new file keeps the old one's permissions (and owner, where the process may set it).
 """
 
 from __future__ import annotations
 
 import collections.abc
+import errno
 import json
 import math
 import os
 import re
 import stat
+import struct
 import tempfile
 import zipfile
 from typing import Any
 
 import numpy as np
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
 
 from tinyopt.engine import random
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
@@ -77,7 +92,7 @@ class CheckpointError(ValueError):
 # ---- encoding: Python values <-> JSON + arrays ------------------------------------------------
 
 def _tensor_array(t: Tensor) -> np.ndarray:
-    return t.data if isinstance(t, Parameter) else t.numpy()
+    return t._data if isinstance(t, Parameter) else t.numpy()
 
 
 class _Encoder:
@@ -310,25 +325,114 @@ def _write(target: str | Any, entries: dict[str, Any], encoder: _Encoder) -> Non
     if not isinstance(target, str):
         _write_zip(target, encoder.arrays, manifest_bytes)
         return
-    path = target
-    folder = os.path.dirname(os.path.abspath(path))
-    mode = _new_file_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    path = _save_target(target)
+    folder, base = os.path.split(path)
     try:
-        with os.fdopen(fd, "wb") as f:
+        old = os.stat(path)
+    except FileNotFoundError:
+        old = None
+    mode = _new_file_mode(path)
+    _remove_stale_temps(folder, base)
+    fd, tmp = _locked_temp(folder, base)
+    try:
+        with os.fdopen(fd, "wb", closefd=False) as f:
             _write_zip(f, encoder.arrays, manifest_bytes)
             f.flush()
             if hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+                os.fchmod(fd, mode)
+            if old is not None and hasattr(os, "fchown"):
+                try:  # keep the owner, as writing into the old file would
+                    os.fchown(fd, old.st_uid, old.st_gid)
+                except OSError:
+                    pass
+            os.fsync(fd)
+        os.replace(tmp, path)  # still locked: no other save takes it for a leftover meanwhile
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+    finally:
+        os.close(fd)
     _fsync_dir(folder)
+
+
+def _save_target(path: str) -> str:
+    """The file ``save`` replaces for ``path``, as ``open(path, "wb")`` would write it: the target
+    of a symlink (the link stays), after the same refusals as ``open`` -- a directory
+    (IsADirectoryError), a file this process may not write (PermissionError) -- and one more: a
+    FIFO, device or socket (OSError), which the atomic rename would replace by a regular file."""
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target
+    if stat.S_ISDIR(st.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "not a regular file")
+        raise OSError(errno.EINVAL, f"save: this is {kind}; a checkpoint is written as a new file "
+                                    f"renamed over the path, which would replace it. Save to a "
+                                    f"regular file, or pass an open file object", path)
+    effective = os.access in os.supports_effective_ids
+    if not os.access(target, os.W_OK, effective_ids=effective):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    return target
+
+
+# Temp files.  A save writes ``.<name>.<8 random chars>.tmp`` beside its target and holds an
+# advisory lock (flock) on it until the rename, so the next save to that target can tell the
+# leftover of a killed save (unlocked: the kernel drops a dead process's locks) from a save in
+# progress (locked), and remove only the former.  Without fcntl (Windows) leftovers stay.
+def _temp_pattern(base: str) -> re.Pattern:
+    return re.compile(re.escape(f".{base}.") + r"[a-z0-9_]{8}\.tmp")
+
+
+def _locked_temp(folder: str, base: str) -> tuple[int, str]:
+    while True:
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=folder)
+        if fcntl is None:
+            return fd, tmp
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # another save removed it before we locked it: take a new one
+
+
+def _remove_stale_temps(folder: str, base: str) -> None:
+    if fcntl is None:
+        return
+    pattern = _temp_pattern(base)
+    try:
+        names = [n for n in os.listdir(folder) if pattern.fullmatch(n)]
+    except OSError:
+        return
+    for name in names:
+        p = os.path.join(folder, name)
+        try:
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            continue
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a save in progress
+            if os.stat(p, follow_symlinks=False).st_ino == st.st_ino:
+                os.unlink(p)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
 
 def _write_zip(f: Any, arrays: list[tuple[str, np.ndarray]], manifest_bytes: bytes) -> None:
@@ -383,21 +487,14 @@ def _check_manifest(path: str, manifest: Any) -> None:
             raise bad(f"bad record for entry {name!r}")
 
 
-def _read_array(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict,
-                archive_size: int) -> np.ndarray:
+def _read_array(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: dict) -> np.ndarray:
+    """One .npy entry, its header checked against the manifest and its size before reading (the
+    entry is stored and fits in the file: see :func:`_check_layout`)."""
     name = info.filename
 
     def bad(problem: str) -> CheckpointError:
         return CheckpointError(path, f"corrupted array entry {name}: {problem}")
 
-    if info.compress_type == zipfile.ZIP_STORED:
-        if info.compress_size != info.file_size or info.file_size > archive_size:
-            raise bad("its recorded size does not fit in the file (truncated?)")
-    elif info.compress_type == zipfile.ZIP_DEFLATED:
-        if info.file_size > 1100 * max(info.compress_size, 1):
-            raise bad("implausible compressed size")
-    else:
-        raise bad(f"unsupported zip compression method {info.compress_type}")
     with zf.open(info) as f:
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
@@ -456,12 +553,13 @@ def _read_file(f: Any, path: str) -> tuple[dict[str, dict], dict[str, Any]]:
                     f"tinyopt never unpickles" if pickles else
                     f"no {MANIFEST} among its entries ({', '.join(names[:5])})")
             raise CheckpointError(path, f"not a tinyopt checkpoint: {what}")
+        _check_layout(path, f, zf, start, start + archive_size)
         minfo = zf.getinfo(MANIFEST)
         if minfo.file_size > _MAX_MANIFEST_BYTES:
             raise CheckpointError(path, f"corrupted: {MANIFEST} is implausibly large")
         try:
             manifest = json.loads(zf.read(MANIFEST).decode("utf-8"),
-                                  parse_constant=_reject_constant)
+                                  parse_constant=_reject_constant, parse_float=_finite_float)
         except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
             raise CheckpointError(path, f"corrupted {MANIFEST}: {type(e).__name__}: "
                                         f"{e}") from e
@@ -477,8 +575,7 @@ def _read_file(f: Any, path: str) -> tuple[dict[str, dict], dict[str, Any]]:
                 continue
             try:
                 arrays[info.filename] = _read_array(path, zf, info,
-                                                    manifest["arrays"][info.filename],
-                                                    archive_size)
+                                                    manifest["arrays"][info.filename])
             except CheckpointError:
                 raise
             except Exception as e:  # noqa: BLE001 - any failure parsing untrusted bytes
@@ -502,6 +599,67 @@ def _read_file(f: Any, path: str) -> tuple[dict[str, dict], dict[str, Any]]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _finite_float(text: str) -> float:
+    """A JSON number as a float; one too large for a float (``1e999``, which Python would read as
+    inf) is refused: the writer tags non-finite floats, so a bare one is never written."""
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text[:40]} is out of the range of a float")
+    return v
+
+
+_LOCAL_HEADER = struct.Struct("<4s2B4HL2L2H")   # a zip local file header (zipfile's layout)
+_EOCD_SIZE = 22                                  # end of central directory record, no comment
+_ZIP64_EOCD_TAIL = 20                            # the zip64 end-of-central-directory locator
+
+
+def _check_layout(path: str, f: Any, zf: zipfile.ZipFile, start: int, end: int) -> None:
+    """Accept only the archive layout ``save`` writes, so that reading takes memory and time
+    bounded by the file's size: every entry *stored* (no compression, so no decompression bomb),
+    the entries back to back from the first byte (no data before them: a file appended to another
+    is refused, not read as the last one), each entry's data inside the file and overlapping no
+    other, then the central directory and its end record ending exactly at the end of the file."""
+    def bad(problem: str) -> CheckpointError:
+        return CheckpointError(path, f"not a checkpoint as tinyopt writes it: {problem}")
+
+    pos = start
+    infos = zf.infolist()
+    for k, info in enumerate(infos):
+        if info.compress_type != zipfile.ZIP_STORED or info.compress_size != info.file_size:
+            raise bad(f"entry {info.filename} is compressed (method {info.compress_type}); "
+                      f"tinyopt writes every entry stored")
+        if info.header_offset != pos:
+            raise bad(f"entry {info.filename} starts at byte {info.header_offset - start}, "
+                      f"expected {pos - start} (data before it, or entries overlapping: another "
+                      f"file concatenated to this one?)")
+        f.seek(pos)
+        head = f.read(_LOCAL_HEADER.size)
+        if len(head) != _LOCAL_HEADER.size or head[:4] != b"PK\x03\x04":
+            raise bad(f"entry {info.filename} has no local header")
+        fields = _LOCAL_HEADER.unpack(head)
+        if fields[4] != zipfile.ZIP_STORED:
+            raise bad(f"entry {info.filename} is compressed")
+        pos += _LOCAL_HEADER.size + fields[10] + fields[11] + info.compress_size
+        if info.flag_bits & 0x08:  # a data descriptor follows (written to an unseekable file)
+            nxt = infos[k + 1].header_offset if k + 1 < len(infos) else zf.start_dir
+            if nxt - pos not in (16, 24):
+                raise bad(f"entry {info.filename} has a malformed data descriptor")
+            pos = nxt
+        if pos > end:
+            raise bad(f"entry {info.filename} runs past the end of the file (truncated?)")
+    if zf.start_dir != pos:
+        raise bad("the central directory does not follow the last entry")
+    pos += sum(46 + len(i.orig_filename.encode("utf-8" if i.flag_bits & 0x800 else "cp437"))
+               + len(i.extra) + len(i.comment) for i in infos)
+    f.seek(pos)
+    if f.read(4) == b"PK\x06\x06":  # zip64 end record, then its locator
+        size = struct.unpack("<Q", f.read(8))[0]
+        pos += 12 + size + _ZIP64_EOCD_TAIL
+    if zf.comment or pos + _EOCD_SIZE != end:
+        raise bad(f"{end - pos - _EOCD_SIZE} bytes after the archive's end record (another file "
+                  f"appended to this one?)")
 
 
 def load(path: str | os.PathLike, /) -> dict[str, Any]:
@@ -533,6 +691,54 @@ def _snapshot(v: Any) -> Any:
     return v
 
 
+def _restore_point(obj: Any) -> collections.abc.Callable[[], None]:
+    """A function that puts ``obj`` back as it is now, for a rolled-back ``load_into``.
+
+    Most objects go back through ``load_state_dict`` of a copy of their state dict.  Objects whose
+    state *is* their attributes get those back exactly instead: a data loader (its attributes as
+    they were, so the epoch iterator in use stays attached to it, and its generators' states) and
+    a scheduler (its attributes with their lists and dicts copied, so that a rejected state that
+    added a key, say ``step``, or changed a list in place leaves nothing behind; nested schedulers
+    and generators are put back in place too).
+    """
+    if isinstance(obj, random.Generator):
+        state = obj.get_state()
+        return lambda: obj.set_state(state)
+    from tinyopt.data import DataLoader
+    from tinyopt.optim.lr_scheduler import LRScheduler
+
+    if not isinstance(obj, (DataLoader, LRScheduler)):
+        own = getattr(obj, "_rollback_state", None)  # sharded state: ZeroRedundancyOptimizer
+        snapshot = own() if callable(own) else _snapshot(obj.state_dict())
+        return lambda: obj.load_state_dict(snapshot)
+    copy = isinstance(obj, LRScheduler)
+    attrs = {k: (_copy_container(v) if copy else v) for k, v in vars(obj).items()}
+    inner = []
+    for v in vars(obj).values():
+        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+            if isinstance(x, random.Generator) or isinstance(x, LRScheduler) and x is not obj:
+                inner.append(_restore_point(x))
+
+    def restore() -> None:
+        for r in inner:
+            r()
+        d = vars(obj)
+        d.clear()
+        d.update(attrs)
+    return restore
+
+
+def _copy_container(v: Any) -> Any:
+    """A copy of a list, dict or array attribute (its items kept as they are)."""
+    if isinstance(v, list):
+        return list(v)
+    if isinstance(v, dict):
+        return dict(v)
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    return v
+
+
 def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
     """Restore objects from a checkpoint, all or nothing; returns the entries not loaded.
 
@@ -543,7 +749,9 @@ def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
     The whole file is read and checked first (``CheckpointError`` for a bad file or a missing
     entry).  Then each object's current state is copied and ``load_state_dict`` is called on each
     in keyword order; if one raises, the objects already loaded get their previous state back and
-    the error propagates, so either every object is restored or none changes.
+    the error propagates, so either every object is restored or none changes -- a data loader
+    stays attached to the epoch iterator it had, a scheduler keeps no key the rejected file
+    added.
     """
     path = os.fspath(path)
     records, values = _read(path)
@@ -576,30 +784,21 @@ def load_into(path: str | os.PathLike, /, **objects: Any) -> dict[str, Any]:
             raise TypeError(f"load_into: {name}={type(obj).__name__} has no load_state_dict(); "
                             f"use tinyopt.load(path)[{name!r}] to read plain values")
 
-    def get(obj: Any) -> Any:
-        if isinstance(obj, random.Generator):
-            return obj.get_state()
-        own = getattr(obj, "_rollback_state", None)  # sharded state: ZeroRedundancyOptimizer
-        return own() if callable(own) else _snapshot(obj.state_dict())
-
-    def put(obj: Any, state: Any) -> None:
-        if isinstance(obj, random.Generator):
-            obj.set_state(state)
-        else:
-            obj.load_state_dict(state)
-
-    previous = [(obj, get(obj)) for obj in objects.values()]
+    restores = [_restore_point(obj) for obj in objects.values()]
     for i, (name, obj) in enumerate(objects.items()):
         try:
-            put(obj, values[name])
+            if isinstance(obj, random.Generator):
+                obj.set_state(values[name])
+            else:
+                obj.load_state_dict(values[name])
         except BaseException as error:
             try:  # in case it changed something before rejecting the state
-                put(*previous[i])
+                restores[i]()
             except Exception:  # noqa: BLE001 - it may reject its own old state too
                 pass
-            for prev_obj, prev_state in reversed(previous[:i]):
+            for restore in reversed(restores[:i]):
                 try:
-                    put(prev_obj, prev_state)
+                    restore()
                 except Exception as e:  # noqa: BLE001
                     raise RuntimeError(f"load_into: loading {name!r} from {path} failed "
                                        f"({error!r}), and restoring the previous state of the "

@@ -121,7 +121,7 @@ class GradScaler:
     def _state(self, optimizer: Optimizer) -> dict[str, Any]:
         return self._per_optimizer_states.setdefault(id(optimizer), _fresh())
 
-    # ---- unscaling --------------------------------------------------------------------------------
+    # ---- unscaling ------------------------------------------------------------------------------
     def unscale_(self, optimizer: Optimizer) -> None:
         """Divide ``optimizer``'s gradients by the scale in place and note whether any is inf or
         NaN; at most once per optimizer between two ``update()`` calls, before ``step``.
@@ -262,8 +262,8 @@ class GradScaler:
         state = self.__dict__.copy()
         if self._enabled:
             if self._per_optimizer_states:
-                raise AssertionError("A GradScaler instance may only be pickled at the beginning of "
-                                     "an iteration, or at the end after scaler.update().")
+                raise AssertionError("A GradScaler instance may only be pickled at the beginning "
+                                     "of an iteration, or at the end after scaler.update().")
             state["_init_scale"] = self.get_scale()
             state["_init_growth_tracker"] = self._get_growth_tracker()
             state["_scale"] = None

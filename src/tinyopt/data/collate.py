@@ -27,7 +27,7 @@ def default_collate(batch: list[Any]) -> Any:
         raise ValueError("default_collate: the batch is empty")
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return np.stack([p.data if isinstance(p, Parameter) else p.numpy() for p in batch])
+        return np.stack([p._data if isinstance(p, Parameter) else p.numpy() for p in batch])
     if isinstance(elem, (np.ndarray, np.generic)):
         if elem.dtype.kind in "OUSV":
             if elem.dtype.kind in "US" and isinstance(elem, np.generic):
@@ -60,7 +60,7 @@ def default_convert(data: Any) -> Any:
     """One sample as ``DataLoader(batch_size=None)`` yields it: Tensors as numpy arrays, inside
     dicts, lists and tuples too; everything else unchanged."""
     if isinstance(data, Tensor):
-        return data.data if isinstance(data, Parameter) else data.numpy()
+        return data._data if isinstance(data, Parameter) else data.numpy()
     if isinstance(data, collections.abc.Mapping):
         return {k: default_convert(v) for k, v in data.items()}
     if isinstance(data, tuple) and hasattr(data, "_fields"):

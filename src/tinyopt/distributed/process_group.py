@@ -243,17 +243,21 @@ class Work:
 
 
 def _storage(where: str, tensor: Any) -> np.ndarray:
-    """The array a collective works on in place: a numpy array, or a Parameter's storage."""
+    """The array a collective works on in place: a numpy array, a Parameter's storage, or the
+    storage of a leaf Tensor that holds a value (``tinyopt.tensor(...)``)."""
     if isinstance(tensor, Parameter):
         return tensor._data
+    if isinstance(tensor, Tensor):
+        if tensor.op != "input" or tensor._value is None:
+            raise TypeError(f"{where}: works in place on a numpy array, a Parameter or a leaf "
+                            f"Tensor; got a Tensor that is a graph node (call .numpy() and pass "
+                            f"the array)")
+        tensor = tensor._value
     if isinstance(tensor, np.ndarray):
         if not tensor.flags.writeable:
             raise ValueError(f"{where}: the array is read-only; collectives write their result "
                              f"into it")
         return tensor
-    if isinstance(tensor, Tensor):
-        raise TypeError(f"{where}: works in place on a numpy array or a Parameter; got a Tensor "
-                        f"that is a graph node (call .numpy() and pass the array)")
     raise TypeError(f"Invalid function argument. Expected parameter `tensor` of type numpy.ndarray"
                     f" or Parameter but got {type(tensor).__name__} instead.")
 

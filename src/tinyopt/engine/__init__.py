@@ -1,7 +1,8 @@
-"""The engine: lazy tensors, static graphs, autodiff and planned execution.
+"""The engine: tensors, static graphs, autodiff and planned execution.
 
-Ops on tensors only record graph nodes; realizing a tensor compiles the graph once into a plan
-(topological order, planned memory, one kernel call per node) and runs it.  The ggml example,
+Ops over concrete tensors run at once; ops over Parameters (or anything that requires grad)
+only record graph nodes, and realizing one compiles its graph once into a plan (topological
+order, planned memory, one kernel call per node) and runs it.  The ggml example,
 f(x) = a*x^2 + b::
 
     >>> import tinyopt as to
@@ -9,18 +10,23 @@ f(x) = a*x^2 + b::
     >>> b = to.tensor([4.0])
     >>> f = (a * x * x + b).sum()
     >>> f.backward()            # builds, plans and runs forward + backward
-    >>> f.item(), x.grad[0]     # 3*2^2 + 4 and df/dx = 2*a*x
+    >>> f.item(), x.grad[0].item()     # 3*2^2 + 4 and df/dx = 2*a*x
     (16.0, 12.0)
-    >>> x.data[:] = 3.0; x.grad = None
+    >>> with to.no_grad():
+    ...     x.fill_(3.0)
+    ...     x.grad = None
     >>> f = (a * x * x + b).sum(); f.backward()   # same structure: the cached plan, new values
-    >>> f.item(), x.grad[0]
+    >>> f.item(), x.grad[0].item()
     (31.0, 18.0)
 """
-from tinyopt.engine.dtypes import float32, float64, int64
-from tinyopt.engine.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from tinyopt.engine.device import device
+from tinyopt.engine.dtypes import (bool_, float32, float64, int8, int16, int32, int64,
+                                   result_type, uint8)
+from tinyopt.engine.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
 from tinyopt.engine.random import (Generator, default_generator, get_rng_state, manual_seed,
-                                   set_rng_state)
-from tinyopt.engine.tensor import Parameter, Tensor, as_tensor, tensor
+                                   seed, set_rng_state)
+from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor, from_numpy, tensor
 from tinyopt.engine import ops
 from tinyopt.engine.plan import (CacheInfo, Plan, cache_clear, cache_info,
                                  set_cache_limit)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tinyopt.engine.graph import backward_graph, toposort
-from tinyopt.engine.tensor import Parameter, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, Parameter, Tensor
 
 
 def _parameter_names(names: Any) -> dict[int, str]:
@@ -58,7 +58,7 @@ def to_dot(tensor: Tensor, path: str | os.PathLike | None = None, *,
             label = f"{name}\\n" + label
         if isinstance(t, Parameter):
             style = 'shape=box, style=filled, fillcolor="#c8f0c8"'
-        elif t.is_leaf:
+        elif t.op in LEAF_OPS:
             style = 'shape=box, style=filled, fillcolor="#e0e0e0"'
         elif id(t) in fwd_ids:
             style = "shape=ellipse"

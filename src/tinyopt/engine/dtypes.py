@@ -1,28 +1,54 @@
-"""The dtypes tinyopt tensors may have: float32 (the default for floats), float64 and int64, and
-the 16-bit storage floats float16 and bfloat16.
+"""The dtypes tinyopt tensors may have, their torch names, and torch's type promotion.
 
-float16 and bfloat16 are storage types (see ``docs/low_precision.md``): kernels widen them
-exactly to float32 to compute.  bfloat16 is the numpy dtype of the optional ``ml_dtypes``
-package (``pip install tinyopt[lowp]``), imported on first use so ``import tinyopt`` stays fast.
+A dtype is a numpy dtype (``to.float32 == np.dtype("float32")``), so arrays and tensors compare
+dtypes directly.  Floats default to float32, integers to int64, as in PyTorch.
+
+Promotion (``result_type``) follows torch, not numpy: operands are ranked by *category* (bool <
+integer < floating) and by *kind of operand* (a tensor with dimensions > a 0-d tensor > a Python
+number).  The result takes the highest category present; within it, the dtype of the highest kind
+of operand of that category (``float32 tensor + float64 0-d tensor`` is float32, ``int32 tensor +
+1.5`` is float32, ``int32 tensor + int64 0-d tensor`` is int32).  Python floats are float32 (the
+default dtype) when they decide the category, Python ints int64.
 """
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+int16 = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
+bool_ = np.dtype(np.bool_)
+
 float16 = np.dtype(np.float16)
 
-SUPPORTED = [float32, float64, int64, float16]
+SUPPORTED = (float32, float64, int64, int32, int16, int8, uint8, bool_)
 FLOATS = (float32, float64)
+INTEGERS = (int64, int32, int16, int8, uint8)
 LOW = [float16]
-"""The 16-bit float storage dtypes; bfloat16 joins (and SUPPORTED) once it is first used."""
+"""The 16-bit float storage types (``docs/low_precision.md``); bfloat16, the dtype of the optional
+ml_dtypes package, joins on first use, so ``import tinyopt`` does not import ml_dtypes."""
+
+# the torch names of each dtype (``torch.float``, ``torch.long``...)
+ALIASES = {"float32": float32, "float": float32, "float64": float64, "double": float64,
+           "int64": int64, "long": int64, "int32": int32, "int": int32, "int16": int16,
+           "short": int16, "int8": int8, "uint8": uint8, "bool": bool_}
+_TORCH_NAME = {float32: "float32", float64: "float64", int64: "int64", int32: "int32",
+               int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool", float16: "float16"}
+_TENSOR_TYPE = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTensor",
+                int32: "IntTensor", int16: "ShortTensor", int8: "CharTensor",
+                uint8: "ByteTensor", bool_: "BoolTensor", float16: "HalfTensor"}
+_LOW_PRECISION = {"float16": float16, "half": float16}
 
 
 def bfloat16() -> np.dtype:
-    """The bfloat16 numpy dtype (``ml_dtypes.bfloat16``), importing ml_dtypes on first use."""
+    """The bfloat16 dtype (``ml_dtypes.bfloat16``), importing ml_dtypes on first use."""
     try:
         import ml_dtypes
     except ImportError:
@@ -34,7 +60,8 @@ def bfloat16() -> np.dtype:
 def _register(d: np.dtype) -> np.dtype:
     if d not in LOW:
         LOW.append(d)
-        SUPPORTED.append(d)
+        _TORCH_NAME[d] = "bfloat16"
+        _TENSOR_TYPE[d] = "BFloat16Tensor"
     return d
 
 
@@ -44,32 +71,112 @@ def is_low(d: np.dtype) -> bool:
 
 
 def grad_dtype(d: np.dtype) -> np.dtype:
-    """The dtype of a gradient of a tensor of dtype ``d``: float32 for the 16-bit floats (their
-    gradients are not rounded: see ``docs/low_precision.md``), ``d`` otherwise."""
+    """The dtype of the gradient of a tensor of dtype ``d``: float32 for float16 and bfloat16
+    (their gradients are not rounded; ``docs/low_precision.md``), ``d`` otherwise."""
     return float32 if is_low(d) else d
 
 
 def as_dtype(dtype) -> np.dtype:
-    """Normalise ``dtype`` (numpy dtype, type or name) to one of the supported numpy dtypes."""
-    if isinstance(dtype, str) and dtype.removeprefix("torch.") == "bfloat16":
-        return bfloat16()
-    if isinstance(dtype, str) and dtype.removeprefix("torch.") == "half":
-        return float16
-    d = np.dtype(dtype)
+    """Normalise ``dtype`` (numpy dtype or type, a name such as ``"float32"`` or ``"long"``, or a
+    Python type ``float``/``int``/``bool``) to one of the supported numpy dtypes."""
+    if isinstance(dtype, str):
+        name = dtype.removeprefix("torch.")
+        if name in ALIASES:
+            return ALIASES[name]
+        if name in _LOW_PRECISION:
+            return _LOW_PRECISION[name]
+        if name == "bfloat16":
+            return bfloat16()
+    elif dtype is float:
+        return float64  # as torch: ``dtype=float`` is float64
+    elif dtype is int:
+        return int64
+    elif dtype is bool:
+        return bool_
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"unsupported dtype {dtype!r}") from None
     if d not in SUPPORTED and not is_low(d):
-        raise TypeError(f"unsupported dtype {d}; tinyopt tensors are float32, float64, int64, "
-                        f"float16 or bfloat16")
+        raise TypeError(f"unsupported dtype {d}; tinyopt tensors are "
+                        f"{', '.join(_TORCH_NAME.values())}")
     return d
+
+
+def torch_name(dtype: np.dtype) -> str:
+    """``"torch.float32"``: how PyTorch prints the dtype."""
+    return "torch." + _TORCH_NAME.get(dtype, str(dtype))
+
+
+def tensor_type_name(dtype: np.dtype) -> str:
+    """``"torch.FloatTensor"``: what ``Tensor.type()`` returns."""
+    return "torch." + _TENSOR_TYPE[dtype]
+
+
+def tensor_type_dtype(name: str) -> np.dtype | None:
+    """The dtype of a legacy type name such as ``"torch.LongTensor"`` (None if it is not one)."""
+    short = name.removeprefix("torch.")
+    for d, n in _TENSOR_TYPE.items():
+        if n == short:
+            return d
+    return None
 
 
 def default_dtype_for(arr: np.ndarray) -> np.dtype:
     """The dtype a new tensor made from ``arr`` gets when none is given (PyTorch's rules)."""
     d = arr.dtype
-    if d == float64 or d == float32 or is_low(d):
+    if d in SUPPORTED or is_low(d):
         return d
     kind = d.kind
     if kind == "f":
-        return float32
-    if kind in "iub":
+        return float64 if d.itemsize > 4 else float32
+    if kind in "iu":
         return int64
-    raise TypeError(f"cannot make a tensor from an array of dtype {arr.dtype}")
+    raise TypeError(f"cannot make a tensor from an array of dtype {d}")
+
+
+def category(dtype: np.dtype) -> int:
+    """0 for bool, 1 for integers, 2 for floats: the order of torch's type promotion."""
+    return 2 if dtype.kind == "f" or is_low(dtype) else 0 if dtype.kind == "b" else 1
+
+
+def scalar_dtype(value) -> np.dtype:
+    """The dtype torch gives a Python number standing alone (``tensor(1.5)`` is float32)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, numbers.Integral):
+        return int64
+    if isinstance(value, numbers.Real):
+        return float32
+    raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__} (complex "
+                    f"numbers are not supported)")
+
+
+def promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    """torch.promote_types for two dtypes of one kind of operand."""
+    if a == b:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    return np.promote_types(a, b)
+
+
+def result_type(*operands) -> np.dtype:
+    """The dtype of an op over ``operands`` (tensors, arrays or Python numbers), by torch's rules
+    (see the module docstring).  Tensors are anything with ``dtype`` and ``shape``."""
+    best: list[np.dtype | None] = [None, None, None]  # per kind: dimensioned, 0-d, number
+    for x in operands:
+        if isinstance(x, (list, tuple)):  # data for a tensor, as ``tensor(x)`` would make it
+            arr = np.asarray(x)
+            x = arr.astype(np.float32) if arr.dtype == np.float64 else arr
+        if hasattr(x, "dtype") and hasattr(x, "shape"):
+            kind, d = (0 if len(x.shape) else 1), default_dtype_for(np.empty(0, x.dtype))
+        else:
+            kind, d = 2, scalar_dtype(x)
+        best[kind] = d if best[kind] is None else promote(best[kind], d)
+    top = max(category(d) for d in best if d is not None)
+    for d in best:
+        if d is not None and category(d) == top:
+            return d
+    raise AssertionError("unreachable")

@@ -5,15 +5,29 @@ creation order, so the same code builds the same order on every step).  The sign
 captures everything a compiled plan depends on (ops, attributes, shapes, dtypes, wiring, which
 leaves are parameters and which are inputs) and nothing it does not (the values of the leaves), so
 a new batch of the same shape finds the same plan.
+
+Versions.  A node reads its sources when the graph runs, not when it was built, so a source
+modified in place in between would give it the new values.  Every in-place write stamps the
+modified storage with a fresh id (creation ids and stamps share one counter), and a tensor that
+in-place autograd turns into a new node gets a fresh id too: a node whose source is newer than
+itself was built before that write, and ``check_versions`` raises PyTorch's "modified by an
+inplace operation" error instead.  Views are exempt (a view of a tensor reads its storage as it
+is, as in PyTorch); their consumers are not.  Graphs whose nodes are all newer than the latest
+write skip the check.
 """
 
 from __future__ import annotations
 
-from operator import attrgetter
+import sys
+from collections import Counter
+from collections.abc import Callable
+from itertools import chain
+from operator import attrgetter, itemgetter
 
-from tinyopt.engine.grad_mode import no_grad
+from tinyopt.engine.dtypes import tensor_type_name
+from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
 
 
 def toposort(roots: list[Tensor]) -> list[Tensor]:
@@ -31,15 +45,19 @@ def signature(nodes: list[Tensor]) -> tuple:
 
 def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], tuple]:
     """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``:
-    realizing a graph needs all three on every training step."""
+    realizing a graph needs all three on every training step.  Raises if a node's source was
+    modified in place after the node was built (see the module docstring)."""
     seen: dict[int, Tensor] = {}
     stack = list(roots)
+    last = MUTATIONS.last
     while stack:
         t = stack.pop()
         if id(t) not in seen:
             seen[id(t)] = t
-            stack.extend(t.srcs)
+            stack.extend(t.srcs if t._id > last or not t.srcs else resolve_sources(t))
     order = sorted(seen.values(), key=_creation)
+    if order and MUTATIONS.last > order[0]._id:
+        check_versions(order)
     index = {id(t): i for i, t in enumerate(order)}
     sig = tuple([(t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
                   tuple([index[id(s)] for s in t.srcs])) for t in order])
@@ -47,6 +65,95 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
 
 
 _creation = attrgetter("_id")
+
+
+def resolve_sources(t: Tensor) -> tuple[Tensor, ...]:
+    """``t``'s sources as they were when ``t`` was built: a source that in-place autograd turned
+    into a newer node since (``h.add_(1)`` after ``y = f(h)``) is replaced, for good, by the
+    version ``t`` read, which that rebuild kept in ``_prev``."""
+    srcs = t.srcs
+    if not any(s._id > t._id for s in srcs):
+        return srcs
+    fixed = []
+    for s in srcs:
+        while s._id > t._id and getattr(s, "_prev", None) is not None:
+            s = s._prev
+        fixed.append(s)
+    t.srcs = tuple(fixed)
+    return t.srcs
+
+
+def _version(t: Tensor) -> int:
+    """The id of the latest change to what ``t`` reads: its creation (or in-place rebuild), an
+    in-place write into its storage, or, for a view, a change to what it views."""
+    v = t._id
+    m = getattr(t, "_mutated", 0)
+    base = getattr(t, "_base", None)
+    if base is not None:
+        m = max(m, getattr(base, "_mutated", 0))
+    if t.srcs and OPS[t.op].view is not None:
+        v = max(v, _version(t.srcs[0]))
+    return max(v, m)
+
+
+def check_versions(order: list[Tensor]) -> None:
+    """Raise if a node of ``order`` (sorted by id) reads a source modified in place after the
+    node was built."""
+    last = MUTATIONS.last
+    for t in order:
+        if t._id >= last:
+            break
+        if not t.srcs or OPS[t.op].view is not None:
+            continue
+        for s in t.srcs:
+            if _version(s) > t._id:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: [{tensor_type_name(s.dtype)} {list(s.shape)}], an "
+                    f"input of {t.op}, is at a newer version than when {t.op} read it. tinyopt "
+                    f"computes graph nodes when their value is needed, so a node built before an "
+                    f"in-place change of its input would see the new values: compute it first "
+                    f"(.item(), .numpy(), .detach()) or use an out-of-place op.")
+
+
+def uses(sig: tuple) -> Counter:
+    """How many times each position of a signature is used as a source."""
+    return Counter(chain.from_iterable(map(_srcs_of, sig)))
+
+
+_srcs_of = itemgetter(5)
+
+
+_refcount = sys.getrefcount
+
+
+def _held_refs(order: list[Tensor], counts: Counter) -> list[int]:
+    """Positions of the nodes of ``order`` referenced from outside the graph: references beyond
+    the list itself and their consumers' sources (CPython reference counts)."""
+    base = _BASE_REFS
+    return [i for i in range(len(order))
+            if order[i].srcs and _refcount(order[i]) > base + counts[i]]
+
+
+def held(order: list[Tensor], sig: tuple, exclude: set[int]) -> list[Tensor]:
+    """The non-leaf nodes of the sorted graph ``order`` that the program still holds (a
+    variable, a list, another graph), other than those whose ids are in ``exclude``: realizing
+    the graph computes them anyway, so their values are kept (see ``tensor``'s docstring)."""
+    return [order[i] for i in _held_refs(order, uses(sig)) if id(order[i]) not in exclude]
+
+
+def _calibrate() -> int:
+    """The reference count ``_held_refs`` sees for a node held only by the list and by no
+    consumer (interpreters differ in how many references a call adds)."""
+    import numpy as np
+
+    from tinyopt.engine.tensor import _make
+    x = _make("input", (), (), (), np.dtype(np.float32))
+    order = [x, _make("neg", (x,), (), (), x.dtype)]
+    return _refcount(order[1])
+
+
+_BASE_REFS = _calibrate()
 
 
 def use_counts(nodes: list[Tensor]) -> dict[int, int]:
@@ -59,22 +166,31 @@ def use_counts(nodes: list[Tensor]) -> dict[int, int]:
 
 
 def backward_graph(loss: Tensor, nodes: list[Tensor], wrt: list[Tensor],
-                   seed: Tensor | None = None) -> dict[int, Tensor]:
+                   seed: Tensor | None = None,
+                   on_grad: Callable[[Tensor, Tensor], Tensor] | None = None
+                   ) -> dict[int, Tensor]:
     """Build the gradient graph of ``loss`` with respect to each tensor in ``wrt``.
 
     ``nodes`` is the topological order of the graph reaching ``loss``.  Walks it in reverse, as
     micrograd does, calling each op's backward rule; the rules emit ordinary graph nodes, reusing
-    the forward nodes they need.  Returns ``{id(t): grad}`` for the ``wrt`` tensors that ``loss``
-    depends on.
+    the forward nodes they need.  ``on_grad(t, g)``, when given, may replace each tensor's
+    complete gradient (hooks).  Returns ``{id(t): grad}`` for the ``wrt`` tensors that ``loss``
+    depends on.  Backpropagating into a value whose graph a previous backward freed raises.
     """
-    from tinyopt.engine.ops.creation import full
+    from tinyopt.engine.ops.creation import constant_node
 
-    with no_grad():
+    with no_grad(), no_fold():
         grads: dict[int, Tensor] = {id(loss): seed if seed is not None else
-                                    full(loss.shape, 1.0, loss.dtype)}
+                                    constant_node(loss.shape, 1.0, loss.dtype)}
         for t in reversed(nodes):
             g = grads.get(id(t))
-            if g is None or t.is_leaf or not t.requires_grad:
+            if g is None or not t.requires_grad:
+                continue
+            if on_grad is not None:
+                g = grads[id(t)] = on_grad(t, g)
+            if t.op in LEAF_OPS:
+                if t.op == "freed":
+                    raise RuntimeError(_SECOND_BACKWARD)
                 continue
             rule = OPS[t.op].backward
             src_grads = rule(t, g)

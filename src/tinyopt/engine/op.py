@@ -12,6 +12,10 @@ An op is registered once with :func:`defop`:
   graphs themselves, as in ggml, so they are planned and cached like the forward pass.
 - ``inplace``: the output may reuse the buffer of source 0 when that source is dead afterwards
   (elementwise ops with equal shape and dtype).
+
+:func:`node` records a node, or, when every source is concrete and no gradient is needed, runs
+the op at once with the same forward (or view) function and returns a concrete tensor: eager
+PyTorch semantics for values, the compiled plan for graphs over Parameters.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyopt.engine.grad_mode import is_grad_enabled
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine import grad_mode
+from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,11 +55,38 @@ def defop(name: str, *, forward: Callable | None = None, backward: Callable | No
 
 def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dtype,
          attrs: tuple = ()) -> Tensor:
-    """Record a new graph node; it requires grad when grad mode is on and any source does."""
+    """Record a new graph node; it requires grad when grad mode is on and any source does.  Over
+    concrete sources, with no gradient to record, the op runs now (see the module docstring)."""
+    state = grad_mode._state
+    opdef = OPS[op]
     rg = False
-    if OPS[op].backward is not None and is_grad_enabled():
-        for s in srcs:  # a plain loop: graph building runs on every training step
-            if s.requires_grad:
-                rg = True
-                break
-    return Tensor(op, srcs, attrs, shape, dtype, rg)
+    concrete = state.fold
+    for s in srcs:  # a plain loop: graph building runs on every training step
+        if s.requires_grad:
+            rg = True
+        if s.op not in CONCRETE:
+            concrete = False
+    rg = rg and state.enabled and opdef.backward is not None
+    t = _make(op, srcs, attrs, shape, dtype, rg)
+    if concrete and not rg:
+        _run_now(t, opdef)
+    return t
+
+
+def _run_now(t: Tensor, opdef: OpDef) -> None:
+    """Compute ``t`` from its concrete sources and make it concrete (a view shares its source's
+    storage)."""
+    arrays = [s._value for s in t.srcs]
+    if opdef.view is not None:
+        value = opdef.view(t)(*arrays)
+        base = _root(t.srcs[0]) if t.srcs and np.may_share_memory(value, arrays[0]) else None
+    else:
+        value = np.empty(t.shape, t.dtype)
+        opdef.forward(t)(value, *arrays)
+        base = None
+    t.op = "input"
+    t.srcs = ()
+    t.attrs = ()
+    t._value = value
+    if base is not None:
+        t._base = base

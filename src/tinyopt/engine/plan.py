@@ -36,7 +36,7 @@ import numpy as np
 from tinyopt.engine.graph import backward_graph, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
-from tinyopt.engine.tensor import Parameter, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
 
 
 class Plan:
@@ -44,9 +44,11 @@ class Plan:
 
     def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None):
         fwd_index = {id(t): i for i, t in enumerate(fwd)}
-        self.fwd_leaves = [i for i, t in enumerate(fwd) if t.is_leaf]
+        self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
+        # the leaves that get gradients: Parameters and tensors that require grad (a freed value
+        # raises when a gradient reaches it)
         params = [fwd[i] for i in self.fwd_leaves
-                  if isinstance(fwd[i], Parameter) and fwd[i].requires_grad]
+                  if fwd[i].requires_grad and fwd[i].op != "freed"]
         grads = backward_graph(loss, fwd, params) if loss is not None else {}
         grad_nodes = [(p, grads[id(p)]) for p in params if id(p) in grads]
 
@@ -56,7 +58,6 @@ class Plan:
         index = {id(t): i for i, t in enumerate(nodes)}
         self.nodes = _specs(nodes)  # the graph without its arrays, for kernels and inspection
         self.leaf_slots = [index[id(fwd[i])] if id(fwd[i]) in index else -1 for i in self.fwd_leaves]
-        self.leaf_is_param = [isinstance(fwd[i], Parameter) for i in self.fwd_leaves]
         leaf_pos = {fwd_index[id(p)]: k for k, p in enumerate(fwd[i] for i in self.fwd_leaves)}
         self.output_slots = [index[id(t)] for t in outputs]
         self.loss_slot = index[id(loss)] if loss is not None else -1
@@ -68,7 +69,7 @@ class Plan:
         extern = set()
         for p, g in grad_nodes:
             gi = index[id(g)]
-            is_extern = (not g.is_leaf and OPS[g.op].forward is not None and gi not in extern
+            is_extern = (g.op not in LEAF_OPS and OPS[g.op].forward is not None and gi not in extern
                          and gi not in self.output_slots and gi != self.loss_slot)
             if is_extern:
                 extern.add(gi)
@@ -76,7 +77,7 @@ class Plan:
 
         kind = []
         for i, t in enumerate(nodes):
-            if t.is_leaf:
+            if t.op in LEAF_OPS:
                 kind.append("leaf")
             elif i in extern:
                 kind.append("extern")
@@ -88,14 +89,14 @@ class Plan:
         nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
         # In place only over a source laid out like the output: not over a transpose, an expand
         # or a strided slice, whose elements the kernel would overwrite while still reading them.
-        inplace = [not t.is_leaf and OPS[t.op].inplace and _same_layout(t.srcs[0]) for t in nodes]
+        inplace = [t.op not in LEAF_OPS and OPS[t.op].inplace and _same_layout(t.srcs[0]) for t in nodes]
         keep = set(self.output_slots) | {self.loss_slot} | {gi for _, gi, _ in self.grad_outs}
         keep.discard(-1)
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
         self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
         # constants made by backward rules: read-only, shared by every run
         self._consts = [(i, t._value) for i, t in enumerate(nodes)
-                        if t.is_leaf and t.op == "input" and i not in self.leaf_slots]
+                        if t.op == "input" and i not in self.leaf_slots]
         # the slots bound per run: leaves, views of anything, gradients written into parameters
         self._bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
                        or kind[i] == "leaf" and i in self.leaf_slots]
@@ -185,8 +186,7 @@ class _Run:
         try:
             for slot, t in zip(self.leaf_slots, leaves):
                 if slot >= 0:
-                    A[slot] = t._data if type(t) is Parameter or isinstance(t, Parameter) \
-                        else t._value
+                    A[slot] = t._value  # a Parameter's _value is its _data
             fresh = []
             for k, gi, is_extern, scratch in self.grad_outs:
                 if is_extern:
@@ -246,14 +246,14 @@ def _specs(nodes: list[Tensor]) -> list[Tensor]:
     cached plan keeps no model or batch alive."""
     copies: dict[int, Tensor] = {}
     for t in nodes:
-        copies[id(t)] = Tensor(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
-                               t.dtype, t.requires_grad)
+        copies[id(t)] = _make(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
+                              t.dtype, t.requires_grad)
     return [copies[id(t)] for t in nodes]
 
 
 def _same_layout(t: Tensor) -> bool:
     """Whether ``t``'s array is C-contiguous in its own shape when its chain of views is."""
-    while not t.is_leaf and OPS[t.op].view is not None:
+    while t.op not in LEAF_OPS and OPS[t.op].view is not None:
         if t.op != "reshape":
             return False
         t = t.srcs[0]

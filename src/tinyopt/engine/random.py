@@ -53,3 +53,14 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     default_generator.set_state(state)
+
+
+def seed() -> int:
+    """Seed the global generator from the operating system's entropy; returns the seed."""
+    s = int(np.random.SeedSequence().entropy % (1 << 63))
+    default_generator.manual_seed(s)
+    return s
+
+
+def initial_seed() -> int | None:
+    return default_generator.initial_seed()

@@ -3,6 +3,12 @@
 ``realize`` sorts the graph reaching its targets, finds or compiles the plan for that structure in
 the plan cache, binds this graph's leaves and runs it.  This is the one place the lazy front end
 meets the compiled back end.
+
+Nodes of the graph that the program still holds (``out`` in ``loss = f(model(x)); out = ...``)
+are computed by the same run anyway: the plan also outputs them, and they keep their values, as
+they would in eager PyTorch.  A node that needs no gradient becomes a concrete tensor holding its
+value; after ``backward`` (without ``retain_graph``) so do the held nodes that require grad, as
+values whose graph is freed.
 """
 
 from __future__ import annotations
@@ -11,47 +17,75 @@ import weakref
 
 import numpy as np
 
-from tinyopt.engine.graph import toposort, toposort_signed
+from tinyopt.engine.graph import held, toposort, toposort_signed
 from tinyopt.engine.plan import CACHE, Plan
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
 
 
-def realize(outputs: list[Tensor], loss: Tensor | None = None) -> list[np.ndarray]:
-    """Values of ``outputs`` as new arrays; with ``loss``, also backpropagate it into ``.grad``.
-
-    With a loss, its value is appended to the returned list and cached on the loss tensor, so a
-    following ``loss.item()`` costs nothing.
-    """
-    todo = [t for t in outputs if t._value is None or loss is not None]
-    if not todo and loss is None:
-        return [t._value.copy() for t in outputs]
+def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
+            retain_graph: bool = False) -> list[np.ndarray]:
+    """Values of ``outputs``; with ``loss``, also backpropagate it into ``.grad`` (and append its
+    value to the returned list).  The returned arrays are the tensors' own values (shared, as
+    ``Tensor.numpy()`` shares storage).  After a backward pass the graph is freed unless
+    ``retain_graph``."""
+    if loss is None:
+        for t in outputs:
+            if t._value is None:
+                break
+        else:
+            return [t._value for t in outputs]
     roots = list(outputs) + ([loss] if loss is not None else [])
     fwd, index, sig = toposort_signed(roots)
     effects = _effects_in(fwd) if _PENDING else []
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
         fwd, index, sig = toposort_signed(roots)
-    plan = CACHE.get(fwd, list(outputs) + effects, loss, (index, sig))
+    wanted = list(outputs) + effects
+    kept = held(fwd, sig, {id(t) for t in roots})
+    plan = CACHE.get(fwd, wanted + kept, loss, (index, sig))
     values = plan.run([fwd[i] for i in plan.fwd_leaves])
     for e in effects:
         _PENDING.pop(id(e), None)
-    result = []
-    for t, v in zip(outputs, values):
-        if not t.is_leaf:
-            t._value = v
-            v = v.copy()  # the cached value stays private
-        result.append(v)
+    free = loss is not None and not retain_graph
+    for t, v in zip(wanted + kept, values):
+        _keep(t, v, free)
     if loss is not None:
-        loss._value = values[-1]
-        result.append(values[-1].copy())
-        for hook in BACKWARD_HOOKS:
-            hook()
-    return result
+        _keep(loss, values[-1], free)
+        backward_done()
+        return [t._value for t in outputs] + [loss._value]
+    return [t._value for t in outputs]
+
+
+def _keep(t: Tensor, value: np.ndarray, free: bool) -> None:
+    """Store a computed value: a node that needs no gradient becomes concrete; one that does
+    becomes a freed value when ``free`` (its graph was just differentiated)."""
+    if t.op in LEAF_OPS:
+        return
+    t._value = value
+    if not t.requires_grad:
+        _freeze(t, value, "input")
+    elif free:
+        _freeze(t, value, "freed")
+
+
+def freeze_after_backward(fwd: list[Tensor], loss: Tensor) -> None:
+    """Free the graph ``fwd`` of ``loss`` after a backward pass: nodes with values become freed
+    values (the explicit autograd path's counterpart of ``realize(..., loss=...)``)."""
+    for t in fwd:
+        if t.op not in LEAF_OPS and t._value is not None and t.requires_grad:
+            _freeze(t, t._value, "freed")
 
 
 BACKWARD_HOOKS: list = []
 """Callables run after every backward, once the gradients are in ``.grad``
 (``DistributedDataParallel`` averages them over the ranks there)."""
+
+
+def backward_done() -> None:
+    """Run :data:`BACKWARD_HOOKS`: called by every backward pass that accumulates into ``.grad``
+    (this module's ``realize(loss=...)`` and autograd's explicit path)."""
+    for hook in BACKWARD_HOOKS:
+        hook()
 
 
 def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:
@@ -67,12 +101,15 @@ def get_plan(*outputs: Tensor, loss: Tensor | None = None) -> Plan:
 # them.  ``add_effect(anchor, effect)`` records it when the graph is built; the first realization
 # whose graph contains ``anchor`` runs it as an extra output, exactly once (later realizations of
 # the same graph leave it out).  If the anchor is garbage-collected unrealized, the effect is
-# dropped: a lazy graph that is never computed has no side effects.
+# dropped: a lazy graph that is never computed has no side effects.  An effect over concrete
+# tensors ran when it was built (it is concrete already) and is not recorded.
 _PENDING: dict[int, tuple[weakref.ref, Tensor]] = {}
 
 
 def add_effect(anchor: Tensor, effect: Tensor) -> None:
     """Run node ``effect`` with the first realization that computes ``anchor`` (see above)."""
+    if effect.op in LEAF_OPS:
+        return
     key = id(effect)
     _PENDING[key] = (weakref.ref(anchor, lambda _, k=key: _PENDING.pop(k, None)), effect)
 

@@ -1,106 +1,242 @@
-"""Tensor: a node of a lazy computation graph; Parameter: a leaf that owns its storage and grad.
+"""Tensor: a value or a node of a lazy computation graph; Parameter: a leaf that owns its storage.
 
-An op on tensors records a node (op name, sources, attributes, shape, dtype) and computes nothing.
-``numpy()``, ``item()`` and ``backward()`` realize: the engine compiles the graph that reaches the
-requested outputs into a plan (cached by the graph's structure) and runs it.
+Three kinds of tensors, one class:
+
+- *Concrete* tensors hold a numpy array (``op == "input"``): what ``to.tensor``, ``to.zeros``,
+  data batches, ``p.grad`` and ``p.data`` are.  An op whose sources are all concrete and which
+  needs no gradient runs at once (as in eager PyTorch) and gives a concrete tensor; a view
+  (``x[1:3]``, ``x.view(...)``, ``x.t()``) shares the array, so writing into it writes ``x``.
+- *Parameters* (``op == "param"``) own their storage (``_data``) and gradient (``_grad``).
+- *Graph nodes* record an op over sources and compute nothing: an op over a Parameter, or over a
+  tensor that requires grad.  ``numpy()``, ``item()`` and ``backward()`` realize them: the engine
+  compiles the graph that reaches them into a plan (cached by the graph's structure) and runs it.
+
+After a realization, nodes that the program still holds keep their value, as they would in eager
+PyTorch: ``out = model(x); loss.backward(); opt.step(); out.argmax(1)`` reads the output the loss
+was computed from, not a recomputation with the updated weights.  ``backward()`` frees the graph
+(its held nodes become values; backpropagating through them again raises, as in PyTorch, unless
+``retain_graph=True``).
+
+In-place ops (``add_``, ``x[i] = v``, ``p -= lr * g``...) follow PyTorch's rules.  Without autograd
+(under ``no_grad``, or when nothing involved requires grad) they write the new values into the
+tensor's storage at once; with autograd the tensor becomes a new graph node computing the updated
+value.  A node built from a tensor that was later modified in place raises PyTorch's "modified by
+an inplace operation" error when realized, instead of silently reading the new values.
+
+Inside the library, storage is read and written as numpy through ``p._data``/``p._grad`` for
+Parameters and ``t._value`` for any concrete tensor (``Parameter._value`` is its ``_data``); the
+public ``.data``/``.grad``/``.numpy()`` give Tensors and arrays sharing that storage.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np
 
 from tinyopt.engine import grad_mode
-from tinyopt.engine.dtypes import FLOATS, as_dtype, default_dtype_for, float32, grad_dtype, is_low
+from tinyopt.engine.device import CPU, check_device
+from tinyopt.engine.device import device as _device
+from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, category, default_dtype_for,
+                                   float32, grad_dtype, int64, is_low, scalar_dtype,
+                                   tensor_type_dtype, tensor_type_name, torch_name)
+from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.tensor_api import TensorMethods
 
-_ids = itertools.count()
+_ids = itertools.count(1)
+_new = object.__new__
+
+LEAF_OPS = frozenset(("input", "param", "freed"))
+"""Ops of graph leaves, bound per run: concrete values, Parameters, and values whose graph
+``backward()`` freed."""
+CONCRETE = frozenset(("input", "freed"))
+
+_SECOND_BACKWARD = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through "
+    "the graph a second time or if you need to access saved tensors after calling backward.")
 
 
-class Tensor:
-    """A node of the computation graph.
+class _Mutations:
+    """``last``: the id given by the latest in-place modification (0 before any).  Graphs whose
+    nodes are all newer skip the version check."""
+    last = 0
 
-    Leaves hold an array (``INPUT``) or are Parameters (``PARAM``); every other node records the op
-    that makes it from its sources.  Nothing is computed until a realizing call.
+
+MUTATIONS = _Mutations()
+
+
+_OPERANDS = (numbers.Number, np.ndarray, np.generic, list, tuple)  # and Tensor, added below
+
+
+class Size(tuple):
+    """``torch.Size``: what ``Tensor.size()`` returns, a tuple of ints."""
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"torch.Size({list(self)})"
+
+
+_ShapeArg = Any  # ints, or one sequence of ints (``view(2, 3)`` or ``view((2, 3))``)
+
+
+class Tensor(TensorMethods):
+    """A tensor (see the module docstring).
+
+    The named methods of the tensor API (math, shape, selection and their in-place variants)
+    are declared in :class:`tinyopt.engine.tensor_api.TensorMethods`; this class holds storage,
+    realization, autograd and the operators.
+
+    ``to.Tensor(2, 3)`` makes a float32 tensor of that shape (zeros), ``to.Tensor([1, 2])`` one
+    from data, as ``torch.Tensor`` does; most code uses ``to.tensor``/``to.zeros``/... instead.
     """
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "__weakref__")
+                 "_grad", "_base", "_mutated", "_version_count", "_hooks", "_retains_grad",
+                 "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
-    def __init__(self, op: str, srcs: tuple[Tensor, ...], attrs: tuple, shape: tuple[int, ...],
-                 dtype: np.dtype, requires_grad: bool = False, name: str = "",
-                 value: np.ndarray | None = None):
-        self.op = op
-        self.srcs = srcs
-        self.attrs = attrs
-        self.shape = tuple(map(int, shape))
-        self.dtype = dtype
-        self.requires_grad = requires_grad
-        self.name = name
-        self._value = value
-        self._id = next(_ids)
+    op: str
+    srcs: tuple[Tensor, ...]
+    attrs: tuple
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    requires_grad: bool
+    name: str
+
+    def __init__(self, *data: Any, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> None:
+        check_device(device)
+        if len(data) == 1 and not isinstance(data[0], numbers.Integral):
+            arr = np.array(_to_array(data[0], dtype or float32), copy=True)
+        else:
+            arr = np.zeros(tuple(int(s) for s in data), dtype=as_dtype(dtype or float32))
+        _init(self, "input", (), (), arr.shape, arr.dtype, False, arr)
+        if requires_grad:
+            self.requires_grad_()
 
     # ---- metadata ---------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
         return len(self.shape)
 
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    def size(self, dim: int | None = None):
-        if dim is None:
-            return self.shape
-        return self.shape[dim]
-
     def dim(self) -> int:
         return len(self.shape)
 
+    ndimension = dim
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    nelement = numel
+
+    @overload
+    def size(self) -> Size: ...
+    @overload
+    def size(self, dim: int) -> int: ...
+
+    def size(self, dim: int | None = None) -> Size | int:
+        if dim is None:
+            return Size(self.shape)
+        return self.shape[_dim_index("size", dim, self.ndim)]
+
+    @property
+    def device(self) -> _device:
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    is_sparse = False
+    is_quantized = False
+    is_meta = False
+
+    def get_device(self) -> int:
+        return -1
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def is_complex(self) -> bool:
+        return False
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        if self.op in LEAF_OPS:
+            return bool(self._value.flags.c_contiguous)
+        return True  # a node's value is computed into a contiguous buffer
+
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        if self.op in LEAF_OPS:
+            strides = tuple(s // self.dtype.itemsize for s in self._value.strides)
+        else:
+            strides = tuple(int(np.prod(self.shape[i + 1:])) for i in range(self.ndim))
+        return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
+
     @property
     def is_leaf(self) -> bool:
-        return self.op in ("input", "param")
+        """True for tensors that do not require grad and for those the user created (PyTorch's
+        convention); False for the results of ops that record gradients."""
+        return not self.requires_grad or self.op in ("input", "param")
+
+    @property
+    def grad_fn(self) -> _GradFn | None:
+        """The op that made this tensor, for tensors that require grad and are not leaves."""
+        if self.is_leaf:
+            return None
+        return _GradFn(self.attrs[0] if self.op == "freed" and self.attrs else self.op)
+
+    @property
+    def _version(self) -> int:
+        """How many times this tensor's storage was modified in place."""
+        root = _root(self)
+        return getattr(root, "_version_count", 0)
 
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    def __repr__(self) -> str:
-        extra = f", name={self.name!r}" if self.name else ""
-        return f"Tensor(op={self.op}, shape={self.shape}, dtype={self.dtype}{extra})"
+    def __iter__(self) -> Iterator[Tensor]:
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
 
     def __hash__(self) -> int:
         return id(self)
 
+    def __contains__(self, element: Any) -> bool:
+        return bool((self == element).any().item())
+
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise RuntimeError("Boolean value of a Tensor with more than one value is ambiguous")
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())
 
-    # ---- realization ------------------------------------------------------------------------
-    def numpy(self) -> np.ndarray:
-        """Compute this tensor and return its value as a new numpy array."""
-        from tinyopt.engine.realize import realize
-        return realize([self])[0]
-
-    def item(self) -> float | int:
-        """The value of a one-element tensor as a Python number."""
-        if self.numel() != 1:
-            raise ValueError(f"item(): only one element tensors can be converted to Python scalars,"
-                             f" got shape {self.shape}")
-        if self._value is not None:  # already computed (a loss after backward): no copy
-            return self._value.reshape(()).item()
-        return self.numpy().reshape(()).item()
-
-    def tolist(self):
-        return self.numpy().tolist()
-
-    def __array__(self, dtype=None, copy=None):
-        arr = self.numpy()
-        return arr if dtype is None else arr.astype(dtype)
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub" or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
 
     def __float__(self) -> float:
         return float(self.item())
@@ -108,45 +244,770 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
-    def backward(self, gradient=None) -> None:
-        """Differentiate this scalar and add d(self)/dp into ``p.grad`` of every reachable Parameter.
+    def __complex__(self) -> complex:
+        return complex(self.item())
 
-        Gradients accumulate across calls, as in PyTorch, until they are reset (``zero_grad()``).
-        """
-        if not self.requires_grad:
-            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
-                               "grad_fn (backward needs a graph that reaches a Parameter)")
-        if gradient is None and self.numel() != 1:
-            raise RuntimeError(f"grad can be implicitly created only for scalar outputs; backward() "
-                               f"was called on a tensor of shape {self.shape}")
-        if gradient is not None:
-            g = np.asarray(gradient, dtype=self.dtype)
-            if g.shape != self.shape:
-                raise RuntimeError(f"backward: gradient has shape {g.shape}, expected {self.shape}")
-            (self * Tensor("input", (), (), g.shape, self.dtype, value=g)).sum().backward()
-            return
+    def __format__(self, format_spec: str) -> str:
+        if self.ndim == 0:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
+
+    def __repr__(self) -> str:
+        from tinyopt.engine.printing import tensor_repr
+        return tensor_repr(self._printable(), self._repr_suffixes())
+
+    def _printable(self) -> np.ndarray:
+        return np.asarray(self.numpy())
+
+    def _repr_suffixes(self) -> list[str]:
+        suffixes = []
+        default = float32 if self.dtype.kind == "f" else int64 if self.dtype.kind in "iu" \
+            else bool_
+        if self.dtype != default:
+            suffixes.append(f"dtype={torch_name(self.dtype)}")
+        if self.grad_fn is not None:
+            suffixes.append(f"grad_fn=<{self.grad_fn.name()}>")
+        elif self.requires_grad:
+            suffixes.append("requires_grad=True")
+        return suffixes
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        arr = np.array(self.numpy())
+        return (_rebuild, (arr, self.requires_grad))
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        t = tensor(np.array(self.numpy()), requires_grad=self.requires_grad and self.is_leaf)
+        memo[id(self)] = t
+        return t
+
+    # ---- realization ------------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """This tensor's value as a numpy array that shares its storage (computed now if it is
+        a graph node)."""
+        v = self._value
+        if v is not None:
+            return v
         from tinyopt.engine.realize import realize
-        realize([], loss=self)
+        return realize([self])[0]
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               f"Scalar")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self.numpy()
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        return np.array(arr) if copy else arr
+
+    # ---- autograd ---------------------------------------------------------------------------
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
+        """Add d(self)/dx into ``x.grad`` of every leaf that requires grad and that ``self``
+        depends on (of ``inputs`` only, when given).
+
+        ``gradient`` is d(loss)/d(self) for a non-scalar ``self``.  Gradients accumulate across
+        calls until reset (``zero_grad()``).  The graph is freed afterwards unless
+        ``retain_graph=True``.
+        """
+        from tinyopt.engine import autograd
+        if (gradient is None and inputs is None and not create_graph and self.requires_grad
+                and self.numel() == 1 and not autograd.WATCHED.count
+                and not autograd.POST_HOOKS.count):  # the common case: straight to the plan
+            from tinyopt.engine.realize import realize
+            realize([], loss=self, retain_graph=bool(retain_graph))
+            return
+        autograd.run_backward([self], None if gradient is None else [gradient],
+                              retain_graph=bool(retain_graph or create_graph), inputs=inputs,
+                              create_graph=create_graph)
 
     def detach(self) -> Tensor:
-        """A new input leaf with this tensor's value (computed now), cut from the graph."""
-        return Tensor("input", (), (), self.shape, self.dtype, value=self.numpy())
+        """This tensor's value cut from the graph (a concrete tensor sharing its storage; a graph
+        node is computed now)."""
+        if self.op in CONCRETE and not self.requires_grad:
+            return self
+        if self.op == "param" or self.op == "freed":
+            return _Alias._of(self)
+        arr = self.numpy()
+        t = _make("input", (), (), self.shape, self.dtype, False, arr)
+        return t
 
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        if not self.is_leaf:
-            raise RuntimeError("requires_grad_ can only be changed on leaf tensors")
-        self.requires_grad = requires_grad
+    def detach_(self) -> Tensor:
+        if self.op not in LEAF_OPS:
+            arr = self.numpy()
+            _freeze(self, arr, "input")
+        self.requires_grad = False
         return self
 
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Record gradients for this leaf (``x.grad`` after ``backward``)."""
+        if self.op not in LEAF_OPS and not (self.requires_grad and requires_grad):
+            if requires_grad or self.requires_grad:
+                raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+        if requires_grad and self.dtype not in FLOATS:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if self.op == "freed":
+            self.op = "input"
+        self.requires_grad = bool(requires_grad)
+        return self
 
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` after ``backward`` (leaves always
+        keep theirs)."""
+        if not self.requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.is_leaf:
+            return
+        self._retains_grad = True
+        from tinyopt.engine.autograd import WATCHED
+        WATCHED.count += 1
+
+    @property
+    def retains_grad(self) -> bool:
+        return getattr(self, "_retains_grad", False)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a returned tensor
+        replaces the gradient (for a leaf, before it is accumulated into ``.grad``)."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        hooks = getattr(self, "_hooks", None)
+        if hooks is None:
+            hooks = self._hooks = {}
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if not self.is_leaf:
+            from tinyopt.engine.autograd import WATCHED
+            WATCHED.count += 1
+        return handle
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle:
+        """Call ``hook(p)`` after ``backward`` has accumulated a new gradient into ``p.grad``
+        (``torch.Tensor.register_post_accumulate_grad_hook``)."""
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not self.is_leaf:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        hooks = getattr(self, "_post_hooks", None)
+        if hooks is None:
+            hooks = self._post_hooks = {}
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        from tinyopt.engine.autograd import POST_HOOKS
+        POST_HOOKS.count += 1
+        return handle
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward`` (leaves that require grad, and non-leaves
+        after ``retain_grad()``), a Tensor sharing the gradient's storage; or None."""
+        g = getattr(self, "_grad", None)
+        return None if g is None else _grad_tensor(self, g)
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if value is None:
+            self._grad = None
+            return
+        arr = _grad_array(self, value)
+        self._grad = arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    @grad.deleter
+    def grad(self) -> None:
+        self.grad = None
+
+    @property
+    def data(self) -> Tensor:
+        """This tensor's value, cut from autograd, sharing the storage (``p.data.add_(x)``
+        writes into ``p``)."""
+        if self.op in LEAF_OPS:
+            return _Alias._of(self)
+        return self.detach()
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        arr = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        if self.op not in CONCRETE:
+            raise RuntimeError("assigning .data is supported on concrete tensors and Parameters")
+        self._value = np.array(arr, dtype=arr.dtype if isinstance(value, Tensor) else self.dtype)
+        self.shape = self._value.shape
+        self.dtype = self._value.dtype
+        _mark_mutated(self)
+
+    def _grad_dest(self) -> np.ndarray:
+        """Storage a new gradient may be written into directly (the caller overwrites it all)."""
+        self._grad = np.empty(self.shape, dtype=self.dtype)
+        return self._grad
+
+    def _accumulate_grad(self, g: np.ndarray) -> None:
+        """PyTorch's rule: the first gradient is written, later ones are added, until reset."""
+        if self._grad is None:
+            np.copyto(self._grad_dest(), g)
+        else:
+            np.add(self._grad, g, out=self._grad)
+
+    # ---- in place ---------------------------------------------------------------------------
+    def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
+                 check_cast: bool = True) -> Tensor:
+        """Make this tensor hold ``build(self)``: an op over it (and ``operands``) of the same
+        shape, with PyTorch's in-place rules (see the module docstring)."""
+        grad_on = grad_mode.is_grad_enabled()
+        if grad_on and self.requires_grad and self.op in ("param", "input"):
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        if grad_on and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
+                                                  for o in operands)):
+            return _rebind(self, build, check_cast)
+        target = _writable(self)
+        new = build(_Alias._of(self) if self.op == "param" else self)
+        _check_result(self, new, check_cast)
+        value = new.numpy()
+        if value is not target:
+            np.copyto(target, value, casting="unsafe")
+        _mark_mutated(self)
+        return self
+
+    def _fill_inplace(self, key: Any, value: Any) -> Tensor:
+        """``self[key] = value`` (key ``...`` for all of it) for a number or an array-like."""
+        from tinyopt.engine.ops import indexing
+        return indexing.setitem(self, key, value)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from tinyopt.engine.ops import indexing
+        indexing.setitem(self, key, value)
+
+    def zero_(self) -> Tensor:
+        return self._fill_inplace(Ellipsis, 0)
+
+    def fill_(self, value: Any) -> Tensor:
+        if isinstance(value, Tensor) and value.ndim:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
+                               f"with {value.ndim} dimensions.")
+        return self._fill_inplace(Ellipsis, value)
+
+    def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
+        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
+        return self._inplace(lambda x: _F.expand(_F.to(_F.as_tensor(src), x.dtype), x.shape),
+                             src, check_cast=False)
+
+    def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+        return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
+
+    # ---- the graph API (ops defined in tinyopt.engine.ops) ----------------------------------
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``: this tensor with
+        that dtype (itself when nothing changes).  The only device is the CPU."""
+        if not kwargs and len(args) == 1 and isinstance(args[0], np.dtype):  # internal callers
+            return _F.to(self, as_dtype(args[0]))
+        dtype = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, (_device, str)) and not _is_dtype_name(a):
+                dev = a
+            elif a is not None:
+                dtype = a
+        check_device(dev)
+        out = self if dtype is None else _F.to(self, as_dtype(dtype))
+        return out.clone() if copy and out is self else out
+
+    def cpu(self, memory_format: Any = None) -> Tensor:
+        return self
+
+    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None
+             ) -> Tensor:
+        check_device("cuda")
+        return self
+
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """The legacy type name (``"torch.FloatTensor"``), or this tensor cast to ``dtype`` (a
+        dtype or such a name)."""
+        if dtype is None:
+            return tensor_type_name(self.dtype)
+        if isinstance(dtype, str) and tensor_type_dtype(dtype) is not None:
+            return _F.to(self, tensor_type_dtype(dtype))
+        if isinstance(dtype, _TensorTypeMeta):
+            return _F.to(self, dtype._dtype)  # type: ignore[attr-defined]
+        return _F.to(self, as_dtype(dtype))
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return _F.to(self, other.dtype)
+
+    def float(self) -> Tensor:
+        return _F.to(self, np.float32)
+
+    def double(self) -> Tensor:
+        return _F.to(self, np.float64)
+
+    def long(self) -> Tensor:
+        return _F.to(self, np.int64)
+
+    def int(self) -> Tensor:
+        return _F.to(self, np.int32)
+
+    def short(self) -> Tensor:
+        return _F.to(self, np.int16)
+
+    def char(self) -> Tensor:
+        return _F.to(self, np.int8)
+
+    def byte(self) -> Tensor:
+        return _F.to(self, np.uint8)
+
+    def bool(self) -> Tensor:
+        return _F.to(self, np.bool_)
+
+    def half(self) -> Tensor:
+        raise TypeError("float16 tensors are not supported yet")
+
+    def bfloat16(self) -> Tensor:
+        raise TypeError("bfloat16 tensors are not supported yet")
+
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """A copy with its own storage; gradients flow back to this tensor."""
+        return _F.clone(self)
+
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        return self if self.is_contiguous() else _F.contiguous(self)
+
+    def pin_memory(self, device: Any = None) -> Tensor:
+        return self
+
+    def share_memory_(self) -> Tensor:
+        return self
+
+    def is_pinned(self, device: Any = None) -> bool:
+        return False
+
+    # arithmetic operators
+    def __add__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.sub(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.div(other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.remainder(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.pow(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return _F.neg(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _F.abs(self)
+
+    def __invert__(self) -> Tensor:
+        return _F.bitwise_not(self)
+
+    def __and__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_and(self, other)
+
+    def __rand__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_and(other, self)
+
+    def __or__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_or(self, other)
+
+    def __ror__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_or(other, self)
+
+    def __xor__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_xor(self, other)
+
+    def __rxor__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.bitwise_xor(other, self)
+
+    # comparisons give bool tensors
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.eq(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.ne(self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.lt(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.le(self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.gt(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return _F.ge(self, other)
+
+    # in-place operators
+    def __iadd__(self, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self.div_(other)
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return self._inplace(lambda x: _F.floor_divide(x, other), other)
+
+    def __imod__(self, other: Any) -> Tensor:
+        return self._inplace(lambda x: _F.remainder(x, other), other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return self.pow_(other)
+
+    def __iand__(self, other: Any) -> Tensor:
+        return self._inplace(lambda x: _F.bitwise_and(x, other), other)
+
+    def __ior__(self, other: Any) -> Tensor:
+        return self._inplace(lambda x: _F.bitwise_or(x, other), other)
+
+    def __ixor__(self, other: Any) -> Tensor:
+        return self._inplace(lambda x: _F.bitwise_xor(x, other), other)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return _F.getitem(self, key)
+
+    if TYPE_CHECKING:
+        # ``__array_priority__`` makes numpy defer to these; declared for type checkers.
+        def __array_ufunc__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+_OPERANDS = _OPERANDS + (Tensor,)
+
+
+def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
+          requires_grad: bool, value: np.ndarray | None) -> None:
+    t.op = op
+    t.srcs = srcs
+    t.attrs = attrs
+    t.shape = tuple(map(int, shape))
+    t.dtype = dtype
+    t.requires_grad = requires_grad
+    t.name = ""
+    t._value = value
+    t._id = next(_ids)
+    t._grad = None
+
+
+def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
+          requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
+    """A new tensor (graph node or concrete leaf) without going through the user constructor
+    (``_init`` inlined: every graph node is made here)."""
+    t = _new(Tensor)
+    t.op = op
+    t.srcs = srcs
+    t.attrs = attrs
+    t.shape = tuple(map(int, shape))
+    t.dtype = dtype
+    t.requires_grad = requires_grad
+    t.name = ""
+    t._value = value
+    t._id = next(_ids)
+    t._grad = None
+    return t
+
+
+def leaf(arr: np.ndarray) -> Tensor:
+    """A concrete tensor holding ``arr`` itself (no copy)."""
+    return _make("input", (), (), arr.shape, arr.dtype, False, arr)
+
+
+class _GradFn:
+    """What ``t.grad_fn`` gives: the name of the op that made ``t`` (``MulBackward0``)."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def name(self) -> str:
+        return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object>"
+
+
+def _rebuild(arr: np.ndarray, requires_grad: bool) -> Tensor:
+    return tensor(arr, requires_grad=requires_grad)
+
+
+# ---- storage and in-place machinery ----------------------------------------------------------
+def _root(t: Tensor) -> Tensor:
+    """The tensor owning the storage ``t`` views (itself when it owns it)."""
+    base = getattr(t, "_base", None)
+    return t if base is None else base
+
+
+def _mark_mutated(t: Tensor) -> None:
+    """Record an in-place write into ``t``'s storage (see ``graph.check_versions``)."""
+    stamp = next(_ids)
+    root = _root(t)
+    root._mutated = stamp
+    root._version_count = getattr(root, "_version_count", 0) + 1
+    if root is not t:
+        t._mutated = stamp
+    MUTATIONS.last = stamp
+
+
+def _freeze(t: Tensor, value: np.ndarray, op: str) -> None:
+    """Turn node ``t`` into a leaf holding ``value``: ``"input"`` (a concrete tensor) or
+    ``"freed"`` (a value whose graph backward freed)."""
+    t.attrs = (t.op,) if op == "freed" else ()  # grad_fn's name
+    t.op = op
+    t.srcs = ()
+    t._value = value
+
+
+def _array_of(t: Tensor) -> np.ndarray:
+    if t.op not in LEAF_OPS:
+        _materialize(t)
+    return t._value
+
+
+def _materialize(t: Tensor) -> None:
+    """Make node ``t`` concrete: a view of a tensor becomes a view of its (materialized)
+    storage, so writing into it writes the viewed tensor; any other node is computed."""
+    from tinyopt.engine.op import OPS
+    opdef = OPS[t.op]
+    if opdef.view is not None and not t.requires_grad:
+        arrays = [_array_of(s) for s in t.srcs]
+        v = opdef.view(t)(*arrays)
+        src = t.srcs[0]
+        base = _root(src)
+        _freeze(t, v, "input")
+        if np.may_share_memory(v, arrays[0]):
+            t._base = base
+        return
+    from tinyopt.engine.realize import realize
+    realize([t])
+    if t.op not in LEAF_OPS:  # a node that requires grad, written under no_grad
+        _freeze(t, t._value, "freed")
+
+
+def _writable(t: Tensor) -> np.ndarray:
+    """The array that holds ``t``'s value, ready to be written in place."""
+    if t.op not in LEAF_OPS:
+        _materialize(t)
+    arr = t._value
+    if not arr.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
+                           "refers to a single memory location. Please clone() the tensor before "
+                           "performing the operation.")
+    return arr
+
+
+def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
+    if new.shape != t.shape:
+        raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape "
+                           f"{list(new.shape)}")
+    if check_cast and category(new.dtype) > category(t.dtype):
+        raise RuntimeError(f"result type {_type_word(new.dtype)} can't be cast to the desired "
+                           f"output type {_type_word(t.dtype)}")
+
+
+def _type_word(d: np.dtype) -> str:
+    return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
+            "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}[d.name]
+
+
+def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> Tensor:
+    """In place with autograd: ``t`` becomes a new node computing ``build(old t)``."""
+    if isinstance(t, (Parameter, _Alias)):
+        raise RuntimeError("an in-place operation with an operand that requires grad is not "
+                           "supported on a Parameter or its .data (use no_grad, or an "
+                           "out-of-place op)")
+    old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
+    old._id = t._id
+    old.name = t.name
+    old._prev = getattr(t, "_prev", None)
+    if getattr(t, "_base", None) is not None:
+        old._base = t._base
+    new = build(old)
+    _check_result(t, new, check_cast)
+    if new.dtype != t.dtype:
+        new = _F.to(new, t.dtype)
+    if new.op in LEAF_OPS or new is old:
+        new = _F.clone(new)
+    t.op, t.srcs, t.attrs, t.requires_grad = new.op, new.srcs, new.attrs, new.requires_grad
+    t._value = None
+    t._base = None
+    t._id = new._id
+    t._prev = old  # what nodes built before this read (``graph.resolve_sources``)
+    MUTATIONS.last = max(MUTATIONS.last, t._id)
+    return t
+
+
+def _grad_array(t: Tensor, value: Any) -> np.ndarray:
+    """``value`` (a Tensor or array-like) checked as a gradient for ``t``."""
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    arr = np.asarray(value)
+    if arr.shape != t.shape:
+        raise RuntimeError(f"assigned grad has data of a different size: the tensor has shape "
+                           f"{t.shape}, the gradient {arr.shape}")
+    return arr
+
+
+def _grad_tensor(owner: Tensor, g: np.ndarray) -> Tensor:
+    """The Tensor ``owner.grad`` returns for gradient storage ``g`` (one per storage array, so
+    ``p.grad`` is the same object until the storage changes)."""
+    cached = getattr(owner, "_grad_t", None) if isinstance(owner, Parameter) else None
+    if cached is not None and cached._value is g:
+        return cached
+    t = leaf(g)
+    if isinstance(owner, Parameter):
+        owner._grad_t = t
+    return t
+
+
+class _Alias(Tensor):
+    """A concrete tensor whose storage is another tensor's: ``p.data``, ``p.detach()``.  It
+    follows the owner's storage when an optimizer moves it."""
+
+    __slots__ = ("_owner_ref",)
+
+    @staticmethod
+    def _of(owner: Tensor) -> Tensor:
+        if owner.op == "input" and not owner.requires_grad:
+            return owner
+        t = _new(_Alias)
+        _init(t, "input", (), (), owner.shape, owner.dtype, False, None)
+        t._owner_ref = owner
+        t._base = _root(owner)
+        return t
+
+    @property  # type: ignore[override]
+    def _value(self) -> np.ndarray:
+        return self._owner_ref._value
+
+    @_value.setter
+    def _value(self, value: np.ndarray | None) -> None:
+        if value is not None:
+            raise AttributeError("the storage of an alias is its owner's")
+
+
+# ---- Parameter --------------------------------------------------------------------------------
 class Parameter(Tensor):
-    """A leaf tensor that requires grad and owns its storage.
+    """A leaf tensor that requires grad and owns its storage (``torch.nn.Parameter``).
 
-    ``data`` is the parameter's numpy array and ``grad`` its gradient (a numpy array of the same
-    shape, or None; float32 for a float16 or bfloat16 parameter).  Assigning an array of the same shape to either copies into the existing
-    storage when the parameter is *packed* (an optimizer keeps a group's parameters, gradients and
-    state in contiguous flat buffers and makes ``data`` and ``grad`` views into them), so packing is
-    invisible to users.
+    ``p.data`` and ``p.grad`` are Tensors sharing the parameter's storage and gradient; assigning
+    a Tensor or numpy array of the same shape to either copies into the existing storage, which
+    an optimizer may have *packed* (made a view into its contiguous flat buffers), so packing is
+    invisible to users.  Inside the library the storage is ``p._data`` and ``p._grad`` (numpy).
 
     Packing protocol (used by ``tinyopt.optim``): ``_pack(data_view, grad_view, grad_flags, index,
     owner)`` moves the storage into the given views; ``grad_flags[index]`` is kept equal to
@@ -156,16 +1017,15 @@ class Parameter(Tensor):
     views no longer hold this parameter, and it must pack it back before using them.
     """
 
-    __slots__ = ("_data", "_grad", "_grad_view", "_grad_flags", "_grad_index", "_owner",
-                 "_version")
+    __slots__ = ("_data", "_grad_view", "_grad_flags", "_grad_index", "_owner", "_grad_t")
 
     # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
     # nodes; ``p.eq(x)`` still compares elementwise.
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __ne__ = object.__ne__  # type: ignore[assignment]
     __hash__ = object.__hash__
 
-    def __init__(self, data=None, requires_grad: bool = True, dtype=None):
+    def __init__(self, data: Any = None, requires_grad: bool = True, dtype: Any = None):
         if data is None:
             arr = np.empty((0,), dtype=float32)
         elif isinstance(data, Tensor):
@@ -176,26 +1036,45 @@ class Parameter(Tensor):
             arr = arr.astype(as_dtype(dtype), copy=False)
         arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
         if requires_grad and arr.dtype not in FLOATS and not is_low(arr.dtype):
-            raise RuntimeError(f"only floating point tensors can require gradients, got {arr.dtype}")
-        super().__init__("param", (), (), arr.shape, arr.dtype, requires_grad=requires_grad)
+            raise RuntimeError(f"Only Tensors of floating point dtype can require gradients, "
+                               f"got {arr.dtype}")
+        _init(self, "param", (), (), arr.shape, arr.dtype, bool(requires_grad), None)
         self._data = arr
-        self._grad: np.ndarray | None = None
         self._grad_view: np.ndarray | None = None
         self._grad_flags: np.ndarray | None = None
         self._grad_index = 0
-        self._owner = None
-        self._version = 0
+        self._owner: Any = None
+        self._grad_t = None
+
+    @property  # type: ignore[override]
+    def _value(self) -> np.ndarray:
+        return self._data
+
+    @_value.setter
+    def _value(self, value: np.ndarray | None) -> None:
+        if value is not None:
+            self._data = value
+
+    def _printable(self) -> np.ndarray:
+        return self._data
 
     def __repr__(self) -> str:
-        return f"Parameter(shape={self.shape}, dtype={self.dtype})"
+        return "Parameter containing:\n" + super().__repr__()
+
+    def _repr_suffixes(self) -> list[str]:
+        suffixes = super()._repr_suffixes()
+        if not self.requires_grad:
+            suffixes.append("requires_grad=False")
+        return suffixes
 
     # ---- data ---------------------------------------------------------------------------------
     @property
-    def data(self) -> np.ndarray:
-        return self._data
+    def data(self) -> Tensor:
+        """The parameter's value as a Tensor sharing its storage, cut from autograd."""
+        return _Alias._of(self)
 
     @data.setter
-    def data(self, value) -> None:
+    def data(self, value: Any) -> None:
         if isinstance(value, Tensor):
             value = value.numpy()
         if value is self._data:  # ``p.data -= ...`` already wrote in place
@@ -203,6 +1082,7 @@ class Parameter(Tensor):
         arr = np.asarray(value)
         if arr.shape == self._data.shape:
             np.copyto(self._data, arr, casting="same_kind")
+            _mark_mutated(self)
             return
         if self._grad_flags is not None:
             raise ValueError(f"cannot assign data of shape {arr.shape} to a parameter of shape "
@@ -210,32 +1090,30 @@ class Parameter(Tensor):
         self._data = np.asarray(arr, dtype=self.dtype, order="C")
         self.shape = self._data.shape
         self._grad = None
+        _mark_mutated(self)
 
     # ---- grad ---------------------------------------------------------------------------------
     @property
-    def grad(self) -> np.ndarray | None:
-        return self._grad
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient as a Tensor sharing its storage, or None."""
+        g = self._grad
+        return None if g is None else _grad_tensor(self, g)
 
     @grad.setter
-    def grad(self, value) -> None:
+    def grad(self, value: Any) -> None:
         if value is None:
             self._grad = None
             if self._grad_flags is not None:
                 self._grad_flags[self._grad_index] = 0
             return
-        if isinstance(value, Tensor):
-            value = value.numpy()
-        arr = np.asarray(value)
-        if arr.shape != self.shape:
-            raise RuntimeError(f"assigned grad has shape {arr.shape}, but the parameter has shape "
-                               f"{self.shape}")
+        arr = _grad_array(self, value)
         if self._grad_view is not None:
             if arr is not self._grad_view:
                 np.copyto(self._grad_view, arr, casting="same_kind")
             self._grad = self._grad_view
             self._grad_flags[self._grad_index] = 1
         else:
-            gd = grad_dtype(self.dtype)
+            gd = grad_dtype(self.dtype)  # float32 for a 16-bit parameter
             self._grad = arr if arr.dtype == gd else arr.astype(gd)
 
     def _grad_dest(self) -> np.ndarray:
@@ -250,15 +1128,8 @@ class Parameter(Tensor):
             self._grad = np.empty(self.shape, dtype=grad_dtype(self.dtype))
         return self._grad
 
-    def _accumulate_grad(self, g: np.ndarray) -> None:
-        """PyTorch's rule: the first gradient is written, later ones are added, until reset."""
-        if self._grad is None:
-            np.copyto(self._grad_dest(), g)
-        else:
-            np.add(self._grad, g, out=self._grad)
-
     def _pack(self, data_view: np.ndarray, grad_view: np.ndarray, grad_flags: np.ndarray,
-              index: int, owner=None) -> None:
+              index: int, owner: Any = None) -> None:
         """Move storage into ``owner``'s flat-buffer views (see the class docstring)."""
         previous = self._owner() if self._owner is not None else None
         if previous is not None and previous is not owner:
@@ -274,15 +1145,13 @@ class Parameter(Tensor):
         self._grad_index = index
         grad_flags[index] = self._grad is not None
 
-    def zero_(self) -> Parameter:
-        self._data[...] = 0
-        return self
-
     def requires_grad_(self, requires_grad: bool = True) -> Parameter:
-        self.requires_grad = requires_grad
+        if requires_grad and self.dtype not in FLOATS and not is_low(self.dtype):
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self.requires_grad = bool(requires_grad)
         return self
 
-    def __deepcopy__(self, memo):
+    def __deepcopy__(self, memo: dict) -> Parameter:
         p = Parameter(self._data.copy(), requires_grad=self.requires_grad)
         p.name = self.name
         if self._grad is not None:
@@ -290,36 +1159,123 @@ class Parameter(Tensor):
         memo[id(self)] = p
         return p
 
-    def __reduce__(self):
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
         raise TypeError("tinyopt Parameters are not pickled; use state_dict() and tinyopt.save()")
 
 
-def _to_array(data, dtype=None) -> np.ndarray:
-    """``data`` as a numpy array with tinyopt's default dtype rules (float32 for Python floats)."""
+# ---- making tensors ---------------------------------------------------------------------------
+def _is_dtype_name(a: Any) -> bool:
+    if not isinstance(a, str):
+        return False
+    try:
+        as_dtype(a)
+    except TypeError:
+        return False
+    return True
+
+
+def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
+    """``data`` as a numpy array with PyTorch's dtype rules (float32 for Python floats, int64 for
+    ints, bool for bools); no copy when it already is one of the right dtype."""
     if isinstance(data, np.ndarray):
         arr = data
     elif isinstance(data, Tensor):
         arr = data.numpy()
+    elif isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        arr = np.asarray([_to_array(x) for x in data]) if data else np.zeros(0, float32)
     else:
         arr = np.asarray(data)
-        if arr.dtype == np.float64 and dtype is None:
+        if arr.dtype == np.float64 and not isinstance(data, np.generic):
+            arr = arr.astype(np.float32)  # Python floats: the default dtype
+        elif arr.size == 0 and arr.dtype == np.float64:
             arr = arr.astype(np.float32)
     if dtype is not None:
         return arr.astype(as_dtype(dtype), copy=False)
     return arr.astype(default_dtype_for(arr), copy=False)
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A new input leaf holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
+def _flat(data: Any) -> Iterator[Any]:
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+           pin_memory: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
+    check_device(device)
     arr = np.array(_to_array(data, dtype), copy=True)
+    t = leaf(arr)
     if requires_grad:
-        return Parameter(arr)
-    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+        t.requires_grad_()
+    return t
 
 
-def as_tensor(x, dtype=None) -> Tensor:
-    """``x`` as a Tensor without copying: numpy arrays and numbers become input leaves."""
+def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``x`` as a Tensor without copying: numpy arrays and numbers become concrete tensors."""
     if isinstance(x, Tensor):
+        if dtype is not None and as_dtype(dtype) != x.dtype:
+            return _F.to(x, as_dtype(dtype))
         return x
-    arr = _to_array(x, dtype)
-    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+    if device is not None:
+        check_device(device)
+    if isinstance(x, np.ndarray):
+        return leaf(_to_array(x, dtype))
+    if dtype is None and isinstance(x, numbers.Number):
+        return leaf(np.array(x, dtype=scalar_dtype(x)))
+    return leaf(_to_array(x, dtype))
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A Tensor sharing ``arr``'s memory (writes to either show in both)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    if arr.dtype not in (np.dtype(d) for d in ("float32", "float64", "int64", "int32", "int16",
+                                                  "int8", "uint8", "bool")):
+        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported "
+                        f"types are: float64, float32, int64, int32, int16, int8, uint8, and bool.")
+    return leaf(arr)
+
+
+def _dim_index(op: str, d: int, ndim: int) -> int:
+    n = max(ndim, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    return d % n
+
+
+from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
+from tinyopt.engine import tensor_api as _api  # noqa: E402
+
+_api._F = _F
+
+
+# ---- legacy tensor types (``torch.FloatTensor([1, 2])``, ``x.type(torch.LongTensor)``) --------
+class _TensorTypeMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls._dtype  # type: ignore[attr-defined]
+
+
+def _tensor_type(name: str, dtype: np.dtype) -> type:
+    def new(cls: type, *data: Any) -> Tensor:
+        return Tensor(*data, dtype=dtype)
+    return _TensorTypeMeta(name, (), {"__new__": new, "_dtype": dtype,
+                                      "__doc__": f"``{name}(data)`` or ``{name}(*size)``: a "
+                                                 f"{dtype} tensor (PyTorch's legacy type)."})
+
+
+FloatTensor = _tensor_type("FloatTensor", np.dtype(np.float32))
+DoubleTensor = _tensor_type("DoubleTensor", np.dtype(np.float64))
+LongTensor = _tensor_type("LongTensor", np.dtype(np.int64))
+IntTensor = _tensor_type("IntTensor", np.dtype(np.int32))
+ShortTensor = _tensor_type("ShortTensor", np.dtype(np.int16))
+CharTensor = _tensor_type("CharTensor", np.dtype(np.int8))
+ByteTensor = _tensor_type("ByteTensor", np.dtype(np.uint8))
+BoolTensor = _tensor_type("BoolTensor", np.dtype(np.bool_))
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, Tensor)

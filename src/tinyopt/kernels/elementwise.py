@@ -23,6 +23,9 @@ F4 = ("float32(float32, float32, float32, float32)", "float64(float64, float64, 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+LN2 = math.log(2.0)
+LN10 = math.log(10.0)
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
@@ -104,11 +107,11 @@ def min_grad(g, x, y):
     return 0.0
 
 
-@ufunc("int64(int64, int64, int64)", "float32(int64, float32, float32)",
-       "float64(int64, float64, float64)")
+@ufunc("int64(boolean, int64, int64)", "float32(boolean, float32, float32)",
+       "float64(boolean, float64, float64)", "boolean(boolean, boolean, boolean)")
 def where(c, x, y):
-    """x where c != 0, else y."""
-    return x if c != 0 else y
+    """x where c, else y."""
+    return x if c else y
 
 
 # ---- unary -------------------------------------------------------------------------------------
@@ -154,14 +157,15 @@ def square(x):
 
 @ufunc(*F1)
 def relu(x):
-    """max(x, 0); NaN stays NaN."""
-    return x if not x <= 0 else 0.0
+    """max(x, 0) as PyTorch: NaN stays NaN, -0.0 stays -0.0."""
+    return 0.0 if x < 0 else x
 
 
 @ufunc(*F2)
 def relu_grad(g, y):
-    """g where the output y > 0, else 0."""
-    return g if y > 0 else 0.0
+    """0 where the output y <= 0, else g: as PyTorch's threshold_backward, a NaN output (a NaN
+    input) passes the gradient, and a zeroed one stops even a NaN gradient."""
+    return 0.0 if y <= 0 else g
 
 
 @ufunc(*F2)
@@ -274,31 +278,112 @@ def clamp_grad(g, x, lo, hi):
     return g if (x >= lo and x <= hi) else 0.0
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def eq(x, y):
-    return 1 if x == y else 0
+# ---- more unary ops and their gradients (comparisons are numpy's, with bool outputs) -----------
+@ufunc(*F1)
+def sign(x):
+    """1, -1 or 0; 0 for NaN (PyTorch)."""
+    return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def ne(x, y):
-    return 1 if x != y else 0
+@ufunc(*F1)
+def erf(x):
+    return math.erf(x)
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def lt(x, y):
-    return 1 if x < y else 0
+@ufunc(*F2)
+def erf_grad(g, x):
+    """g * 2/sqrt(pi) * exp(-x^2)."""
+    return g * TWO_OVER_SQRT_PI * math.exp(-x * x)
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def le(x, y):
-    return 1 if x <= y else 0
+@ufunc(*F1)
+def rsqrt(x):
+    """1 / sqrt(x)."""
+    return 1.0 / math.sqrt(x) if x >= 0 else math.nan
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def gt(x, y):
-    return 1 if x > y else 0
+@ufunc(*F2)
+def rsqrt_grad(g, y):
+    """d(x^-1/2)/dx * g = -g y^3 / 2 with y the output."""
+    return -0.5 * g * y * y * y
 
 
-@ufunc("int64(int64, int64)", "int64(float32, float32)", "int64(float64, float64)")
-def ge(x, y):
-    return 1 if x >= y else 0
+@ufunc(*F2)
+def sin_grad(g, x):
+    return g * math.cos(x)
+
+
+@ufunc(*F2)
+def cos_grad(g, x):
+    return -g * math.sin(x)
+
+
+@ufunc(*F2)
+def tan_grad(g, y):
+    """g (1 + y^2) with y = tan(x)."""
+    return g * (1.0 + y * y)
+
+
+@ufunc(*F2)
+def sinh_grad(g, x):
+    return g * math.cosh(x)
+
+
+@ufunc(*F2)
+def cosh_grad(g, x):
+    return g * math.sinh(x)
+
+
+@ufunc(*F2)
+def asin_grad(g, x):
+    return g / math.sqrt(1.0 - x * x)
+
+
+@ufunc(*F2)
+def acos_grad(g, x):
+    return -g / math.sqrt(1.0 - x * x)
+
+
+@ufunc(*F2)
+def atan_grad(g, x):
+    return g / (1.0 + x * x)
+
+
+@ufunc(*F2)
+def log1p_grad(g, x):
+    return g / (1.0 + x)
+
+
+@ufunc(*F2)
+def expm1_grad(g, y):
+    """g (y + 1) with y = e^x - 1."""
+    return g * (y + 1.0)
+
+
+@ufunc(*F2)
+def log2_grad(g, x):
+    return g / (x * LN2)
+
+
+@ufunc(*F2)
+def log10_grad(g, x):
+    return g / (x * LN10)
+
+
+@ufunc(*F2)
+def reciprocal_grad(g, y):
+    """-g y^2 with y = 1/x."""
+    return -g * y * y
+
+
+@ufunc(*F2)
+def finite_grad(g, x):
+    """g where x is finite, else 0 (the gradient of nan_to_num)."""
+    return g if (x == x and x != math.inf and x != -math.inf) else 0.0
+
+
+@ufunc(*F3)
+def lerp(a, b, w):
+    """a + w (b - a), PyTorch's formula: b - (b - a)(1 - w) when |w| >= 0.5 (exact at w = 1)."""
+    d = b - a
+    return a + w * d if math.fabs(w) < 0.5 else b - d * (1.0 - w)

@@ -12,13 +12,27 @@ for a while, and in a training step the next BLAS call (numpy's own thread pool)
 for the cores.  Measured on 2 cores, one SGD-momentum training step of the 784-500-10 MLP at batch
 32 took 8.5 ms with the 400k-parameter optimizer step parallel and 0.75 ms with it serial; the
 CNN at batch 256, 54 ms against 33 ms with its 1.8M-element im2col serial.
+
+Where numba cannot cache (a read-only install whose ``__pycache__`` and ``$HOME`` are not
+writable, ``NUMBA_CACHE_DIR`` unset), numba refuses ``cache=True`` outright ("no locator
+available"); kernels then cache in a private folder of the temporary directory instead (made
+0700, reused by later processes of the same user), with one warning, or, if even that is not
+possible, compile in memory only.
+
+Fork.  GNU OpenMP (numba's ``omp`` threading layer) does not survive ``fork``: a child that
+enters a parallel region after its parent started the thread pool is killed (and a fork
+``multiprocessing.Pool`` waiting for it hangs).  So in such a child every parallel kernel runs
+its serial build: slower, and correct.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
+import tempfile
 import types
+import warnings
 
 import numba
 import numpy as np
@@ -31,9 +45,58 @@ _OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("TINYOPT_PARALLEL_MIN", 1 << 22))
 
 
+def _cannot_cache(e: RuntimeError) -> bool:
+    return "cannot cache" in str(e) or "no locator available" in str(e)
+
+
+def _private_cache_dir() -> str | None:
+    """``<tmp>/tinyopt-numba-<uid>``, ours alone (mode 0700, not a symlink), or None."""
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-numba-{uid}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode) and (not hasattr(os, "getuid") or st.st_uid == os.getuid()) \
+                and stat.S_IMODE(st.st_mode) & 0o077 == 0:
+            tempfile.TemporaryFile(dir=path).close()
+            return path
+    except OSError:
+        pass
+    try:  # the shared name is taken or unusable: a fresh folder for this process
+        return tempfile.mkdtemp(prefix="tinyopt-numba-")
+    except OSError:
+        return None
+
+
+def _cache_elsewhere(error: RuntimeError) -> None:
+    """numba found no writable place to cache: use a private folder, or no disk cache at all."""
+    folder = _private_cache_dir()
+    if folder is not None:
+        os.environ["NUMBA_CACHE_DIR"] = folder  # numba re-reads its config from the environment
+        numba.config.CACHE_DIR = folder
+        where = f"caches compiled kernels in {folder} instead"
+    else:
+        _OPTIONS["cache"] = False
+        where = "compiles kernels in memory only (each process compiles them again)"
+    warnings.warn(f"tinyopt: numba cannot cache next to the installed package or in the user's "
+                  f"cache folder ({error}); tinyopt {where}. Set NUMBA_CACHE_DIR to a writable "
+                  f"folder to choose the place.", RuntimeWarning, stacklevel=3)
+
+
+def _njit(fn, **options):
+    """``numba.njit(**_OPTIONS, **options)(fn)``, falling back as the module docstring says."""
+    try:
+        return numba.njit(**_OPTIONS, **options)(fn)
+    except RuntimeError as e:
+        if not _cannot_cache(e):
+            raise
+        _cache_elsewhere(e)
+        return numba.njit(**_OPTIONS, **options)(fn)
+
+
 def kernel(fn):
     """Compile ``fn`` with numba on first use (serial)."""
-    return numba.njit(**_OPTIONS)(fn)
+    return _njit(fn)
 
 
 class _ParallelKernel:
@@ -44,25 +107,48 @@ class _ParallelKernel:
 
     def __init__(self, fn, sized_by: int | None = None):
         self._sized_by = sized_by
-        self._parallel = numba.njit(parallel=True, **_OPTIONS)(fn)
+        self._parallel = _njit(fn, parallel=True)
         # numba's disk cache keys a function by its qualified name and signature, not by the
         # parallel flag: the serial build must be a function of another name, or the two builds
         # overwrite each other's cache entries and load each other's code
         serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
                                     fn.__closure__)
         serial.__qualname__ = fn.__qualname__ + "_serial"
-        self._serial = numba.njit(**_OPTIONS)(serial)
+        self._serial = _njit(serial)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
+        if _FORK["serial_only"]:
+            return self._serial(*args)
         if self._sized_by is not None:
             if args[self._sized_by].size >= PARALLEL_MIN_ELEMENTS:
+                _FORK["pool_started"] = True
                 return self._parallel(*args)
             return self._serial(*args)
         for a in args:
             if type(a) is np.ndarray and a.size >= PARALLEL_MIN_ELEMENTS:
+                _FORK["pool_started"] = True
                 return self._parallel(*args)
         return self._serial(*args)
+
+
+# pool_started: this process has run a parallel build; serial_only: it is a fork of a process
+# whose GNU OpenMP pool was running (see the module docstring)
+_FORK = {"pool_started": False, "serial_only": False}
+
+
+def _after_fork_in_child() -> None:
+    if _FORK["pool_started"]:
+        try:
+            layer = numba.threading_layer()
+        except ValueError:  # no parallel region actually ran
+            return
+        _FORK["serial_only"] = layer == "omp"
+        _FORK["pool_started"] = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def parallel_kernel(fn=None, *, sized_by: int | None = None):
@@ -138,7 +224,13 @@ class _LazyUfunc:
 
     def __call__(self, *args, **kwargs):
         if self._ufunc is None:
-            built = numba.vectorize(self._signatures, cache=True)(self._fn)
+            try:
+                built = numba.vectorize(self._signatures, cache=_OPTIONS["cache"])(self._fn)
+            except RuntimeError as e:
+                if not _cannot_cache(e):
+                    raise
+                _cache_elsewhere(e)
+                built = numba.vectorize(self._signatures, cache=_OPTIONS["cache"])(self._fn)
             # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc
             # wrapper adds about 1 us a call, which small graphs pay on every op
             self._ufunc = getattr(built, "ufunc", built)

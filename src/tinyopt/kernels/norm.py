@@ -182,20 +182,44 @@ def batch_norm_update(stats, running_mean, running_var, momentum, count):
 
 
 # ---- embedding -----------------------------------------------------------------------------------
+# Indices are user data: each kernel checks every index where it reads it (one comparison per row)
+# and reports the first outside [0, V) in ``err`` (int64 (1,)): err[0] = its position, or -1.  The
+# kernel stops there; the caller raises.
+
+
 @kernel
-def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out):
+def embedding_rows(w, idx, out, err):
+    """out[k, :] = w[idx[k], :].  w (V, D) any layout, idx (K,) int64, out (K, D)."""
+    V, D = w.shape
+    err[0] = -1
+    for k in range(idx.shape[0]):
+        i = idx[k]
+        if i < 0 or i >= V:
+            err[0] = k
+            return
+        for d in range(D):
+            out[k, d] = w[i, d]
+
+
+@kernel
+def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out, err):
     """out[i, :] = sum over k with idx[k] == i of g[k, :] (divided by the count of i in ``idx``
     when ``scale_by_freq``); row ``padding_idx`` gets no gradient.  g (K, D), idx (K,),
     out (V, D), counts (V,) int64 scratch."""
     K, D = g.shape
     V = out.shape[0]
+    err[0] = -1
     for i in range(V):
         counts[i] = 0
         for d in range(D):
             out[i, d] = 0
-    if scale_by_freq:
-        for k in range(K):
-            counts[idx[k]] += 1
+    for k in range(K):
+        i = idx[k]
+        if i < 0 or i >= V:
+            err[0] = k
+            return
+        if scale_by_freq:
+            counts[i] += 1
     for k in range(K):
         i = idx[k]
         if i == padding_idx:

@@ -100,7 +100,7 @@ def walker(scalars, update):
     return fused
 
 
-# ---- 16-bit parameters with float32 master weights -------------------------------------------------
+# ---- 16-bit parameters with float32 master weights ---------------------------------------------
 F16, BF16, BF16_SR = 1, 2, 3
 """Modes of ``kernel.low[mode]``: the storage type of the parameters, and how they are rounded."""
 

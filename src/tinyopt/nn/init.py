@@ -44,14 +44,16 @@ _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv
 def _array(tensor: Parameter | np.ndarray) -> np.ndarray:
     """The numpy storage ``tensor`` is initialised through."""
     if isinstance(tensor, Parameter):
-        return tensor.data
+        return tensor._data
     if isinstance(tensor, np.ndarray):
         if not tensor.flags.writeable:
             raise ValueError("cannot initialise a read-only array")
         return tensor
     if isinstance(tensor, Tensor):
-        raise TypeError("nn.init functions fill a Parameter (or numpy array) in place; got a "
-                        f"non-leaf Tensor ({tensor!r})")
+        if tensor.op != "input" or not tensor._value.flags.writeable:
+            raise TypeError("nn.init functions fill a Parameter, a tensor holding values, or a "
+                            f"numpy array in place; got a graph node ({tensor.op})")
+        return tensor._value
     raise TypeError(f"nn.init functions expect a Parameter or numpy array, got "
                     f"{type(tensor).__name__}")
 

@@ -14,12 +14,12 @@ modules, all registered by plain attribute assignment::
             return self.fc1(x) * self.scale
 
     model = MLP()
-    sd = model.state_dict()          # OrderedDict of numpy *copies*: later training leaves it alone
+    sd = model.state_dict()          # OrderedDict of Tensors sharing the storage (as PyTorch)
     model.load_state_dict(sd)        # validates every key, shape and dtype before copying anything
 
 Names are dotted paths in registration order (``named_parameters()``), a parameter shared by two
 modules is yielded once, and ``state_dict()``/``load_state_dict()`` follow PyTorch's key layout and
-error messages, with numpy arrays in place of tensors.  Loading copies into each parameter's
+error messages.  Loading copies into each parameter's
 existing storage, so an optimizer that made ``p.data`` a view into its flat buffer keeps working.
 """
 
@@ -32,9 +32,11 @@ from typing import Any, NamedTuple
 import numpy as np
 from typing_extensions import Self
 
+from tinyopt.engine.device import check_device
+from tinyopt.engine.device import device as device_type
 from tinyopt.engine.dtypes import FLOATS, as_dtype
 from tinyopt.engine.hooks import RemovableHandle
-from tinyopt.engine.tensor import Parameter, Tensor
+from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 __all__ = ["Module", "RemovableHandle"]
 
@@ -73,7 +75,7 @@ def _as_buffer(value: Any, name: str) -> np.ndarray | None:
     if value is None or isinstance(value, np.ndarray):
         return value
     if isinstance(value, Parameter):
-        return value.data
+        return value._data
     if isinstance(value, Tensor):
         return value.numpy()
     raise TypeError(f"cannot assign '{_typename(value)}' object to buffer '{name}' "
@@ -274,6 +276,7 @@ class Module:
     # ---- lookup -------------------------------------------------------------------------------
     def get_submodule(self, target: str) -> Module:
         """The submodule at the dotted path ``target`` (``""`` is the module itself)."""
+        _check_dotted("get_submodule", target)
         if target == "":
             return self
         mod: Module = self
@@ -287,6 +290,7 @@ class Module:
 
     def get_parameter(self, target: str) -> Parameter:
         """The parameter at the dotted path ``target`` (e.g. ``"fc1.weight"``)."""
+        _check_dotted("get_parameter", target)
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if not hasattr(mod, name):
@@ -298,6 +302,7 @@ class Module:
 
     def get_buffer(self, target: str) -> np.ndarray:
         """The buffer at the dotted path ``target``."""
+        _check_dotted("get_buffer", target)
         module_path, _, name = target.rpartition(".")
         mod = self.get_submodule(module_path)
         if name not in mod._buffers:
@@ -391,11 +396,11 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (the default), or to zeros in place."""
         for p in self.parameters():
-            if p.grad is not None:
+            if p._grad is not None:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.fill(0)
+                    p._grad.fill(0)
 
     def apply(self, fn: Callable[[Module], Any]) -> Self:
         """Call ``fn`` on every descendant (children first, then self), e.g. to initialise."""
@@ -409,8 +414,7 @@ class Module:
         and buffers in place (the Parameter objects stay the same).  The only device is
         ``"cpu"``."""
         device, dtype = _parse_to(args, kwargs)
-        if device is not None and device.split(":")[0] != "cpu":
-            raise ValueError(f"tinyopt runs on the CPU only; got device {device!r}")
+        check_device(device)
         if dtype is None:
             return self
         if dtype not in FLOATS:
@@ -446,21 +450,24 @@ class Module:
     # ---- state dict ---------------------------------------------------------------------------
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         """Put this module's own parameters and persistent buffers (not its children's) into
-        ``destination``; copies unless ``keep_vars``."""
+        ``destination``: Tensors sharing their storage, or the objects themselves with
+        ``keep_vars``."""
         for name, param in self._parameters.items():
             if param is not None:
-                destination[prefix + name] = param if keep_vars else param.data.copy()
+                destination[prefix + name] = param if keep_vars else param.detach()
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else buf.copy()
+                destination[prefix + name] = buf if keep_vars else leaf(buf)
 
     def state_dict(self, *, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> dict[str, Any]:
-        """An ``OrderedDict`` from dotted names to numpy arrays: every parameter and persistent
+        """An ``OrderedDict`` from dotted names to Tensors: every parameter and persistent
         buffer, in ``named_modules`` order (a shared parameter appears under each of its names).
 
-        The arrays are copies, so training after the call does not change the dict.  With
-        ``keep_vars=True`` the values are the Parameters and buffer arrays themselves.
+        As in PyTorch the Tensors share the parameters' storage (no copy): training after the
+        call changes them; ``copy.deepcopy(sd)`` or ``{k: v.clone() ...}`` keeps a snapshot.
+        ``np.asarray(v)`` gives the array.  With ``keep_vars=True`` the values are the Parameters
+        and buffer arrays themselves.
         """
         if destination is None:
             destination = OrderedDict()
@@ -473,7 +480,7 @@ class Module:
 
     def _local_state(self) -> dict[str, np.ndarray]:
         """Name -> the array ``load_state_dict`` copies into (parameters, persistent buffers)."""
-        state = {n: p.data for n, p in self._parameters.items() if p is not None}
+        state = {n: p._data for n, p in self._parameters.items() if p is not None}
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 state[name] = buf
@@ -491,6 +498,11 @@ class Module:
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        for key in state_dict:
+            if not isinstance(key, str):
+                raise TypeError(f"Error(s) in loading state_dict for {type(self).__name__}: keys "
+                                f"must be strings (dotted parameter and buffer names), got "
+                                f"{key!r} of type {type(key).__name__}")
         missing: list[str] = []
         unexpected: list[str] = []
         errors: list[str] = []
@@ -506,7 +518,7 @@ class Module:
                     continue
                 value = state_dict[key]
                 if isinstance(value, Parameter):
-                    value = value.data
+                    value = value._data
                 elif isinstance(value, Tensor):
                     value = value.numpy()
                 elif isinstance(value, np.generic):
@@ -588,7 +600,9 @@ def _parse_to(args: tuple, kwargs: dict) -> tuple[str | None, np.dtype | None]:
     if len(args) > 2:
         raise TypeError(f"to() takes at most 2 positional arguments ({len(args)} given)")
     for arg in args:
-        if isinstance(arg, str) and arg.split(":")[0] in _DEVICE_TYPES:
+        if isinstance(arg, device_type) or isinstance(arg, int) and not isinstance(arg, bool):
+            device = str(device_type("cuda", arg) if isinstance(arg, int) else arg)
+        elif isinstance(arg, str) and arg.split(":")[0] in _DEVICE_TYPES:
             device = arg
         elif isinstance(arg, (Tensor, np.ndarray)):
             dtype = arg.dtype
@@ -597,3 +611,9 @@ def _parse_to(args: tuple, kwargs: dict) -> tuple[str | None, np.dtype | None]:
     if dtype is not None:
         dtype = as_dtype(dtype)
     return device, dtype
+
+
+def _check_dotted(where: str, target: Any) -> None:
+    if not isinstance(target, str):
+        raise TypeError(f"{where}: target must be a dotted name (str), got {target!r} of type "
+                        f"{type(target).__name__}")

@@ -23,6 +23,7 @@ measures both layouts.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -109,7 +110,8 @@ class FlatBuffer:
         self._slots = 0
         self.data = self._alloc()
         self.grad = self._alloc()
-        self.low = staggered_zeros(self.numel, self.storage, self._alloc_slot()) if self.mode else None
+        self.low = (staggered_zeros(self.numel, self.storage, self._alloc_slot()) if self.mode
+                    else None)
         self.flags = np.zeros(len(params), dtype=np.uint8)
         self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
         self.steps = self.scalars[:, 0]
@@ -120,7 +122,7 @@ class FlatBuffer:
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
         self.stale = False  # set by a Parameter whose storage another optimizer took over
-        self._host: dict[tuple, np.ndarray] = {}
+        self._host: dict[tuple, tuple[np.ndarray, list[int]]] = {}
         self._max = float(np.finfo(self.dtype).max)
         self._type = self.dtype.type
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
@@ -177,7 +179,7 @@ class FlatBuffer:
             rec = np.zeros(1, dtype=[(k, np.float64 if k in wide else self.dtype) for k in key])
             entry = self._host[key] = rec, [i for i, k in enumerate(key) if k not in wide]
         rec, narrow = entry
-        vals = tuple(values.values())
+        vals: tuple[Any, ...] = tuple(values.values())
         top = self._max
         for i in narrow:
             v = vals[i]

@@ -153,7 +153,7 @@ class FusedOptimizer(Optimizer):
                     if len(starting):  # state starts from its initial values at the first step
                         init = self._state_init(group)
                         for j in starting:
-                            fb.reset(j, init)
+                            fb.reset(int(j), init)
                 host = self._host(group, fb.round)
                 kernel = self.kernel[self._switches(group, host)]
                 if fb.mode:
@@ -230,7 +230,7 @@ class FusedOptimizer(Optimizer):
 
 
 MASTER = "master_param"
-"""The state key of a 16-bit parameter's float32 master weights (NVIDIA Transformer Engine's name)."""
+"""The state key of a 16-bit parameter's float32 master weights (Transformer Engine's name)."""
 
 
 def _low_kernel(opt: FusedOptimizer, kernel: Any, fb: FlatBuffer, group: dict[str, Any]) -> Any:

@@ -74,7 +74,7 @@ def _hooked_step(step: Callable) -> Callable:
             hook(self, args, kwargs)
         return out
 
-    wrapper._tinyopt_hooked = True
+    wrapper._tinyopt_hooked = True  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -210,11 +210,11 @@ class Optimizer:
         """Reset the gradients of all optimized parameters (to None, or to zeros in place)."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is not None:
+                if p._grad is not None:
                     if set_to_none:
                         p.grad = None
                     else:
-                        p.grad.fill(0)
+                        p._grad.fill(0)
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""

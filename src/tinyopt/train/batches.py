@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.realize import realize
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.tensor import Tensor, leaf
 from tinyopt.nn.module import Module
 from tinyopt.train.inputs import LossKind, check_labels, split_batch
 from tinyopt.train.results import Accumulator
@@ -52,7 +52,7 @@ class BatchRunner:
         if backward:
             if scale != 1.0:
                 factor = np.asarray(scale, dtype=loss.dtype)
-                target = loss * Tensor("input", (), (), (), loss.dtype, value=factor)
+                target = loss * leaf(factor)
                 values = realize(outputs, loss=target)
             else:
                 values = realize(outputs[:-1], loss=loss)

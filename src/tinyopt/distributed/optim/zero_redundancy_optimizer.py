@@ -31,8 +31,9 @@ same as one ring Allreduce of the gradients.  Because this optimizer reduces the
 holds this rank's own gradient, not the average (clip gradients with DDP and a plain optimizer,
 or not at all).  Without DDP, make every rank start from the same parameters.
 
-The optimizer must be elementwise (one of tinyopt's fused optimizers: SGD, Adam, AdamW,
-Adagrad, RMSprop...): a shard may end inside a parameter.
+The optimizer must be elementwise (SGD, Adam, AdamW, Adagrad, RMSprop, or a fused optimizer
+declaring ``_elementwise = True``): a shard may end inside a parameter, and a piece must step
+exactly as the whole parameter would.
 
 ``consolidate_state_dict(to)`` gathers the shards' states on rank ``to``, where ``state_dict()``
 then returns exactly what ``optimizer_class`` in one process returns (full-size arrays, global
@@ -103,10 +104,11 @@ class ZeroRedundancyOptimizer(Optimizer):
     def __init__(self, params: Iterable, optimizer_class: type, process_group: Any = None,
                  parameters_as_bucket_view: bool = False, overlap_with_ddp: bool = False,
                  **defaults: Any) -> None:
-        if not (isinstance(optimizer_class, type) and issubclass(optimizer_class, FusedOptimizer)):
+        if not _elementwise(optimizer_class):
             raise TypeError(f"ZeroRedundancyOptimizer: optimizer_class must be one of tinyopt's "
-                            f"fused elementwise optimizers (a shard may end inside a parameter), "
-                            f"got {optimizer_class!r}")
+                            f"fused elementwise optimizers ({', '.join(_ELEMENTWISE)}, or a "
+                            f"FusedOptimizer declaring _elementwise = True): a shard may end "
+                            f"inside a parameter; got {optimizer_class!r}")
         if overlap_with_ddp:
             raise ValueError("ZeroRedundancyOptimizer: overlap_with_ddp=True is not supported (the "
                              "step runs after backward)")
@@ -311,6 +313,23 @@ class ZeroRedundancyOptimizer(Optimizer):
     def __repr__(self) -> str:
         return (f"ZeroRedundancyOptimizer(rank {self.rank} of {self.world_size}, "
                 f"optimizer_class={self.optimizer_class.__name__})\n" + repr(self.optim))
+
+
+_ELEMENTWISE = ("SGD", "Adam", "AdamW", "Adagrad", "RMSprop")
+
+
+def _elementwise(cls: Any) -> bool:
+    """Whether ``cls`` updates each element from that element's state alone (plus per-parameter
+    scalars such as the step), so a piece of a parameter steps exactly as the whole would.  An
+    optimizer that reads a whole parameter (LAMB's trust ratio, Adafactor's factored moments) is
+    not; unknown optimizers must say so (``_elementwise = True``) rather than be assumed."""
+    if not (isinstance(cls, type) and issubclass(cls, FusedOptimizer)):
+        return False
+    declared = cls.__dict__.get("_elementwise")
+    if declared is not None:
+        return bool(declared)
+    import tinyopt.optim as optim
+    return any(cls is getattr(optim, name, None) for name in _ELEMENTWISE)
 
 
 def _adopt_data(fb: FlatBuffer, storage: np.ndarray) -> None:

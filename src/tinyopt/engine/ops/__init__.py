@@ -1,65 +1,89 @@
-"""The ops, and the Tensor methods and operators that record them.
+"""The ops: each submodule defines a family, forward kernel next to backward rule.
 
-Each submodule defines a family of ops, forward kernel next to backward rule.  Importing this
-package registers them all and gives ``Tensor`` its PyTorch-style methods.
+Importing this package registers them all.  ``Tensor``'s methods (``tinyopt.engine.tensor_api``)
+and the ``tinyopt.*`` functions are these functions.
 """
 
 from __future__ import annotations
 
-from tinyopt.engine.ops import creation, elementwise, linalg, loss, movement, reduce
+from tinyopt.engine.ops import (creation, elementwise, indexing, linalg, loss, movement,
+                               reduce, selection)
 from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
 from tinyopt.engine.ops import (activation, conv_transpose, distance, group_norm,  # noqa: F401
                                pointwise_loss, resample)
-from tinyopt.engine.ops.creation import arange, full, ones, rand, randn, zeros
-from tinyopt.engine.ops.elementwise import (abs, add, clamp, div, eq, exp, ge, gelu, gt, le,
-                                            leaky_relu, log, lt, maximum, minimum, mul, ne, neg,
-                                            pow, relu, sigmoid, silu, softplus, sqrt, square, sub,
-                                            tanh, to, where)
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
-from tinyopt.engine.ops.linalg import linear, matmul
-from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.creation import (arange, bernoulli, empty, empty_like, eye, fill_random,
+                                         full, full_like, linspace, logspace, multinomial,
+                                         normal, ones, ones_like, rand, rand_like, randint,
+                                         randint_like, randn, randn_like, randperm, zeros,
+                                         zeros_like)
+from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose, arccos,
+                                            arcsin, arctan, asin, atan, bitwise_and,
+                                            bitwise_not, bitwise_or, bitwise_xor, ceil, clamp,
+                                            clamp_max, clamp_min, clip, clone, cos, cosh, div,
+                                            divide, eq, equal, erf, exp, expm1, fix, floor,
+                                            floor_divide, fmod, ge, gelu, greater,
+                                            greater_equal, gt, hypot, isclose, isfinite, isinf,
+                                            isnan, isneginf, isposinf, le, leaky_relu, lerp,
+                                            less, less_equal, log, log1p, log2, log10,
+                                            logaddexp, logical_and, logical_not, logical_or,
+                                            logical_xor, lt, maximum, minimum, mul, multiply,
+                                            nan_to_num, ne, neg, negative, not_equal, positive,
+                                            pow, reciprocal, relu, remainder, round, rsqrt,
+                                            sigmoid, sign, silu, sin, sinh, softplus, sqrt,
+                                            square, sub, subtract, tan, tanh, to, true_divide,
+                                            trunc, where, xlogy)
+from tinyopt.engine.ops.indexing import getitem, masked_fill, setitem
+from tinyopt.engine.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, dot, einsum, ger,
+                                       linear, matmul, mm, mv, outer)
 from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                                      mse_loss, nll_loss, one_hot)
-from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, getitem, permute,
-                                         reshape, squeeze, stack, t, transpose, unsqueeze)
-from tinyopt.engine.ops.reduce import (argmax, argmin, log_softmax, logsumexp, max, mean, min,
-                                       softmax, std, sum, var)
-from tinyopt.engine.tensor import Tensor
+from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_to, cat, chunk,
+                                         column_stack, contiguous, diag, diagonal, expand, flatten,
+                                         flip, fliplr, flipud, hstack, meshgrid, moveaxis,
+                                         movedim, narrow, permute, repeat, repeat_interleave,
+                                         reshape, roll, select, split, squeeze, stack, swapaxes,
+                                         swapdims, t, tensor_split, tile, trace, transpose, tril,
+                                         triu, unbind, unflatten, unsqueeze, view, vstack)
+from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.distance import vector_norm
+from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
+                                       cumprod, cumsum, log_softmax, logcumsumexp, logsumexp, max,
+                                       mean, min, norm, prod, softmax, std, sum, var)
+from tinyopt.engine.ops.selection import (argsort, argwhere, bincount, bucketize, gather,
+                                          index_add, index_copy, index_fill, index_select,
+                                          kthvalue, masked_select, median, msort, nonzero,
+                                          scatter, scatter_add, searchsorted, sort, take,
+                                          take_along_dim, topk, unique)
+from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
 
-_T = Tensor
+concat = concatenate = cat
 
-
-def _bind() -> None:
-    rev = lambda f: (lambda self, other: f(other, self))  # noqa: E731
-    methods = {
-        "__add__": add, "__radd__": rev(add), "__sub__": sub, "__rsub__": rev(sub),
-        "__mul__": mul, "__rmul__": rev(mul), "__truediv__": div, "__rtruediv__": rev(div),
-        "__pow__": pow, "__rpow__": rev(pow), "__matmul__": matmul, "__rmatmul__": rev(matmul),
-        "__neg__": neg, "__abs__": abs, "__getitem__": getitem,
-        "__eq__": eq, "__ne__": ne, "__lt__": lt, "__le__": le, "__gt__": gt, "__ge__": ge,
-        "add": add, "sub": sub, "mul": mul, "div": div, "pow": pow, "matmul": matmul,
-        "neg": neg, "abs": abs, "exp": exp, "log": log, "sqrt": sqrt, "square": square,
-        "relu": relu, "sigmoid": sigmoid, "tanh": tanh, "clamp": clamp, "clip": clamp,
-        "maximum": maximum, "minimum": minimum, "eq": eq, "ne": ne, "lt": lt, "le": le,
-        "gt": gt, "ge": ge,
-        "sum": sum, "mean": mean, "var": var, "std": std, "max": max, "min": min,
-        "argmax": argmax, "argmin": argmin, "logsumexp": logsumexp, "softmax": softmax,
-        "log_softmax": log_softmax,
-        "reshape": reshape, "view": reshape, "flatten": flatten, "permute": permute,
-        "transpose": transpose, "t": t, "expand": expand, "squeeze": squeeze,
-        "unsqueeze": unsqueeze,
-        "contiguous": contiguous, "to": to,
-        "float": lambda self: to(self, "float32"), "double": lambda self: to(self, "float64"),
-        "long": lambda self: to(self, "int64"),
-        "expand_as": lambda self, other: expand(self, other.shape),
-        "view_as": lambda self, other: reshape(self, other.shape),
-        "type_as": lambda self, other: to(self, other.dtype),
-    }
-    for name, fn in methods.items():
-        setattr(Tensor, name, fn)
-    Tensor.T = property(lambda self: permute(self, tuple(reversed(range(self.ndim)))))
-    Tensor.mT = property(lambda self: transpose(self, -2, -1))
-    Tensor.__hash__ = lambda self: id(self)
-
-
-_bind()
+__all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
+    "concat", "concatenate",
+    "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
+    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
+    "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
+    "broadcast_to", "bucketize", "cat", "ceil", "chunk", "clamp", "clamp_max", "clamp_min",
+    "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
+    "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
+    "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
+    "floor", "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
+    "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
+    "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
+    "log_softmax", "logaddexp", "logcumsumexp", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max",
+    "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim",
+    "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg",
+    "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute",
+    "positive", "pow", "prod", "rand", "rand_like", "randint", "randint_like", "randn",
+    "randn_like", "randperm", "reciprocal", "relu", "remainder", "repeat_interleave",
+    "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add", "searchsorted", "select",
+    "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze",
+    "stack", "std", "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take",
+    "take_along_dim", "tan", "tanh", "tensor", "tensor_split", "tile", "topk", "trace",
+    "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unique",
+    "unsqueeze", "var", "vstack", "where", "xlogy", "zeros", "zeros_like",
+]

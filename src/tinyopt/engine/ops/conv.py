@@ -24,7 +24,7 @@ import numpy as np
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor
 from tinyopt.kernels import conv as K
 
 
@@ -136,7 +136,7 @@ def _conv_grad_weight_forward(t):
 
 def _conv_gemm_backward(t, g):
     col, w = t.srcs[0], t.srcs[1]
-    if g.is_leaf or OPS[g.op].view is not None:   # the permute back from NCHW is a strided view
+    if g.op in LEAF_OPS or OPS[g.op].view is not None:   # the permute back from NCHW is a strided view
         g = node("contiguous", (g,), g.shape, g.dtype)
     gcol = node("conv_grad_col", (g, w), col.shape, g.dtype, t.attrs) if col.requires_grad \
         else None

@@ -1,4 +1,11 @@
-"""Elementwise ops (numpy broadcasting), each with its forward kernel and its backward rule."""
+"""Elementwise ops (numpy broadcasting), each with its forward kernel and its backward rule.
+
+Operands are promoted by PyTorch's rules (``dtypes.result_type``: ``int tensor * 0.5`` is
+float32, a float64 0-d tensor does not widen a float32 tensor).  Comparisons and logical ops give
+bool tensors.  Float functions (``exp``, ``sin``, ``sqrt``...) of integer or bool tensors compute
+in float32, as in PyTorch.  Float kernels are numba ufuncs (``kernels/elementwise.py``); integer
+and bool ones, and functions numpy computes as well (``sin``, ``floor``...), are numpy's.
+"""
 
 from __future__ import annotations
 
@@ -6,37 +13,42 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, float32
+from tinyopt.engine.dtypes import FLOATS, bool_, float32, result_type
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
 
 
 def constant(value, dtype) -> Tensor:
-    """A 0-d input leaf: how Python numbers enter a graph (its value is bound at run time)."""
-    return Tensor("input", (), (), (), dtype, value=np.array(value, dtype=dtype))
+    """A 0-d concrete tensor: how Python numbers enter a graph (its value is bound at run time)."""
+    return leaf(np.array(value, dtype=dtype))
+
+
+def _cast(x, dtype) -> Tensor:
+    if isinstance(x, Tensor):
+        return x if x.dtype == dtype else to(x, dtype)
+    if isinstance(x, (numbers.Number, np.generic)) and not isinstance(x, np.ndarray):
+        return constant(x, dtype)
+    t = as_tensor(x)
+    return t if t.dtype == dtype else to(t, dtype)
 
 
 def _operands(op: str, a, b) -> tuple[Tensor, Tensor]:
-    """Both operands as tensors of one dtype (Python numbers take the tensor's dtype)."""
-    if not isinstance(a, Tensor) and isinstance(a, numbers.Number) and isinstance(b, Tensor):
-        a = constant(a, _scalar_dtype(a, b.dtype))
-    elif not isinstance(b, Tensor) and isinstance(b, numbers.Number) and isinstance(a, Tensor):
-        b = constant(b, _scalar_dtype(b, a.dtype))
-    a, b = as_tensor(a), as_tensor(b)
-    if a.dtype != b.dtype:
-        if a.dtype in FLOATS and b.dtype in FLOATS:
-            wide = np.promote_types(a.dtype, b.dtype)
-        else:
-            wide = a.dtype if a.dtype in FLOATS else b.dtype
-        a, b = a.to(wide), b.to(wide)
-    return a, b
+    """Both operands as tensors of their common dtype (``dtypes.result_type``)."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype:  # the common case
+        return a, b
+    if isinstance(a, Tensor) and isinstance(b, float) and a.dtype in FLOATS:
+        return a, constant(b, a.dtype)
+    if isinstance(b, Tensor) and isinstance(a, float) and b.dtype in FLOATS:
+        return constant(a, b.dtype), b
+    dtype = result_type(a, b)
+    return _cast(a, dtype), _cast(b, dtype)
 
 
-def _scalar_dtype(v, tensor_dtype):
-    if tensor_dtype in FLOATS or isinstance(v, (bool, numbers.Integral)):
-        return tensor_dtype
-    return float32
+def _float(x) -> Tensor:
+    """``x`` as a float tensor (integer and bool tensors compute in float32, as in PyTorch)."""
+    x = as_tensor(x)
+    return x if x.dtype in FLOATS else to(x, float32)
 
 
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -49,8 +61,16 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"{op}: shapes {' and '.join(map(str, shapes))} cannot be broadcast "
-                         f"together") from None
+        a, b = shapes[0], shapes[1]
+        for k in range(1, max(len(a), len(b)) + 1):
+            x, y = (a[-k] if k <= len(a) else 1), (b[-k] if k <= len(b) else 1)
+            if x != y and x != 1 and y != 1:
+                detail = (f"the size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                          f"non-singleton dimension {max(len(a), len(b)) - k}")
+                break
+        else:
+            detail = "the shapes cannot be broadcast together"
+        raise RuntimeError(f"{op}: {detail} (shapes {', '.join(map(str, shapes))})") from None
 
 
 def _require_float(op: str, *ts: Tensor) -> None:
@@ -72,29 +92,55 @@ def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     return r.reshape(shape)
 
 
-def _ufunc_forward(kernel):
-    """A forward compiler for a ufunc kernel of the node's sources."""
-    return lambda t: (lambda out, *ins: kernel(*ins, out=out))
+def _ufunc_forward(kernel, numpy_ufunc=None):
+    """A forward compiler calling ``kernel`` (a numba ufunc of float loops) on float nodes and
+    ``numpy_ufunc`` on the others."""
+    if numpy_ufunc is None:
+        return lambda t: (lambda out, *ins: kernel(*ins, out=out))
+
+    def compile(t):
+        k = kernel if t.srcs and t.srcs[0].dtype in FLOATS else numpy_ufunc
+        return lambda out, *ins: k(*ins, out=out)
+    return compile
 
 
-def _binary_op(name, kernel, backward, *, float_only=False):
-    defop(name, forward=_ufunc_forward(kernel), backward=backward, inplace=True)
+def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True):
+    defop(name, forward=_ufunc_forward(kernel, numpy_ufunc), backward=backward, inplace=True)
 
     def build(a, b) -> Tensor:
         a, b = _operands(name, a, b)
-        if float_only:
-            _require_float(name, a, b)
+        if not bools and a.dtype == bool_:
+            raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
     build.__name__ = name
     return build
 
 
-add = _binary_op("add", K.add, lambda t, g: (sum_to(g, t.srcs[0].shape),
-                                            sum_to(g, t.srcs[1].shape)))
-sub = _binary_op("sub", K.sub, lambda t, g: (sum_to(g, t.srcs[0].shape),
-                                            sum_to(-g, t.srcs[1].shape)))
+_BOOL_ERRORS = {
+    "sub": "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+           "or `logical_xor()` operator instead.",
+    "neg": "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+           "to invert a mask, use the `~` or `logical_not()` operator instead.",
+}
+
+_add = _binary_op("add", K.add, lambda t, g: (sum_to(g, t.srcs[0].shape),
+                                             sum_to(g, t.srcs[1].shape)), numpy_ufunc=np.add)
+_sub = _binary_op("sub", K.sub, lambda t, g: (sum_to(g, t.srcs[0].shape),
+                                             sum_to(-g, t.srcs[1].shape)),
+                  numpy_ufunc=np.subtract, bools=False)
 mul = _binary_op("mul", K.mul, lambda t, g: (sum_to(g * t.srcs[1], t.srcs[0].shape),
-                                            sum_to(g * t.srcs[0], t.srcs[1].shape)))
+                                            sum_to(g * t.srcs[0], t.srcs[1].shape)),
+                 numpy_ufunc=np.multiply)
+
+
+def add(input, other, *, alpha=1) -> Tensor:
+    """input + alpha * other."""
+    return _add(input, other if alpha == 1 else mul(other, alpha))
+
+
+def sub(input, other, *, alpha=1) -> Tensor:
+    """input - alpha * other."""
+    return _sub(input, other if alpha == 1 else mul(other, alpha))
 
 
 def _div_backward(t, g):
@@ -103,15 +149,67 @@ def _div_backward(t, g):
     return sum_to(ga, a.shape), sum_to(-(ga * t), b.shape) if b.requires_grad else None
 
 
-def _div_build(a, b):
+def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """input / other: true division (integers give float32), or rounded ``"trunc"``/``"floor"``
+    (integers stay integers)."""
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        a, b = _operands("div", input, other)
+        if a.dtype in FLOATS:
+            return trunc(_true_div(a, b))
+        return node("div_trunc", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
+    if rounding_mode is not None:
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                         f"found '{rounding_mode}'")
+    return _true_div(input, other)
+
+
+def _true_div(a, b) -> Tensor:
     a, b = _operands("div", a, b)
     if a.dtype not in FLOATS:  # true division of integers gives floats, as in PyTorch
-        a, b = a.to(float32), b.to(float32)
+        a, b = to(a, float32), to(b, float32)
     return node("div", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
 
 
 defop("div", forward=_ufunc_forward(K.div), backward=_div_backward, inplace=True)
-div = _div_build
+defop("div_trunc", forward=lambda t: (lambda out, a, b: np.copyto(
+    out, np.trunc(np.true_divide(a, b)), casting="unsafe")))
+
+
+def _no_derivative(name):
+    def rule(t, g):
+        raise RuntimeError(f"derivative for aten::{name} is not implemented")
+    return rule
+
+
+def floor_divide(input, other) -> Tensor:
+    """input // other, rounded toward minus infinity (Python's and PyTorch's ``//``)."""
+    a, b = _operands("floor_divide", input, other)
+    return node("floor_divide", (a, b), broadcast_shape("floor_divide", a.shape, b.shape),
+                a.dtype)
+
+
+defop("floor_divide", forward=lambda t: (lambda out, a, b: np.floor_divide(a, b, out=out)),
+      backward=_no_derivative("floor_divide"))
+
+
+def _mod_backward(rounding):
+    def rule(t, g):
+        a, b = t.srcs
+        gb = None
+        if b.requires_grad:
+            gb = sum_to(-g * rounding(div(a, b)), b.shape)
+        return sum_to(g, a.shape), gb
+    return rule
+
+
+remainder = _binary_op("remainder", np.remainder, _mod_backward(lambda q: floor(q)),
+                       numpy_ufunc=np.remainder, bools=False)
+remainder.__doc__ = "input mod other with the sign of other (Python's ``%``)."
+fmod = _binary_op("fmod", np.fmod, _mod_backward(lambda q: trunc(q)), numpy_ufunc=np.fmod,
+                  bools=False)
+fmod.__doc__ = "input mod other with the sign of input (C's fmod)."
 
 
 def _pow_backward(t, g):
@@ -123,9 +221,20 @@ def _pow_backward(t, g):
     return ga, gb
 
 
-pow = _binary_op("pow", K.pow, _pow_backward, float_only=True)
+defop("pow", forward=_ufunc_forward(K.pow, np.power), backward=_pow_backward, inplace=True)
 defop("pow_grad_base", forward=_ufunc_forward(K.pow_grad_base))
 defop("pow_grad_exp", forward=_ufunc_forward(K.pow_grad_exp))
+
+
+def pow(input, exponent) -> Tensor:
+    """input ** exponent (tensors or numbers for either)."""
+    a, b = _operands("pow", input, exponent)
+    if a.dtype == bool_:
+        a, b = to(a, np.int64), to(b, np.int64)
+    if a.dtype not in FLOATS and isinstance(b, Tensor) and b.op == "input" \
+            and b._value is not None and (b._value < 0).any():
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return node("pow", (a, b), broadcast_shape("pow", a.shape, b.shape), a.dtype)
 
 
 def _minmax_backward(grad_op):
@@ -137,23 +246,95 @@ def _minmax_backward(grad_op):
     return rule
 
 
-maximum = _binary_op("maximum", K.maximum, _minmax_backward("max_grad"))
-minimum = _binary_op("minimum", K.minimum, _minmax_backward("min_grad"))
+maximum = _binary_op("maximum", K.maximum, _minmax_backward("max_grad"),
+                     numpy_ufunc=np.maximum)
+minimum = _binary_op("minimum", K.minimum, _minmax_backward("min_grad"),
+                     numpy_ufunc=np.minimum)
 defop("max_grad", forward=_ufunc_forward(K.max_grad))
 defop("min_grad", forward=_ufunc_forward(K.min_grad))
 
 
-def _compare(name, kernel):
-    defop(name, forward=_ufunc_forward(kernel))
+# ---- comparisons and logic: bool results --------------------------------------------------------
+def _bool_result(name, ufunc, *, as_bool: bool = False):
+    defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
     def build(a, b) -> Tensor:
-        a, b = _operands(name, a, b)
-        return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), np.dtype(np.int64))
+        if as_bool:
+            a, b = _cast(a, bool_), _cast(b, bool_)
+        else:
+            a, b = _operands(name, a, b)
+        return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
     build.__name__ = name
     return build
 
 
-eq, ne, lt, le, gt, ge = (_compare(n, getattr(K, n)) for n in ("eq", "ne", "lt", "le", "gt", "ge"))
+eq = _bool_result("eq", np.equal)
+ne = _bool_result("ne", np.not_equal)
+lt = _bool_result("lt", np.less)
+le = _bool_result("le", np.less_equal)
+gt = _bool_result("gt", np.greater)
+ge = _bool_result("ge", np.greater_equal)
+logical_and = _bool_result("logical_and", np.logical_and, as_bool=True)
+logical_or = _bool_result("logical_or", np.logical_or, as_bool=True)
+logical_xor = _bool_result("logical_xor", np.logical_xor, as_bool=True)
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
+def logical_not(x) -> Tensor:
+    x = _cast(x, bool_) if not isinstance(x, Tensor) else x
+    return node("logical_not", (x,), x.shape, bool_)
+
+
+defop("logical_not", forward=lambda t: (lambda out, x: np.logical_not(x, out=out)))
+
+
+def _bitwise(name, ufunc):
+    defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
+
+    def build(a, b) -> Tensor:
+        a, b = _operands(name, a, b)
+        if a.dtype in FLOATS:
+            raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
+                            f"need integer or bool tensors)")
+        return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
+    build.__name__ = name
+    return build
+
+
+bitwise_and = _bitwise("bitwise_and", np.bitwise_and)
+bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
+bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
+
+
+def bitwise_not(x) -> Tensor:
+    """``~x``: logical not of a bool tensor, bitwise not of an integer one."""
+    x = as_tensor(x)
+    if x.dtype in FLOATS:
+        raise TypeError("bitwise_not: ~ needs an integer or bool tensor, got a float tensor")
+    return node("bitwise_not", (x,), x.shape, x.dtype)
+
+
+defop("bitwise_not", forward=lambda t: (lambda out, x: np.invert(x, out=out)))
+
+
+def _flag(name, ufunc, doc):
+    defop(name, forward=lambda t: (lambda out, x: ufunc(x, out=out)))
+
+    def build(x) -> Tensor:
+        x = as_tensor(x)
+        if x.dtype not in FLOATS:  # integers are always finite, never NaN
+            return node("full", (), x.shape, bool_, (name == "isfinite",))
+        return node(name, (x,), x.shape, bool_)
+    build.__name__ = name
+    build.__doc__ = doc
+    return build
+
+
+isnan = _flag("isnan", np.isnan, "Whether each element is NaN.")
+isinf = _flag("isinf", np.isinf, "Whether each element is +inf or -inf.")
+isfinite = _flag("isfinite", np.isfinite, "Whether each element is neither inf nor NaN.")
+isposinf = _flag("isposinf", np.isposinf, "Whether each element is +inf.")
+isneginf = _flag("isneginf", np.isneginf, "Whether each element is -inf.")
 
 
 # ---- where -------------------------------------------------------------------------------------
@@ -164,15 +345,30 @@ def _where_backward(t, g):
             sum_to(where(c, zero, g), b.shape) if b.requires_grad else None)
 
 
-defop("where", forward=_ufunc_forward(K.where), backward=_where_backward)
+def _where_forward(t):
+    if t.dtype in (np.float32, np.float64, np.int64, bool_):
+        return lambda out, c, a, b: K.where(c, a, b, out=out)
+
+    def fwd(out, c, a, b):
+        np.copyto(out, b)
+        np.copyto(out, a, where=c)
+    return fwd
 
 
-def where(condition, input, other) -> Tensor:
-    """``input`` where ``condition`` is nonzero, else ``other`` (broadcast together)."""
-    a, b = _operands("where", input, other)
+defop("where", forward=_where_forward, backward=_where_backward)
+
+
+def where(condition, input=None, other=None) -> Tensor:
+    """``input`` where ``condition`` (a bool tensor) is true, else ``other`` (tensors or numbers,
+    broadcast together).  With only ``condition``: ``nonzero(condition, as_tuple=True)``."""
+    if input is None and other is None:
+        from tinyopt.engine.ops.selection import nonzero
+        return nonzero(condition, as_tuple=True)
     c = as_tensor(condition)
-    if c.dtype != np.int64:  # nonzero is true (a cast would truncate 0.5 to false)
-        c = ne(c, 0)
+    if c.dtype != bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {c.dtype}")
+    a, b = _operands("where", input, other)
     shape = broadcast_shape("where", c.shape, a.shape, b.shape)
     return node("where", (c, a, b), shape, a.dtype)
 
@@ -199,15 +395,29 @@ def to(x: Tensor, dtype) -> Tensor:
     return out
 
 
+defop("clone", forward=lambda t: (lambda out, x: np.copyto(out, x)),
+      backward=lambda t, g: (g,))
+
+
+def clone(x) -> Tensor:
+    """A copy of ``x`` in storage of its own; gradients flow back to ``x``."""
+    x = as_tensor(x)
+    return node("clone", (x,), x.shape, x.dtype)
+
+
 # ---- unary -------------------------------------------------------------------------------------
-def _unary(name, kernel, backward, *, float_only=True, int_ok=False):
-    defop(name, forward=lambda t: (lambda out, x: kernel(x, *t.attrs, out=out)),
-          backward=backward, inplace=True)
+def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc=None):
+    """An elementwise function op.  ``float_only``: integer and bool inputs compute in float32
+    (``exp``); ``int_ok``: integer inputs keep their dtype (``abs``, ``neg``)."""
+    defop(name, forward=lambda t: (
+        lambda out, x: (kernel if x.dtype in FLOATS or numpy_ufunc is None else numpy_ufunc)(
+            x, *t.attrs, out=out)), backward=backward, inplace=True)
 
     def build(x, *attrs) -> Tensor:
         x = as_tensor(x)
-        if float_only and not (int_ok and x.dtype == np.int64):
-            _require_float(name, x)
+        if x.dtype not in FLOATS and not (int_ok and x.dtype != bool_):
+            if float_only:
+                x = to(x, float32)
         return node(name, (x,), x.shape, x.dtype, tuple(float(a) for a in attrs))
     build.__name__ = name
     return build
@@ -217,13 +427,24 @@ def _grad_node(op, *srcs, attrs=()):
     return node(op, srcs, srcs[0].shape, srcs[0].dtype, attrs)
 
 
-neg = _unary("neg", K.neg, lambda t, g: (-g,), int_ok=True)
-abs = _unary("abs", K.abs, lambda t, g: (_grad_node("abs_grad", g, t.srcs[0]),), int_ok=True)
+def _neg(x) -> Tensor:
+    x = as_tensor(x)
+    if x.dtype == bool_:
+        raise RuntimeError(_BOOL_ERRORS["neg"])
+    return _neg_op(x)
+
+
+_neg_op = _unary("neg", K.neg, lambda t, g: (-g,), int_ok=True, numpy_ufunc=np.negative)
+neg = _neg
+abs = _unary("abs", K.abs, lambda t, g: (_grad_node("abs_grad", g, t.srcs[0]),), int_ok=True,
+             numpy_ufunc=np.abs)
 exp = _unary("exp", K.exp, lambda t, g: (g * t,))
 log = _unary("log", K.log, lambda t, g: (g / t.srcs[0],))
 sqrt = _unary("sqrt", K.sqrt, lambda t, g: (g / (t * 2.0),))
-square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,))
-relu = _unary("relu", K.relu, lambda t, g: (_grad_node("relu_grad", g, t),))
+square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,), int_ok=True,
+                numpy_ufunc=np.square)
+relu = _unary("relu", K.relu, lambda t, g: (_grad_node("relu_grad", g, t),), int_ok=True,
+              numpy_ufunc=lambda x, out: np.maximum(x, 0, out=out))
 sigmoid = _unary("sigmoid", K.sigmoid, lambda t, g: (_grad_node("sigmoid_grad", g, t),))
 tanh = _unary("tanh", K.tanh, lambda t, g: (_grad_node("tanh_grad", g, t),))
 silu = _unary("silu", K.silu, lambda t, g: (_grad_node("silu_grad", g, t.srcs[0]),))
@@ -236,12 +457,61 @@ _softplus = _unary("softplus", K.softplus,
                    lambda t, g: (_grad_node("softplus_grad", g, t.srcs[0], attrs=t.attrs),))
 _clamp = _unary("clamp", K.clamp,
                 lambda t, g: (_grad_node("clamp_grad", g, t.srcs[0], attrs=t.attrs),),
-                int_ok=False)
+                int_ok=True, numpy_ufunc=lambda x, lo, hi, out: np.clip(x, lo, hi, out=out,
+                                                                        casting="unsafe"))
+
+# functions of x whose gradient is g * f'(x) (or of the output y), one fused kernel each way
+sin = _unary("sin", np.sin, lambda t, g: (_grad_node("sin_grad", g, t.srcs[0]),))
+cos = _unary("cos", np.cos, lambda t, g: (_grad_node("cos_grad", g, t.srcs[0]),))
+tan = _unary("tan", np.tan, lambda t, g: (_grad_node("tan_grad", g, t),))
+sinh = _unary("sinh", np.sinh, lambda t, g: (_grad_node("sinh_grad", g, t.srcs[0]),))
+cosh = _unary("cosh", np.cosh, lambda t, g: (_grad_node("cosh_grad", g, t.srcs[0]),))
+asin = _unary("asin", np.arcsin, lambda t, g: (_grad_node("asin_grad", g, t.srcs[0]),))
+acos = _unary("acos", np.arccos, lambda t, g: (_grad_node("acos_grad", g, t.srcs[0]),))
+atan = _unary("atan", np.arctan, lambda t, g: (_grad_node("atan_grad", g, t.srcs[0]),))
+log1p = _unary("log1p", np.log1p, lambda t, g: (_grad_node("log1p_grad", g, t.srcs[0]),))
+expm1 = _unary("expm1", np.expm1, lambda t, g: (_grad_node("expm1_grad", g, t),))
+log2 = _unary("log2", np.log2, lambda t, g: (_grad_node("log2_grad", g, t.srcs[0]),))
+log10 = _unary("log10", np.log10, lambda t, g: (_grad_node("log10_grad", g, t.srcs[0]),))
+erf = _unary("erf", K.erf, lambda t, g: (_grad_node("erf_grad", g, t.srcs[0]),))
+rsqrt = _unary("rsqrt", K.rsqrt, lambda t, g: (_grad_node("rsqrt_grad", g, t),))
+reciprocal = _unary("reciprocal", np.reciprocal,
+                    lambda t, g: (_grad_node("reciprocal_grad", g, t),))
+arcsin, arccos, arctan = asin, acos, atan
+
+
+def _zero_grad(t, g):
+    """Piecewise-constant functions: the gradient is zero almost everywhere (PyTorch)."""
+    return (node("full", (), g.shape, g.dtype, (0.0,)),)
+
+
+sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
+floor = _unary("floor", np.floor, _zero_grad, int_ok=True,
+               numpy_ufunc=lambda x, out: np.copyto(out, x))
+ceil = _unary("ceil", np.ceil, _zero_grad, int_ok=True,
+              numpy_ufunc=lambda x, out: np.copyto(out, x))
+trunc = _unary("trunc", np.trunc, _zero_grad, int_ok=True,
+               numpy_ufunc=lambda x, out: np.copyto(out, x))
+_round = _unary("round", np.round, _zero_grad, int_ok=True,
+                numpy_ufunc=lambda x, out: np.copyto(out, x))
+fix = trunc
 
 for _name in ("abs_grad", "relu_grad", "sigmoid_grad", "tanh_grad", "silu_grad", "gelu_grad",
-              "gelu_tanh_grad", "leaky_relu_grad", "softplus_grad", "clamp_grad"):
+              "gelu_tanh_grad", "leaky_relu_grad", "softplus_grad", "clamp_grad", "sin_grad",
+              "cos_grad", "tan_grad", "sinh_grad", "cosh_grad", "asin_grad", "acos_grad",
+              "atan_grad", "log1p_grad", "expm1_grad", "log2_grad", "log10_grad", "erf_grad",
+              "rsqrt_grad", "reciprocal_grad", "finite_grad"):
     defop(_name, forward=(lambda k: lambda t: (lambda out, g, x: k(g, x, *t.attrs, out=out)))(
         getattr(K, _name)), inplace=True)
+
+
+def round(x, *, decimals: int = 0) -> Tensor:
+    """Round half to even (``torch.round``), to ``decimals`` decimal places."""
+    if decimals == 0:
+        return _round(x)
+    x = _float(x)
+    scale = 10.0 ** decimals
+    return _round(x * scale) / scale
 
 
 def gelu(x, approximate: str = "none") -> Tensor:
@@ -261,12 +531,148 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return _softplus(x, beta, threshold)
 
 
-def clamp(x, min: float | None = None, max: float | None = None) -> Tensor:
-    """Limit ``x`` to ``[min, max]`` (either bound may be None, not both)."""
+def clamp(x, min=None, max=None) -> Tensor:
+    """Limit ``x`` to ``[min, max]`` (numbers or tensors; either bound may be None, not both)."""
     if min is None and max is None:
-        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     x = as_tensor(x)
-    _require_float("clamp", x)
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        r = x
+        if min is not None:
+            lo = _cast(min, result_type(x, min))
+            r = where(lt(r, lo), lo, r)
+        if max is not None:
+            hi = _cast(max, result_type(r, max))
+            r = where(gt(r, hi), hi, r)
+        return r
+    if x.dtype not in FLOATS:
+        if isinstance(min, float) or isinstance(max, float):
+            x = to(x, float32)
+        elif x.dtype == bool_:
+            x = to(x, np.int64)
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
     return _clamp(x, lo, hi)
+
+
+clip = clamp
+
+
+def clamp_min(x, min) -> Tensor:
+    return clamp(x, min=min)
+
+
+def clamp_max(x, max) -> Tensor:
+    return clamp(x, max=max)
+
+
+def nan_to_num(x, nan: float = 0.0, posinf: float | None = None,
+               neginf: float | None = None) -> Tensor:
+    """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest finite value), -inf ->
+    ``neginf`` (default: the smallest); the gradient is zero at the replaced elements."""
+    x = as_tensor(x)
+    if x.dtype not in FLOATS:
+        return x
+    info = np.finfo(x.dtype)
+    attrs = (float(nan), float(info.max if posinf is None else posinf),
+             float(info.min if neginf is None else neginf))
+    return node("nan_to_num", (x,), x.shape, x.dtype, attrs)
+
+
+defop("nan_to_num", forward=lambda t: (lambda out, x: np.copyto(out, np.nan_to_num(
+    x, nan=t.attrs[0], posinf=t.attrs[1], neginf=t.attrs[2]))),
+    backward=lambda t, g: (_grad_node("finite_grad", g, t.srcs[0]),))
+
+
+def _lerp_backward(t, g):
+    a, b, w = t.srcs
+    ga = sum_to(g * (1.0 - w), a.shape) if a.requires_grad else None
+    gb = sum_to(g * w, b.shape) if b.requires_grad else None
+    gw = sum_to(g * (b - a), w.shape) if w.requires_grad else None
+    return ga, gb, gw
+
+
+defop("lerp", forward=_ufunc_forward(K.lerp), backward=_lerp_backward)
+
+
+def lerp(input, end, weight) -> Tensor:
+    """input + weight * (end - input) (``weight`` a number or a tensor)."""
+    a, b = _operands("lerp", input, end)
+    _require_float("lerp", a)
+    w = _cast(weight, a.dtype)
+    return node("lerp", (a, b, w), broadcast_shape("lerp", a.shape, b.shape, w.shape), a.dtype)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """input + value * tensor1 * tensor2."""
+    return add(input, mul(tensor1, tensor2), alpha=value)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """input + value * tensor1 / tensor2."""
+    return add(input, div(tensor1, tensor2), alpha=value)
+
+
+def xlogy(x, y) -> Tensor:
+    """x * log(y), 0 where x == 0."""
+    a, b = _operands("xlogy", x, y)
+    a, b = _float(a), _float(b)
+    return where(eq(a, 0), constant(0.0, a.dtype), a * log(b))
+
+
+def logaddexp(a, b) -> Tensor:
+    """log(e^a + e^b), computed without overflow."""
+    a, b = _operands("logaddexp", a, b)
+    m = maximum(a, b)  # the result does not depend on m, so neither does its gradient
+    return m + log(exp(a - m) + exp(b - m))
+
+
+def hypot(a, b) -> Tensor:
+    return sqrt(square(a) + square(b))
+
+
+def positive(x) -> Tensor:
+    return as_tensor(x)
+
+
+def negative(x) -> Tensor:
+    return neg(x)
+
+
+def true_divide(a, b) -> Tensor:
+    return div(a, b)
+
+
+def multiply(a, b) -> Tensor:
+    return mul(a, b)
+
+
+def subtract(a, b, *, alpha=1) -> Tensor:
+    return sub(a, b, alpha=alpha)
+
+
+def divide(a, b, *, rounding_mode: str | None = None) -> Tensor:
+    return div(a, b, rounding_mode=rounding_mode)
+
+
+# ---- whole-tensor comparisons (computed now, Python results) ------------------------------------
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
+    """|input - other| <= atol + rtol * |other|, elementwise (bool)."""
+    a, b = _operands("isclose", input, other)
+    close = le(abs(a - b), atol + rtol * abs(b)) if a.dtype in FLOATS else eq(a, b)
+    close = logical_or(close, eq(a, b))  # equal infinities
+    if equal_nan and a.dtype in FLOATS:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
+    return bool(isclose(input, other, rtol, atol, equal_nan).numpy().all())
+
+
+def equal(input, other) -> bool:
+    """True when both have the same shape and the same values (``torch.equal``)."""
+    a, b = as_tensor(input), as_tensor(other)
+    return a.shape == b.shape and bool(np.array_equal(a.numpy(), b.numpy()))

@@ -29,7 +29,7 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 
 
 def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor, Tensor, int]:
-    """Logits as (rows, C) and class-index targets as (rows,), with shape and range checks."""
+    """Logits as (rows, C) and class-index targets as (rows,), with shape checks."""
     y = as_tensor(target)
     if y.dtype != int64:
         raise TypeError(f"{op}: expected class-index targets of dtype int64, got {y.dtype} "
@@ -40,13 +40,7 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
                          f"{(input.shape[0],) + input.shape[2:] if input.ndim > 1 else ()}, "
                          f"got {y.shape}")
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
-    if y.is_leaf and y._value is not None and y._value.size:
-        v = y._value.reshape(-1)
-        bad = np.empty(1, np.int64)
-        K.first_bad_target(v, C, ignore_index, bad)  # one pass: this runs on every training step
-        if bad[0] >= 0:
-            raise IndexError(f"{op}: target {int(v[bad[0]])} is out of bounds for {C} classes "
-                             f"(input shape {input.shape})")
+    # the range of the targets is checked by the kernels, where they read them
     if input.ndim == 1:
         return input.reshape(1, C), y.reshape(1), C
     if input.ndim > 2:
@@ -78,10 +72,21 @@ def _unflatten(loss: Tensor, input_shape: tuple[int, ...], reduction: str) -> Te
     return loss
 
 
+def _check_targets(err: np.ndarray, y: np.ndarray) -> None:
+    """Raise PyTorch's error for the target a kernel found out of range (``err[0]``, its row)."""
+    if err[0] >= 0:
+        raise IndexError(f"Target {int(y[err[0]])} is out of bounds.")
+
+
 def _rows_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
-        return lambda out, x, y, w: kernel(x, y, w, ignore, *rest, out)
+        err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
+
+        def fwd(out, x, y, w):
+            kernel(x, y, w, ignore, *rest, out, err)
+            _check_targets(err, y)
+        return fwd
     return compile
 
 
@@ -98,9 +103,16 @@ def _nll_backward(t, g):
 def _rows_grad_forward(kernel, n_in):
     def compile(t):
         ignore, *rest = t.attrs
+        err = np.empty(1, np.int64)
         if n_in == 4:
-            return lambda out, g, x, y, w: kernel(g, x, y, w, ignore, *rest, out)
-        return lambda out, g, y, w: kernel(g, y, w, ignore, *rest, out)
+            def fwd(out, g, x, y, w):
+                kernel(g, x, y, w, ignore, *rest, out, err)
+                _check_targets(err, y)
+        else:
+            def fwd(out, g, y, w):
+                kernel(g, y, w, ignore, *rest, out, err)
+                _check_targets(err, y)
+        return fwd
     return compile
 
 
@@ -117,10 +129,12 @@ def _mean_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
         rows = np.empty(t.srcs[0].shape[0], t.dtype)
+        err = np.empty(1, np.int64)
 
         def fwd(out, x, y, w):
-            kernel(x, y, w, ignore, *rest, rows)
-            K.mean_of_rows(rows, y, w, ignore, out.reshape(1))
+            kernel(x, y, w, ignore, *rest, rows, err)
+            _check_targets(err, y)
+            K.mean_of_rows(rows, y, w, ignore, out.reshape(1), err)
         return fwd
     return compile
 
@@ -129,10 +143,13 @@ def _mean_grad_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
         rows_g = np.empty(t.shape[0], t.dtype)
+        err = np.empty(1, np.int64)
 
         def fwd(out, g, *xyw):
-            K.mean_of_rows_grad(g.reshape(1), xyw[-2], xyw[-1], ignore, rows_g)
-            kernel(rows_g, *xyw, ignore, *rest, out)
+            y, w = xyw[-2], xyw[-1]
+            K.mean_of_rows_grad(g.reshape(1), y, w, ignore, rows_g, err)
+            _check_targets(err, y)
+            kernel(rows_g, *xyw, ignore, *rest, out, err)
         return fwd
     return compile
 
@@ -223,8 +240,19 @@ def _same_shape(op: str, a: Tensor, b: Tensor) -> None:
         raise ValueError(f"{op}: target size {b.shape} must be the same as input size {a.shape}")
 
 
-defop("one_hot", forward=lambda t: (lambda out, y: K.one_hot(
-    y.reshape(-1), out.reshape(-1, t.shape[-1]))))
+def _one_hot_forward(t):
+    err = np.empty(1, np.int64)
+
+    def fwd(out, y):
+        y = y.reshape(-1)
+        K.one_hot(y, out.reshape(-1, t.shape[-1]), err)
+        if err[0] >= 0:
+            raise RuntimeError("Class values must be non-negative." if y[err[0]] < 0 else
+                               "Class values must be smaller than num_classes.")
+    return fwd
+
+
+defop("one_hot", forward=_one_hot_forward)
 
 
 def one_hot(tensor, num_classes: int = -1) -> Tensor:
@@ -232,13 +260,16 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     y = as_tensor(tensor)
     if y.dtype != int64:
         raise TypeError(f"one_hot: expected int64 class indices, got {y.dtype}")
+    num_classes = int(num_classes)
+    if y.numel() == 0 and num_classes <= 0:
+        raise RuntimeError("Can not infer total number of classes from empty tensor.")
     if num_classes == -1:
-        if not (y.is_leaf and y._value is not None):
+        if not (y.op == "input"):
             raise ValueError("one_hot: num_classes=-1 needs concrete indices; pass num_classes")
-        num_classes = int(y._value.max()) + 1 if y._value.size else 0
-    if y.is_leaf and y._value is not None and y._value.size:
-        v = y._value
-        if v.min() < 0 or v.max() >= num_classes:
-            raise IndexError(f"one_hot: class values must be in [0, {num_classes}), got "
-                             f"{int(v.min() if v.min() < 0 else v.max())}")
+        if y._value.min() < 0:
+            raise RuntimeError("Class values must be non-negative.")
+        num_classes = int(y._value.max()) + 1
+    elif num_classes < -1:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    # the range of the indices is checked by the kernel, where it reads them
     return node("one_hot", (y,), y.shape + (num_classes,), int64)

@@ -22,7 +22,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
-from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
 
 
@@ -31,8 +31,8 @@ def _c(x: np.ndarray) -> np.ndarray:
 
 
 def _leaf(arr: np.ndarray) -> Tensor:
-    """An input leaf holding ``arr`` itself (no copy), so kernels may write into it."""
-    return Tensor("input", (), (), arr.shape, arr.dtype, value=arr)
+    """A concrete tensor holding ``arr`` itself (no copy), so kernels may write into it."""
+    return leaf(arr)
 
 
 _ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
@@ -258,19 +258,32 @@ def batch_norm(input, running_mean: np.ndarray | None, running_var: np.ndarray |
 
 
 # ---- embedding ----------------------------------------------------------------------------------
+def _check_indices(err: np.ndarray) -> None:
+    if err[0] >= 0:  # a kernel found an index out of range
+        raise IndexError("index out of range in self")
+
+
 def _embedding_grad_forward(t):
-    padding_idx, scale, _ = t.attrs
+    padding_idx, scale = t.attrs
     V, D = t.shape
     counts = np.empty(V, np.int64)
-    return lambda out, g, idx: K.embedding_grad(_c(g).reshape(-1, D), _c(idx).reshape(-1),
-                                                padding_idx, scale, counts, out)
+    err = np.empty(1, np.int64)
+
+    def fwd(out, g, idx):
+        K.embedding_grad(_c(g).reshape(-1, D), _c(idx).reshape(-1), padding_idx, scale, counts,
+                         out, err)
+        _check_indices(err)
+    return fwd
 
 
 def _embedding_forward(t):
-    # Indices checked when the graph was built need no bounds check here ('raise' would make
-    # np.take buffer its output).
-    mode = "clip" if t.attrs[2] else "raise"
-    return lambda out, w, idx: np.take(w, idx, axis=0, out=out, mode=mode)
+    D = t.shape[-1]
+    err = np.empty(1, np.int64)
+
+    def fwd(out, w, idx):
+        K.embedding_rows(w, _c(idx).reshape(-1), out.reshape(-1, D), err)
+        _check_indices(err)
+    return fwd
 
 
 defop("embedding", forward=_embedding_forward,
@@ -302,17 +315,14 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
             raise AssertionError(f"embedding: padding_idx must be within num_embeddings, got "
                                  f"{padding_idx} for {V} embeddings")
         padding_idx = padding_idx % V
-    concrete = idx.is_leaf and idx._value is not None
-    if concrete and idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
-        bad = idx._value[(idx._value < 0) | (idx._value >= V)].reshape(-1)[0]
-        raise IndexError(f"embedding: index {int(bad)} is out of range for {V} embeddings "
-                         f"(weight shape {w.shape})")
+    # the range of the indices is checked by the kernels, where they read them
     if max_norm is not None:
-        if not (concrete and w.is_leaf):
+        if not (idx.op == "input" and w.op in ("param", "input")):
             raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
-        _renorm(w.data if isinstance(w, Parameter) else w._value, idx._value, float(max_norm),
-                float(norm_type))
-    attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq), concrete)
+        if idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
+            raise IndexError("index out of range in self")  # before renormalizing any row
+        _renorm(w._value, idx._value, float(max_norm), float(norm_type))
+    attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
     return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
 
 

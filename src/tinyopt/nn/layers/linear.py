@@ -55,8 +55,19 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input) -> Tensor:
+        dtype = input.dtype if isinstance(input, (Tensor, np.ndarray)) else as_tensor(input).dtype
+        if np.dtype(dtype).kind not in "fc":  # integers, bools: refused as by PyTorch
+            raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
+                               f"{_TORCH_NAMES.get(np.dtype(dtype).name, dtype)} and "
+                               f"{_TORCH_NAMES.get(self.weight.dtype.name, self.weight.dtype)}")
         return linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+# PyTorch's names of dtypes in its error messages
+_TORCH_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+                "float64": "Double"}

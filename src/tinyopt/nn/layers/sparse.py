@@ -43,7 +43,7 @@ class Embedding(Module):
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
-            w = np.array(_weight.data if isinstance(_weight, Parameter) else _weight,
+            w = np.array(_weight._data if isinstance(_weight, Parameter) else _weight,
                          dtype=dt if dtype is not None else None)
             if w.dtype.kind != "f":
                 w = w.astype(dt)
@@ -55,7 +55,7 @@ class Embedding(Module):
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight._data[self.padding_idx] = 0
 
     def forward(self, input) -> Tensor:
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -81,7 +81,7 @@ class Embedding(Module):
                         scale_grad_by_freq: bool = False, sparse: bool = False) -> Embedding:
         """An Embedding whose weight is a copy of the 2-D array ``embeddings`` (frozen unless
         ``freeze=False``)."""
-        w = np.asarray(embeddings.data if isinstance(embeddings, Parameter) else embeddings)
+        w = np.asarray(embeddings._data if isinstance(embeddings, Parameter) else embeddings)
         if w.ndim != 2:
             raise ValueError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = w.shape

@@ -68,7 +68,7 @@ def get_total_norm(tensors: Iterable[np.ndarray], norm_type: float = 2.0,
 def clip_grads_with_norm_(parameters: Iterable[Parameter] | Parameter, max_norm: float,
                           total_norm, foreach: bool | None = None) -> None:
     r"""Scale the gradients in place by :math:`\min(1, \text{max\_norm} / (\text{total\_norm} + 10^{-6}))`."""
-    grads = [p.grad for p in _as_list(parameters) if p.grad is not None]
+    grads = [p._grad for p in _as_list(parameters) if p._grad is not None]
     if not grads:
         return
     total = np.asarray(total_norm)
@@ -89,7 +89,7 @@ def clip_grad_norm_(parameters: Iterable[Parameter] | Parameter, max_norm: float
     and ``error_if_nonfinite`` is True (nothing is changed then).
     """
     parameters = _as_list(parameters)
-    grads = [p.grad for p in parameters if p.grad is not None]
+    grads = [p._grad for p in parameters if p._grad is not None]
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
@@ -100,5 +100,5 @@ def clip_grad_value_(parameters: Iterable[Parameter] | Parameter, clip_value: fl
     """Clamp every gradient element to ``[-clip_value, clip_value]``, in place (NaN stays NaN)."""
     clip_value = float(clip_value)
     for p in _as_list(parameters):
-        if p.grad is not None:
-            np.clip(p.grad, -clip_value, clip_value, out=p.grad)
+        if p._grad is not None:
+            np.clip(p._grad, -clip_value, clip_value, out=p._grad)

@@ -1,0 +1,29 @@
+"""``tinyopt.backends``: the namespaces scripts probe (``backends.mps.is_available()``) and the
+flags they set (``backends.cudnn.benchmark = True``).  No GPU backend exists: availability is
+False and the flags are accepted and have no effect."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+
+def _false() -> bool:
+    return False
+
+
+def _true() -> bool:
+    return True
+
+
+cudnn = SimpleNamespace(is_available=_false, enabled=True, benchmark=False, deterministic=False,
+                        allow_tf32=True, version=lambda: None)
+mps = SimpleNamespace(is_available=_false, is_built=_false)
+cuda = SimpleNamespace(is_built=_false, matmul=SimpleNamespace(allow_tf32=False,
+                                                              allow_fp16_reduced_precision_reduction=True),
+                       flash_sdp_enabled=_false)
+mkldnn = SimpleNamespace(is_available=_false, enabled=False)
+openmp = SimpleNamespace(is_available=_true)
+mkl = SimpleNamespace(is_available=_false)
+opt_einsum = SimpleNamespace(is_available=_false, enabled=False)
+
+__all__ = ["cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "opt_einsum"]

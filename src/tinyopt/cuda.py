@@ -1,0 +1,48 @@
+"""``tinyopt.cuda``: there is no CUDA device; availability checks answer False and using one
+raises at once (as PyTorch built without CUDA does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyopt.engine.device import check_device
+
+
+def is_available() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 0
+
+
+def is_initialized() -> bool:
+    return False
+
+
+def _unavailable(*args: Any, **kwargs: Any) -> Any:
+    check_device("cuda")
+
+
+current_device = set_device = get_device_name = get_device_properties = init = _unavailable
+memory_allocated = max_memory_allocated = memory_reserved = _unavailable
+
+
+def synchronize(device: Any = None) -> None:
+    """Nothing runs asynchronously on the CPU: a no-op (as PyTorch scripts call it to time)."""
+
+
+def empty_cache() -> None:
+    """No device memory to release: a no-op."""
+
+
+def manual_seed(seed: int) -> None:
+    """No CUDA generators to seed: a no-op (``tinyopt.manual_seed`` seeds the CPU one)."""
+
+
+def manual_seed_all(seed: int) -> None:
+    """No CUDA generators to seed: a no-op."""
+
+
+__all__ = ["current_device", "device_count", "empty_cache", "get_device_name", "is_available",
+           "is_initialized", "manual_seed", "manual_seed_all", "set_device", "synchronize"]

@@ -1,0 +1,130 @@
+"""Indexing (``engine/ops/indexing.py``): ``x[key]`` and ``x[key] = v`` with PyTorch's results and
+gradients (finite differences and torch 2.13), and offsets as run-time inputs: a slice or index
+that changes every step reuses one compiled plan."""
+
+import numpy as np
+import pytest
+from gradcheck import gradcheck
+
+import tinyopt as to
+from tinyopt import nn
+
+try:
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
+X = np.arange(60.0).reshape(3, 4, 5) / 7 - 3
+
+KEYS = [
+    (1,), (-1, 2), (slice(1, 3),), (slice(None), slice(None, None, 2)), (Ellipsis, 1),
+    (None, 0), (slice(None), None, 1), (0, slice(1, None), Ellipsis), (1, -1, -2),
+    ([0, 2],), ([2, 0, 2], [1, 3, 3]), (slice(None), [3, 0]), (0, slice(None), [4, 1]),
+    ([0, 1], slice(None), [2, 3]), (np.array([[0, 1], [2, 2]]),), (Ellipsis, [1, 1]),
+    (slice(0, 2), [1, 2], 3), (np.array([1, 0, 1], bool),), (X[:, :, 0] > 0,),
+    (slice(None), X[0, :, 0] > -2), (X > 0,), (Ellipsis, None), (slice(5, 10),),
+]
+
+
+@needs_torch
+@pytest.mark.parametrize("key", KEYS, ids=[str(i) for i in range(len(KEYS))])
+def test_indexing_matches_torch_values_and_gradients(key):
+    def tkey(k):
+        return tuple(torch.tensor(e) if isinstance(e, (list, np.ndarray)) else e for e in k)
+    ours = to.tensor(X)[key]
+    theirs = torch.tensor(X)[tkey(key)]
+    assert ours.shape == tuple(theirs.shape)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    if ours.numel():
+        gradcheck(lambda x: x[key] * 1.5, X)
+        p, tp = to.tensor(X, requires_grad=True), torch.tensor(X, requires_grad=True)
+        w = np.random.default_rng(0).standard_normal(ours.shape)
+        (p[key] * to.tensor(w)).sum().backward()
+        (tp[tkey(key)] * torch.tensor(w)).sum().backward()
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy())
+
+
+@needs_torch
+@pytest.mark.parametrize("key", KEYS[:20], ids=[str(i) for i in range(20)])
+def test_setitem_matches_torch_with_and_without_autograd(key):
+    def tkey(k):
+        return tuple(torch.tensor(e) if isinstance(e, (list, np.ndarray)) else e for e in k)
+    region = torch.tensor(X)[tkey(key)].shape
+    v = np.random.default_rng(1).standard_normal(region)
+    ours, theirs = to.tensor(X), torch.tensor(X)
+    ours[key] = to.tensor(v)
+    theirs[tkey(key)] = torch.tensor(v)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    ours[key] = 0.5  # a number, broadcast
+    theirs[tkey(key)] = 0.5
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    # with autograd: both the tensor written into and the value get gradients
+    gx, gv = [], []
+    for lib, k in ((to, key), (torch, tkey(key))):
+        x = lib.tensor(X, requires_grad=True)
+        val = lib.tensor(v, requires_grad=True)
+        y = x * 2
+        y[k] = val * 3
+        (y * y).sum().backward()
+        gx.append(x.grad.numpy())
+        gv.append(val.grad.numpy())
+    np.testing.assert_allclose(gx[0], gx[1])
+    np.testing.assert_allclose(gv[0], gv[1])
+
+
+def test_repeated_indices_accumulate_gradients():
+    p = to.tensor(np.zeros((3, 2)), requires_grad=True)
+    (p[[0, 2, 2, 2]] * to.tensor([[1.0, 2.0]] * 4)).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [[1, 2], [0, 0], [3, 6]])
+
+
+def test_index_errors_are_torchs():
+    t = to.tensor(X)
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
+        t[3]
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 1 with size 4"):
+        t[:, [0, 7]]
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        t[::-1]
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        to.tensor(1.0)[0]
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        t[0] = to.ones(3)
+    assert to.tensor(1.0)[...].shape == () and to.tensor(1.0)[None].shape == (1,)
+
+
+def test_a_slice_that_moves_every_step_compiles_once():
+    """A language model's ``data[i:i + bptt]``: offsets are bound per run, not compiled in."""
+    to.manual_seed(0)
+    data = to.randint(0, 50, (400, 4))         # (tokens, batch), as word_language_model batches
+    emb, head = nn.Embedding(50, 8), nn.Linear(8, 50)
+    opt = to.optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.1)
+    to.engine.cache_clear()
+    bptt = 35
+    for i in range(0, data.size(0) - 1, bptt):
+        n = min(bptt, data.size(0) - 1 - i)
+        x, y = data[i:i + n], data[i + 1:i + 1 + n].reshape(-1)
+        loss = nn.functional.cross_entropy(head(emb(x)).view(-1, 50), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    info = to.engine.cache_info()
+    assert info.misses == 2 and info.hits == 10  # the 35-token steps and the short last one
+
+    # offsets into a graph node (a slice of an activation, an index per step) are inputs too
+    w = to.nn.Parameter(np.ones((6, 3)))
+    to.engine.cache_clear()
+    for t in range(5):
+        h = w * 2
+        (h[t:t + 2].sum() + h[:, t % 3].sum() + h[t].sum() + h[[t, 0]].sum()).backward()
+    assert to.engine.cache_info().misses == 1
+
+
+def test_index_tensors_may_be_computed_in_the_graph():
+    w = to.nn.Parameter(np.arange(12.0).reshape(4, 3))
+    idx = (w.sum(1) > 10).long() * 2 + 1   # computed from the graph: bound when it runs
+    out = w[idx]
+    out.sum().backward()
+    np.testing.assert_array_equal(idx.numpy(), [1, 3, 3, 3])
+    np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0, 1, 0, 3])
