@@ -64,7 +64,7 @@ def _assert_masters_follow(opt16, params16, opt32, params32, dtype):
         st, st32 = opt16.state.get(p, {}), opt32.state.get(q, {})
         if not st32 and not st:
             continue
-        master = st["master_param"]
+        master = st["master_param"].numpy()
         assert master.dtype == np.float32 and master.shape == p.shape
         np.testing.assert_array_equal(master, q.data.numpy(), err_msg=f"param {i} master")
         np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
@@ -73,7 +73,7 @@ def _assert_masters_follow(opt16, params16, opt32, params32, dtype):
         assert set(st) - {"master_param"} == set(st32)
         for k, v in st32.items():
             assert st[k].dtype == np.float32
-            np.testing.assert_array_equal(st[k], v, err_msg=f"param {i} state {k}")
+            np.testing.assert_array_equal(st[k].numpy(), v.numpy(), err_msg=f"param {i} state {k}")
 
 
 @pytest.mark.parametrize("cls", FUSED, ids=lambda c: c.__name__)
@@ -105,7 +105,7 @@ def test_overflow_and_nan_reach_the_copy_as_ieee_has_them():
     opt = optim.SGD([p], lr=1.0)
     p.grad = np.array([-10000.0, np.nan, np.inf, -1e-8], np.float32)
     opt.step()
-    master = opt.state[p]["master_param"]
+    master = opt.state[p]["master_param"].numpy()
     assert master[0] == 70000.0 and np.isinf(p.data.numpy()[0])  # beyond float16: the master has it
     assert np.isnan(p.data.numpy()[1]) and np.isnan(master[1])
     assert p.data.numpy()[2] == -np.inf
@@ -146,7 +146,8 @@ def test_state_dict_carries_masters_and_resumes_bit_for_bit(dtype):
     for p, q in zip(params, params2):
         np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
                                       q.data.numpy().view(np.uint16))
-        np.testing.assert_array_equal(opt.state[p]["master_param"], opt2.state[q]["master_param"])
+        np.testing.assert_array_equal(opt.state[p]["master_param"].numpy(),
+                                      opt2.state[q]["master_param"].numpy())
 
 
 def test_a_state_dict_without_masters_starts_them_from_the_parameters():
@@ -161,7 +162,8 @@ def test_a_state_dict_without_masters_starts_them_from_the_parameters():
     for p in params:
         st = opt.state.get(p)
         if st:
-            np.testing.assert_array_equal(st["master_param"], p.data.numpy().astype(np.float32))
+            np.testing.assert_array_equal(st["master_param"].numpy(),
+                                          p.data.numpy().astype(np.float32))
 
 
 def test_loads_into_torch_which_rounds_the_state_to_the_parameters_dtype():
@@ -179,10 +181,11 @@ def test_loads_into_torch_which_rounds_the_state_to_the_parameters_dtype():
     st = topt.state[tparams[0]]
     assert st["exp_avg"].dtype == torch.bfloat16
     np.testing.assert_array_equal(st["exp_avg"].float().numpy(),
-                                  opt.state[params[0]]["exp_avg"].astype(BF16).astype(np.float32))
+                                  opt.state[params[0]]["exp_avg"].numpy().astype(BF16)
+                                  .astype(np.float32))
     # and back: torch's bfloat16 state, widened; the masters start from the parameters
     opt.load_state_dict(from_torch(topt.state_dict()))
-    np.testing.assert_array_equal(opt.state[params[0]]["master_param"],
+    np.testing.assert_array_equal(opt.state[params[0]]["master_param"].numpy(),
                                   params[0].data.numpy().astype(np.float32))
 
 
@@ -200,7 +203,7 @@ def test_stochastic_rounding_is_reproducible_and_stays_within_an_ulp():
     for p, q, r in zip(pa, pb, params32):
         np.testing.assert_array_equal(p.data.numpy().view(np.uint16),
                                       q.data.numpy().view(np.uint16))
-        master = oa.state[p]["master_param"]
+        master = oa.state[p]["master_param"].numpy()
         np.testing.assert_array_equal(master, r.data.numpy())  # masters do not depend on rounding
         down = (master.view(np.uint32) >> 16).astype(np.uint16)
         bits = p.data.numpy().view(np.uint16)
