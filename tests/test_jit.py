@@ -156,3 +156,40 @@ def test_fork_after_a_large_parallel_step_works_and_never_hangs():
     out = r.stdout.splitlines()
     assert out[:2] == ["child 0", "pool 4"] and out[2].startswith("parent "), out
     assert "GNU OpenMP" not in r.stderr
+
+
+THREADS = """if True:
+    import threading
+    import numba, numpy as np
+    import tinyopt as to
+
+    def work(results, k):
+        p = to.Parameter(np.ones(1 << 14, np.float32))
+        opt = to.optim.SGD([p], lr=0.1, momentum=0.9)
+        for _ in range(100):
+            p.grad = np.ones(1 << 14, np.float32)
+            opt.step()
+        results[k] = p.data.numpy().copy()
+
+    results = [None, None]
+    threads = [threading.Thread(target=work, args=(results, k)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (results[0] == results[1]).all()
+    print(numba.threading_layer())
+"""
+
+
+def test_parallel_kernels_from_two_threads_under_the_workqueue_layer():
+    # numba's workqueue layer (where neither OpenMP nor TBB is found) terminates the process when
+    # two threads enter parallel regions at once: tinyopt enters them one at a time
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TINYOPT_PARALLEL_MIN="4096", NUMBA_THREADING_LAYER="workqueue",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "workqueue", r.stderr[-2000:]
