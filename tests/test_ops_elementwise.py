@@ -503,3 +503,71 @@ def test_composed_ops_backward(program, seed):
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((3, 3)) * 0.5, rng.standard_normal((3, 3)) * 0.5
     gradcheck(f, a, b, rtol=1e-4, atol=1e-6)
+
+
+# ---- the rest of PyTorch's math API, against torch 2.13 -----------------------------------------
+from torchref import compare  # noqa: E402
+
+_g = np.random.default_rng(11)
+P = _g.uniform(0.2, 0.9, (3, 4))          # in (0, 1): every function defined and smooth
+Q = _g.standard_normal((3, 4))
+MATH_CASES = {
+    "sin": (lambda L, x: x.sin(), P), "cos": (lambda L, x: L.cos(x), P),
+    "tan": (lambda L, x: x.tan(), P), "sinh": (lambda L, x: x.sinh(), P),
+    "cosh": (lambda L, x: x.cosh(), P), "asin": (lambda L, x: x.asin(), P),
+    "acos": (lambda L, x: x.acos(), P), "atan": (lambda L, x: L.atan(x), Q),
+    "rsqrt": (lambda L, x: x.rsqrt(), P), "log1p": (lambda L, x: x.log1p(), P),
+    "expm1": (lambda L, x: x.expm1(), Q), "log2": (lambda L, x: x.log2(), P),
+    "log10": (lambda L, x: x.log10(), P), "erf": (lambda L, x: x.erf(), Q),
+    "reciprocal": (lambda L, x: x.reciprocal(), P), "sign": (lambda L, x: x.sign(), Q),
+    "floor": (lambda L, x: (x * 3).floor(), Q), "ceil": (lambda L, x: (x * 3).ceil(), Q),
+    "round": (lambda L, x: (x * 3).round(), Q), "round decimals": (lambda L, x: x.round(decimals=1), Q),
+    "trunc": (lambda L, x: (x * 3).trunc(), Q), "remainder": (lambda L, x: x.remainder(0.3), Q),
+    "fmod": (lambda L, x: L.fmod(x, 0.3), Q), "% tensor": (lambda L, x: (x * 5) % (x + 2), P),
+    "pow tensors": (lambda L, x: x ** (x * 2), P), "rpow": (lambda L, x: 2.0 ** x, Q),
+    "lerp": (lambda L, x: x.lerp(x * 3, 0.3), Q), "lerp tensor weight": (lambda L, x: L.lerp(x, -x, x), P),
+    "clip": (lambda L, x: x.clip(-0.5, 0.5), Q), "clamp tensors": (lambda L, x: x.clamp(x * 0 - 0.5, x * 0 + 0.3), Q),
+    "clamp_min": (lambda L, x: x.clamp_min(0.1), Q), "nan_to_num": (lambda L, x: (x.log()).nan_to_num(), Q),
+    "where scalars": (lambda L, x: L.where(x > 0, x, 0.0), Q),
+    "where scalar first": (lambda L, x: L.where(x > 0, 1.0, x * 2), Q),
+    "masked_fill": (lambda L, x: x.masked_fill(x < 0, 0.5), Q),
+    "addcmul": (lambda L, x: x.addcmul(x, x, value=0.5), Q), "addcdiv": (lambda L, x: L.addcdiv(x, x, x + 3), P),
+    "xlogy": (lambda L, x: L.xlogy(x, x), P), "logaddexp": (lambda L, x: L.logaddexp(x, -x), Q),
+    "hypot": (lambda L, x: L.hypot(x, x * 2), P), "div trunc": (lambda L, x: x.div(0.3, rounding_mode="trunc"), Q),
+    "div floor": (lambda L, x: L.div(x, 0.3, rounding_mode="floor"), Q),
+    "abs": (lambda L, x: x.abs(), Q), "neg": (lambda L, x: -x, Q), "square": (lambda L, x: x.square(), Q),
+    "sigmoid": (lambda L, x: x.sigmoid(), Q), "maximum": (lambda L, x: L.maximum(x, -x + 0.1), Q),
+}
+
+
+@pytest.mark.parametrize("name", list(MATH_CASES))
+def test_math_against_torch(name):
+    fn, x = MATH_CASES[name]
+    piecewise = name in ("floor", "ceil", "round", "trunc", "sign", "round decimals",
+                         "div trunc", "div floor")
+    # floor-like functions have zero gradient (PyTorch); div with rounding has none in torch
+    compare(fn, x, rtol=1e-9, grad=not name.startswith("div "), fd=not piecewise)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "bool"])
+def test_integer_math_against_torch(dtype):
+    torch = pytest.importorskip("torch")
+    a = np.array([[3, -2, 0], [7, 1, -5]]).astype(dtype) if dtype != "bool" else \
+        np.array([[True, False, True], [False, False, True]])
+    cases = [lambda t: t * 2, lambda t: t + t, lambda t: t // 2 if dtype != "bool" else t & t,
+             lambda t: t % 3 if dtype != "bool" else t | t, lambda t: t / 2, lambda t: t.abs() if dtype != "bool" else ~t,
+             lambda t: t.exp(), lambda t: t.sqrt(), lambda t: t.float(), lambda t: t == 0,
+             lambda t: t.sign() if dtype != "bool" else t ^ t, lambda t: t.clamp(0, 2) if dtype != "bool" else t,
+             lambda t: t > 0, lambda t: t.sum(), lambda t: t.max(), lambda t: t.neg() if dtype != "bool" else t.logical_not()]
+    for fn in cases:
+        ours, theirs = fn(to.tensor(a)), fn(torch.tensor(a))
+        assert str(ours.dtype) == str(theirs.dtype).removeprefix("torch."), fn
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6)
+
+
+def test_floor_divide_has_no_gradient_as_in_torch():
+    x = to.tensor([5.0, -3.0], requires_grad=True)
+    y = x // 2
+    assert y.requires_grad
+    with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
+        y.sum().backward()

@@ -132,3 +132,44 @@ def test_linear_errors():
         O.linear(x, to.tensor(np.zeros((2, 3))), to.tensor(np.zeros(3)))
     with pytest.raises(TypeError, match=r"linear.*int64"):
         O.linear(to.tensor([[1, 2]]), to.tensor([[1, 2]]))
+
+
+# ---- named products and einsum, against torch 2.13 ------------------------------------------------
+from torchref import compare  # noqa: E402
+
+_r = np.random.default_rng(10)
+M34, M45, V4, V3 = (_r.standard_normal(s) for s in [(3, 4), (4, 5), (4,), (3,)])
+B234, B245, M35 = _r.standard_normal((2, 3, 4)), _r.standard_normal((2, 4, 5)), _r.standard_normal((3, 5))
+PRODUCT_CASES = {
+    "mm": (lambda L, a, b: a.mm(b), (M34, M45)), "matmul 1d": (lambda L, a, v: a @ v, (M34, V4)),
+    "bmm": (lambda L, a, b: L.bmm(a, b), (B234, B245)), "mv": (lambda L, a, v: a.mv(v), (M34, V4)),
+    "dot": (lambda L, a, b: L.dot(a, b), (V4, V4 * 2)), "outer": (lambda L, a, b: a.outer(b), (V3, V4)),
+    "addmm": (lambda L, c, a, b: L.addmm(c, a, b, beta=0.5, alpha=2.0), (M35, M34, M45)),
+    "addmm default": (lambda L, c, a, b: c.addmm(a, b), (M35, M34, M45)),
+    "baddbmm": (lambda L, c, a, b: L.baddbmm(c, a, b, alpha=0.5), (M35, B234, B245)),
+    "addbmm": (lambda L, c, a, b: L.addbmm(c, a, b), (M35, B234, B245)),
+    "addmv": (lambda L, c, a, v: L.addmv(c, a, v, beta=2), (V3, M34, V4)),
+    "einsum matmul": (lambda L, a, b: L.einsum("ij,jk->ik", a, b), (M34, M45)),
+    "einsum batch": (lambda L, a, b: L.einsum("bij,bjk->bik", a, b), (B234, B245)),
+    "einsum implicit": (lambda L, a, b: L.einsum("ij,jk", a, b), (M34, M45)),
+    "einsum sum": (lambda L, a: L.einsum("bij->j", a), (B234,)),
+    "einsum outer": (lambda L, a, b: L.einsum("i,j->ij", a, b), (V3, V4)),
+    "einsum ellipsis": (lambda L, a, b: L.einsum("...ij,...jk->...ik", a, b), (B234, B245)),
+    "einsum list": (lambda L, a, b: L.einsum("ij,j->i", [a, b]), (M34, V4)),
+    "einsum transpose": (lambda L, a: L.einsum("bij->bji", a), (B234,)),
+}
+
+
+@pytest.mark.parametrize("name", list(PRODUCT_CASES))
+def test_products_against_torch(name):
+    fn, arrays = PRODUCT_CASES[name]
+    compare(fn, *arrays, rtol=1e-9)
+
+
+def test_product_shape_errors_are_torchs():
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(3x4 and 5x4\)"):
+        to.mm(to.ones(3, 4), to.ones(5, 4))
+    with pytest.raises(RuntimeError, match="3D tensor"):
+        to.bmm(to.ones(3, 4), to.ones(4, 3))
+    with pytest.raises(RuntimeError, match="1D tensors expected"):
+        to.dot(to.ones(2, 2), to.ones(2))

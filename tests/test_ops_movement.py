@@ -311,3 +311,51 @@ def test_functions_accept_arrays_and_lists():
     ]:
         assert isinstance(got, to.Tensor)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+# ---- the rest of PyTorch's shape API, against torch 2.13 ---------------------------------------
+from torchref import compare  # noqa: E402
+
+A3 = np.random.default_rng(7).standard_normal((2, 3, 4))
+SHAPE_CASES = {
+    "view": lambda L, x: x.view(4, 6), "view_as": lambda L, x: x.view_as(L.ones(6, 4)),
+    "reshape_as": lambda L, x: x.reshape_as(L.ones(3, 8)),
+    "expand": lambda L, x: x[:, :1].expand(2, 5, 4), "expand_as": lambda L, x: x[0].expand_as(x),
+    "repeat": lambda L, x: x.repeat(2, 1, 3), "repeat new dim": lambda L, x: x.repeat(2, 1, 1, 1),
+    "repeat_interleave": lambda L, x: x.repeat_interleave(2, dim=1),
+    "repeat_interleave flat": lambda L, x: L.repeat_interleave(x, 2),
+    "repeat_interleave counts": lambda L, x: x.repeat_interleave(L.tensor([1, 0, 3]), dim=1),
+    "flip": lambda L, x: x.flip(0, 2), "flip list": lambda L, x: L.flip(x, [1]),
+    "fliplr": lambda L, x: x[0].fliplr(), "roll": lambda L, x: x.roll(1, 2),
+    "roll dims": lambda L, x: L.roll(x, (1, -2), (0, 2)), "roll flat": lambda L, x: x.roll(3),
+    "split": lambda L, x: x.split(2, dim=2), "split sizes": lambda L, x: x.split([1, 2], 1),
+    "chunk": lambda L, x: x.chunk(3, 2), "unbind": lambda L, x: x.unbind(1),
+    "tensor_split": lambda L, x: x.tensor_split(3, dim=2),
+    "narrow": lambda L, x: x.narrow(2, 1, 2), "select": lambda L, x: x.select(1, -1),
+    "movedim": lambda L, x: x.movedim(0, -1), "movedim seq": lambda L, x: L.movedim(x, (0, 1), (2, 0)),
+    "swapaxes": lambda L, x: x.swapaxes(0, 2), "t": lambda L, x: x[0].t(), "mT": lambda L, x: x.mT,
+    "T 2d": lambda L, x: x[1].T, "squeeze tuple": lambda L, x: x[:1, :, :1].squeeze((0, 2)),
+    "unsqueeze": lambda L, x: x.unsqueeze(-1), "unflatten": lambda L, x: x.unflatten(2, (2, 2)),
+    "tril": lambda L, x: x.tril(), "triu offset": lambda L, x: L.triu(x, -1),
+    "diagonal": lambda L, x: x.diagonal(1, 1, 2), "diag": lambda L, x: L.diag(x[0, 0]),
+    "diag of matrix": lambda L, x: x[0].diag(-1), "trace": lambda L, x: x[0, :, :3].trace(),
+    "cat": lambda L, x: L.cat([x, x * 2], 1), "stack": lambda L, x: L.stack([x, x], -1),
+    "hstack": lambda L, x: L.hstack([x, x]), "vstack": lambda L, x: L.vstack([x[0], x[1]]),
+    "meshgrid": lambda L, x: L.meshgrid(x[0, 0], x[0, 1, :2], indexing="ij"),
+    "meshgrid xy": lambda L, x: L.meshgrid(x[0, 0], x[0, 1, :2], indexing="xy"),
+    "broadcast_to": lambda L, x: x[:, :1].broadcast_to((2, 3, 4)),
+    "tile": lambda L, x: x.tile((2,)), "contiguous": lambda L, x: x.transpose(0, 2).contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPE_CASES))
+def test_shape_api_against_torch(name):
+    compare(SHAPE_CASES[name], A3)
+
+
+def test_shape_queries():
+    x = to.zeros(2, 3, 4)
+    assert x.size() == (2, 3, 4) and x.size(-1) == 4 and repr(x.size()) == "torch.Size([2, 3, 4])"
+    assert x.dim() == 3 and x.ndim == 3 and x.numel() == 24 and x.shape == (2, 3, 4)
+    assert x.shape[1:] == (3, 4) and len(x) == 2 and x.stride() == (12, 4, 1)
+    assert x.is_contiguous() and not x.transpose(0, 1).is_contiguous()

@@ -305,3 +305,45 @@ def test_log_softmax_of_a_row_with_inf_matches_pytorch():
     assert np.isnan(out[:2]).all()
     np.testing.assert_allclose(out[2], [-1.3132616, -0.3132617], rtol=1e-6)
     np.testing.assert_array_equal(x.logsumexp(1).numpy()[:2], [np.inf, -np.inf])
+
+
+# ---- more reductions and scans, against torch 2.13 ----------------------------------------------
+from torchref import compare  # noqa: E402
+
+R3 = np.random.default_rng(8).standard_normal((3, 4, 5))
+Z3 = np.where(np.random.default_rng(9).random((3, 4, 5)) < 0.25, 0.0, R3)  # with zeros
+T3 = np.round(R3 * 2) / 2  # with ties
+REDUCE_CASES = {
+    "prod": (lambda L, x: x.prod(), Z3), "prod dim": (lambda L, x: x.prod(1), Z3),
+    "prod keepdim": (lambda L, x: L.prod(x, -1, keepdim=True), R3),
+    "cumsum": (lambda L, x: x.cumsum(1), R3), "cumsum last": (lambda L, x: L.cumsum(x, -1), R3),
+    "cumprod": (lambda L, x: x.cumprod(2), R3), "cumprod zeros": (lambda L, x: x.cumprod(1), Z3),
+    "logcumsumexp": (lambda L, x: x.logcumsumexp(0), R3),
+    "amax": (lambda L, x: x.amax(1), T3), "amax dims": (lambda L, x: L.amax(x, (0, 2)), T3),
+    "amin all": (lambda L, x: x.amin(), T3), "amin keepdim": (lambda L, x: x.amin(-1, True), T3),
+    "norm": (lambda L, x: x.norm(), R3), "norm p": (lambda L, x: x.norm(3, dim=1), R3),
+    "vector_norm": (lambda L, x: L.linalg.vector_norm(x, 1, (0, 2)), R3),
+    "std": (lambda L, x: x.std(1), R3), "std unbiased=False": (lambda L, x: x.std(0, False), R3),
+    "var correction": (lambda L, x: L.var(x, 2, correction=0, keepdim=True), R3),
+    "mean dtype": (lambda L, x: x.mean((0, 1)), R3), "logsumexp": (lambda L, x: x.logsumexp(1), R3),
+    "max": (lambda L, x: x.max(), T3), "max with tensor": (lambda L, x: L.max(x, x.flip(2)), R3),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCE_CASES))
+def test_more_reductions_against_torch(name):
+    fn, x = REDUCE_CASES[name]
+    # at ties the function is not differentiable: PyTorch's convention (split the gradient
+    # evenly) is checked against torch only
+    compare(fn, x, rtol=1e-9, fd=x is not T3)
+
+
+def test_integer_and_bool_reductions_follow_torch():
+    torch = pytest.importorskip("torch")
+    for fn in [lambda L, t: t.sum(), lambda L, t: (t > 1).sum(), lambda L, t: t.prod(1),
+               lambda L, t: t.cumsum(0), lambda L, t: (t > 1).any(), lambda L, t: (t > 0).all(1),
+               lambda L, t: L.count_nonzero(t), lambda L, t: t.amax(0)]:
+        a = np.array([[1, 2, 3], [0, 5, 1]], np.int32)
+        o, w = fn(to, to.tensor(a)), fn(torch, torch.tensor(a))
+        assert str(o.dtype) == str(w.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(o.numpy(), w.numpy())

@@ -197,7 +197,7 @@ def test_add_param_group_packs_new_group_and_keeps_old():
     opt = optim.Adam([p], lr=0.1)
     p.grad = np.ones(3)
     opt.step()
-    state_p = {k: v.copy() for k, v in opt.state[p].items()}
+    state_p = {k: v.clone() for k, v in opt.state[p].items()}
     opt.add_param_group({"params": q, "lr": 0.2})
     assert opt.param_groups[1]["lr"] == 0.2 and opt.param_groups[1]["betas"] == (0.9, 0.999)
     for k, v in state_p.items():
@@ -385,13 +385,13 @@ def test_state_dict_never_aliases_live_state():
     for k, v in saved["state"][0].items():
         np.testing.assert_array_equal(sd["state"][0][k], v)
     sd["state"][0]["exp_avg"][...] = 123  # editing the saved dict does not touch the optimizer
-    assert not np.any(opt.state[p]["exp_avg"] == 123)
+    assert not (opt.state[p]["exp_avg"] == 123).any()
     sd["param_groups"][0]["betas"] = (0.1, 0.2)
     assert opt.param_groups[0]["betas"] == (0.9, 0.999)
     loaded = optim.Adam(_params((3,)))
     loaded.load_state_dict(saved)
     saved["state"][0]["exp_avg"][...] = 7  # nor does editing a dict after loading it
-    assert not np.any(loaded.state_dict()["state"][0]["exp_avg"] == 7)
+    assert not (loaded.state_dict()["state"][0]["exp_avg"] == 7).any()
 
 
 def test_load_state_dict_validation_and_unchanged_on_reject():
@@ -612,3 +612,92 @@ def test_float32_overflowing_hyperparameters_raise_like_pytorch(cls, kw):
     opt64 = cls([p64], **kw)
     p64.grad = np.ones(3)
     opt64.step()
+
+
+# ---- state values are Tensors on the flat buffers; assigning takes effect (issue 10 §4) -------------
+def test_state_values_are_tensors_sharing_the_buffers():
+    from tinyopt import Tensor
+
+    p, q = _params((2, 3), (4,))
+    opt = optim.Adam([p, q], lr=0.1)
+    p.grad, q.grad = np.ones((2, 3)), np.ones(4)
+    opt.step()
+    st = opt.state[p]
+    assert all(isinstance(v, Tensor) for v in st.values())
+    assert st["step"].shape == () and st["step"].dtype == np.float32 and float(st["step"]) == 1
+    (fb,) = opt._flat[0]
+    assert np.shares_memory(np.asarray(st["exp_avg"]), fb.vectors["exp_avg"])
+    st["exp_avg"].mul_(0)  # in place on the Tensor: the kernel sees it
+    assert not fb.view(fb.vectors["exp_avg"], 0).any()
+    sd = opt.state_dict()
+    assert all(isinstance(v, Tensor) for v in sd["state"][0].values())
+    assert not np.shares_memory(np.asarray(sd["state"][0]["exp_avg"]), fb.vectors["exp_avg"])
+
+
+def _torch_pair(torch, cls, kw):
+    a = np.linspace(-1, 1, 6).reshape(2, 3).astype(np.float32)
+    p, tp = Parameter(a.copy()), torch.nn.Parameter(torch.from_numpy(a.copy()))
+    return p, cls([p], **kw), tp, getattr(torch.optim, cls.__name__)([tp], **kw)
+
+
+@pytest.mark.parametrize("edit", ["assign_state", "assign_step", "replace_entry", "before_first",
+                                  "reset_all"])
+def test_assigning_state_takes_effect_as_in_pytorch(edit):
+    """Assigning ``state[p][name]``, ``state[p]`` or ``state`` used to be ignored silently (the
+    kernel kept its buffers); as in PyTorch it now changes the next steps."""
+    torch = pytest.importorskip("torch")
+    p, opt, tp, topt = _torch_pair(torch, optim.Adam, dict(lr=0.1, amsgrad=True))
+    g = np.linspace(0.5, -0.3, 6).reshape(2, 3).astype(np.float32)
+
+    def step(n=1):
+        for _ in range(n):
+            p.grad, tp.grad = g, torch.from_numpy(g.copy())
+            opt.step()
+            topt.step()
+
+    if edit == "before_first":
+        for o, x, arr in ((opt, p, np.full((2, 3), 0.25, np.float32)),
+                          (topt, tp, torch.full((2, 3), 0.25))):
+            o.state[x]["step"] = torch.tensor(4.0) if o is topt else 4.0
+            for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+                o.state[x][k] = arr.clone() if o is topt else arr.copy()
+        step(2)
+    else:
+        step(3)
+        if edit == "assign_state":
+            opt.state[p]["exp_avg"] = np.zeros((2, 3), np.float32)
+            topt.state[tp]["exp_avg"] = torch.zeros(2, 3)
+        elif edit == "assign_step":
+            opt.state[p]["step"] = 100
+            topt.state[tp]["step"] = torch.tensor(100.0)
+        elif edit == "replace_entry":
+            new = {k: np.asarray(v) * 0.5 for k, v in opt.state[p].items() if k != "step"}
+            opt.state[p] = dict(new, step=np.float32(7))
+            topt.state[tp] = {k: torch.from_numpy(v.copy()) for k, v in new.items()}
+            topt.state[tp]["step"] = torch.tensor(7.0)
+        else:
+            from collections import defaultdict
+            opt.state = defaultdict(dict)
+            topt.state = defaultdict(dict)
+            assert len(opt.state) == 0
+        step(3)
+    np.testing.assert_allclose(np.asarray(p.data), tp.detach().numpy(), rtol=1e-6, atol=1e-7)
+    for k, v in topt.state[tp].items():
+        np.testing.assert_allclose(np.asarray(opt.state[p][k]), v.numpy(), rtol=1e-6, err_msg=k)
+
+
+def test_state_assignments_that_cannot_take_effect_raise():
+    (p,) = _params((3,))
+    opt = optim.Adam([p])
+    p.grad = np.ones(3)
+    opt.step()
+    with pytest.raises(ValueError, match=r"'exp_avg' has shape \(3,\); cannot assign a value of "
+                                         r"shape \(4,\)"):
+        opt.state[p]["exp_avg"] = np.zeros(4)
+    with pytest.raises(ValueError, match="'step' = -1.0, expected a whole number"):
+        opt.state[p]["step"] = -1
+    with pytest.raises(TypeError, match="cannot delete the optimizer state 'exp_avg'"):
+        del opt.state[p]["exp_avg"]
+    with pytest.raises(ValueError, match="does not optimize"):
+        opt.state = {Parameter(np.zeros(3)): {}}
+    assert float(opt.state[p]["step"]) == 1

@@ -10,18 +10,57 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Self
+
 if TYPE_CHECKING:
     import numpy as np
 
-    from tinyopt.engine import ops as _F
     from tinyopt.engine.tensor import Tensor
-else:
-    _F = None  # tinyopt.engine.ops, bound when it is imported (it imports Tensor)
+# tinyopt.engine.ops, bound when it is imported (it imports Tensor).  Typed Any: the methods'
+# own signatures are the contract users see.
+_F: Any = None
 
 _Dims = Any  # an int, a tuple of ints, or None
 
 
-class TensorMethods:
+class TensorCasts:
+    """``x.float()``, ``x.long()``...: in a class of their own, so that the names ``float``,
+    ``int`` and ``bool`` in the other classes' annotations still mean the builtins."""
+
+    __slots__ = ()
+
+    def float(self) -> Tensor:
+        return _F.to(self, "float32")
+
+    def double(self) -> Tensor:
+        return _F.to(self, "float64")
+
+    def long(self) -> Tensor:
+        return _F.to(self, "int64")
+
+    def int(self) -> Tensor:
+        return _F.to(self, "int32")
+
+    def short(self) -> Tensor:
+        return _F.to(self, "int16")
+
+    def char(self) -> Tensor:
+        return _F.to(self, "int8")
+
+    def byte(self) -> Tensor:
+        return _F.to(self, "uint8")
+
+    def bool(self) -> Tensor:
+        return _F.to(self, "bool")
+
+    def half(self) -> Tensor:
+        raise TypeError("float16 tensors are not supported yet")
+
+    def bfloat16(self) -> Tensor:
+        raise TypeError("bfloat16 tensors are not supported yet")
+
+
+class TensorMethods(TensorCasts):
     """PyTorch's tensor methods (see the module docstring)."""
 
     __slots__ = ()
@@ -32,10 +71,10 @@ class TensorMethods:
         requires_grad: bool
 
         def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
-                     check_cast: bool = True) -> Tensor: ...
+                     check_cast: bool = True) -> Self: ...
 
         def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any,
-                           **kwargs: Any) -> Tensor: ...
+                           **kwargs: Any) -> Self: ...
 
         def dim(self) -> int: ...
 
@@ -321,6 +360,24 @@ class TensorMethods:
     def all(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
         return _F.all(self, dim, keepdim)
 
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F.prod(self, dim, keepdim, dtype=dtype)
+
+    def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
+        return _F.cumsum(self, dim, dtype=dtype)
+
+    def cumprod(self, dim: int, *, dtype: Any = None) -> Tensor:
+        return _F.cumprod(self, dim, dtype=dtype)
+
+    def logcumsumexp(self, dim: int) -> Tensor:
+        return _F.logcumsumexp(self, dim)
+
+    def amax(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
+        return _F.amax(self, dim, keepdim)
+
+    def amin(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
+        return _F.amin(self, dim, keepdim)
+
     def norm(self, p: Any = "fro", dim: _Dims = None, keepdim: bool = False,
              dtype: Any = None) -> Tensor:
         return _F.norm(self, p, dim, keepdim, dtype)
@@ -388,170 +445,398 @@ class TensorMethods:
     def unsqueeze(self, dim: int) -> Tensor:
         return _F.unsqueeze(self, dim)
 
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        return _F.unflatten(self, dim, sizes)
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        return _F.movedim(self, source, destination)
+
+    moveaxis = movedim
+
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        return _F.transpose(self, axis0, axis1)
+
+    swapdims = swapaxes
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        return _F.narrow(self, dim, start, length)
+
+    def select(self, dim: int, index: int) -> Tensor:
+        return _F.select(self, dim, index)
+
+    def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+        return _F.split(self, split_size, dim)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        return _F.chunk(self, chunks, dim)
+
+    def tensor_split(self, indices_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
+        return _F.tensor_split(self, indices_or_sections, dim)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return _F.unbind(self, dim)
+
+    def broadcast_to(self, size: Sequence[int]) -> Tensor:
+        return _F.broadcast_to(self, size)
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        return _F.repeat(self, *sizes)
+
+    def tile(self, dims: Sequence[int]) -> Tensor:
+        return _F.tile(self, dims)
+
+    def repeat_interleave(self, repeats: Any, dim: int | None = None, *,
+                          output_size: int | None = None) -> Tensor:
+        return _F.repeat_interleave(self, repeats, dim)
+
+    def flip(self, *dims: Any) -> Tensor:
+        return _F.flip(self, dims[0] if len(dims) == 1 else dims)
+
+    def fliplr(self) -> Tensor:
+        return _F.flip(self, 1)
+
+    def flipud(self) -> Tensor:
+        return _F.flip(self, 0)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return _F.roll(self, shifts, dims)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _F.tril(self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _F.triu(self, diagonal)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return _F.diagonal(self, offset, dim1, dim2)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        return _F.diag(self, diagonal)
+
+    def trace(self) -> Tensor:
+        return _F.trace(self)
+
+    # ---- new tensors like this one (dtype kept unless given) --------------------------------
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+        return _F.zeros(*size, dtype=dtype or self.dtype, device=device,
+                        requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        return _F.ones(*size, dtype=dtype or self.dtype, device=device,
+                       requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None,
+                  requires_grad: bool = False) -> Tensor:
+        return _F.zeros(*size, dtype=dtype or self.dtype, device=device,
+                        requires_grad=requires_grad)
+
+    def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
+                 device: Any = None, requires_grad: bool = False) -> Tensor:
+        return _F.full(size, fill_value, dtype=dtype or self.dtype, device=device,
+                       requires_grad=requires_grad)
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None,
+                   requires_grad: bool = False) -> Tensor:
+        return _F.tensor(data, dtype=dtype or self.dtype, device=device,
+                         requires_grad=requires_grad)
+
+    # ---- products -----------------------------------------------------------------------------
+    def mm(self, mat2: Any) -> Tensor:
+        return _F.mm(self, mat2)
+
+    def bmm(self, mat2: Any) -> Tensor:
+        return _F.bmm(self, mat2)
+
+    def mv(self, vec: Any) -> Tensor:
+        return _F.mv(self, vec)
+
+    def dot(self, other: Any) -> Tensor:
+        return _F.dot(self, other)
+
+    def outer(self, vec2: Any) -> Tensor:
+        return _F.outer(self, vec2)
+
+    ger = outer
+
+    def addmm(self, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _F.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+    def addmv(self, mat: Any, vec: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _F.addmv(self, mat, vec, beta=beta, alpha=alpha)
+
+    def baddbmm(self, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _F.baddbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addbmm(self, batch1: Any, batch2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _F.addbmm(self, batch1, batch2, beta=beta, alpha=alpha)
+
+    def addr(self, vec1: Any, vec2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        return _F.addr(self, vec1, vec2, beta=beta, alpha=alpha)
+
+    # ---- selection ----------------------------------------------------------------------------
+    def gather(self, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
+        return _F.gather(self, dim, index)
+
+    def take_along_dim(self, indices: Any, dim: int | None = None) -> Tensor:
+        return _F.take_along_dim(self, indices, dim)
+
+    def take(self, index: Any) -> Tensor:
+        return _F.take(self, index)
+
+    def scatter(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
+                reduce: str | None = None) -> Tensor:
+        return _F.scatter(self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_add(self, dim: int, index: Any, src: Any) -> Tensor:
+        return _F.scatter_add(self, dim, index, src)
+
+    def index_select(self, dim: int, index: Any) -> Tensor:
+        return _F.index_select(self, dim, index)
+
+    def index_add(self, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Tensor:
+        return _F.index_add(self, dim, index, source, alpha=alpha)
+
+    def index_fill(self, dim: int, index: Any, value: Any) -> Tensor:
+        return _F.index_fill(self, dim, index, value)
+
+    def index_copy(self, dim: int, index: Any, source: Any) -> Tensor:
+        return _F.index_copy(self, dim, index, source)
+
+    def masked_select(self, mask: Any) -> Tensor:
+        return _F.masked_select(self, mask)
+
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
+        """``(values, indices)``."""
+        return _F.sort(self, dim, descending, stable)
+
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+        return _F.argsort(self, dim, descending, stable)
+
+    def msort(self) -> Tensor:
+        return _F.msort(self)
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
+        """``(values, indices)``."""
+        return _F.topk(self, k, dim, largest, sorted)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+        """``(values, indices)``."""
+        return _F.kthvalue(self, k, dim, keepdim)
+
+    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """The lower median, or ``(values, indices)`` along ``dim``."""
+        return _F.median(self, dim, keepdim)
+
+    def nonzero(self, *, as_tuple: bool = False) -> Any:
+        return _F.nonzero(self, as_tuple=as_tuple)
+
+    def argwhere(self) -> Tensor:
+        return _F.argwhere(self)
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False,
+               return_counts: bool = False, dim: int | None = None) -> Any:
+        return _F.unique(self, sorted, return_inverse, return_counts, dim)
+
+    def bincount(self, weights: Any = None, minlength: int = 0) -> Tensor:
+        return _F.bincount(self, weights, minlength)
+
+    def count_nonzero(self, dim: _Dims = None) -> Tensor:
+        return _F.count_nonzero(self, dim)
+
     # ---- in place (``x.op_(...)`` is ``x.copy_(x.op(...))`` with PyTorch's rules) ------------
-    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def add_(self, other: Any, *, alpha: Any = 1) -> Self:
         return self._inplace(lambda x: _F.add(x, other, alpha=alpha), other)
 
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def sub_(self, other: Any, *, alpha: Any = 1) -> Self:
         return self._inplace(lambda x: _F.sub(x, other, alpha=alpha), other)
 
     subtract_ = sub_
 
-    def mul_(self, other: Any) -> Tensor:
+    def mul_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.mul(x, other), other)
 
     multiply_ = mul_
 
-    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Self:
         return self._inplace(lambda x: _F.div(x, other, rounding_mode=rounding_mode), other)
 
     divide_ = div_
     true_divide_ = div_
 
-    def floor_divide_(self, other: Any) -> Tensor:
+    def floor_divide_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.floor_divide(x, other), other)
 
-    def remainder_(self, other: Any) -> Tensor:
+    def remainder_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.remainder(x, other), other)
 
-    def fmod_(self, other: Any) -> Tensor:
+    def fmod_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.fmod(x, other), other)
 
-    def pow_(self, exponent: Any) -> Tensor:
+    def pow_(self, exponent: Any) -> Self:
         return self._inplace(lambda x: _F.pow(x, exponent), exponent)
 
-    def neg_(self) -> Tensor:
+    def neg_(self) -> Self:
         return self._unary_inplace(_F.neg)
 
     negative_ = neg_
 
-    def abs_(self) -> Tensor:
+    def abs_(self) -> Self:
         return self._unary_inplace(_F.abs)
 
     absolute_ = abs_
 
-    def reciprocal_(self) -> Tensor:
+    def reciprocal_(self) -> Self:
         return self._unary_inplace(_F.reciprocal)
 
-    def square_(self) -> Tensor:
+    def square_(self) -> Self:
         return self._unary_inplace(_F.square)
 
-    def sqrt_(self) -> Tensor:
+    def sqrt_(self) -> Self:
         return self._unary_inplace(_F.sqrt)
 
-    def rsqrt_(self) -> Tensor:
+    def rsqrt_(self) -> Self:
         return self._unary_inplace(_F.rsqrt)
 
-    def exp_(self) -> Tensor:
+    def exp_(self) -> Self:
         return self._unary_inplace(_F.exp)
 
-    def expm1_(self) -> Tensor:
+    def expm1_(self) -> Self:
         return self._unary_inplace(_F.expm1)
 
-    def log_(self) -> Tensor:
+    def log_(self) -> Self:
         return self._unary_inplace(_F.log)
 
-    def log1p_(self) -> Tensor:
+    def log1p_(self) -> Self:
         return self._unary_inplace(_F.log1p)
 
-    def log2_(self) -> Tensor:
+    def log2_(self) -> Self:
         return self._unary_inplace(_F.log2)
 
-    def log10_(self) -> Tensor:
+    def log10_(self) -> Self:
         return self._unary_inplace(_F.log10)
 
-    def sin_(self) -> Tensor:
+    def sin_(self) -> Self:
         return self._unary_inplace(_F.sin)
 
-    def cos_(self) -> Tensor:
+    def cos_(self) -> Self:
         return self._unary_inplace(_F.cos)
 
-    def tan_(self) -> Tensor:
+    def tan_(self) -> Self:
         return self._unary_inplace(_F.tan)
 
-    def tanh_(self) -> Tensor:
+    def tanh_(self) -> Self:
         return self._unary_inplace(_F.tanh)
 
-    def sigmoid_(self) -> Tensor:
+    def sigmoid_(self) -> Self:
         return self._unary_inplace(_F.sigmoid)
 
-    def relu_(self) -> Tensor:
+    def relu_(self) -> Self:
         return self._unary_inplace(_F.relu)
 
-    def erf_(self) -> Tensor:
+    def erf_(self) -> Self:
         return self._unary_inplace(_F.erf)
 
-    def sign_(self) -> Tensor:
+    def sign_(self) -> Self:
         return self._unary_inplace(_F.sign)
 
-    def floor_(self) -> Tensor:
+    def floor_(self) -> Self:
         return self._unary_inplace(_F.floor)
 
-    def ceil_(self) -> Tensor:
+    def ceil_(self) -> Self:
         return self._unary_inplace(_F.ceil)
 
-    def round_(self, *, decimals: int = 0) -> Tensor:
+    def round_(self, *, decimals: int = 0) -> Self:
         return self._inplace(lambda x: _F.round(x, decimals=decimals))
 
-    def trunc_(self) -> Tensor:
+    def trunc_(self) -> Self:
         return self._unary_inplace(_F.trunc)
 
     fix_ = trunc_
 
-    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+    def clamp_(self, min: Any = None, max: Any = None) -> Self:
         return self._inplace(lambda x: _F.clamp(x, min, max), min, max)
 
     clip_ = clamp_
 
-    def clamp_min_(self, min: Any) -> Tensor:
+    def clamp_min_(self, min: Any) -> Self:
         return self._inplace(lambda x: _F.clamp(x, min=min), min)
 
-    def clamp_max_(self, max: Any) -> Tensor:
+    def clamp_max_(self, max: Any) -> Self:
         return self._inplace(lambda x: _F.clamp(x, max=max), max)
 
-    def lerp_(self, end: Any, weight: Any) -> Tensor:
+    def lerp_(self, end: Any, weight: Any) -> Self:
         return self._inplace(lambda x: _F.lerp(x, end, weight), end, weight)
 
-    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Self:
         return self._inplace(lambda x: _F.addcmul(x, tensor1, tensor2, value=value),
                              tensor1, tensor2)
 
-    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Self:
         return self._inplace(lambda x: _F.addcdiv(x, tensor1, tensor2, value=value),
                              tensor1, tensor2)
 
     def nan_to_num_(self, nan: float = 0.0, posinf: float | None = None,
-                    neginf: float | None = None) -> Tensor:
+                    neginf: float | None = None) -> Self:
         return self._inplace(lambda x: _F.nan_to_num(x, nan, posinf, neginf))
 
-    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+    def masked_fill_(self, mask: Any, value: Any) -> Self:
         return self._inplace(lambda x: _F.masked_fill(x, mask, value), mask, value)
 
-    def logical_not_(self) -> Tensor:
+    def logical_not_(self) -> Self:
         return self._unary_inplace(_F.logical_not)
 
-    def maximum_(self, other: Any) -> Tensor:
+    def cumsum_(self, dim: int) -> Self:
+        return self._inplace(lambda x: _F.cumsum(x, dim))
+
+    def cumprod_(self, dim: int) -> Self:
+        return self._inplace(lambda x: _F.cumprod(x, dim))
+
+    def tril_(self, diagonal: int = 0) -> Self:
+        return self._inplace(lambda x: _F.tril(x, diagonal))
+
+    def triu_(self, diagonal: int = 0) -> Self:
+        return self._inplace(lambda x: _F.triu(x, diagonal))
+
+    def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
+                 reduce: str | None = None) -> Self:
+        return self._inplace(lambda x: _F.scatter(x, dim, index, src, value=value,
+                                                  reduce=reduce), index, src)
+
+    def scatter_add_(self, dim: int, index: Any, src: Any) -> Self:
+        return self._inplace(lambda x: _F.scatter_add(x, dim, index, src), index, src)
+
+    def index_add_(self, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Self:
+        return self._inplace(lambda x: _F.index_add(x, dim, index, source, alpha=alpha),
+                             index, source)
+
+    def index_fill_(self, dim: int, index: Any, value: Any) -> Self:
+        return self._inplace(lambda x: _F.index_fill(x, dim, index, value), index, value)
+
+    def index_copy_(self, dim: int, index: Any, source: Any) -> Self:
+        return self._inplace(lambda x: _F.index_copy(x, dim, index, source), index, source)
+
+    def maximum_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.maximum(x, other), other)
 
-    def minimum_(self, other: Any) -> Tensor:
+    def minimum_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.minimum(x, other), other)
 
     # ---- random fills (the tinyopt generator, ``manual_seed``) ------------------------------
-    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "uniform", a, b, generator)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "normal", mean, std, generator)
 
-    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "bernoulli", p, 0.0, generator)
 
-    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "exponential", lambd, 0.0, generator)
 
     def random_(self, from_: int = 0, to: int | None = None, *, generator: Any = None
-                ) -> Tensor:
+                ) -> Self:
         return _F.fill_random(self, "integers", from_, to, generator)
 
-    if TYPE_CHECKING:
-        _seq = Sequence  # keep the import for annotations

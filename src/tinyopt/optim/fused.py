@@ -30,9 +30,95 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.engine.tensor import Parameter
+from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.optimizer import Optimizer, _cast_scalar
+
+
+class StateEntry(dict):
+    """``optimizer.state[p]`` of a fused optimizer: a dict whose values are Tensors sharing the
+    flat buffers, so in-place changes (``state["exp_avg"].mul_(0.5)``) reach the kernel, and
+    assigning a value (``state["exp_avg"] = np.zeros(shape)``, ``state["step"] = 10``) copies it
+    into the buffer, as it takes effect in PyTorch.  Deleting an entry raises."""
+
+    def __init__(self, fb: FlatBuffer, j: int, shown: tuple[str, ...], items: dict) -> None:
+        super().__init__(items)
+        self._fb, self._j, self._shown = fb, j, shown
+
+    def _bind(self, name: str, view: np.ndarray) -> None:
+        """Make ``self[name]`` a Tensor viewing ``view`` (copying in a value assigned before the
+        buffer existed; keeping a Tensor that already views it)."""
+        old = dict.get(self, name)
+        if isinstance(old, Tensor) and old._value is view:
+            return
+        if isinstance(old, Tensor) and old._value.ctypes.data == view.ctypes.data \
+                and old._value.shape == view.shape:
+            return
+        if old is not None:
+            view[...] = self._converted(name, old, view)
+        dict.__setitem__(self, name, leaf(view))
+
+    def _converted(self, name: str, value: Any, view: np.ndarray) -> np.ndarray:
+        if view.ndim == 0 and name in self._fb.scalar_names:
+            return _cast_scalar(value, name, f"optimizer state {name!r}")
+        arr = np.asarray(value)
+        if arr.shape != view.shape:
+            raise ValueError(f"optimizer state {name!r} has shape {view.shape}; cannot assign a "
+                             f"value of shape {arr.shape}")
+        return arr
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        fb, j = self._fb, self._j
+        if name in fb.vectors:
+            view = fb.view(fb.vectors[name], j)
+        elif name in self._shown:
+            view = fb.scalars[j, fb.scalar_names.index(name), ...]
+        else:  # not state the kernel keeps: stored as given (saved in the state dict)
+            dict.__setitem__(self, name, value)
+            return
+        arr = self._converted(name, value, view)
+        if arr is not view:
+            view[...] = arr
+        if not (isinstance(dict.get(self, name), Tensor)):
+            dict.__setitem__(self, name, leaf(view))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        if name not in self:
+            self[name] = default
+        return self[name]
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError(f"cannot delete the optimizer state {name!r}: a fused optimizer keeps it "
+                        "in its flat buffers (assign a value, or load a state dict)")
+
+    def pop(self, *args: Any) -> Any:
+        raise TypeError("cannot remove optimizer state of a fused optimizer (assign a value, or "
+                        "load a state dict)")
+
+    def __reduce__(self):
+        return dict, (dict(self),)
+
+
+class _State(defaultdict):
+    """``optimizer.state`` of a fused optimizer: ``state[p] = {...}`` for a parameter that has
+    state writes the values into its buffers (it would otherwise be ignored by the kernel)."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__(dict, items)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        old = self.get(key)
+        if isinstance(old, StateEntry) and old is not value:
+            old.update(value)
+            return
+        super().__setitem__(key, value)
+
+    def __reduce__(self):
+        return _State, (dict(self),)
 
 
 class FusedOptimizer(Optimizer):
@@ -46,7 +132,34 @@ class FusedOptimizer(Optimizer):
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self._validate(defaults)
         self._flat: list[list[FlatBuffer]] = []
+        self._ready = False
         super().__init__(params, defaults)
+        self._ready = True
+
+    @property
+    def state(self) -> _State:
+        """Per-parameter state: ``state[p]`` maps names to Tensors viewing the flat buffers."""
+        return self._state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        if not self._ready:
+            self._state = _State(value)
+            return
+        # ``opt.state = ...`` replaces the state, as loading a state dict keyed by these
+        # parameters would (checked first; ``opt.state = defaultdict(dict)`` resets it)
+        params = [p for g in self.param_groups for p in g["params"]]
+        index: dict[int, int] = {}
+        for i, p in enumerate(params):
+            index.setdefault(id(p), i)
+        state = {}
+        for k, v in dict(value).items():
+            if isinstance(k, Parameter) and id(k) not in index:
+                raise ValueError("optimizer.state: a key is a parameter this optimizer does not "
+                                 "optimize")
+            state[index[id(k)] if isinstance(k, Parameter) else k] = v
+        groups = [dict(g, params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
+        self._load_checked({"state": state, "param_groups": groups})
 
     # ---- what a subclass declares ---------------------------------------------------------------
     def _validate(self, group: dict[str, Any]) -> None:
@@ -103,14 +216,19 @@ class FusedOptimizer(Optimizer):
                 self._start(fb, np.arange(len(fb.params)))
 
     def _start(self, fb: FlatBuffer, idx: Iterable[int]) -> None:
-        """Create the ``state`` entries (views) of ``fb``'s parameters ``idx``."""
+        """Create the ``state`` entries of ``fb``'s parameters ``idx``: Tensors viewing the
+        buffers (existing ones are kept)."""
         shown = [(k, name) for k, name in enumerate(fb.scalar_names) if name in self.scalar_state]
         for j in idx:
-            entry = self.state[fb.params[j]]
+            p = fb.params[j]
+            entry = self._state.get(p)
+            if not isinstance(entry, StateEntry):
+                entry = StateEntry(fb, int(j), self.scalar_state, entry or {})
+                dict.__setitem__(self._state, p, entry)
             for k, name in shown:
-                entry[name] = fb.scalars[j, k, ...]
+                entry._bind(name, fb.scalars[j, k, ...])
             for name, buf in fb.vectors.items():
-                entry[name] = fb.view(buf, j)
+                entry._bind(name, fb.view(buf, j))
             fb.started[j] = True
         fb.all_started = bool(fb.started.all())
 
@@ -136,8 +254,12 @@ class FusedOptimizer(Optimizer):
                     starting = np.flatnonzero(~fb.started & (fb.flags != 0))
                     if len(starting):  # state starts from its initial values at the first step
                         init = self._state_init(group)
-                        for j in starting:
-                            fb.reset(int(j), init)
+                        if init:
+                            for j in starting:
+                                fb.reset(int(j), init)
+                        given = [j for j in starting if self._state.get(fb.params[j])]
+                        if given:  # state assigned before the first step takes effect
+                            self._start(fb, given)
                 host = self._host(group, fb.round)
                 kernel = self.kernel[self._switches(group, host)]
                 bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
@@ -151,7 +273,7 @@ class FusedOptimizer(Optimizer):
     # ---- state dict -----------------------------------------------------------------------------
     def _state_items(self):
         order = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
-        items = [(k, v) for k, v in self.state.items()
+        items = [(k, v) for k, v in self._state.items()
                  if not isinstance(k, Parameter) or id(k) in order]
         return sorted(items, key=lambda kv: order.get(id(kv[0]), len(order)))
 
@@ -178,10 +300,10 @@ class FusedOptimizer(Optimizer):
 
     def _set_state(self, state, groups) -> None:
         self.param_groups = groups
-        self.state = defaultdict(dict)
+        self._state = _State()
         for p_or_key, value in state.items():
             if not isinstance(p_or_key, Parameter):
-                self.state[p_or_key] = value
+                self._state[p_or_key] = value
         for group, buffers in zip(groups, self._flat):
             init = self._state_init(group)
             for fb in buffers:

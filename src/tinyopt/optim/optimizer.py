@@ -30,7 +30,7 @@ import numpy as np
 
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.hooks import RemovableHandle
-from tinyopt.engine.tensor import Parameter
+from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 StateDict = dict[str, Any]
 
@@ -269,12 +269,13 @@ class Optimizer:
         return self.state.items()
 
     def state_dict(self) -> StateDict:
-        """The optimizer state in PyTorch's layout, as copies (later steps do not change it).
+        """The optimizer state in PyTorch's layout, as a snapshot (later steps do not change it).
 
-        ``state`` maps integer ids (numbered across groups in order) to per-parameter dicts whose
-        arrays are numpy arrays (``step`` a 0-d float32 array); ``param_groups`` holds every
-        hyperparameter, ``param_names`` when the parameters were given with names, and ``params``
-        as ids.
+        ``state`` maps integer ids (numbered across groups in order) to per-parameter dicts of
+        Tensors (``step`` a 0-d float32 Tensor) holding copies of the state; ``param_groups``
+        holds every hyperparameter, ``param_names`` when the parameters were given with names,
+        and ``params`` as ids.  (PyTorch returns the live state tensors, so a dict taken mid-run
+        changes as training goes on unless deep-copied; tinyopt's is a snapshot.)
         """
         for hook in list(self._optimizer_state_dict_pre_hooks.values()):
             hook(self)
@@ -319,6 +320,12 @@ class Optimizer:
             result = hook(self, state_dict)
             if result is not None:
                 state_dict = result
+        self._load_checked(state_dict)
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    def _load_checked(self, state_dict: StateDict) -> None:
+        """Check and convert ``state_dict`` entirely, then install it (load_state_dict's work)."""
         for key, kind in (("state", dict), ("param_groups", list)):
             if key not in state_dict:
                 raise ValueError(f"loaded state dict has no '{key}' entry")
@@ -370,8 +377,6 @@ class Optimizer:
             self._check_group(s)
         self._check_loaded_state(state, new_groups, labels)
         self._set_state(state, new_groups)
-        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
-            hook(self)
 
     def _scalar_keys(self) -> tuple[str, ...]:
         """State keys that hold one number per parameter (loaded as 0-d float32 arrays)."""
@@ -414,9 +419,12 @@ class Optimizer:
 
 
 def _copy_state(value):
-    """A deep copy of a per-parameter state value with arrays copied (never aliasing live state)."""
+    """A deep copy of a per-parameter state value with arrays and Tensors copied (never aliasing
+    live state)."""
     if isinstance(value, np.ndarray):
         return value.copy()
+    if isinstance(value, Tensor):
+        return leaf(np.array(np.asarray(value), copy=True))
     if isinstance(value, dict):
         return {k: _copy_state(v) for k, v in value.items()}
     return copy.deepcopy(value)
@@ -431,7 +439,7 @@ def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
     be installed, so that nothing changes before every value is known to fit.
     """
     if scalar:
-        return _cast_scalar(value, key, label)
+        return _cast_scalar(value, key, f"load_state_dict: parameter {label} has state {key!r}")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if not isinstance(value, np.ndarray):
@@ -453,9 +461,10 @@ def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
     return np.array(value, dtype=dtype, copy=True)
 
 
-def _cast_scalar(value, key, label: str) -> np.ndarray:
-    """One number of scalar state as a 0-d float32 array; ``step`` must be a whole number >= 0."""
-    where = f"load_state_dict: parameter {label} has state {key!r}"
+def _cast_scalar(value, key, where: str) -> np.ndarray:
+    """One number of scalar state as a 0-d float32 array; ``step`` must be a whole number >= 0.
+
+    ``where`` starts the error messages (``load_state_dict: parameter 'w' has state 'step'``)."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
         raise ValueError(f"{where} of type {_typename(value)}, expected a number")
     if isinstance(value, (int, float)):

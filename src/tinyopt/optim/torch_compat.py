@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.tensor import Tensor
+
 
 def _is_tensor(x) -> bool:
     return type(x).__module__.startswith("torch") and hasattr(x, "detach") and hasattr(x, "cpu")
@@ -66,15 +68,15 @@ def from_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a tinyopt state dict with every numpy array turned into a torch tensor.
+    """A copy of a tinyopt state dict with every Tensor or array turned into a torch tensor.
 
     ``step`` stays a 0-d float32 tensor, as ``torch.optim`` keeps it.
     """
     import torch
 
     def conv(x):
-        if isinstance(x, np.ndarray):
-            return torch.from_numpy(np.array(x, copy=True))
+        if isinstance(x, (np.ndarray, Tensor)):
+            return torch.from_numpy(np.array(np.asarray(x), copy=True))
         if isinstance(x, dict):
             return {k: conv(v) for k, v in x.items()}
         return x

@@ -6,7 +6,8 @@ and the ``tinyopt.*`` functions are these functions.
 
 from __future__ import annotations
 
-from tinyopt.engine.ops import creation, elementwise, indexing, linalg, loss, movement, reduce
+from tinyopt.engine.ops import (creation, elementwise, indexing, linalg, loss, movement,
+                               reduce, selection)
 from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
 from tinyopt.engine.ops import (activation, conv_transpose, distance, group_norm,  # noqa: F401
                                pointwise_loss, resample)
@@ -33,13 +34,56 @@ from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, al
                                             square, sub, subtract, tan, tanh, to, true_divide,
                                             trunc, where, xlogy)
 from tinyopt.engine.ops.indexing import getitem, masked_fill, setitem
-from tinyopt.engine.ops.linalg import linear, matmul
+from tinyopt.engine.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, dot, einsum, ger,
+                                       linear, matmul, mm, mv, outer)
 from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
                                      mse_loss, nll_loss, one_hot)
-from tinyopt.engine.ops.movement import (cat, contiguous, expand, flatten, permute, reshape,
-                                         squeeze, stack, t, transpose, unsqueeze, view)
+from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_to, cat, chunk,
+                                         column_stack, contiguous, diag, diagonal, expand, flatten,
+                                         flip, fliplr, flipud, hstack, meshgrid, moveaxis,
+                                         movedim, narrow, permute, repeat, repeat_interleave,
+                                         reshape, roll, select, split, squeeze, stack, swapaxes,
+                                         swapdims, t, tensor_split, tile, trace, transpose, tril,
+                                         triu, unbind, unflatten, unsqueeze, view, vstack)
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.distance import vector_norm
-from tinyopt.engine.ops.reduce import (all, any, argmax, argmin, log_softmax, logsumexp, max,
-                                       mean, min, norm, softmax, std, sum, var)
+from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
+                                       cumprod, cumsum, log_softmax, logcumsumexp, logsumexp, max,
+                                       mean, min, norm, prod, softmax, std, sum, var)
+from tinyopt.engine.ops.selection import (argsort, argwhere, bincount, bucketize, gather,
+                                          index_add, index_copy, index_fill, index_select,
+                                          kthvalue, masked_select, median, msort, nonzero,
+                                          scatter, scatter_add, searchsorted, sort, take,
+                                          take_along_dim, topk, unique)
 from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
+
+concat = concatenate = cat
+
+__all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
+    "concat", "concatenate",
+    "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
+    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
+    "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
+    "broadcast_to", "bucketize", "cat", "ceil", "chunk", "clamp", "clamp_max", "clamp_min",
+    "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
+    "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
+    "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
+    "floor", "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
+    "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
+    "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
+    "log_softmax", "logaddexp", "logcumsumexp", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max",
+    "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim",
+    "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg",
+    "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute",
+    "positive", "pow", "prod", "rand", "rand_like", "randint", "randint_like", "randn",
+    "randn_like", "randperm", "reciprocal", "relu", "remainder", "repeat_interleave",
+    "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add", "searchsorted", "select",
+    "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze",
+    "stack", "std", "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take",
+    "take_along_dim", "tan", "tanh", "tensor", "tensor_split", "tile", "topk", "trace",
+    "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unique",
+    "unsqueeze", "var", "vstack", "where", "xlogy", "zeros", "zeros_like",
+]

@@ -21,6 +21,7 @@ gradient (summed over broadcast dimensions) for ``v``.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -30,6 +31,7 @@ from tinyopt.engine.dtypes import bool_, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
                                    as_tensor, leaf)
+from tinyopt.kernels.gather import index_add_axis
 
 
 class _Key:
@@ -237,6 +239,20 @@ def _index_forward(t):
 
 def _index_grad_forward(t):
     positions = t.attrs[0]
+    if len(positions) == 1 and len(t.srcs) == 2 and t.srcs[1].ndim == 1:  # x[idx] along one axis
+        d = positions[0]
+        A, R, B = math.prod(t.shape[:d]), t.shape[d], math.prod(t.shape[d + 1:])
+        bad = np.empty(1, np.int64)
+
+        def add_rows(out, g, idx):
+            out[...] = 0
+            K = idx.shape[0]
+            index_add_axis(np.ascontiguousarray(g).reshape(A, K, B), idx, out.reshape(A, R, B),
+                           bad)
+            if bad[0] >= 0:
+                raise IndexError(f"index {int(idx[bad[0]])} is out of bounds for dimension {d} "
+                                 f"with size {R}")
+        return add_rows
 
     def fwd(out, g, *idx):
         out[...] = 0

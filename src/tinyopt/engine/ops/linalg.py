@@ -118,3 +118,182 @@ def linear(input, weight, bias=None) -> Tensor:
             raise RuntimeError(f"linear: bias has shape {b.shape}, expected ({w.shape[0]},)")
         srcs = (x, w, b.to(x.dtype))
     return node("linear", srcs, x.shape[:-1] + (w.shape[0],), x.dtype)
+
+
+# ---- named products: mm, bmm, mv, dot, outer, addmm and friends -----------------------------------
+def mm(input, mat2) -> Tensor:
+    """The product of two matrices (2-D only, no broadcasting)."""
+    a, b = as_tensor(input), as_tensor(mat2)
+    if a.ndim != 2 or b.ndim != 2:
+        raise RuntimeError(f"mm: expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D "
+                           f"(shapes {a.shape} and {b.shape})")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} "
+                           f"and {b.shape[0]}x{b.shape[1]})")
+    return matmul(a, b)
+
+
+def bmm(input, mat2) -> Tensor:
+    """Batched matrix products of two 3-D tensors (b, n, m) @ (b, m, p)."""
+    a, b = as_tensor(input), as_tensor(mat2)
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError(f"batch1 must be a 3D tensor (bmm got shapes {a.shape} and {b.shape})")
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+    return matmul(a, b)
+
+
+def mv(input, vec) -> Tensor:
+    """Matrix times vector."""
+    a, v = as_tensor(input), as_tensor(vec)
+    if a.ndim != 2 or v.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got {a.ndim}, {v.ndim}")
+    return matmul(a, v)
+
+
+def dot(input, other) -> Tensor:
+    """The dot product of two 1-D tensors."""
+    a, b = as_tensor(input), as_tensor(other)
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape != b.shape:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                           f"[{b.shape[0]}] to have the same number of elements, but got "
+                           f"{a.shape[0]} and {b.shape[0]} elements respectively")
+    return matmul(a, b)
+
+
+def outer(input, vec2) -> Tensor:
+    """a b^T of two 1-D tensors (one BLAS-free kernel pass, ``kernels/linalg.outer``)."""
+    a, b = as_tensor(input), as_tensor(vec2)
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"outer: expected 1-D tensors, got shapes {a.shape} and {b.shape}")
+    return matmul(a.reshape(-1, 1), b.reshape(1, -1))
+
+
+ger = outer
+
+
+def _scaled_sum(input, product, beta, alpha) -> Tensor:
+    if alpha != 1:
+        product = product * alpha
+    if beta == 0:  # PyTorch ignores input then (NaN in it does not propagate)
+        return product
+    inp = as_tensor(input)
+    return (inp * beta if beta != 1 else inp) + product
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2)."""
+    return _scaled_sum(input, mm(mat1, mat2), beta, alpha)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    return _scaled_sum(input, mv(mat, vec), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (batch1 @ batch2), batch by batch."""
+    return _scaled_sum(input, bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * sum_b batch1[b] @ batch2[b]."""
+    return _scaled_sum(input, bmm(batch1, batch2).sum(0), beta, alpha)
+
+
+def addr(input, vec1, vec2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * outer(vec1, vec2)."""
+    return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
+
+
+# ---- einsum ---------------------------------------------------------------------------------------
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _parse_einsum(equation: str, ops: list[Tensor]) -> tuple[list[str], str]:
+    """Explicit subscripts for each operand and the output, with ``...`` replaced by letters."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ops):
+        raise RuntimeError(f"einsum(): {len(terms)} subscripts for {len(ops)} operands")
+    used = set(eq) - set(".,->")
+    free = [c for c in _LETTERS if c not in used]
+    n_ell = 0
+    for term, t in zip(terms, ops):
+        if "..." in term:
+            n_ell = max(n_ell, t.ndim - (len(term) - 3))
+    ell = "".join(free[:n_ell])
+    subs = []
+    for term, t in zip(terms, ops):
+        if "..." in term:
+            k = t.ndim - (len(term) - 3)
+            term = term.replace("...", ell[n_ell - k:])
+        if len(term) != t.ndim:
+            raise RuntimeError(f"einsum(): the number of subscripts in the equation "
+                               f"({len(term)}) does not match the number of dimensions "
+                               f"({t.ndim}) for operand {len(subs)}")
+        subs.append(term)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:  # implicit: the letters that appear once, in alphabetical order, after the ellipsis
+        counts = {c: "".join(subs).count(c) for c in set("".join(subs))}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return subs, out
+
+
+def _einsum_backward(t, g):
+    subs, out = t.attrs
+    grads = []
+    for k, (s, x) in enumerate(zip(subs, t.srcs)):
+        if not x.requires_grad:
+            grads.append(None)
+            continue
+        if len(set(s)) != len(s):
+            raise NotImplementedError(f"einsum: the gradient for a repeated subscript ({s!r}) is "
+                                      f"not supported")
+        others = [(subs[j], t.srcs[j]) for j in range(len(subs)) if j != k]
+        have = set(out) | {c for o, _ in others for c in o}
+        target = "".join(c for c in s if c in have)  # letters summed only here: broadcast later
+        eq = ",".join([out] + [o for o, _ in others]) + "->" + target
+        gk = einsum(eq, g, *[x_ for _, x_ in others])
+        if target != s:
+            shape = [x.shape[s.index(c)] if c in target else 1 for c in s]
+            gk = gk.reshape(tuple(shape)).expand(x.shape)
+        elif gk.shape != x.shape:  # broadcast size-1 dimensions
+            gk = sum_to(gk, x.shape)
+        grads.append(gk)
+    return tuple(grads)
+
+
+def _einsum_forward(t):
+    subs, out = t.attrs
+    eq = ",".join(subs) + "->" + out
+    return lambda out_arr, *xs: np.copyto(out_arr, np.einsum(eq, *xs, optimize=len(xs) > 2))
+
+
+defop("einsum", forward=_einsum_forward, backward=_einsum_backward)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """Einstein summation (``torch.einsum``): ``"ij,jk->ik"``, implicit output, ``...``."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    ops = [as_tensor(o) for o in operands]
+    if len({o.dtype for o in ops}) > 1:
+        from tinyopt.engine.dtypes import result_type
+        d = result_type(*ops)
+        ops = [o.to(d) for o in ops]
+    subs, out = _parse_einsum(equation, ops)
+    sizes: dict[str, int] = {}
+    for s, o in zip(subs, ops):
+        for c, n in zip(s, o.shape):
+            if sizes.get(c, n) != n and n != 1 and sizes.get(c) != 1:
+                raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
+                                   f"(subscript {c!r}: {sizes[c]} and {n})")
+            sizes[c] = n if sizes.get(c, 1) == 1 else sizes[c]
+    shape = tuple(sizes[c] for c in out)
+    return node("einsum", tuple(ops), shape, ops[0].dtype, (tuple(subs), out))

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.dtypes import result_type
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor
 
@@ -201,9 +201,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
                                      if i != d):
             raise RuntimeError(f"cat: sizes of tensors must match except in dimension {d}; "
                                f"tensor 0 has shape {ref.shape}, tensor {k} has shape {x.shape}")
-    # PyTorch's type promotion: any float makes a float result, the widest float wins.
-    floats = {x.dtype for x in ts if x.dtype in FLOATS}
-    dtype = np.result_type(*floats) if floats else ref.dtype
+    dtype = result_type(*ts)  # PyTorch's type promotion
     ts = [x.to(dtype) for x in ts]
     shape = ref.shape[:d] + (sum(x.shape[d] for x in ts),) + ref.shape[d + 1:]
     return node("cat", tuple(ts), shape, dtype, (d,))
@@ -228,3 +226,329 @@ defop("contiguous", forward=lambda t: (lambda out, x: np.copyto(out, x)),
 def contiguous(x: Tensor) -> Tensor:
     x = as_tensor(x)
     return node("contiguous", (x,), x.shape, x.dtype)
+
+
+# ---- views by position: narrow, select, split, chunk, unbind ------------------------------------
+def _along(x: Tensor, dim: int, key) -> Tensor:
+    from tinyopt.engine.ops.indexing import getitem
+    return getitem(x, (slice(None),) * dim + (key,))
+
+
+def narrow(x, dim: int, start: int, length: int) -> Tensor:
+    """The view ``x[..., start:start + length, ...]`` along ``dim``."""
+    x = as_tensor(x)
+    d = _dim("narrow", dim, x.ndim)
+    start = int(start)
+    size = x.shape[d]
+    if start < 0:
+        start += size
+    if not 0 <= start <= size or length < 0 or start + length > size:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                           f"({size}).")
+    return _along(x, d, slice(start, start + int(length)))
+
+
+def select(x, dim: int, index: int) -> Tensor:
+    """The view of ``x`` at ``index`` along ``dim`` (that dimension removed)."""
+    x = as_tensor(x)
+    return _along(x, _dim("select", dim, x.ndim), int(index))
+
+
+def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+    """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
+    smaller), or of the sizes in a list."""
+    x = as_tensor(x)
+    d = _dim("split", dim, x.ndim)
+    size = x.shape[d]
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0 and size:
+            raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {size}")
+        sizes = [min(step, size - i) for i in range(0, size, step)] if step else [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if sum(sizes) != size:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
+                               f"(input tensor's size at dimension {d}), but got "
+                               f"split_sizes={sizes}")
+    out, start = [], 0
+    for n in sizes:
+        out.append(_along(x, d, slice(start, start + n)))
+        start += n
+    return tuple(out)
+
+
+def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (PyTorch's rule)."""
+    x = as_tensor(x)
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
+    size = x.shape[_dim("chunk", dim, x.ndim)]
+    return split(x, max(1, -(-size // chunks)), dim)
+
+
+def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+    """``torch.tensor_split``: ``n`` pieces as equal as possible, or pieces between indices."""
+    x = as_tensor(x)
+    d = _dim("tensor_split", dim, x.ndim)
+    size = x.shape[d]
+    if isinstance(indices_or_sections, int):
+        n = indices_or_sections
+        base, extra = divmod(size, n)
+        sizes = [base + 1] * extra + [base] * (n - extra)
+        return split(x, sizes, d)
+    bounds = [0] + [min(max(int(i), 0), size) for i in indices_or_sections] + [size]
+    return tuple(_along(x, d, slice(a, max(a, b))) for a, b in zip(bounds, bounds[1:]))
+
+
+def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
+    """The views of ``x`` at each index along ``dim`` (that dimension removed)."""
+    x = as_tensor(x)
+    d = _dim("unbind", dim, x.ndim)
+    return tuple(_along(x, d, i) for i in range(x.shape[d]))
+
+
+def movedim(x, source, destination) -> Tensor:
+    """``x`` with dimensions ``source`` moved to ``destination`` (ints or sequences)."""
+    x = as_tensor(x)
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    src = tuple(_dim("movedim", d, x.ndim) for d in src)
+    dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
+    order = [d for d in range(x.ndim) if d not in src]
+    for s_, d_ in sorted(zip(dst, src)):
+        order.insert(s_, d_)
+    return permute(x, tuple(order))
+
+
+moveaxis = movedim
+
+
+def swapaxes(x, axis0: int, axis1: int) -> Tensor:
+    return transpose(x, axis0, axis1)
+
+
+swapdims = swapaxes
+
+
+def unflatten(x, dim: int, sizes) -> Tensor:
+    """``x`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
+    x = as_tensor(x)
+    d = _dim("unflatten", dim, x.ndim)
+    sizes = tuple(int(s) for s in sizes)
+    if -1 in sizes:
+        known = math.prod(s for s in sizes if s != -1)
+        sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
+    if math.prod(sizes) != x.shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
+                           f"size of dim {dim} ({x.shape[d]}) in the input tensor")
+    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+
+
+def broadcast_to(x, size) -> Tensor:
+    return expand(x, tuple(size))
+
+
+def atleast_1d(x) -> Tensor:
+    x = as_tensor(x)
+    return reshape(x, (1,)) if x.ndim == 0 else x
+
+
+def atleast_2d(x) -> Tensor:
+    x = as_tensor(x)
+    return reshape(x, (1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
+
+
+# ---- copies: repeat, tile, repeat_interleave, flip, roll, tril/triu ------------------------------
+def repeat(x, *sizes) -> Tensor:
+    """``x`` tiled ``sizes`` times along each dimension (leading new dimensions allowed), a copy;
+    the gradient sums over the copies."""
+    x = as_tensor(x)
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) < x.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number "
+                           "of dimensions of tensor")
+    src = reshape(x, (1,) * (len(sizes) - x.ndim) + x.shape)
+    # (s0, s1, ...) -> (1, s0, 1, s1, ...) -> expand (r0, s0, r1, s1, ...) -> (r0*s0, r1*s1, ...)
+    inter = tuple(v for s in src.shape for v in (1, s))
+    big = tuple(v for r, s in zip(sizes, src.shape) for v in (r, s))
+    tiled = contiguous(expand(reshape(src, inter), big))
+    return reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
+
+
+def tile(x, dims) -> Tensor:
+    x = as_tensor(x)
+    dims = tuple(dims)
+    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+
+
+def repeat_interleave(x, repeats, dim: int | None = None, *, output_size=None) -> Tensor:
+    """Each element (or slice along ``dim``) repeated ``repeats`` times in place (an int, or
+    one count per element given as a tensor or list)."""
+    x = as_tensor(x)
+    if dim is None:
+        x = reshape(x, -1)
+        dim = 0
+    d = _dim("repeat_interleave", dim, x.ndim)
+    if isinstance(repeats, int) or (isinstance(repeats, Tensor) and repeats.numel() == 1
+                                    and repeats.ndim == 0):
+        r = int(repeats)
+        shape = x.shape[:d + 1] + (r,) + x.shape[d + 1:]
+        out = expand(unsqueeze(x, d + 1), shape)
+        return reshape(contiguous(out), x.shape[:d] + (x.shape[d] * r,) + x.shape[d + 1:])
+    counts = np.asarray(as_tensor(repeats).numpy(), dtype=np.int64).reshape(-1)
+    if counts.size != x.shape[d]:
+        raise RuntimeError(f"repeats must have the same size as input along dim, but got "
+                           f"repeats.size(0) = {counts.size} and input.size({d}) = {x.shape[d]}")
+    if (counts < 0).any():
+        raise RuntimeError("repeats can not be negative")
+    from tinyopt.engine.tensor import leaf
+    return _along(x, d, leaf(np.repeat(np.arange(x.shape[d]), counts)))
+
+
+def _flip_key(dims: tuple[int, ...], ndim: int) -> tuple:
+    return tuple(slice(None, None, -1) if i in dims else slice(None) for i in range(ndim))
+
+
+defop("flip", forward=lambda t: (lambda out, x: np.copyto(out, x[_flip_key(t.attrs[0],
+                                                                         x.ndim)])),
+      backward=lambda t, g: (flip(g, t.attrs[0]),))
+
+
+def flip(x, dims) -> Tensor:
+    """``x`` reversed along ``dims`` (a copy, as in PyTorch)."""
+    x = as_tensor(x)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    dims = tuple(sorted({_dim("flip", d, x.ndim) for d in dims}))
+    if not dims:
+        return contiguous(x)
+    return node("flip", (x,), x.shape, x.dtype, (dims,))
+
+
+def fliplr(x) -> Tensor:
+    return flip(x, 1)
+
+
+def flipud(x) -> Tensor:
+    return flip(x, 0)
+
+
+defop("roll", forward=lambda t: (lambda out, x: np.copyto(out, np.roll(x, t.attrs[0],
+                                                                      t.attrs[1]))),
+      backward=lambda t, g: (node("roll", (g,), g.shape, g.dtype,
+                                  (tuple(-s for s in t.attrs[0]), t.attrs[1])),))
+
+
+def roll(x, shifts, dims=None) -> Tensor:
+    """``x`` shifted circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None)."""
+    x = as_tensor(x)
+    if dims is None:
+        return reshape(roll(reshape(x, -1), shifts, 0), x.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
+                           f"{len(dims)}")
+    dims = tuple(_dim("roll", d, x.ndim) for d in dims)
+    return node("roll", (x,), x.shape, x.dtype, (shifts, dims))
+
+
+def _triangle_forward(upper: bool):
+    fn = np.triu if upper else np.tril
+    return lambda t: (lambda out, x: np.copyto(out, fn(x, t.attrs[0])))
+
+
+defop("tril", forward=_triangle_forward(False),
+      backward=lambda t, g: (node("tril", (g,), g.shape, g.dtype, t.attrs),))
+defop("triu", forward=_triangle_forward(True),
+      backward=lambda t, g: (node("triu", (g,), g.shape, g.dtype, t.attrs),))
+
+
+def tril(x, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dimensions (elements above ``diagonal`` zeroed)."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise RuntimeError("tril: input tensor must have at least 2 dimensions")
+    return node("tril", (x,), x.shape, x.dtype, (int(diagonal),))
+
+
+def triu(x, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dimensions (elements below ``diagonal`` zeroed)."""
+    x = as_tensor(x)
+    if x.ndim < 2:
+        raise RuntimeError("triu: input tensor must have at least 2 dimensions")
+    return node("triu", (x,), x.shape, x.dtype, (int(diagonal),))
+
+
+def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of dimensions ``dim1`` and ``dim2`` (a copy), as the last dimension."""
+    from tinyopt.engine.tensor import leaf
+    x = as_tensor(x)
+    d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
+    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
+    y = permute(x, tuple(rest) + (d1, d2))
+    n1, n2 = y.shape[-2], y.shape[-1]
+    i = np.arange(max(0, min(n1 - max(0, -offset), n2 - max(0, offset))))
+    rows, cols = i + max(0, -offset), i + max(0, offset)
+    from tinyopt.engine.ops.indexing import getitem
+    return getitem(y, (Ellipsis, leaf(rows), leaf(cols)))
+
+
+def diag(x, diagonal: int = 0) -> Tensor:
+    """A 1-D tensor's values on the ``diagonal`` of a square matrix, or a matrix's diagonal."""
+    from tinyopt.engine.ops.indexing import setitem
+    from tinyopt.engine.ops.creation import zeros
+    from tinyopt.engine.tensor import leaf
+    x = as_tensor(x)
+    if x.ndim == 2:
+        return globals()["diagonal"](x, diagonal)
+    if x.ndim != 1:
+        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + str(x.ndim) + "D")
+    n = x.shape[0] + abs(diagonal)
+    out = zeros(n, n, dtype=x.dtype)
+    i = np.arange(x.shape[0])
+    setitem(out, (leaf(i + max(0, -diagonal)), leaf(i + max(0, diagonal))), x)
+    return out
+
+
+def trace(x) -> Tensor:
+    from tinyopt.engine.ops.reduce import sum as _sum
+    return _sum(diagonal(as_tensor(x)))
+
+
+def hstack(tensors) -> Tensor:
+    ts = [atleast_1d(x) for x in tensors]
+    return cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    return cat([atleast_2d(x) for x in tensors], 0)
+
+
+def column_stack(tensors) -> Tensor:
+    ts = [as_tensor(x) for x in tensors]
+    return cat([x.reshape(-1, 1) if x.ndim <= 1 else x for x in ts], 1)
+
+
+def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (``indexing="ij"`` or ``"xy"``), as expanded views."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    ts = [as_tensor(x).reshape(-1) for x in tensors]
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"torch.meshgrid: indexing must be one of 'xy' or 'ij', got {indexing}")
+    if indexing == "xy" and len(ts) >= 2:
+        ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(x.shape[0] for x in ts)
+    grids = [expand(reshape(x, tuple(-1 if j == i else 1 for j in range(len(ts)))), shape)
+             for i, x in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2:  # computed as "ij" of (y, x): the grids swap back
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)

@@ -347,3 +347,153 @@ def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     if isinstance(p, str):
         raise NotImplementedError(f"norm(p={p!r}) is not supported (vector p-norms and 'fro')")
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
+
+
+# ---- products and scans ----------------------------------------------------------------------------
+def _exclusive_products(x: np.ndarray, axis: int) -> np.ndarray:
+    """prod_{i != k} x_i along ``axis`` for every k, exactly (no division): the product of the
+    elements before k times the product of those after."""
+    n = x.shape[axis]
+    ones = np.ones_like(np.take(x, [0], axis=axis))
+    left = np.concatenate([ones, np.cumprod(np.take(x, range(n - 1), axis=axis), axis=axis)],
+                          axis=axis)
+    rev = np.flip(x, axis)
+    right = np.flip(np.concatenate([ones, np.cumprod(np.take(rev, range(n - 1), axis=axis),
+                                                     axis=axis)], axis=axis), axis)
+    return left * right
+
+
+def _prod_forward(t):
+    d0, d1 = t.attrs
+    A, R, B = _split(t.srcs[0].shape, d0, d1)
+    return lambda out, x: np.prod(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, 1, B),
+                                  keepdims=True)
+
+
+def _prod_grad_forward(t):
+    d0, d1 = t.attrs
+    A, R, B = _split(t.shape, d0, d1)
+
+    def fwd(out, g, x):
+        xs = _c(x).reshape(A, R, B)
+        np.multiply(_c(g).reshape(A, 1, B), _exclusive_products(xs, 1), out=out.reshape(A, R, B))
+    return fwd
+
+
+defop("prod_run", forward=_prod_forward,
+      backward=lambda t, g: (node("prod_grad", (g, t.srcs[0]), t.srcs[0].shape, g.dtype,
+                                  t.attrs),))
+defop("prod_grad", forward=_prod_grad_forward)
+
+
+def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """The product of the elements (over one ``dim`` if given); integers and bools give int64.
+    The gradient is exact with zeros in the input (no division)."""
+    x = as_tensor(x)
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype.kind in "bui" and x.dtype != int64:
+        x = x.to(int64)
+    if dim is None:
+        flat = x.reshape(-1)
+        r = node("prod_run", (flat,), (1,), x.dtype, (0, 0))
+        return r.reshape(()) if not keepdim else r.reshape((1,) * x.ndim)
+    (d,) = _dims("prod", x, dim)
+    shape = x.shape[:d] + (1,) + x.shape[d + 1:]
+    r = node("prod_run", (x,), shape, x.dtype, (d, d))
+    return r if keepdim else r.squeeze(d)
+
+
+def _scan_forward(ufunc):
+    return lambda t: (lambda out, x: ufunc(x, axis=t.attrs[0], out=out))
+
+
+def _cumsum_backward(t, g):
+    """The reverse cumulative sum of ``g``."""
+    d = t.attrs[0]
+    return (node("cumsum_reverse", (g,), g.shape, g.dtype, (d,)),)
+
+
+defop("cumsum", forward=_scan_forward(np.cumsum), backward=_cumsum_backward)
+defop("cumsum_reverse", forward=lambda t: (lambda out, g: np.copyto(
+    out, np.flip(np.cumsum(np.flip(g, t.attrs[0]), axis=t.attrs[0]), t.attrs[0]))))
+
+
+def _cumprod_grad_forward(t):
+    d = t.attrs[0]
+    A, R, B = _split(t.shape, d, d)
+    from tinyopt.kernels.scan import cumprod_grad
+    return lambda out, g, x, y: cumprod_grad(_c(g).reshape(A, R, B), _c(x).reshape(A, R, B),
+                                             _c(y).reshape(A, R, B), out.reshape(A, R, B))
+
+
+defop("cumprod", forward=_scan_forward(np.cumprod),
+      backward=lambda t, g: (node("cumprod_grad", (g, t.srcs[0], t), t.shape, g.dtype,
+                                  t.attrs),))
+defop("cumprod_grad", forward=_cumprod_grad_forward)
+
+
+def _scan(op: str, x, dim: int, dtype) -> Tensor:
+    x = as_tensor(x)
+    if dtype is not None:
+        x = x.to(dtype)
+    elif x.dtype.kind in "bui" and x.dtype != int64:
+        x = x.to(int64)
+    (d,) = _dims(op, x, dim) if x.ndim else (0,)
+    if x.ndim == 0:
+        return node(op, (x.reshape(1),), (1,), x.dtype, (0,)).reshape(())
+    return node(op, (x,), x.shape, x.dtype, (d,))
+
+
+def cumsum(x, dim: int, *, dtype=None) -> Tensor:
+    """Cumulative sums along ``dim``."""
+    return _scan("cumsum", x, dim, dtype)
+
+
+def cumprod(x, dim: int, *, dtype=None) -> Tensor:
+    """Cumulative products along ``dim`` (exact gradient with zeros: ``kernels/scan.py``)."""
+    return _scan("cumprod", x, dim, dtype)
+
+
+def logcumsumexp(x, dim: int) -> Tensor:
+    """log(cumsum(exp(x))) along ``dim``, computed without overflow."""
+    x = as_tensor(x)
+    _require_float("logcumsumexp", x)
+    m = max(x, dim, keepdim=True)[0]
+    return cumsum((x - m).exp(), dim).log() + m
+
+
+# ---- amax / amin: the gradient shared by ties -----------------------------------------------------
+def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
+    from tinyopt.engine.ops.elementwise import eq
+    x = as_tensor(x)
+    dims = _dims(op, x, dim)
+    if not dims and x.ndim:
+        dims = tuple(range(x.ndim))
+    if builtins.any(x.shape[d] == 0 for d in dims):
+        raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() "
+                           f"== 0. Specify the reduction dim with the 'dim' argument.")
+    r = x
+    for d in dims:
+        r = (max if op == "amax" else min)(r, d, keepdim=True)[0]
+    if x.requires_grad:  # PyTorch: the gradient is shared evenly by the tied extremes
+        mask = eq(x, r).to(x.dtype)  # eq has no gradient: the mask is a constant
+        share = mask / sum(mask, dims, keepdim=True)
+        r = sum(x * share, dims, keepdim=True)
+    return r if keepdim else r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
+
+
+def amax(x, dim=(), keepdim: bool = False) -> Tensor:
+    """The largest values over ``dim`` (all dimensions by default); the gradient is split evenly
+    among equal maxima."""
+    return _extreme_of("amax", x, dim, keepdim)
+
+
+def amin(x, dim=(), keepdim: bool = False) -> Tensor:
+    """The smallest values over ``dim``; the gradient is split evenly among equal minima."""
+    return _extreme_of("amin", x, dim, keepdim)
+
+
+def count_nonzero(x, dim=None) -> Tensor:
+    from tinyopt.engine.ops.elementwise import ne
+    return sum(ne(as_tensor(x), 0), dim)

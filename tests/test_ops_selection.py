@@ -1,0 +1,105 @@
+"""Selection ops (``engine/ops/selection.py``): gather/scatter, index_select/index_add, masked
+selection, sorting, and the data-dependent results, against torch 2.13 (values and gradients)
+and finite differences."""
+
+import numpy as np
+import pytest
+from torchref import compare
+
+import tinyopt as to
+
+X = np.random.default_rng(3).standard_normal((3, 4, 5))
+I = np.random.default_rng(4).integers(0, 4, (3, 2, 5))   # along dim 1 (size 4)
+S = np.random.default_rng(5).standard_normal((3, 2, 5))
+# no position written twice: scatter's gradient (PyTorch's, a gather) is then the true one
+U = np.argsort(np.random.default_rng(6).random((3, 4, 5)), axis=1)[:, :2]
+
+CASES = {
+    "gather": (lambda L, x: x.gather(1, L.tensor(I)), (X,)),
+    "gather smaller index": (lambda L, x: L.gather(x, 2, L.tensor(I[:2, :, :3] % 5)), (X,)),
+    "take_along_dim": (lambda L, x: L.take_along_dim(x, L.tensor(I[:, :, :1]), 1), (X,)),
+    "take": (lambda L, x: L.take(x, L.tensor([[0, 59], [7, 7]])), (X,)),
+    "scatter": (lambda L, x, s: x.scatter(1, L.tensor(U), s), (X, S)),
+    "scatter value": (lambda L, x: x.scatter(1, L.tensor(I), value=2.5), (X,)),
+    "scatter_add": (lambda L, x, s: x.scatter_add(1, L.tensor(I), s), (X, S)),
+    "index_select": (lambda L, x: x.index_select(2, L.tensor([4, 0, 0])), (X,)),
+    "index_add": (lambda L, x, s: x.index_add(1, L.tensor([3, 0]), s, alpha=2.0), (X, S)),
+    "index_fill": (lambda L, x: x.index_fill(0, L.tensor([2]), -1.0), (X,)),
+    "index_copy": (lambda L, x, s: x.index_copy(1, L.tensor([2, 0]), s), (X, S)),
+    "masked_select": (lambda L, x: x.masked_select(x > 0.2), (X,)),
+    "masked_select broadcast": (lambda L, x: L.masked_select(x, L.tensor(X[0] > 0)), (X,)),
+    "sort": (lambda L, x: x.sort(1), (X,)),
+    "sort descending": (lambda L, x: L.sort(x, 0, descending=True), (X,)),
+    "argsort": (lambda L, x: x.argsort(-1), (X,)),
+    "topk": (lambda L, x: x.topk(3, 2), (X,)),
+    "topk smallest": (lambda L, x: L.topk(x, 2, dim=0, largest=False), (X,)),
+    "kthvalue": (lambda L, x: x.kthvalue(2, 1), (X,)),
+    "median": (lambda L, x: x.median(), (X,)),
+    "median dim": (lambda L, x: x.median(2, keepdim=True), (X,)),
+    "max dim": (lambda L, x: x.max(1), (X,)),
+    "min dim keepdim": (lambda L, x: L.min(x, 0, keepdim=True), (X,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_against_torch(name):
+    fn, arrays = CASES[name]
+    compare(fn, *arrays)
+
+
+def test_in_place_variants():
+    for name, fn in [("scatter_", lambda L, x, s: x.scatter_(1, L.tensor(U), s)),
+                     ("scatter_add_", lambda L, x, s: x.scatter_add_(1, L.tensor(I), s)),
+                     ("index_add_", lambda L, x, s: x.index_add_(1, L.tensor([3, 0]), s)),
+                     ("index_fill_", lambda L, x, s: x.index_fill_(2, L.tensor([1]), 7.0))]:
+        compare(lambda L, x, s: fn(L, x * 1.0, s), X, S)
+
+
+def test_repeated_indices_add_up_and_out_of_range_indices_raise():
+    x = to.zeros(2, 3)
+    out = x.scatter_add(1, to.tensor([[0, 0, 2], [1, 1, 1]]), to.ones(2, 3))
+    np.testing.assert_array_equal(out.numpy(), [[2, 0, 1], [0, 3, 0]])
+    with pytest.raises(RuntimeError, match="index 3 is out of bounds for dimension 1 with size 3"):
+        x.gather(1, to.tensor([[3]]))
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        x.gather(1, to.tensor([[-1]]))
+    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+        x.gather(1, to.tensor([[0]], dtype=to.int32))
+    with pytest.raises(IndexError, match="index out of range in self"):
+        x.index_select(0, to.tensor([2]))
+    # a computed index out of range raises when the plan runs, and writes nothing out of bounds
+    w = to.nn.Parameter(np.ones((2, 3)))
+    bad = (w.sum(1, keepdim=True) * 2).long()   # 6: out of range, known only when run
+    with pytest.raises(RuntimeError, match="index 6 is out of bounds"):
+        w.gather(1, bad).sum().backward()
+
+
+def test_data_dependent_results_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([[3, 0, 1], [0, 3, 3]])
+    for fn in [lambda L, t: t.nonzero(), lambda L, t: L.nonzero(t, as_tuple=True),
+               lambda L, t: t.unique(), lambda L, t: L.unique(t, return_inverse=True,
+                                                              return_counts=True),
+               lambda L, t: L.bincount(t.reshape(-1)), lambda L, t: L.argwhere(t),
+               lambda L, t: L.where(t > 0), lambda L, t: L.bincount(t[0], minlength=6),
+               lambda L, t: L.searchsorted(L.tensor([0, 1, 3, 5]), t),
+               lambda L, t: L.bucketize(t, L.tensor([1, 2]), right=True)]:
+        ours, theirs = fn(to, to.tensor(a)), fn(torch, torch.tensor(a))
+        ours = ours if isinstance(ours, tuple) else (ours,)
+        theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+        for o, t in zip(ours, theirs):
+            assert o.dtype == to.int64
+            np.testing.assert_array_equal(o.numpy(), t.numpy())
+    w = np.array([0.5, 1.5, 2.0])
+    np.testing.assert_allclose(to.bincount(to.tensor([2, 0, 2]), to.tensor(w)).numpy(),
+                               torch.bincount(torch.tensor([2, 0, 2]), torch.tensor(w)).numpy())
+
+
+def test_sort_ties_and_nan_follow_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([2.0, np.nan, 1.0, 2.0, -np.inf, 1.0])
+    for desc in (False, True):
+        o = to.sort(to.tensor(a), descending=desc, stable=True)
+        t = torch.sort(torch.tensor(a), descending=desc, stable=True)
+        np.testing.assert_array_equal(o.values.numpy(), t.values.numpy())
+        np.testing.assert_array_equal(o.indices.numpy(), t.indices.numpy())
