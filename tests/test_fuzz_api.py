@@ -168,6 +168,7 @@ LAYERS = [
           inputs=((dims(2, (1, 3), (1, 3), lead=(1, 1), size=(1, 2)), FLOAT),)),
     layer("Dropout", 0.0),
     layer("Dropout", 0.5, train=False),
+    layer("Dropout1d", 0.0, inputs=((dims(2, (1, 4), lead=(0, 1)), FLOAT),)),
     layer("Dropout2d", 0.0, inputs=((chw(2), FLOAT),)),
     layer("ReLU"), layer("ReLU", dtypes=ODD, known=F16_NOTE + "; ReLU on bool computes"),
     layer("ReLU6"), layer("LeakyReLU", 0.1), layer("ELU"), layer("CELU", 0.5, known=NAN_GRAD.format("celu")),
