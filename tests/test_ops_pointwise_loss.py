@@ -41,6 +41,16 @@ def test_binary_cross_entropy(reduction):
                   edge, np.array([1.0, 0.0, 0.0, 1.0]), grad=False)
 
 
+def test_binary_cross_entropy_gradient_at_0_and_1_uses_pytorchs_float32_eps():
+    # found by tests/test_fuzz_api.py: at x = 0 or 1 the gradient is (x - y) / eps, and ATen's
+    # eps is the float 1e-12 (9.9999999600e-13), also for float64 inputs
+    x = tinyopt.tensor(np.array([0.0, 1.0, 1e-14]), requires_grad=True)
+    F.binary_cross_entropy(x, np.array([1.0, 0.0, 0.5]), reduction="sum").backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(x.grad.numpy(), [-1 / eps, 1 / eps, (1e-14 - 0.5) / eps],
+                               rtol=1e-15)
+
+
 def test_binary_cross_entropy_gradcheck_and_errors():
     gradcheck(lambda p, y: F.binary_cross_entropy(p, y, reduction="none"), P, rng.random(A.shape))
     with pytest.raises(RuntimeError, match="all elements of input should be between 0 and 1"):
