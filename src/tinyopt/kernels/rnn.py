@@ -32,17 +32,18 @@ are then the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 
 (20k gate functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).
 BPTT computes no transcendental function (the forward pass saves tanh c_t with the gates), so the
 backward kernels are plain.  The kernels index 1-D row views (``x[:H]`` per gate) in their inner
-loops: with 3-D indexing LLVM does not vectorize them.
+loops: with 3-D indexing LLVM does not vectorize them.  The per-row helpers are subroutines
+(compiled into their callers; see ``kernels/vecmath.py`` for what that saves at a cold start).
 """
 
 from __future__ import annotations
 
-from tinyopt.kernels.jit import kernel, specialized
+from tinyopt.kernels.jit import kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
 from tinyopt.kernels.vecmath import tanh as _tanh
 
 
-@kernel
+@subroutine
 def _gather_grad(d, g, r):
     """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
     for j in range(d.shape[0]):
@@ -101,7 +102,7 @@ def carry_rows(hs, p, q, t, lengths):
             hs[q, b, :] = hs[p, b, :]
 
 
-@kernel
+@subroutine
 def _lstm_rows(dm, dc, g, cp, dg):
     """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
     state before any projection) and the step's saved gates ``g`` (i, f, g, o, tanh c_t): dg (4H,),
