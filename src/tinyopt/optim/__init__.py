@@ -24,5 +24,7 @@ from tinyopt.optim.sgd import SGD
 from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
+from tinyopt.optim import swa_utils
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "SparseAdam", "lr_scheduler"]
+__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "SparseAdam", "lr_scheduler",
+           "swa_utils"]
