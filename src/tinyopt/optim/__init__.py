@@ -21,7 +21,10 @@ from tinyopt.optim.adamw import AdamW
 from tinyopt.optim.optimizer import Optimizer
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.sgd import SGD
+from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
+from tinyopt.optim import swa_utils
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "SparseAdam", "lr_scheduler",
+           "swa_utils"]
