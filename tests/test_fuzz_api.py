@@ -482,6 +482,9 @@ OPTIMIZERS = [
          switches=dict(momentum=[0.0, 0.9], centered=[False, True], weight_decay=[0.0, 0.1])),
     _opt("Adagrad", lr=[1e-2, 0.5], lr_decay=[0.0, 0.1], initial_accumulator_value=[0.0, 0.5],
          eps=[1e-10, -1.0], switches=dict(weight_decay=[0.0, 0.2])),
+    # dense gradients here: refused as by torch (its row-sparse ones from Embedding(sparse=True)
+    # are tested in tests/test_sparse_adam.py)
+    _opt("SparseAdam", lr=[1e-3, 0.1], betas=[(0.9, 0.999), (0.0, 0.5)]),
 ]
 
 TABLES = {"layers": LAYERS, "losses": LOSSES, "functionals": FUNCTIONALS,
