@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from tinyopt import Parameter, is_grad_enabled, no_grad, optim
 from tinyopt.optim.optimizer import Optimizer, required
 
-ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop]
+ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop, optim.Adadelta,
+       optim.Adamax, optim.NAdam, optim.RAdam, optim.ASGD, optim.Rprop]
 
 
 def _params(*shapes, dtype=np.float32):
@@ -95,6 +96,16 @@ def test_required_hyperparameter():
     (optim.Adagrad, dict(eps=-1), "Invalid epsilon value: -1"),
     (optim.RMSprop, dict(alpha=-1), "Invalid alpha value: -1"),
     (optim.RMSprop, dict(momentum=-1), "Invalid momentum value: -1"),
+    (optim.Adadelta, dict(rho=1.5), "Invalid rho value: 1.5"),
+    (optim.Adadelta, dict(eps=-1), "Invalid epsilon value: -1"),
+    (optim.Adamax, dict(betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),
+    (optim.NAdam, dict(momentum_decay=-1), "Invalid momentum_decay value: -1"),
+    (optim.NAdam, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (optim.RAdam, dict(betas=(-0.1, 0.9)), "Invalid beta parameter at index 0: -0.1"),
+    (optim.ASGD, dict(lr=-1), "Invalid learning rate: -1"),
+    (optim.ASGD, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (optim.Rprop, dict(etas=(1.5, 1.2)), "Invalid eta values: 1.5, 1.2"),
+    (optim.Rprop, dict(lr=-0.5), "Invalid learning rate: -0.5"),
 ])
 def test_hyperparameter_validation_messages(cls, kw, msg):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
@@ -113,6 +124,20 @@ def test_foreach_fused_accepted_capturable_differentiable_rejected(cls):
     if "capturable" in cls.__init__.__code__.co_varnames:
         with pytest.raises(ValueError, match="capturable=True is not supported"):
             cls(_params((2,)), capturable=True)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_signature_and_defaults_are_pytorchs(cls):
+    """Same parameters (names, order, defaults, keyword-only marks) and the same defaults dict, key
+    order included (it is the key order of saved param groups)."""
+    import inspect
+    torch = pytest.importorskip("torch")
+    tcls = getattr(torch.optim, cls.__name__)
+    ours, theirs = inspect.signature(cls.__init__), inspect.signature(tcls.__init__)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == \
+        [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
+    assert list(cls(_params((2,))).defaults.items()) == \
+        list(tcls([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
 
 
 def test_defaults_match_pytorch():
