@@ -474,3 +474,19 @@ def test_constructor_errors_match_torch():
         with pytest.raises(ValueError) as ours:
             DataLoader(ds, **kwargs)
         assert str(ours.value) == str(theirs.value)
+
+
+def test_batches_are_tensors_sharing_the_collated_arrays():
+    loader = DataLoader(make(6), batch_size=4)
+    xb, yb = next(iter(loader))
+    assert isinstance(xb, tinyopt.Tensor) and isinstance(yb, tinyopt.Tensor)
+    assert xb.dtype == np.float32 and yb.dtype == np.int64
+    arr = xb.numpy()
+    assert np.shares_memory(arr, np.asarray(xb))  # no copy between the batch and its array
+    assert xb.view(4, 3, 1).shape == (4, 3, 1) and yb.size(0) == 4
+    generic = next(iter(DataLoader(Squares(3), batch_size=3)))
+    assert all(isinstance(t, tinyopt.Tensor) for t in generic)
+    single = next(iter(DataLoader(make(2), batch_size=None)))
+    assert all(isinstance(t, tinyopt.Tensor) for t in single)
+    custom = next(iter(DataLoader(make(4), batch_size=2, collate_fn=lambda b: b)))
+    assert isinstance(custom, list) and isinstance(custom[0][0], np.ndarray)  # left as it is

@@ -1,7 +1,8 @@
 """Data sets and batching, as in ``torch.utils.data`` (also importable as ``tinyopt.utils.data``):
 ``Dataset``, ``TensorDataset``, ``Subset``, ``ConcatDataset``, ``random_split``,
 ``IterableDataset``, ``ChainDataset``; the samplers (``DistributedSampler``: each rank's share);
-``DataLoader`` (numpy batches, seeded shuffling, worker processes, resumable position); plus the
+``DataLoader`` (Tensor batches sharing the collated arrays, seeded shuffling, worker processes,
+resumable position); plus the
 bundled ``fashion_mnist()`` data set."""
 from tinyopt.data.collate import default_collate, default_convert
 from tinyopt.data.dataloader import DataLoader

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.data.collate import default_collate, default_convert
+from tinyopt.data.collate import as_tensors, collate_arrays, default_collate, default_convert
 from tinyopt.data.dataset import IterableDataset, _array_source
 from tinyopt.data.sampler import BatchSampler, RandomSampler, SequentialSampler, as_generator
 from tinyopt.data.worker import WorkerPool, _Exhausted
@@ -120,7 +120,8 @@ class DataLoader:
     a new random order every epoch; ``sampler`` (any iterable of indices) or ``batch_sampler``
     (of lists of indices) choose the order instead; ``drop_last=True`` drops a last batch smaller
     than ``batch_size``; ``batch_size=None`` yields single samples unbatched.  ``collate_fn`` merges
-    a list of samples into a batch (default: ``default_collate``, into numpy arrays).
+    a list of samples into a batch (default: ``default_collate``, into Tensors sharing the
+    stacked numpy arrays).
 
     ``num_workers=N`` loads batches in N worker processes (``multiprocessing_context``, default
     the platform's; ``prefetch_factor`` batches in flight per worker; ``worker_init_fn(id)`` runs
@@ -521,26 +522,33 @@ class _DataLoaderIter:
         self._token = loader._token
         self._stops: collections.deque = collections.deque()
         self._pool: WorkerPool | None = None
+        # The default collation runs into numpy where the batch is made (a worker sends arrays)
+        # and the arrays become Tensors here, sharing memory; a user's collate_fn runs as it is.
+        if loader._fast:
+            collate = collate_arrays if loader._auto_collation else _unchanged
+            finish = as_tensors if loader._auto_collation else default_convert
+        else:
+            collate, finish = loader.collate_fn, None
         if loader._kind == "iterable":
-            batcher = _IterableBatch(loader.batch_size, loader.drop_last, loader.collate_fn)
+            batcher = _IterableBatch(loader.batch_size, loader.drop_last, collate)
             if loader.num_workers == 0:
-                stream = iter(loader.dataset)
-                self._batches = _until_exhausted(batcher, stream)
+                batches = _until_exhausted(batcher, iter(loader.dataset))
             else:
                 self._pool = loader._workers(None, batcher)
-                self._batches = self._pool.run(itertools.repeat(None))
-            return
-        if loader._kind == "lazy":
-            tasks = loader._lazy_tasks(self._stops)
+                batches = self._pool.run(itertools.repeat(None))
         else:
-            tasks = loader._tasks(loader._order, loader._sizes, loader._index,
-                                  loader._end(loader._length), self._stops)
-        fetch = _Fetch(loader.dataset, loader.collate_fn, loader._auto_collation, loader._fast)
-        if loader.num_workers == 0:
-            self._batches = map(fetch, tasks)
-        else:
-            self._pool = loader._workers(fetch, None)
-            self._batches = self._pool.run(tasks)
+            if loader._kind == "lazy":
+                tasks = loader._lazy_tasks(self._stops)
+            else:
+                tasks = loader._tasks(loader._order, loader._sizes, loader._index,
+                                      loader._end(loader._length), self._stops)
+            fetch = _Fetch(loader.dataset, collate, loader._auto_collation, loader._fast)
+            if loader.num_workers == 0:
+                batches = map(fetch, tasks)
+            else:
+                self._pool = loader._workers(fetch, None)
+                batches = self._pool.run(tasks)
+        self._batches = batches if finish is None else map(finish, batches)
         if self._pool is not None and not loader.persistent_workers:
             self._finalizer = weakref.finalize(self, self._pool.shutdown)
 
@@ -562,6 +570,10 @@ class _DataLoaderIter:
             if self._loader._token == self._token and self._loader._kind != "lazy":
                 self._loader._index = stop
         return batch
+
+
+def _unchanged(sample: Any) -> Any:
+    return sample
 
 
 def _until_exhausted(batcher: _IterableBatch, stream: Iterator[Any]) -> Iterator[Any]:

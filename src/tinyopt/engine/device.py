@@ -16,6 +16,8 @@ class device:
     """A device name: ``device("cpu")``, ``device("cuda:0")``, ``device("cuda", 1)``."""
 
     __slots__ = ("type", "index")
+    type: str  # type: ignore[misc]
+    index: int | None
 
     def __init__(self, type: Any, index: int | None = None):
         if isinstance(type, device):

@@ -16,7 +16,7 @@ import numpy as np
 
 class _Options:
     precision = 4
-    threshold = 1000
+    threshold: float = 1000
     edgeitems = 3
     linewidth = 80
     sci_mode: bool | None = None

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np
+from typing_extensions import Self
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.device import CPU, check_device
@@ -72,7 +73,7 @@ class _Mutations:
 MUTATIONS = _Mutations()
 
 
-_OPERANDS = (numbers.Number, np.ndarray, np.generic, list, tuple)  # and Tensor, added below
+_OPERANDS: tuple[type, ...] = (numbers.Number, np.ndarray, np.generic, list, tuple)  # + Tensor
 
 
 class Size(tuple):
@@ -111,6 +112,16 @@ class Tensor(TensorMethods):
     dtype: np.dtype
     requires_grad: bool
     name: str
+    _value: Any                       # a concrete tensor's storage (None for graph nodes)
+    _id: int                          # creation order (a fresh one after in-place autograd)
+    _grad: Any
+    _base: Tensor | None              # the tensor whose storage this one views
+    _mutated: int                     # the stamp of the latest in-place write into the storage
+    _version_count: int
+    _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
+    _retains_grad: bool
+    _post_hooks: dict[int, Callable[[Tensor], None]] | None
+    _prev: Tensor | None              # the version before an in-place autograd op
 
     def __init__(self, *data: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> None:
@@ -338,14 +349,14 @@ class Tensor(TensorMethods):
         t = _make("input", (), (), self.shape, self.dtype, False, arr)
         return t
 
-    def detach_(self) -> Tensor:
+    def detach_(self) -> Self:
         if self.op not in LEAF_OPS:
             arr = self.numpy()
             _freeze(self, arr, "input")
         self.requires_grad = False
         return self
 
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    def requires_grad_(self, requires_grad: bool = True) -> Self:
         """Record gradients for this leaf (``x.grad`` after ``backward``)."""
         if self.op not in LEAF_OPS and not (self.requires_grad and requires_grad):
             if requires_grad or self.requires_grad:
@@ -456,7 +467,7 @@ class Tensor(TensorMethods):
 
     # ---- in place ---------------------------------------------------------------------------
     def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
-                 check_cast: bool = True) -> Tensor:
+                 check_cast: bool = True) -> Self:
         """Make this tensor hold ``build(self)``: an op over it (and ``operands``) of the same
         shape, with PyTorch's in-place rules (see the module docstring)."""
         grad_on = grad_mode.is_grad_enabled()
@@ -465,7 +476,8 @@ class Tensor(TensorMethods):
                                "operation.")
         if grad_on and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
                                                   for o in operands)):
-            return _rebind(self, build, check_cast)
+            _rebind(self, build, check_cast)
+            return self
         target = _writable(self)
         new = build(_Alias._of(self) if self.op == "param" else self)
         _check_result(self, new, check_cast)
@@ -484,21 +496,23 @@ class Tensor(TensorMethods):
         from tinyopt.engine.ops import indexing
         indexing.setitem(self, key, value)
 
-    def zero_(self) -> Tensor:
-        return self._fill_inplace(Ellipsis, 0)
+    def zero_(self) -> Self:
+        self._fill_inplace(Ellipsis, 0)
+        return self
 
-    def fill_(self, value: Any) -> Tensor:
+    def fill_(self, value: Any) -> Self:
         if isinstance(value, Tensor) and value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
                                f"with {value.ndim} dimensions.")
-        return self._fill_inplace(Ellipsis, value)
+        self._fill_inplace(Ellipsis, value)
+        return self
 
-    def copy_(self, src: Any, non_blocking: bool = False) -> Tensor:
+    def copy_(self, src: Any, non_blocking: bool = False) -> Self:
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
         return self._inplace(lambda x: _F.expand(_F.to(_F.as_tensor(src), x.dtype), x.shape),
                              src, check_cast=False)
 
-    def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Tensor:
+    def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
 
     # ---- the graph API (ops defined in tinyopt.engine.ops) ----------------------------------
@@ -547,36 +561,6 @@ class Tensor(TensorMethods):
     def type_as(self, other: Tensor) -> Tensor:
         return _F.to(self, other.dtype)
 
-    def float(self) -> Tensor:
-        return _F.to(self, np.float32)
-
-    def double(self) -> Tensor:
-        return _F.to(self, np.float64)
-
-    def long(self) -> Tensor:
-        return _F.to(self, np.int64)
-
-    def int(self) -> Tensor:
-        return _F.to(self, np.int32)
-
-    def short(self) -> Tensor:
-        return _F.to(self, np.int16)
-
-    def char(self) -> Tensor:
-        return _F.to(self, np.int8)
-
-    def byte(self) -> Tensor:
-        return _F.to(self, np.uint8)
-
-    def bool(self) -> Tensor:
-        return _F.to(self, np.bool_)
-
-    def half(self) -> Tensor:
-        raise TypeError("float16 tensors are not supported yet")
-
-    def bfloat16(self) -> Tensor:
-        raise TypeError("bfloat16 tensors are not supported yet")
-
     def clone(self, *, memory_format: Any = None) -> Tensor:
         """A copy with its own storage; gradients flow back to this tensor."""
         return _F.clone(self)
@@ -587,7 +571,7 @@ class Tensor(TensorMethods):
     def pin_memory(self, device: Any = None) -> Tensor:
         return self
 
-    def share_memory_(self) -> Tensor:
+    def share_memory_(self) -> Self:
         return self
 
     def is_pinned(self, device: Any = None) -> bool:
@@ -748,34 +732,34 @@ class Tensor(TensorMethods):
         return _F.ge(self, other)
 
     # in-place operators
-    def __iadd__(self, other: Any) -> Tensor:
+    def __iadd__(self, other: Any) -> Self:
         return self.add_(other)
 
-    def __isub__(self, other: Any) -> Tensor:
+    def __isub__(self, other: Any) -> Self:
         return self.sub_(other)
 
-    def __imul__(self, other: Any) -> Tensor:
+    def __imul__(self, other: Any) -> Self:
         return self.mul_(other)
 
-    def __itruediv__(self, other: Any) -> Tensor:
+    def __itruediv__(self, other: Any) -> Self:
         return self.div_(other)
 
-    def __ifloordiv__(self, other: Any) -> Tensor:
+    def __ifloordiv__(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.floor_divide(x, other), other)
 
-    def __imod__(self, other: Any) -> Tensor:
+    def __imod__(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.remainder(x, other), other)
 
-    def __ipow__(self, other: Any) -> Tensor:
+    def __ipow__(self, other: Any) -> Self:
         return self.pow_(other)
 
-    def __iand__(self, other: Any) -> Tensor:
+    def __iand__(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.bitwise_and(x, other), other)
 
-    def __ior__(self, other: Any) -> Tensor:
+    def __ior__(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.bitwise_or(x, other), other)
 
-    def __ixor__(self, other: Any) -> Tensor:
+    def __ixor__(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.bitwise_xor(x, other), other)
 
     def __getitem__(self, key: Any) -> Tensor:
@@ -979,6 +963,7 @@ class _Alias(Tensor):
     follows the owner's storage when an optimizer moves it."""
 
     __slots__ = ("_owner_ref",)
+    _owner_ref: Tensor
 
     @staticmethod
     def _of(owner: Tensor) -> Tensor:
@@ -1018,6 +1003,7 @@ class Parameter(Tensor):
     """
 
     __slots__ = ("_data", "_grad_view", "_grad_flags", "_grad_index", "_owner", "_grad_t")
+    _grad_t: Tensor | None
 
     # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
     # nodes; ``p.eq(x)`` still compares elementwise.
@@ -1144,7 +1130,7 @@ class Parameter(Tensor):
         self._grad_index = index
         grad_flags[index] = self._grad is not None
 
-    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
+    def requires_grad_(self, requires_grad: bool = True) -> Self:
         if requires_grad and self.dtype not in FLOATS:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)

@@ -10,18 +10,57 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from typing_extensions import Self
+
 if TYPE_CHECKING:
     import numpy as np
 
-    from tinyopt.engine import ops as _F
     from tinyopt.engine.tensor import Tensor
-else:
-    _F = None  # tinyopt.engine.ops, bound when it is imported (it imports Tensor)
+# tinyopt.engine.ops, bound when it is imported (it imports Tensor).  Typed Any: the methods'
+# own signatures are the contract users see.
+_F: Any = None
 
 _Dims = Any  # an int, a tuple of ints, or None
 
 
-class TensorMethods:
+class TensorCasts:
+    """``x.float()``, ``x.long()``...: in a class of their own, so that the names ``float``,
+    ``int`` and ``bool`` in the other classes' annotations still mean the builtins."""
+
+    __slots__ = ()
+
+    def float(self) -> Tensor:
+        return _F.to(self, "float32")
+
+    def double(self) -> Tensor:
+        return _F.to(self, "float64")
+
+    def long(self) -> Tensor:
+        return _F.to(self, "int64")
+
+    def int(self) -> Tensor:
+        return _F.to(self, "int32")
+
+    def short(self) -> Tensor:
+        return _F.to(self, "int16")
+
+    def char(self) -> Tensor:
+        return _F.to(self, "int8")
+
+    def byte(self) -> Tensor:
+        return _F.to(self, "uint8")
+
+    def bool(self) -> Tensor:
+        return _F.to(self, "bool")
+
+    def half(self) -> Tensor:
+        raise TypeError("float16 tensors are not supported yet")
+
+    def bfloat16(self) -> Tensor:
+        raise TypeError("bfloat16 tensors are not supported yet")
+
+
+class TensorMethods(TensorCasts):
     """PyTorch's tensor methods (see the module docstring)."""
 
     __slots__ = ()
@@ -32,10 +71,10 @@ class TensorMethods:
         requires_grad: bool
 
         def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
-                     check_cast: bool = True) -> Tensor: ...
+                     check_cast: bool = True) -> Self: ...
 
         def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any,
-                           **kwargs: Any) -> Tensor: ...
+                           **kwargs: Any) -> Self: ...
 
         def dim(self) -> int: ...
 
@@ -607,197 +646,197 @@ class TensorMethods:
         return _F.count_nonzero(self, dim)
 
     # ---- in place (``x.op_(...)`` is ``x.copy_(x.op(...))`` with PyTorch's rules) ------------
-    def add_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def add_(self, other: Any, *, alpha: Any = 1) -> Self:
         return self._inplace(lambda x: _F.add(x, other, alpha=alpha), other)
 
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def sub_(self, other: Any, *, alpha: Any = 1) -> Self:
         return self._inplace(lambda x: _F.sub(x, other, alpha=alpha), other)
 
     subtract_ = sub_
 
-    def mul_(self, other: Any) -> Tensor:
+    def mul_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.mul(x, other), other)
 
     multiply_ = mul_
 
-    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    def div_(self, other: Any, *, rounding_mode: str | None = None) -> Self:
         return self._inplace(lambda x: _F.div(x, other, rounding_mode=rounding_mode), other)
 
     divide_ = div_
     true_divide_ = div_
 
-    def floor_divide_(self, other: Any) -> Tensor:
+    def floor_divide_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.floor_divide(x, other), other)
 
-    def remainder_(self, other: Any) -> Tensor:
+    def remainder_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.remainder(x, other), other)
 
-    def fmod_(self, other: Any) -> Tensor:
+    def fmod_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.fmod(x, other), other)
 
-    def pow_(self, exponent: Any) -> Tensor:
+    def pow_(self, exponent: Any) -> Self:
         return self._inplace(lambda x: _F.pow(x, exponent), exponent)
 
-    def neg_(self) -> Tensor:
+    def neg_(self) -> Self:
         return self._unary_inplace(_F.neg)
 
     negative_ = neg_
 
-    def abs_(self) -> Tensor:
+    def abs_(self) -> Self:
         return self._unary_inplace(_F.abs)
 
     absolute_ = abs_
 
-    def reciprocal_(self) -> Tensor:
+    def reciprocal_(self) -> Self:
         return self._unary_inplace(_F.reciprocal)
 
-    def square_(self) -> Tensor:
+    def square_(self) -> Self:
         return self._unary_inplace(_F.square)
 
-    def sqrt_(self) -> Tensor:
+    def sqrt_(self) -> Self:
         return self._unary_inplace(_F.sqrt)
 
-    def rsqrt_(self) -> Tensor:
+    def rsqrt_(self) -> Self:
         return self._unary_inplace(_F.rsqrt)
 
-    def exp_(self) -> Tensor:
+    def exp_(self) -> Self:
         return self._unary_inplace(_F.exp)
 
-    def expm1_(self) -> Tensor:
+    def expm1_(self) -> Self:
         return self._unary_inplace(_F.expm1)
 
-    def log_(self) -> Tensor:
+    def log_(self) -> Self:
         return self._unary_inplace(_F.log)
 
-    def log1p_(self) -> Tensor:
+    def log1p_(self) -> Self:
         return self._unary_inplace(_F.log1p)
 
-    def log2_(self) -> Tensor:
+    def log2_(self) -> Self:
         return self._unary_inplace(_F.log2)
 
-    def log10_(self) -> Tensor:
+    def log10_(self) -> Self:
         return self._unary_inplace(_F.log10)
 
-    def sin_(self) -> Tensor:
+    def sin_(self) -> Self:
         return self._unary_inplace(_F.sin)
 
-    def cos_(self) -> Tensor:
+    def cos_(self) -> Self:
         return self._unary_inplace(_F.cos)
 
-    def tan_(self) -> Tensor:
+    def tan_(self) -> Self:
         return self._unary_inplace(_F.tan)
 
-    def tanh_(self) -> Tensor:
+    def tanh_(self) -> Self:
         return self._unary_inplace(_F.tanh)
 
-    def sigmoid_(self) -> Tensor:
+    def sigmoid_(self) -> Self:
         return self._unary_inplace(_F.sigmoid)
 
-    def relu_(self) -> Tensor:
+    def relu_(self) -> Self:
         return self._unary_inplace(_F.relu)
 
-    def erf_(self) -> Tensor:
+    def erf_(self) -> Self:
         return self._unary_inplace(_F.erf)
 
-    def sign_(self) -> Tensor:
+    def sign_(self) -> Self:
         return self._unary_inplace(_F.sign)
 
-    def floor_(self) -> Tensor:
+    def floor_(self) -> Self:
         return self._unary_inplace(_F.floor)
 
-    def ceil_(self) -> Tensor:
+    def ceil_(self) -> Self:
         return self._unary_inplace(_F.ceil)
 
-    def round_(self, *, decimals: int = 0) -> Tensor:
+    def round_(self, *, decimals: int = 0) -> Self:
         return self._inplace(lambda x: _F.round(x, decimals=decimals))
 
-    def trunc_(self) -> Tensor:
+    def trunc_(self) -> Self:
         return self._unary_inplace(_F.trunc)
 
     fix_ = trunc_
 
-    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+    def clamp_(self, min: Any = None, max: Any = None) -> Self:
         return self._inplace(lambda x: _F.clamp(x, min, max), min, max)
 
     clip_ = clamp_
 
-    def clamp_min_(self, min: Any) -> Tensor:
+    def clamp_min_(self, min: Any) -> Self:
         return self._inplace(lambda x: _F.clamp(x, min=min), min)
 
-    def clamp_max_(self, max: Any) -> Tensor:
+    def clamp_max_(self, max: Any) -> Self:
         return self._inplace(lambda x: _F.clamp(x, max=max), max)
 
-    def lerp_(self, end: Any, weight: Any) -> Tensor:
+    def lerp_(self, end: Any, weight: Any) -> Self:
         return self._inplace(lambda x: _F.lerp(x, end, weight), end, weight)
 
-    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Self:
         return self._inplace(lambda x: _F.addcmul(x, tensor1, tensor2, value=value),
                              tensor1, tensor2)
 
-    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Tensor:
+    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Self:
         return self._inplace(lambda x: _F.addcdiv(x, tensor1, tensor2, value=value),
                              tensor1, tensor2)
 
     def nan_to_num_(self, nan: float = 0.0, posinf: float | None = None,
-                    neginf: float | None = None) -> Tensor:
+                    neginf: float | None = None) -> Self:
         return self._inplace(lambda x: _F.nan_to_num(x, nan, posinf, neginf))
 
-    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+    def masked_fill_(self, mask: Any, value: Any) -> Self:
         return self._inplace(lambda x: _F.masked_fill(x, mask, value), mask, value)
 
-    def logical_not_(self) -> Tensor:
+    def logical_not_(self) -> Self:
         return self._unary_inplace(_F.logical_not)
 
-    def cumsum_(self, dim: int) -> Tensor:
+    def cumsum_(self, dim: int) -> Self:
         return self._inplace(lambda x: _F.cumsum(x, dim))
 
-    def cumprod_(self, dim: int) -> Tensor:
+    def cumprod_(self, dim: int) -> Self:
         return self._inplace(lambda x: _F.cumprod(x, dim))
 
-    def tril_(self, diagonal: int = 0) -> Tensor:
+    def tril_(self, diagonal: int = 0) -> Self:
         return self._inplace(lambda x: _F.tril(x, diagonal))
 
-    def triu_(self, diagonal: int = 0) -> Tensor:
+    def triu_(self, diagonal: int = 0) -> Self:
         return self._inplace(lambda x: _F.triu(x, diagonal))
 
     def scatter_(self, dim: int, index: Any, src: Any = None, *, value: Any = None,
-                 reduce: str | None = None) -> Tensor:
+                 reduce: str | None = None) -> Self:
         return self._inplace(lambda x: _F.scatter(x, dim, index, src, value=value,
                                                   reduce=reduce), index, src)
 
-    def scatter_add_(self, dim: int, index: Any, src: Any) -> Tensor:
+    def scatter_add_(self, dim: int, index: Any, src: Any) -> Self:
         return self._inplace(lambda x: _F.scatter_add(x, dim, index, src), index, src)
 
-    def index_add_(self, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Tensor:
+    def index_add_(self, dim: int, index: Any, source: Any, *, alpha: Any = 1) -> Self:
         return self._inplace(lambda x: _F.index_add(x, dim, index, source, alpha=alpha),
                              index, source)
 
-    def index_fill_(self, dim: int, index: Any, value: Any) -> Tensor:
+    def index_fill_(self, dim: int, index: Any, value: Any) -> Self:
         return self._inplace(lambda x: _F.index_fill(x, dim, index, value), index, value)
 
-    def index_copy_(self, dim: int, index: Any, source: Any) -> Tensor:
+    def index_copy_(self, dim: int, index: Any, source: Any) -> Self:
         return self._inplace(lambda x: _F.index_copy(x, dim, index, source), index, source)
 
-    def maximum_(self, other: Any) -> Tensor:
+    def maximum_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.maximum(x, other), other)
 
-    def minimum_(self, other: Any) -> Tensor:
+    def minimum_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.minimum(x, other), other)
 
     # ---- random fills (the tinyopt generator, ``manual_seed``) ------------------------------
-    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Tensor:
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "uniform", a, b, generator)
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "normal", mean, std, generator)
 
-    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Tensor:
+    def bernoulli_(self, p: float = 0.5, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "bernoulli", p, 0.0, generator)
 
-    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    def exponential_(self, lambd: float = 1.0, *, generator: Any = None) -> Self:
         return _F.fill_random(self, "exponential", lambd, 0.0, generator)
 
     def random_(self, from_: int = 0, to: int | None = None, *, generator: Any = None
-                ) -> Tensor:
+                ) -> Self:
         return _F.fill_random(self, "integers", from_, to, generator)
 

@@ -128,7 +128,11 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Run forward pre-hooks, ``forward`` and forward hooks.  Typed as returning a Tensor
+        (what ``model(x)`` is in training code); a module whose ``forward`` returns a tuple or
+        a dict still returns it, and a Tensor unpacks and indexes the same way for type
+        checkers."""
         pre_hooks = self.__dict__.get("_forward_pre_hooks")
         hooks = self.__dict__.get("_forward_hooks")
         if not pre_hooks and not hooks:

@@ -39,6 +39,8 @@ class BatchRunner:
                  index: np.ndarray | None = None) -> int:
         """Run one batch (forward, and backward into ``.grad`` when ``backward``); return its size."""
         x, y = split_batch(self.where, batch)
+        if isinstance(y, Tensor) and y.op == "input":  # a DataLoader batch: check it as an array
+            y = y._value
         if self.classes is not None and isinstance(y, np.ndarray):
             if y.dtype != np.int64:
                 y = y.astype(np.int64)

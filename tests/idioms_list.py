@@ -1,0 +1,915 @@
+"""The snippets of tests/test_idioms.py: everyday PyTorch training code, grouped by topic.
+
+``register(idiom, TENSOR)`` adds them; ``idiom(name, code, xfail=None, compare=True)``.  Each
+leaves its answer in ``result``.
+"""
+
+from __future__ import annotations
+
+
+def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
+    T = TENSOR  # reason prefix for an idiom that only the Tensor half can make pass (none left)
+    # ---- devices, namespaces, the paths scripts import ----------------------------------------
+    idiom("device_cpu", """
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        result = str(device)""")
+    idiom("accelerator", """
+        result = torch.accelerator.is_available()""")
+    idiom("backends_mps", """
+        result = torch.backends.mps.is_available()""")
+    idiom("utils_data_path", """
+        ds = torch.utils.data.TensorDataset(torch.tensor(X), torch.tensor(Y))
+        loader = torch.utils.data.DataLoader(ds, batch_size=5)
+        result = [len(ds), len(loader)]""")
+    idiom("import_nn_parallel", """
+        import importlib
+        importlib.import_module(torch.__name__ + ".nn.parallel")
+        result = True""")
+    idiom("inference_mode", """
+        m = nn.Linear(4, 2)
+        with torch.inference_mode():
+            y = m(torch.tensor(X))
+        result = y.requires_grad""")
+    idiom("no_grad_requires_grad", """
+        m = nn.Linear(4, 2)
+        with torch.no_grad():
+            y = m(torch.tensor(X))
+        result = y.requires_grad""")
+    idiom("manual_seed_repro", """
+        torch.manual_seed(3); a = torch.rand(5)
+        torch.manual_seed(3); b = torch.rand(5)
+        result = bool((a == b).all())""", compare=False)
+    idiom("is_cuda", """
+        result = torch.zeros(2).is_cuda""")
+    idiom("tensor_device", """
+        result = str(torch.zeros(2).device)""")
+    idiom("x_to_device", """
+        device = torch.device("cpu")
+        result = torch.tensor(X).to(device).shape""")
+    idiom("model_to_device", """
+        m = nn.Linear(4, 2).to("cpu")
+        result = sum(p.numel() for p in m.parameters())""")
+    # ---- creation ---------------------------------------------------------------------------------
+    idiom("tensor_float", """
+        result = torch.tensor([1.0, 2.5]).dtype""")
+    idiom("tensor_int", """
+        result = torch.tensor([1, 2]).dtype""")
+    idiom("from_numpy", """
+        a = np.arange(6.0).reshape(2, 3)
+        result = torch.from_numpy(a).sum()""")
+    idiom("as_tensor", """
+        result = torch.as_tensor([[1, 2], [3, 4]]).shape""")
+    idiom("zeros_ones", """
+        result = [torch.zeros(2, 3), torch.ones((3,)), torch.full((2,), 1.5)]""")
+    idiom("full_int", """
+        result = torch.full((2,), 7).dtype""")
+    idiom("zeros_like", """
+        x = torch.tensor(X)
+        result = [torch.zeros_like(x).shape, torch.ones_like(x).sum()]""")
+    idiom("full_like", """
+        result = torch.full_like(torch.tensor(X), 2.0).sum()""")
+    idiom("rand_like", """
+        result = torch.randn_like(torch.tensor(X)).shape""")
+    idiom("randint", """
+        result = torch.randint(0, 10, (3, 4)).shape""")
+    idiom("randperm", """
+        p = torch.randperm(10)
+        result = sorted(p.tolist())""")
+    idiom("arange_int", """
+        result = torch.arange(5)""")
+    idiom("arange_float", """
+        result = torch.arange(0, 1, 0.25)""")
+    idiom("linspace", """
+        result = torch.linspace(0, 1, 5)""")
+    idiom("eye", """
+        result = torch.eye(3)""")
+    idiom("empty", """
+        result = torch.empty(2, 3).shape""")
+    idiom("tril_mask", """
+        result = torch.tril(torch.ones(3, 3))""")
+    idiom("triu", """
+        result = torch.triu(torch.ones(3, 3), diagonal=1)""")
+    idiom("legacy_long_tensor", """
+        result = torch.LongTensor([1, 2, 3]).dtype""")
+    idiom("legacy_float_tensor", """
+        result = torch.FloatTensor([[1, 2]]).dtype""")
+    idiom("tensor_ctor_shape", """
+        result = torch.Tensor(2, 3).shape""")
+    idiom("requires_grad_kw", """
+        x = torch.ones(3, requires_grad=True)
+        (x * 2).sum().backward()
+        result = x.grad""")
+    idiom("new_zeros", """
+        result = torch.tensor(X).new_zeros((2, 2)).dtype""")
+    # ---- shape ------------------------------------------------------------------------------------
+    idiom("view", """
+        result = torch.tensor(X).view(8, 8).shape""")
+    idiom("view_minus_one", """
+        result = torch.tensor(X).view(-1).shape""")
+    idiom("view_as", """
+        x = torch.tensor(X)
+        result = torch.zeros(64).view_as(x).shape""")
+    idiom("reshape_as", """
+        result = torch.zeros(64).reshape_as(torch.tensor(X)).shape""")
+    idiom("flatten_start", """
+        result = torch.zeros(2, 3, 4).flatten(1).shape""")
+    idiom("permute", """
+        result = torch.zeros(2, 3, 4).permute(2, 0, 1).shape""")
+    idiom("transpose", """
+        result = torch.tensor(X).transpose(0, 1).shape""")
+    idiom("t_method", """
+        result = torch.tensor(X).t().shape""")
+    idiom("T_property", """
+        result = torch.tensor(X).T.shape""")
+    idiom("unsqueeze_squeeze", """
+        x = torch.tensor(X)
+        result = [x.unsqueeze(0).shape, x.unsqueeze(-1).squeeze(-1).shape]""")
+    idiom("squeeze_tuple", """
+        result = torch.zeros(1, 3, 1).squeeze((0, 2)).shape""")
+    idiom("expand", """
+        result = torch.tensor([[1.0], [2.0]]).expand(2, 3)""")
+    idiom("expand_as", """
+        result = torch.tensor([[1.0], [2.0]]).expand_as(torch.zeros(2, 4)).sum()""")
+    idiom("repeat", """
+        result = torch.tensor([1, 2]).repeat(2, 2)""")
+    idiom("repeat_interleave", """
+        result = torch.tensor([1, 2]).repeat_interleave(2)""")
+    idiom("flip", """
+        result = torch.arange(4).flip(0)""")
+    idiom("roll", """
+        result = torch.arange(4).roll(1)""")
+    idiom("split", """
+        parts = torch.arange(10).split(4)
+        result = [p.tolist() for p in parts]""")
+    idiom("chunk", """
+        result = [c.shape for c in torch.tensor(X).chunk(4, dim=0)]""")
+    idiom("unbind", """
+        result = len(torch.tensor(X).unbind(1))""")
+    idiom("narrow", """
+        result = torch.arange(10).narrow(0, 2, 3)""")
+    idiom("movedim", """
+        result = torch.zeros(2, 3, 4).movedim(0, -1).shape""")
+    idiom("cat_stack", """
+        a, b = torch.ones(2, 3), torch.zeros(2, 3)
+        result = [torch.cat([a, b], dim=1).shape, torch.stack([a, b]).shape]""")
+    idiom("size_dim_numel", """
+        x = torch.zeros(2, 3, 4)
+        result = [x.size(), x.size(1), x.dim(), x.numel(), x.ndim, len(x)]""")
+    idiom("contiguous", """
+        result = torch.tensor(X).t().contiguous().shape""")
+    idiom("mT", """
+        result = torch.zeros(2, 3, 4).mT.shape""")
+    idiom("swapaxes", """
+        result = torch.zeros(2, 3).swapaxes(0, 1).shape""")
+    # ---- indexing ---------------------------------------------------------------------------------
+    idiom("slice_columns", """
+        result = torch.tensor(X)[:, 1:3]""")
+    idiom("index_row", """
+        result = torch.tensor(X)[3]""")
+    idiom("ellipsis_none", """
+        result = torch.tensor(X)[..., None].shape""")
+    idiom("index_array", """
+        idx = torch.tensor([0, 5, 2])
+        result = torch.tensor(X)[idx]""")
+    idiom("bool_mask_index", """
+        x = torch.tensor(X)
+        result = x[x > 0].shape""")
+    idiom("setitem_slice", """
+        x = torch.zeros(3, 4)
+        x[1, :] = 5.0
+        result = x""")
+    idiom("setitem_mask", """
+        x = torch.tensor(X)
+        x[x < 0] = 0
+        result = x""")
+    idiom("masked_fill", """
+        x = torch.tensor(X)
+        result = x.masked_fill(x < 0, -1.0)""")
+    idiom("causal_mask", """
+        att = torch.zeros(4, 4)
+        mask = torch.tril(torch.ones(4, 4))
+        result = att.masked_fill(mask == 0, float("-inf")).softmax(-1)""")
+    idiom("gather", """
+        x = torch.tensor(X)
+        result = x.gather(1, torch.tensor(Y % 4).unsqueeze(1))""")
+    idiom("index_select", """
+        result = torch.tensor(X).index_select(0, torch.tensor([1, 0]))""")
+    idiom("scatter_add", """
+        out = torch.zeros(3).scatter_add(0, torch.tensor([0, 1, 0]), torch.tensor([1.0, 2.0, 3.0]))
+        result = out""")
+    idiom("nonzero", """
+        result = torch.tensor([0, 1, 0, 2]).nonzero()""")
+    idiom("where_scalars", """
+        x = torch.tensor(X)
+        result = torch.where(x > 0, x, 0.0)""")
+    idiom("where_tensors", """
+        x = torch.tensor(X)
+        result = torch.where(x > 0, x, torch.zeros_like(x))""")
+    # ---- math -------------------------------------------------------------------------------------
+    idiom("arith_broadcast", """
+        x = torch.tensor(X)
+        result = (x * 2 + 1) / 3 - x ** 2""")
+    idiom("scalar_left", """
+        x = torch.tensor(X)
+        result = 2.0 - x + 1 / (x.abs() + 1)""")
+    idiom("matmul_op", """
+        x = torch.tensor(X)
+        result = x @ x.T""")
+    idiom("mm", """
+        x = torch.tensor(X)
+        result = torch.mm(x, x.t())""")
+    idiom("bmm", """
+        a = torch.tensor(X).view(2, 8, 4)
+        result = torch.bmm(a, a.transpose(1, 2)).shape""")
+    idiom("einsum", """
+        x = torch.tensor(X)
+        result = torch.einsum("ij,kj->ik", x, x)""")
+    idiom("outer", """
+        result = torch.outer(torch.arange(3.0), torch.arange(2.0))""")
+    idiom("addmm", """
+        x = torch.tensor(X)
+        result = torch.addmm(torch.ones(16), x, torch.ones(4, 16))""")
+    idiom("reductions", """
+        x = torch.tensor(X)
+        result = [x.sum(), x.mean(0), x.max(), x.min(1)[0] if isinstance(x.min(1), tuple) else None]""",
+          compare=False)
+    idiom("max_dim_values_indices", """
+        values, indices = torch.tensor(X).max(dim=1)
+        result = [values, indices]""")
+    idiom("argmax_accuracy", """
+        logits = torch.tensor(X[:, :3])
+        y = torch.tensor(Y)
+        result = (logits.argmax(dim=1) == y).float().mean().item()""")
+    idiom("correct_sum_item", """
+        pred = torch.tensor(X[:, :3]).argmax(1)
+        result = pred.eq(torch.tensor(Y)).sum().item()""")
+    idiom("std_var", """
+        x = torch.tensor(X)
+        result = [x.std(), x.var(dim=0, unbiased=False)]""")
+    idiom("norm", """
+        result = torch.tensor(X).norm()""")
+    idiom("vector_norm", """
+        result = torch.linalg.vector_norm(torch.tensor(X), dim=1)""")
+    idiom("cumsum", """
+        result = torch.arange(5.0).cumsum(0)""")
+    idiom("prod", """
+        result = torch.tensor([1.0, 2.0, 3.0]).prod()""")
+    idiom("amax", """
+        result = torch.tensor(X).amax(dim=0)""")
+    idiom("logsumexp", """
+        result = torch.tensor(X).logsumexp(dim=1)""")
+    idiom("elementwise_fns", """
+        x = torch.tensor(X)
+        result = [x.exp(), x.abs().log(), x.abs().sqrt(), x.tanh(), x.sigmoid(), x.relu()]""")
+    idiom("clamp_clip", """
+        x = torch.tensor(X)
+        result = [x.clamp(-0.5, 0.5), x.clamp(min=0), torch.clamp(x, max=0.1)]""")
+    idiom("more_unary", """
+        x = torch.tensor(X)
+        result = [x.sign(), x.floor(), x.round(), x.rsqrt().isnan().sum()]""")
+    idiom("log1p_expm1", """
+        x = torch.tensor(X).abs()
+        result = [torch.log1p(x), torch.expm1(x), torch.sin(x), torch.erf(x)]""")
+    idiom("remainder", """
+        result = torch.arange(6) % 4""")
+    idiom("pow_tensor", """
+        x = torch.tensor([1.0, 2.0, 3.0])
+        result = x.pow(2) + torch.pow(x, x)""")
+    idiom("lerp", """
+        result = torch.lerp(torch.zeros(3), torch.ones(3), 0.25)""")
+    idiom("nan_to_num", """
+        result = torch.tensor([float("nan"), 1.0]).nan_to_num(0.0)""")
+    idiom("isfinite", """
+        result = torch.isfinite(torch.tensor([1.0, float("inf")]))""")
+    idiom("logical_ops", """
+        a = torch.tensor(X) > 0
+        result = (a & (torch.tensor(X) < 1)).sum()""")
+    idiom("any_all", """
+        x = torch.tensor(X)
+        result = [bool((x > 10).any()), bool((x > -10).all())]""")
+    idiom("topk", """
+        result = torch.tensor(X[0]).topk(2).values""")
+    idiom("sort", """
+        result = torch.tensor(X[0]).sort().values""")
+    idiom("argsort", """
+        result = torch.tensor(X[0]).argsort()""")
+    idiom("unique", """
+        result = torch.tensor(Y).unique()""")
+    idiom("multinomial", """
+        torch.manual_seed(0)
+        result = torch.multinomial(torch.tensor([0.0, 1.0]), 3, replacement=True)""")
+    idiom("softmax_dim", """
+        result = torch.tensor(X).softmax(dim=-1)""")
+    idiom("log_softmax_fn", """
+        result = F.log_softmax(torch.tensor(X), dim=1)""")
+    # ---- dtypes and conversion --------------------------------------------------------------------
+    idiom("float_long", """
+        x = torch.tensor(X)
+        result = [x.long().dtype, x.long().float().dtype, x.double().dtype]""")
+    idiom("int_bool", """
+        x = torch.tensor(X)
+        result = [x.int().dtype, x.bool().dtype]""")
+    idiom("type_method", """
+        result = torch.tensor(X).type(torch.float64).dtype""")
+    idiom("to_dtype", """
+        result = torch.tensor(X).to(torch.float64).dtype""")
+    idiom("dtype_names", """
+        result = [torch.float32, torch.float, torch.float64, torch.double, torch.long, torch.int64]""")
+    idiom("mixed_int_float", """
+        result = (torch.arange(3) * 0.5).dtype""")
+    idiom("int_div", """
+        result = torch.arange(4) / 2""")
+    idiom("item_numpy_tolist", """
+        x = torch.tensor([[1.5, 2.0]])
+        result = [x.sum().item(), x.numpy(), x.tolist()]""")
+    idiom("np_asarray", """
+        result = np.asarray(torch.tensor(X)).shape""")
+    idiom("format_scalar", """
+        result = "{:+.2f}".format(torch.tensor(1.2345))""")
+    idiom("fstring_item", """
+        result = f"{torch.tensor(0.5).item():.3f}" """)
+    idiom("print_tensor", """
+        result = str(torch.tensor([1.0, 2.0]))""")
+    idiom("float_of_tensor", """
+        result = float(torch.tensor(X).sum())""")
+    # ---- autograd ---------------------------------------------------------------------------------
+    idiom("backward_grad", """
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        (w * w).sum().backward()
+        result = w.grad""")
+    idiom("grad_accumulates", """
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        for _ in range(3):
+            (w * 3).sum().backward()
+        result = w.grad""")
+    idiom("retain_graph", """
+        w = torch.tensor([1.0], requires_grad=True)
+        y = (w * w).sum()
+        y.backward(retain_graph=True)
+        y.backward()
+        result = w.grad""")
+    idiom("backward_gradient", """
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        (w * 3).backward(torch.tensor([1.0, 0.5]))
+        result = w.grad""")
+    idiom("autograd_grad", """
+        x = torch.tensor([2.0], requires_grad=True)
+        (g,) = torch.autograd.grad((x ** 3).sum(), x)
+        result = g""")
+    idiom("detach", """
+        x = torch.tensor([2.0], requires_grad=True)
+        result = (x * 2).detach().requires_grad""")
+    idiom("requires_grad_", """
+        x = torch.ones(2).requires_grad_()
+        (x * 5).sum().backward()
+        result = x.grad""")
+    idiom("retain_grad", """
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        h = x * 2
+        h.retain_grad()
+        (h * h).sum().backward()
+        result = h.grad""")
+    idiom("register_hook", """
+        x = torch.tensor([1.0, 2.0], requires_grad=True)
+        x.register_hook(lambda g: g * 10)
+        (x * 1).sum().backward()
+        result = x.grad""")
+    idiom("is_leaf", """
+        x = torch.tensor([1.0], requires_grad=True)
+        result = [x.is_leaf, (x * 2).is_leaf]""")
+    idiom("grad_norm", """
+        m = seed_weights(nn.Linear(4, 2))
+        F.mse_loss(m(torch.tensor(X)), torch.zeros(16, 2)).backward()
+        result = m.weight.grad.norm().item()""")
+    idiom("set_grad_enabled", """
+        with torch.set_grad_enabled(False):
+            y = nn.Linear(4, 1)(torch.tensor(X))
+        result = y.requires_grad""")
+    # ---- in-place updates -------------------------------------------------------------------------
+    idiom("manual_sgd", """
+        m = seed_weights(nn.Linear(4, 3))
+        loss = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y))
+        loss.backward()
+        with torch.no_grad():
+            for p in m.parameters():
+                p -= 0.1 * p.grad
+        result = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).item()""")
+    idiom("data_sub_", """
+        m = seed_weights(nn.Linear(4, 3))
+        F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
+        for p in m.parameters():
+            p.data.sub_(0.1 * p.grad.data)
+        result = m.weight""")
+    idiom("data_fill_", """
+        m = nn.Linear(4, 3)
+        m.bias.data.fill_(0.5)
+        result = m.bias""")
+    idiom("param_add_alpha", """
+        m = seed_weights(nn.Linear(4, 1))
+        with torch.no_grad():
+            m.weight.add_(torch.ones(1, 4), alpha=0.5)
+        result = m.weight""")
+    idiom("copy_", """
+        a = seed_weights(nn.Linear(4, 2)); b = nn.Linear(4, 2)
+        with torch.no_grad():
+            for p, q in zip(b.parameters(), a.parameters()):
+                p.copy_(q)
+        result = b.weight""")
+    idiom("ema_update", """
+        a = seed_weights(nn.Linear(4, 2)); b = seed_weights(nn.Linear(4, 2), 1)
+        with torch.no_grad():
+            for pe, p in zip(b.parameters(), a.parameters()):
+                pe.mul_(0.9).add_(p, alpha=0.1)
+        result = b.weight""")
+    idiom("zero_fill_clamp_", """
+        x = torch.tensor(X)
+        x.clamp_(-0.1, 0.1)
+        y = torch.ones(3); y.zero_()
+        result = [x, y]""")
+    idiom("iadd_tensor", """
+        x = torch.zeros(3)
+        x += 1
+        result = x""")
+    idiom("inplace_leaf_error", """
+        x = torch.ones(2, requires_grad=True)
+        try:
+            x.add_(1)
+            result = "no error"
+        except RuntimeError as e:
+            result = "a leaf Variable that requires grad" in str(e)""")
+    idiom("init_normal_", """
+        m = nn.Linear(100, 100)
+        torch.nn.init.normal_(m.weight, 0.0, 0.02)
+        result = round(float(m.weight.std()), 1)""", compare=True, rtol=0.2)
+    idiom("init_zeros_", """
+        m = nn.Linear(4, 4)
+        nn.init.zeros_(m.bias); nn.init.ones_(m.weight)
+        result = m(torch.ones(1, 4))""")
+    idiom("init_xavier_kaiming", """
+        m = nn.Conv2d(3, 8, 3)
+        nn.init.xavier_uniform_(m.weight); nn.init.kaiming_normal_(m.weight, mode="fan_out")
+        nn.init.constant_(m.bias, 0.1)
+        result = m.bias""")
+    idiom("apply_init", """
+        def init(mod):
+            if isinstance(mod, nn.Linear):
+                nn.init.constant_(mod.weight, 0.5)
+                nn.init.zeros_(mod.bias)
+        m = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1)).apply(init)
+        result = m(torch.ones(1, 2))""")
+    # ---- modules ----------------------------------------------------------------------------------
+    idiom("custom_module", """
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc1 = nn.Linear(4, 8)
+                self.fc2 = nn.Linear(8, 3)
+            def forward(self, x):
+                return self.fc2(F.relu(self.fc1(x)))
+        net = seed_weights(Net())
+        result = net(torch.tensor(X))""")
+    idiom("sequential_ordered", """
+        from collections import OrderedDict
+        m = nn.Sequential(OrderedDict([("fc", nn.Linear(4, 2)), ("act", nn.Tanh())]))
+        result = [name for name, _ in m.named_parameters()]""")
+    idiom("modulelist", """
+        m = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+        result = [len(m), sum(p.numel() for p in m.parameters())]""")
+    idiom("moduledict", """
+        m = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+        result = sorted(m.keys())""")
+    idiom("count_params", """
+        m = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 26 * 26, 10))
+        result = sum(p.numel() for p in m.parameters() if p.requires_grad)""")
+    idiom("freeze", """
+        m = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
+        for p in m[0].parameters():
+            p.requires_grad = False
+        result = [p.requires_grad for p in m.parameters()]""")
+    idiom("train_eval_flags", """
+        m = nn.Sequential(nn.Dropout(0.5), nn.BatchNorm1d(4))
+        m.eval()
+        a = m.training
+        m.train()
+        result = [a, m.training, m[1].training]""")
+    idiom("state_dict_keys", """
+        m = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4))
+        result = list(m.state_dict().keys())""")
+    idiom("state_dict_clone", """
+        m = seed_weights(nn.Linear(4, 2))
+        best = {k: v.clone() for k, v in m.state_dict().items()}
+        result = best["weight"]""")
+    idiom("load_state_dict_strict_false", """
+        m = nn.Linear(4, 2)
+        r = m.load_state_dict({"weight": torch.zeros(2, 4)}, strict=False)
+        result = [list(r.missing_keys), list(r.unexpected_keys)]""")
+    idiom("parameters_to_vector", """
+        m = seed_weights(nn.Linear(3, 2))
+        v = nn.utils.parameters_to_vector(m.parameters())
+        nn.utils.vector_to_parameters(v * 2, m.parameters())
+        result = m.bias""")
+    idiom("parameterlist", """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ws = nn.ParameterList([nn.Parameter(torch.ones(2, 2)) for _ in range(2)])
+            def forward(self, x):
+                for w in self.ws:
+                    x = x @ w
+                return x
+        result = M()(torch.ones(1, 2))""")
+    idiom("parameterdict", """
+        d = nn.ParameterDict({"scale": nn.Parameter(torch.ones(3))})
+        result = [list(d.keys()), list(d.state_dict().keys())]""")
+    idiom("register_buffer", """
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("mask", torch.ones(3))
+        result = list(M().state_dict().keys())""")
+    idiom("forward_hook", """
+        m = seed_weights(nn.Linear(4, 2))
+        seen = []
+        h = m.register_forward_hook(lambda mod, inp, out: seen.append(out.shape))
+        m(torch.tensor(X)); h.remove(); m(torch.tensor(X))
+        result = seen""")
+    idiom("weight_tying", """
+        emb = nn.Embedding(10, 4); head = nn.Linear(4, 10, bias=False)
+        head.weight = emb.weight
+        m = nn.ModuleList([emb, head])
+        result = len(list(m.parameters()))""")
+    # ---- layers (the functional and module additions of this issue) -------------------------------
+    idiom("conv_pool_stack", """
+        m = seed_weights(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                       nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)))
+        result = m(torch.tensor(X.reshape(1, 1, 4, 16)))""")
+    idiom("conv_transpose", """
+        m = seed_weights(nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1))
+        result = m(torch.tensor(X.reshape(1, 4, 4, 4)))""")
+    idiom("dcgan_block", """
+        g = seed_weights(nn.Sequential(nn.ConvTranspose2d(4, 8, 4, 1, 0, bias=False),
+                                       nn.BatchNorm2d(8), nn.ReLU(True),
+                                       nn.ConvTranspose2d(8, 1, 4, 2, 1, bias=False), nn.Tanh()))
+        result = g(torch.tensor(X.reshape(16, 4, 1, 1)))""")
+    idiom("group_instance_norm", """
+        x = torch.tensor(X.reshape(2, 4, 2, 4))
+        result = [nn.GroupNorm(2, 4)(x), nn.InstanceNorm2d(4)(x), F.group_norm(x, 4)]""")
+    idiom("upsample_interpolate", """
+        x = torch.tensor(X.reshape(1, 1, 4, 16))
+        result = [nn.Upsample(scale_factor=2)(x), F.interpolate(x, size=(5, 7), mode="bilinear",
+                  align_corners=False), F.interpolate(x, scale_factor=0.5, mode="area")]""")
+    idiom("pixel_shuffle", """
+        x = torch.tensor(X.reshape(1, 4, 2, 8))
+        result = nn.PixelShuffle(2)(x).shape""")
+    idiom("pad_modes", """
+        x = torch.tensor(X.reshape(1, 1, 4, 16))
+        result = [F.pad(x, (1, 1, 2, 0)), F.pad(x, (2, 2, 2, 2), mode="reflect"),
+                  nn.ZeroPad2d(1)(x).shape, nn.ReplicationPad2d((0, 1, 1, 0))(x)]""")
+    idiom("activations", """
+        x = torch.tensor(X)
+        result = [F.elu(x), F.selu(x), F.hardtanh(x), F.mish(x), F.logsigmoid(x), F.gelu(x),
+                  F.leaky_relu(x, 0.2), F.softplus(x), nn.PReLU()(x), nn.ReLU6()(x * 4)]""")
+    idiom("dropout_fn_training", """
+        x = torch.tensor(X)
+        result = [F.dropout(x, 0.5, training=False), nn.Dropout2d(0.3).eval()(x.view(2, 8, 2, 2))]""")
+    idiom("normalize_cosine", """
+        a, b = torch.tensor(X[:8]), torch.tensor(X[8:])
+        result = [F.normalize(a, dim=1), F.cosine_similarity(a, b), F.pairwise_distance(a, b),
+                  nn.CosineSimilarity(dim=1)(a, b)]""")
+    idiom("embedding_one_hot", """
+        emb = seed_weights(nn.Embedding(5, 3))
+        idx = torch.tensor([[0, 4], [2, 2]])
+        result = [emb(idx), F.one_hot(idx, 5), F.embedding(idx, emb.weight)]""")
+    idiom("layernorm_batchnorm", """
+        x = torch.tensor(X)
+        bn = nn.BatchNorm1d(4)
+        result = [nn.LayerNorm(4)(x), bn(x), bn.running_mean]""")
+    idiom("bce_family", """
+        p = torch.sigmoid(torch.tensor(X[:, 0]))
+        y = torch.tensor((Y > 0).astype(np.float32))
+        result = [F.binary_cross_entropy(p, y), nn.BCELoss()(p, y),
+                  F.binary_cross_entropy_with_logits(torch.tensor(X[:, 0]), y)]""")
+    idiom("regression_losses", """
+        a, b = torch.tensor(X[:, 0]), torch.tensor(X[:, 1])
+        result = [F.mse_loss(a, b), F.l1_loss(a, b), F.smooth_l1_loss(a, b), nn.HuberLoss(delta=0.5)(a, b),
+                  nn.SmoothL1Loss(beta=0.3)(a, b)]""")
+    idiom("kl_vae", """
+        mu, logvar = torch.tensor(X[:, :2]), torch.tensor(X[:, 2:])
+        kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        log_p = F.log_softmax(torch.tensor(X), 1)
+        q = F.softmax(torch.tensor(X[::-1].copy()), 1)
+        result = [kld, F.kl_div(log_p, q, reduction="batchmean"), nn.KLDivLoss(reduction="sum")(log_p, q)]""")
+    idiom("metric_losses", """
+        a, p, n = torch.tensor(X[:5]), torch.tensor(X[5:10]), torch.tensor(X[10:15])
+        y = torch.tensor([1, -1, 1, 1, -1])
+        result = [nn.TripletMarginLoss(margin=1.0)(a, p, n), nn.CosineEmbeddingLoss()(a, p, y),
+                  F.triplet_margin_loss(a, p, n, swap=True)]""")
+    idiom("cross_entropy_options", """
+        logits, y = torch.tensor(X[:, :3]), torch.tensor(Y)
+        result = [F.cross_entropy(logits, y), F.cross_entropy(logits, y, label_smoothing=0.1),
+                  nn.CrossEntropyLoss(weight=torch.tensor([1.0, 2.0, 0.5]))(logits, y),
+                  F.nll_loss(F.log_softmax(logits, 1), y, reduction="sum")]""")
+    idiom("cross_entropy_ignore_index", """
+        result = F.cross_entropy(torch.tensor(X[:, :3]), torch.tensor(np.where(Y == 0, -100, Y)))""")
+    # ---- optimizers and schedulers ----------------------------------------------------------------
+    idiom("train_mlp_sgd", """
+        m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+        opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(5):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y))
+            loss.backward()
+            opt.step()
+        result = loss.item()""")
+    idiom("train_adam_wd", """
+        m = seed_weights(nn.Linear(4, 3))
+        opt = optim.AdamW(m.parameters(), lr=1e-2, weight_decay=0.01)
+        for _ in range(5):
+            opt.zero_grad(); F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward(); opt.step()
+        result = m.weight""")
+    idiom("param_groups_lr", """
+        m = seed_weights(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 3)))
+        opt = optim.SGD([{"params": m[0].parameters(), "lr": 0.01}, {"params": m[1].parameters()}],
+                        lr=0.1)
+        for g in opt.param_groups:
+            g["lr"] *= 0.5
+        result = [g["lr"] for g in opt.param_groups]""")
+    idiom("step_lr", """
+        m = nn.Linear(2, 1)
+        opt = optim.SGD(m.parameters(), lr=1.0)
+        s = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        lrs = []
+        for _ in range(5):
+            opt.step(); s.step(); lrs.append(s.get_last_lr()[0])
+        result = lrs""")
+    idiom("cosine_onecycle", """
+        m = nn.Linear(2, 1)
+        opt = optim.Adam(m.parameters(), lr=1e-3)
+        s = optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+        for _ in range(4):
+            opt.step(); s.step()
+        result = opt.param_groups[0]["lr"]""")
+    idiom("plateau", """
+        m = nn.Linear(2, 1)
+        opt = optim.SGD(m.parameters(), lr=1.0)
+        s = optim.lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.1)
+        for loss in [1.0, 1.0, 1.0, 1.0]:
+            s.step(loss)
+        result = opt.param_groups[0]["lr"]""")
+    idiom("clip_grad_norm_generator", """
+        m = seed_weights(nn.Linear(4, 3))
+        F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
+        total = nn.utils.clip_grad_norm_(m.parameters(), max_norm=0.1)
+        result = float(total)""")
+    idiom("optimizer_state_dict", """
+        m = seed_weights(nn.Linear(4, 3))
+        opt = optim.Adam(m.parameters())
+        F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward(); opt.step()
+        sd = opt.state_dict()
+        result = [sorted(sd["state"][0].keys()), sd["param_groups"][0]["lr"]]""")
+    idiom("lbfgs_closure_free", """
+        m = seed_weights(nn.Linear(4, 1))
+        opt = optim.SGD(m.parameters(), lr=0.05)
+        def closure():
+            opt.zero_grad()
+            loss = F.mse_loss(m(torch.tensor(X)), torch.zeros(16, 1))
+            loss.backward()
+            return loss
+        for _ in range(3):
+            loss = opt.step(closure)
+        result = loss.item()""")
+    idiom("zero_grad_set_to_none", """
+        m = seed_weights(nn.Linear(4, 3))
+        opt = optim.SGD(m.parameters(), lr=0.1)
+        F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
+        opt.zero_grad()
+        result = [p.grad is None for p in m.parameters()]""")
+    # ---- data -------------------------------------------------------------------------------------
+    idiom("dataloader_loop", """
+        loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=5)
+        result = [(xb.shape, yb.shape) for xb, yb in loader]""")
+    idiom("dataloader_batch_to_device", """
+        device = torch.device("cpu")
+        loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=8)
+        xb, yb = next(iter(loader))
+        result = xb.to(device).sum()""")
+    idiom("dataloader_view_as", """
+        loader = DataLoader(TensorDataset(torch.tensor(X)), batch_size=8)
+        (xb,) = next(iter(loader))
+        result = xb.view(8, 2, 2).shape""")
+    idiom("dataloader_workers", """
+        loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=4,
+                            num_workers=2, pin_memory=False, persistent_workers=True)
+        result = [yb.tolist() for _, yb in loader]""")
+    idiom("custom_dataset", """
+        class Squares(Dataset):
+            def __len__(self):
+                return 6
+            def __getitem__(self, i):
+                return np.float32(i), i * i
+        result = [b[1].tolist() for b in DataLoader(Squares(), batch_size=4)]""")
+    idiom("random_split_lengths", """
+        torch.manual_seed(0)
+        a, b = torch.utils.data.random_split(TensorDataset(torch.tensor(X)), [12, 4])
+        result = [len(a), len(b)]""")
+    idiom("subset_sampler", """
+        ds = TensorDataset(torch.tensor(X), torch.tensor(Y))
+        sub = torch.utils.data.Subset(ds, [0, 2, 4])
+        s = torch.utils.data.SubsetRandomSampler([1, 3])
+        result = [len(sub), len(DataLoader(ds, sampler=s, batch_size=1))]""")
+    idiom("weighted_sampler", """
+        ds = TensorDataset(torch.tensor(X), torch.tensor(Y))
+        s = torch.utils.data.WeightedRandomSampler([0.0] * 15 + [1.0], num_samples=8)
+        result = [yb.tolist() for _, yb in DataLoader(ds, sampler=s, batch_size=4)]""")
+    idiom("batch_sampler", """
+        ds = TensorDataset(torch.tensor(X))
+        bs = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(ds), 5, drop_last=True)
+        result = [xb.shape for (xb,) in DataLoader(ds, batch_sampler=bs)]""")
+    idiom("iterable_dataset", """
+        class Stream(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter(range(7))
+        result = [b.tolist() for b in DataLoader(Stream(), batch_size=3)]""")
+    idiom("concat_dataset", """
+        ds = TensorDataset(torch.tensor(X)) + TensorDataset(torch.tensor(X[:4]))
+        result = len(ds)""")
+    idiom("collate_dicts", """
+        class D(Dataset):
+            def __len__(self):
+                return 4
+            def __getitem__(self, i):
+                return {"x": np.ones(2, np.float32) * i, "y": i}
+        b = next(iter(DataLoader(D(), batch_size=4)))
+        result = [b["x"].shape, b["y"].tolist()]""")
+    # ---- saving -----------------------------------------------------------------------------------
+    idiom("save_load_state_dict", """
+        m = seed_weights(nn.Linear(4, 2))
+        torch.save(m.state_dict(), "model.pt")
+        m2 = nn.Linear(4, 2)
+        m2.load_state_dict(torch.load("model.pt"))
+        result = m2(torch.tensor(X))""")
+    idiom("save_checkpoint_dict", """
+        m = seed_weights(nn.Linear(4, 2)); opt = optim.Adam(m.parameters())
+        torch.save({"epoch": 3, "model_state_dict": m.state_dict(),
+                    "optimizer_state_dict": opt.state_dict(), "loss": 0.25}, "ckpt.pth")
+        ck = torch.load("ckpt.pth", weights_only=True, map_location="cpu")
+        m.load_state_dict(ck["model_state_dict"]); opt.load_state_dict(ck["optimizer_state_dict"])
+        result = [ck["epoch"], ck["loss"]]""")
+    idiom("save_to_buffer", """
+        buf = io.BytesIO()
+        torch.save({"w": torch.ones(2)}, buf)
+        buf.seek(0)
+        result = torch.load(buf)["w"]""")
+    idiom("save_list_of_tensors", """
+        torch.save([torch.arange(3), torch.zeros(2)], "l.pt")
+        result = torch.load("l.pt")""")
+    # ---- full small scripts ---------------------------------------------------------------------------
+    idiom("eval_loop_accuracy", """
+        m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+        m.eval()
+        correct = total = 0
+        with torch.no_grad():
+            for xb, yb in DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=4):
+                out = m(xb)
+                _, pred = torch.max(out, 1)
+                total += yb.size(0)
+                correct += (pred == yb).sum().item()
+        result = correct / total""")
+    idiom("regression_fit", """
+        m = seed_weights(nn.Linear(4, 1))
+        opt = optim.SGD(m.parameters(), lr=0.05)
+        target = torch.tensor(X[:, :1] * 2.0)
+        for _ in range(20):
+            opt.zero_grad(); loss = nn.MSELoss()(m(torch.tensor(X)), target); loss.backward(); opt.step()
+        result = loss.item()""")
+    idiom("cnn_step", """
+        m = seed_weights(nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(),
+                                       nn.Dropout2d(0.0), nn.Flatten(), nn.Linear(4 * 2 * 14, 3)))
+        opt = optim.Adam(m.parameters(), lr=1e-3)
+        x = torch.tensor(X.reshape(1, 1, 4, 16).repeat(3, 0))
+        for _ in range(3):
+            opt.zero_grad(); loss = F.cross_entropy(m(x), torch.tensor(Y[:3])); loss.backward(); opt.step()
+        result = loss.item()""", rtol=1e-4)
+    idiom("autoencoder_step", """
+        enc = nn.Sequential(nn.Linear(4, 2), nn.Tanh()); dec = nn.Sequential(nn.Linear(2, 4))
+        model = seed_weights(nn.Sequential(enc, dec))
+        opt = optim.RMSprop(model.parameters(), lr=1e-2)
+        for _ in range(5):
+            opt.zero_grad(); loss = F.mse_loss(model(torch.tensor(X)), torch.tensor(X)); loss.backward(); opt.step()
+        result = loss.item()""", rtol=1e-4)
+    idiom("gan_two_optimizers", """
+        G = seed_weights(nn.Sequential(nn.Linear(2, 4), nn.LeakyReLU(0.2)))
+        D = seed_weights(nn.Sequential(nn.Linear(4, 1), nn.Sigmoid()), 1)
+        og, od = optim.Adam(G.parameters(), lr=1e-3), optim.Adam(D.parameters(), lr=1e-3)
+        z = torch.tensor(X[:, :2]); real = torch.tensor(X)
+        ones, zeros = torch.ones(16, 1), torch.zeros(16, 1)
+        for _ in range(3):
+            od.zero_grad()
+            d_loss = F.binary_cross_entropy(D(real), ones) + F.binary_cross_entropy(D(G(z).detach()), zeros)
+            d_loss.backward(); od.step()
+            og.zero_grad(); g_loss = F.binary_cross_entropy(D(G(z)), ones); g_loss.backward(); og.step()
+        result = [d_loss.item(), g_loss.item()]""", rtol=1e-4)
+    idiom("policy_gradient", """
+        policy = seed_weights(nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=1)))
+        opt = optim.Adam(policy.parameters(), lr=1e-2)
+        probs = policy(torch.tensor(X))
+        logp = torch.log(probs[torch.arange(16), torch.tensor(Y)])
+        loss = -(logp * torch.tensor(X[:, 0])).sum()
+        opt.zero_grad(); loss.backward(); opt.step()
+        result = loss.item()""")
+    idiom("categorical_distribution", """
+        torch.manual_seed(0)
+        d = torch.distributions.Categorical(probs=torch.tensor([0.0, 1.0]))
+        result = d.sample().item()""", "torch.distributions is in neither half of issue 11 "
+                                       "(unowned; noted in issue-11-porting.md)")
+    idiom("lstm_free_lm_step", """
+        emb = seed_weights(nn.Embedding(10, 4)); head = seed_weights(nn.Linear(4, 10), 1)
+        opt = optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.5)
+        seq = torch.tensor(np.arange(12) % 10)
+        inp, tgt = seq[:-1], seq[1:]
+        for _ in range(3):
+            opt.zero_grad(); loss = F.cross_entropy(head(emb(inp)), tgt); loss.backward(); opt.step()
+        result = loss.item()""")
+    idiom("bptt_slices", """
+        data = torch.tensor(np.arange(40) % 7)
+        emb = seed_weights(nn.Embedding(7, 3)); head = seed_weights(nn.Linear(3, 7), 1)
+        total = 0.0
+        for i in range(0, 30, 10):
+            x, y = data[i:i + 10], data[i + 1:i + 11]
+            total += F.cross_entropy(head(emb(x)), y).item()
+        result = total""")
+    idiom("siamese_contrastive", """
+        net = seed_weights(nn.Sequential(nn.Linear(4, 3)))
+        a, b = net(torch.tensor(X[:8])), net(torch.tensor(X[8:]))
+        d = F.pairwise_distance(a, b)
+        label = torch.tensor((Y[:8] > 0).astype(np.float32))
+        loss = torch.mean(label * d.pow(2) + (1 - label) * torch.clamp(1.0 - d, min=0.0).pow(2))
+        loss.backward()
+        result = loss.item()""")
+    idiom("super_resolution", """
+        m = seed_weights(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.PixelShuffle(2)))
+        y = m(torch.tensor(X.reshape(1, 1, 4, 16)))
+        loss = F.mse_loss(y, F.interpolate(torch.tensor(X.reshape(1, 1, 4, 16)), scale_factor=2,
+                                           mode="bilinear", align_corners=False).mean(1, keepdim=True))
+        loss.backward()
+        result = loss.item()""")
+    idiom("gcn_layer", """
+        A = torch.tensor((np.eye(16) + np.eye(16, k=1) + np.eye(16, k=-1)).astype(np.float32))
+        deg = A.sum(1)
+        An = A / deg.unsqueeze(1)
+        lin = seed_weights(nn.Linear(4, 3))
+        out = An @ lin(torch.tensor(X))
+        loss = F.cross_entropy(out, torch.tensor(Y)); loss.backward()
+        result = loss.item()""")
+    idiom("polynomial_regression", """
+        x = torch.tensor(np.linspace(-1, 1, 16, dtype=np.float32)).unsqueeze(1)
+        feats = torch.cat([x ** i for i in range(1, 4)], 1)
+        fc = seed_weights(nn.Linear(3, 1))
+        opt = optim.SGD(fc.parameters(), lr=0.1)
+        for _ in range(10):
+            opt.zero_grad(); loss = F.smooth_l1_loss(fc(feats), 2 * x ** 3 - x); loss.backward(); opt.step()
+        result = loss.item()""")
+    idiom("forward_forward_goodness", """
+        layer = seed_weights(nn.Linear(4, 8))
+        h = F.relu(layer(F.normalize(torch.tensor(X), dim=1)))
+        g = h.pow(2).mean(1)
+        loss = torch.log(1 + torch.exp(-(g - 2.0))).mean()
+        loss.backward()
+        result = loss.item()""")
+    idiom("grad_accumulation", """
+        m = seed_weights(nn.Linear(4, 3))
+        opt = optim.SGD(m.parameters(), lr=0.1)
+        opt.zero_grad()
+        for i in range(4):
+            loss = F.cross_entropy(m(torch.tensor(X[4 * i:4 * i + 4])), torch.tensor(Y[4 * i:4 * i + 4])) / 4
+            loss.backward()
+        opt.step()
+        result = m.bias""")
+    idiom("early_stopping_best_state", """
+        import copy
+        m = seed_weights(nn.Linear(4, 3))
+        best = copy.deepcopy(m.state_dict())
+        m.load_state_dict(best)
+        result = m(torch.tensor(X[:2]))""")
+    idiom("deepcopy_model", """
+        import copy
+        m = seed_weights(nn.Linear(4, 3))
+        m2 = copy.deepcopy(m)
+        result = m2(torch.tensor(X[:2]))""")
+    idiom("loss_item_running_mean", """
+        m = seed_weights(nn.Linear(4, 3))
+        running = 0.0
+        for xb, yb in DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=8):
+            running += F.cross_entropy(m(xb), yb).item() * xb.size(0)
+        result = running / 16""")
+    idiom("tqdm_free_progress_string", """
+        loss = torch.tensor(0.123456)
+        result = f"loss: {loss.item():.4f}" """)
+    idiom("numpy_interop_metrics", """
+        logits = seed_weights(nn.Linear(4, 3))(torch.tensor(X))
+        pred = logits.detach().numpy().argmax(1)
+        result = int((pred == Y).sum())""")
+    idiom("softmax_temperature_sample", """
+        torch.manual_seed(0)
+        probs = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]) / 0.7, dim=-1)
+        result = probs""")

@@ -1,0 +1,56 @@
+"""What a type checker sees is what users see: a typical training script (``tests/typing/``)
+type-checks with no errors under mypy and pyright, with tinyopt as an installed library would be
+seen (its own internals not checked), and it runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+SCRIPT = HERE / "typing" / "train_script.py"
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["MYPYPATH"] = str(SRC)
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
+def test_training_script_type_checks_under_mypy(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent",
+                        "--cache-dir", str(tmp_path / "cache"), "--no-color-output",
+                        str(SCRIPT)], capture_output=True, text=True, env=_env(), timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no issues found" in r.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pyright") is None,
+                    reason="pyright is not installed (pip install pyright)")
+def test_training_script_type_checks_under_pyright(tmp_path):
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps({"extraPaths": [str(SRC)]}))
+    r = subprocess.run([sys.executable, "-m", "pyright", "--outputjson", str(SCRIPT)],
+                       capture_output=True, text=True, env=_env(), timeout=600, cwd=tmp_path)
+    try:
+        report = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        pytest.skip(f"pyright did not run (no node.js?): {r.stdout[-300:]} {r.stderr[-300:]}")
+    errors = [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    assert not errors, errors
+    assert report["summary"]["filesAnalyzed"] == 1
+
+
+def test_the_training_script_runs(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("train_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.cnn_step(str(tmp_path)) >= 0
