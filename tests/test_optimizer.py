@@ -726,3 +726,37 @@ def test_state_assignments_that_cannot_take_effect_raise():
     with pytest.raises(ValueError, match="does not optimize"):
         opt.state = {Parameter(np.zeros(3)): {}}
     assert float(opt.state[p]["step"]) == 1
+
+
+# ---- elementwise optimizers (what ZeRO-1 relies on) -----------------------------------------------
+ELEMENTWISE = [(optim.Adadelta, {}), (optim.Adamax, {}), (optim.NAdam, {}), (optim.RAdam, {}),
+               (optim.ASGD, {"t0": 1.0, "lambd": 0.1}), (optim.Rprop, {})]
+
+
+@pytest.mark.parametrize("cls,kw", ELEMENTWISE, ids=lambda x: getattr(x, "__name__", ""))
+def test_elementwise_optimizers_step_a_cut_parameter_as_the_whole(cls, kw):
+    """A parameter cut in two pieces (as ZeRO-1 cuts a shard) steps bit for bit as the whole one,
+    scalar state included; ZeroRedundancyOptimizer accepts the class (it then needs a process
+    group) and rejects a subclass that does not declare itself elementwise."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    rng = np.random.default_rng(3)
+    w = Parameter(rng.standard_normal((7, 5)).astype(np.float32))
+    a, b = (Parameter(w.data.numpy().ravel()[s].copy()) for s in (slice(0, 13), slice(13, 35)))
+    whole, cut = cls([w], **kw), cls([a, b], **kw)
+    for _ in range(4):
+        g = rng.standard_normal(35).astype(np.float32)
+        w.grad, a.grad, b.grad = g.reshape(7, 5), g[:13].copy(), g[13:].copy()
+        whole.step()
+        cut.step()
+    np.testing.assert_array_equal(np.concatenate([a.data.numpy(), b.data.numpy()]),
+                                  w.data.numpy().ravel())
+    for key, value in whole.state[w].items():
+        pieces = [np.asarray(cut.state[q][key]) for q in (a, b)]
+        if np.ndim(value) == 0:
+            assert pieces[0] == pieces[1] == np.asarray(value), key
+        else:
+            np.testing.assert_array_equal(np.concatenate(pieces), np.asarray(value).ravel())
+    with pytest.raises(ValueError, match="process group has not been initialized"):
+        ZeroRedundancyOptimizer([w], optimizer_class=cls)
+    with pytest.raises(TypeError, match="elementwise"):
+        ZeroRedundancyOptimizer([w], optimizer_class=type("Sub", (cls,), {}))

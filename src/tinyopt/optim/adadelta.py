@@ -27,6 +27,7 @@ class Adadelta(FusedOptimizer):
     """
 
     kernel = kernels.adadelta
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
 
     def __init__(self, params: Iterable, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach: bool | None = None, *,

@@ -27,6 +27,7 @@ class Adamax(FusedOptimizer):
     """
 
     kernel = kernels.adamax
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
     host64 = ("lr", "beta1")
 
     def __init__(self, params: Iterable, lr: float = 2e-3,

@@ -30,6 +30,7 @@ class ASGD(FusedOptimizer):
     """
 
     kernel = kernels.asgd
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
     scalar_state = ("step", "eta", "mu")
     host64 = ("lr", "lambd", "alpha", "t0")
 

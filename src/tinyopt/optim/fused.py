@@ -14,7 +14,10 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
   error beyond the dtype's range); ``r(x)`` rounds one where a later scalar depends on the
   rounded value (a lerp weight ``w`` and ``1 - w``);
-- ``_switches(group, host)``: the kernel's compile-time options.
+- ``_switches(group, host)``: the kernel's compile-time options;
+- ``_elementwise = True`` when each element steps from its own state and the per-parameter
+  scalars alone, so a piece of a parameter steps exactly as the whole one
+  (``distributed.optim.ZeroRedundancyOptimizer`` accepts only such optimizers).
 
 This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the parameters'
 storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an

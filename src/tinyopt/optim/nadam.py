@@ -33,6 +33,7 @@ class NAdam(FusedOptimizer):
     """
 
     kernel = kernels.nadam
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
     scalar_state = ("step", "mu_product")
     host64 = ("lr", "beta1", "beta2", "psi")
 

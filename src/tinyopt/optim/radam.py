@@ -34,6 +34,7 @@ class RAdam(FusedOptimizer):
     """
 
     kernel = kernels.radam
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
     host64 = ("beta1", "beta2")
 
     def __init__(self, params: Iterable, lr: float = 1e-3,

@@ -30,6 +30,7 @@ class Rprop(FusedOptimizer):
     """
 
     kernel = kernels.rprop
+    _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
 
     def __init__(self, params: Iterable, lr: float = 1e-2,
                  etas: tuple[float, float] = (0.5, 1.2),
