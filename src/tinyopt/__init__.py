@@ -26,7 +26,7 @@ from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTen
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
 from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
 from tinyopt.engine.ops import __all__ as _ops_all
-from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg
+from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg, amp
 from tinyopt.checkpoint import CheckpointError, load_into
 from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
@@ -81,7 +81,7 @@ def __getattr__(name: str):
 __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
-    "Tensor", "accelerator", "autograd", "backends", "bool", "can_cast", "cuda", "data", "device",
+    "Tensor", "accelerator", "amp", "autograd", "backends", "bool", "can_cast", "cuda", "data", "device",
     "double", "enable_grad", "evaluate", "fit", "float", "float32", "float64", "get_default_dtype",
     "get_rng_state", "inference_mode", "initial_seed", "int", "int8", "int16", "int32", "int64",
     "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "is_tensor", "linalg",

@@ -32,10 +32,11 @@ class Adadelta(FusedOptimizer):
     def __init__(self, params: Iterable, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0, foreach: bool | None = None, *,
                  capturable: bool = False, maximize: bool = False,
-                 differentiable: bool = False) -> None:
+                 differentiable: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:

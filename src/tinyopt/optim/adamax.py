@@ -34,10 +34,11 @@ class Adamax(FusedOptimizer):
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,
-                 capturable: bool = False) -> None:
+                 capturable: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]

@@ -37,11 +37,12 @@ class ASGD(FusedOptimizer):
     def __init__(self, params: Iterable, lr: float = 1e-2, lambd: float = 1e-4,
                  alpha: float = 0.75, t0: float = 1e6, weight_decay: float = 0,
                  foreach: bool | None = None, maximize: bool = False,
-                 differentiable: bool = False, capturable: bool = False) -> None:
+                 differentiable: bool = False, capturable: bool = False, *,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:

@@ -42,12 +42,13 @@ class NAdam(FusedOptimizer):
                  weight_decay: float = 0, momentum_decay: float = 4e-3,
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False) -> None:
+                 differentiable: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]

@@ -41,12 +41,13 @@ class RAdam(FusedOptimizer):
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False) -> None:
+                 differentiable: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,
                         differentiable=differentiable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]

@@ -36,10 +36,11 @@ class Rprop(FusedOptimizer):
                  etas: tuple[float, float] = (0.5, 1.2),
                  step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False,
-                 differentiable: bool = False) -> None:
+                 differentiable: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
-        super().__init__(params, defaults)
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
         etas = group["etas"]
