@@ -655,3 +655,59 @@ def rprop(maximize: bool):
         prev[i] = gi
 
     return scalars, update
+
+
+@algorithm
+def muon_momentum(nesterov: bool, lerp_low: bool, lerp_nesterov_low: bool):
+    """Muon's elementwise first half (Jordan et al. 2024, https://kellerjordan.github.io/posts/muon/)
+    as PyTorch computes it: the momentum and the matrix handed to Newton–Schulz.
+
+    State: b (momentum_buffer); ``s1`` is u, scratch the update is written to (not state).
+    ``S[j, 0]`` counts steps (how a parameter's state is known to exist; Muon saves no
+    ``step``).  Host: ``w`` = 1 - mu and ``w_c`` (b's lerp weight), ``mu`` and ``mu_c`` = 1 - mu
+    (the Nesterov lerp's).  Per element::
+
+        b <- lerp(b, g, 1 - mu)
+        u <- lerp(g, b, mu) if nesterov else b
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, b, u, _s2, h, c):
+        gi = g[i]
+        bi = _lerp(b[i], gi, h.w, h.w_c, lerp_low)
+        b[i] = bi
+        if nesterov:
+            # (written out: a second inlined select trips numba's SSA checks)
+            if lerp_nesterov_low:
+                u[i] = gi + h.mu * (bi - gi)
+            else:
+                u[i] = bi - (bi - gi) * h.mu_c
+        else:
+            u[i] = bi
+
+    return scalars, update
+
+
+@algorithm
+def muon_apply(wd_on: bool):
+    """Muon's elementwise second half: decoupled weight decay and the orthogonalized step.
+
+    ``s0`` is o = -lr' NS(u) (computed per matrix through BLAS, lr' the shape-adjusted lr).
+    Host: ``decay`` = 1 - lr lambda.  Per element::
+
+        p <- p (1 - lr lambda) + o
+    """
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, o, _s1, _s2, h, c):
+        pi = p[i] * h.decay if wd_on else p[i]
+        p[i] = pi + o[i]
+
+    return scalars, update

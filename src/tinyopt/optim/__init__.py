@@ -21,6 +21,8 @@ from tinyopt.optim.adam import Adam
 from tinyopt.optim.adamax import Adamax
 from tinyopt.optim.adamw import AdamW
 from tinyopt.optim.asgd import ASGD
+from tinyopt.optim.lbfgs import LBFGS
+from tinyopt.optim.muon import Muon
 from tinyopt.optim.nadam import NAdam
 from tinyopt.optim.optimizer import Optimizer
 from tinyopt.optim.radam import RAdam
@@ -30,5 +32,5 @@ from tinyopt.optim.sgd import SGD
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
 
-__all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam",
+__all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon", "NAdam", "Optimizer", "RAdam",
            "RMSprop", "Rprop", "SGD", "lr_scheduler"]

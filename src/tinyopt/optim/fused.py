@@ -281,17 +281,26 @@ class FusedOptimizer(Optimizer):
                         given = [j for j in starting if self._state.get(fb.params[j])]
                         if given:  # state assigned before the first step takes effect
                             self._start(fb, given)
-                host = self._host(group, fb.round)
-                kernel = self.kernel[self._switches(group, host)]
-                if fb.mode:
-                    kernel = _low_kernel(self, kernel, fb, group)
-                bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
-                if bad >= 0:
-                    raise RuntimeError("value cannot be converted to type "
-                                       f"{fb._ctype} without overflow")
+                self._run(group, fb, names)
                 if starting is not None and len(starting):  # (16-bit: the master from now on)
                     self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
         return loss
+
+    def _run(self, group: dict[str, Any], fb: FlatBuffer, names: tuple[str | None, ...]) -> None:
+        """Step ``fb``: one call of the kernel (an algorithm that is not one elementwise pass,
+        such as Muon, overrides this)."""
+        host = self._host(group, fb.round)
+        self._call(self.kernel[self._switches(group, host)], group, fb, fb.kernel_args(names), host)
+
+    def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
+              host: dict[str, Any]) -> None:
+        """``kernel(*args, host record)`` (its float32-master variant for 16-bit ``fb``),
+        raising PyTorch's overflow error when a coefficient does not fit the dtype."""
+        if fb.mode:
+            kernel = _low_kernel(self, kernel, fb, group)
+        bad = kernel(*args, fb.host(host, self.host64))
+        if bad >= 0:
+            raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")
 
     # ---- state dict -----------------------------------------------------------------------------
     def _state_items(self):
