@@ -16,6 +16,7 @@ The optimizers need only ``Parameter``: any parameter whose ``.grad`` was set by
 """
 
 from tinyopt.optim.adadelta import Adadelta
+from tinyopt.optim.adafactor import Adafactor
 from tinyopt.optim.adagrad import Adagrad
 from tinyopt.optim.adam import Adam
 from tinyopt.optim.adamax import Adamax
@@ -32,5 +33,5 @@ from tinyopt.optim.sgd import SGD
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
 
-__all__ = ["ASGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon", "NAdam", "Optimizer", "RAdam",
+__all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon", "NAdam", "Optimizer", "RAdam",
            "RMSprop", "Rprop", "SGD", "lr_scheduler"]
