@@ -762,3 +762,20 @@ def test_elementwise_optimizers_step_a_cut_parameter_as_the_whole(cls, kw):
         ZeroRedundancyOptimizer([w], optimizer_class=cls)
     with pytest.raises(TypeError, match="elementwise"):
         ZeroRedundancyOptimizer([w], optimizer_class=type("Sub", (cls,), {}))
+
+
+def test_adding_an_optimizer_page_shows_nadam_as_it_is():
+    """docs/adding_an_optimizer.md quotes NAdam's two files (and its reference): they must be
+    the code as it is, or the page teaches something else."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "adding_an_optimizer.md").read_text(encoding="utf-8")
+    fragments = re.findall(r"^```py\n(.*?)^```", page, re.S | re.M)
+    sources = [(root / "src/tinyopt/optim/nadam.py").read_text(encoding="utf-8"),
+               (root / "src/tinyopt/kernels/optim.py").read_text(encoding="utf-8"),
+               (root / "tests/test_optim_parity.py").read_text(encoding="utf-8")]
+    assert len(fragments) == 3
+    assert fragments[0] == sources[0]  # the whole declaration file
+    for fragment, source in zip(fragments[1:], sources[1:]):
+        assert fragment in source
