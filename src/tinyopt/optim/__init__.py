@@ -32,6 +32,7 @@ from tinyopt.optim.rprop import Rprop
 from tinyopt.optim.sgd import SGD
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
+from tinyopt.optim import swa_utils
 
-__all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon", "NAdam", "Optimizer", "RAdam",
-           "RMSprop", "Rprop", "SGD", "lr_scheduler"]
+__all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
+           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "lr_scheduler", "swa_utils"]

@@ -95,7 +95,7 @@ class Muon(FusedOptimizer):
     def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["nesterov"]), bool(abs(host["w"]) < 0.5), bool(abs(host["mu"]) < 0.5))
 
-    def _run(self, group: dict[str, Any], fb: FlatBuffer, names: tuple[str | None, ...]) -> None:
+    def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         u = self._scratch.get(id(fb))
         if u is None:
             u = self._scratch[id(fb)] = staggered_zeros(fb.numel, fb.dtype, len(fb.vectors) + 3)
