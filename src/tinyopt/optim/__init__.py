@@ -30,9 +30,11 @@ from tinyopt.optim.radam import RAdam
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.rprop import Rprop
 from tinyopt.optim.sgd import SGD
+from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
 from tinyopt.optim import swa_utils
 
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
-           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "lr_scheduler", "swa_utils"]
+           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
+           "swa_utils"]

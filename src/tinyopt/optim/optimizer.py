@@ -30,6 +30,7 @@ import numpy as np
 
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 StateDict = dict[str, Any]
@@ -341,6 +342,7 @@ class Optimizer:
                         p.grad = None
                     else:
                         p._grad.fill(0)
+                        forget_rows(p)  # a sparse Embedding's gradient has no rows looked up now
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""
