@@ -502,7 +502,7 @@ class Optimizer:
             if not isinstance(v, dict):
                 raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
                                  f"{_typename(v)}")
-            state[p] = {key: _cast_state(p, key, value, label, key in scalar_keys)
+            state[p] = {key: self._cast_loaded(p, key, value, label, key in scalar_keys)
                         for key, value in v.items()}
         for s in new_groups:
             self._check_group(s)
@@ -521,6 +521,11 @@ class Optimizer:
     def _scalar_keys(self) -> tuple[str, ...]:
         """State keys that hold one number per parameter (loaded as 0-d float32 arrays)."""
         return ("step",)
+
+    def _cast_loaded(self, p: Parameter, key, value, label: str, scalar: bool):
+        """A checked copy of one loaded state value (subclasses whose state is not shaped like
+        its parameter, as L-BFGS's, override this)."""
+        return _cast_state(p, key, value, label, scalar)
 
     @staticmethod
     def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:
