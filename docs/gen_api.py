@@ -28,6 +28,7 @@ MODULES = [
     ("tinyopt.nn.functional", "the ops as functions"),
     ("tinyopt.nn.init", "parameter initialisation"),
     ("tinyopt.nn.utils", "gradient clipping"),
+    ("tinyopt.nn.utils.rnn", "packed sequences for the recurrent layers"),
     ("tinyopt.nn.parallel", "DistributedDataParallel"),
     ("tinyopt.optim", "optimizers"),
     ("tinyopt.optim.lr_scheduler", "learning-rate schedulers"),

@@ -27,7 +27,10 @@ from tinyopt.engine.ops import elementwise as _ew
 from tinyopt.engine.ops import loss as _loss
 from tinyopt.engine.ops import pointwise_loss as _pw
 from tinyopt.engine.ops import reduce as _reduce
+from tinyopt.engine.ops.attention import scaled_dot_product_attention
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
+from tinyopt.engine.ops.conv1d import avg_pool1d, conv1d, max_pool1d
+from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.conv_transpose import conv_transpose2d
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
 from tinyopt.engine.ops.linalg import linear
@@ -38,16 +41,16 @@ from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, 
 from tinyopt.engine.random import default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool2d", "batch_norm",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv2d",
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
            "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy",
-           "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding", "gelu",
-           "group_norm", "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div",
-           "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-           "margin_ranking_loss", "max_pool2d", "mish", "mse_loss", "nll_loss", "normalize",
-           "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu",
-           "relu", "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus",
-           "tanh", "triplet_margin_loss", "upsample"]
+           "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag",
+           "gelu", "group_norm", "hardtanh", "huber_loss", "instance_norm", "interpolate",
+           "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
+           "margin_ranking_loss", "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss",
+           "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle",
+           "prelu", "relu", "relu6", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
+           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tinyopt.engine.ops import (creation, elementwise, indexing, linalg, loss, movement,
                                reduce, selection)
 from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
+from tinyopt.engine.ops import attention, conv1d, embedding_bag, rnn  # noqa: F401  (sequences)
 from tinyopt.engine.ops import (activation, conv_transpose, distance, group_norm,  # noqa: F401
                                pointwise_loss, resample)
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d

@@ -7,7 +7,6 @@ import numpy as np
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
-from tinyopt.kernels import elementwise as K
 from tinyopt.kernels import linalg as LK
 from tinyopt.kernels import reduce as RK
 
@@ -25,6 +24,10 @@ def _matmul_forward(t):
         return lambda out, a, b: LK.outer(a[:, 0], b[0], out)
     if t.ndim == 2:
         return lambda out, a, b: np.dot(a, b, out=out)
+    if t.srcs[1].ndim == 2:  # (..., k) @ (k, n), e.g. linear's input gradient: one GEMM, not a
+        k, n = t.srcs[1].shape  # stack of small ones (35x20x5000 @ 5000x200: 1.3 s -> 0.1 s)
+        return lambda out, a, b: np.dot(np.ascontiguousarray(a).reshape(-1, k), b,
+                                        out=out.reshape(-1, n))
     return lambda out, a, b: np.matmul(a, b, out=out)
 
 
@@ -61,8 +64,8 @@ def _linear_forward(t):
     def fwd(out, x, w, b=None):
         out2 = out.reshape(-1, n_out)
         np.dot(x.reshape(-1, n_in), w.T, out=out2)
-        if b is not None:
-            K.add(out2, b, out=out2)
+        if b is not None:  # numpy's SIMD loop: 700x5000 + 5000 in 2.7 ms, the numba ufunc 17 ms
+            np.add(out2, b, out=out2)
     return fwd
 
 

@@ -1,13 +1,16 @@
 """The layers of ``tinyopt.nn``, one family per module (all re-exported by ``tinyopt.nn``):
 
-- ``linear``: Linear, Identity          - ``conv``: Conv2d
+- ``linear``: Linear, Identity          - ``conv``: Conv1d, Conv2d
 - ``conv_transpose``: ConvTranspose2d   - ``flatten``: Flatten, Unflatten
-- ``pooling``: MaxPool2d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
+- ``pooling``: MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d
 - ``activation``: ReLU, LeakyReLU, GELU, Sigmoid, Tanh, SiLU, Softplus, Softmax, LogSoftmax, ELU,
   SELU, CELU, Hardtanh, ReLU6, LogSigmoid, Mish, PReLU
 - ``normalization``: LayerNorm, BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d,
   InstanceNorm2d
-- ``dropout``: Dropout, Dropout1d, Dropout2d, Dropout3d       - ``sparse``: Embedding
+- ``dropout``: Dropout, Dropout1d, Dropout2d, Dropout3d
+- ``sparse``: Embedding, EmbeddingBag
+- ``rnn``: RNN, LSTM, GRU, RNNCell, LSTMCell, GRUCell
+- ``transformer``: MultiheadAttention, Transformer(Encoder|Decoder)(Layer), Transformer
 - ``upsampling``: Upsample, UpsamplingNearest2d, UpsamplingBilinear2d, PixelShuffle,
   PixelUnshuffle
 - ``padding``: ZeroPad1d/2d, ConstantPad1d/2d, ReflectionPad1d/2d, ReplicationPad1d/2d
@@ -22,7 +25,7 @@ Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``
 from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardtanh, LeakyReLU, LogSigmoid,
                                           LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU,
                                           Softmax, Softplus, Tanh)
-from tinyopt.nn.layers.conv import Conv2d
+from tinyopt.nn.layers.conv import Conv1d, Conv2d
 from tinyopt.nn.layers.conv_transpose import ConvTranspose2d
 from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
 from tinyopt.nn.layers.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
@@ -37,8 +40,14 @@ from tinyopt.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, GroupNorm
 from tinyopt.nn.layers.padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,
                                        ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                                        ZeroPad1d, ZeroPad2d)
-from tinyopt.nn.layers.pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from tinyopt.nn.layers.sparse import Embedding
+from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d,
+                                       MaxPool1d, MaxPool2d)
+from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
+                                   RNNCellBase)
+from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
+from tinyopt.nn.layers.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                           TransformerDecoderLayer, TransformerEncoder,
+                                           TransformerEncoderLayer)
 from tinyopt.nn.layers.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,
                                           UpsamplingBilinear2d, UpsamplingNearest2d)
 
@@ -53,4 +62,7 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CosineSimilarity",
            "PairwiseDistance", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
            "BCEWithLogitsLoss", "BCELoss", "KLDivLoss", "SmoothL1Loss", "HuberLoss",
-           "TripletMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss"]
+           "TripletMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "Conv1d", "MaxPool1d",
+           "AvgPool1d", "EmbeddingBag", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
+           "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
+           "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

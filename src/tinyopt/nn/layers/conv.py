@@ -40,12 +40,7 @@ class Conv2d(Module):
                  padding_mode: str = "zeros", device=None, dtype=None) -> None:
         super().__init__()
         dt = param_dtype(device, dtype)
-        if not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_groups(in_channels, out_channels, groups)
         kernel_size_, stride_ = pair(kernel_size, "kernel_size"), pair(stride, "stride")
         dilation_ = pair(dilation, "dilation")
         if min(kernel_size_) <= 0 or min(stride_) <= 0 or min(dilation_) <= 0:
@@ -114,11 +109,12 @@ class Conv2d(Module):
                         self.groups)
 
     def extra_repr(self) -> str:
+        n = len(self.kernel_size)
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
-        if self.padding != (0, 0):
+        if self.padding != (0,) * n:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != (1,) * n:
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -151,3 +147,96 @@ def _pad(x: Tensor, pad4: tuple[int, int, int, int], mode: str) -> Tensor:
         inv = tuple(int(i) for i in np.argsort(perm))
         x = permute(permute(x, perm)[idx], inv)
     return x
+
+
+class Conv1d(Module):
+    """1-D convolution layer over (N, C_in, L) or (C_in, L) inputs, as ``torch.nn.Conv1d``.
+
+    ``weight`` (out_channels, in_channels / groups, k) and ``bias`` (out_channels,) start as
+    Conv2d's (fan_in = in_channels / groups * k).  ``padding`` is an int, ``'valid'`` or
+    ``'same'``; ``padding_mode`` other than ``'zeros'`` pads the input explicitly.  It runs as the
+    2-d convolution of height 1 (``engine/ops/conv1d.py``).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int],
+                 stride: int | tuple[int] = 1, padding: str | int | tuple[int] = 0,
+                 dilation: int | tuple[int] = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device=None, dtype=None) -> None:
+        super().__init__()
+        dt = param_dtype(device, dtype)
+        _check_groups(in_channels, out_channels, groups)
+        k, s, d = (_single(v, name) for v, name in ((kernel_size, "kernel_size"),
+                                                     (stride, "stride"), (dilation, "dilation")))
+        if min(k, s, d) <= 0:
+            raise ValueError(f"Conv1d: kernel_size {k}, stride {s} and dilation {d} must be "
+                             f"positive")
+        if isinstance(padding, str):
+            if padding not in _PADDING_STRINGS:
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                                 f"{set(_PADDING_STRINGS)}")
+            if padding == "same" and s != 1:
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            padding_ = padding
+        else:
+            padding_ = (_single(padding, "padding"),)
+            if padding_[0] < 0:
+                raise ValueError(f"Conv1d: padding {padding_} must be non-negative")
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {set(_PADDING_MODES)}, but got "
+                             f"padding_mode='{padding_mode}'")
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = (k,)
+        self.stride = (s,)
+        self.padding = padding_
+        self.dilation = (d,)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.output_padding = (0,)
+        self.transposed = False
+        if padding_ == "valid":
+            self._pad2 = (0, 0)
+        elif padding_ == "same":
+            total = d * (k - 1)
+            self._pad2 = (total // 2, total - total // 2)
+        else:
+            self._pad2 = (padding_[0], padding_[0])
+        self.weight = Parameter(np.empty((out_channels, in_channels // groups, k), dtype=dt))
+        if bias:
+            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    reset_parameters = Conv2d.reset_parameters
+
+    def forward(self, input) -> Tensor:
+        x = as_tensor(input)
+        if x.ndim not in (2, 3):
+            raise RuntimeError(f"Expected 2D (unbatched) or 3D (batched) input to conv1d, but "
+                               f"got input of size: {list(x.shape)}")
+        if self.padding_mode != "zeros":
+            x = _pad(x.unsqueeze(-2), (0, 0) + self._pad2, self.padding_mode).squeeze(-2)
+            return F.conv1d(x, self.weight, self.bias, self.stride, 0, self.dilation,
+                            self.groups)
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    extra_repr = Conv2d.extra_repr
+
+
+def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:
+    if not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups != 0:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups != 0:
+        raise ValueError("out_channels must be divisible by groups")
+
+
+def _single(v, name: str) -> int:
+    """An int or a 1-sequence of ints as an int (``_single`` in PyTorch), validated."""
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(t) != 1 or not isinstance(t[0], (int, np.integer)) or isinstance(t[0], bool):
+        raise TypeError(f"{name} must be an int or a tuple of 1 int, got {v!r}")
+    return int(t[0])

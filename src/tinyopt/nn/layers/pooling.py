@@ -1,5 +1,5 @@
-"""``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` (and ``AdaptiveAvgPool1d``) over NCHW inputs,
-as ``torch.nn``.
+"""``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` over NCHW inputs, and ``MaxPool1d``,
+``AvgPool1d``, ``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``.
 
 Max pooling takes the largest value of each (dilated) window; average pooling its mean, counting
 the zero padding unless ``count_include_pad=False``, or dividing by ``divisor_override``.  The
@@ -13,12 +13,8 @@ from tinyopt.nn import functional as F
 from tinyopt.nn.module import Module
 
 
-class MaxPool2d(Module):
-    """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
-
-    def __init__(self, kernel_size: int | tuple[int, int],
-                 stride: int | tuple[int, int] | None = None,
-                 padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+class _MaxPoolNd(Module):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1,
                  return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
         self.kernel_size = kernel_size
@@ -28,15 +24,25 @@ class MaxPool2d(Module):
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
 
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over ``kernel_size`` windows moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+
     def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
         """The pooled tensor, and with ``return_indices`` the flat ``h * W + w`` index of each
         maximum within its plane."""
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
@@ -90,3 +96,39 @@ class AdaptiveAvgPool1d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``);
+    with ``return_indices`` also each maximum's position along L."""
+
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0,
+                 dilation: int = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(Module):
+    """Mean over ``kernel_size`` windows along L moved by ``stride`` (default: ``kernel_size``)."""
+
+    def __init__(self, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+                 padding: int | tuple[int] = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        one = lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,)  # noqa: E731
+        self.kernel_size = one(kernel_size)
+        self.stride = one(stride if stride is not None else kernel_size)
+        self.padding = one(padding)
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input) -> Tensor:
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"

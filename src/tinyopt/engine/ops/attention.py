@@ -1,0 +1,358 @@
+"""Scaled-dot-product attention (Vaswani et al. 2017, https://arxiv.org/abs/1706.03762) as one op.
+
+    out = softmax(scale * Q K^T + M) V        per batch a and head b:  (L, D) (S, D) (S, Dv)
+
+The forward node runs two batched GEMMs (``np.matmul`` over the (batch, head) stack) around one
+fused numba kernel (scale, additive mask, causal limit, softmax: ``kernels/attention.py``) and
+writes a workspace holding the output, the probabilities (and their dropped-out copy).  The output
+is a view of it whose backward rule is one node: dW = dO V^T, the softmax backward kernel
+(dS = scale * P * (dW - rowsum(dW * P))), then dQ = dS K, dK = dS^T Q, dV = W^T dO.  The returned
+attention weights are another view with their own backward rule, built only when a loss uses them.
+
+Q, K and V may be *parts* of larger tensors, so multi-head attention needs no head split or merge
+copies: a part is read through a strided view (``kind``): ``"4d"`` a tensor (A, B, T, D) itself,
+``"nlc"`` heads at columns ``offset + b*D`` of a batch-first (N, T, C) tensor (the output of one
+``Linear`` producing q, k and v at once), ``"lnc"`` the same for (T, N, C).  The output is written
+in one of those layouts too (``"nlc"``/``"lnc"``: heads merged, ready for the output projection),
+and the gradient of each source tensor is written directly in its layout.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import where
+from tinyopt.engine.ops.movement import expand
+from tinyopt.engine.ops.workspace import Layout
+from tinyopt.engine.random import Generator, default_generator
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.kernels import attention as K
+
+_NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
+            np.dtype(np.float64): np.zeros((1, 1, 1, 1), np.float64)}
+
+
+def _c(x: np.ndarray) -> np.ndarray:
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+def _heads(arr: np.ndarray, kind: str, off: int, A: int, B: int, D: int) -> np.ndarray:
+    """The (A, B, T, D) view of a part of ``arr`` (see the module docstring)."""
+    if kind == "4d":
+        return _c(arr).reshape(A, B, -1, D)
+    if kind == "nlc":
+        N, T, _ = arr.shape
+        return arr[:, :, off:off + B * D].reshape(N, T, B, D).transpose(0, 2, 1, 3)
+    T, N, _ = arr.shape
+    return arr[:, :, off:off + B * D].reshape(T, N, B, D).transpose(1, 2, 0, 3)
+
+
+# attrs: (A, B, L, S, D, Dv, parts, out_kind, scale, has_mask, causal, nan_rows, dropout, n_srcs)
+# with parts ((src index, kind, offset) of q, k, v).
+class _Spec:
+    def __init__(self, attrs):
+        (self.A, self.B, self.L, self.S, self.D, self.Dv, self.parts, self.out_kind, self.scale,
+         self.has_mask, self.causal, self.nan_rows, self.dropout, self.n_srcs) = attrs[:14]
+
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        A, B, L, Dv = self.A, self.B, self.L, self.Dv
+        return {"4d": (A, B, L, Dv), "nlc": (A, L, B * Dv), "lnc": (L, A, B * Dv)}[self.out_kind]
+
+    def ws(self) -> Layout:
+        probs = (self.A, self.B, self.L, self.S)
+        parts = [("out", self.out_shape), ("w", probs)]
+        if self.dropout:
+            parts.append(("p", probs))
+        return Layout(parts)
+
+    def q(self, ins):
+        si, kind, off = self.parts[0]
+        return _heads(ins[si], kind, off, self.A, self.B, self.D)
+
+    def k(self, ins):
+        si, kind, off = self.parts[1]
+        return _heads(ins[si], kind, off, self.A, self.B, self.D)
+
+    def v(self, ins):
+        si, kind, off = self.parts[2]
+        return _heads(ins[si], kind, off, self.A, self.B, self.Dv)
+
+    def out(self, arr):
+        return _heads(arr, self.out_kind, 0, self.A, self.B, self.Dv)
+
+
+def _attention_forward(t):
+    s = _Spec(t.attrs)
+    layout = s.ws()
+    fast = t.dtype == np.float32
+    softmax = K.masked_softmax[fast, s.has_mask, s.causal, s.nan_rows]
+    no_mask = _NO_MASK[t.dtype]
+
+    def fwd(out, *ins):
+        W = layout.views(out)
+        P = W["p"] if s.dropout else W["w"]
+        np.matmul(s.q(ins), s.k(ins).swapaxes(-1, -2), out=P)
+        mask = _c(ins[s.n_srcs]) if s.has_mask else no_mask
+        softmax(P, s.scale, mask)
+        if s.dropout:
+            np.multiply(P, ins[-1], out=W["w"])
+        np.matmul(W["w"], s.v(ins), out=s.out(W["out"]))
+    return fwd
+
+
+def _grad_layout(s: _Spec, src_shapes, tiled: bool) -> Layout:
+    parts = [(f"g{i}", shape) for i, shape in enumerate(src_shapes)]
+    parts.append(("dS", (s.A, s.B, s.L, s.S)))
+    if not tiled:
+        parts.append(("tmp", (s.A, s.B, max(s.L, s.S), max(s.D, s.Dv))))
+    return Layout(parts)
+
+
+def _tiled(s: _Spec, src_shapes) -> list[bool]:
+    """For each source: do its q/k/v parts cover it exactly once (so gradients are written, not
+    added)?"""
+    out = []
+    for i, shape in enumerate(src_shapes):
+        spans = sorted((off, off + (s.Dv if n == 2 else s.D) * s.B) if kind != "4d"
+                       else (0, shape[-1]) for n, (si, kind, off) in enumerate(s.parts)
+                       if si == i)
+        ok = bool(spans) and spans[0][0] == 0 and spans[-1][1] == shape[-1] and all(
+            a[1] == b[0] for a, b in zip(spans, spans[1:]))
+        kinds = {kind for si, kind, _ in s.parts if si == i}
+        out.append(ok and not ("4d" in kinds and len(spans) > 1))
+    return out
+
+
+def _attention_grad_forward(t):
+    s = _Spec(t.attrs)
+    from_weights = t.attrs[14]
+    src_shapes = [x.shape for x in t.srcs[2:2 + s.n_srcs]]
+    tiled = _tiled(s, src_shapes)
+    wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
+    softmax_grad = K.masked_softmax_grad[s.dropout]
+
+    def fwd(out, g, ws, *ins):
+        W, G = wsl.views(ws), gl.views(out)
+        P = W["p"] if s.dropout else W["w"]
+        keep = ins[-1] if s.dropout else P
+        dS = G["dS"]
+        g = _c(g)
+        if from_weights:
+            dS[...] = g
+        else:
+            go = s.out(g)
+            np.matmul(go, s.v(ins).swapaxes(-1, -2), out=dS)
+        softmax_grad(dS, P, keep, s.scale)
+        for i, ok in enumerate(tiled):
+            if not ok:
+                G[f"g{i}"][...] = 0
+        grads = [G[f"g{i}"] for i in range(s.n_srcs)]
+
+        def put(n, a, b, D):
+            si, kind, off = s.parts[n]
+            target = _heads(grads[si], kind, off, s.A, s.B, D)
+            if tiled[si]:
+                np.matmul(a, b, out=target)
+            else:
+                tmp = G["tmp"][:, :, :target.shape[2], :D]
+                np.matmul(a, b, out=tmp)
+                target += tmp
+        put(0, dS, s.k(ins), s.D)
+        put(1, dS.swapaxes(-1, -2), s.q(ins), s.D)
+        if from_weights:
+            si, kind, off = s.parts[2]
+            if tiled[si]:
+                _heads(grads[si], kind, off, s.A, s.B, s.Dv)[...] = 0
+        else:
+            put(2, W["w"].swapaxes(-1, -2), s.out(g), s.Dv)
+    return fwd
+
+
+def _view(name):
+    def view(t):
+        layout = _Spec(t.attrs).ws()
+        return lambda ws, *_: layout.views(ws)[name]
+    return view
+
+
+def _backward(from_weights: bool):
+    def rule(t, g):
+        s = _Spec(t.attrs)
+        srcs = t.srcs[1:1 + s.n_srcs]
+        keep = (t.srcs[-1],) if s.dropout else ()
+        gsrcs = (g, t.srcs[0]) + srcs + keep
+        shapes = [x.shape for x in srcs]
+        gl = _grad_layout(s, shapes, all(_tiled(s, shapes)))
+        d = node("attention_grad", gsrcs, (gl.size,), g.dtype, t.attrs + (from_weights,))
+        grads = [gl.region(d, f"g{i}") if x.requires_grad else None for i, x in enumerate(srcs)]
+        if from_weights:  # no gradient reaches a source that only gives v
+            for i in range(len(srcs)):
+                if all(si != i for si, _, _ in s.parts[:2]):
+                    grads[i] = None
+        return (None,) + tuple(grads) + (None,) * (len(t.srcs) - 1 - s.n_srcs)
+    return rule
+
+
+defop("attention", forward=_attention_forward)
+defop("attention_grad", forward=_attention_grad_forward)
+defop("attention_out", view=_view("out"), backward=_backward(False))
+defop("attention_weights", view=_view("w"), backward=_backward(True))
+
+
+def attention(srcs: list[Tensor], parts, A: int, B: int, L: int, S: int, D: int, Dv: int,
+              out_kind: str = "4d", scale: float | None = None, mask: Tensor | None = None,
+              causal: bool = False, nan_rows: bool = False, dropout_p: float = 0.0,
+              generator: Generator | None = None, need_weights: bool = False
+              ) -> tuple[Tensor, Tensor | None]:
+    """The attention op over parts of ``srcs`` (see the module docstring): ``parts`` gives
+    (source index, kind, column offset) for q, k and v; A batches, B heads, L queries, S keys,
+    head sizes D (q, k) and Dv (v).  ``mask``: an additive float mask of shape (Am, Bm, Lm, S)
+    with Am in (1, A), Bm in (1, B), Lm in (1, L); ``causal``: query i sees keys j <= i; rows with
+    no key left are 0 (NaN with ``nan_rows``).  ``dropout_p`` drops probabilities (drawn from
+    ``generator``) and scales the rest by 1 / (1 - p).
+
+    Returns the output (in ``out_kind`` layout) and, with ``need_weights``, the (dropped-out)
+    probabilities (A, B, L, S)."""
+    dt = srcs[0].dtype
+    scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
+    extra: tuple[Tensor, ...] = ()
+    if mask is not None:
+        if mask.requires_grad:
+            raise NotImplementedError("scaled_dot_product_attention: gradients with respect to a "
+                                      "float attn_mask are not supported (pass a mask that does "
+                                      "not require grad)")
+        extra += (mask,)
+    if dropout_p > 0.0:
+        rng = (generator or default_generator).numpy
+        if dropout_p >= 1.0:
+            keep = np.zeros((A, B, L, S), dt)
+        else:
+            keep = (rng.random((A, B, L, S), dtype=dt) >= dropout_p).astype(dt)
+            keep *= dt.type(1.0 / (1.0 - dropout_p))
+        extra += (leaf(keep),)
+    attrs = (A, B, L, S, D, Dv, tuple(parts), out_kind, scale, mask is not None, bool(causal),
+             bool(nan_rows), dropout_p > 0.0, len(srcs))
+    s = _Spec(attrs)
+    all_srcs = tuple(srcs) + extra
+    ws = node("attention", all_srcs, (s.ws().size,), dt, attrs)
+    out = node("attention_out", (ws,) + all_srcs, s.out_shape, dt, attrs)
+    w = node("attention_weights", (ws,) + all_srcs, (A, B, L, S), dt, attrs) \
+        if need_weights else None
+    return out, w
+
+
+# ---- masks ----------------------------------------------------------------------------------------
+def additive_mask(mask, dtype, masked_when: bool, name: str = "attn_mask") -> Tensor:
+    """A boolean or float mask as an additive float mask of ``dtype``: booleans equal to
+    ``masked_when`` become -inf and the others 0; float masks are used as they are."""
+    if isinstance(mask, Tensor):
+        if mask.dtype in FLOATS:
+            if mask.dtype != dtype:
+                raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match "
+                                   f"query dtype, but got {name}.dtype: {mask.dtype} and "
+                                   f"query.dtype: {dtype} instead.")
+            return mask
+        if mask.dtype != np.bool_:
+            raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                               f"dtype, but got {name}.dtype: {mask.dtype} and  query.dtype: "
+                               f"{dtype} instead.")
+        neg = leaf(np.array(-np.inf, dtype))
+        zero = leaf(np.array(0.0, dtype))
+        return where(mask, neg, zero) if masked_when else where(mask, zero, neg)
+    m = np.asarray(mask)
+    if m.dtype == np.bool_:
+        out = np.where(m == masked_when, -np.inf, 0.0).astype(dtype)
+    elif m.dtype.kind == "f":
+        out = m.astype(dtype)
+    else:
+        raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                           f"dtype, but got {name}.dtype: {m.dtype} and  query.dtype: {dtype} "
+                           f"instead.")
+    return leaf(out)
+
+
+def _mask4(mask: Tensor, lead: tuple[int, ...], L: int, S: int) -> Tensor:
+    """``mask`` broadcast against (*lead, L, S), as an (Am, Bm, Lm, S) tensor (see
+    :func:`attention`), materialized only where broadcasting cannot be kept."""
+    full = lead + (L, S)
+    if mask.ndim > len(full):
+        raise RuntimeError(f"attn_mask of shape {mask.shape} cannot be broadcast to the attention "
+                           f"scores of shape {full}")
+    shape = (1,) * (len(full) - mask.ndim) + mask.shape
+    for have, want in zip(shape, full):
+        if have not in (1, want):
+            raise RuntimeError(f"attn_mask of shape {mask.shape} cannot be broadcast to the "
+                               f"attention scores of shape {full}")
+    m = mask.reshape(shape) if shape != mask.shape else mask
+    front, b = shape[:-3], shape[-3] if len(shape) >= 3 else 1
+    if not (all(f == 1 for f in front) or front == lead[:-1]) or shape[-1] != S:
+        # batch dimensions that do not flatten into one broadcast axis: materialize
+        m = expand(m, full[:-3] + shape[-3:-1] + (S,))
+        shape = m.shape
+        front = shape[:-3]
+    Am = math.prod(front) if front else 1
+    return m.reshape(Am, b, shape[-2], S)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """softmax(Q K^T * scale + mask) V over the last two dimensions, as
+    ``torch.nn.functional.scaled_dot_product_attention``: query (*, L, E), key (*, S, E), value
+    (*, S, Ev) -> (*, L, Ev); ``scale`` defaults to 1 / sqrt(E).  ``attn_mask`` broadcasts
+    against (*, L, S): boolean (True takes part) or float (added to the scores).  ``is_causal``:
+    query i attends to keys j <= i (not together with ``attn_mask``).  ``dropout_p`` > 0 drops
+    attention probabilities, in any mode (PyTorch's rule: pass 0 when not training).  A query
+    that can attend to no key gets 0."""
+    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {q.dtype} key.dtype: {k.dtype} and value.dtype: "
+                           f"{v.dtype} instead.")
+    if q.dtype not in FLOATS:
+        raise TypeError(f"scaled_dot_product_attention: expected floating point tensors, got "
+                        f"{q.dtype}")
+    if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:
+        raise RuntimeError(f"scaled_dot_product_attention: query, key and value must have the "
+                           f"same number of dimensions (at least 2), got shapes {q.shape}, "
+                           f"{k.shape} and {v.shape}")
+    if enable_gqa:
+        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not supported")
+    lead = q.shape[:-2]
+    if k.shape[:-2] != lead or v.shape[:-2] != lead or k.shape[-1] != q.shape[-1] \
+            or v.shape[-2] != k.shape[-2]:
+        raise RuntimeError(f"scaled_dot_product_attention: shapes do not match: query "
+                           f"{q.shape}, key {k.shape}, value {v.shape} (expected (*, L, E), "
+                           f"(*, S, E) and (*, S, Ev) with the same *)")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real) \
+            or not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {dropout_p}")
+    L, E = q.shape[-2:]
+    S, Ev = v.shape[-2:]
+    A = math.prod(lead[:-1]) if len(lead) > 1 else 1
+    B = lead[-1] if lead else 1
+    srcs: list[Tensor] = []
+    parts = []
+    for x in (q, k, v):
+        for i, s in enumerate(srcs):
+            if s is x:
+                break
+        else:
+            srcs.append(x)
+            i = len(srcs) - 1
+        parts.append((i, "4d", 0))
+    mask = None
+    if attn_mask is not None and is_causal:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    if attn_mask is not None:
+        mask = _mask4(additive_mask(attn_mask, q.dtype, False), lead, L, S)
+    out, _ = attention(srcs, parts, A, B, L, S, E, Ev, "4d", scale, mask, is_causal,
+                       dropout_p=float(dropout_p))
+    return out.reshape(lead + (L, Ev))

@@ -1,0 +1,267 @@
+"""Gate kernels of the recurrent layers in ``engine/ops/rnn.py``: one call per time step and
+direction, forward and backward (BPTT), for a whole batch.
+
+The op runs the recurrence; per step it does one BLAS GEMM (``pre = h_{t-1} W_hh^T``) and then one
+of these kernels, which adds the step's input projection ``xw[t] = x_t W_ih^T + b_ih`` and the
+recurrent bias ``b_hh``, applies the gates and writes the new state.  Backward, per step, one of
+the ``*_backward_step`` kernels turns the gradient of the state into the gradient of the gate
+pre-activations ``dg[t]`` (then one GEMM, ``rec = dg[t] W_hh``, carries it to the previous state).
+
+Arrays are C-contiguous, one float dtype (float32 or float64), indices int64.  Shapes: batch B,
+hidden size H; states ``hs[slot, b, :]`` and cells ``cs[slot, b, :]`` with T + 1 slots (the step at
+time ``t`` reads slot ``p`` and writes slot ``q``: ``p, q = t, t + 1`` forward, ``t + 1, t`` in
+reverse).  ``lengths[b]``: row ``b`` takes part in the steps ``t < lengths[b]`` (variable-length
+batches); at the other steps its state is carried unchanged and its gate gradients are zero.
+
+Gradient bookkeeping (every ``*_backward_step``): ``dh`` holds, on entry, the part of dL/dh_t
+carried from the later step (``carry``); the kernel forms the whole gradient
+``dh_t = gh[q] + carry + rec`` (``gh`` the gradient of the returned states, ``rec`` the recurrent
+GEMM of the later step) and leaves in ``dh`` what flows to h_{t-1} other than through ``W_hh``:
+0 for LSTM and RNN, ``dh_t * z`` for GRU, ``dh_t`` itself for rows that do not take part.
+
+Equations (PyTorch's gate order and bias placement, https://pytorch.org/docs/stable/nn.html):
+
+- LSTM (Hochreiter & Schmidhuber 1997): gates (i, f, g, o) = (sig, sig, tanh, sig)(xw + pre + b),
+  c_t = f c_{t-1} + i g, h_t = o tanh(c_t).
+- GRU (Cho et al. 2014, https://arxiv.org/abs/1406.1078): r, z = sig(xw_rz + pre_rz + b_rz),
+  n = tanh(xw_n + r (pre_n + b_n)), h_t = (1 - z) n + z h_{t-1}.
+- RNN (Elman): h_t = tanh or relu(xw + pre + b).
+
+Each kernel is specialized on ``fast`` (the op sets it for float32): the gate functions are then
+the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 20, hidden 200 (20k gate
+functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).  The kernels
+index 1-D row views (``x[:H]`` per gate) in their inner loops: with 3-D indexing LLVM does not
+vectorize them.
+"""
+
+from __future__ import annotations
+
+from tinyopt.kernels.jit import kernel, specialized
+from tinyopt.kernels.vecmath import sig as _sig
+from tinyopt.kernels.vecmath import tanh as _tanh
+
+
+@kernel
+def _gather_grad(d, g, r):
+    """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
+    for j in range(d.shape[0]):
+        d[j] += g[j] + r[j]
+
+
+# ---- LSTM ---------------------------------------------------------------------------------------
+@specialized
+def lstm_step(fast: bool):
+    """One LSTM step at time ``t``: xw (T, B, 4H), pre (B, 4H), bias (4H,), cs (T+1, B, H),
+    gates (T, B, 4H) gets the activated (i, f, g, o); ``hout[o]`` (B, H) gets o tanh(c_t).
+
+    Rows past their length copy cs[p] to cs[q] and, when ``carry``, hs[p] to hout[o]; else (with
+    a projection, whose caller carries the projected state itself) they zero hout[o]."""
+    @kernel
+    def lstm_step_kernel(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry):
+        B, H = cs.shape[1], cs.shape[2]
+        bi, bf, bg, bo = bias[:H], bias[H:2 * H], bias[2 * H:3 * H], bias[3 * H:]
+        for b in range(B):
+            cp, cq, ho = cs[p, b], cs[q, b], hout[o, b]
+            if t < lengths[b]:
+                x, pr, g = xw[t, b], pre[b], gates[t, b]
+                xi, xf, xg, xo = x[:H], x[H:2 * H], x[2 * H:3 * H], x[3 * H:]
+                pi, pf, pg, po = pr[:H], pr[H:2 * H], pr[2 * H:3 * H], pr[3 * H:]
+                gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+                for j in range(H):
+                    i_ = _sig(xi[j] + pi[j] + bi[j], fast)
+                    f_ = _sig(xf[j] + pf[j] + bf[j], fast)
+                    g_ = _tanh(xg[j] + pg[j] + bg[j], fast)
+                    o_ = _sig(xo[j] + po[j] + bo[j], fast)
+                    gi[j] = i_
+                    gf[j] = f_
+                    gg[j] = g_
+                    go[j] = o_
+                    c = f_ * cp[j] + i_ * g_
+                    cq[j] = c
+                    ho[j] = o_ * _tanh(c, fast)
+            else:
+                hp = hs[p, b]
+                for j in range(H):
+                    cq[j] = cp[j]
+                for j in range(ho.shape[0]):
+                    ho[j] = hp[j] if carry else 0.0
+    return lstm_step_kernel
+
+
+@kernel
+def carry_rows(hs, p, q, t, lengths):
+    """hs[q, b] = hs[p, b] for the rows ``b`` past their length at time ``t``."""
+    for b in range(hs.shape[1]):
+        if t >= lengths[b]:
+            hs[q, b, :] = hs[p, b, :]
+
+
+@kernel
+def _lstm_rows(dm, dc, g, cp, cq, dg, fast):
+    """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
+    state before any projection): dg (4H,) and dc (H,) from dL/dc_t to dL/dc_{t-1}.  A plain
+    kernel called with the caller's compile-time ``fast`` (a kernel held in a closure would keep
+    its caller out of numba's disk cache)."""
+    H = dc.shape[0]
+    gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+    di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
+    for j in range(H):
+        i_, f_, g_, o_ = gi[j], gf[j], gg[j], go[j]
+        tc = _tanh(cq[j], fast)
+        dct = dc[j] + dm[j] * o_ * (1.0 - tc * tc)
+        di[j] = dct * g_ * i_ * (1.0 - i_)
+        df[j] = dct * cp[j] * f_ * (1.0 - f_)
+        dgg[j] = dct * i_ * (1.0 - g_ * g_)
+        do[j] = dm[j] * tc * o_ * (1.0 - o_)
+        dc[j] = dct * f_
+
+
+@specialized
+def lstm_backward_step(fast: bool):
+    """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
+    ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
+    goes from dL/dc_t to dL/dc_{t-1} in place."""
+    @kernel
+    def lstm_backward_step_kernel(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
+        B, H = dc.shape
+        for b in range(B):
+            d = dh[b]
+            _gather_grad(d, gh[q, b], rec[b])
+            if t < lengths[b]:
+                _lstm_rows(d, dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
+                d[:] = 0.0
+            else:
+                dg[t, b, :] = 0.0
+    return lstm_backward_step_kernel
+
+
+@kernel
+def sum_grad_h(gh, s, carry, rec, out):
+    """out[b, j] = gh[s, b, j] + carry[b, j] + rec[b, j]: the whole gradient of a state."""
+    for b in range(out.shape[0]):
+        g, c, r, o = gh[s, b], carry[b], rec[b], out[b]
+        for j in range(out.shape[1]):
+            o[j] = g[j] + c[j] + r[j]
+
+
+@specialized
+def lstm_backward_step_proj(fast: bool):
+    """BPTT through one LSTM step with a projection h_t = W_hr m_t: ``dm`` (B, H) is
+    dL/dm_t = dht W_hr, ``dht`` (B, P) the whole dL/dh_t; ``carry`` (B, P) gets what flows to
+    h_{t-1} other than through W_hh (0, or ``dht`` for rows past their length)."""
+    @kernel
+    def lstm_backward_step_proj_kernel(dm, dht, carry, dc, gates, t, cs, p, q, dg, lengths):
+        for b in range(dc.shape[0]):
+            if t < lengths[b]:
+                _lstm_rows(dm[b], dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
+                carry[b, :] = 0.0
+            else:
+                dg[t, b, :] = 0.0
+                carry[b, :] = dht[b, :]
+    return lstm_backward_step_proj_kernel
+
+
+# ---- GRU ----------------------------------------------------------------------------------------
+@specialized
+def gru_step(fast: bool):
+    """One GRU step at time ``t``: xw (T, B, 3H), pre (B, 3H) = h_{t-1} W_hh^T (no bias),
+    bias (3H,) = b_hh; gates (T, B, 4H) gets (r, z, n, pre_n + b_n) for the backward pass."""
+    @kernel
+    def gru_step_kernel(xw, t, pre, bias, hs, p, q, gates, lengths):
+        B, H = hs.shape[1], hs.shape[2]
+        br, bz, bn = bias[:H], bias[H:2 * H], bias[2 * H:]
+        for b in range(B):
+            hp, hq = hs[p, b], hs[q, b]
+            if t < lengths[b]:
+                x, pr, g = xw[t, b], pre[b], gates[t, b]
+                xr, xz, xn = x[:H], x[H:2 * H], x[2 * H:]
+                pr_, pz, pn = pr[:H], pr[H:2 * H], pr[2 * H:]
+                gr, gz, gn, ghn = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+                for j in range(H):
+                    r = _sig(xr[j] + pr_[j] + br[j], fast)
+                    z = _sig(xz[j] + pz[j] + bz[j], fast)
+                    hn = pn[j] + bn[j]
+                    n = _tanh(xn[j] + r * hn, fast)
+                    gr[j] = r
+                    gz[j] = z
+                    gn[j] = n
+                    ghn[j] = hn
+                    hq[j] = (1.0 - z) * n + z * hp[j]
+            else:
+                hq[:] = hp[:]
+    return gru_step_kernel
+
+
+@kernel
+def gru_backward_step(gh, rec, dh, gates, t, hs, p, q, dxw, dpre, lengths):
+    """BPTT through one GRU step: dxw (T, B, 3H) gets dL/d(xw[t]) and dpre (T, B, 3H)
+    dL/d(h_{t-1} W_hh^T + b_hh), which differ in the n block: d pre_n = r * d xw_n."""
+    B, H = dh.shape
+    for b in range(B):
+        d = dh[b]
+        _gather_grad(d, gh[q, b], rec[b])
+        if t < lengths[b]:
+            g, hp, dx, dp = gates[t, b], hs[p, b], dxw[t, b], dpre[t, b]
+            gr, gz, gn, ghn = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+            dxr, dxz, dxn = dx[:H], dx[H:2 * H], dx[2 * H:]
+            dpr, dpz, dpn = dp[:H], dp[H:2 * H], dp[2 * H:]
+            for j in range(H):
+                r, z, n, hn = gr[j], gz[j], gn[j], ghn[j]
+                dht = d[j]
+                dn = dht * (1.0 - z) * (1.0 - n * n)
+                dr = dn * hn * r * (1.0 - r)
+                dz = dht * (hp[j] - n) * z * (1.0 - z)
+                dxr[j] = dr
+                dxz[j] = dz
+                dxn[j] = dn
+                dpr[j] = dr
+                dpz[j] = dz
+                dpn[j] = dn * r
+                d[j] = dht * z
+        else:
+            dxw[t, b, :] = 0.0
+            dpre[t, b, :] = 0.0
+
+
+# ---- Elman RNN ----------------------------------------------------------------------------------
+@specialized
+def rnn_step(fast: bool, relu: bool):
+    """One Elman step at time ``t``: hs[q] = tanh (ReLU if ``relu``) of xw[t] + pre + bias."""
+    @kernel
+    def rnn_step_kernel(xw, t, pre, bias, hs, p, q, lengths):
+        B, H = hs.shape[1], hs.shape[2]
+        for b in range(B):
+            hq = hs[q, b]
+            if t < lengths[b]:
+                x, pr = xw[t, b], pre[b]
+                for j in range(H):
+                    v = x[j] + pr[j] + bias[j]
+                    if relu:  # NaN stays NaN, as torch.relu
+                        hq[j] = v if v > 0.0 or v != v else 0.0
+                    else:
+                        hq[j] = _tanh(v, fast)
+            else:
+                hq[:] = hs[p, b, :]
+    return rnn_step_kernel
+
+
+@specialized
+def rnn_backward_step(relu: bool):
+    """BPTT through one Elman step: dxw (T, B, H) gets dL/d(pre-activation) at ``t``."""
+    @kernel
+    def rnn_backward_step_kernel(gh, rec, dh, t, hs, q, dxw, lengths):
+        B, H = dh.shape
+        for b in range(B):
+            d = dh[b]
+            _gather_grad(d, gh[q, b], rec[b])
+            if t < lengths[b]:
+                h, dx = hs[q, b], dxw[t, b]
+                for j in range(H):
+                    if relu:
+                        dx[j] = d[j] if h[j] > 0.0 else 0.0
+                    else:
+                        dx[j] = d[j] * (1.0 - h[j] * h[j])
+                d[:] = 0.0
+            else:
+                dxw[t, b, :] = 0.0
+    return rnn_backward_step_kernel

@@ -1,0 +1,158 @@
+"""engine/ops/attention.py: scaled_dot_product_attention as one op -- values against a numpy
+reference, gradients against finite differences in float64 (masks bool and float, broadcast
+masks, causal, scale, q = k = v, heads read out of a packed projection), against torch 2.13,
+fully masked rows, NaN, dropout, plan reuse, and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gradcheck import gradcheck
+
+import tinyopt as to
+import tinyopt.nn.functional as F
+from tinyopt.engine import cache_info
+from tinyopt.engine.ops.attention import attention
+
+rng = np.random.default_rng(0)
+
+
+def ref(q, k, v, mask=None, causal=False, scale=None):
+    s = (q @ np.swapaxes(k, -1, -2)) * (1 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = s + (np.where(mask, 0, -np.inf) if mask.dtype == bool else mask)
+    if causal:
+        s = s + np.triu(np.full(s.shape[-2:], -np.inf), 1)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+CASES = [
+    dict(q=(2, 3, 5, 4), k=(2, 3, 6, 4), v=(2, 3, 6, 2)),
+    dict(q=(2, 3, 5, 4), k=(2, 3, 6, 4), v=(2, 3, 6, 2), causal=True),
+    dict(q=(5, 4), k=(6, 4), v=(6, 3), scale=0.7),
+    dict(q=(3, 5, 4), k=(3, 6, 4), v=(3, 6, 4), mask=(5, 6), bool_mask=True),
+    dict(q=(2, 3, 5, 4), k=(2, 3, 6, 4), v=(2, 3, 6, 2), mask=(2, 1, 5, 6)),
+    dict(q=(2, 2, 3, 5, 4), k=(2, 2, 3, 6, 4), v=(2, 2, 3, 6, 2), mask=(2, 2, 1, 5, 6)),
+    dict(q=(2, 2, 5, 4), k=(2, 2, 6, 4), v=(2, 2, 6, 2), mask=(2, 2, 5, 1)),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=range(len(CASES)))
+def test_values_gradients_and_torch(case):
+    q, k, v = (rng.standard_normal(case[n]) for n in "qkv")
+    mask = None
+    if "mask" in case:
+        mask = rng.random(case["mask"]) > 0.3 if case.get("bool_mask") else \
+            rng.standard_normal(case["mask"])
+        if mask.dtype == bool:
+            mask[..., 0] = True  # no fully masked row: the reference would give NaN
+    kw = dict(attn_mask=mask, is_causal=case.get("causal", False), scale=case.get("scale"))
+    f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw)  # noqa: E731
+    out = f(*[to.tensor(a, dtype=to.float64) for a in (q, k, v)]).numpy()
+    np.testing.assert_allclose(out, ref(q, k, v, mask, kw["is_causal"], kw["scale"]),
+                               rtol=1e-12, atol=1e-12)
+    gradcheck(f, q, k, v, max_elems=24)
+    try:
+        import torch
+    except ImportError:
+        return
+    tq, tk, tv = (torch.tensor(a) for a in (q, k, v))
+    tmask = None if mask is None else torch.tensor(mask)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=tmask, is_causal=kw["is_causal"], scale=kw["scale"])
+    np.testing.assert_allclose(out, want.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_query_key_value_one_tensor():
+    x = rng.standard_normal((2, 2, 4, 3))
+    gradcheck(lambda a: F.scaled_dot_product_attention(a, a, a), x)
+
+
+@pytest.mark.parametrize("kind", ["nlc", "lnc"])
+def test_heads_read_from_a_packed_projection(kind):
+    """q, k, v as column blocks of one (N, T, 3E) or (T, N, 3E) tensor, output heads merged."""
+    N, T, H, D = 2, 4, 2, 3
+    E = H * D
+    x = rng.standard_normal((N, T, 3 * E) if kind == "nlc" else (T, N, 3 * E))
+
+    def split(a):  # (N, H, T, D) views of the three blocks, in numpy
+        a = a if kind == "nlc" else np.swapaxes(a, 0, 1)
+        return [a[..., i * E:(i + 1) * E].reshape(N, T, H, D).transpose(0, 2, 1, 3)
+                for i in range(3)]
+
+    def f(a):
+        out, _ = attention([a], [(0, kind, 0), (0, kind, E), (0, kind, 2 * E)], N, H, T, T, D,
+                           D, kind, causal=True)
+        return out
+
+    o = ref(*split(x), causal=True).transpose(0, 2, 1, 3).reshape(N, T, E)
+    want = o if kind == "nlc" else np.swapaxes(o, 0, 1)
+    np.testing.assert_allclose(f(to.tensor(x, dtype=to.float64)).numpy(), want, rtol=1e-12)
+    gradcheck(f, x, max_elems=40)
+
+
+def test_fully_masked_rows_give_zero_and_nan_scores_give_nan():
+    q, k, v = (rng.standard_normal((1, 3, 4)) for _ in range(3))
+    mask = np.ones((3, 3), bool)
+    mask[1] = False
+    qp = to.Parameter(q)
+    out = F.scaled_dot_product_attention(qp, k, v, attn_mask=mask)
+    np.testing.assert_array_equal(out.numpy()[0, 1], 0)
+    out.sum().backward()
+    np.testing.assert_array_equal(qp.grad[0, 1], 0)
+    q[0, 2, 0] = np.nan
+    out = F.scaled_dot_product_attention(q, k, v).numpy()
+    assert np.isnan(out[0, 2]).all() and not np.isnan(out[0, :2]).any()
+
+
+def test_float32_and_plan_reuse():
+    q, k, v = (rng.standard_normal((2, 4, 8, 16)).astype(np.float32) for _ in range(3))
+    p = to.Parameter(q)
+    for _ in range(2):
+        hits = cache_info().hits
+        out = F.scaled_dot_product_attention(p, k, v, is_causal=True)
+        out.sum().backward()
+    assert cache_info().hits == hits + 1
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out.numpy(), ref(q, k, v, causal=True), atol=2e-6)
+
+
+def test_dropout_drops_probabilities_and_is_seeded():
+    q, k = (rng.standard_normal((1, 1, 64, 8)) for _ in range(2))
+    v = np.eye(64)[None, None]  # out = the (dropped-out) attention probabilities themselves
+    to.manual_seed(3)
+    a = F.scaled_dot_product_attention(q, k, v, dropout_p=0.25).numpy()
+    base = F.scaled_dot_product_attention(q, k, v).numpy()
+    kept = a != 0
+    assert abs(1 - kept.mean() - 0.25) < 0.03
+    np.testing.assert_allclose(a[kept], base[kept] / 0.75, rtol=1e-12)
+    to.manual_seed(3)
+    np.testing.assert_array_equal(F.scaled_dot_product_attention(q, k, v, dropout_p=0.25).numpy(),
+                                  a)
+    x = rng.standard_normal((1, 1, 4, 3))
+
+    def f(q):  # the mask is drawn when the graph is built: the same one for every evaluation
+        to.manual_seed(5)
+        return F.scaled_dot_product_attention(q, x, x, dropout_p=0.5)
+    gradcheck(f, x)
+
+
+def test_errors():
+    q = rng.standard_normal((2, 3, 4))
+    with pytest.raises(RuntimeError, match="Expected query, key, and value to have the same "
+                                           "dtype"):
+        F.scaled_dot_product_attention(q, q.astype(np.float32), q)
+    with pytest.raises(RuntimeError, match="shapes do not match"):
+        F.scaled_dot_product_attention(q, q[..., :3], q)
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when "
+                                           "is_causal=True"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((3, 3)), is_causal=True)
+    with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((3, 3), np.int64))
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((4, 3)))
+    with pytest.raises(NotImplementedError, match="enable_gqa"):
+        F.scaled_dot_product_attention(q, q, q, enable_gqa=True)
+    with pytest.raises(NotImplementedError, match="float attn_mask are not supported"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=to.Parameter(np.zeros((3, 3))))
