@@ -131,21 +131,15 @@ class _IndependentConstraint(Constraint):
     def __init__(self, base_constraint: Constraint, reinterpreted_batch_ndims: int) -> None:
         self.base_constraint = base_constraint
         self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
-
-    @property  # type: ignore[override]
-    def is_discrete(self) -> bool:
-        return self.base_constraint.is_discrete
-
-    @property  # type: ignore[override]
-    def event_dim(self) -> int:
-        return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
+        self.is_discrete = base_constraint.is_discrete
+        self.event_dim = base_constraint.event_dim + reinterpreted_batch_ndims
 
     def _check(self, v: np.ndarray) -> np.ndarray:
         r = self.base_constraint._check(v)
         n = self.reinterpreted_batch_ndims
         if r.ndim < n:
             raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {v.ndim}")
-        return r.reshape(r.shape[:r.ndim - n] + (-1,)).all(-1)
+        return np.asarray(r.reshape(r.shape[:r.ndim - n] + (-1,)).all(-1))
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__[1:]}({self.base_constraint!r}, "

@@ -159,7 +159,7 @@ class Distribution:
                 f"distribution {self!r}, but found invalid values:\n{value}")
 
     def _get_checked_instance(self, cls: type, _instance: Any = None) -> Any:
-        if _instance is None and type(self).__init__ != cls.__init__:
+        if _instance is None and type(self).__init__ != cls.__init__:  # type: ignore[misc]
             raise NotImplementedError(
                 f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "
                 f"__init__ method must also define a custom .expand() method.")

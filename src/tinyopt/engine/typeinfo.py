@@ -41,7 +41,7 @@ class finfo:
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.smallest_normal)
-        self.resolution = float(info.resolution)
+        self.resolution = 10.0 ** -int(info.precision)  # exact decimal, as torch (not float32)
         self.dtype = d.name
 
     def __repr__(self) -> str:
