@@ -33,6 +33,7 @@ MODULES = [
     ("tinyopt.optim", "optimizers"),
     ("tinyopt.optim.lr_scheduler", "learning-rate schedulers"),
     ("tinyopt.optim.torch_compat", "PyTorch optimizer state-dict conversion"),
+    ("tinyopt.amp", "mixed precision: GradScaler (and autocast)"),
     ("tinyopt.data", "data sets and loading"),
     ("tinyopt.distributions", "Categorical, Normal, Bernoulli and kl_divergence"),
     ("tinyopt.distributions.constraints", "the supports and parameter constraints"),

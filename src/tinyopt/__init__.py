@@ -27,7 +27,7 @@ from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTen
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
 from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
 from tinyopt.engine.ops import __all__ as _ops_all
-from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg
+from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg, amp
 from tinyopt import distributions
 from tinyopt.checkpoint import CheckpointError, load_into
 from tinyopt.serialization import load, save
@@ -83,11 +83,11 @@ def __getattr__(name: str):
 __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
-    "Tensor", "accelerator", "autograd", "backends", "bool", "can_cast", "cuda", "data", "device",
-    "distributions", "double", "enable_grad", "evaluate", "finfo", "fit", "float", "float32",
-    "float64", "get_default_dtype", "get_rng_state", "iinfo", "inference_mode", "initial_seed",
-    "int", "int8", "int16", "int32", "int64", "is_floating_point", "is_grad_enabled",
-    "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
-    "manual_seed", "nn", "no_grad", "numel", "optim",
+    "Tensor", "accelerator", "amp", "autograd", "backends", "bool", "can_cast", "cuda", "data",
+    "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit", "float",
+    "float32", "float64", "get_default_dtype", "get_rng_state", "iinfo", "inference_mode",
+    "initial_seed", "int", "int8", "int16", "int32", "int64", "is_floating_point",
+    "is_grad_enabled", "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into",
+    "long", "manual_seed", "nn", "no_grad", "numel", "optim",
     "promote_types", "result_type", "save", "seed", "set_default_dtype", "set_grad_enabled",
     "set_printoptions", "set_rng_state", "short", "uint8", "utils"})

@@ -26,20 +26,54 @@ int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
 bool_ = np.dtype(np.bool_)
 
+float16 = np.dtype(np.float16)
+
 SUPPORTED = (float32, float64, int64, int32, int16, int8, uint8, bool_)
 FLOATS = (float32, float64)
 INTEGERS = (int64, int32, int16, int8, uint8)
+LOW = [float16]
+"""The 16-bit float storage types (``docs/low_precision.md``); bfloat16, the dtype of the optional
+ml_dtypes package, joins on first use, so ``import tinyopt`` does not import ml_dtypes."""
 
 # the torch names of each dtype (``torch.float``, ``torch.long``...)
 ALIASES = {"float32": float32, "float": float32, "float64": float64, "double": float64,
            "int64": int64, "long": int64, "int32": int32, "int": int32, "int16": int16,
            "short": int16, "int8": int8, "uint8": uint8, "bool": bool_}
 _TORCH_NAME = {float32: "float32", float64: "float64", int64: "int64", int32: "int32",
-               int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool"}
+               int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool", float16: "float16"}
 _TENSOR_TYPE = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTensor",
                 int32: "IntTensor", int16: "ShortTensor", int8: "CharTensor",
-                uint8: "ByteTensor", bool_: "BoolTensor"}
-_LOW_PRECISION = ("float16", "half", "bfloat16")
+                uint8: "ByteTensor", bool_: "BoolTensor", float16: "HalfTensor"}
+_LOW_PRECISION = {"float16": float16, "half": float16}
+
+
+def bfloat16() -> np.dtype:
+    """The bfloat16 dtype (``ml_dtypes.bfloat16``), importing ml_dtypes on first use."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "
+                        "tinyopt[lowp])") from None
+    return _register(np.dtype(ml_dtypes.bfloat16))
+
+
+def _register(d: np.dtype) -> np.dtype:
+    if d not in LOW:
+        LOW.append(d)
+        _TORCH_NAME[d] = "bfloat16"
+        _TENSOR_TYPE[d] = "BFloat16Tensor"
+    return d
+
+
+def is_low(d: np.dtype) -> bool:
+    """Whether ``d`` is float16 or bfloat16."""
+    return d in LOW or (d.name == "bfloat16" and _register(d) is d)
+
+
+def grad_dtype(d: np.dtype) -> np.dtype:
+    """The dtype of the gradient of a tensor of dtype ``d``: float32 for float16 and bfloat16
+    (their gradients are not rounded; ``docs/low_precision.md``), ``d`` otherwise."""
+    return float32 if is_low(d) else d
 
 
 def as_dtype(dtype) -> np.dtype:
@@ -50,8 +84,9 @@ def as_dtype(dtype) -> np.dtype:
         if name in ALIASES:
             return ALIASES[name]
         if name in _LOW_PRECISION:
-            raise TypeError(f"dtype {dtype!r} is not supported yet; tinyopt tensors are "
-                            f"{', '.join(_TORCH_NAME.values())}")
+            return _LOW_PRECISION[name]
+        if name == "bfloat16":
+            return bfloat16()
     elif dtype is float:
         return float64  # as torch: ``dtype=float`` is float64
     elif dtype is int:
@@ -62,7 +97,7 @@ def as_dtype(dtype) -> np.dtype:
         d = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"unsupported dtype {dtype!r}") from None
-    if d not in SUPPORTED:
+    if d not in SUPPORTED and not is_low(d):
         raise TypeError(f"unsupported dtype {d}; tinyopt tensors are "
                         f"{', '.join(_TORCH_NAME.values())}")
     return d
@@ -90,7 +125,7 @@ def tensor_type_dtype(name: str) -> np.dtype | None:
 def default_dtype_for(arr: np.ndarray) -> np.dtype:
     """The dtype a new tensor made from ``arr`` gets when none is given (PyTorch's rules)."""
     d = arr.dtype
-    if d in SUPPORTED:
+    if d in SUPPORTED or is_low(d):
         return d
     kind = d.kind
     if kind == "f":
@@ -102,7 +137,7 @@ def default_dtype_for(arr: np.ndarray) -> np.dtype:
 
 def category(dtype: np.dtype) -> int:
     """0 for bool, 1 for integers, 2 for floats: the order of torch's type promotion."""
-    return 2 if dtype.kind == "f" else 0 if dtype.kind == "b" else 1
+    return 2 if dtype.kind == "f" or is_low(dtype) else 0 if dtype.kind == "b" else 1
 
 
 def scalar_dtype(value) -> np.dtype:

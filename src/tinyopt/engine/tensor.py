@@ -44,8 +44,8 @@ from tinyopt.engine import grad_mode
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, category, default_dtype_for,
-                                   float32, int64, scalar_dtype, tensor_type_dtype,
-                                   tensor_type_name, torch_name)
+                                   float32, grad_dtype, int64, is_low, scalar_dtype,
+                                   tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.tensor_api import TensorMethods
 
@@ -1021,7 +1021,7 @@ class Parameter(Tensor):
         if dtype is not None:
             arr = arr.astype(as_dtype(dtype), copy=False)
         arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
-        if requires_grad and arr.dtype not in FLOATS:
+        if requires_grad and arr.dtype not in FLOATS and not is_low(arr.dtype):
             raise RuntimeError(f"Only Tensors of floating point dtype can require gradients, "
                                f"got {arr.dtype}")
         _init(self, "param", (), (), arr.shape, arr.dtype, bool(requires_grad), None)
@@ -1099,7 +1099,8 @@ class Parameter(Tensor):
             self._grad = self._grad_view
             self._grad_flags[self._grad_index] = 1
         else:
-            self._grad = arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+            gd = grad_dtype(self.dtype)  # float32 for a 16-bit parameter
+            self._grad = arr if arr.dtype == gd else arr.astype(gd)
 
     def _grad_dest(self) -> np.ndarray:
         """Storage a new gradient may be written into directly (marks the grad as present).
@@ -1110,7 +1111,7 @@ class Parameter(Tensor):
             self._grad_flags[self._grad_index] = 1
             self._grad = self._grad_view
         else:
-            self._grad = np.empty(self.shape, dtype=self.dtype)
+            self._grad = np.empty(self.shape, dtype=grad_dtype(self.dtype))
         return self._grad
 
     def _pack(self, data_view: np.ndarray, grad_view: np.ndarray, grad_flags: np.ndarray,
@@ -1131,7 +1132,7 @@ class Parameter(Tensor):
         grad_flags[index] = self._grad is not None
 
     def requires_grad_(self, requires_grad: bool = True) -> Self:
-        if requires_grad and self.dtype not in FLOATS:
+        if requires_grad and self.dtype not in FLOATS and not is_low(self.dtype):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = bool(requires_grad)
         return self

@@ -47,6 +47,7 @@ import math
 
 import numpy as np
 
+from tinyopt.kernels import half
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 
 
@@ -94,7 +95,102 @@ def walker(scalars, update):
                 j += 1
         return -1
 
+    fused = parallel_kernel(kernel, sized_by=0)
+    fused.low = specialized(lambda mode: _low_walker(prologue, update, mode))
+    return fused
+
+
+# ---- 16-bit parameters with float32 master weights ---------------------------------------------
+F16, BF16, BF16_SR = 1, 2, 3
+"""Modes of ``kernel.low[mode]``: the storage type of the parameters, and how they are rounded."""
+
+LOW_MODES = {"float16": F16, "bfloat16": BF16}
+"""The mode of each 16-bit storage dtype, by numpy name (round to nearest even)."""
+
+
+def _low_walker(prologue, update, mode):
+    """``kernel.low[mode]``: the same step over float32 master weights, state and gradients,
+    which also writes each updated parameter rounded to 16 bits (DeepSpeed's step-plus-copy):
+    ``kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with ``q``
+    the parameters' uint16 storage (float16 or bfloat16 bit patterns, ``mode`` F16, BF16 or
+    BF16_SR for stochastic rounding) and ``p`` their float32 masters.
+
+    ``q`` is what users see and write: an element whose ``q`` is no longer the rounding of its
+    master (a loaded model state dict, ``p.data[...] = x``) takes ``q``, widened, as its master
+    before it steps.  The check costs no memory traffic (``q``'s line is read to be written).
+    """
+    # (plain functions in the closure, not the intrinsics: those would defeat the disk cache)
+    widen = _widen_f16 if mode == F16 else _widen_bf16
+    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}[mode]
+    # whether q is still the rounding of its master (a NaN master may take q: it is NaN too)
+    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}[mode]
+
+    def kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+        bad = prologue(flags, S, coef, hs[0])
+        if bad >= 0:
+            return bad
+        n = p.shape[0]
+        for ci in prange(chunk_seg.shape[0]):
+            h = hs[0]
+            start = ci * chunk
+            end = min(start + chunk, n)
+            j = chunk_seg[ci]
+            i0 = start
+            while i0 < end:
+                e = min(seg[j + 1], end)
+                if flags[j] != 0:
+                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                    qs, ps, gs, a, b, d = q[i0:e], p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    for i in range(e - i0):
+                        x, qi = ps[i], qs[i]
+                        ps[i] = x if same(x, qi, i0 + i) else widen(qi)  # a store, not a branch
+                        update(i, ps, gs, a, b, d, h, c)
+                        qs[i] = rnd(ps[i], i0 + i)
+                i0 = e
+                j += 1
+        return -1
+
     return parallel_kernel(kernel, sized_by=0)
+
+
+@inline
+def _widen_f16(q):
+    return half.f16_to_f32(q)
+
+
+@inline
+def _widen_bf16(q):
+    return half.bf16_to_f32(q)
+
+
+@inline
+def _round_bf16_sr(x, i):
+    return half.f32_to_bf16_sr(x, i)
+
+
+@inline
+def _round_f16(x, i):
+    return half.f32_to_f16(x)
+
+
+@inline
+def _round_bf16(x, i):
+    return half.f32_to_bf16(x)
+
+
+@inline
+def _same_f16(x, q, i):
+    return half.f32_to_f16(x) == q
+
+
+@inline
+def _same_bf16(x, q, i):
+    return half.f32_to_bf16_unless_nan(x) == q
+
+
+@inline
+def _same_bf16_sr(x, q, i):
+    return half.f32_to_bf16_sr(x, i) == q
 
 
 @inline

@@ -23,10 +23,12 @@ class AdamW(Adam):
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None) -> None:
+                 differentiable: bool = False, fused: bool | None = None,
+                 stochastic_rounding: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
                          maximize=maximize, capturable=capturable, differentiable=differentiable,
-                         fused=fused, decoupled_weight_decay=True)
+                         fused=fused, decoupled_weight_decay=True,
+                         stochastic_rounding=stochastic_rounding)
 
     def _set_state(self, state, groups: list[dict[str, Any]]) -> None:
         for group in groups:  # as torch.optim.AdamW.__setstate__

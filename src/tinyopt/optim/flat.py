@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter
+from tinyopt.kernels.optim import LOW_MODES
 
 CHUNK = 16384
 """Elements per parallel work item of the fused kernels."""
@@ -82,10 +83,12 @@ class FlatBuffer:
       optimizer packed one of them: ``stale`` is then True; or after replacing ``data``, as
       ZeRO-1 does to make a shard of a bigger buffer the storage).
 
-    One dtype per buffer today: parameters, gradients and state share ``dtype``.  Low precision
-    (float16/bfloat16 storage, float32 master weights) keeps this layout: ``data`` becomes the
-    float32 master copy, a second flat buffer of the storage dtype holds what the parameters
-    view, and the walker writes both in its one pass; ``vectors`` stay in ``dtype``.
+    Low precision: for float16 and bfloat16 parameters (``storage``), ``dtype`` is float32 and
+    ``data`` holds their float32 master weights; ``low`` is the 16-bit flat buffer the
+    parameters' storage views, which the walker's ``kernel.low[mode]`` rewrites (rounded) in the
+    same pass that updates the masters; ``grad`` and ``vectors`` are float32 (a 16-bit
+    parameter's gradient is float32).  ``mode`` is the kernel mode (``kernels.optim.F16`` or
+    ``BF16``), 0 for float32/float64 buffers, whose ``low`` is None.
     """
 
     def __init__(self, params: list[Parameter], dtype: np.dtype,
@@ -94,7 +97,9 @@ class FlatBuffer:
             raise ValueError(f"scalar state must start with 'step' and have at most "
                              f"{SCALAR_SLOTS} names, got {scalar_names}")
         self.params = params
-        self.dtype = np.dtype(dtype)
+        self.storage = np.dtype(dtype)
+        self.mode = LOW_MODES.get(self.storage.name, 0) if self.storage.itemsize == 2 else 0
+        self.dtype = np.dtype(np.float32) if self.mode else self.storage
         self.scalar_names = tuple(scalar_names)
         sizes = np.array([p.numel() for p in params], dtype=np.int64)
         self.seg = np.zeros(len(params) + 1, dtype=np.int64)
@@ -105,6 +110,8 @@ class FlatBuffer:
         self._slots = 0
         self.data = self._alloc()
         self.grad = self._alloc()
+        self.low = (staggered_zeros(self.numel, self.storage, self._alloc_slot()) if self.mode
+                    else None)
         self.flags = np.zeros(len(params), dtype=np.uint8)
         self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
         self.steps = self.scalars[:, 0]
@@ -121,20 +128,25 @@ class FlatBuffer:
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
         self._args: dict[tuple, tuple] = {}
         self.pack()
+        if self.low is not None:
+            self.data[...] = self.low  # the masters start as the parameters (exactly)
 
     # ---- layout ---------------------------------------------------------------------------------
     def pack(self) -> None:
         """Make the parameters' data and grads views into this buffer again, copying in their
         current values (they may have moved to another optimizer's buffer meanwhile)."""
+        storage = self.data if self.low is None else self.low
         for j, p in enumerate(self.params):
-            p._pack(self.view(self.data, j), self.view(self.grad, j), self.flags, j, self)
+            p._pack(self.view(storage, j), self.view(self.grad, j), self.flags, j, self)
         self.stale = False
         self._args.clear()  # ``data`` may have been replaced (ZeRO adopts a shard as storage)
 
     def _alloc(self) -> np.ndarray:
-        arr = staggered_zeros(self.numel, self.dtype, self._slots)
+        return staggered_zeros(self.numel, self.dtype, self._alloc_slot())
+
+    def _alloc_slot(self) -> int:
         self._slots += 1
-        return arr
+        return self._slots - 1
 
     def view(self, flat: np.ndarray, j: int) -> np.ndarray:
         """Parameter ``j``'s part of ``flat``, shaped like the parameter."""
@@ -143,13 +155,16 @@ class FlatBuffer:
     def kernel_args(self, names: tuple[str | None, ...]) -> tuple:
         """``(p, g, s0, s1, s2, seg, chunk_seg, CHUNK, flags, S, coef)`` for a fused kernel of
         ``kernels/optim.py``, with vector state ``names`` in slots ``s0..s2`` (None: unused,
-        passed empty)."""
+        passed empty); for a low-precision buffer, preceded by ``low`` as uint16 (the arguments
+        of ``kernel.low[mode]``)."""
         args = self._args.get(names)
         if args is None:
             states = [self.vectors[n] if n is not None else self.empty for n in names]
             states += [self.empty] * (3 - len(states))
             args = (self.data, self.grad, *states, self.seg, self.chunk_seg, CHUNK, self.flags,
                     self.scalars, self.coef)
+            if self.low is not None:
+                args = (self.low.view(np.uint16), *args)
             self._args[names] = args
         return args
 

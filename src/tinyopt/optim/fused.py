@@ -20,6 +20,12 @@ This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the 
 storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an
 entry appears when a parameter first steps, scalar state as 0-d float32 views), runs the kernel,
 and loads state dicts into the buffers.
+
+Low precision comes with the declaration, nothing to add: the float16/bfloat16 parameters of a
+group get float32 master weights (``state[p]["master_param"]``), float32 state and gradients,
+and the walker's step-plus-copy variant ``kernel.low[mode]`` (``docs/low_precision.md``); a
+group's ``stochastic_rounding=True`` rounds its bfloat16 copies stochastically.  A new optimizer
+takes ``stochastic_rounding: bool = False`` as a keyword and passes it to this constructor.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
+from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import Optimizer, _cast_scalar
 
@@ -73,6 +80,8 @@ class StateEntry(dict):
             view = fb.view(fb.vectors[name], j)
         elif name in self._shown:
             view = fb.scalars[j, fb.scalar_names.index(name), ...]
+        elif name == MASTER and fb.low is not None:
+            view = fb.view(fb.data, j)
         else:  # not state the kernel keeps: stored as given (saved in the state dict)
             dict.__setitem__(self, name, value)
             return
@@ -129,7 +138,10 @@ class FusedOptimizer(Optimizer):
     host64: tuple[str, ...] = ()  # host scalars kept in float64 (the others: buffer dtype)
     _eager_state = False  # whether state exists from construction (Adagrad)
 
-    def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
+    def __init__(self, params: Iterable, defaults: dict[str, Any], *,
+                 stochastic_rounding: bool = False) -> None:
+        if stochastic_rounding:  # (only then in the defaults: the others stay torch's)
+            defaults = dict(defaults, stochastic_rounding=True)
         self._validate(defaults)
         self._flat: list[list[FlatBuffer]] = []
         self._ready = False
@@ -192,9 +204,13 @@ class FusedOptimizer(Optimizer):
                 raise ValueError(f"{type(self).__name__}: {key}=True is not supported (tinyopt has no "
                                  f"CUDA graphs and optimizers do not build graphs)")
         for p in group["params"]:
-            if np.dtype(p.dtype).kind != "f":
+            d = np.dtype(p.dtype)
+            if d.kind != "f" and d.name not in LOW_MODES:
                 raise TypeError(f"{type(self).__name__} can only optimize floating point "
                                 f"parameters, but one has dtype {p.dtype}")
+            if group.get("stochastic_rounding", False) and d.name == "float16":
+                raise ValueError(f"{type(self).__name__}: stochastic_rounding=True rounds "
+                                 f"bfloat16 parameters, but this group has float16 ones")
         self._validate(group)
 
     def _add_group(self, group: dict[str, Any]) -> None:
@@ -229,6 +245,8 @@ class FusedOptimizer(Optimizer):
                 entry._bind(name, fb.scalars[j, k, ...])
             for name, buf in fb.vectors.items():
                 entry._bind(name, fb.view(buf, j))
+            if fb.low is not None:
+                entry._bind(MASTER, fb.view(fb.data, j))
             fb.started[j] = True
         fb.all_started = bool(fb.started.all())
 
@@ -262,12 +280,14 @@ class FusedOptimizer(Optimizer):
                             self._start(fb, given)
                 host = self._host(group, fb.round)
                 kernel = self.kernel[self._switches(group, host)]
+                if fb.mode:
+                    kernel = _low_kernel(self, kernel, fb, group)
                 bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
                 if bad >= 0:
                     raise RuntimeError("value cannot be converted to type "
                                        f"{fb._ctype} without overflow")
-                if starting is not None and len(starting):
-                    self._start(fb, starting[fb.steps[starting] > 0])
+                if starting is not None and len(starting):  # (16-bit: the master from now on)
+                    self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
         return loss
 
     # ---- state dict -----------------------------------------------------------------------------
@@ -311,11 +331,16 @@ class FusedOptimizer(Optimizer):
                 names = [n for n in self._state_names(group) if n]
                 for st in loaded:
                     names += [k for k, v in st.items() if k not in fb.scalar_names
-                              and v is not None and k not in names]
+                              and v is not None and k not in names
+                              and not (k == MASTER and fb.low is not None)]
                 fb.add_vectors(names, init)
                 fb.started[:] = False
                 for j, st in enumerate(loaded):
                     fb.reset(j, init)
+                    if fb.low is not None:  # without saved masters: the parameters as they are
+                        st = dict(st)
+                        master = st.pop(MASTER, None)
+                        fb.view(fb.data, j)[...] = fb.view(fb.low, j) if master is None else master
                     if st:
                         if "step" not in st:  # SGD's momentum buffer: one momentum step taken
                             fb.steps[j] = 1
@@ -326,3 +351,18 @@ class FusedOptimizer(Optimizer):
                                 fb.view(fb.vectors[k], j)[...] = v
                 start = [j for j, st in enumerate(loaded) if st or self._eager_state]
                 self._start(fb, start)
+
+
+MASTER = "master_param"
+"""The state key of a 16-bit parameter's float32 master weights (Transformer Engine's name)."""
+
+
+def _low_kernel(opt: FusedOptimizer, kernel: Any, fb: FlatBuffer, group: dict[str, Any]) -> Any:
+    """The step-plus-copy variant of ``kernel`` for ``fb``'s 16-bit parameters."""
+    low = getattr(kernel, "low", None)
+    if low is None:
+        raise TypeError(f"{type(opt).__name__} cannot update {fb.storage} parameters (its kernel "
+                        f"has no float32-master variant)")
+    sr = fb.mode == BF16 and group.get("stochastic_rounding", False)
+    return low[BF16_SR if sr else fb.mode]
+

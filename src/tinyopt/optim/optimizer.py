@@ -431,8 +431,8 @@ def _copy_state(value):
 
 
 def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
-    """A copy of one loaded state value: arrays in the parameter's dtype, scalar state (``step``,
-    ``mu_product``...) as a 0-d float32 array.
+    """A copy of one loaded state value: arrays in the parameter's dtype (float32 for a float16
+    or bfloat16 parameter), scalar state (``step``, ``mu_product``...) as a 0-d float32 array.
 
     Array-like values that are not numpy arrays (e.g. torch tensors) are converted with
     ``np.asarray``; other Python values are copied as they are.  Raises ValueError for what cannot
@@ -451,13 +451,17 @@ def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
                                  f"an array: {e}") from None
         else:
             return copy.deepcopy(value)
-    if value.dtype.kind not in "fiub":
+    if value.dtype.kind not in "fiub" and value.dtype.name != "bfloat16":
         raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of dtype "
                          f"{value.dtype}, expected a numeric array")
     if value.shape != p.shape:
         raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of shape "
                          f"{value.shape}, expected {p.shape}")
-    dtype = p.dtype if np.dtype(p.dtype).kind == "f" else value.dtype
+    dtype = np.dtype(p.dtype)
+    if dtype.name in ("float16", "bfloat16"):  # their state (and master weights) are float32
+        dtype = np.dtype(np.float32)
+    elif dtype.kind != "f":
+        dtype = value.dtype
     return np.array(value, dtype=dtype, copy=True)
 
 

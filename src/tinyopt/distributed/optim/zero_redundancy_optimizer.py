@@ -135,8 +135,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     def _check_group(self, group: dict[str, Any]) -> None:
         hyper = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         for p in group["params"]:
-            if np.dtype(p.dtype).kind != "f":
-                raise TypeError(f"ZeroRedundancyOptimizer can only optimize floating point "
+            if np.dtype(p.dtype).kind != "f" or np.dtype(p.dtype).itemsize == 2:
+                raise TypeError(f"ZeroRedundancyOptimizer can only optimize float32 or float64 "
                                 f"parameters, but one has dtype {p.dtype}")
         self._probe(hyper)
 
