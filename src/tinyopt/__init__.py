@@ -12,7 +12,8 @@ from tinyopt.engine import (CacheInfo, Generator, Parameter, Size, Tensor, devic
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
-from tinyopt.engine.dtypes import float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import float16 as half
 from tinyopt.engine.dtypes import float32 as float
 from tinyopt.engine.dtypes import float64 as double
 from tinyopt.engine.dtypes import int16 as short
@@ -29,6 +30,7 @@ from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.
 from tinyopt.engine.ops import __all__ as _ops_all
 from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg, amp
 from tinyopt import distributions
+from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
 from tinyopt.checkpoint import CheckpointError, load_into
 from tinyopt.serialization import load, save
 from tinyopt.train import evaluate, fit
@@ -74,6 +76,9 @@ def can_cast(from_: object, to: object) -> _builtins.bool:
 
 
 def __getattr__(name: str):
+    if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
+        from tinyopt.engine.dtypes import bfloat16
+        return bfloat16()
     if name == "distributed":  # on first use (it never imports mpi4py before init_process_group)
         import importlib
         return importlib.import_module("tinyopt.distributed")
@@ -83,11 +88,12 @@ def __getattr__(name: str):
 __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
-    "Tensor", "accelerator", "amp", "autograd", "backends", "bool", "can_cast", "cuda", "data",
-    "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit", "float",
-    "float32", "float64", "get_default_dtype", "get_rng_state", "iinfo", "inference_mode",
-    "initial_seed", "int", "int8", "int16", "int32", "int64", "is_floating_point",
-    "is_grad_enabled", "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into",
-    "long", "manual_seed", "nn", "no_grad", "numel", "optim",
-    "promote_types", "result_type", "save", "seed", "set_default_dtype", "set_grad_enabled",
-    "set_printoptions", "set_rng_state", "short", "uint8", "utils"})
+    "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
+    "data", "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit",
+    "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
+    "get_rng_state", "half", "iinfo", "inference_mode", "initial_seed", "int", "int16", "int32",
+    "int64", "int8", "is_autocast_enabled", "is_floating_point", "is_grad_enabled",
+    "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
+    "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
+    "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
+    "uint8", "utils"})

@@ -25,6 +25,7 @@ from itertools import chain
 from operator import attrgetter, itemgetter
 
 from tinyopt.engine.dtypes import tensor_type_name
+from tinyopt.engine import autocast
 from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.op import OPS
 from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
@@ -179,7 +180,7 @@ def backward_graph(loss: Tensor, nodes: list[Tensor], wrt: list[Tensor],
     """
     from tinyopt.engine.ops.creation import constant_node
 
-    with no_grad(), no_fold():
+    with no_grad(), no_fold(), autocast.disabled():  # backward ops: their forward's dtypes
         grads: dict[int, Tensor] = {id(loss): seed if seed is not None else
                                     constant_node(loss.shape, 1.0, loss.dtype)}
         for t in reversed(nodes):

@@ -16,6 +16,11 @@ An op is registered once with :func:`defop`:
 :func:`node` records a node, or, when every source is concrete and no gradient is needed, runs
 the op at once with the same forward (or view) function and returns a concrete tensor: eager
 PyTorch semantics for values, the compiled plan for graphs over Parameters.
+
+float16 and bfloat16 are storage types (``docs/low_precision.md``): an op over them (other than
+a cast, a copy or a view) is recorded over its 16-bit sources widened to float32, computes in
+float32, and its result is rounded to the 16-bit dtype, so forward kernels only ever see float32
+(as torch's CPU kernels compute 16-bit ops).  Gradients of 16-bit tensors are float32.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
+from tinyopt.engine.dtypes import float32, is_low
 from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
 
@@ -61,16 +67,36 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     opdef = OPS[op]
     rg = False
     concrete = state.fold
+    half = dtype.itemsize == 2  # (cheap first test for a 16-bit float)
     for s in srcs:  # a plain loop: graph building runs on every training step
         if s.requires_grad:
             rg = True
         if s.op not in CONCRETE:
             concrete = False
+        if s.dtype.itemsize == 2:
+            half = True
+    if half and opdef.view is None and op not in _STORES and (
+            is_low(dtype) or any(is_low(s.dtype) for s in srcs)):
+        return _in_float32(op, srcs, shape, dtype, attrs)
     rg = rg and state.enabled and opdef.backward is not None
     t = _make(op, srcs, attrs, shape, dtype, rg)
     if concrete and not rg:
         _run_now(t, opdef)
     return t
+
+
+_STORES = frozenset(("cast", "clone", "contiguous"))
+"""Ops that store 16-bit values as they are (the views do too)."""
+
+
+def _in_float32(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dtype,
+                attrs: tuple) -> Tensor:
+    """Op ``op`` over 16-bit sources: computed in float32, its result rounded to ``dtype``."""
+    wide = tuple(node("cast", (s,), s.shape, float32, (float32.char,)) if is_low(s.dtype) else s
+                 for s in srcs)
+    if not is_low(dtype):
+        return node(op, wide, shape, dtype, attrs)
+    return node("cast", (node(op, wide, shape, float32, attrs),), shape, dtype, (dtype.char,))
 
 
 def _run_now(t: Tensor, opdef: OpDef) -> None:

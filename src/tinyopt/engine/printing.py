@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from tinyopt.engine.dtypes import is_low
+
 
 class _Options:
     precision = 4
@@ -47,7 +49,7 @@ class _Formatter:
     """One width and one style for every element of an array (torch's ``_Formatter``)."""
 
     def __init__(self, values: np.ndarray):
-        self.floating = values.dtype.kind == "f"
+        self.floating = values.dtype.kind == "f" or is_low(values.dtype)
         self.int_mode = True
         self.sci_mode = False
         if not self.floating:

@@ -186,7 +186,7 @@ class Tensor(TensorMethods):
         return self.dtype.itemsize
 
     def is_floating_point(self) -> bool:
-        return self.dtype.kind == "f"
+        return self.dtype.kind == "f" or is_low(self.dtype)  # (bfloat16's numpy kind is "V")
 
     def is_complex(self) -> bool:
         return False
@@ -361,7 +361,7 @@ class Tensor(TensorMethods):
         if self.op not in LEAF_OPS and not (self.requires_grad and requires_grad):
             if requires_grad or self.requires_grad:
                 raise RuntimeError("you can only change requires_grad flags of leaf variables.")
-        if requires_grad and self.dtype not in FLOATS:
+        if requires_grad and self.dtype not in FLOATS and not is_low(self.dtype):
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if self.op == "freed":
             self.op = "input"
@@ -455,7 +455,7 @@ class Tensor(TensorMethods):
 
     def _grad_dest(self) -> np.ndarray:
         """Storage a new gradient may be written into directly (the caller overwrites it all)."""
-        self._grad = np.empty(self.shape, dtype=self.dtype)
+        self._grad = np.empty(self.shape, dtype=grad_dtype(self.dtype))
         return self._grad
 
     def _accumulate_grad(self, g: np.ndarray) -> None:
@@ -1153,6 +1153,8 @@ class Parameter(Tensor):
 def _is_dtype_name(a: Any) -> bool:
     if not isinstance(a, str):
         return False
+    if a == "bfloat16":  # (a dtype even where ml_dtypes is missing: as_dtype says so)
+        return True
     try:
         as_dtype(a)
     except TypeError:

@@ -10,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from typing_extensions import Self
+
+from tinyopt.engine.dtypes import as_dtype
 
 if TYPE_CHECKING:
     import numpy as np
@@ -54,10 +57,11 @@ class TensorCasts:
         return _F.to(self, "bool")
 
     def half(self) -> Tensor:
-        raise TypeError("float16 tensors are not supported yet")
+        return _F.to(self, np.dtype(np.float16))
 
     def bfloat16(self) -> Tensor:
-        raise TypeError("bfloat16 tensors are not supported yet")
+        """This tensor as bfloat16 (needs ml_dtypes)."""
+        return _F.to(self, as_dtype("bfloat16"))
 
 
 class TensorMethods(TensorCasts):

@@ -35,7 +35,7 @@ from typing_extensions import Self
 
 from tinyopt.engine.device import check_device
 from tinyopt.engine.device import device as device_type
-from tinyopt.engine.dtypes import FLOATS, as_dtype
+from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_name
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
@@ -421,31 +421,34 @@ class Module:
 
     def to(self, *args, **kwargs) -> Self:
         """``to(dtype)``, ``to(device)`` or ``to(device, dtype)``: cast floating-point parameters
-        and buffers in place (the Parameter objects stay the same).  The only device is
-        ``"cpu"``."""
+        and buffers (float16 and bfloat16 included) in place, rounding to nearest even (the
+        Parameter objects stay the same; integer ones keep their dtype).  The only device is
+        ``"cpu"``.  The gradient of a float16 or bfloat16 parameter is float32
+        (``docs/low_precision.md``)."""
         device, dtype = _parse_to(args, kwargs)
         check_device(device)
         if dtype is None:
             return self
-        if dtype not in FLOATS:
-            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired "
-                            f"dtype={dtype}")
-        params = [(n, p) for n, p in self.named_parameters() if p.dtype in FLOATS
+        if not _floating(dtype):
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but "
+                            f"got desired dtype={torch_name(dtype)}")
+        params = [(n, p) for n, p in self.named_parameters() if _floating(p.dtype)
                   and p.dtype != dtype]
         for name, p in params:
             if p._grad_flags is not None:
                 raise RuntimeError(f"cannot change the dtype of parameter '{name}': an optimizer "
                                    f"manages its storage (convert the model before creating the "
                                    f"optimizer)")
-        for _, p in params:
-            p._data = p._data.astype(dtype)
-            p.dtype = dtype
-            if p._grad is not None:
-                p._grad = p._grad.astype(dtype)
-        for module in self.modules():
-            for name, buf in module._buffers.items():
-                if buf is not None and buf.dtype in FLOATS and buf.dtype != dtype:
-                    module._buffers[name] = leaf(buf.numpy().astype(dtype))
+        with np.errstate(over="ignore"):  # (a value beyond float16's range becomes inf)
+            for _, p in params:
+                p._data = p._data.astype(dtype)
+                p.dtype = dtype
+                if p._grad is not None:
+                    p._grad = p._grad.astype(grad_dtype(dtype))
+            for module in self.modules():
+                for name, buf in module._buffers.items():
+                    if buf is not None and _floating(buf.dtype) and buf.dtype != dtype:
+                        module._buffers[name] = leaf(buf.numpy().astype(dtype))
         return self
 
     def float(self) -> Self:
@@ -453,6 +456,14 @@ class Module:
 
     def double(self) -> Self:
         return self.to(np.float64)
+
+    def half(self) -> Self:
+        """Cast floating-point parameters and buffers to float16."""
+        return self.to(np.float16)
+
+    def bfloat16(self) -> Self:
+        """Cast floating-point parameters and buffers to bfloat16 (needs ml_dtypes)."""
+        return self.to("bfloat16")
 
     def cpu(self) -> Self:
         return self
@@ -598,6 +609,10 @@ class Module:
 
 
 _DEVICE_TYPES = ("cpu", "cuda", "mps", "xpu", "meta")
+
+
+def _floating(d: np.dtype) -> bool:
+    return d in FLOATS or is_low(d)
 
 
 def _parse_to(args: tuple, kwargs: dict) -> tuple[str | None, np.dtype | None]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float, broadcast_shape, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -96,6 +97,7 @@ defop("prelu_grad_w", forward=lambda t: (lambda out, g, x: K.prelu_grad_w(g, x, 
 
 def prelu(input, weight) -> Tensor:
     """x for x > 0, else w x, with ``weight`` of 1 element or one per channel (dimension 1)."""
+    input, weight = autocast.lower(input, weight)
     x = _float_input("prelu", input)
     w = as_tensor(weight).to(x.dtype)
     if w.ndim > 1:

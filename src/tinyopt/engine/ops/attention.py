@@ -24,7 +24,8 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine import autocast
+from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.ops.movement import expand
@@ -310,12 +311,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     query i attends to keys j <= i (not together with ``attn_mask``).  ``dropout_p`` > 0 drops
     attention probabilities, in any mode (PyTorch's rule: pass 0 when not training).  A query
     that can attend to no key gets 0."""
+    query, key, value = autocast.lower(query, key, value)
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     if not (q.dtype == k.dtype == v.dtype):
         raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
                            f"query.dtype: {q.dtype} key.dtype: {k.dtype} and value.dtype: "
                            f"{v.dtype} instead.")
-    if q.dtype not in FLOATS:
+    if q.dtype not in FLOATS and not is_low(q.dtype):
         raise TypeError(f"scaled_dot_product_attention: expected floating point tensors, got "
                         f"{q.dtype}")
     if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim:

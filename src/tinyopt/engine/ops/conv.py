@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
@@ -179,6 +180,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     j*sw - pw + q*dw], for o in group g.  ``input`` (N, C, H, W) or (C, H, W), ``weight``
     (OC, C/groups, kh, kw), ``bias`` (OC,); ``padding`` may also be 'valid' or 'same'.
     """
+    input, weight, bias = autocast.lower(input, weight, bias)
     x, w = _operands("conv2d", as_tensor(input), as_tensor(weight))
     _require_float("conv2d", x, w)
     x, unbatched = _batched("conv2d", x)

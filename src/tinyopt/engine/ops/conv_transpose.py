@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numbers
 
+from tinyopt.engine import autocast
 from tinyopt.engine.op import node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -43,6 +44,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     (N, C_in, H, W) or (C_in, H, W), ``weight`` (C_in, C_out / groups, kH, kW), ``bias`` (C_out,).
     y[n, o, i*sh - ph + p*dh, j*sw - pw + q*dw] += x[n, c, i, j] W[c, o, p, q] summed over the
     input channels c of o's group."""
+    input, weight, bias = autocast.lower(input, weight, bias)
     x, w = _operands("conv_transpose2d", as_tensor(input), as_tensor(weight))
     _require_float("conv_transpose2d", x, w)
     if x.ndim not in (3, 4):

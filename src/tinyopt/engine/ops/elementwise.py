@@ -13,7 +13,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, bool_, float32, result_type
+from tinyopt.engine.dtypes import FLOATS, bool_, float32, grad_dtype, is_low, result_type
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
@@ -48,7 +48,7 @@ def _operands(op: str, a, b) -> tuple[Tensor, Tensor]:
 def _float(x) -> Tensor:
     """``x`` as a float tensor (integer and bool tensors compute in float32, as in PyTorch)."""
     x = as_tensor(x)
-    return x if x.dtype in FLOATS else to(x, float32)
+    return x if x.dtype in FLOATS or is_low(x.dtype) else to(x, float32)
 
 
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -75,7 +75,7 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 def _require_float(op: str, *ts: Tensor) -> None:
     for t in ts:
-        if t.dtype not in FLOATS:
+        if t.dtype not in FLOATS and not is_low(t.dtype):
             raise TypeError(f"{op}: expected a floating point tensor, got {t.dtype} "
                             f"(shape {t.shape}); convert with .float()")
 
@@ -375,12 +375,21 @@ def where(condition, input=None, other=None) -> Tensor:
 
 # ---- casts -------------------------------------------------------------------------------------
 def _cast_backward(t, g):
-    src = t.srcs[0]
-    return (g.to(src.dtype) if src.dtype in FLOATS else None,)
+    src = t.srcs[0]  # (the gradient of a 16-bit tensor is float32: ``engine/op.py``)
+    return (g.to(grad_dtype(src.dtype)) if src.dtype in FLOATS or is_low(src.dtype) else None,)
 
 
-defop("cast", forward=lambda t: (lambda out, x: np.copyto(out, x, casting="unsafe")),
-      backward=_cast_backward)
+def _cast_forward(t):
+    if not is_low(t.dtype):
+        return lambda out, x: np.copyto(out, x, casting="unsafe")
+
+    def fwd(out, x):  # rounding to 16 bits overflows to inf as torch does, without a warning
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(out, x, casting="unsafe")
+    return fwd
+
+
+defop("cast", forward=_cast_forward, backward=_cast_backward)
 
 
 def to(x: Tensor, dtype) -> Tensor:
@@ -390,7 +399,7 @@ def to(x: Tensor, dtype) -> Tensor:
     if x.dtype == dtype:
         return x
     out = node("cast", (x,), x.shape, dtype, (dtype.char,))
-    if dtype not in FLOATS:  # integer tensors never require grad (gradients stop here)
+    if dtype not in FLOATS and not is_low(dtype):  # integer tensors never require grad
         out.requires_grad = False
     return out
 
@@ -415,7 +424,7 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
 
     def build(x, *attrs) -> Tensor:
         x = as_tensor(x)
-        if x.dtype not in FLOATS and not (int_ok and x.dtype != bool_):
+        if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
             if float_only:
                 x = to(x, float32)
         return node(name, (x,), x.shape, x.dtype, tuple(float(a) for a in attrs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -37,7 +38,7 @@ defop("matmul", forward=_matmul_forward, backward=_matmul_backward)
 def matmul(a, b) -> Tensor:
     """Matrix product with PyTorch's rules: 1-D operands are promoted to matrices and the added
     dimension removed afterwards; leading (batch) dimensions broadcast."""
-    a, b = _operands("matmul", a, b)
+    a, b = _operands("matmul", *autocast.lower(a, b))
     _require_float("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
@@ -107,6 +108,7 @@ defop("linear_grad_bias", forward=_linear_grad_bias_forward)
 
 def linear(input, weight, bias=None) -> Tensor:
     """y = x W^T + b, with x of shape (..., in), W (out, in) and b (out,)."""
+    input, weight, bias = autocast.lower(input, weight, bias)
     x, w = as_tensor(input), as_tensor(weight)
     if x.dtype != w.dtype:
         x, w = _operands("linear", x, w)
@@ -183,7 +185,7 @@ def _scaled_sum(input, product, beta, alpha) -> Tensor:
         product = product * alpha
     if beta == 0:  # PyTorch ignores input then (NaN in it does not propagate)
         return product
-    inp = as_tensor(input)
+    inp = as_tensor(autocast.lower(input)[0])
     return (inp * beta if beta != 1 else inp) + product
 
 
@@ -285,7 +287,7 @@ def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation (``torch.einsum``): ``"ij,jk->ik"``, implicit output, ``...``."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    ops = [as_tensor(o) for o in operands]
+    ops = [as_tensor(o) for o in autocast.lower(*operands)]
     if len({o.dtype for o in ops}) > 1:
         from tinyopt.engine.dtypes import result_type
         d = result_type(*ops)

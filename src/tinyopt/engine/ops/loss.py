@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
@@ -165,6 +166,7 @@ defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad))
 def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, reduction: str,
                extra: tuple) -> Tensor:
     _check_reduction(op, reduction)
+    input, weight = autocast.fp32(input, weight)
     x = as_tensor(input)
     _require_float(op, x)
     x2, y, C = _targets(op, x, target, ignore_index)
@@ -202,7 +204,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,
 
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:
     _check_reduction("mse_loss", reduction)
-    a, b = _operands("mse_loss", input, target)
+    a, b = _operands("mse_loss", *autocast.fp32(input, target))
     _require_float("mse_loss", a, b)
     _same_shape("mse_loss", a, b)
     d = a - b
@@ -211,7 +213,7 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:
 
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:
     _check_reduction("l1_loss", reduction)
-    a, b = _operands("l1_loss", input, target)
+    a, b = _operands("l1_loss", *autocast.fp32(input, target))
     _require_float("l1_loss", a, b)
     _same_shape("l1_loss", a, b)
     return _reduce((a - b).abs(), reduction)
@@ -222,6 +224,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     """-[pw y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], computed stably as
     (1 - y) x + (1 + (pw - 1) y) softplus(-x)."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
+    input, target, weight, pos_weight = autocast.fp32(input, target, weight, pos_weight)
     x, y = _operands("binary_cross_entropy_with_logits", input, target)
     _require_float("binary_cross_entropy_with_logits", x, y)
     _same_shape("binary_cross_entropy_with_logits", x, y)

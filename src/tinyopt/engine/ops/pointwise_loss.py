@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, broadcast_shape, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -17,7 +18,7 @@ for _a in _ONE.values():
 
 
 def _operand_pair(op: str, input, target) -> tuple[Tensor, Tensor]:
-    x, y = _operands(op, input, target)
+    x, y = _operands(op, *autocast.fp32(input, target))
     _require_float(op, x, y)
     return x, y
 

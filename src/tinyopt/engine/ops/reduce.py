@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
@@ -389,7 +390,7 @@ defop("prod_grad", forward=_prod_grad_forward)
 def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """The product of the elements (over one ``dim`` if given); integers and bools give int64.
     The gradient is exact with zeros in the input (no division)."""
-    x = as_tensor(x)
+    x = as_tensor(autocast.fp32(x)[0])
     if dtype is not None:
         x = x.to(dtype)
     elif x.dtype.kind in "bui" and x.dtype != int64:

@@ -1,0 +1,151 @@
+"""float16/bfloat16 tensors in the engine and ``Module.half()/.bfloat16()/.to(dtype)``.
+
+16-bit floats are storage types: an op over them computes in float32 over the widened values and
+rounds its result (``engine/op.py``), which is how torch's CPU kernels compute them; gradients of
+16-bit tensors are float32 (a documented deviation: torch keeps them 16-bit).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+from tinyopt import nn
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+F16 = np.dtype(np.float16)
+LOW = [pytest.param(F16, id="float16"), pytest.param(BF16, id="bfloat16")]
+
+
+def _torch_dtype(torch, d):
+    return torch.float16 if d == F16 else torch.bfloat16
+
+
+def _values(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) * 3).astype(np.float32)
+
+
+@pytest.mark.parametrize("d", LOW)
+def test_casts_round_to_nearest_even_and_widen_exactly(d):
+    x = np.concatenate([_values(), [65504.0, 65520.0, 1e6, -1e-8, np.inf, np.nan, 0.0, -0.0]]
+                       ).astype(np.float32)
+    t = to.tensor(x)
+    low = t.half() if d == F16 else t.bfloat16()
+    assert low.dtype == d and low.is_floating_point()
+    with np.errstate(over="ignore"):
+        expect = x.astype(d)
+    np.testing.assert_array_equal(low.numpy().view(np.uint16), expect.view(np.uint16))
+    np.testing.assert_array_equal(low.float().numpy(), expect.astype(np.float32))
+    assert to.tensor(x, dtype=d).dtype == d
+
+
+@pytest.mark.parametrize("d", LOW)
+def test_ops_compute_in_float32_and_round_as_torch_does(d):
+    torch = pytest.importorskip("torch")
+    a, b = _values(seed=1).astype(d), _values(seed=2).astype(d)
+    ta, tb = to.tensor(a), to.tensor(b)
+    pa = torch.from_numpy(a.astype(np.float32)).to(_torch_dtype(torch, d))
+    pb = torch.from_numpy(b.astype(np.float32)).to(_torch_dtype(torch, d))
+    wide_a, wide_b = a.astype(np.float32), b.astype(np.float32)
+    cases = [  # (ours, torch's, float32 value before rounding)
+        (ta + tb, pa + pb, wide_a + wide_b), (ta * tb, pa * pb, wide_a * wide_b),
+        (ta * 1.5, pa * 1.5, wide_a * np.float32(1.5)),
+        (ta.relu(), pa.relu(), np.maximum(wide_a, 0)),
+        (ta.exp(), pa.exp(), np.exp(wide_a)), (ta.sum(), pa.sum(), wide_a.sum()),
+    ]
+    for ours, theirs, wide in cases:
+        assert ours.dtype == d and str(ours.dtype) == str(theirs.dtype).split(".")[1]
+        got = ours.numpy().astype(np.float32)
+        rounded = np.asarray(wide, np.float32).astype(d).astype(np.float32)
+        np.testing.assert_array_equal(got, rounded)
+        ulp = np.float32(2.0 ** (-10 if d == F16 else -7))  # one 16-bit ulp (relative)
+        np.testing.assert_allclose(got, theirs.float().numpy(), rtol=ulp, atol=1e-6)
+
+
+def test_promotion_is_torchs():
+    torch = pytest.importorskip("torch")
+    names = {F16: torch.float16, BF16: torch.bfloat16, np.dtype(np.float32): torch.float32,
+             np.dtype(np.float64): torch.float64, np.dtype(np.int64): torch.int64}
+    for a in names:
+        for b in names:
+            ours = (to.zeros(2, dtype=a) + to.zeros(2, dtype=b)).dtype
+            assert str(names[ours]) == str(torch.promote_types(names[a], names[b])), (a, b)
+    assert (to.zeros(2, dtype=BF16) + 0.5).dtype == BF16  # Python numbers do not widen
+    assert (to.zeros(2, dtype=BF16) + to.tensor(0.5)).dtype == BF16  # nor 0-d tensors
+
+
+@pytest.mark.parametrize("d", LOW)
+def test_gradients_of_16_bit_tensors_are_float32_and_exact(d):
+    x = to.tensor(_values(8).astype(d), requires_grad=True)
+    w = to.tensor(_values(8, seed=3))
+    (x.exp() * w).sum().backward()
+    assert x.grad.dtype == np.float32
+    # the derivative of the float32 computation; the rounding of the result passes it through
+    expect = np.exp(x.detach().float().numpy()) * w.numpy()
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-6)
+
+
+def test_printing_is_torchs():
+    torch = pytest.importorskip("torch")
+    x = np.array([1.0, 2.5, -3.0, 1e-3], dtype=np.float32)
+    for ours, theirs in ((to.tensor(x).bfloat16(), torch.tensor(x).bfloat16()),
+                         (to.tensor(x).half(), torch.tensor(x).half())):
+        assert repr(ours) == repr(theirs)
+
+
+def _model():
+    to.manual_seed(0)
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+
+
+@pytest.mark.parametrize("method", ["half", "bfloat16", "to"])
+def test_module_casts_floating_parameters_and_buffers_in_place(method):
+    torch = pytest.importorskip("torch")
+    m = _model()
+    params = list(m.parameters())
+    weights = [p.detach().numpy().copy() for p in params]
+    tm = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
+                             torch.nn.Linear(4, 2))
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in m.state_dict().items()})
+    m[0].weight.grad = to.ones(4, 3)
+    d = BF16 if method == "bfloat16" else F16
+    if method == "to":
+        assert m.to(to.float16) is m
+        tm.to(torch.float16)
+    else:
+        assert getattr(m, method)() is m
+        getattr(tm, method)()
+    assert [p is q for p, q in zip(m.parameters(), params)] == [True] * len(params)
+    for (name, ours), (_, theirs) in zip(m.state_dict().items(), tm.state_dict().items()):
+        expect = theirs.float().numpy() if theirs.is_floating_point() else theirs.numpy()
+        assert (ours.dtype == d) == theirs.is_floating_point(), name
+        np.testing.assert_array_equal(ours.float().numpy() if ours.is_floating_point()
+                                      else ours.numpy(), expect)
+    rounded = weights[0].astype(d).astype(np.float32)
+    np.testing.assert_array_equal(m[0].weight.float().numpy(), rounded)
+    assert m[0].weight.grad.dtype == np.float32  # (torch: float16; see docs/low_precision.md)
+    m.float()  # and back: widening is exact
+    np.testing.assert_array_equal(m[0].weight.numpy(), weights[0].astype(d).astype(np.float32))
+
+
+def test_module_to_refuses_integer_dtypes_as_torch_does():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError) as theirs:
+        torch.nn.Linear(2, 2).to(torch.int64)
+    with pytest.raises(TypeError) as ours:
+        nn.Linear(2, 2).to(to.int64)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_bfloat16_without_ml_dtypes_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)
+    with pytest.raises(TypeError, match="pip install ml_dtypes"):
+        to.zeros(2).to("bfloat16")
+    with pytest.raises(TypeError, match="pip install ml_dtypes"):
+        nn.Linear(2, 2).bfloat16()
+    assert nn.Linear(2, 2).half().weight.dtype == F16  # float16 needs nothing
