@@ -32,6 +32,7 @@ MODULES = [
     ("tinyopt.nn.parallel", "DistributedDataParallel"),
     ("tinyopt.optim", "optimizers"),
     ("tinyopt.optim.lr_scheduler", "learning-rate schedulers"),
+    ("tinyopt.optim.swa_utils", "weight averaging: AveragedModel (SWA, EMA), SWALR, update_bn"),
     ("tinyopt.optim.torch_compat", "PyTorch optimizer state-dict conversion"),
     ("tinyopt.amp", "mixed precision: GradScaler (and autocast)"),
     ("tinyopt.data", "data sets and loading"),

@@ -23,5 +23,6 @@ from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.sgd import SGD
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
+from tinyopt.optim import swa_utils
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler", "swa_utils"]
