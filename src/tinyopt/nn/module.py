@@ -37,6 +37,7 @@ from tinyopt.engine.device import check_device
 from tinyopt.engine.device import device as device_type
 from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_name
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 __all__ = ["Module", "RemovableHandle"]
@@ -411,6 +412,7 @@ class Module:
                     p.grad = None
                 else:
                     p._grad.fill(0)
+                    forget_rows(p)  # a sparse Embedding's gradient has no rows looked up now
 
     def apply(self, fn: Callable[[Module], Any]) -> Self:
         """Call ``fn`` on every descendant (children first, then self), e.g. to initialise."""

@@ -14,7 +14,10 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
   error beyond the dtype's range); ``r(x)`` rounds one where a later scalar depends on the
   rounded value (a lerp weight ``w`` and ``1 - w``);
-- ``_switches(group, host)``: the kernel's compile-time options.
+- ``_switches(group, host)``: the kernel's compile-time options;
+- ``_elementwise = True`` when each element steps from its own state and the per-parameter
+  scalars alone, so a piece of a parameter steps exactly as the whole one
+  (``distributed.optim.ZeroRedundancyOptimizer`` accepts only such optimizers).
 
 This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the parameters'
 storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an
@@ -308,15 +311,20 @@ class FusedOptimizer(Optimizer):
         return loss
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
-        """One kernel call over ``fb``."""
+        """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
+        pass, such as Muon, overrides this)."""
         host = self._host(group, fb.round)
-        kernel = self.kernel[self._switches(group, host)]
+        self._call(self.kernel[self._switches(group, host)], group, fb, fb.kernel_args(names), host)
+
+    def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
+              host: dict[str, Any]) -> None:
+        """``kernel(*args, host record)`` (its float32-master variant for 16-bit ``fb``),
+        raising PyTorch's overflow error when a coefficient does not fit the dtype."""
         if fb.mode:
             kernel = _low_kernel(self, kernel, fb, group)
-        bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
+        bad = kernel(*args, fb.host(host, self.host64))
         if bad >= 0:
-            raise RuntimeError("value cannot be converted to type "
-                               f"{fb._ctype} without overflow")
+            raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")
 
     def _run_repeated(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...],
                       rep: np.ndarray) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 StateDict = dict[str, Any]
@@ -341,6 +342,7 @@ class Optimizer:
                         p.grad = None
                     else:
                         p._grad.fill(0)
+                        forget_rows(p)  # a sparse Embedding's gradient has no rows looked up now
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""
@@ -500,7 +502,7 @@ class Optimizer:
             if not isinstance(v, dict):
                 raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
                                  f"{_typename(v)}")
-            state[p] = {key: _cast_state(p, key, value, label, key in scalar_keys)
+            state[p] = {key: self._cast_loaded(p, key, value, label, key in scalar_keys)
                         for key, value in v.items()}
         for s in new_groups:
             self._check_group(s)
@@ -519,6 +521,11 @@ class Optimizer:
     def _scalar_keys(self) -> tuple[str, ...]:
         """State keys that hold one number per parameter (loaded as 0-d float32 arrays)."""
         return ("step",)
+
+    def _cast_loaded(self, p: Parameter, key, value, label: str, scalar: bool):
+        """A checked copy of one loaded state value (subclasses whose state is not shaped like
+        its parameter, as L-BFGS's, override this)."""
+        return _cast_state(p, key, value, label, scalar)
 
     @staticmethod
     def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:

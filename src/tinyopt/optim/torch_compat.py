@@ -84,6 +84,8 @@ def to_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
             return torch.from_numpy(np.array(np.asarray(x), copy=True))
         if isinstance(x, dict):
             return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, list):  # LBFGS's old_dirs, ro, al...
+            return [conv(v) for v in x]
         return x
 
     out = {k: v for k, v in state_dict.items() if k not in ("state", "param_groups")}

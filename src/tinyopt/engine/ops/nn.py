@@ -22,8 +22,10 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
+from tinyopt.engine.row_sparse import row_mask
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
+from tinyopt.kernels import row_sparse as R
 
 
 def _c(x: np.ndarray) -> np.ndarray:
@@ -286,16 +288,35 @@ def _embedding_forward(t):
     D = t.shape[-1]
     err = np.empty(1, np.int64)
 
-    def fwd(out, w, idx):
+    def fwd(out, w, idx, mask=None):  # a sparse lookup's mask is for its backward
         K.embedding_rows(w, _c(idx).reshape(-1), out.reshape(-1, D), err)
         _check_indices(err)
     return fwd
 
 
-defop("embedding", forward=_embedding_forward,
-      backward=lambda t, g: (node("embedding_grad", (g, t.srcs[1]), t.srcs[0].shape, g.dtype,
-                                  t.attrs), None))
+def _embedding_sparse_grad_forward(t):
+    """The dense gradient, and the rows looked up marked in the weight's row mask
+    (``engine/row_sparse.py``)."""
+    dense = _embedding_grad_forward(t)
+    padding_idx = t.attrs[0]
+
+    def fwd(out, g, idx, mask):
+        dense(out, g, idx)
+        R.mark_rows(mask, _c(idx).reshape(-1), padding_idx)
+    return fwd
+
+
+def _embedding_backward(t, g):
+    w, idx = t.srcs[0], t.srcs[1]
+    if len(t.srcs) == 3:  # sparse=True: srcs[2] is the weight's row mask
+        return node("embedding_sparse_grad", (g, idx, t.srcs[2]), w.shape, g.dtype, t.attrs), \
+            None, None
+    return node("embedding_grad", (g, idx), w.shape, g.dtype, t.attrs), None
+
+
+defop("embedding", forward=_embedding_forward, backward=_embedding_backward)
 defop("embedding_grad", forward=_embedding_grad_forward)
+defop("embedding_sparse_grad", forward=_embedding_sparse_grad_forward)
 
 
 def embedding(input, weight, padding_idx: int | None = None, max_norm: float | None = None,
@@ -306,7 +327,9 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
     The gradient scatter-adds into W's rows (row ``padding_idx`` gets none; with
     ``scale_grad_by_freq`` each row's gradient is divided by its count in the batch).  With
     ``max_norm``, the picked rows of W whose ``norm_type``-norm exceeds it are rescaled in place
-    first, as PyTorch does.  ``sparse`` gradients are not supported (the gradient is dense).
+    first, as PyTorch does.  ``sparse=True`` (W a Parameter): W's gradient is row-sparse -- its
+    dense layout plus a record of the rows looked up (``engine/row_sparse.py``), which
+    ``optim.SparseAdam`` updates alone.
     """
     idx = as_tensor(input)
     w = as_tensor(weight)
@@ -329,7 +352,10 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
             raise IndexError("index out of range in self")  # before renormalizing any row
         _renorm(w._value, idx._value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
-    return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
+    srcs = (w, idx)
+    if sparse and w.op == "param" and w.requires_grad:
+        srcs += (leaf(row_mask(w)),)
+    return node("embedding", srcs, idx.shape + (w.shape[1],), w.dtype, attrs)
 
 
 def _renorm(w: np.ndarray, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
