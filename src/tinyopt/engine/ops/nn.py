@@ -339,11 +339,11 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got "
                            f"shape {w.shape}")
     V = w.shape[0]
-    if padding_idx is not None:
-        if not -V <= padding_idx < V:
+    if padding_idx is not None:  # PyTorch's test: 0 is accepted even with no embeddings
+        if padding_idx > 0 and padding_idx >= V or padding_idx < 0 and padding_idx < -V:
             raise AssertionError(f"embedding: padding_idx must be within num_embeddings, got "
                                  f"{padding_idx} for {V} embeddings")
-        padding_idx = padding_idx % V
+        padding_idx = padding_idx + V if padding_idx < 0 else padding_idx
     # the range of the indices is checked by the kernels, where they read them
     if max_norm is not None:
         if not (idx.op == "input" and w.op in ("param", "input")):
