@@ -36,6 +36,8 @@ MODULES = [
     ("tinyopt.optim.torch_compat", "PyTorch optimizer state-dict conversion"),
     ("tinyopt.amp", "mixed precision: GradScaler (and autocast)"),
     ("tinyopt.data", "data sets and loading"),
+    ("tinyopt.distributions", "Categorical, Normal, Bernoulli and kl_divergence"),
+    ("tinyopt.distributions.constraints", "the supports and parameter constraints"),
     ("tinyopt.serialization", "save(obj, f) and load(f), as torch.save and torch.load"),
     ("tinyopt.train", "fit, evaluate, results, callbacks"),
     ("tinyopt.distributed", "the process group over MPI (mpi4py): ranks and collectives"),

@@ -485,7 +485,7 @@ def test_batchnorm_eval_does_not_touch_running_stats_and_reuses_plan():
     m = nn.BatchNorm2d(2)
     x = RNG.normal(size=(4, 2, 3, 3)).astype(np.float32)
     m(x).numpy()
-    mean, var = m.running_mean.copy(), m.running_var.copy()
+    mean, var = m.running_mean.clone(), m.running_var.clone()
     assert int(m.num_batches_tracked) == 1
     m.eval()
     y = m(x).numpy()

@@ -344,7 +344,7 @@ class AveragedModel(Module):
         for kind, items in (("p", params), ("b", buffers)):
             by_dtype: dict[np.dtype, list] = {}
             for item in items:
-                arr = item._data if kind == "p" else item[0]._buffers[item[1]]
+                arr = item._data if kind == "p" else item[0]._buffers[item[1]].numpy()
                 if arr.dtype.kind == "f" and not (kind == "p" and item._grad_flags is not None):
                     by_dtype.setdefault(arr.dtype, []).append((item, arr))
             for slot, (dtype, members) in enumerate(by_dtype.items()):
@@ -356,7 +356,7 @@ class AveragedModel(Module):
                     if kind == "p":
                         item._data = view
                     else:
-                        item[0]._buffers[item[1]] = view
+                        item[0]._buffers[item[1]] = leaf(view)  # buffers are Tensors
                     i += arr.size
 
     # ---- averaging ------------------------------------------------------------------------------
@@ -367,8 +367,8 @@ class AveragedModel(Module):
         own = [p._data for p in own_p]
         src = [p._data for p in src_p]
         if self.use_buffers:
-            own += [m._buffers[n] for m, n in own_b]
-            src += [m._buffers[n] for m, n in src_b]
+            own += [m._buffers[n].numpy() for m, n in own_b]
+            src += [m._buffers[n].numpy() for m, n in src_b]
         _check_pairs(own, src, "parameters and buffers" if self.use_buffers else "parameters")
         n = int(self.n_averaged)
         if n == 0:
@@ -396,8 +396,8 @@ class AveragedModel(Module):
             self._average(self.multi_avg_fn or _Mean(), own_p, src_p, own_b, src_b,
                           leaf(np.array(n, dtype=np.int64)))
         if not self.use_buffers:  # keep the buffers in sync with the model
-            own_bufs = [m._buffers[n] for m, n in own_b]
-            src_bufs = [m._buffers[n] for m, n in src_b]
+            own_bufs = [m._buffers[n].numpy() for m, n in own_b]
+            src_bufs = [m._buffers[n].numpy() for m, n in src_b]
             _check_pairs(own_bufs, src_bufs, "buffers")
             for a, b in zip(own_bufs, src_bufs):
                 np.copyto(a, b, casting="unsafe")
@@ -408,8 +408,8 @@ class AveragedModel(Module):
         """A built-in average: one fused kernel call per dtype of parameters (and of buffers)."""
         kinds = [("p", [p._data for p in own_p], [p._data for p in src_p])]
         if self.use_buffers:
-            kinds.append(("b", [m._buffers[n] for m, n in own_b],
-                          [m._buffers[n] for m, n in src_b]))
+            kinds.append(("b", [m._buffers[n].numpy() for m, n in own_b],
+                          [m._buffers[n].numpy() for m, n in src_b]))
         work = []
         for kind, own, src in kinds:
             by_dtype: dict[np.dtype, tuple[list, list]] = {}

@@ -23,7 +23,7 @@ from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
 from tinyopt.engine.row_sparse import row_mask
-from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
 from tinyopt.kernels import row_sparse as R
 
@@ -198,9 +198,14 @@ defop("batch_norm_grad_x", forward=_bn_grad_x_forward)
 
 
 def _running(name: str, arr, C: int) -> np.ndarray:
+    """The storage of a running statistic (a module buffer: a concrete Tensor or an array) that
+    the plan updates in place."""
+    if isinstance(arr, Tensor) and arr.op in LEAF_OPS and not arr.requires_grad:
+        arr = arr.numpy()
     if not isinstance(arr, np.ndarray):
-        raise TypeError(f"batch_norm: {name} must be a numpy array (a module buffer), got "
-                        f"{type(arr).__name__}")
+        raise TypeError(f"batch_norm: {name} must be a tensor holding values that does not "
+                        f"require grad (a module buffer) or a numpy array, got "
+                        f"{'a graph node' if isinstance(arr, Tensor) else type(arr).__name__}")
     if arr.shape != (C,):
         raise RuntimeError(f"batch_norm: {name} should contain {C} elements not "
                            f"{arr.size} (shape {arr.shape})")
@@ -210,7 +215,8 @@ def _running(name: str, arr, C: int) -> np.ndarray:
     return arr
 
 
-def batch_norm(input, running_mean: np.ndarray | None, running_var: np.ndarray | None,
+def batch_norm(input, running_mean: Tensor | np.ndarray | None,
+               running_var: Tensor | np.ndarray | None,
                weight=None, bias=None, training: bool = False, momentum: float = 0.1,
                eps: float = 1e-5) -> Tensor:
     """Batch normalization of (N, C, *) inputs per channel C:
