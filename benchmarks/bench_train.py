@@ -76,7 +76,7 @@ def _stepper(lib_name: str, kind: str, batch: int, optimizer: str):
         model, F = build(torch, kind), torch.nn.functional
         with torch.no_grad():
             for pt, p in zip(model.parameters(), ref.parameters()):
-                pt.copy_(torch.from_numpy(p.data))
+                pt.copy_(torch.from_numpy(p.numpy()))
         opt = _optimizer(torch, optimizer, model.parameters(), True)
         x, y = torch.from_numpy(x), torch.from_numpy(y)
 
