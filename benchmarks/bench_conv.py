@@ -1,7 +1,13 @@
 """Forward + backward time of the issue-3 CNN (conv 3x3 1->8 pad 1, ReLU, maxpool 2, conv 3x3 8->16
-pad 1, ReLU, maxpool 2, linear 784->10, cross-entropy) at batch 256, and of each conv/pool op,
-against PyTorch when installed.  Runs are interleaved and the ratio of medians is reported, since
-the machine is shared and noisy.  Usage: python benchmarks/bench_conv.py [--reps 30]
+pad 1, ReLU, maxpool 2, linear 784->10, cross-entropy) at batch 256 against PyTorch when installed.
+Runs are interleaved and the ratio of medians is reported, since the machine is shared and noisy.
+
+``--shapes`` instead times one 3x3 convolution's forward + backward over a grid of channel counts
+and sizes both ways tinyopt can run it -- the direct kernels and im2col + GEMM -- interleaved:
+the measurement behind ``engine/ops/conv.py: _direct``.
+
+    python benchmarks/bench_conv.py [--reps 30] [--batch 256]
+    python benchmarks/bench_conv.py --shapes [--reps 9]
 """
 
 from __future__ import annotations
@@ -43,11 +49,58 @@ def torch_step(torch, ps, x, y):
     return loss
 
 
+SHAPES = [  # (N, C, OC, H)
+    (32, 1, 8, 28), (32, 1, 32, 28), (32, 3, 16, 32), (32, 3, 64, 32), (32, 8, 16, 14),
+    (32, 16, 32, 14), (32, 32, 32, 14), (32, 32, 64, 8), (32, 64, 64, 8), (32, 64, 128, 8),
+    (32, 128, 128, 4), (8, 16, 16, 56), (8, 64, 64, 28),
+]
+
+
+def shapes(reps: int) -> None:
+    """Direct kernels against im2col + GEMM, one conv layer (3x3, padding 1) at a time."""
+    from tinyopt.engine.ops import conv as conv_ops
+    choose = conv_ops._direct
+    rng = np.random.default_rng(0)
+    print(f"{'N':>3} {'C':>4} {'OC':>4} {'H':>3} {'direct':>9} {'gemm':>9} {'d/g':>5}  chosen")
+    for N, C, OC, H in SHAPES:
+        x = rng.standard_normal((N, C, H, H)).astype(np.float32)
+        w = to.Parameter((rng.standard_normal((OC, C, 3, 3)) * 0.1).astype(np.float32))
+        b = to.Parameter(np.zeros(OC, np.float32))
+        g = rng.standard_normal((N, OC, H, H)).astype(np.float32)
+        xin = to.Parameter(x)
+
+        def run(direct: bool) -> float:
+            conv_ops._direct = lambda *a: direct
+            try:
+                for p in (xin, w, b):
+                    p.grad = None
+                t0 = time.perf_counter()
+                (conv2d(xin, w, b, padding=1) * g).sum().backward()
+                return time.perf_counter() - t0
+            finally:
+                conv_ops._direct = choose
+        for d in (True, False, True, False):
+            run(d)  # compile and warm up
+        times = {True: [], False: []}
+        for _ in range(reps):
+            for d in (True, False):
+                times[d].append(run(d))
+        td, tg = (float(np.median(times[d])) * 1e3 for d in (True, False))
+        pick = "direct" if choose(C, OC, 3, 3, (1, 1), 1) else "gemm"
+        print(f"{N:>3} {C:>4} {OC:>4} {H:>3} {td:>7.2f}ms {tg:>7.2f}ms {td / tg:>5.2f}  {pick}",
+              flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--shapes", action="store_true",
+                    help="direct kernels against im2col + GEMM over a grid of conv shapes")
     args = ap.parse_args()
+    if args.shapes:
+        shapes(args.reps)
+        return
     rng = np.random.default_rng(0)
     x = rng.standard_normal((args.batch, 1, 28, 28)).astype(np.float32)
     y = rng.integers(0, 10, args.batch)

@@ -156,3 +156,52 @@ def test_fork_after_a_large_parallel_step_works_and_never_hangs():
     out = r.stdout.splitlines()
     assert out[:2] == ["child 0", "pool 4"] and out[2].startswith("parent "), out
     assert "GNU OpenMP" not in r.stderr
+
+
+def _ufuncs():
+    import importlib
+    import pkgutil
+
+    import tinyopt.kernels
+    found = []
+    for info in pkgutil.iter_modules(tinyopt.kernels.__path__):
+        mod = importlib.import_module(f"tinyopt.kernels.{info.name}")
+        found += [(info.name, k, v) for k, v in vars(mod).items() if isinstance(v, jit._LazyUfunc)]
+    return found
+
+
+def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs():
+    """Contiguous operands of out's shape run a cached flat loop instead of the numba ufunc: the
+    same scalar function on the same types, so the same bits (inf, NaN and -0 included)."""
+    rng = np.random.default_rng(0)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 3.0, -2.5])
+    ufuncs = _ufuncs()
+    assert len(ufuncs) > 20
+    by_arity: dict[int, list] = {}  # three of each arity (every one compiles twice: a few s each)
+    for entry in ufuncs:
+        by_arity.setdefault(entry[2]._signatures[0].count(",") + 1, []).append(entry)
+    for module, name, k in [e for group in by_arity.values() for e in group[:3]]:
+        for sig in k._signatures:
+            def dtype(name):
+                return np.dtype(bool if name.strip() == "boolean" else name.strip())
+            types = [dtype(t) for t in sig[sig.index("(") + 1:-1].split(",")]
+            ret = dtype(sig[:sig.index("(")])
+            args = []
+            for dt in types:
+                if dt.kind == "f":
+                    a = np.concatenate([special, rng.standard_normal(56) * 3]).astype(dt)
+                elif dt.kind == "b":
+                    a = rng.random(64) < 0.5
+                else:
+                    a = rng.integers(-5, 6, 64).astype(dt)
+                args.append(rng.permutation(a))
+            flat = np.empty(64, ret)
+            k(*args, out=flat)
+            broadcast = np.empty((1, 64), ret)  # a (1, 64) out over (64,) inputs: the ufunc
+            try:
+                with np.errstate(all="ignore"):
+                    k(*args, out=broadcast)
+            except TypeError:  # numpy resolves this signature's types to another loop
+                continue
+            np.testing.assert_array_equal(flat.view(np.uint8), broadcast[0].view(np.uint8),
+                                          err_msg=f"{module}.{name} {sig}")

@@ -278,3 +278,144 @@ def test_max_pool_dense_kernel_matches_general_kernel_on_ties_and_nans():
         KC.max_pool2d_indices(x, general, kh, kw, sh, sw, 0, 0, 1, 1)
         KC.max_pool2d_indices_dense[kh, kw, sh, sw](x, dense)
         np.testing.assert_array_equal(dense, general)
+
+
+# ---- direct convolution kernels against the general im2col + GEMM path ----------------------------
+DIRECT_CASES = [  # (C, OC, H, W, kh, kw, conv2d keyword arguments)
+    (1, 8, 9, 8, 3, 3, dict(padding=1)),
+    (3, 5, 7, 9, 3, 2, dict()),                       # odd output channels: one left unpaired
+    (2, 4, 8, 7, 5, 5, dict(padding=2, dilation=2)),
+    (3, 2, 6, 6, 1, 1, dict()),
+    (2, 3, 7, 6, 3, 3, dict(padding="same", dilation=(1, 2))),   # asymmetric padding
+    (2, 2, 5, 5, 3, 3, dict(padding=(3, 0))),         # more padding than the kernel: cropped
+    (2, 3, 1, 9, 1, 3, dict(padding=(0, 1))),         # conv1d as (N, C, 1, L)
+]
+
+
+def _conv_both_paths(monkeypatch, x, w, b, kw):
+    """(y, dx, dw, db) from the direct kernels and from im2col + GEMM, for the same loss."""
+    from tinyopt.engine.ops import conv as conv_ops
+    g = np.random.default_rng(5).standard_normal(conv2d(x, w, b, **kw).shape)
+    results = []
+    for direct in (True, False):
+        monkeypatch.setattr(conv_ops, "_direct", lambda *a, d=direct: d)
+        xp, wp, bp = (to.Parameter(a.copy()) for a in (x, w, b))
+        y = conv2d(xp, wp, bp, **kw)
+        assert (y.op == "conv2d") == direct
+        (y * g).sum().backward()
+        results.append((y.numpy(), xp.grad, wp.grad, bp.grad))
+    return results
+
+
+@pytest.mark.parametrize("C, OC, H, W, kh, kw, kwargs", DIRECT_CASES)
+def test_direct_conv_matches_the_im2col_gemm_path(monkeypatch, C, OC, H, W, kh, kw, kwargs):
+    """Other order of summation (channels, then taps, per output; bias last): equal to 1e-12."""
+    x = rng.standard_normal((3, C, H, W))
+    w = rng.standard_normal((OC, C, kh, kw))
+    b = rng.standard_normal(OC)
+    direct, general = _conv_both_paths(monkeypatch, x, w, b, kwargs)
+    for d, g in zip(direct, general):
+        np.testing.assert_allclose(d, g, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("C, OC, H, W, kh, kw, kwargs", DIRECT_CASES[1:5])
+def test_direct_conv_gradients(C, OC, H, W, kh, kw, kwargs):
+    x = rng.standard_normal((2, C, H, W))
+    w = rng.standard_normal((OC, C, kh, kw))
+    gradcheck(lambda x, w, b: conv2d(x, w, b, **kwargs), x, w, rng.standard_normal(OC),
+              max_elems=25)
+
+
+def test_direct_conv_float32_matches_torch_on_a_batch_of_many_blocks():
+    """The CNN's layers at batch 64: the weight gradient sums 8 blocks of samples."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(1)
+    for C, OC, H in ((1, 8, 28), (8, 16, 14)):
+        x = r.standard_normal((64, C, H, H)).astype(np.float32)
+        w = (r.standard_normal((OC, C, 3, 3)) * 0.3).astype(np.float32)
+        b = r.standard_normal(OC).astype(np.float32)
+        g = r.standard_normal((64, OC, H, H)).astype(np.float32)
+        xp, wp, bp = to.Parameter(x), to.Parameter(w), to.Parameter(b)
+        y = conv2d(xp, wp, bp, padding=1)
+        (y * g).sum().backward()
+        tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+        ty = torch.nn.functional.conv2d(tx, tw, tb, padding=1)
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+        for mine, theirs in ((xp.grad, tx.grad), (wp.grad, tw.grad), (bp.grad, tb.grad)):
+            np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-4,
+                                       atol=1e-4 * np.abs(theirs.numpy()).max())
+
+
+def test_direct_weight_gradient_with_inf_and_nan_inputs_reaches_only_the_taps_they_feed():
+    """The fast sums run over padded rows; an input holding inf or NaN must not leak a 0 * inf
+    from the columns past the output's width into other taps."""
+    r = np.random.default_rng(2)
+    x = r.standard_normal((3, 2, 6, 7))
+    x[0, 0, 2, 6] = np.inf   # last column: read past the row end by the padded-row sums
+    x[1, 1, 4, 0] = np.nan   # first column
+    w = to.Parameter(r.standard_normal((2, 2, 3, 3)))
+    g = r.standard_normal((3, 2, 6, 7))
+    (conv2d(x, w, padding=1) * g).sum().backward()
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 2, 3, 3))
+    with np.errstate(invalid="ignore"):
+        for o, c, i, j in np.ndindex(want.shape):
+            want[o, c, i, j] = (g[:, o] * xp[:, c, i:i + 6, j:j + 7]).sum()
+    np.testing.assert_array_equal(np.isnan(w.grad), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(w.grad), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(w.grad[finite], want[finite], rtol=1e-12)
+
+
+# ---- fusion: conv2d + ReLU (+ max-pool) as one node, bit for bit the unfused graph ---------------
+def _cnn_step(x, params, pool, relu=True):
+    """One forward + backward of conv -> (ReLU) -> (max-pool) -> linear; the loss, the input's
+    and every parameter's gradient, and the ops of the plan that ran."""
+    w, b, lw = (to.Parameter(p.copy()) for p in params)
+    xp = to.Parameter(x.copy())
+    h = conv2d(xp, w, b, padding=1)
+    if relu:
+        h = to.nn.functional.relu(h)
+    if pool:
+        h = max_pool2d(h, *pool)
+    loss = (h.reshape(x.shape[0], -1) @ lw).sum()
+    ops = {t.op for t in to.engine.get_plan(loss=loss).nodes}  # the plan backward() runs
+    loss.backward()
+    return [np.asarray(v) for v in (loss, xp.grad, w.grad, b.grad, lw.grad)], ops
+
+
+@pytest.mark.parametrize("pool, relu", [(None, True), ((2,), True), ((2,), False), ((3, 2), True),
+                                        ((2, 1), True), ((3, 3), True)])
+def test_fused_conv_relu_pool_is_bit_for_bit_the_unfused_graph(monkeypatch, pool, relu):
+    from tinyopt.engine import fuse
+    r = np.random.default_rng(4)
+    x = r.integers(-2, 3, size=(5, 2, 9, 8)).astype(np.float32)  # ties in the pooling windows
+    x[0, 0, 3, 4] = np.nan
+    x[2, 1, 0, 0] = np.nan
+    w = r.integers(-1, 2, size=(4, 2, 3, 3)).astype(np.float32)
+    b = np.array([0, 1, -1, 0], np.float32)
+    n_out = 4 * (9 * 8 if pool is None else max_pool2d(np.zeros((1, 1, 9, 8)), *pool).numel())
+    lw = r.standard_normal((n_out, 3)).astype(np.float32)
+    fused, ops = _cnn_step(x, (w, b, lw), pool, relu)
+    assert "relu" not in ops and "max_pool2d_indices" not in ops
+    monkeypatch.setattr(fuse, "RULES", {})
+    to.engine.cache_clear()  # plans are cached by the graph's structure, fused or not
+    plain, ops = _cnn_step(x, (w, b, lw), pool, relu)
+    to.engine.cache_clear()
+    assert "max_pool2d_indices" in ops or pool is None
+    for a, b_ in zip(fused, plain):
+        np.testing.assert_array_equal(a, b_)
+
+
+def test_no_fusion_when_the_conv_output_or_the_pool_indices_are_read():
+    w = to.Parameter(rng.standard_normal((3, 2, 3, 3)))
+    x = rng.standard_normal((2, 2, 6, 6))
+    h = conv2d(x, w, padding=1)
+    y, idx = max_pool2d(to.nn.functional.relu(h), 2, return_indices=True)
+    loss = y.sum() + h.sum()   # h read twice: by the ReLU and by the loss
+    ops = [t.op for t in to.engine.get_plan(loss=loss).nodes]
+    assert "relu" in ops and "max_pool2d_indices" in ops
+    y, idx = max_pool2d(to.nn.functional.relu(conv2d(x, w, padding=1)), 2, return_indices=True)
+    ops = [t.op for t in to.engine.get_plan(idx, loss=y.sum()).nodes]   # the indices are wanted
+    assert "relu" not in ops and "max_pool2d_indices" in ops

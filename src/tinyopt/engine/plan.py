@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tinyopt.engine.fuse import fuse
 from tinyopt.engine.graph import backward_graph, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
@@ -43,12 +44,13 @@ class Plan:
     """A graph compiled into kernel calls over a planned arena (see the module docstring)."""
 
     def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None):
-        fwd_index = {id(t): i for i, t in enumerate(fwd)}
         self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
         # the leaves that get gradients: Parameters and tensors that require grad (a freed value
         # raises when a gradient reaches it)
         params = [fwd[i] for i in self.fwd_leaves
                   if fwd[i].requires_grad and fwd[i].op != "freed"]
+        leaves = [fwd[i] for i in self.fwd_leaves]
+        fwd, outputs, loss = fuse(fwd, outputs, loss)  # a rewritten copy; the same leaves
         grads = backward_graph(loss, fwd, params) if loss is not None else {}
         grad_nodes = [(p, grads[id(p)]) for p in params if id(p) in grads]
 
@@ -57,8 +59,8 @@ class Plan:
         # The forward graph's nodes keep their topological positions, so leaves bind by position.
         index = {id(t): i for i, t in enumerate(nodes)}
         self.nodes = _specs(nodes)  # the graph without its arrays, for kernels and inspection
-        self.leaf_slots = [index[id(fwd[i])] if id(fwd[i]) in index else -1 for i in self.fwd_leaves]
-        leaf_pos = {fwd_index[id(p)]: k for k, p in enumerate(fwd[i] for i in self.fwd_leaves)}
+        self.leaf_slots = [index[id(t)] if id(t) in index else -1 for t in leaves]
+        leaf_pos = {id(t): k for k, t in enumerate(leaves)}
         self.output_slots = [index[id(t)] for t in outputs]
         self.loss_slot = index[id(loss)] if loss is not None else -1
 
@@ -73,7 +75,7 @@ class Plan:
                          and gi not in self.output_slots and gi != self.loss_slot)
             if is_extern:
                 extern.add(gi)
-            self.grad_outs.append((leaf_pos[fwd_index[id(p)]], gi, is_extern))
+            self.grad_outs.append((leaf_pos[id(p)], gi, is_extern))
 
         kind = []
         for i, t in enumerate(nodes):

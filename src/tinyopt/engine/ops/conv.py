@@ -1,16 +1,23 @@
 """Convolution and pooling over NCHW tensors: conv2d, max_pool2d, avg_pool2d.
 
-conv2d is im2col + one BLAS GEMM for the whole batch, recorded as graph nodes so autodiff composes
-the gradients and the planner keeps the columns alive for the weight gradient::
+conv2d runs one of two ways, chosen by shape (``_direct``, measured).  With stride 1, one group and
+few channels -- the first layers of a CNN, where a GEMM with K = C*kh*kw = 9 or 72 rows is all
+awkward shapes -- it is one node per direction over the NCHW arrays themselves::
+
+    y  = conv2d(x, w, b)                   (N, OC, OH, OW)   numba, bias (and a ReLU) fused
+    dx = conv2d_grad_input(g, w)           (N, C, H, W)      the same kernel over flipped weights
+    dW, db = conv2d_grad_params(x, g)      one pass, no im2col; two views of one flat node
+
+Otherwise it is im2col + one BLAS GEMM for the whole batch, recorded as graph nodes so autodiff
+composes the gradients and the planner keeps the columns alive for the weight gradient::
 
     col  = im2col(x)                       (C*kh*kw, N, OH, OW)     numba, parallel over planes
     yt   = conv_gemm(col, w, b)            (OC, N, OH, OW)          W @ col + b, one np.dot
     y    = yt.permute(1, 0, 2, 3)          (N, OC, OH, OW)          a copy into NCHW
 
 and backward: dcol = W^T @ dyt, dx = col2im(dcol), dW = dyt @ col^T, db = sum(dyt).  Groups split
-the channel axes into G independent GEMMs (np.matmul over a leading G axis).  Measured on the CNN of
-issue 3 (batch 256): one GEMM over N*OH*OW columns beats per-sample GEMMs (np.matmul over N) by
-about 2x on the 8->16 layer, and a direct numba convolution loop is 5x slower than either.
+the channel axes into G independent GEMMs (np.matmul over a leading G axis).  One GEMM over N*OH*OW
+columns beats per-sample GEMMs (np.matmul over N) by about 2x on the 8->16 layer of issue 3.
 
 Pooling reads each plane independently.  max_pool2d is an index node (the argmax of each window, a
 flat ``h*W + w`` per plane as PyTorch's ``return_indices``) plus a gather, so backward scatters
@@ -23,10 +30,12 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
+from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make, as_tensor
 from tinyopt.kernels import conv as K
+from tinyopt.kernels import workers
 
 
 def _c(x: np.ndarray) -> np.ndarray:
@@ -154,6 +163,214 @@ defop("conv_grad_col", forward=_conv_grad_col_forward)
 defop("conv_grad_weight", forward=_conv_grad_weight_forward)
 
 
+# ---- direct convolution (stride 1, one group) ----------------------------------------------------
+# A "conv2d" node has attrs (kh, kw, ph, pw, dh, dw, relu, pool): the kernel size, the top/left
+# padding (the output's shape gives the bottom/right), the dilation, whether a ReLU is fused into
+# the output, and () or (pkh, pkw, psh, psw, OH, OW) when a max-pool is fused too (then the node
+# is the pooled array of kernels/conv.py: conv2d_direct, (2, N, OC, PU, PV): the pooled values and
+# each window's tap, and its (OH, OW) output is never written).  Fusion happens when a plan is
+# compiled (engine/fuse.py; the rules are at the end of this section).
+def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int) -> bool:
+    """Whether conv2d runs as direct kernels (``kernels/conv.py: conv2d_direct``) rather than
+    im2col + GEMM: stride 1, one group, and few channels, where a GEMM of K = C*kh*kw rows by OC
+    has awkward shapes and the direct loops win.  Measured (``benchmarks/bench_conv.py --shapes``,
+    forward + backward of one 3x3 layer at batch 32, one thread): direct/GEMM time 0.53-0.83 up to
+    16 -> 32 channels, 0.97 at 32 -> 32, 1.11 at 32 -> 64, 1.3-3.0 beyond."""
+    return stride == (1, 1) and groups == 1 and C * kh * kw <= 288 and C * kh * kw * OC <= 9216
+
+
+def _grad_mode(relu: bool, pool: tuple) -> int:
+    """How the backward kernels read the gradient of a conv2d node with these fusions (the modes
+    of kernels/conv.py)."""
+    if pool:
+        return K.UNPOOL_IN
+    return K.RELU_IN if relu else K.PLAIN
+
+
+def _chunks(N: int, macs: int) -> int:
+    """Into how many chunks of samples to cut a direct conv's work for the worker threads: one
+    below about 2**20 multiply-adds (the hand-off costs tens of microseconds), else up to four per
+    thread.  Only for work whose result does not depend on the cut (each sample's outputs)."""
+    if macs < 1 << 20:
+        return 1
+    return min(N, 4 * workers.num_threads())
+
+
+def _split(n: int, chunks: int, k: int) -> slice:
+    return slice(k * n // chunks, (k + 1) * n // chunks)
+
+
+def _by_samples(fn, N: int, chunks: int) -> None:
+    """``fn(slice)`` over ``chunks`` consecutive ranges of the N samples, on the worker threads."""
+    if chunks == 1:
+        fn(slice(0, N))
+    else:
+        workers.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
+
+
+def _conv2d_forward(t):
+    kh, kw, ph, pw, dh, dw, relu, pool = t.attrs
+    x_shape, OC = t.srcs[0].shape, t.srcs[1].shape[0]
+    N, C, H, W = x_shape
+    OH, OW = pool[4:] if pool else t.shape[2:]
+    conv = K.conv2d_direct[(kh, kw, K.POOL_OUT) + pool[:4]] if pool else K.conv2d_direct[kh, kw]
+    none = np.empty(0, t.dtype)
+    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    dims = np.empty((0, 0, OH, OW), t.dtype)   # POOL_OUT reads (OH, OW) from ``out``'s shape
+    chunks = _chunks(N, N * OC * OH * OW * C * kh * kw)
+
+    def fwd(out, x, w, b=none):
+        x, w = _c(x), _c(w)
+        if pool:
+            _by_samples(lambda s: conv(x[s], unused, w, b, dims, out[:, s], H, W, ph, pw, dh, dw,
+                                       relu), N, chunks)
+        else:
+            _by_samples(lambda s: conv(x[s], unused, w, b, out[s], unused5, H, W, ph, pw, dh, dw,
+                                       relu), N, chunks)
+    return fwd
+
+
+def _conv2d_grad_input_forward(t):
+    """dx = the stride-1 convolution of dy with w flipped in both spatial axes and its channel
+    axes swapped, over the complementary padding (kh-1)*dh - ph rows, (kw-1)*dw - pw columns; dy
+    read from the node's gradient through the fused ReLU's mask or the fused pooling."""
+    kh, kw, ph, pw, dh, dw, relu, pool = t.attrs
+    mode = _grad_mode(relu, pool)
+    conv = K.conv2d_direct[(kh, kw, mode) + pool[:4]]
+    OC, C = t.srcs[1].shape[:2]
+    N = t.shape[0]
+    OH, OW = pool[4:] if pool else t.srcs[0].shape[2:]
+    flipped = np.empty((C, OC, kh, kw), t.dtype)
+    none = np.empty(0, t.dtype)
+    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    pt, pl = (kh - 1) * dh - ph, (kw - 1) * dw - pw
+    chunks = _chunks(N, t.numel() * OC * kh * kw)
+
+    def fwd(out, g, w, m=None):
+        np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        g = _c(g)
+        if mode == K.UNPOOL_IN:
+            _by_samples(lambda s: conv(g[0, s], m[:, s], flipped, none, out[s], unused5, OH, OW,
+                                       pt, pl, dh, dw, relu), N, chunks)
+        else:
+            _by_samples(lambda s: conv(g[s], unused if m is None else m[s], flipped, none, out[s],
+                                       unused5, OH, OW, pt, pl, dh, dw, relu), N, chunks)
+    return fwd
+
+
+def conv_blocks(n: int) -> int:
+    """Into how many blocks of samples the direct weight gradient cuts a batch of ``n``, each summed
+    on one thread, the blocks' sums then added in order: a function of ``n`` only, so the result
+    does not depend on the number of threads."""
+    return max(1, min(n // 16, 16))
+
+
+def _conv2d_grad_params_forward(t):
+    """[dW.ravel(), db] in one pass over the input and the gradient (db only with a bias)."""
+    kh, kw, ph, pw, dh, dw, relu, pool, has_b = t.attrs
+    mode = _grad_mode(relu, pool)
+    grad = K.conv2d_grad_params_direct[(kh, kw, mode) + pool[:4]]
+    N, C = t.srcs[0].shape[:2]
+    OH, OW = pool[4:] if pool else t.srcs[1].shape[2:]
+    OC = t.srcs[1].shape[-3]
+    nw = OC * C * kh * kw
+    blocks = conv_blocks(N)
+    part = np.empty((blocks, OC, C * kh * kw + 1), t.dtype)
+    unused = np.empty((0,) * 4, t.dtype)
+
+    def fwd(out, x, g, m=None):
+        x, g = _c(x), _c(g)
+        if mode == K.UNPOOL_IN:
+            def block(k):
+                s = _split(N, blocks, k)
+                grad(x[s], g[0, s], m[:, s], part[k], OH, OW, ph, pw, dh, dw, relu)
+        else:
+            def block(k):
+                s = _split(N, blocks, k)
+                grad(x[s], g[s], unused if m is None else m[s], part[k], OH, OW, ph, pw, dh, dw,
+                     relu)
+        workers.run_chunks(block, blocks)
+        total = part[0]
+        for k in range(1, blocks):
+            total += part[k]
+        out[:nw].reshape(OC, -1)[:] = total[:, :-1]
+        if has_b:
+            out[nw:] = total[:, -1]
+    return fwd
+
+
+def _conv2d_backward(t, g):
+    x, w = t.srcs[0], t.srcs[1]
+    has_b = len(t.srcs) == 3
+    mask = (t,) if t.attrs[6] or t.attrs[7] else ()  # the fused ReLU's output or the pooled array
+    gx = node("conv2d_grad_input", (g, w) + mask, x.shape, g.dtype, t.attrs) if x.requires_grad \
+        else None
+    if not (w.requires_grad or has_b and t.srcs[2].requires_grad):
+        return (gx, None, None)[:len(t.srcs)]
+    nw = w.numel()
+    flat = node("conv2d_grad_params", (x, g) + mask, (nw + (w.shape[0] if has_b else 0),),
+                g.dtype, t.attrs + (has_b,))
+    gw = node("conv2d_params_part", (flat,), w.shape, g.dtype, (0, nw))
+    if not has_b:
+        return gx, gw
+    return gx, gw, node("conv2d_params_part", (flat,), t.srcs[2].shape, g.dtype, (nw, flat.shape[0]))
+
+
+def _params_part_view(t):
+    start, stop = t.attrs
+    shape = t.shape
+    return lambda flat: flat[start:stop].reshape(shape)
+
+
+def _pool_values_grad_forward(t):
+    def fwd(out, g):
+        out[0] = g   # out[1], the taps' half, is never read
+    return fwd
+
+
+defop("conv2d", forward=_conv2d_forward, backward=_conv2d_backward)
+defop("conv2d_grad_input", forward=_conv2d_grad_input_forward)
+defop("conv2d_grad_params", forward=_conv2d_grad_params_forward)
+defop("conv2d_params_part", view=_params_part_view)
+# The pooled values of a conv2d node with a fused max-pool; their gradient is the pooled array's
+# gradient (its taps' half unwritten: nothing reads it).
+defop("conv2d_pool_values", view=lambda t: (lambda pooled: pooled[0]),
+      backward=lambda t, g: (node("conv2d_pool_values_grad", (g,), t.srcs[0].shape, g.dtype),))
+defop("conv2d_pool_values_grad", forward=_pool_values_grad_forward)
+
+
+@fusion_rule("relu")
+def _relu_into_conv(t: Tensor, uses) -> Tensor | None:
+    """relu(conv2d(...)) as one conv2d node with the ReLU fused, when nothing else reads the
+    convolution's output: the same values (the kernel applies the same max(v, 0) to the same v),
+    and the same gradient (the backward kernels apply relu_grad's mask as they read it)."""
+    c = t.srcs[0]
+    if c.op == "conv2d" and not c.attrs[6] and not c.attrs[7] and uses(c) == 1:
+        return _make("conv2d", c.srcs, c.attrs[:6] + (True, ()), c.shape, c.dtype,
+                     t.requires_grad)
+    return None
+
+
+@fusion_rule("pool_gather")
+def _max_pool_into_conv(t: Tensor, uses) -> Tensor | None:
+    """max_pool2d(conv2d(...)) (the ReLU fused or not) as one conv2d node that pools in its
+    kernel and never writes the convolution's output, when nothing else reads that output or the
+    pooling's indices, and the windows lie inside the plane (no padding, no dilation)."""
+    c, idx = t.srcs
+    if not (c.op == "conv2d" and not c.attrs[7] and idx.op == "max_pool2d_indices"
+            and idx.srcs[0] is c and uses(c) == 2 and uses(idx) == 1):
+        return None
+    pkh, pkw, psh, psw, pph, ppw, pdh, pdw = idx.attrs
+    N, OC, OH, OW = c.shape
+    PU, PV = t.shape[2:]
+    if pph or ppw or pdh != 1 or pdw != 1 or (PU - 1) * psh + pkh > OH \
+            or (PV - 1) * psw + pkw > OW:
+        return None
+    pooled = _make("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
+                   (2,) + t.shape, t.dtype, t.requires_grad)
+    return _make("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
+
+
 def _padding(op: str, padding, kernel: tuple[int, int], dilation: tuple[int, int],
              stride: tuple[int, int]) -> tuple[int, int, int, int]:
     """(top, left, total_h, total_w) padding; 'same' may pad one more at the bottom/right."""
@@ -219,6 +436,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
             raise RuntimeError(f"conv2d: bias has shape {b.shape}, expected ({OC},) for weight of "
                                f"shape {w.shape}")
         srcs = (x, w, b.to(x.dtype))
+    if _direct(C, OC, kh, kw, (sh, sw), groups):
+        y = node("conv2d", srcs, (N, OC, OH, OW), x.dtype, (kh, kw, ph, pw, dh, dw, False, ()))
+        return y.reshape(OC, OH, OW) if unbatched else y
     col = node("im2col", (x,), (C * kh * kw, N, OH, OW), x.dtype, (kh, kw, sh, sw, ph, pw, dh, dw))
     attrs = (groups, OC // groups, Cg * kh * kw, N * OH * OW)
     yt = node("conv_gemm", (col,) + srcs[1:], (OC, N, OH, OW), x.dtype, attrs)
