@@ -1,18 +1,25 @@
 """Optimizer step time: tinyopt's fused kernels against the machine's bandwidth and PyTorch.
 
-For SGD-momentum, Adam, AdamW, Adagrad and RMSprop at 1e5, 1e6 and 1e7 parameters, held as one
-tensor and as 200 tensors, reports the median step time and the effective bandwidth (bytes read
-and written per element: Adam/AdamW 28, SGD-momentum, Adagrad and RMSprop 20) next to:
+For every elementwise optimizer (SGD-momentum, Adam, AdamW, Adagrad, RMSprop, Adadelta, Adamax,
+NAdam, RAdam, ASGD, Rprop) at 1e5, 1e6 and 1e7 parameters, held as one tensor and as 200
+tensors, reports the median step time and the effective bandwidth (bytes read and written per
+element: 28 for the ones with two state buffers, 20 for SGD-momentum, Adagrad, RMSprop, ASGD)
+next to:
 
 - the machine's bandwidth, measured in this run by a numba kernel that reads four and writes three
   float32 arrays (Adam's access pattern) of the same total size;
-- PyTorch ``fused=True`` and its default mode, when PyTorch is installed.
+- PyTorch's fastest CPU mode (``fused=True`` where it has one, else ``foreach=True``) and its
+  default mode, when PyTorch is installed.
+
+``--muon-lbfgs`` times Muon (a 1000 x 1000 matrix) and LBFGS (1e6 parameters, a quadratic,
+``max_iter=5``) per step against PyTorch.
 
 Timings are interleaved (A B C A B C ...) and compared by medians, so drifting clocks and
 neighbours affect every contender alike.  The last table shows 4K aliasing: Adam's kernel over
 buffers whose start addresses share one offset mod 4 KiB, against tinyopt's staggered layout.
 
-Run: ``python benchmarks/bench_optim.py [--quick] [--block N]``  (with OPENBLAS_CORETYPE and
+Run: ``python benchmarks/bench_optim.py [--quick] [--block N] [--only Adam,NAdam] [--sizes 1e7]
+[--muon-lbfgs]``  (with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset where the environment sets them; they do not affect these kernels but do
 affect numpy's BLAS).  ``--block 5`` times blocks of back-to-back calls: the cache-resident regime.
 """
@@ -34,9 +41,12 @@ try:
 except ImportError:  # pragma: no cover - torch is optional
     torch = None
 
-BYTES = {"SGD": 20, "Adam": 28, "AdamW": 28, "Adagrad": 20, "RMSprop": 20}
+BYTES = {"SGD": 20, "Adam": 28, "AdamW": 28, "Adagrad": 20, "RMSprop": 20, "Adadelta": 28,
+         "Adamax": 28, "NAdam": 28, "RAdam": 28, "ASGD": 20, "Rprop": 28}
 KWARGS = {"SGD": dict(lr=1e-3, momentum=0.9), "Adam": dict(lr=1e-3), "AdamW": dict(lr=1e-3),
-          "Adagrad": dict(lr=1e-3), "RMSprop": dict(lr=1e-3)}
+          "Adagrad": dict(lr=1e-3), "RMSprop": dict(lr=1e-3), "Adadelta": dict(lr=1.0),
+          "Adamax": dict(lr=2e-3), "NAdam": dict(lr=2e-3), "RAdam": dict(lr=1e-3),
+          "ASGD": dict(lr=1e-2), "Rprop": dict(lr=1e-2)}
 TORCH_FUSED = {"SGD", "Adam", "AdamW", "Adagrad"}  # CPU fused implementations in torch
 
 
@@ -89,7 +99,9 @@ def _torch_step(name: str, sizes: list[int], fused: bool):
     ps = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in sizes]
     for p in ps:
         p.grad = torch.randn(p.shape, generator=gen) * 1e-3
-    kw = dict(KWARGS[name], fused=True) if fused else dict(KWARGS[name])
+    kw = dict(KWARGS[name])
+    if fused:  # torch's fastest CPU mode: fused where it has one, else foreach
+        kw["fused" if name in TORCH_FUSED else "foreach"] = True
     opt = getattr(torch.optim, name)(ps, **kw)
     return opt.step
 
@@ -135,8 +147,17 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, 1e5 and 1e6 only")
     ap.add_argument("--block", type=int, default=1,
                     help="time blocks of this many back-to-back calls (cache-resident regime)")
+    ap.add_argument("--only", help="comma-separated optimizer names (default: all)")
+    ap.add_argument("--sizes", help="comma-separated parameter counts, e.g. 1e5,1e7")
+    ap.add_argument("--muon-lbfgs", action="store_true", help="time Muon and LBFGS only")
     args = ap.parse_args()
+    if args.muon_lbfgs:
+        _muon_lbfgs()
+        return
     ns = [10**5, 10**6] if args.quick else [10**5, 10**6, 10**7]
+    if args.sizes:
+        ns = [int(float(x)) for x in args.sizes.split(",")]
+    names = args.only.split(",") if args.only else list(BYTES)
     if torch is not None:
         torch.set_num_threads(2)
         print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
@@ -149,14 +170,13 @@ def main() -> None:
               f"each row)")
         print(f"{'optimizer':<9} {'tensors':>7} | {'bw GB/s':>7} | {'tinyopt ms':>10} {'GB/s':>6} "
               f"{'%bw':>5} | "
-              f"{'torch fused ms':>14} {'x':>6} | {'torch default ms':>16} {'x':>6}")
-        for name in BYTES:
+              f"{'torch fastest ms':>16} {'x':>6} | {'torch default ms':>16} {'x':>6}")
+        for name in names:
             for count in (1, 200):
                 sizes = _sizes(n, count)
                 fns = {"bw": probe, "tinyopt": _tinyopt_step(name, sizes)}
                 if torch is not None:
-                    if name in TORCH_FUSED:
-                        fns["fused"] = _torch_step(name, sizes, fused=True)
+                    fns["fused"] = _torch_step(name, sizes, fused=True)
                     fns["default"] = _torch_step(name, sizes, fused=False)
                 t = _median_times(fns, reps, args.block)
                 gbs = BYTES[name] * n / t["tinyopt"] / 1e9
@@ -164,17 +184,61 @@ def main() -> None:
                 row = (f"{name:<9} {count:>7} | {bw:>7.1f} | {t['tinyopt'] * 1e3:>10.3f} {gbs:>6.1f} "
                        f"{100 * gbs / bw:>4.0f}% | ")
                 if "fused" in t:
-                    row += f"{t['fused'] * 1e3:>14.3f} {t['fused'] / t['tinyopt']:>5.2f}x | "
+                    row += f"{t['fused'] * 1e3:>16.3f} {t['fused'] / t['tinyopt']:>5.2f}x | "
                 else:
-                    row += f"{'-':>14} {'':>6} | "
+                    row += f"{'-':>16} {'':>6} | "
                 if "default" in t:
                     row += f"{t['default'] * 1e3:>16.3f} {t['default'] / t['tinyopt']:>5.2f}x"
                 print(row, flush=True)
+    if args.only or args.sizes:
+        return
     n = 10**7 if not args.quick else 10**6
     print(f"\n== 4K aliasing: Adam kernel at {n:.0e} float32 parameters")
     for label, gbs in _aliasing(n, 15 if not args.quick else 7).items():
         print(f"{label:<50} {gbs:6.1f} GB/s")
     print("\n(x = torch time / tinyopt time: above 1 means tinyopt is faster)")
+
+
+def _muon_lbfgs(reps: int = 7) -> None:
+    """Per-step time of Muon (one 1000 x 1000 matrix) and LBFGS (1e6 parameters, the quadratic
+    0.5 sum(a x^2), max_iter=5, no line search) against PyTorch, interleaved."""
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal((1000, 1000)).astype(np.float32)
+    g0 = rng.standard_normal((1000, 1000)).astype(np.float32)
+    w = Parameter(w0.copy())
+    w.grad = g0.copy()
+    fns = {"tinyopt Muon": optim.Muon([w], lr=0.02).step}
+    a = (1 + rng.random(10**6)).astype(np.float32)
+    x = Parameter(np.ones(10**6, np.float32))
+    lbfgs = optim.LBFGS([x], max_iter=5, history_size=10)
+
+    def closure():
+        xs = x.data.numpy()
+        x.grad = a * xs
+        return float(0.5 * np.dot(a, xs * xs))
+    fns["tinyopt LBFGS"] = lambda: lbfgs.step(closure)
+    if torch is not None:
+        tw = torch.nn.Parameter(torch.from_numpy(w0.copy()))
+        tw.grad = torch.from_numpy(g0.copy())
+        fns["torch Muon"] = torch.optim.Muon([tw], lr=0.02).step
+        ta = torch.from_numpy(a)
+        tx = torch.nn.Parameter(torch.ones(10**6))
+        tlbfgs = torch.optim.LBFGS([tx], max_iter=5, history_size=10)
+
+        def tclosure():
+            with torch.no_grad():
+                tx.grad = ta * tx
+                return float(0.5 * torch.dot(ta, tx * tx))
+        fns["torch LBFGS"] = lambda: tlbfgs.step(tclosure)
+    t = _median_times(fns, reps)
+    for name in ("Muon", "LBFGS"):
+        ours = t[f"tinyopt {name}"]
+        line = f"{name:<6} tinyopt {ours * 1e3:8.2f} ms"
+        if f"torch {name}" in t:
+            theirs = t[f"torch {name}"]
+            line += f" | torch {theirs * 1e3:8.2f} ms | x {theirs / ours:5.2f}"
+        print(line)
+    print("(x = torch time / tinyopt time)")
 
 
 if __name__ == "__main__":

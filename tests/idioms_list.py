@@ -820,8 +820,87 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("categorical_distribution", """
         torch.manual_seed(0)
         d = torch.distributions.Categorical(probs=torch.tensor([0.0, 1.0]))
-        result = d.sample().item()""", "torch.distributions is in neither half of issue 11 "
-                                       "(unowned; noted in issue-11-porting.md)")
+        result = d.sample().item()""")
+    idiom("reinforce_episode", """
+        from collections import deque
+        Categorical = torch.distributions.Categorical  # (from torch.distributions import ...)
+        torch.manual_seed(0)
+        class Policy(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.affine1 = nn.Linear(4, 16); self.dropout = nn.Dropout(p=0.6)
+                self.affine2 = nn.Linear(16, 2)
+                self.saved_log_probs = []; self.rewards = []
+            def forward(self, x):
+                x = F.relu(self.dropout(self.affine1(x)))
+                return F.softmax(self.affine2(x), dim=1)
+        policy = seed_weights(Policy())
+        optimizer = optim.Adam(policy.parameters(), lr=1e-2)
+        eps = np.finfo(np.float32).eps.item()
+        def select_action(state):
+            state = torch.from_numpy(state).float().unsqueeze(0)
+            m = Categorical(policy(state))
+            action = m.sample()
+            policy.saved_log_probs.append(m.log_prob(action))
+            return action.item()
+        actions = []
+        for episode in range(2):
+            state = X[0].astype(np.float64)
+            for t in range(8):  # a toy environment: the action moves the state
+                action = select_action(state)
+                actions.append(action)
+                state = np.roll(state, 1) + (0.1 if action else -0.1)
+                policy.rewards.append(1.0 if action == (t % 2) else 0.0)
+            R, returns = 0, deque()
+            for r in policy.rewards[::-1]:
+                R = r + 0.99 * R
+                returns.appendleft(R)
+            returns = torch.tensor(returns)
+            returns = (returns - returns.mean()) / (returns.std() + eps)
+            policy_loss = [-log_prob * R for log_prob, R in zip(policy.saved_log_probs, returns)]
+            optimizer.zero_grad()
+            policy_loss = torch.cat(policy_loss).sum()
+            policy_loss.backward()
+            optimizer.step()
+            del policy.rewards[:]
+            del policy.saved_log_probs[:]
+        # the sampled actions differ between the libraries' generators: compare what does not
+        result = [len(actions), set(actions) <= {0, 1}, type(actions[0]).__name__,
+                  math.isfinite(policy_loss.item()), policy_loss.shape,
+                  all(p.grad is not None for p in policy.parameters())]""")
+    idiom("policy_logits_entropy_bonus", """
+        Categorical = torch.distributions.Categorical
+        net = seed_weights(nn.Linear(4, 3))
+        opt = optim.SGD(net.parameters(), lr=0.1)
+        dist = Categorical(logits=net(torch.tensor(X)))
+        actions = torch.tensor(Y)
+        adv = torch.tensor(X[:, 1])
+        loss = -(dist.log_prob(actions) * adv).mean() - 0.01 * dist.entropy().mean()
+        opt.zero_grad(); loss.backward(); opt.step()
+        result = [loss.item(), net.weight.detach().numpy(), dist.probs.shape,
+                  dist.batch_shape]""")
+    idiom("gaussian_policy_and_vae_kl", """
+        Normal, kl_divergence = torch.distributions.Normal, torch.distributions.kl_divergence
+        mu_net = seed_weights(nn.Linear(4, 2))
+        log_std = nn.Parameter(torch.zeros(2))
+        dist = Normal(mu_net(torch.tensor(X)), log_std.exp())
+        acts = torch.tensor(X[:, :2] * 0.5)
+        kl = kl_divergence(dist, Normal(torch.zeros(2), torch.ones(2))).sum(-1).mean()
+        loss = -dist.log_prob(acts).sum(-1).mean() + kl - 0.1 * dist.entropy().sum(-1).mean()
+        loss.backward()
+        result = [loss.item(), log_std.grad.numpy(), mu_net.bias.grad.numpy()]""")
+    idiom("bernoulli_sample_log_prob", """
+        torch.manual_seed(0)
+        logits = torch.tensor(X[:4, :3], requires_grad=True)
+        d = torch.distributions.Bernoulli(logits=logits)
+        s = d.sample()
+        ones = torch.ones(4, 3)
+        lp = d.log_prob(ones).sum()
+        lp.backward()
+        result = [s.shape, s.dtype, lp.item(), logits.grad.numpy()]""")
+    idiom("finfo_eps", """
+        result = [torch.finfo(torch.float32).eps, torch.finfo(torch.float64).max,
+                  torch.iinfo(torch.int64).max, torch.finfo().tiny]""")
     idiom("lstm_free_lm_step", """
         emb = seed_weights(nn.Embedding(10, 4)); head = seed_weights(nn.Linear(4, 10), 1)
         opt = optim.SGD(list(emb.parameters()) + list(head.parameters()), lr=0.5)

@@ -246,15 +246,15 @@ def ddp_broadcasts_buffers_at_construction_and_forward():
     bn = net[1]
     bn.running_mean[...] = rank() + 1.0
     ddp = DDP(net)
-    assert np.all(bn.running_mean == 1.0), bn.running_mean  # rank 0's, everywhere
+    assert (bn.running_mean == 1.0).all(), bn.running_mean  # rank 0's, everywhere
     bn.running_var[...] = rank() + 5.0
     ddp(np.ones((4, 4), np.float32) * (rank() + 1)).sum().backward()  # train-mode forward
-    assert np.all(bn.running_var == 5.0), bn.running_var
+    assert (bn.running_var == 5.0).all(), bn.running_var
     ddp.eval()
     bn.running_var[...] = rank() + 7.0
     with to.no_grad():
         ddp(np.ones((2, 4), np.float32))  # eval: no broadcast
-    assert np.all(bn.running_var == rank() + 7.0)
+    assert (bn.running_var == rank() + 7.0).all()
 
 
 @check

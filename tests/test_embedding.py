@@ -49,11 +49,9 @@ def test_embedding_options_match_torch(kw):
              (x,))
 
 
-def test_embedding_padding_row_starts_at_zero_and_sparse_raises():
+def test_embedding_padding_row_starts_at_zero_and_sparse_bags_raise():
     m = nn.Embedding(V, D, padding_idx=3)
     np.testing.assert_array_equal(m.weight.data[3], 0)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        nn.Embedding(V, D, sparse=True)
     with pytest.raises(NotImplementedError, match="sparse=True"):
         nn.EmbeddingBag(V, D, sparse=True)
     with pytest.raises(NotImplementedError, match="sparse=True"):

@@ -158,6 +158,96 @@ def test_fork_after_a_large_parallel_step_works_and_never_hangs():
     assert "GNU OpenMP" not in r.stderr
 
 
+THREADS = """if True:
+    import threading
+    import numba, numpy as np
+    import tinyopt as to
+
+    def work(results, k):
+        p = to.Parameter(np.ones(1 << 14, np.float32))
+        opt = to.optim.SGD([p], lr=0.1, momentum=0.9)
+        for _ in range(100):
+            p.grad = np.ones(1 << 14, np.float32)
+            opt.step()
+        results[k] = p.data.numpy().copy()
+
+    results = [None, None]
+    threads = [threading.Thread(target=work, args=(results, k)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (results[0] == results[1]).all()
+    print(numba.threading_layer())
+"""
+
+
+def test_parallel_kernels_from_two_threads_under_the_workqueue_layer():
+    # numba's workqueue layer (where neither OpenMP nor TBB is found) terminates the process when
+    # two threads enter parallel regions at once: tinyopt enters them one at a time
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TINYOPT_PARALLEL_MIN="4096", NUMBA_THREADING_LAYER="workqueue",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    r = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "workqueue", r.stderr[-2000:]
+
+
+CACHED_STEP = """if True:
+    import importlib, pkgutil
+    import numba, numpy as np
+    import tinyopt as to
+    import tinyopt.kernels as K
+    from tinyopt import nn
+    F = nn.functional
+    to.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32, 5))
+    emb = nn.Embedding(7, 4)
+    opt = to.optim.Adam(list(m.parameters()) + list(emb.parameters()), lr=1e-3)
+    x = np.random.default_rng(0).random((3, 1, 4, 4), dtype=np.float32)
+    y = np.array([0, 4, 2])
+    for _ in range(2):
+        opt.zero_grad()
+        loss = F.cross_entropy(m(x), y, label_smoothing=0.1) + emb(np.array([1, 6])).sum() \\
+            + F.nll_loss(F.log_softmax(m(x), 1), to.tensor(y) + 0) \\
+            + F.one_hot(to.tensor(y) + 0, 5).float().sum()
+        loss.backward()
+        opt.step()
+    used, misses = 0, []
+    for info in pkgutil.iter_modules(K.__path__):
+        module = importlib.import_module("tinyopt.kernels." + info.name)
+        for name, obj in vars(module).items():
+            builds = [obj] if isinstance(obj, numba.core.registry.CPUDispatcher) else [
+                v for v in getattr(obj, "__dict__", {}).values()
+                if isinstance(v, numba.core.registry.CPUDispatcher)]
+            for d in builds:
+                used += bool(d.signatures)
+                if d.stats.cache_misses:
+                    misses.append(info.name + "." + name)
+    print(used, sorted(set(misses)))
+"""
+
+
+def test_kernels_of_a_training_step_load_from_numbas_cache_in_the_next_process():
+    # A kernel numba cannot cache (a closure over another kernel, a non-cacheable constant) is
+    # compiled again in every process: the index checks once cost 0.9 s of each first step so.
+    # The first child fills the cache where needed; the second must load every kernel from it.
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = []
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", CACHED_STEP], capture_output=True, text=True,
+                           timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out.append(r.stdout.split(maxsplit=1))
+    used, misses = out[1]
+    assert int(used) >= 10 and misses.strip() == "[]", out[1]
+
+
 def _ufuncs():
     import importlib
     import pkgutil

@@ -485,7 +485,7 @@ def test_batchnorm_eval_does_not_touch_running_stats_and_reuses_plan():
     m = nn.BatchNorm2d(2)
     x = RNG.normal(size=(4, 2, 3, 3)).astype(np.float32)
     m(x).numpy()
-    mean, var = m.running_mean.copy(), m.running_var.copy()
+    mean, var = m.running_mean.clone(), m.running_var.clone()
     assert int(m.num_batches_tracked) == 1
     m.eval()
     y = m(x).numpy()
@@ -569,3 +569,21 @@ def test_linear_rejects_integer_and_bool_inputs_as_pytorch():
     torch = pytest.importorskip("torch")
     with pytest.raises(RuntimeError, match="but got Long and Float"):
         torch.nn.Linear(3, 2)(torch.ones(4, 3, dtype=torch.long))
+
+
+@pytest.mark.parametrize("n_in, n_out", [(0, 2), (3, 0)])
+@pytest.mark.parametrize("lead", [(), (2,), (0,), (3, 2)])
+def test_linear_with_zero_features_is_pytorchs(n_in, n_out, lead):
+    # found by tests/test_fuzz_api.py: a reshape(-1, 0) raised "cannot reshape array of size 0"
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Initializing zero-element tensors is a no-op"
+        m = nn.Linear(n_in, n_out)
+    x = to.tensor(np.ones(lead + (n_in,), np.float32), requires_grad=True)
+    y = m(x)
+    y.sum().backward()
+    assert y.numpy().shape == lead + (n_out,)
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(m.bias.data.numpy(), y.shape))
+    assert x.grad.numpy().shape == x.shape and not x.grad.numpy().any()
+    assert m.weight.grad.numpy().shape == (n_out, n_in)
+    np.testing.assert_array_equal(m.bias.grad.numpy(), np.full(n_out, math.prod(lead)))

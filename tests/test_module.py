@@ -110,7 +110,7 @@ def test_buffers_registration_and_persistence():
     norm = Norm(3)
     assert [n for n, _ in norm.named_buffers()] == ["running_mean", "num_batches_tracked",
                                                     "scratch"]
-    assert isinstance(norm.running_mean, np.ndarray)
+    assert isinstance(norm.running_mean, to.Tensor)
     assert list(norm.state_dict()) == ["weight", "running_mean", "num_batches_tracked"]
     norm.running_mean = np.full(3, 2.0, np.float32)  # assigning keeps it a buffer
     assert "running_mean" in norm._buffers
@@ -119,12 +119,87 @@ def test_buffers_registration_and_persistence():
     assert "maybe" not in norm.state_dict()
 
 
-def test_buffer_accepts_tensor_and_stores_numpy():
+def test_buffer_keeps_the_tensor_and_wraps_arrays_without_copy():
     m = nn.Module()
-    m.register_buffer("t", to.tensor(np.ones(2, np.float32)))
-    assert isinstance(m.t, np.ndarray)
+    t = to.tensor(np.ones(2, np.float32))
+    m.register_buffer("t", t)
+    assert m.t is t and m.get_buffer("t") is t and list(m.buffers()) == [t]
+    arr = np.zeros(3)
+    m.register_buffer("a", arr)
+    assert isinstance(m.a, to.Tensor) and m.a.numpy() is arr  # shares the array's memory
+    m.a[1] = 5.0
+    assert arr[1] == 5.0
     with pytest.raises(TypeError, match="buffer 't'"):
         m.t = [1, 2]
+
+
+def make_counter(lib):
+    """A module using buffers as PyTorch code does: registered from zeros, changed in place in
+    forward (``+=``, ``masked_fill_``, ``copy_``, ``mul_``/``add_`` under no_grad)."""
+
+    class Counter(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 3)
+            self.register_buffer("steps", lib.zeros((), dtype=lib.int64))
+            self.register_buffer("ema", lib.zeros(3))
+            self.register_buffer("mask", lib.zeros(3, dtype=lib.bool))
+
+        def forward(self, x):
+            self.steps += 1
+            y = self.lin(x)
+            with lib.no_grad():
+                self.ema.mul_(0.5).add_(y.mean(0), alpha=0.5)
+                self.mask.copy_(self.ema > 0)
+            self.ema.masked_fill_(self.ema.abs() > 100.0, 0.0)
+            return y * 2 + self.ema
+    return Counter()
+
+
+def test_buffers_change_in_place_in_forward_like_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w, b = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal(3).astype(
+        np.float32)
+    xs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(3)]
+
+    ours, theirs = make_counter(to), make_counter(torch)
+    for m, lib in ((ours, to), (theirs, torch)):
+        m.load_state_dict({"lin.weight": lib.tensor(w), "lin.bias": lib.tensor(b),
+                           "steps": lib.tensor(0), "ema": lib.zeros(3),
+                           "mask": lib.zeros(3, dtype=lib.bool)})
+    ema = ours.ema
+    for x in xs:
+        ours(to.tensor(x)).sum().backward()
+        theirs(torch.tensor(x)).sum().backward()
+    assert ours.ema is ema  # written in place, not replaced
+    sd, want = ours.state_dict(), theirs.state_dict()
+    assert list(sd) == list(want)
+    for k in sd:
+        assert str(sd[k].dtype) == str(want[k].dtype).removeprefix("torch."), k
+        np.testing.assert_allclose(sd[k].numpy(), want[k].numpy(), rtol=1e-6, err_msg=k)
+    np.testing.assert_allclose(ours.lin.weight.grad.numpy(), theirs.lin.weight.grad.numpy(),
+                               rtol=1e-6)
+    assert ours.steps.item() == 3
+
+
+def test_buffer_state_dict_round_trip_and_dtype_cast(tmp_path):
+    m = make_counter(to)
+    m(to.ones(2, 3))
+    sd = m.state_dict()
+    assert all(isinstance(v, to.Tensor) for v in sd.values())
+    assert sd["ema"].numpy() is not None and np.shares_memory(sd["ema"].numpy(), m.ema.numpy())
+    assert m.state_dict(keep_vars=True)["ema"] is m.ema
+    to.save(sd, tmp_path / "m.pt")
+    fresh = make_counter(to)
+    ema = fresh.ema
+    fresh.load_state_dict(to.load(tmp_path / "m.pt"))
+    assert fresh.ema is ema  # loaded into the existing storage
+    for k, v in m.state_dict().items():
+        np.testing.assert_array_equal(fresh.state_dict()[k].numpy(), v.numpy())
+    fresh.double()
+    assert fresh.ema.dtype == to.float64 and fresh.steps.dtype == to.int64
+    assert fresh.mask.dtype == to.bool
 
 
 @pytest.mark.parametrize("name, exc, match", [

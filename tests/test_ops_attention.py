@@ -156,3 +156,14 @@ def test_errors():
         F.scaled_dot_product_attention(q, q, q, enable_gqa=True)
     with pytest.raises(NotImplementedError, match="float attn_mask are not supported"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=to.Parameter(np.zeros((3, 3))))
+
+
+@pytest.mark.parametrize("q_shape, k_shape", [((0, 1, 1), (0, 0, 1)), ((0, 2, 1, 3), (0, 2, 2, 3)),
+                                              ((1, 0, 2, 3), (1, 0, 2, 3))])
+def test_empty_batch_or_heads_give_an_empty_result(q_shape, k_shape):
+    # found by tests/test_fuzz_api.py: reshape(A, B, -1, D) cannot infer -1 when A or B is 0
+    q = to.tensor(np.ones(q_shape, np.float32), requires_grad=True)
+    k = np.ones(k_shape, np.float32)
+    out = F.scaled_dot_product_attention(q, k, k)
+    out.sum().backward()
+    assert out.numpy().shape == q_shape and q.grad.numpy().shape == q_shape

@@ -395,3 +395,22 @@ def test_huge_target_is_an_index_error_not_a_crash():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "Target 100000000000 is out of bounds."
+
+
+def test_an_ignored_row_with_nan_or_inf_gets_pytorchs_nan_gradient():
+    # found by tests/test_fuzz_api.py: torch's cross_entropy is nll(log_softmax(x)), whose
+    # backward gives an ignored row 0 - p 0: NaN where p is NaN (a NaN or +inf in the row)
+    rows = np.array([[0, 0, 0, 0], [np.nan, 0, 0, 0], [np.inf, 0, 1, 2], [-np.inf, 0, 1, 2],
+                     [-np.inf] * 4, [1, 2, 3, 4]], np.float32)
+    want_nan = np.zeros(rows.shape, bool)
+    want_nan[[1, 2, 4]] = True
+    for reduction in ("sum", "none"):
+        for smoothing in (0.0, 0.1):
+            x = to.tensor(rows, requires_grad=True)
+            y = np.array([2, 2, 2, 2, 2, 0])
+            to.nn.functional.cross_entropy(x, y, ignore_index=2, reduction=reduction,
+                                           label_smoothing=smoothing).sum().backward()
+            g = x.grad.numpy()
+            np.testing.assert_array_equal(np.isnan(g), want_nan)
+            np.testing.assert_array_equal(g[[0, 3]], 0.0)
+            assert np.isfinite(g[5]).all() and g[5].any()

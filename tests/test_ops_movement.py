@@ -344,6 +344,8 @@ SHAPE_CASES = {
     "meshgrid": lambda L, x: L.meshgrid(x[0, 0], x[0, 1, :2], indexing="ij"),
     "meshgrid xy": lambda L, x: L.meshgrid(x[0, 0], x[0, 1, :2], indexing="xy"),
     "broadcast_to": lambda L, x: x[:, :1].broadcast_to((2, 3, 4)),
+    "broadcast_tensors": lambda L, x: (lambda a, b: a * 2 + b)(
+        *L.broadcast_tensors(x[:, :, :1], x[0, 0])),
     "tile": lambda L, x: x.tile((2,)), "contiguous": lambda L, x: x.transpose(0, 2).contiguous(),
 }
 
@@ -359,3 +361,12 @@ def test_shape_queries():
     assert x.dim() == 3 and x.ndim == 3 and x.numel() == 24 and x.shape == (2, 3, 4)
     assert x.shape[1:] == (3, 4) and len(x) == 2 and x.stride() == (12, 4, 1)
     assert x.is_contiguous() and not x.transpose(0, 1).is_contiguous()
+
+
+def test_broadcast_shapes_and_tensors():
+    assert to.broadcast_shapes((2, 1), (3,), 1) == to.Size([2, 3])
+    assert to.broadcast_shapes() == to.Size([])
+    a, b = to.broadcast_tensors(to.zeros(2, 1), to.ones(3))
+    assert a.shape == b.shape == (2, 3)
+    with pytest.raises(RuntimeError):
+        to.broadcast_shapes((2,), (3,))

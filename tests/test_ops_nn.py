@@ -270,3 +270,15 @@ def test_embedding_checks_indices_where_it_reads_them():
     # a strided weight view reads the right rows
     Wt = to.tensor(np.arange(8.0).reshape(2, 4)).T
     np.testing.assert_array_equal(embedding(np.array([3, 0]), Wt).numpy(), [[3, 7], [0, 4]])
+
+
+def test_embedding_padding_idx_zero_with_no_embeddings_is_accepted_as_by_pytorch():
+    # found by tests/test_fuzz_api.py: torch accepts padding_idx=0 for an empty table
+    out = embedding(np.zeros((0,), np.int64), np.zeros((0, 2), np.float32), padding_idx=0)
+    assert out.numpy().shape == (0, 2)
+    with pytest.raises(AssertionError, match="padding_idx must be within num_embeddings"):
+        embedding(np.zeros((0,), np.int64), np.zeros((0, 2), np.float32), padding_idx=-1)
+    with pytest.raises(AssertionError, match="padding_idx must be within num_embeddings"):
+        embedding(np.zeros((1,), np.int64), np.zeros((3, 2), np.float32), padding_idx=3)
+    np.testing.assert_array_equal(
+        embedding(np.array([2, 1]), np.eye(3), padding_idx=-1).numpy(), np.eye(3)[[2, 1]])

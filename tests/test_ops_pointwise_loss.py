@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+import tinyopt
 import tinyopt.nn.functional as F
 from gradcheck import gradcheck
 from torch_parity import against_torch, torch_or_skip
@@ -38,6 +39,16 @@ def test_binary_cross_entropy(reduction):
     against_torch(lambda p, y: F.binary_cross_entropy(p, y, reduction=reduction),
                   lambda p, y: tf.binary_cross_entropy(p, y, reduction=reduction),
                   edge, np.array([1.0, 0.0, 0.0, 1.0]), grad=False)
+
+
+def test_binary_cross_entropy_gradient_at_0_and_1_uses_pytorchs_float32_eps():
+    # found by tests/test_fuzz_api.py: at x = 0 or 1 the gradient is (x - y) / eps, and ATen's
+    # eps is the float 1e-12 (9.9999999600e-13), also for float64 inputs
+    x = tinyopt.tensor(np.array([0.0, 1.0, 1e-14]), requires_grad=True)
+    F.binary_cross_entropy(x, np.array([1.0, 0.0, 0.5]), reduction="sum").backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(x.grad.numpy(), [-1 / eps, 1 / eps, (1e-14 - 0.5) / eps],
+                               rtol=1e-15)
 
 
 def test_binary_cross_entropy_gradcheck_and_errors():
@@ -139,6 +150,16 @@ def test_cosine_embedding_loss(margin, reduction):
                       a, b, torch.tensor(-1.0), margin), A[0], B[0])
     with pytest.raises(RuntimeError, match="1D target tensor expects 2D input"):
         F.cosine_embedding_loss(A[0], B[0], y)
+
+
+def test_cosine_embedding_loss_of_a_zero_vector_uses_pytorchs_float32_eps():
+    # found by tests/test_fuzz_api.py: with x1 = 0 the gradient is y x2 / sqrt(eps |x2|^2), and
+    # ATen's eps is the float 1e-12 (9.9999999600e-13), also for float64 inputs
+    x = tinyopt.tensor(np.zeros((1, 3)), requires_grad=True)
+    F.cosine_embedding_loss(x, np.ones((1, 3)), np.array([-1])).backward()
+    eps = float(np.float32(1e-12))
+    np.testing.assert_allclose(x.grad.numpy(), np.full((1, 3), 1 / np.sqrt(eps * (3 + eps))),
+                               rtol=1e-15)
 
 
 def test_margin_ranking_loss():

@@ -347,3 +347,18 @@ def test_integer_and_bool_reductions_follow_torch():
         o, w = fn(to, to.tensor(a)), fn(torch, torch.tensor(a))
         assert str(o.dtype) == str(w.dtype).removeprefix("torch.")
         np.testing.assert_array_equal(o.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_of_a_0d_input_is_pytorchs(op):
+    # found by tests/test_fuzz_api.py (was "ValueError: not enough values to unpack")
+    f = getattr(to.nn.functional, op)
+    for v, want in [(2.5, 1.0 if op == "softmax" else 0.0), (np.nan, np.nan), (np.inf, np.nan)]:
+        x = to.tensor(np.float32(v), requires_grad=True)
+        y = f(x, dim=-1)
+        y.backward()
+        assert y.numpy().shape == () and y.numpy().dtype == np.float32
+        np.testing.assert_array_equal(y.numpy(), want)
+        np.testing.assert_array_equal(x.grad.numpy(), 0.0 if v == 2.5 else np.nan)
+    with pytest.raises(IndexError, match="dimension out of range"):
+        f(to.tensor(np.float32(1)), dim=1)

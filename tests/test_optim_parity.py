@@ -98,8 +98,126 @@ def ref_rmsprop(p, g, st, h):
     return p + (-h["lr"]) * g / avg
 
 
+def _decay_or_l2(p, g, h):
+    """Weight decay as Adam/NAdam/RAdam apply it: decoupled (AdamW) or added to the gradient."""
+    if h["weight_decay"] != 0:
+        if h.get("decoupled_weight_decay"):
+            p = p * (1 - h["lr"] * h["weight_decay"])
+        else:
+            g = g + h["weight_decay"] * p
+    return p, g
+
+
+def _next(st):
+    st["step"] = float(np.float32(st["step"] + 1))
+    return st["step"]
+
+
+def ref_adadelta(p, g, st, h):
+    if not st:
+        st.update(step=0.0, square_avg=np.zeros_like(p), acc_delta=np.zeros_like(p))
+    _next(st)
+    g = -g if h["maximize"] else g
+    if h["weight_decay"] != 0:
+        g = g + h["weight_decay"] * p
+    rho = h["rho"]
+    st["square_avg"] = st["square_avg"] * rho + (1 - rho) * g * g
+    delta = np.sqrt(st["acc_delta"] + h["eps"]) / np.sqrt(st["square_avg"] + h["eps"]) * g
+    st["acc_delta"] = st["acc_delta"] * rho + (1 - rho) * delta * delta
+    return p + (-h["lr"]) * delta
+
+
+def ref_adamax(p, g, st, h):
+    if not st:
+        st.update(step=0.0, exp_avg=np.zeros_like(p), exp_inf=np.zeros_like(p))
+    t = _next(st)
+    b1, b2 = h["betas"]
+    g = -g if h["maximize"] else g
+    if h["weight_decay"] != 0:
+        g = g + h["weight_decay"] * p
+    st["exp_avg"] = _lerp(st["exp_avg"], g, 1 - b1)
+    st["exp_inf"] = np.maximum(st["exp_inf"] * b2, np.abs(g) + h["eps"])
+    return p + (-(h["lr"] / (1 - b1 ** t))) * st["exp_avg"] / st["exp_inf"]
+
+
+def ref_nadam(p, g, st, h):
+    if not st:
+        st.update(step=0.0, mu_product=1.0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
+    t = _next(st)
+    b1, b2 = h["betas"]
+    lr, psi = h["lr"], h["momentum_decay"]
+    g = -g if h["maximize"] else g
+    p, g = _decay_or_l2(p, g, h)
+    mu = b1 * (1 - 0.5 * 0.96 ** (t * psi))
+    mu_next = b1 * (1 - 0.5 * 0.96 ** ((t + 1) * psi))
+    st["mu_product"] = float(np.float32(st["mu_product"]) * np.float32(mu))
+    st["exp_avg"] = _lerp(st["exp_avg"], g, 1 - b1)
+    st["exp_avg_sq"] = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+    denom = np.sqrt(st["exp_avg_sq"] / (1 - b2 ** t)) + h["eps"]
+    mp = st["mu_product"]
+    p = p + (-lr * (1 - mu) / (1 - mp)) * g / denom
+    return p + ((-lr * mu_next) / (1 - mp * mu_next)) * st["exp_avg"] / denom
+
+
+def ref_radam(p, g, st, h):
+    if not st:
+        st.update(step=0.0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p))
+    t = _next(st)
+    b1, b2 = h["betas"]
+    g = -g if h["maximize"] else g
+    p, g = _decay_or_l2(p, g, h)
+    st["exp_avg"] = _lerp(st["exp_avg"], g, 1 - b1)
+    st["exp_avg_sq"] = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+    bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
+    mc = st["exp_avg"] / bc1
+    rho_inf = 2 / (1 - b2) - 1
+    rho_t = rho_inf - 2 * t * (b2 ** t) / bc2
+    if rho_t > 5.0:
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+        adaptive = (1 / (np.sqrt(st["exp_avg_sq"]) + h["eps"])) * (bc2 ** 0.5)  # float / tensor
+        return p - mc * h["lr"] * adaptive * rect
+    return p - mc * h["lr"]
+
+
+def ref_asgd(p, g, st, h):
+    if not st:
+        st.update(step=0.0, eta=float(np.float32(h["lr"])), mu=1.0, ax=np.zeros_like(p))
+    t = _next(st)
+    g = -g if h["maximize"] else g
+    if h["weight_decay"] != 0:
+        g = g + h["weight_decay"] * p
+    eta, mu, lr, lambd = st["eta"], st["mu"], h["lr"], h["lambd"]
+    p = p * (1 - lambd * eta)
+    p = p + (-eta) * g
+    st["ax"] = st["ax"] + (p - st["ax"]) * np.float32(mu) if mu != 1 else p.copy()
+    st["eta"] = float(np.float32(lr / ((1 + lambd * lr * t) ** h["alpha"])))
+    st["mu"] = float(np.float32(1 / max(1, t - h["t0"])))
+    return p
+
+
+def _tsign(x):
+    """torch.sign on the CPU (0 for NaN)."""
+    return np.where(x > 0, 1, np.where(x < 0, -1, 0)).astype(x.dtype)
+
+
+def ref_rprop(p, g, st, h):
+    if not st:
+        st.update(step=0.0, prev=np.zeros_like(p), step_size=np.full_like(p, h["lr"]))
+    _next(st)
+    (eta_minus, eta_plus), (lo, hi) = h["etas"], h["step_sizes"]
+    g = -g if h["maximize"] else g
+    s = _tsign(g * st["prev"])
+    f = np.where(s > 0, eta_plus, np.where(s < 0, eta_minus, 1)).astype(p.dtype)
+    st["step_size"] = np.clip(st["step_size"] * f, lo, hi)
+    g = np.where(f == p.dtype.type(eta_minus), 0, g).astype(p.dtype)
+    st["prev"] = g
+    return p + (-1) * _tsign(g) * st["step_size"]
+
+
+REF_FIRST_FIVE = (optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop)
 REF = {optim.SGD: ref_sgd, optim.Adam: ref_adam, optim.AdamW: ref_adam, optim.Adagrad: ref_adagrad,
-       optim.RMSprop: ref_rmsprop}
+       optim.RMSprop: ref_rmsprop, optim.Adadelta: ref_adadelta, optim.Adamax: ref_adamax,
+       optim.NAdam: ref_nadam, optim.RAdam: ref_radam, optim.ASGD: ref_asgd, optim.Rprop: ref_rprop}
 
 # (optimizer, options of group 0, options overriding group 1)
 CASES = [
@@ -117,8 +235,23 @@ CASES = [
     (optim.RMSprop, dict(lr=0.01), dict(alpha=0.9, weight_decay=0.1)),
     (optim.RMSprop, dict(lr=0.01, centered=True, momentum=0.9), dict(alpha=0.3, maximize=True)),
     (optim.RMSprop, dict(lr=0.01, momentum=0.5, weight_decay=0.05), dict(centered=True, momentum=0)),
+    (optim.Adadelta, dict(lr=1.0), dict(rho=0.5, weight_decay=0.1, maximize=True)),
+    (optim.Adamax, dict(lr=0.01), dict(betas=(0.3, 0.9), weight_decay=0.1, maximize=True)),
+    (optim.NAdam, dict(lr=0.01), dict(momentum_decay=0.01, weight_decay=0.1)),
+    (optim.NAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True),
+     dict(betas=(0.3, 0.9), maximize=True)),
+    (optim.RAdam, dict(lr=0.01), dict(weight_decay=0.1, betas=(0.3, 0.99))),
+    (optim.RAdam, dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), dict(maximize=True)),
+    (optim.ASGD, dict(lr=0.01, t0=20), dict(lambd=0.01, alpha=0.5, weight_decay=0.1, maximize=True)),
+    (optim.Rprop, dict(lr=0.01), dict(etas=(0.3, 1.5), step_sizes=(1e-4, 0.05), maximize=True)),
 ]
 IDS = [f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)]
+# Every case in float32; float64 for the first five optimizers' cases and for the first case of
+# each later one (every kernel variant is a cold compile in CI).
+_FIRST = {c[0]: i for i, c in reversed(list(enumerate(CASES)))}
+GRID = [pytest.param(c, dt, id=f"{name}-{dt.__name__}") for c, name in zip(CASES, IDS)
+        for dt in (np.float32, np.float64)
+        if dt is np.float32 or c[0] in REF_FIRST_FIVE or _FIRST[c[0]] == CASES.index(c)]
 
 
 def _grads(seed: int, dtype) -> list[list[np.ndarray | None]]:
@@ -151,8 +284,7 @@ def _run(opt, params, grads, steps):
         opt.step()
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("case,dtype", GRID)
 def test_matches_numpy_reference(case, dtype):
     cls, o0, o1 = case
     params, opt = _make(cls, o0, o1, dtype)
@@ -218,7 +350,8 @@ def test_nan_and_inf_gradients_propagate_like_pytorch():
     g = np.array([np.nan, np.inf, -np.inf, 1.0, 0.0], np.float32)
     for cls, kw in [(optim.Adam, dict(amsgrad=True)), (optim.SGD, dict(momentum=0.9)),
                     (optim.Adagrad, {}), (optim.RMSprop, dict(centered=True, momentum=0.5)),
-                    (optim.AdamW, {})]:
+                    (optim.AdamW, {}), (optim.Adadelta, {}), (optim.Adamax, {}), (optim.NAdam, {}),
+                    (optim.RAdam, {}), (optim.ASGD, {}), (optim.Rprop, {})]:
         p = Parameter(np.ones(5, np.float32))
         tp = torch.nn.Parameter(torch.ones(5))
         o, to_ = cls([p], lr=0.1, **kw), getattr(torch.optim, cls.__name__)([tp], lr=0.1, **kw)
@@ -231,8 +364,7 @@ def test_nan_and_inf_gradients_propagate_like_pytorch():
                                    err_msg=cls.__name__)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("case,dtype", GRID)
 def test_matches_pytorch(case, dtype):
     torch = pytest.importorskip("torch")
     cls, o0, o1 = case

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from tinyopt import Parameter, is_grad_enabled, no_grad, optim
 from tinyopt.optim.optimizer import Optimizer, required
 
-ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop]
+ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop, optim.Adadelta,
+       optim.Adamax, optim.NAdam, optim.RAdam, optim.ASGD, optim.Rprop]
 
 
 def _params(*shapes, dtype=np.float32):
@@ -95,6 +96,16 @@ def test_required_hyperparameter():
     (optim.Adagrad, dict(eps=-1), "Invalid epsilon value: -1"),
     (optim.RMSprop, dict(alpha=-1), "Invalid alpha value: -1"),
     (optim.RMSprop, dict(momentum=-1), "Invalid momentum value: -1"),
+    (optim.Adadelta, dict(rho=1.5), "Invalid rho value: 1.5"),
+    (optim.Adadelta, dict(eps=-1), "Invalid epsilon value: -1"),
+    (optim.Adamax, dict(betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),
+    (optim.NAdam, dict(momentum_decay=-1), "Invalid momentum_decay value: -1"),
+    (optim.NAdam, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (optim.RAdam, dict(betas=(-0.1, 0.9)), "Invalid beta parameter at index 0: -0.1"),
+    (optim.ASGD, dict(lr=-1), "Invalid learning rate: -1"),
+    (optim.ASGD, dict(weight_decay=-1), "Invalid weight_decay value: -1"),
+    (optim.Rprop, dict(etas=(1.5, 1.2)), "Invalid eta values: 1.5, 1.2"),
+    (optim.Rprop, dict(lr=-0.5), "Invalid learning rate: -0.5"),
 ])
 def test_hyperparameter_validation_messages(cls, kw, msg):
     with pytest.raises(ValueError, match=msg.replace("(", r"\(")):
@@ -113,6 +124,22 @@ def test_foreach_fused_accepted_capturable_differentiable_rejected(cls):
     if "capturable" in cls.__init__.__code__.co_varnames:
         with pytest.raises(ValueError, match="capturable=True is not supported"):
             cls(_params((2,)), capturable=True)
+
+
+@pytest.mark.parametrize("cls", ALL)
+def test_signature_and_defaults_are_pytorchs(cls):
+    """Same parameters (names, order, defaults, keyword-only marks) and the same defaults dict, key
+    order included (it is the key order of saved param groups)."""
+    import inspect
+    torch = pytest.importorskip("torch")
+    tcls = getattr(torch.optim, cls.__name__)
+    ours, theirs = inspect.signature(cls.__init__), inspect.signature(tcls.__init__)
+    extra = ours.parameters["stochastic_rounding"]  # tinyopt's own (bfloat16 copies), last
+    assert (extra.kind, extra.default) == (inspect.Parameter.KEYWORD_ONLY, False)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()][:-1] == \
+        [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
+    assert list(cls(_params((2,))).defaults.items()) == \
+        list(tcls([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
 
 
 def test_defaults_match_pytorch():
@@ -701,3 +728,54 @@ def test_state_assignments_that_cannot_take_effect_raise():
     with pytest.raises(ValueError, match="does not optimize"):
         opt.state = {Parameter(np.zeros(3)): {}}
     assert float(opt.state[p]["step"]) == 1
+
+
+# ---- elementwise optimizers (what ZeRO-1 relies on) -----------------------------------------------
+ELEMENTWISE = [(optim.Adadelta, {}), (optim.Adamax, {}), (optim.NAdam, {}), (optim.RAdam, {}),
+               (optim.ASGD, {"t0": 1.0, "lambd": 0.1}), (optim.Rprop, {})]
+
+
+@pytest.mark.parametrize("cls,kw", ELEMENTWISE, ids=lambda x: getattr(x, "__name__", ""))
+def test_elementwise_optimizers_step_a_cut_parameter_as_the_whole(cls, kw):
+    """A parameter cut in two pieces (as ZeRO-1 cuts a shard) steps bit for bit as the whole one,
+    scalar state included; ZeroRedundancyOptimizer accepts the class (it then needs a process
+    group) and rejects a subclass that does not declare itself elementwise."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    rng = np.random.default_rng(3)
+    w = Parameter(rng.standard_normal((7, 5)).astype(np.float32))
+    a, b = (Parameter(w.data.numpy().ravel()[s].copy()) for s in (slice(0, 13), slice(13, 35)))
+    whole, cut = cls([w], **kw), cls([a, b], **kw)
+    for _ in range(4):
+        g = rng.standard_normal(35).astype(np.float32)
+        w.grad, a.grad, b.grad = g.reshape(7, 5), g[:13].copy(), g[13:].copy()
+        whole.step()
+        cut.step()
+    np.testing.assert_array_equal(np.concatenate([a.data.numpy(), b.data.numpy()]),
+                                  w.data.numpy().ravel())
+    for key, value in whole.state[w].items():
+        pieces = [np.asarray(cut.state[q][key]) for q in (a, b)]
+        if np.ndim(value) == 0:
+            assert pieces[0] == pieces[1] == np.asarray(value), key
+        else:
+            np.testing.assert_array_equal(np.concatenate(pieces), np.asarray(value).ravel())
+    with pytest.raises(ValueError, match="process group has not been initialized"):
+        ZeroRedundancyOptimizer([w], optimizer_class=cls)
+    with pytest.raises(TypeError, match="elementwise"):
+        ZeroRedundancyOptimizer([w], optimizer_class=type("Sub", (cls,), {}))
+
+
+def test_adding_an_optimizer_page_shows_nadam_as_it_is():
+    """docs/adding_an_optimizer.md quotes NAdam's two files (and its reference): they must be
+    the code as it is, or the page teaches something else."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    page = (root / "docs" / "adding_an_optimizer.md").read_text(encoding="utf-8")
+    fragments = re.findall(r"^```py\n(.*?)^```", page, re.S | re.M)
+    sources = [(root / "src/tinyopt/optim/nadam.py").read_text(encoding="utf-8"),
+               (root / "src/tinyopt/kernels/optim.py").read_text(encoding="utf-8"),
+               (root / "tests/test_optim_parity.py").read_text(encoding="utf-8")]
+    assert len(fragments) == 3
+    assert fragments[0] == sources[0]  # the whole declaration file
+    for fragment, source in zip(fragments[1:], sources[1:]):
+        assert fragment in source

@@ -12,7 +12,9 @@ torch = pytest.importorskip("torch")
 
 CASES = [("SGD", dict(lr=0.1, momentum=0.9)), ("Adam", dict(lr=0.01, amsgrad=True)),
          ("AdamW", dict(lr=0.01)), ("Adagrad", dict(lr=0.1)),
-         ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5))]
+         ("RMSprop", dict(lr=0.01, centered=True, momentum=0.5)), ("Adadelta", {}),
+         ("Adamax", dict(lr=0.01)), ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
+         ("ASGD", dict(lr=0.01, t0=3)), ("Rprop", dict(lr=0.01))]
 SHAPES = [(4, 3), (3,), (2,)]
 
 

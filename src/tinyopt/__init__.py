@@ -3,8 +3,8 @@
 ``import tinyopt as to`` gives tensors and their functions (``to.tensor``, ``to.cat``, ``to.exp``,
 ``to.no_grad``, ``to.manual_seed``...), dtypes and devices with PyTorch's names (``to.float32``,
 ``to.long``, ``to.device("cpu")``), ``to.nn``, ``to.optim``, ``to.data``, ``to.autograd``,
-``to.linalg`` and the ``to.cuda``/``to.accelerator``/``to.backends`` namespaces (no GPU: their
-``is_available()`` is False).
+``to.linalg``, ``to.distributions`` and the ``to.cuda``/``to.accelerator``/``to.backends``
+namespaces (no GPU: their ``is_available()`` is False).
 """
 import builtins as _builtins
 
@@ -22,12 +22,14 @@ from tinyopt.engine.dtypes import int64 as long
 from tinyopt.engine.dtypes import promote as _promote
 from tinyopt.engine.dtypes import result_type as _result_type
 from tinyopt.engine.printing import set_printoptions
+from tinyopt.engine.typeinfo import finfo, iinfo
 from tinyopt.engine.random import get_rng_state, initial_seed, seed, set_rng_state
 from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
 from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
 from tinyopt.engine.ops import __all__ as _ops_all
 from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg, amp
+from tinyopt import distributions
 from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
 from tinyopt.checkpoint import CheckpointError, load_into
 from tinyopt.serialization import load, save
@@ -87,10 +89,11 @@ __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
-    "data", "device", "double", "enable_grad", "evaluate", "fit", "float", "float16", "float32",
-    "float64", "get_autocast_dtype", "get_default_dtype", "get_rng_state", "half",
-    "inference_mode", "initial_seed", "int", "int16", "int32", "int64", "int8",
-    "is_autocast_enabled", "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled",
-    "is_tensor", "linalg", "load", "load_into", "long", "manual_seed", "nn", "no_grad", "numel",
-    "optim", "promote_types", "result_type", "save", "seed", "set_default_dtype",
-    "set_grad_enabled", "set_printoptions", "set_rng_state", "short", "uint8", "utils"})
+    "data", "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit",
+    "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
+    "get_rng_state", "half", "iinfo", "inference_mode", "initial_seed", "int", "int16", "int32",
+    "int64", "int8", "is_autocast_enabled", "is_floating_point", "is_grad_enabled",
+    "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
+    "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
+    "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
+    "uint8", "utils"})

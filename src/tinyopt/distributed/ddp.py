@@ -119,13 +119,13 @@ class DistributedDataParallel(Module):
         self._pack_unowned()
         if init_sync:
             _bcast_coalesced(pg, [p._data for _, p in module.named_parameters()]
-                             + list(module.buffers()))
+                             + [b.numpy() for b in module.buffers()])
         _LIVE.append(weakref.ref(self, _LIVE.remove))
 
     # ---- forward ------------------------------------------------------------------------------
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self.broadcast_buffers and self.training:
-            _bcast_coalesced(self.process_group, list(self.module.buffers()))
+            _bcast_coalesced(self.process_group, [b.numpy() for b in self.module.buffers()])
         if is_grad_enabled() and self.require_backward_grad_sync:
             self.__dict__["_pending"] = True
         return self.module(*inputs, **kwargs)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyopt.engine import grad_mode
+from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import float32, is_low
 from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
@@ -108,7 +108,11 @@ def _run_now(t: Tensor, opdef: OpDef) -> None:
         base = _root(t.srcs[0]) if t.srcs and np.may_share_memory(value, arrays[0]) else None
     else:
         value = np.empty(t.shape, t.dtype)
-        opdef.forward(t)(value, *arrays)
+        token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
+        try:
+            opdef.forward(t)(value, *arrays)
+        finally:
+            fpstate.restore(token)
         base = None
     t.op = "input"
     t.srcs = ()

@@ -38,6 +38,7 @@ from tinyopt.engine.graph import backward_graph, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
+from tinyopt.engine import fpstate
 
 
 class Plan:
@@ -185,6 +186,7 @@ class _Run:
 
     def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
         A = self.A
+        token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
             for slot, t in zip(self.leaf_slots, leaves):
                 if slot >= 0:
@@ -216,6 +218,7 @@ class _Run:
                 out.append(A[self.loss_slot].copy())
             return out
         finally:  # a cached plan must not keep a batch or a model alive, even after a failed run
+            fpstate.restore(token)
             for slot in self.bound:
                 A[slot] = None
 

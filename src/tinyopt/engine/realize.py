@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from tinyopt.engine.graph import held, toposort, toposort_signed
+from tinyopt.engine.op import OPS
 from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
 
@@ -30,7 +31,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     ``retain_graph``."""
     if loss is None:
         for t in outputs:
-            if t._value is None:
+            if t._value is None and not _view_of_values(t):
                 break
         else:
             return [t._value for t in outputs]
@@ -54,6 +55,22 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         backward_done()
         return [t._value for t in outputs] + [loss._value]
     return [t._value for t in outputs]
+
+
+def _view_of_values(t: Tensor, depth: int = 8) -> bool:
+    """Compute ``t`` without a plan when it is a short chain of views over tensors that have
+    values (``h_n`` of a recurrent layer read after ``backward`` freed the layer's workspace: an
+    RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would; whether it
+    did."""
+    if t._value is not None:
+        return True
+    if depth == 0 or id(t) in _PENDING:
+        return False
+    op = OPS[t.op]
+    if op.view is None or not all(_view_of_values(s, depth - 1) for s in t.srcs):
+        return False
+    _keep(t, np.array(op.view(t)(*[s._value for s in t.srcs])), False)
+    return True
 
 
 def _keep(t: Tensor, value: np.ndarray, free: bool) -> None:

@@ -47,6 +47,7 @@ from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, category, default_dt
                                    float32, grad_dtype, int64, is_low, scalar_dtype,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor_api import TensorMethods
 
 _ids = itertools.count(1)
@@ -1087,6 +1088,7 @@ class Parameter(Tensor):
 
     @grad.setter
     def grad(self, value: Any) -> None:
+        forget_rows(self)  # a new gradient (or none) has no rows looked up yet
         if value is None:
             self._grad = None
             if self._grad_flags is not None:

@@ -19,6 +19,9 @@ available"); kernels then cache in a private folder of the temporary directory i
 0700, reused by later processes of the same user), with one warning, or, if even that is not
 possible, compile in memory only.
 
+Threads.  Kernels release the GIL (``nogil``), so kernels of several Python threads run at once;
+parallel regions (the large work) are entered one thread at a time (see ``_run_parallel``).
+
 Fork.  GNU OpenMP (numba's ``omp`` threading layer) does not survive ``fork``: a child that
 enters a parallel region after its parent started the thread pool is killed (and a fork
 ``multiprocessing.Pool`` waiting for it hangs).  So in such a child every parallel kernel runs
@@ -31,6 +34,7 @@ import functools
 import os
 import stat
 import tempfile
+import threading
 import types
 import warnings
 
@@ -133,14 +137,23 @@ class _ParallelKernel:
             return self._serial(*args)
         if self._sized_by is not None:
             if args[self._sized_by].size >= PARALLEL_MIN_ELEMENTS:
-                _FORK["pool_started"] = True
-                return self._parallel(*args)
+                return self._run_parallel(args)
             return self._serial(*args)
         for a in args:
             if type(a) is np.ndarray and a.size >= PARALLEL_MIN_ELEMENTS:
-                _FORK["pool_started"] = True
-                return self._parallel(*args)
+                return self._run_parallel(args)
         return self._serial(*args)
+
+    def _run_parallel(self, args):
+        # One parallel region at a time in the process: numba's workqueue layer (the one left
+        # where there is no OpenMP or TBB) aborts the process when two threads enter parallel
+        # regions at once, and under the other layers each region already takes every core.
+        with _PARALLEL_LOCK:
+            _FORK["pool_started"] = True
+            return self._parallel(*args)
+
+
+_PARALLEL_LOCK = threading.Lock()
 
 
 # pool_started: this process has run a parallel build; serial_only: it is a fork of a process
@@ -149,6 +162,8 @@ _FORK = {"pool_started": False, "serial_only": False}
 
 
 def _after_fork_in_child() -> None:
+    global _PARALLEL_LOCK
+    _PARALLEL_LOCK = threading.Lock()  # a thread of the parent may have held it
     if _FORK["pool_started"]:
         try:
             layer = numba.threading_layer()

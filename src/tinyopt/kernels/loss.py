@@ -51,7 +51,8 @@ def ce_rows(x, y, w, ignore_index, eps, out, err):
 @kernel
 def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
     """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
-    + (eps/C) (p_k sum_c w_c - w_k))."""
+    + (eps/C) (p_k sum_c w_c - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward
+    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0."""
     N, C = x.shape
     err[0] = -1
     wsum = 0.0
@@ -59,13 +60,12 @@ def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
         wsum += w[c]
     for i in range(N):
         t = y[i]
-        if t == ignore_index:
-            for c in range(C):
-                out[i, c] = 0.0
-            continue
-        if t < 0 or t >= C:
+        ignored = t == ignore_index
+        if not ignored and (t < 0 or t >= C):
             err[0] = i
             return
+        if C == 0:  # (an ignored row of no classes)
+            continue
         m = x[i, 0]
         for c in range(1, C):
             if x[i, c] > m or x[i, c] != x[i, c]:
@@ -75,9 +75,13 @@ def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
             e = math.exp(x[i, c] - m)
             out[i, c] = e
             acc += e
+        inv = 1.0 / acc
+        if ignored:
+            for c in range(C):
+                out[i, c] = 0.0 * (out[i, c] * inv)
+            continue
         a = g[i] * (1.0 - eps) * w[t]
         b = g[i] * eps / C
-        inv = 1.0 / acc
         for c in range(C):
             p = out[i, c] * inv
             out[i, c] = a * p + b * (p * wsum - w[c])

@@ -35,7 +35,7 @@ scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in Py
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk.
 
-Each algorithm is :func:`~tinyopt.kernels.jit.specialized` on its boolean switches:
+Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
 combination, whose inner loop holds no branch on them.  Every kernel returns -1, or the index of
 the parameter whose coefficients overflowed.
@@ -43,6 +43,7 @@ the parameter whose coefficients overflowed.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -51,9 +52,41 @@ from tinyopt.kernels import half
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 
 
-def walker(scalars, update):
+class _Algorithm:
+    """``algorithm[switches]``: the fused kernel of ``factory(*switches) -> (scalars, update)``,
+    made on first use and kept (see :func:`algorithm`)."""
+
+    def __init__(self, factory):
+        self._factory = factory
+        self._kernels: dict[tuple, object] = {}
+        functools.update_wrapper(self, factory)
+
+    def __getitem__(self, switches):
+        switches = switches if isinstance(switches, tuple) else (switches,)
+        kernel = self._kernels.get(switches)
+        if kernel is None:
+            name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
+            kernel = self._kernels[switches] = walker(*self._factory(*switches), name)
+        return kernel
+
+
+def algorithm(factory):
+    """Declare an algorithm: ``factory(*switches)`` returns its ``(scalars, update)`` functions
+    (see the module docstring); ``name[switches]`` is its kernel for those compile-time switches,
+    which numba freezes as constants (LLVM does not unswitch an inner loop on a runtime flag, and
+    a load or store under one keeps the loop from vectorizing)."""
+    return _Algorithm(factory)
+
+
+def walker(scalars, update, name: str):
     """The fused step of one algorithm: ``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
-    S, coef, hs) -> int`` (see the module docstring; ``hs`` is a 1-element record array)."""
+    S, coef, hs) -> int`` (see the module docstring; ``hs`` is a 1-element record array).
+
+    ``name`` names the compiled functions: numba names a function's machine code after its
+    qualified name, and two cached kernels whose subroutines share one (every walker's
+    ``prologue``), compiled in different processes and loaded into one, resolve each other's
+    calls (Rprop ran SGD's prologue).  So every algorithm and switch combination gets its own.
+    """
 
     def prologue(flags, S, coef, h):
         nseg = flags.shape[0]
@@ -70,6 +103,7 @@ def walker(scalars, update):
         return -1
 
     # a call, not inlined: numba's parallel array analysis trips over the tuples it returns
+    prologue.__qualname__ = f"{name}_prologue"
     subroutine(prologue)
 
     def kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
@@ -95,8 +129,9 @@ def walker(scalars, update):
                 j += 1
         return -1
 
+    kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     fused = parallel_kernel(kernel, sized_by=0)
-    fused.low = specialized(lambda mode: _low_walker(prologue, update, mode))
+    fused.low = specialized(lambda mode: _low_walker(prologue, update, mode, name))
     return fused
 
 
@@ -108,7 +143,7 @@ LOW_MODES = {"float16": F16, "bfloat16": BF16}
 """The mode of each 16-bit storage dtype, by numpy name (round to nearest even)."""
 
 
-def _low_walker(prologue, update, mode):
+def _low_walker(prologue, update, mode, name: str):
     """``kernel.low[mode]``: the same step over float32 master weights, state and gradients,
     which also writes each updated parameter rounded to 16 bits (DeepSpeed's step-plus-copy):
     ``kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with ``q``
@@ -150,6 +185,7 @@ def _low_walker(prologue, update, mode):
                 j += 1
         return -1
 
+    kernel.__name__ = kernel.__qualname__ = f"{name}_low{mode}_kernel"
     return parallel_kernel(kernel, sized_by=0)
 
 
@@ -215,7 +251,7 @@ def _lerp(a, b, w, w_c, low):
     return a + w * (b - a) if low else b - (b - a) * w_c
 
 
-@specialized
+@algorithm
 def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
     """SGD with momentum (Sutskever et al. 2013, http://proceedings.mlr.press/v28/sutskever13.html).
 
@@ -247,10 +283,10 @@ def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
             gi = gi + h.momentum * bi if nesterov else bi
         p[i] = p[i] + h.neg_lr * gi
 
-    return walker(scalars, update)
+    return scalars, update
 
 
-@specialized
+@algorithm
 def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     """Adam (Kingma & Ba 2014, https://arxiv.org/abs/1412.6980) and AdamW (Loshchilov & Hutter
     2017, https://arxiv.org/abs/1711.05101), as PyTorch computes them.
@@ -295,10 +331,10 @@ def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: 
             vi = a
         p[i] = pi + c[0] * mi / (math.sqrt(vi) / c[1] + h.eps)
 
-    return walker(scalars, update)
+    return scalars, update
 
 
-@specialized
+@algorithm
 def adagrad(maximize: bool, wd_on: bool):
     """Adagrad (Duchi et al. 2011, https://jmlr.org/papers/v12/duchi11a.html) as PyTorch computes it.
 
@@ -323,10 +359,10 @@ def adagrad(maximize: bool, wd_on: bool):
         sq[i] = si
         p[i] = p[i] + c[0] * gi / (math.sqrt(si) + h.eps)
 
-    return walker(scalars, update)
+    return scalars, update
 
 
-@specialized
+@algorithm
 def rmsprop(centered: bool, momentum_on: bool, maximize: bool, wd_on: bool, lerp_low: bool):
     """RMSprop (Hinton, Lecture 6e, https://www.cs.toronto.edu/~tijmen/csc321/slides/lecture_slides_lec6.pdf;
     centered: Graves 2013, https://arxiv.org/abs/1308.0850) as PyTorch computes it.
@@ -366,4 +402,312 @@ def rmsprop(centered: bool, momentum_on: bool, maximize: bool, wd_on: bool, lerp
         else:
             p[i] = p[i] + h.neg_lr * gi / d
 
-    return walker(scalars, update)
+    return scalars, update
+
+
+@inline
+def _max_nan(a, b):
+    """``torch.maximum``: the larger, NaN when either is NaN."""
+    return a if (a > b or a != a) else b
+
+
+@inline
+def _sign(x, h):
+    """``torch.sign`` on the CPU: -1, 0 or 1 in the buffer dtype (``h.one``), and 0 for NaN."""
+    # no select: two of them in an inlined helper trip numba's SSA checks
+    # (NumbaIRAssumptionWarning); bool * float stays in the float's dtype
+    return (x > 0) * h.one - (x < 0) * h.one
+
+
+@algorithm
+def adadelta(maximize: bool, wd_on: bool):
+    """Adadelta (Zeiler 2012, https://arxiv.org/abs/1212.5701) as PyTorch computes it.
+
+    State: v (square_avg), u (acc_delta).  Host: ``rho``, ``one_minus_rho``, ``eps``,
+    ``weight_decay`` (lambda), ``neg_lr``.  Per element::
+
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
+        v <- rho v + (1 - rho) g^2
+        delta <- sqrt(u + eps) / sqrt(v + eps) * g
+        u <- rho u + (1 - rho) delta^2
+        p <- p - lr delta
+    """
+    @inline
+    def scalars(s, h):
+        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, v, u, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        vi = v[i] * h.rho + h.one_minus_rho * gi * gi
+        v[i] = vi
+        delta = math.sqrt(u[i] + h.eps) / math.sqrt(vi + h.eps) * gi
+        u[i] = u[i] * h.rho + h.one_minus_rho * delta * delta
+        p[i] = p[i] + h.neg_lr * delta
+
+    return scalars, update
+
+
+@algorithm
+def adamax(maximize: bool, wd_on: bool, lerp_low: bool):
+    """Adamax (Kingma & Ba 2014, section 7, https://arxiv.org/abs/1412.6980) as PyTorch computes it.
+
+    State: m (exp_avg), u (exp_inf).  Host: ``lr``, ``beta1`` (float64); ``w`` = 1 - b1 and
+    ``w_c`` (m's lerp weight), ``b2``, ``eps``, ``weight_decay`` (lambda).  Per parameter with
+    step t: ``c = (-lr / (1 - b1^t),)``.  Per element::
+
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
+        m <- lerp(m, g, 1 - b1)
+        u <- max(b2 u, |g| + eps)          (NaN if either is NaN)
+        p <- p - lr / (1 - b1^t) * m / u
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (-(h.lr / (1.0 - h.beta1 ** t)), 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, u, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
+        m[i] = mi
+        ui = _max_nan(u[i] * h.b2, abs(gi) + h.eps)
+        u[i] = ui
+        p[i] = p[i] + c[0] * mi / ui
+
+    return scalars, update
+
+
+@algorithm
+def nadam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
+    """NAdam (Dozat 2016, https://openreview.net/forum?id=OM0jvwB8jIp57ZJjtNEZ) as PyTorch
+    computes it; with decoupled weight decay, NAdamW.
+
+    State: m (exp_avg), v (exp_avg_sq); scalar ``mu_product`` (``S[j, 1]``, float32).  Host:
+    ``lr``, ``beta1``, ``beta2``, ``psi`` (momentum_decay; float64); ``w`` = 1 - b1 and ``w_c``
+    (m's lerp weight), ``b2``, ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``decay`` =
+    1 - lr lambda.  Per parameter with step t::
+
+        mu_t = b1 (1 - 0.96^(t psi) / 2),   mu_{t+1} = b1 (1 - 0.96^((t + 1) psi) / 2)
+        prod_t = prod_{t-1} * mu_t          (float32, as PyTorch's mu_product tensor)
+        c = (1 - b2^t, -lr (1 - mu_t) / (1 - prod_t), -lr mu_{t+1} / (1 - prod_t mu_{t+1}))
+
+    Per element::
+
+        g <- -g if maximize
+        p <- p (1 - lr lambda) if decoupled | g <- g + lambda p otherwise
+        m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
+        d <- sqrt(v / (1 - b2^t)) + eps
+        p <- p + c1 g / d + c2 m / d
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        mu = h.beta1 * (1.0 - 0.5 * 0.96 ** (t * h.psi))
+        mu_next = h.beta1 * (1.0 - 0.5 * 0.96 ** ((t + 1.0) * h.psi))
+        prod = float(s[1] * np.float32(mu))
+        return (t, prod, 0.0, 0.0), (1.0 - h.beta2 ** t, -h.lr * (1.0 - mu) / (1.0 - prod),
+                                     (-h.lr * mu_next) / (1.0 - prod * mu_next), 0.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = gi + h.weight_decay * pi
+        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
+        m[i] = mi
+        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+        v[i] = vi
+        d = math.sqrt(vi / c[0]) + h.eps
+        pi = pi + c[1] * gi / d
+        p[i] = pi + c[2] * mi / d
+
+    return scalars, update
+
+
+@algorithm
+def radam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
+    """RAdam (Liu et al. 2019, https://arxiv.org/abs/1908.03265) as PyTorch computes it.
+
+    State: m (exp_avg), v (exp_avg_sq).  Host: ``beta1``, ``beta2`` (float64); ``lr``, ``w`` =
+    1 - b1 and ``w_c``, ``b2``, ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``decay`` =
+    1 - lr lambda, ``one``.  Per parameter with step t::
+
+        rho_inf = 2 / (1 - b2) - 1,   rho_t = rho_inf - 2 t b2^t / (1 - b2^t)
+        r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))
+        c = (1 - b1^t, sqrt(1 - b2^t), r_t, rho_t > 5)
+
+    Per element::
+
+        g <- -g if maximize
+        p <- p (1 - lr lambda) if decoupled | g <- g + lambda p otherwise
+        m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
+        x <- m / (1 - b1^t) * lr
+        x <- x * (sqrt(1 - b2^t) / (sqrt(v) + eps)) * r_t    when rho_t > 5
+        p <- p - x
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        bc2 = 1.0 - h.beta2 ** t
+        rho_inf = 2.0 / (1.0 - h.beta2) - 1.0
+        rho_t = rho_inf - 2.0 * t * (h.beta2 ** t) / bc2
+        # the square root's argument is positive when rho_t > 5 (rho_t <= rho_inf)
+        rect = math.sqrt(max((rho_t - 4.0) * (rho_t - 2.0) * rho_inf
+                             / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t), 0.0))
+        return (t, 0.0, 0.0, 0.0), (1.0 - h.beta1 ** t, bc2 ** 0.5, rect, (rho_t > 5.0) * 1.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = gi + h.weight_decay * pi
+        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
+        m[i] = mi
+        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+        v[i] = vi
+        x = mi / c[0] * h.lr
+        if c[3] != 0:  # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it
+            x = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]
+        p[i] = pi - x
+
+    return scalars, update
+
+
+@algorithm
+def asgd(maximize: bool, wd_on: bool):
+    """Averaged SGD (Polyak & Juditsky 1992, https://doi.org/10.1137/0330046) as PyTorch
+    computes it.
+
+    State: ax; scalars ``eta`` (``S[j, 1]``) and ``mu`` (``S[j, 2]``), float32.  Host: ``lr``,
+    ``lambd``, ``alpha``, ``t0`` (float64); ``weight_decay`` (lambda).  Per parameter with step
+    t: ``c = (1 - lambd eta, -eta, mu)`` from the current eta and mu, then
+    ``eta <- lr / (1 + lambd lr t)^alpha`` and ``mu <- 1 / max(1, t - t0)``.  Per element::
+
+        g <- -g if maximize;  g <- g + lambda p if lambda != 0
+        p <- p (1 - lambd eta) - eta g
+        ax <- p if mu == 1, else ax + (p - ax) mu
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        eta = float(s[1])
+        new_eta = float(np.float32(h.lr / ((1.0 + h.lambd * h.lr * t) ** h.alpha)))
+        new_mu = float(np.float32(1.0 / max(1.0, t - h.t0)))
+        return (t, new_eta, new_mu, 0.0), (1.0 - h.lambd * eta, -eta, float(s[2]), 0.0)
+
+    @inline
+    def update(i, p, g, ax, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        pi = p[i] * c[0]
+        pi = pi + c[1] * gi
+        p[i] = pi
+        a = ax[i]
+        ax[i] = pi if c[2] == 1 else a + (pi - a) * c[2]
+
+    return scalars, update
+
+
+@algorithm
+def rprop(maximize: bool):
+    """Rprop (Riedmiller & Braun 1993, https://doi.org/10.1109/ICNN.1993.298623) as PyTorch
+    computes it.
+
+    State: prev, s (step_size, starting at lr).  Host: ``eta_minus``, ``eta_plus``,
+    ``step_min``, ``step_max`` and the constants ``one``, ``minus_one``, ``zero``.  Per element::
+
+        g <- -g if maximize
+        f <- eta_plus if g prev > 0, eta_minus if g prev < 0, else 1   (sign of NaN is 0)
+        s <- clamp(s f, step_min, step_max)
+        g <- 0 if f == eta_minus
+        p <- p - sign(g) s;   prev <- g
+    """
+    @inline
+    def scalars(s, h):
+        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, prev, ss, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        sg = _sign(gi * prev[i], h)
+        f = h.eta_plus if sg > 0 else h.one
+        f = h.eta_minus if sg < 0 else f
+        st = ss[i] * f
+        st = h.step_min if st < h.step_min else st  # (NaN stays NaN, as torch.clamp)
+        st = h.step_max if st > h.step_max else st
+        ss[i] = st
+        gi = h.zero if f == h.eta_minus else gi
+        p[i] = p[i] + h.minus_one * _sign(gi, h) * st
+        prev[i] = gi
+
+    return scalars, update
+
+
+@algorithm
+def muon_momentum(nesterov: bool, lerp_low: bool, lerp_nesterov_low: bool):
+    """Muon's elementwise first half (Jordan et al. 2024, https://kellerjordan.github.io/posts/muon/)
+    as PyTorch computes it: the momentum and the matrix handed to Newton–Schulz.
+
+    State: b (momentum_buffer); ``s1`` is u, scratch the update is written to (not state).
+    ``S[j, 0]`` counts steps (how a parameter's state is known to exist; Muon saves no
+    ``step``).  Host: ``w`` = 1 - mu and ``w_c`` (b's lerp weight), ``mu`` and ``mu_c`` = 1 - mu
+    (the Nesterov lerp's).  Per element::
+
+        b <- lerp(b, g, 1 - mu)
+        u <- lerp(g, b, mu) if nesterov else b
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, b, u, _s2, h, c):
+        gi = g[i]
+        bi = _lerp(b[i], gi, h.w, h.w_c, lerp_low)
+        b[i] = bi
+        if nesterov:
+            # (written out: a second inlined select trips numba's SSA checks)
+            if lerp_nesterov_low:
+                u[i] = gi + h.mu * (bi - gi)
+            else:
+                u[i] = bi - (bi - gi) * h.mu_c
+        else:
+            u[i] = bi
+
+    return scalars, update
+
+
+@algorithm
+def muon_apply(wd_on: bool):
+    """Muon's elementwise second half: decoupled weight decay and the orthogonalized step.
+
+    ``s0`` is o = -lr' NS(u) (computed per matrix through BLAS, lr' the shape-adjusted lr).
+    Host: ``decay`` = 1 - lr lambda.  Per element::
+
+        p <- p (1 - lr lambda) + o
+    """
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, o, _s1, _s2, h, c):
+        pi = p[i] * h.decay if wd_on else p[i]
+        p[i] = pi + o[i]
+
+    return scalars, update

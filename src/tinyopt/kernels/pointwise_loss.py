@@ -32,10 +32,14 @@ def bce(x, y, w):
     return -w * (y * lx + (1.0 - y) * l1x)
 
 
+# PyTorch's epsilon of binary cross-entropy's gradient is the float 1e-12, also for float64
+BCE_GRAD_EPS = 9.999999960041972e-13  # float32(1e-12)
+
+
 @ufunc(*F4)
 def bce_grad(g, x, y, w):
-    """g w (x - y) / max((1 - x) x, 1e-12)."""
-    return g * w * (x - y) / max((1.0 - x) * x, 1e-12)
+    """g w (x - y) / max((1 - x) x, eps), eps = float32(1e-12) as in PyTorch."""
+    return g * w * (x - y) / max((1.0 - x) * x, BCE_GRAD_EPS)
 
 
 @ufunc(*F3)

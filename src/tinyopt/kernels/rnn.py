@@ -27,21 +27,23 @@ Equations (PyTorch's gate order and bias placement, https://pytorch.org/docs/sta
   n = tanh(xw_n + r (pre_n + b_n)), h_t = (1 - z) n + z h_{t-1}.
 - RNN (Elman): h_t = tanh or relu(xw + pre + b).
 
-Each kernel is specialized on ``fast`` (the op sets it for float32): the gate functions are then
-the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 20, hidden 200 (20k gate
-functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).  The kernels
-index 1-D row views (``x[:H]`` per gate) in their inner loops: with 3-D indexing LLVM does not
-vectorize them.
+The forward kernels are specialized on ``fast`` (the op sets it for float32): the gate functions
+are then the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 20, hidden 200
+(20k gate functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).
+BPTT computes no transcendental function (the forward pass saves tanh c_t with the gates), so the
+backward kernels are plain.  The kernels index 1-D row views (``x[:H]`` per gate) in their inner
+loops: with 3-D indexing LLVM does not vectorize them.  The per-row helpers are subroutines
+(compiled into their callers; see ``kernels/vecmath.py`` for what that saves at a cold start).
 """
 
 from __future__ import annotations
 
-from tinyopt.kernels.jit import kernel, specialized
+from tinyopt.kernels.jit import kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
 from tinyopt.kernels.vecmath import tanh as _tanh
 
 
-@kernel
+@subroutine
 def _gather_grad(d, g, r):
     """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
     for j in range(d.shape[0]):
@@ -52,7 +54,8 @@ def _gather_grad(d, g, r):
 @specialized
 def lstm_step(fast: bool):
     """One LSTM step at time ``t``: xw (T, B, 4H), pre (B, 4H), bias (4H,), cs (T+1, B, H),
-    gates (T, B, 4H) gets the activated (i, f, g, o); ``hout[o]`` (B, H) gets o tanh(c_t).
+    gates (T, B, 5H) gets the activated (i, f, g, o) and tanh(c_t) (so that BPTT computes no
+    transcendental function); ``hout[o]`` (B, H) gets o tanh(c_t).
 
     Rows past their length copy cs[p] to cs[q] and, when ``carry``, hs[p] to hout[o]; else (with
     a projection, whose caller carries the projected state itself) they zero hout[o]."""
@@ -66,7 +69,8 @@ def lstm_step(fast: bool):
                 x, pr, g = xw[t, b], pre[b], gates[t, b]
                 xi, xf, xg, xo = x[:H], x[H:2 * H], x[2 * H:3 * H], x[3 * H:]
                 pi, pf, pg, po = pr[:H], pr[H:2 * H], pr[2 * H:3 * H], pr[3 * H:]
-                gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+                gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H]
+                gt = g[4 * H:]
                 for j in range(H):
                     i_ = _sig(xi[j] + pi[j] + bi[j], fast)
                     f_ = _sig(xf[j] + pf[j] + bf[j], fast)
@@ -78,7 +82,9 @@ def lstm_step(fast: bool):
                     go[j] = o_
                     c = f_ * cp[j] + i_ * g_
                     cq[j] = c
-                    ho[j] = o_ * _tanh(c, fast)
+                    tc = _tanh(c, fast)
+                    gt[j] = tc
+                    ho[j] = o_ * tc
             else:
                 hp = hs[p, b]
                 for j in range(H):
@@ -96,18 +102,16 @@ def carry_rows(hs, p, q, t, lengths):
             hs[q, b, :] = hs[p, b, :]
 
 
-@kernel
-def _lstm_rows(dm, dc, g, cp, cq, dg, fast):
+@subroutine
+def _lstm_rows(dm, dc, g, cp, dg):
     """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
-    state before any projection): dg (4H,) and dc (H,) from dL/dc_t to dL/dc_{t-1}.  A plain
-    kernel called with the caller's compile-time ``fast`` (a kernel held in a closure would keep
-    its caller out of numba's disk cache)."""
+    state before any projection) and the step's saved gates ``g`` (i, f, g, o, tanh c_t): dg (4H,),
+    and dc (H,) from dL/dc_t to dL/dc_{t-1}."""
     H = dc.shape[0]
-    gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
+    gi, gf, gg, go, gt = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H], g[4 * H:]
     di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
     for j in range(H):
-        i_, f_, g_, o_ = gi[j], gf[j], gg[j], go[j]
-        tc = _tanh(cq[j], fast)
+        i_, f_, g_, o_, tc = gi[j], gf[j], gg[j], go[j], gt[j]
         dct = dc[j] + dm[j] * o_ * (1.0 - tc * tc)
         di[j] = dct * g_ * i_ * (1.0 - i_)
         df[j] = dct * cp[j] * f_ * (1.0 - f_)
@@ -116,23 +120,19 @@ def _lstm_rows(dm, dc, g, cp, cq, dg, fast):
         dc[j] = dct * f_
 
 
-@specialized
-def lstm_backward_step(fast: bool):
+@kernel
+def lstm_backward_step(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
     """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
     ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
     goes from dL/dc_t to dL/dc_{t-1} in place."""
-    @kernel
-    def lstm_backward_step_kernel(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
-        B, H = dc.shape
-        for b in range(B):
-            d = dh[b]
-            _gather_grad(d, gh[q, b], rec[b])
-            if t < lengths[b]:
-                _lstm_rows(d, dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
-                d[:] = 0.0
-            else:
-                dg[t, b, :] = 0.0
-    return lstm_backward_step_kernel
+    for b in range(dc.shape[0]):
+        d = dh[b]
+        _gather_grad(d, gh[q, b], rec[b])
+        if t < lengths[b]:
+            _lstm_rows(d, dc[b], gates[t, b], cs[p, b], dg[t, b])
+            d[:] = 0.0
+        else:
+            dg[t, b, :] = 0.0
 
 
 @kernel
@@ -144,21 +144,18 @@ def sum_grad_h(gh, s, carry, rec, out):
             o[j] = g[j] + c[j] + r[j]
 
 
-@specialized
-def lstm_backward_step_proj(fast: bool):
+@kernel
+def lstm_backward_step_proj(dm, dht, carry, dc, gates, t, cs, p, q, dg, lengths):
     """BPTT through one LSTM step with a projection h_t = W_hr m_t: ``dm`` (B, H) is
     dL/dm_t = dht W_hr, ``dht`` (B, P) the whole dL/dh_t; ``carry`` (B, P) gets what flows to
     h_{t-1} other than through W_hh (0, or ``dht`` for rows past their length)."""
-    @kernel
-    def lstm_backward_step_proj_kernel(dm, dht, carry, dc, gates, t, cs, p, q, dg, lengths):
-        for b in range(dc.shape[0]):
-            if t < lengths[b]:
-                _lstm_rows(dm[b], dc[b], gates[t, b], cs[p, b], cs[q, b], dg[t, b], fast)
-                carry[b, :] = 0.0
-            else:
-                dg[t, b, :] = 0.0
-                carry[b, :] = dht[b, :]
-    return lstm_backward_step_proj_kernel
+    for b in range(dc.shape[0]):
+        if t < lengths[b]:
+            _lstm_rows(dm[b], dc[b], gates[t, b], cs[p, b], dg[t, b])
+            carry[b, :] = 0.0
+        else:
+            dg[t, b, :] = 0.0
+            carry[b, :] = dht[b, :]
 
 
 # ---- GRU ----------------------------------------------------------------------------------------

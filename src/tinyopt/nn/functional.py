@@ -457,11 +457,15 @@ def _target_where(target: Tensor, value: float, a: Tensor) -> Tensor:
     return _ew.where(_ew.eq(target, value), a, _ew.constant(0.0, a.dtype))
 
 
+_COSINE_EMBEDDING_EPS = float(np.float32(1e-12))
+
+
 def cosine_embedding_loss(input1, input2, target, margin: float = 0,
                           size_average: bool | None = None, reduce: bool | None = None,
                           reduction: str = "mean") -> Tensor:
     """1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1, with
-    cos = <x1, x2> / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12)) over dimension 1 (PyTorch's)."""
+    cos = <x1, x2> / sqrt((|x1|^2 + eps) (|x2|^2 + eps)) over dimension 1, with PyTorch's
+    eps = float32(1e-12) (a float constant in ATen, also for float64 inputs)."""
     reduction = _reduction(size_average, reduce, reduction)
     _loss._check_reduction("cosine_embedding_loss", reduction)
     x1, x2 = _ew._operands("cosine_embedding_loss", input1, input2)
@@ -477,8 +481,8 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0,
                            f"sizes {list(x1.shape)} and {list(x2.shape)}.")
     d = y.ndim
     prod = (x1 * x2).sum(d)
-    mag1 = (x1 * x1).sum(d) + 1e-12
-    mag2 = (x2 * x2).sum(d) + 1e-12
+    mag1 = (x1 * x1).sum(d) + _COSINE_EMBEDDING_EPS
+    mag2 = (x2 * x2).sum(d) + _COSINE_EMBEDDING_EPS
     cos = prod / (mag1 * mag2).sqrt()
     yt = y.to(cos.dtype)
     loss = _target_where(yt, 1.0, 1.0 - cos) + _target_where(yt, -1.0,

@@ -1,16 +1,17 @@
 """``Module``: the base class of every layer and model, with ``torch.nn.Module``'s behaviour.
 
-A module owns Parameters, buffers (numpy arrays such as BatchNorm's running statistics) and child
-modules, all registered by plain attribute assignment::
+A module owns Parameters, buffers (Tensors that are not parameters, such as BatchNorm's running
+statistics) and child modules, all registered by plain attribute assignment::
 
     class MLP(nn.Module):
         def __init__(self):
             super().__init__()
             self.fc1 = nn.Linear(784, 500)        # child module  -> "fc1.weight", "fc1.bias"
             self.scale = nn.Parameter(np.ones(1)) # parameter     -> "scale"
-            self.register_buffer("steps", np.zeros((), np.int64))  # buffer -> "steps"
+            self.register_buffer("steps", to.zeros((), dtype=to.int64))  # buffer -> "steps"
 
         def forward(self, x):
+            self.steps += 1                        # buffers are Tensors: in-place ops work
             return self.fc1(x) * self.scale
 
     model = MLP()
@@ -36,6 +37,7 @@ from tinyopt.engine.device import check_device
 from tinyopt.engine.device import device as device_type
 from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_name
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 __all__ = ["Module", "RemovableHandle"]
@@ -70,14 +72,17 @@ def _typename(obj: Any) -> str:
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-def _as_buffer(value: Any, name: str) -> np.ndarray | None:
-    """The numpy array a module stores for a buffer value (None, an ndarray or a tinyopt Tensor)."""
-    if value is None or isinstance(value, np.ndarray):
-        return value
-    if isinstance(value, Parameter):
-        return value._data
+def _as_buffer(value: Any, name: str) -> Tensor | None:
+    """The Tensor a module stores for a buffer value: a concrete tensor itself (as PyTorch keeps
+    the object), a numpy array wrapped without a copy, a Parameter's or graph node's value."""
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        return leaf(value)
     if isinstance(value, Tensor):
-        return value.numpy()
+        if value.op == "input" and not isinstance(value, Parameter):
+            return value
+        return leaf(value.numpy())
     raise TypeError(f"cannot assign '{_typename(value)}' object to buffer '{name}' "
                     f"(numpy.ndarray, tinyopt Tensor or None required)")
 
@@ -184,8 +189,10 @@ class Module:
                         persistent: bool = True) -> None:
         """Add a buffer: state that is not a parameter (e.g. BatchNorm's running mean).
 
-        Buffers are numpy arrays (a tinyopt Tensor is stored as its value).  Persistent buffers are
-        part of ``state_dict()``; non-persistent ones are not.
+        Buffers are Tensors: a concrete Tensor is stored as it is, a numpy array as a Tensor
+        sharing its memory, so ``self.name.add_(...)``, ``self.name[idx] = v`` and
+        ``self.name += 1`` write into the buffer.  Persistent buffers are part of
+        ``state_dict()``; non-persistent ones are not.
         """
         if "_buffers" not in self.__dict__:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
@@ -304,7 +311,7 @@ class Module:
             raise AttributeError(f"`{name}` is not an nn.Parameter")
         return param
 
-    def get_buffer(self, target: str) -> np.ndarray:
+    def get_buffer(self, target: str) -> Tensor:
         """The buffer at the dotted path ``target``."""
         _check_dotted("get_buffer", target)
         module_path, _, name = target.rpartition(".")
@@ -371,10 +378,10 @@ class Module:
             yield param
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
-                      remove_duplicate: bool = True) -> Iterator[tuple[str, np.ndarray]]:
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
         return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse: bool = True) -> Iterator[np.ndarray]:
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, buf in self.named_buffers(recurse=recurse):
             yield buf
 
@@ -405,6 +412,7 @@ class Module:
                     p.grad = None
                 else:
                     p._grad.fill(0)
+                    forget_rows(p)  # a sparse Embedding's gradient has no rows looked up now
 
     def apply(self, fn: Callable[[Module], Any]) -> Self:
         """Call ``fn`` on every descendant (children first, then self), e.g. to initialise."""
@@ -441,8 +449,8 @@ class Module:
                     p._grad = p._grad.astype(grad_dtype(dtype))
             for module in self.modules():
                 for name, buf in module._buffers.items():
-                    if buf is not None and _floating(buf.dtype):
-                        module._buffers[name] = buf.astype(dtype, copy=False)
+                    if buf is not None and _floating(buf.dtype) and buf.dtype != dtype:
+                        module._buffers[name] = leaf(buf.numpy().astype(dtype))
         return self
 
     def float(self) -> Self:
@@ -472,7 +480,7 @@ class Module:
                 destination[prefix + name] = param if keep_vars else param.detach()
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = buf if keep_vars else leaf(buf)
+                destination[prefix + name] = buf if keep_vars else leaf(buf.numpy())
 
     def state_dict(self, *, destination: dict | None = None, prefix: str = "",
                    keep_vars: bool = False) -> dict[str, Any]:
@@ -482,7 +490,7 @@ class Module:
         As in PyTorch the Tensors share the parameters' storage (no copy): training after the
         call changes them; ``copy.deepcopy(sd)`` or ``{k: v.clone() ...}`` keeps a snapshot.
         ``np.asarray(v)`` gives the array.  With ``keep_vars=True`` the values are the Parameters
-        and buffer arrays themselves.
+        and buffer Tensors themselves.
         """
         if destination is None:
             destination = OrderedDict()
@@ -498,7 +506,7 @@ class Module:
         state = {n: p._data for n, p in self._parameters.items() if p is not None}
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
-                state[name] = buf
+                state[name] = buf.numpy()
         return state
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True

@@ -15,13 +15,26 @@ The optimizers need only ``Parameter``: any parameter whose ``.grad`` was set by
 (``p.grad = numpy_array``) can be optimized, with no graph involved.
 """
 
+from tinyopt.optim.adadelta import Adadelta
+from tinyopt.optim.adafactor import Adafactor
 from tinyopt.optim.adagrad import Adagrad
 from tinyopt.optim.adam import Adam
+from tinyopt.optim.adamax import Adamax
 from tinyopt.optim.adamw import AdamW
+from tinyopt.optim.asgd import ASGD
+from tinyopt.optim.lbfgs import LBFGS
+from tinyopt.optim.muon import Muon
+from tinyopt.optim.nadam import NAdam
 from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.radam import RAdam
 from tinyopt.optim.rmsprop import RMSprop
+from tinyopt.optim.rprop import Rprop
 from tinyopt.optim.sgd import SGD
+from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
+from tinyopt.optim import swa_utils
 
-__all__ = ["Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "SGD", "lr_scheduler"]
+__all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
+           "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
+           "swa_utils"]

@@ -14,7 +14,10 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
   error beyond the dtype's range); ``r(x)`` rounds one where a later scalar depends on the
   rounded value (a lerp weight ``w`` and ``1 - w``);
-- ``_switches(group, host)``: the kernel's compile-time options.
+- ``_switches(group, host)``: the kernel's compile-time options;
+- ``_elementwise = True`` when each element steps from its own state and the per-parameter
+  scalars alone, so a piece of a parameter steps exactly as the whole one
+  (``distributed.optim.ZeroRedundancyOptimizer`` accepts only such optimizers).
 
 This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the parameters'
 storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an
@@ -30,7 +33,7 @@ takes ``stochastic_rounding: bool = False`` as a keyword and passes it to this c
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -39,7 +42,8 @@ import numpy as np
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import Optimizer, _cast_scalar
+from tinyopt.optim.optimizer import (Optimizer, _cast_scalar, _ParamList,
+                                     hyperparameters_as_numbers)
 
 
 class StateEntry(dict):
@@ -142,10 +146,23 @@ class FusedOptimizer(Optimizer):
                  stochastic_rounding: bool = False) -> None:
         if stochastic_rounding:  # (only then in the defaults: the others stay torch's)
             defaults = dict(defaults, stochastic_rounding=True)
+        defaults = hyperparameters_as_numbers(dict(defaults))
         self._validate(defaults)
-        self._flat: list[list[FlatBuffer]] = []
-        self._ready = False
+        self._empty()
         super().__init__(params, defaults)
+        self._ready = True
+
+    def _empty(self) -> None:
+        self._flat: list[list[FlatBuffer]] = []
+        # per group: its params list and that list's version when packed; and per buffer, how
+        # many times each parameter is listed (None: once each)
+        self._layout: list[tuple[list, int]] = []
+        self._repeats: list[list[np.ndarray | None]] = []
+        self._ready = False
+
+    def _restore(self, defaults, groups, state) -> None:
+        self._empty()
+        super()._restore(defaults, groups, {k: _arrays(v) for k, v in state.items()})
         self._ready = True
 
     @property
@@ -199,6 +216,7 @@ class FusedOptimizer(Optimizer):
         return ("step",) + tuple(n for n in cls.scalar_state if n != "step")
 
     def _check_group(self, group: dict[str, Any]) -> None:
+        hyperparameters_as_numbers(group)
         for key in ("capturable", "differentiable"):
             if group.get(key, False):
                 raise ValueError(f"{type(self).__name__}: {key}=True is not supported (tinyopt has no "
@@ -223,6 +241,11 @@ class FusedOptimizer(Optimizer):
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
         self._flat.append(buffers)
+        params = group["params"]
+        self._layout.append((params, getattr(params, "version", 0)))
+        counts = Counter(id(p) for p in params)
+        self._repeats.append([None if all(counts[id(p)] == 1 for p in fb.params) else
+                              np.array([counts[id(p)] for p in fb.params]) for fb in buffers])
         if self._eager_state:
             init = self._state_init(group)
             for fb in buffers:
@@ -259,9 +282,10 @@ class FusedOptimizer(Optimizer):
                 the loss, which ``step`` returns.
         """
         loss = self._call_closure(closure)
-        for group, buffers in zip(self.param_groups, self._flat):
+        self._follow_groups()
+        for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
             names = self._state_names(group)
-            for fb in buffers:
+            for fb, rep in zip(buffers, repeats):
                 if fb.stale:  # a parameter shared with another optimizer: take it back
                     fb.pack()
                 if names != fb.names and fb.add_vectors(names, self._state_init(group)):
@@ -278,17 +302,91 @@ class FusedOptimizer(Optimizer):
                         given = [j for j in starting if self._state.get(fb.params[j])]
                         if given:  # state assigned before the first step takes effect
                             self._start(fb, given)
-                host = self._host(group, fb.round)
-                kernel = self.kernel[self._switches(group, host)]
-                if fb.mode:
-                    kernel = _low_kernel(self, kernel, fb, group)
-                bad = kernel(*fb.kernel_args(names), fb.host(host, self.host64))
-                if bad >= 0:
-                    raise RuntimeError("value cannot be converted to type "
-                                       f"{fb._ctype} without overflow")
+                if rep is None:
+                    self._run(fb, group, names)
+                else:
+                    self._run_repeated(fb, group, names, rep)
                 if starting is not None and len(starting):  # (16-bit: the master from now on)
                     self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
         return loss
+
+    def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
+        """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
+        pass, such as Muon, overrides this)."""
+        host = self._host(group, fb.round)
+        self._call(self.kernel[self._switches(group, host)], group, fb, fb.kernel_args(names), host)
+
+    def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
+              host: dict[str, Any]) -> None:
+        """``kernel(*args, host record)`` (its float32-master variant for 16-bit ``fb``),
+        raising PyTorch's overflow error when a coefficient does not fit the dtype."""
+        if fb.mode:
+            kernel = _low_kernel(self, kernel, fb, group)
+        bad = kernel(*args, fb.host(host, self.host64))
+        if bad >= 0:
+            raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")
+
+    def _run_repeated(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...],
+                      rep: np.ndarray) -> None:
+        """A group listing a parameter ``k`` times updates it ``k`` times with its one state, as
+        torch's per-parameter loop does: kernel pass ``r`` updates the parameters listed ``r``
+        times or more."""
+        flags = fb.flags.copy()
+        fresh = fb.steps == 0
+        try:
+            for r in range(1, int(rep.max()) + 1):
+                if r > 1 and "step" not in self.scalar_state:
+                    # torch's SGD reads every occurrence's momentum buffer before storing any:
+                    # at the first step each occurrence starts it afresh
+                    fb.steps[fresh & (rep >= r)] = 0
+                fb.flags[:] = flags & (rep >= r)
+                self._run(fb, group, names)
+        finally:
+            fb.flags[:] = flags
+
+    def _follow_groups(self) -> None:
+        """Re-pack when ``param_groups`` changed in place since the last step (a parameter
+        appended to a group's ``params``, a list or group replaced or appended), as torch's
+        optimizers read ``param_groups`` afresh at every step."""
+        if len(self._layout) == len(self.param_groups) and all(
+                g["params"] is ref and getattr(ref, "version", 0) == v
+                for g, (ref, v) in zip(self.param_groups, self._layout)):
+            return
+        groups = self.param_groups
+        seen: set[int] = set()
+        for g in groups:
+            if not isinstance(g, dict) or "params" not in g:
+                raise TypeError("optimizer.param_groups must hold dicts with a 'params' entry")
+            params = g["params"]
+            params = [params] if isinstance(params, Parameter) else list(params)
+            for p in params:
+                if not isinstance(p, Parameter):
+                    raise TypeError("optimizer can only optimize Tensors, but one of the params "
+                                    f"is {type(p).__name__}")
+            ids = {id(p) for p in params}
+            if ids & seen:
+                raise ValueError("some parameters appear in more than one parameter group")
+            seen |= ids
+            for name, default in self.defaults.items():
+                if name not in g:
+                    raise KeyError(f"param_groups: a group has no {name!r} (groups added with "
+                                   f"add_param_group get the defaults)")
+            hyperparameters_as_numbers(g)
+            self._check_group(dict(g, params=params))
+        state = {k: _arrays(st) for k, st in self._state.items()
+                 if not isinstance(k, Parameter) or id(k) in seen}
+        self._empty()
+        self.param_groups = []
+        for g in groups:
+            params = g["params"]
+            g["params"] = _ParamList([params] if isinstance(params, Parameter) else params)
+            self._add_group(g)
+        self._set_state(defaultdict(dict, state), self.param_groups)
+        self._ready = True
+
+    def _load_checked(self, state_dict) -> None:
+        self._follow_groups()
+        super()._load_checked(state_dict)
 
     # ---- state dict -----------------------------------------------------------------------------
     def _state_items(self):
@@ -351,6 +449,13 @@ class FusedOptimizer(Optimizer):
                                 fb.view(fb.vectors[k], j)[...] = v
                 start = [j for j, st in enumerate(loaded) if st or self._eager_state]
                 self._start(fb, start)
+
+
+def _arrays(entry: Any) -> Any:
+    """A copy of one parameter's state with Tensors as numpy arrays (what ``_set_state`` takes)."""
+    if not isinstance(entry, dict):
+        return entry
+    return {k: np.array(np.asarray(v)) if isinstance(v, Tensor) else v for k, v in entry.items()}
 
 
 MASTER = "master_param"

@@ -30,6 +30,7 @@ import numpy as np
 
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 
 StateDict = dict[str, Any]
@@ -44,6 +45,85 @@ class _RequiredParameter:
 
 required = _RequiredParameter()
 
+_global_optimizer_pre_hooks: OrderedDict = OrderedDict()
+_global_optimizer_post_hooks: OrderedDict = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(optimizer, args, kwargs) -> None | (new_args, new_kwargs)`` to run before
+    the ``step`` of every optimizer (before each optimizer's own pre hooks), as torch's."""
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
+    """Register ``hook(optimizer, args, kwargs) -> None`` to run after the ``step`` of every
+    optimizer (after each optimizer's own post hooks), as torch's."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
+
+
+LEGACY_DEFAULTS: dict[str, Any] = {"maximize": False, "foreach": None, "capturable": False,
+                                   "differentiable": False, "fused": None,
+                                   "decoupled_weight_decay": False, "amsgrad": False,
+                                   "nesterov": False}
+"""Hyperparameters torch.optim added after its first releases, with the value torch's
+``__setstate__`` gives a loaded group that lacks one (an optimizer fills only those it has)."""
+
+
+class _ParamList(list):
+    """``param_groups[i]["params"]``: a list counting its changes (``version``), so a fused
+    optimizer sees an appended or replaced parameter at its next step."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, items: Iterable = ()) -> None:
+        super().__init__(items)
+        self.version = 0
+
+
+def _counting(name: str) -> Callable:
+    method = getattr(list, name)
+
+    @functools.wraps(method)
+    def changed(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        self.version += 1
+        return out
+
+    return changed
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(_ParamList, _name, _counting(_name))
+
+
+def _as_number(name: str, value: Any) -> Any:
+    """A hyperparameter given as a Tensor or array: its one number (torch's message otherwise)."""
+    if isinstance(value, (Tensor, np.ndarray, np.generic)) and not isinstance(value, Parameter):
+        arr = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        if arr.size != 1:
+            raise ValueError(f"Tensor {name} must be 1-element")
+        return arr.reshape(()).item()
+    return value
+
+
+def hyperparameters_as_numbers(group: dict[str, Any]) -> dict[str, Any]:
+    """``group`` with 1-element Tensors/arrays (``lr``, each of ``betas``...) as Python numbers,
+    in place (ValueError "Tensor lr must be 1-element" for a bigger one)."""
+    for key, value in group.items():
+        if key in ("params", "param_names"):
+            continue
+        if isinstance(value, tuple):
+            group[key] = tuple(_as_number(f"{key}[{i}]", v) for i, v in enumerate(value))
+        else:
+            group[key] = _as_number(key, value)
+    return group
+
+
 def _typename(x) -> str:
     t = type(x)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
@@ -56,7 +136,8 @@ def _hooked_step(step: Callable) -> Callable:
     def wrapper(self, *args, **kwargs):
         if getattr(self, "_in_step", False):  # super().step() from an overriding subclass
             return step(self, *args, **kwargs)
-        for hook in list(self._optimizer_step_pre_hooks.values()):
+        for hook in [*_global_optimizer_pre_hooks.values(),
+                     *self._optimizer_step_pre_hooks.values()]:
             result = hook(self, args, kwargs)
             if result is not None:
                 if isinstance(result, tuple) and len(result) == 2:
@@ -70,7 +151,8 @@ def _hooked_step(step: Callable) -> Callable:
         finally:
             self._in_step = False
         self._opt_called = True
-        for hook in list(self._optimizer_step_post_hooks.values()):
+        for hook in [*self._optimizer_step_post_hooks.values(),
+                     *_global_optimizer_post_hooks.values()]:
             hook(self, args, kwargs)
         return out
 
@@ -123,13 +205,58 @@ class Optimizer:
         for i, group in enumerate(self.param_groups):
             lines.append(f"Parameter Group {i}")
             for key in sorted(group):
-                if key not in ("params", "param_names"):
+                if key != "params":
                     lines.append(f"    {key}: {group[key]}")
         lines.append(")")
         return "\n".join(lines)
 
-    def __getstate__(self):
-        raise TypeError("tinyopt optimizers are not pickled; use state_dict() and tinyopt.save()")
+    # ---- copies -----------------------------------------------------------------------------------
+    # As torch's, a copy (copy.deepcopy, pickle) keeps ``defaults``, ``param_groups`` and ``state``
+    # and no hooks.  A deep copy takes the parameters from ``memo`` (the model's copy when both
+    # are copied together: ``copy.deepcopy((model, opt))``); unpickling makes new Parameters.
+    def _unique_params(self) -> list[Parameter]:
+        seen: dict[int, Parameter] = {}
+        for group in self.param_groups:
+            for p in group["params"]:
+                seen.setdefault(id(p), p)
+        return list(seen.values())
+
+    def __deepcopy__(self, memo: dict) -> Optimizer:
+        params = self._unique_params()
+        new_params = {id(p): copy.deepcopy(p, memo) for p in params}
+        groups = [{k: [new_params[id(p)] for p in v] if k == "params" else copy.deepcopy(v, memo)
+                   for k, v in g.items()} for g in self.param_groups]
+        state = {new_params.get(id(k), k) if isinstance(k, Parameter) else copy.deepcopy(k, memo):
+                 copy.deepcopy(dict(v), memo) for k, v in self.state.items()}
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        new._restore(copy.deepcopy(self.defaults, memo), groups, state)
+        return new
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        params = self._unique_params()
+        index = {id(p): i for i, p in enumerate(params)}
+        groups = [dict(g, params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
+        state = [(index[id(k)], None, dict(v)) if isinstance(k, Parameter) else (None, k, v)
+                 for k, v in self.state.items() if not isinstance(k, Parameter) or id(k) in index]
+        saved = [(np.array(p._data), None if p._grad is None else np.array(p._grad),
+                  p.requires_grad) for p in params]
+        return _unpickle, (type(self), self.defaults, groups, saved, state)
+
+    def _restore(self, defaults: dict[str, Any], groups: list[dict[str, Any]],
+                 state: dict[Any, Any]) -> None:
+        """Make this (uninitialized) optimizer a copy: checked groups over their own
+        parameters, and ``state`` keyed by them (what deepcopy and unpickling call)."""
+        self.defaults = defaults
+        for name in ("step_pre", "step_post", "state_dict_pre", "state_dict_post",
+                     "load_state_dict_pre", "load_state_dict_post"):
+            setattr(self, f"_optimizer_{name}_hooks", OrderedDict())
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        for group in groups:
+            group["params"] = _ParamList(group["params"])
+            self._add_group(group)
+        self._set_state(defaultdict(dict, state), self.param_groups)
 
     # ---- param groups ---------------------------------------------------------------------------
     def add_param_group(self, param_group: dict[str, Any]) -> None:
@@ -187,7 +314,7 @@ class Optimizer:
                                  f"cannot add param group {txt} to the optimizer")
         if any(id(p) in seen for p in tensors):
             raise ValueError("some parameters appear in more than one parameter group")
-        new_group: dict[str, Any] = {"params": tensors}
+        new_group: dict[str, Any] = {"params": _ParamList(tensors)}
         if names:
             new_group["param_names"] = names
         for key, value in param_group.items():
@@ -215,6 +342,7 @@ class Optimizer:
                         p.grad = None
                     else:
                         p._grad.fill(0)
+                        forget_rows(p)  # a sparse Embedding's gradient has no rows looked up now
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""
@@ -284,8 +412,9 @@ class Optimizer:
         start = 0
         for group in self.param_groups:
             packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
-            for i, p in enumerate(group["params"], start):
-                index.setdefault(id(p), i)
+            # as torch: a parameter listed twice in a group gets the index of its last listing
+            index.update({id(p): i for i, p in enumerate(group["params"], start)
+                          if id(p) not in index})
             packed["params"] = [index[id(p)] for p in group["params"]]
             start += len(packed["params"])
             groups.append(packed)
@@ -340,6 +469,8 @@ class Optimizer:
             if not isinstance(s, dict) or not isinstance(s.get("params"), (list, tuple)):
                 raise ValueError(f"loaded state dict: param_groups[{i}] must be a dict with a "
                                  "'params' list")
+        for s in saved_groups:  # an older torch's dict: what it lacks, as torch's __setstate__
+            self._fill_legacy(s)
         if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
             raise ValueError("loaded state dict contains a parameter group that doesn't match the "
                              "size of optimizer's group")
@@ -371,16 +502,30 @@ class Optimizer:
             if not isinstance(v, dict):
                 raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
                                  f"{_typename(v)}")
-            state[p] = {key: _cast_state(p, key, value, label, key in scalar_keys)
+            state[p] = {key: self._cast_loaded(p, key, value, label, key in scalar_keys)
                         for key, value in v.items()}
         for s in new_groups:
             self._check_group(s)
         self._check_loaded_state(state, new_groups, labels)
         self._set_state(state, new_groups)
 
+    _legacy_defaults: dict[str, Any] = LEGACY_DEFAULTS
+
+    def _fill_legacy(self, group: dict[str, Any]) -> None:
+        """Give a loaded ``group`` the hyperparameters of this optimizer that torch added later
+        (``maximize``, ``foreach``...) and that it lacks, with torch's ``__setstate__`` values."""
+        for key, value in self._legacy_defaults.items():
+            if key in self.defaults:
+                group.setdefault(key, value)
+
     def _scalar_keys(self) -> tuple[str, ...]:
         """State keys that hold one number per parameter (loaded as 0-d float32 arrays)."""
         return ("step",)
+
+    def _cast_loaded(self, p: Parameter, key, value, label: str, scalar: bool):
+        """A checked copy of one loaded state value (subclasses whose state is not shaped like
+        its parameter, as L-BFGS's, override this)."""
+        return _cast_state(p, key, value, label, scalar)
 
     @staticmethod
     def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:
@@ -416,6 +561,21 @@ class Optimizer:
         """Install a validated, copied state and groups (subclasses copy into their storage)."""
         self.state = state
         self.param_groups = groups
+
+
+def _unpickle(cls: type, defaults: dict, groups: list[dict], saved: list[tuple],
+              state: list[tuple]) -> Optimizer:
+    """An unpickled optimizer: new Parameters with the saved values, then ``_restore``."""
+    params = []
+    for data, grad, requires_grad in saved:
+        p = Parameter(data, requires_grad=requires_grad)
+        if grad is not None:
+            p.grad = grad
+        params.append(p)
+    opt = cls.__new__(cls)
+    opt._restore(defaults, [dict(g, params=[params[i] for i in g["params"]]) for g in groups],
+                 {params[i] if i is not None else k: v for i, k, v in state})
+    return opt
 
 
 def _copy_state(value):

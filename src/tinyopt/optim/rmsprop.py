@@ -30,6 +30,7 @@ class RMSprop(FusedOptimizer):
     """
 
     kernel = kernels.rmsprop
+    _legacy_defaults = {**FusedOptimizer._legacy_defaults, "momentum": 0, "centered": False}
 
     def __init__(self, params: Iterable, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0, momentum: float = 0, centered: bool = False,

@@ -44,11 +44,14 @@ def _NUMPY_FLOATS():  # noqa: N802 - the torch float dtypes numpy can hold
     return (torch.float16, torch.float32, torch.float64)
 
 
-def from_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
+def from_torch(state_dict: dict[str, Any], optimizer: Any = None) -> dict[str, Any]:
     """A copy of a ``torch.optim`` state dict with every tensor turned into a numpy array.
 
     ``step`` tensors become 0-d float32 arrays; bfloat16 tensors become float32.  Tensors in
-    ``param_groups`` (e.g. a tensor ``lr``) become Python numbers.
+    ``param_groups`` (e.g. a tensor ``lr``) become Python numbers.  With ``optimizer`` (the
+    tinyopt optimizer it is for), a group saved by an older torch gets the hyperparameters it
+    lacks (``maximize``, ``foreach``, ``amsgrad``...) with the values torch's ``__setstate__``
+    gives them, as ``optimizer.load_state_dict`` would.
     """
     out = {k: v for k, v in state_dict.items() if k not in ("state", "param_groups")}
     out["state"] = {k: _to_numpy(v) for k, v in state_dict.get("state", {}).items()}
@@ -62,6 +65,8 @@ def from_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
             elif isinstance(v, tuple):
                 v = tuple(x.item() if isinstance(x, np.ndarray) and x.size == 1 else x for x in v)
             ng[k] = v
+        if optimizer is not None:
+            optimizer._fill_legacy(ng)
         groups.append(ng)
     out["param_groups"] = groups
     return out
@@ -79,6 +84,8 @@ def to_torch(state_dict: dict[str, Any]) -> dict[str, Any]:
             return torch.from_numpy(np.array(np.asarray(x), copy=True))
         if isinstance(x, dict):
             return {k: conv(v) for k, v in x.items()}
+        if isinstance(x, list):  # LBFGS's old_dirs, ro, al...
+            return [conv(v) for v in x]
         return x
 
     out = {k: v for k, v in state_dict.items() if k not in ("state", "param_groups")}

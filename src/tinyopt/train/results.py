@@ -105,7 +105,7 @@ class Accumulator:
         self.n += n
         self.batches += 1
         delta = loss - self._mean
-        self._mean += delta * n / self.n
+        self._mean += delta * (n / self.n)  # exactly loss at the first batch: n / n == 1
         self._m2 += n * delta * (loss - self._mean)
         if correct is not None:
             self.classification = True

@@ -45,7 +45,7 @@ def _c(x: np.ndarray) -> np.ndarray:
 def _heads(arr: np.ndarray, kind: str, off: int, A: int, B: int, D: int) -> np.ndarray:
     """The (A, B, T, D) view of a part of ``arr`` (see the module docstring)."""
     if kind == "4d":
-        return _c(arr).reshape(A, B, -1, D)
+        return _c(arr).reshape(A, B, arr.shape[-2], D)  # (not -1: A or B may be 0)
     if kind == "nlc":
         N, T, _ = arr.shape
         return arr[:, :, off:off + B * D].reshape(N, T, B, D).transpose(0, 2, 1, 3)

@@ -6,12 +6,13 @@ Most are views: the planner gives them no buffer, they share their source's stor
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from tinyopt.engine.dtypes import result_type
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Size, Tensor, as_tensor
 
 
 def _dim(op: str, d: int, ndim: int) -> int:
@@ -352,6 +353,22 @@ def unflatten(x, dim: int, sizes) -> Tensor:
 
 def broadcast_to(x, size) -> Tensor:
     return expand(x, tuple(size))
+
+
+def broadcast_shapes(*shapes) -> Size:
+    """The shape that tensors of ``shapes`` broadcast to (``torch.broadcast_shapes``)."""
+    from tinyopt.engine.ops.elementwise import broadcast_shape
+    norm = [(int(s),) if isinstance(s, numbers.Integral) else tuple(int(d) for d in s)
+            for s in shapes]
+    return Size(broadcast_shape("broadcast_shapes", *norm) if norm else ())
+
+
+def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
+    """Each tensor expanded (a view, no copy) to their common broadcast shape; gradients sum
+    back over the expanded dimensions."""
+    ts = [as_tensor(t) for t in tensors]
+    shape = tuple(broadcast_shapes(*(t.shape for t in ts)))
+    return tuple(expand(t, shape) for t in ts)
 
 
 def atleast_1d(x) -> Tensor:

@@ -22,8 +22,10 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
-from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.engine.row_sparse import row_mask
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
+from tinyopt.kernels import row_sparse as R
 
 
 def _c(x: np.ndarray) -> np.ndarray:
@@ -196,9 +198,14 @@ defop("batch_norm_grad_x", forward=_bn_grad_x_forward)
 
 
 def _running(name: str, arr, C: int) -> np.ndarray:
+    """The storage of a running statistic (a module buffer: a concrete Tensor or an array) that
+    the plan updates in place."""
+    if isinstance(arr, Tensor) and arr.op in LEAF_OPS and not arr.requires_grad:
+        arr = arr.numpy()
     if not isinstance(arr, np.ndarray):
-        raise TypeError(f"batch_norm: {name} must be a numpy array (a module buffer), got "
-                        f"{type(arr).__name__}")
+        raise TypeError(f"batch_norm: {name} must be a tensor holding values that does not "
+                        f"require grad (a module buffer) or a numpy array, got "
+                        f"{'a graph node' if isinstance(arr, Tensor) else type(arr).__name__}")
     if arr.shape != (C,):
         raise RuntimeError(f"batch_norm: {name} should contain {C} elements not "
                            f"{arr.size} (shape {arr.shape})")
@@ -208,7 +215,8 @@ def _running(name: str, arr, C: int) -> np.ndarray:
     return arr
 
 
-def batch_norm(input, running_mean: np.ndarray | None, running_var: np.ndarray | None,
+def batch_norm(input, running_mean: Tensor | np.ndarray | None,
+               running_var: Tensor | np.ndarray | None,
                weight=None, bias=None, training: bool = False, momentum: float = 0.1,
                eps: float = 1e-5) -> Tensor:
     """Batch normalization of (N, C, *) inputs per channel C:
@@ -280,16 +288,35 @@ def _embedding_forward(t):
     D = t.shape[-1]
     err = np.empty(1, np.int64)
 
-    def fwd(out, w, idx):
+    def fwd(out, w, idx, mask=None):  # a sparse lookup's mask is for its backward
         K.embedding_rows(w, _c(idx).reshape(-1), out.reshape(-1, D), err)
         _check_indices(err)
     return fwd
 
 
-defop("embedding", forward=_embedding_forward,
-      backward=lambda t, g: (node("embedding_grad", (g, t.srcs[1]), t.srcs[0].shape, g.dtype,
-                                  t.attrs), None))
+def _embedding_sparse_grad_forward(t):
+    """The dense gradient, and the rows looked up marked in the weight's row mask
+    (``engine/row_sparse.py``)."""
+    dense = _embedding_grad_forward(t)
+    padding_idx = t.attrs[0]
+
+    def fwd(out, g, idx, mask):
+        dense(out, g, idx)
+        R.mark_rows(mask, _c(idx).reshape(-1), padding_idx)
+    return fwd
+
+
+def _embedding_backward(t, g):
+    w, idx = t.srcs[0], t.srcs[1]
+    if len(t.srcs) == 3:  # sparse=True: srcs[2] is the weight's row mask
+        return node("embedding_sparse_grad", (g, idx, t.srcs[2]), w.shape, g.dtype, t.attrs), \
+            None, None
+    return node("embedding_grad", (g, idx), w.shape, g.dtype, t.attrs), None
+
+
+defop("embedding", forward=_embedding_forward, backward=_embedding_backward)
 defop("embedding_grad", forward=_embedding_grad_forward)
+defop("embedding_sparse_grad", forward=_embedding_sparse_grad_forward)
 
 
 def embedding(input, weight, padding_idx: int | None = None, max_norm: float | None = None,
@@ -300,7 +327,9 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
     The gradient scatter-adds into W's rows (row ``padding_idx`` gets none; with
     ``scale_grad_by_freq`` each row's gradient is divided by its count in the batch).  With
     ``max_norm``, the picked rows of W whose ``norm_type``-norm exceeds it are rescaled in place
-    first, as PyTorch does.  ``sparse`` gradients are not supported (the gradient is dense).
+    first, as PyTorch does.  ``sparse=True`` (W a Parameter): W's gradient is row-sparse -- its
+    dense layout plus a record of the rows looked up (``engine/row_sparse.py``), which
+    ``optim.SparseAdam`` updates alone.
     """
     idx = as_tensor(input)
     w = as_tensor(weight)
@@ -310,11 +339,11 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
         raise RuntimeError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got "
                            f"shape {w.shape}")
     V = w.shape[0]
-    if padding_idx is not None:
-        if not -V <= padding_idx < V:
+    if padding_idx is not None:  # PyTorch's test: 0 is accepted even with no embeddings
+        if padding_idx > 0 and padding_idx >= V or padding_idx < 0 and padding_idx < -V:
             raise AssertionError(f"embedding: padding_idx must be within num_embeddings, got "
                                  f"{padding_idx} for {V} embeddings")
-        padding_idx = padding_idx % V
+        padding_idx = padding_idx + V if padding_idx < 0 else padding_idx
     # the range of the indices is checked by the kernels, where they read them
     if max_norm is not None:
         if not (idx.op == "input" and w.op in ("param", "input")):
@@ -323,7 +352,10 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
             raise IndexError("index out of range in self")  # before renormalizing any row
         _renorm(w._value, idx._value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
-    return node("embedding", (w, idx), idx.shape + (w.shape[1],), w.dtype, attrs)
+    srcs = (w, idx)
+    if sparse and w.op == "param" and w.requires_grad:
+        srcs += (leaf(row_mask(w)),)
+    return node("embedding", srcs, idx.shape + (w.shape[1],), w.dtype, attrs)
 
 
 def _renorm(w: np.ndarray, idx: np.ndarray, max_norm: float, norm_type: float) -> None:

@@ -297,6 +297,9 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
     if dtype is not None:
         x = x.to(dtype)
     _require_float(op, x)
+    if x.ndim == 0:  # a 0-d input is normalized as one of one element, as in PyTorch
+        _dims(op, x, dim)
+        return _normalized(op, x.reshape(1), 0, None).reshape(())
     (d,) = _dims(op, x, dim)
     return node(op + "_run", (x,), x.shape, x.dtype, (d,))
 

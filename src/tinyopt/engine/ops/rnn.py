@@ -70,8 +70,8 @@ class _Sizes:
         parts = [("hs", (T + 1, B, P))]
         if self.lstm:
             parts.append(("cs", (T + 1, B, H)))
-        if self.mode in ("lstm", "gru"):
-            parts.append(("gates", (T, B, 4 * H)))
+        if self.mode in ("lstm", "gru"):  # LSTM: i, f, g, o, tanh c; GRU: r, z, n, pre_n + b_n
+            parts.append(("gates", (T, B, (5 if self.lstm else 4) * H)))
         if self.proj:
             parts.append(("ms", (T, B, H)))
         parts.append(("pre", (B, self.G)))
@@ -194,8 +194,7 @@ def _scan_grad_forward(t):
     packed = _flags(t.attrs)[3]
     wso, go = L.ws(), L.grads()
     full = np.full(L.B, L.T, np.int64)
-    fast = t.dtype == np.float32
-    lstm_back, lstm_back_proj = K.lstm_backward_step[fast], K.lstm_backward_step_proj[fast]
+    lstm_back, lstm_back_proj = K.lstm_backward_step, K.lstm_backward_step_proj
     gru_back, rnn_back = K.gru_backward_step, K.rnn_backward_step[L.mode == "rnn_relu"]
     S = (L.T + 1) * L.B * L.P
 

@@ -102,9 +102,9 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
-            self.running_mean[...] = 0
-            self.running_var[...] = 1
-            self.num_batches_tracked[...] = 0
+            self.running_mean.zero_()
+            self.running_var.fill_(1)
+            self.num_batches_tracked.zero_()
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
@@ -126,7 +126,7 @@ class _BatchNorm(Module):
         self._check_input_dim(x)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked += 1
+            self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 factor = 1.0 / float(self.num_batches_tracked)
         use_batch_stats = self.training or (self.running_mean is None

@@ -5,8 +5,10 @@
 gradient scatters back into the looked-up rows.  ``EmbeddingBag`` returns the sum, mean or max of
 each bag of rows without materializing them.  ``weight`` starts as N(0, 1); the ``padding_idx`` row
 starts at zero, gets no gradient, and is left out of bags.  ``max_norm`` rescales, in place, each
-row looked up whose ``norm_type``-norm exceeds it.  ``sparse=True`` (row-sparse gradients) is not
-supported yet and raises.
+row looked up whose ``norm_type``-norm exceeds it.  ``Embedding(sparse=True)`` gives the weight a
+row-sparse gradient (its dense layout plus the rows looked up, ``engine/row_sparse.py``; see
+``docs/sequence.md``) for ``optim.SparseAdam``; ``EmbeddingBag(sparse=True)`` is not supported yet
+and raises.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ class Embedding(Module):
                  scale_grad_by_freq: bool = False, sparse: bool = False, _weight=None,
                  _freeze: bool = False, device=None, dtype=None) -> None:
         super().__init__()
-        _no_sparse(sparse)
         dt = param_dtype(device, dtype)
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
@@ -86,8 +87,8 @@ class Embedding(Module):
 
 def _no_sparse(sparse: bool) -> None:
     if sparse:
-        raise NotImplementedError("sparse=True (row-sparse gradients) is not supported yet: the "
-                                  "gradient of an embedding is a dense array; use sparse=False")
+        raise NotImplementedError("EmbeddingBag(sparse=True) (row-sparse gradients) is not "
+                                  "supported yet; use sparse=False, or Embedding(sparse=True)")
 
 
 def _padding_idx(padding_idx: int | None, n: int, word: str = "padding_idx") -> int | None:

@@ -1,0 +1,157 @@
+"""Muon: momentum orthogonalized by Newton–Schulz, for 2-d parameters (``torch.optim.Muon``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from tinyopt.kernels import half
+from tinyopt.kernels import optim as kernels
+from tinyopt.optim.flat import CHUNK, FlatBuffer, staggered_zeros
+from tinyopt.optim.fused import FusedOptimizer
+
+EPS = 1e-7
+DEFAULT_A = 3.4445
+DEFAULT_B = -4.7750
+DEFAULT_C = 2.0315
+DEFAULT_NS_STEPS = 5
+
+
+class Muon(FusedOptimizer):
+    r"""Muon (Jordan et al. 2024, https://kellerjordan.github.io/posts/muon/; Liu et al. 2025,
+    https://arxiv.org/abs/2502.16982) as ``torch.optim.Muon``: 2-d parameters only.
+
+    .. math::
+        B_t &= \mu B_{t-1} + (1 - \mu) g_t \;(\text{a lerp}), \qquad
+        \tilde B_t = \mathrm{lerp}(g_t, B_t, \mu) \text{ if nesterov else } B_t \\
+        O_t &= \mathrm{NS}^{(a,b,c)}_k(\tilde B_t), \qquad
+        \theta_t = \theta_{t-1}(1 - \gamma\lambda) - \gamma' O_t
+
+    with :math:`\mathrm{NS}` ``ns_steps`` Newton–Schulz iterations :math:`X \leftarrow aX +
+    (bA + cA^2)X`, :math:`A = XX^\top`, from :math:`X_0 = \tilde B / \max(\lVert\tilde
+    B\rVert_F, \epsilon)` (the wide orientation), in bfloat16 as PyTorch computes it (each
+    product through BLAS in float32, rounded to bfloat16 where PyTorch's bfloat16 tensors
+    round); :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn=None`` or
+    ``"original"``) or :math:`0.2\,\gamma\sqrt{\max(A, B)}` (``"match_rms_adamw"``) for an
+    :math:`A \times B` parameter.  The momentum and the update are fused walker passes over the
+    group's flat buffers; only the matrix products are per parameter.
+
+    State: ``momentum_buffer``.
+
+    Example::
+
+        hidden = [p for p in model.parameters() if p.ndim == 2]
+        opt = Muon(hidden, lr=0.02, momentum=0.95)
+    """
+
+    kernel = kernels.muon_momentum
+    scalar_state = ()
+
+    def __init__(self, params: Iterable, lr: float = 1e-3, weight_decay: float = 0.1,
+                 momentum: float = 0.95, nesterov: bool = True,
+                 ns_coefficients: tuple[float, float, float] = (DEFAULT_A, DEFAULT_B, DEFAULT_C),
+                 eps: float = EPS, ns_steps: int = DEFAULT_NS_STEPS,
+                 adjust_lr_fn: str | None = None, *, stochastic_rounding: bool = False) -> None:
+        defaults = dict(lr=lr, weight_decay=weight_decay, momentum=momentum, nesterov=nesterov,
+                        ns_coefficients=ns_coefficients, eps=eps, ns_steps=ns_steps,
+                        adjust_lr_fn=adjust_lr_fn)
+        self._scratch: dict[int, np.ndarray] = {}
+        super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
+
+    def _validate(self, group: dict[str, Any]) -> None:
+        if not 0.0 <= group["lr"]:
+            raise ValueError(f"Learning rate should be >= 0 but is: {group['lr']}")
+        if not 0.0 <= group["momentum"]:
+            raise ValueError(f"momentum should be >= 0 but is: {group['momentum']}")
+        if not 0.0 <= group["weight_decay"]:
+            raise ValueError(f"weight decay should be >= 0 but is: {group['weight_decay']}")
+        fn = group["adjust_lr_fn"]
+        if fn is not None and fn not in ("original", "match_rms_adamw"):
+            raise ValueError(f"Adjust learning rate function {fn} is not supported")
+        # (PyTorch checks these two at the first step)
+        if group["ns_steps"] >= 100:
+            raise ValueError("Number of steps must be less than 100 for computational efficiency")
+        if len(group["ns_coefficients"]) != 3:
+            raise ValueError("Coefficients must be a tuple of exactly 3 values")
+
+    def _check_group(self, group: dict[str, Any]) -> None:
+        super()._check_group(group)
+        for p in group["params"]:
+            if p.ndim != 2:
+                raise ValueError(f"Muon only supports 2D parameters whereas we found a parameter "
+                                 f"with size: {tuple(p.shape)}")
+
+    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+        return ("momentum_buffer",)
+
+    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+        mu = float(group["momentum"])
+        w, m = r(1.0 - mu), r(mu)
+        return dict(w=w, w_c=1 - w, mu=m, mu_c=1 - m)
+
+    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+        return (bool(group["nesterov"]), bool(abs(host["w"]) < 0.5), bool(abs(host["mu"]) < 0.5))
+
+    def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
+        u = self._scratch.get(id(fb))
+        if u is None:
+            u = self._scratch[id(fb)] = staggered_zeros(fb.numel, fb.dtype, len(fb.vectors) + 3)
+        host = self._host(group, fb.round)
+        args = (fb.data, fb.grad, fb.vectors["momentum_buffer"], u, fb.empty, fb.seg,
+                fb.chunk_seg, CHUNK, fb.flags, fb.scalars, fb.coef)
+        # the first pass does not write the parameters: the plain walker also for 16-bit ones
+        self.kernel[self._switches(group, host)](*args, fb.host(host))
+        lr, coefficients = float(group["lr"]), group["ns_coefficients"]
+        for j in np.flatnonzero(fb.flags):
+            view = fb.view(u, int(j))
+            lr_j = _adjust_lr(lr, group["adjust_lr_fn"], view.shape)
+            ortho = _zeropower_via_newtonschulz(view, coefficients, group["ns_steps"],
+                                                group["eps"])
+            np.multiply(fb.dtype.type(-lr_j), ortho, out=view)  # (add_'s alpha, then the add)
+        wd = float(group["weight_decay"])
+        args = (fb.data, fb.grad, u, fb.empty, fb.empty, fb.seg, fb.chunk_seg, CHUNK, fb.flags,
+                fb.scalars, fb.coef)
+        if fb.mode:
+            args = (fb.low.view(np.uint16), *args)
+        self._call(kernels.muon_apply[wd != 0], group, fb, args, dict(decay=1.0 - lr * wd))
+
+
+def _adjust_lr(lr: float, adjust_lr_fn: str | None, shape: tuple[int, ...]) -> float:
+    """The learning rate for an ``A x B`` matrix (PyTorch's ``_adjust_lr``)."""
+    a, b = shape[:2]
+    if adjust_lr_fn is None or adjust_lr_fn == "original":
+        return lr * math.sqrt(max(1, a / b))
+    return lr * (0.2 * math.sqrt(max(a, b)))
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """``x`` (float32, contiguous) rounded to bfloat16 in place (to nearest even), kept as the
+    float32 it widens to exactly; returns ``x``."""
+    flat = x.reshape(-1)
+    bits = np.empty(flat.shape[0], dtype=np.uint16)
+    half.round_bf16(flat, bits)
+    half.widen_bf16(bits, flat)
+    return x
+
+
+def _zeropower_via_newtonschulz(grad: np.ndarray, coefficients, steps: int,
+                                eps: float) -> np.ndarray:
+    """Newton–Schulz orthogonalization of a matrix as PyTorch's (bfloat16 values, float32
+    products through BLAS): roughly :math:`US'V^\\top` for :math:`G = USV^\\top`, with
+    :math:`S'_{ii}` near 1 (Jordan's quintic coefficients)."""
+    a, b, c = (np.float32(v) for v in coefficients)
+    x = _bf16(np.array(grad, dtype=np.float32))
+    tall = x.shape[0] > x.shape[1]
+    if tall:
+        x = np.ascontiguousarray(x.T)
+    norm = _bf16(np.array([math.sqrt(float(np.sum(x * x, dtype=np.float32)))], np.float32))
+    floor = _bf16(np.array([eps], np.float32))
+    _bf16(np.divide(x, max(norm[0], floor[0]), out=x))
+    for _ in range(steps):
+        gram = _bf16(x @ x.T)
+        update = _bf16(c * (gram @ gram) + b * gram)
+        x = _bf16(update @ x + a * x)
+    return x.T if tall else x

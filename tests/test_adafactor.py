@@ -1,0 +1,173 @@
+"""Adafactor against a numpy reference of PyTorch's equations and against torch.optim.Adafactor."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from tinyopt import Parameter, optim
+
+SHAPES = [(6, 4), (5,), (), (2, 3, 4), (1, 7)]
+GROUP_OF = [0, 0, 1, 1, 0]
+STEPS = 12
+CASES = [
+    (dict(lr=0.02), dict(lr=0.05)),
+    (dict(lr=0.03, weight_decay=0.1, maximize=True, d=2.0),
+     dict(beta2_decay=-0.5, eps=(1e-20, 1e-2), weight_decay=0.0)),
+]
+
+
+def _torch_lerp(a, b, w):
+    w = a.dtype.type(w)
+    return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - w)
+
+
+def ref_adafactor(p, g, st, h):
+    """One step of PyTorch's single-tensor Adafactor on one parameter (numpy)."""
+    g = -g if h["maximize"] else g
+    eps1, eps2 = h["eps"]
+    eps1 = np.finfo(p.dtype).eps if eps1 is None else eps1
+    if not st:
+        st["step"] = np.float32(0)
+        if g.ndim > 1:
+            st["row_var"] = np.zeros(g.shape[:-1] + (1,), g.dtype)
+            st["col_var"] = np.zeros(g.shape[:-2] + (1,) + g.shape[-1:], g.dtype)
+        else:
+            st["variance"] = np.zeros_like(g)
+    st["step"] = np.float32(st["step"] + 1)
+    t = float(st["step"])
+    w = t ** h["beta2_decay"]
+    rho = min(h["lr"], 1 / t ** 0.5)
+    alpha = max(eps2, float(np.sqrt(np.sum(p * p))) / p.size ** 0.5) * rho
+    if h["weight_decay"] != 0:
+        p = p * p.dtype.type(1 - h["lr"] * h["weight_decay"])
+    if g.ndim > 1:
+        st["row_var"] = _torch_lerp(st["row_var"], np.sum(g * g, -1, keepdims=True) / g.shape[-1], w)
+        st["col_var"] = _torch_lerp(st["col_var"], np.sum(g * g, -2, keepdims=True) / g.shape[-2], w)
+        v = st["row_var"] * st["col_var"]
+        v = v / np.maximum(st["row_var"].mean(-2, keepdims=True), p.dtype.type(eps1))
+    else:
+        st["variance"] = _torch_lerp(st["variance"], g * g, w)
+        v = st["variance"]
+    u = g / np.sqrt(np.maximum(v, p.dtype.type(eps1 * eps1)))
+    denom = max(1.0, float(np.sqrt(np.sum(u * u))) / (u.size ** 0.5 * h["d"]))
+    return p + p.dtype.type(-alpha / denom) * u
+
+
+def _setup(dtype):
+    rng = np.random.default_rng(4)
+    starts = [np.asarray(rng.standard_normal(s), dtype=dtype) for s in SHAPES]
+    grads = [[None if (k + i) % 5 == 4 else np.asarray(rng.standard_normal(s), dtype=dtype)
+              for i, s in enumerate(SHAPES)] for k in range(STEPS)]
+    return starts, grads
+
+
+def _groups(params, case):
+    o0, o1 = case
+    return [{"params": [p for p, k in zip(params, GROUP_OF) if k == 0], **o1},
+            {"params": [p for p, k in zip(params, GROUP_OF) if k == 1]}], o0
+
+
+def _run(opt, params, grads, steps, wrap=np.array):
+    for k in steps:
+        for p, g in zip(params, grads[k]):
+            p.grad = None if g is None else wrap(g.copy())
+        opt.step()
+
+
+@pytest.mark.parametrize("case", CASES, ids=["default", "options"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_numpy_reference(case, dtype):
+    starts, grads = _setup(dtype)
+    params = [Parameter(a.copy()) for a in starts]
+    groups, o0 = _groups(params, case)
+    opt = optim.Adafactor(groups, **o0)
+    _run(opt, params, grads, range(STEPS))
+    defaults = optim.Adafactor([Parameter(np.zeros(1))], **o0).defaults
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    for i, start in enumerate(starts):
+        h = dict(defaults, **case[1]) if GROUP_OF[i] == 0 else defaults
+        p, st = start.copy(), {}
+        for k in range(STEPS):
+            if grads[k][i] is not None:
+                p = ref_adafactor(p, grads[k][i], st, h)
+        np.testing.assert_allclose(params[i].data.numpy(), p, rtol=tol, atol=tol)
+        ours = opt.state[params[i]]
+        assert sorted(ours) == sorted(st) and ours["step"] == st["step"]
+        for key in st:
+            np.testing.assert_allclose(ours[key], st[key], rtol=tol, atol=tol * 1e-3)
+
+
+@pytest.mark.parametrize("case", CASES, ids=["default", "options"])
+def test_matches_pytorch(case):
+    torch = pytest.importorskip("torch")
+    starts, grads = _setup(np.float32)
+    params = [Parameter(a.copy()) for a in starts]
+    tparams = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in starts]
+    (groups, o0), (tgroups, _) = _groups(params, case), _groups(tparams, case)
+    opt, topt = optim.Adafactor(groups, **o0), torch.optim.Adafactor(tgroups, **o0)
+    _run(opt, params, grads, range(STEPS))
+    _run(topt, tparams, grads, range(STEPS), wrap=torch.from_numpy)
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.data.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+    sd, tsd = opt.state_dict(), topt.state_dict()
+    assert sd["param_groups"] == tsd["param_groups"]
+    for i, st in tsd["state"].items():
+        assert sorted(sd["state"][i]) == sorted(st)
+        for k, v in st.items():
+            assert np.shape(sd["state"][i][k]) == tuple(v.shape)
+            np.testing.assert_allclose(sd["state"][i][k], v.numpy(), rtol=1e-5, atol=1e-9)
+
+
+def test_state_dict_halfway_continues_identically_and_loads_into_torch():
+    from tinyopt.optim.torch_compat import to_torch
+    starts, grads = _setup(np.float32)
+    params = [Parameter(a.copy()) for a in starts]
+    groups, o0 = _groups(params, CASES[1])
+    opt = optim.Adafactor(groups, **o0)
+    _run(opt, params, grads, range(5))
+    sd = copy.deepcopy(opt.state_dict())
+    twins = [Parameter(p.data.numpy().copy()) for p in params]
+    groups2, _ = _groups(twins, CASES[1])
+    opt2 = optim.Adafactor(groups2)
+    opt2.load_state_dict(sd)
+    _run(opt, params, grads, range(5, STEPS))
+    _run(opt2, twins, grads, range(5, STEPS))
+    for a, b in zip(params, twins):
+        np.testing.assert_array_equal(a.data.numpy(), b.data.numpy())
+    bad = copy.deepcopy(sd)
+    bad["state"][0]["row_var"] = np.zeros((4, 1), np.float32)  # a (6, 4) parameter's is (6, 1)
+    with pytest.raises(ValueError, match=r"'row_var' of shape \(4, 1\), expected \(6, 1\)"):
+        opt2.load_state_dict(bad)
+    torch = pytest.importorskip("torch")
+    tparams = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in starts]
+    tgroups, _ = _groups(tparams, CASES[1])
+    torch.optim.Adafactor(tgroups).load_state_dict(to_torch(sd))
+
+
+def test_errors_like_pytorch():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    p = Parameter(np.zeros((2, 2), np.float32))
+    for kw, msg in [(dict(lr=-1), "Learning rate should be >= 0 but is: -1"),
+                    (dict(beta2_decay=0.5), "beta2_decay should be <= 0 but is: 0.5"),
+                    (dict(eps=(-1, 1e-3)), "epsilon1 should be >= 0 but is: -1"),
+                    (dict(eps=(None, -1)), "epsilon2 should be >= 0 but is: -1"),
+                    (dict(d=0.5), "Clipping threshold d should be >= 1 but is: 0.5"),
+                    (dict(weight_decay=-1), "weight_decay should be >= 0 but is: -1")]:
+        with pytest.raises(ValueError, match=msg):
+            optim.Adafactor([p], **kw)
+    with pytest.raises(TypeError, match="elementwise"):  # factored moments read whole rows
+        ZeroRedundancyOptimizer([p], optimizer_class=optim.Adafactor)
+
+
+def test_signature_and_defaults_are_pytorchs():
+    import inspect
+    torch = pytest.importorskip("torch")
+    ours = inspect.signature(optim.Adafactor.__init__).parameters.values()
+    theirs = inspect.signature(torch.optim.Adafactor.__init__).parameters.values()
+    assert [(p.name, p.kind, p.default) for p in ours] == \
+        [(p.name, p.kind, p.default) for p in theirs]
+    assert list(optim.Adafactor([Parameter(np.zeros(2, np.float32))]).defaults.items()) == \
+        list(torch.optim.Adafactor([torch.nn.Parameter(torch.zeros(2))]).defaults.items())

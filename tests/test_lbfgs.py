@@ -1,0 +1,221 @@
+"""LBFGS against a numpy reference of PyTorch's equations and against torch.optim.LBFGS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tinyopt import Parameter, optim
+
+SHAPES = [(3, 4), (5,), (), (0,), (2, 3)]
+
+
+def _objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+    """A Rosenbrock chain plus a quartic: curved valleys that make the line search work."""
+    f = np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2) + 0.01 * np.sum(x ** 4)
+    g = 0.04 * x ** 3
+    g[:-1] += -400.0 * x[:-1] * (x[1:] - x[:-1] ** 2) - 2 * (1 - x[:-1])
+    g[1:] += 200.0 * (x[1:] - x[:-1] ** 2)
+    return float(f), g
+
+
+def _start(dtype) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [np.asarray(rng.standard_normal(s) * 0.5, dtype=dtype) for s in SHAPES]
+
+
+def _closure_for(params, get, set_grad, counter):
+    def closure():
+        counter[0] += 1
+        x = np.concatenate([np.asarray(get(p), dtype=np.float64).ravel() for p in params])
+        f, g = _objective(x)
+        at = 0
+        for p in params:
+            n = int(np.prod(np.shape(get(p)), dtype=np.int64))
+            set_grad(p, g[at:at + n].reshape(np.shape(get(p))))
+            at += n
+        return f
+    return closure
+
+
+def _tinyopt(dtype, steps, **kw):
+    params = [Parameter(a.copy()) for a in _start(dtype)]
+    opt = optim.LBFGS(params, **kw)
+    calls = [0]
+
+    def set_grad(p, g):
+        p.grad = g.astype(dtype)
+    closure = _closure_for(params, lambda p: p.data.numpy(), set_grad, calls)
+    losses = [opt.step(closure) for _ in range(steps)]
+    return params, opt, losses, calls[0]
+
+
+# ---- the reference: torch's LBFGS without a line search, in plain numpy ---------------------------
+def ref_lbfgs(xs: list[np.ndarray], steps: int, lr=1.0, max_iter=20, tolerance_grad=1e-7,
+              tolerance_change=1e-9, history_size=100):
+    x = np.concatenate([a.ravel() for a in xs])
+    dtype = x.dtype.type
+
+    def grad(x):
+        f, g = _objective(x.astype(np.float64))
+        return f, g.astype(x.dtype)
+
+    st: dict = {"func_evals": 0, "n_iter": 0}
+    losses = []
+    for _ in range(steps):
+        loss, g = grad(x)
+        losses.append(loss)
+        st["func_evals"] += 1
+        if np.abs(g).max() <= tolerance_grad:
+            continue
+        evals, n = 1, 0
+        while n < max_iter:
+            n += 1
+            st["n_iter"] += 1
+            if st["n_iter"] == 1:
+                d, dirs, stps, ro, H = -g, [], [], [], 1
+            else:
+                y, s = g - st["g_prev"], d * dtype(t)
+                ys = y.dot(s)
+                if ys > 1e-10:
+                    if len(dirs) == history_size:
+                        dirs.pop(0), stps.pop(0), ro.pop(0)
+                    dirs.append(y), stps.append(s), ro.append(1.0 / ys)
+                    H = ys / y.dot(y)
+                q, al = -g, [None] * len(dirs)
+                for i in reversed(range(len(dirs))):
+                    al[i] = stps[i].dot(q) * ro[i]
+                    q = q + (-al[i]) * dirs[i]
+                d = q * H
+                for i in range(len(dirs)):
+                    d = d + (al[i] - dirs[i].dot(d) * ro[i]) * stps[i]
+            st["g_prev"], prev_loss = g.copy(), loss
+            t = min(1.0, 1.0 / np.abs(g).sum()) * lr if st["n_iter"] == 1 else lr
+            if g.dot(d) > -tolerance_change:
+                break
+            x = x + dtype(t) * d
+            done = False
+            if n != max_iter:
+                loss, g = grad(x)
+                evals += 1
+                st["func_evals"] += 1
+                done = np.abs(g).max() <= tolerance_grad
+            if n == max_iter or evals >= max_iter * 5 // 4 or done:
+                break
+            if np.abs(d * dtype(t)).max() <= tolerance_change or abs(loss - prev_loss) < tolerance_change:
+                break
+        st.update(d=d, t=t, dirs=dirs, stps=stps, ro=ro, H=H, prev_loss=prev_loss)
+    return x, st, losses
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_matches_numpy_reference(dtype):
+    params, opt, losses, _ = _tinyopt(dtype, 3, lr=0.05, history_size=4)
+    x, st, ref_losses = ref_lbfgs(_start(dtype), 3, lr=0.05, history_size=4)
+    got = np.concatenate([p.data.numpy().ravel() for p in params])
+    np.testing.assert_array_equal(got, x)  # the same operations in the same order: bit for bit
+    assert losses == ref_losses
+    state = opt.state[params[0]]
+    assert (state["func_evals"], state["n_iter"]) == (st["func_evals"], st["n_iter"])
+    assert len(state["old_dirs"]) == len(st["dirs"]) == 4
+    np.testing.assert_array_equal(state["d"], st["d"])
+    np.testing.assert_array_equal(np.asarray(state["H_diag"]), st["H"])
+    assert state["d"].dtype == dtype and state["prev_loss"] == st["prev_loss"]
+
+
+def _torch_run(dtype, steps, **kw):
+    torch = pytest.importorskip("torch")
+    tparams = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in _start(dtype)]
+    topt = torch.optim.LBFGS(tparams, **kw)
+    calls = [0]
+
+    def set_grad(p, g):
+        p.grad = torch.from_numpy(np.array(g, dtype=dtype))
+    closure = _closure_for(tparams, lambda p: p.detach().numpy(), set_grad, calls)
+    losses = [topt.step(closure) for _ in range(steps)]
+    return tparams, topt, losses, calls[0]
+
+
+@pytest.mark.parametrize("dtype,kw", [
+    (np.float64, dict(line_search_fn="strong_wolfe")),
+    (np.float64, dict(lr=0.05, history_size=3, max_iter=7)),
+    (np.float32, dict(line_search_fn="strong_wolfe", history_size=5, max_iter=6)),
+], ids=["wolfe64", "fixed64", "wolfe32"])
+def test_matches_pytorch(dtype, kw):
+    """float64 over 4 steps (80 iterations, to convergence); float32 over one step (numpy's and
+    torch's BLAS sum dot products in different orders: near convergence, where float32 rounding
+    decides the line search, the two runs would part)."""
+    steps = 4 if dtype == np.float64 else 1
+    tparams, topt, tlosses, tcalls = _torch_run(dtype, steps, **kw)
+    params, opt, losses, calls = _tinyopt(dtype, steps, **kw)
+    tol = 1e-6 if dtype == np.float64 else 1e-4
+    assert calls == tcalls  # the same evaluations: the same decisions in the line search
+    np.testing.assert_allclose(losses, tlosses, rtol=tol)
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.data.numpy(), tp.detach().numpy(), rtol=tol, atol=tol)
+    st, tst = opt.state[params[0]], topt.state[tparams[0]]
+    assert set(st) == set(tst)
+    assert (st["func_evals"], st["n_iter"]) == (tst["func_evals"], tst["n_iter"])
+    assert len(st["old_dirs"]) == len(tst["old_dirs"])
+    np.testing.assert_allclose(st["d"], tst["d"].numpy(), rtol=tol * 10, atol=tol)
+
+
+def test_state_dict_round_trip_continues_identically_and_exchanges_with_torch():
+    from tinyopt.optim.torch_compat import from_torch, to_torch
+    kw = dict(line_search_fn="strong_wolfe", history_size=3)
+    params, opt, _, _ = _tinyopt(np.float64, 2, **kw)
+    sd = opt.state_dict()
+    assert sorted(sd["state"][0]) == sorted(["func_evals", "n_iter", "d", "t", "old_dirs",
+                                             "old_stps", "ro", "H_diag", "prev_flat_grad",
+                                             "prev_loss", "al"])
+    twin = [Parameter(p.data.numpy().copy()) for p in params]
+    opt2 = optim.LBFGS(twin, **kw)
+    opt2.load_state_dict(sd)
+    counter = [0]
+
+    def set_grad(p, g):
+        p.grad = g
+    for ps, o in ((params, opt), (twin, opt2)):
+        o.step(_closure_for(ps, lambda p: p.data.numpy(), set_grad, counter))
+    for a, b in zip(params, twin):
+        np.testing.assert_array_equal(a.data.numpy(), b.data.numpy())
+    torch = pytest.importorskip("torch")
+    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.numpy().copy())) for p in params]
+    topt = torch.optim.LBFGS(tparams, **kw)
+    topt.load_state_dict(to_torch(opt.state_dict()))  # tinyopt -> torch -> tinyopt
+    back = optim.LBFGS([Parameter(p.data.numpy().copy()) for p in params], **kw)
+    back.load_state_dict(from_torch(topt.state_dict()))
+    np.testing.assert_array_equal(back.state_dict()["state"][0]["d"], opt.state_dict()["state"][0]["d"])
+
+
+def test_errors_like_pytorch():
+    p = Parameter(np.zeros(3))
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        optim.LBFGS([p], lr=-1)
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        optim.LBFGS([{"params": [p]}, {"params": [Parameter(np.zeros(2))]}])
+    opt = optim.LBFGS([p])
+    with pytest.raises(TypeError):
+        opt.step()  # the closure is required
+    p.grad = np.ones(3)
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        optim.LBFGS([p], line_search_fn="armijo").step(lambda: 1.0)
+    with pytest.raises(TypeError, match="one dtype"):
+        optim.LBFGS([p, Parameter(np.zeros(2, np.float32))])
+    assert optim.LBFGS([p], max_iter=8).defaults["max_eval"] == 10
+    bad = opt.state_dict()
+    bad["state"] = {0: {"func_evals": 1, "n_iter": 1, "d": np.zeros(4)}}
+    with pytest.raises(ValueError, match="expected a flat vector of 3 numbers"):
+        opt.load_state_dict(bad)
+    assert not opt.state[p]  # a rejected load changes nothing
+
+
+def test_signature_and_defaults_are_pytorchs():
+    import inspect
+    torch = pytest.importorskip("torch")
+    ours, theirs = inspect.signature(optim.LBFGS.__init__), inspect.signature(torch.optim.LBFGS.__init__)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()] == \
+        [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
+    p = Parameter(np.zeros(2, np.float32))
+    assert list(optim.LBFGS([p]).defaults.items()) == \
+        list(torch.optim.LBFGS([torch.nn.Parameter(torch.zeros(2))]).defaults.items())

@@ -1,0 +1,71 @@
+"""engine/realize.py: values the user still holds come out of the run that computed the loss, so
+the usual training loops run the model's forward and backward once a batch (issue 14)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+from tinyopt import nn
+from tinyopt.engine import plan as plan_module
+
+MODEL_OPS = {"rnn_scan", "rnn_scan_grad"}
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """The ops of every plan run, in order (a list the test reads and clears)."""
+    log: list[set[str]] = []
+    run = plan_module.Plan.run
+
+    def counted(self, leaves):
+        log.append({t.op for t in self.nodes})
+        return run(self, leaves)
+    monkeypatch.setattr(plan_module.Plan, "run", counted)
+    return log
+
+
+def test_accuracy_after_backward_reads_the_output_of_the_same_run(runs):
+    to.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = to.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    correct = total = 0
+    for _ in range(3):
+        x = to.tensor(rng.standard_normal((8, 20)).astype(np.float32))
+        y = to.tensor(rng.integers(0, 4, 8))
+        runs.clear()
+        opt.zero_grad()
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+        loss.backward()
+        logits = np.array(out.numpy())
+        opt.step()
+        pred = out.argmax(1)
+        correct += (pred == y).sum().item()
+        total += loss.item()
+        assert len(runs) == 1  # forward and backward, once; the rest reads kept values
+        np.testing.assert_array_equal(out.numpy(), logits)  # not recomputed with new weights
+    assert 0 <= correct <= 24 and np.isfinite(total)
+
+
+def test_rnn_hidden_detach_for_the_next_batch_does_not_rerun_the_model(runs):
+    to.manual_seed(0)
+    rnn, head = nn.LSTM(5, 7, batch_first=True), nn.Linear(7, 3)
+    opt = to.optim.SGD(list(rnn.parameters()) + list(head.parameters()), lr=0.1)
+    rng = np.random.default_rng(1)
+    h = None
+    for _ in range(3):
+        x = to.tensor(rng.standard_normal((2, 6, 5)).astype(np.float32))
+        y = to.tensor(rng.integers(0, 3, 12))
+        runs.clear()
+        opt.zero_grad()
+        out, h = rnn(x, h)
+        loss = nn.functional.cross_entropy(head(out).reshape(-1, 3), y)
+        loss.backward()
+        opt.step()
+        h = tuple(t.detach() for t in h)
+        loss.item()
+        assert len(runs) == 1 and runs[0] & MODEL_OPS, runs  # h_n, c_n: views of the kept run
+        assert all(not t.requires_grad for t in h)

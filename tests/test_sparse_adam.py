@@ -1,0 +1,210 @@
+"""optim.SparseAdam with nn.Embedding(sparse=True): row-sparse gradients, only the rows looked up
+updated; against a numpy reference of torch's equations and against torch 2.13."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+from tinyopt import nn, optim
+from tinyopt.nn.utils import sparse_grad
+
+V, D = 9, 4
+
+
+def _batches(n: int, seed: int = 0, padding_idx: int | None = None):
+    """n (indices (2, 5) with repeats and, with padding_idx, padding; upstream gradient)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        x = rng.integers(0, 6, (2, 5))  # rows 6.. are never looked up
+        x[1, :3] = x[0, 0]  # a row looked up four times
+        if padding_idx is not None:
+            x[0, 4] = padding_idx
+        out.append((x, rng.standard_normal((2, 5, D))))
+    return out
+
+
+def _reference(w0, batches, lr, betas, eps, maximize, padding_idx, dtype):
+    """numpy SparseAdam on the coalesced gradient (torch's equations, in ``dtype``)."""
+    w = w0.astype(dtype)
+    m, v = np.zeros_like(w), np.zeros_like(w)
+    b1, b2 = betas
+    f = np.dtype(dtype).type
+    for t, (x, up) in enumerate(batches, 1):
+        g = np.zeros_like(w)
+        np.add.at(g, x.reshape(-1), up.reshape(-1, D).astype(dtype))
+        rows = np.unique(x[x != padding_idx] if padding_idx is not None else x)
+        gr = -g[rows] if maximize else g[rows]
+        u1 = (gr - m[rows]) * f(1 - b1)
+        u2 = (gr * gr - v[rows]) * f(1 - b2)
+        numer = u1 + m[rows]
+        denom = np.sqrt(u2 + v[rows]) + f(eps)
+        m[rows] += u1
+        v[rows] += u2
+        step_size = lr * np.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        w[rows] += f(-step_size) * (numer / denom)
+    return w, m, v
+
+
+def _train(batches, dtype=np.float64, padding_idx=None, **kw):
+    to.manual_seed(0)
+    emb = nn.Embedding(V, D, padding_idx=padding_idx, sparse=True, dtype=dtype)
+    w0 = emb.weight.numpy().copy()
+    opt = optim.SparseAdam(emb.parameters(), **kw)
+    for x, up in batches:
+        opt.zero_grad()
+        (emb(x) * up.astype(dtype)).sum().backward()
+        opt.step()
+    return emb, opt, w0
+
+
+@pytest.mark.parametrize("kw", [dict(lr=0.1), dict(lr=0.05, betas=(0.5, 0.9), eps=1e-3),
+                                dict(lr=0.1, maximize=True)])
+@pytest.mark.parametrize("padding_idx", [None, 1])
+def test_matches_the_reference_and_only_rows_looked_up_move(kw, padding_idx):
+    batches = _batches(4, padding_idx=padding_idx)
+    emb, opt, w0 = _train(batches, padding_idx=padding_idx, **kw)
+    full = dict(dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False), **kw)
+    w, m, v = _reference(w0, batches, padding_idx=padding_idx, dtype=np.float64, **full)
+    np.testing.assert_allclose(emb.weight.numpy(), w, rtol=1e-12, atol=1e-14)
+    state = opt.state[emb.weight]
+    assert state["step"] == 4 and isinstance(state["step"], int)
+    np.testing.assert_allclose(state["exp_avg"], m, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(state["exp_avg_sq"], v, rtol=1e-12, atol=1e-14)
+    untouched = [6, 7, 8] + ([padding_idx] if padding_idx is not None else [])
+    np.testing.assert_array_equal(emb.weight.numpy()[untouched], w0[untouched])
+    assert not state["exp_avg"][untouched].any()
+
+
+def test_the_gradient_is_row_sparse_and_accumulates():
+    emb = nn.Embedding(V, D, sparse=True, padding_idx=0)
+    emb(np.array([3, 5, 3, 0])).sum().backward()
+    rows, values = sparse_grad(emb.weight)
+    np.testing.assert_array_equal(rows, [3, 5])
+    np.testing.assert_array_equal(values, [[2.0] * D, [1.0] * D])
+    np.testing.assert_array_equal(emb.weight.grad.numpy()[[1, 2, 4]], 0)  # the dense layout
+    emb(np.array([7])).sum().backward()  # accumulates: rows of both backward passes
+    np.testing.assert_array_equal(sparse_grad(emb.weight)[0], [3, 5, 7])
+    emb.zero_grad(set_to_none=False)  # torch: an empty sparse gradient
+    np.testing.assert_array_equal(sparse_grad(emb.weight)[0], [])
+    emb(np.array([2])).sum().backward()
+    np.testing.assert_array_equal(sparse_grad(emb.weight)[0], [2])
+    emb.zero_grad()
+    assert sparse_grad(emb.weight) is None
+    with pytest.raises(ValueError, match="dense"):
+        sparse_grad(_dense_grad_param())
+
+
+def _dense_grad_param():
+    p = to.nn.Parameter(np.zeros((3, 2), np.float32))
+    p.grad = np.ones((3, 2), np.float32)
+    return p
+
+
+def test_a_step_without_rows_counts_and_changes_nothing():
+    emb = nn.Embedding(V, D, sparse=True, padding_idx=2)
+    opt = optim.SparseAdam(emb.parameters())
+    w0 = emb.weight.numpy().copy()
+    emb(np.array([2, 2])).sum().backward()  # only the padding row: no rows
+    opt.step()
+    assert opt.state[emb.weight]["step"] == 1
+    np.testing.assert_array_equal(emb.weight.numpy(), w0)
+
+
+def test_dense_gradients_raise_torchs_error():
+    msg = "SparseAdam does not support dense gradients, please consider Adam instead"
+    lin = nn.Linear(3, 2)
+    opt = optim.SparseAdam(lin.parameters())
+    lin(np.ones((1, 3), np.float32)).sum().backward()
+    with pytest.raises(RuntimeError, match=msg):
+        opt.step()
+    # a sparse weight that also gets a dense gradient (tied to a decoder): torch's grad is dense
+    emb = nn.Embedding(V, D, sparse=True)
+    w0 = emb.weight.numpy().copy()
+    opt = optim.SparseAdam(emb.parameters())
+    x = emb(np.array([1, 2]))
+    (x.sum() + (x @ emb.weight.t()).sum()).backward()
+    with pytest.raises(RuntimeError, match=msg):
+        opt.step()
+    np.testing.assert_array_equal(emb.weight.numpy(), w0)
+    # a gradient assigned by hand is dense
+    emb.weight.grad = np.ones((V, D), np.float32)
+    with pytest.raises(RuntimeError, match=msg):
+        opt.step()
+
+
+def test_constructor_checks_and_messages():
+    p = [nn.Embedding(V, D, sparse=True).weight]
+    for kw, msg in [(dict(lr=0.0), "Invalid learning rate: 0.0"),
+                    (dict(eps=0.0), "Invalid epsilon value: 0.0"),
+                    (dict(betas=(1.0, 0.9)), "Invalid beta parameter at index 0: 1.0"),
+                    (dict(betas=(0.9, -0.1)), "Invalid beta parameter at index 1: -0.1"),
+                    (dict(lr=np.array([0.1, 0.2])), "Tensor lr must be 1-element")]:
+        with pytest.raises(ValueError, match=msg):
+            optim.SparseAdam(p, **kw)
+    assert optim.SparseAdam(p).defaults == dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8,
+                                                maximize=False)
+
+
+def test_state_dict_round_trip_resumes_exactly():
+    batches = _batches(6, seed=3)
+    emb, opt, _ = _train(batches, lr=0.1)
+    to.manual_seed(0)
+    emb2 = nn.Embedding(V, D, sparse=True, dtype=np.float64)
+    opt2 = optim.SparseAdam(emb2.parameters(), lr=0.1)
+    for x, up in batches[:3]:
+        opt2.zero_grad()
+        (emb2(x) * up).sum().backward()
+        opt2.step()
+    sd, msd = opt2.state_dict(), emb2.state_dict()
+    assert sd["state"][0]["step"] == 3 and isinstance(sd["state"][0]["step"], int)
+    to.manual_seed(1)
+    emb3 = nn.Embedding(V, D, sparse=True, dtype=np.float64)
+    emb3.load_state_dict(msd)
+    opt3 = optim.SparseAdam(emb3.parameters(), lr=0.5)
+    opt3.load_state_dict(sd)
+    assert opt3.param_groups[0]["lr"] == 0.1
+    for x, up in batches[3:]:
+        opt3.zero_grad()
+        (emb3(x) * up).sum().backward()
+        opt3.step()
+    np.testing.assert_array_equal(emb3.weight.numpy(), emb.weight.numpy())
+    assert opt3.state[emb3.weight]["step"] == 6
+    bad = {"state": {0: {"step": 1}}, "param_groups": sd["param_groups"]}
+    with pytest.raises(ValueError, match="expected 'step', 'exp_avg' and 'exp_avg_sq'"):
+        opt3.load_state_dict(bad)
+    assert opt3.state[emb3.weight]["step"] == 6
+
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_torch_and_exchanges_state(dtype):
+    batches = _batches(5, seed=1, padding_idx=4)
+    kw = dict(lr=0.05, betas=(0.8, 0.99), eps=1e-6)
+    emb, opt, w0 = _train(batches, dtype=dtype, padding_idx=4, **kw)
+    temb = torch.nn.Embedding(V, D, padding_idx=4, sparse=True,
+                              _weight=torch.from_numpy(w0.copy()))
+    topt = torch.optim.SparseAdam(temb.parameters(), **kw)
+    for x, up in batches:
+        topt.zero_grad()
+        (temb(torch.from_numpy(x)) * torch.from_numpy(up.astype(dtype))).sum().backward()
+        topt.step()
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(emb.weight.numpy(), temb.weight.detach().numpy(), **tol)
+    ts, s = topt.state_dict(), opt.state_dict()
+    assert ts["state"][0]["step"] == s["state"][0]["step"] == 5
+    assert ts["param_groups"][0].keys() == s["param_groups"][0].keys()
+    for k in ("exp_avg", "exp_avg_sq"):
+        np.testing.assert_allclose(np.asarray(s["state"][0][k]), ts["state"][0][k].numpy(), **tol)
+    # torch's state dict loads here, and ours in torch
+    opt.load_state_dict({"state": {0: {k: (v if k == "step" else v.numpy())
+                                       for k, v in ts["state"][0].items()}},
+                         "param_groups": ts["param_groups"]})
+    assert opt.state[emb.weight]["step"] == 5
+    topt.load_state_dict({"state": {0: {k: (v if k == "step" else torch.from_numpy(np.asarray(v)))
+                                        for k, v in s["state"][0].items()}},
+                          "param_groups": s["param_groups"]})
