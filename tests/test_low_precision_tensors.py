@@ -149,3 +149,47 @@ def test_bfloat16_without_ml_dtypes_is_a_clear_error(monkeypatch):
     with pytest.raises(TypeError, match="pip install ml_dtypes"):
         nn.Linear(2, 2).bfloat16()
     assert nn.Linear(2, 2).half().weight.dtype == F16  # float16 needs nothing
+
+
+@pytest.mark.parametrize("d", LOW)
+def test_layers_made_in_16_bits_and_initialised_there(d):
+    for layer in (nn.Linear(4, 3, dtype=d), nn.Conv2d(1, 2, 3, dtype=d),
+                  nn.Embedding(5, 3, dtype=d), nn.LayerNorm(4, dtype=d)):
+        assert {p.dtype for p in layer.parameters()} == {d}
+    p = nn.Parameter(to.zeros(64, 8, dtype=d))
+    nn.init.normal_(p, 0.0, 0.02)
+    values = p.detach().float().numpy()
+    assert 0.01 < values.std() < 0.03
+    np.testing.assert_array_equal(values.astype(d).astype(np.float32), values)  # 16-bit values
+
+
+def test_checkpoints_of_a_bfloat16_model_round_trip_and_resume_exactly(tmp_path):
+    def make():
+        to.manual_seed(0)
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)).bfloat16()
+        return model, to.optim.Adam(model.parameters(), lr=1e-2)
+
+    def step(model, opt):
+        opt.zero_grad()
+        with to.autocast("cpu"):
+            loss = model(to.ones(5, 3)).float().square().mean()
+        loss.backward()
+        opt.step()
+
+    model, opt = make()
+    step(model, opt)
+    to.save(model.state_dict(), tmp_path / "weights.pt")
+    loaded = to.load(tmp_path / "weights.pt")
+    for name, value in model.state_dict().items():
+        assert loaded[name].dtype == BF16
+        np.testing.assert_array_equal(loaded[name].numpy(), value.numpy())
+    to.save(tmp_path / "run.tinyopt", model=model, optimizer=opt)
+    model2, opt2 = make()
+    to.load_into(tmp_path / "run.tinyopt", model=model2, optimizer=opt2)
+    for _ in range(2):
+        step(model, opt)
+        step(model2, opt2)
+    for p, q in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        np.testing.assert_array_equal(opt.state[p]["master_param"].numpy(),
+                                      opt2.state[q]["master_param"].numpy())

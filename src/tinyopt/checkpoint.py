@@ -67,6 +67,7 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 from tinyopt.engine import random
+from tinyopt.engine.dtypes import bfloat16, is_low
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 
 FORMAT = "tinyopt-checkpoint"
@@ -104,6 +105,7 @@ class _Encoder:
     def __init__(self, tensors: bool = False) -> None:
         self.tensors = tensors
         self.arrays: list[tuple[str, np.ndarray]] = []
+        self.bfloat16: set[str] = set()  # entries holding bfloat16 bit patterns (as uint16)
         self._entries: dict[int, str] = {}
         self._keep: list[Any] = []  # keeps deduplicated objects alive so ids stay unique
         self._path: set[int] = set()
@@ -116,6 +118,9 @@ class _Encoder:
             raise TypeError(f"cannot save {where}: arrays of dtype {arr.dtype} hold Python objects "
                             f"(only plain numeric, bool and string arrays can be saved)")
         name = f"arrays/{len(self.arrays)}.npy"
+        if arr.dtype.name == "bfloat16":  # .npy has no bfloat16: its bits, tagged in the manifest
+            arr = arr.view(np.uint16)
+            self.bfloat16.add(name)
         self.arrays.append((name, arr))
         self._entries[key] = name
         self._keep.append(obj)
@@ -202,7 +207,7 @@ class _Decoder:
                 raise self.fail(where, "'requires_grad' of a tensor must be true or false")
             arr = self.decode({"$": "array", "entry": v["entry"]}, where)
             if v["requires_grad"]:
-                if arr.dtype.kind != "f":
+                if arr.dtype.kind != "f" and not is_low(arr.dtype):
                     raise self.fail(where, f"a tensor of dtype {arr.dtype} cannot require grad")
                 return Parameter(arr)
             return as_tensor(arr)
@@ -318,7 +323,8 @@ def _write(target: str | Any, entries: dict[str, Any], encoder: _Encoder) -> Non
         "format": FORMAT,
         "version": VERSION,
         "objects": entries,
-        "arrays": {name: {"dtype": arr.dtype.str, "shape": list(arr.shape)}
+        "arrays": {name: {"dtype": arr.dtype.str, "shape": list(arr.shape),
+                          **({"as": "bfloat16"} if name in encoder.bfloat16 else {})}
                    for name, arr in encoder.arrays},
     }
     manifest_bytes = json.dumps(manifest, allow_nan=False).encode("utf-8")
@@ -515,6 +521,10 @@ def _read_array(path: str, zf: zipfile.ZipFile, info: zipfile.ZipInfo, record: d
         arr = np.lib.format.read_array(f, allow_pickle=False)
         if f.read(1):  # also reaches EOF, where zipfile checks the CRC
             raise bad("trailing bytes after the array data")
+    if "as" in record:
+        if record["as"] != "bfloat16" or arr.dtype != np.uint16:
+            raise bad(f"it cannot be read as {record['as']!r}")
+        arr = arr.view(bfloat16())
     return arr
 
 

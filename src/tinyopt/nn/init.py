@@ -28,7 +28,7 @@ from typing import TypeVar
 import numpy as np
 
 from tinyopt.engine import random as _random
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.tensor import Parameter, Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
@@ -60,7 +60,7 @@ def _array(tensor: Parameter | np.ndarray) -> np.ndarray:
 
 def _float_array(tensor: Parameter | np.ndarray, fn: str) -> np.ndarray:
     arr = _array(tensor)
-    if arr.dtype not in FLOATS:
+    if arr.dtype not in FLOATS and not is_low(arr.dtype):
         raise TypeError(f"{fn}: expected a floating-point tensor, got dtype {arr.dtype}")
     return arr
 

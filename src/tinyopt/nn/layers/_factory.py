@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, as_dtype, float32
+from tinyopt.engine.dtypes import FLOATS, as_dtype, float32, is_low
 
 
 def param_dtype(device, dtype) -> np.dtype:
@@ -17,7 +17,7 @@ def param_dtype(device, dtype) -> np.dtype:
     if dtype is None:
         return float32
     d = as_dtype(dtype)
-    if d not in FLOATS:
+    if d not in FLOATS and not is_low(d):  # (float16, bfloat16: docs/low_precision.md)
         raise TypeError(f"layer parameters must be floating point, got dtype {d}")
     return d
 
