@@ -91,8 +91,11 @@ def test_cache_is_bounded_by_bytes():
     cache_clear()
     try:
         set_cache_limit(max_bytes=3 * 4096 * 8 + 2048)
-        for n in range(1, 9):  # arenas of about 4096 float64 each
-            _lazy(np.ones(4096 + n)).exp().numpy()
+        for n in range(1, 9):  # arenas of about 4096 float64 each (plans of other structures:
+            t = _lazy(np.ones(4096))  # plans differing only in sizes would share one arena)
+            for _ in range(n):
+                t = t.exp()
+            t.numpy()
             info = cache_info()
             assert info.nbytes <= info.max_bytes
         assert cache_info().currsize == 3  # the three most recent plans fit
