@@ -44,6 +44,10 @@ assert not heavy, f"import tinyopt imported {heavy}"
 assert to.nn.LSTM.__name__ == "LSTM"
 assert "tinyopt.nn.layers.rnn" in sys.modules
 assert "tinyopt.nn.layers.transformer" not in sys.modules, "nn.LSTM imported the transformer"
+# an op recorded by name before its family was imported (a backward rule of another family)
+from tinyopt.engine.op import OPS
+assert "tinyopt.engine.ops.group_norm" not in sys.modules
+assert OPS["group_norm_grad_x"].name == "group_norm_grad_x"
 # threads that use different op families for the first time at once
 barrier = threading.Barrier(4)
 x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)

@@ -521,7 +521,8 @@ class Tensor(TensorMethods):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``: this tensor with
         that dtype (itself when nothing changes).  The only device is the CPU."""
         if not kwargs and len(args) == 1 and isinstance(args[0], np.dtype):  # internal callers
-            return _F.to(self, as_dtype(args[0]))
+            # (``linear``'s ``bias.to(x.dtype)`` on every step: no cast, no call)
+            return self if args[0] is self.dtype else _F.to(self, as_dtype(args[0]))
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)

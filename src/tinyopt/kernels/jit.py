@@ -255,14 +255,16 @@ class _LazyUfunc:
         self._loop = None
         # the dtypes with a signature T(T, ..., T): only those take the flat loop, so a call the
         # ufunc would reject or cast (no signature for its types) still goes to the ufunc
-        self._flat_types = {ret for ret, ins in (_parse(s) for s in signatures)
-                            if all(t == ret for t in ins)}
+        self._flat_types = {np.dtype(ret) for ret, ins in (_parse(s) for s in signatures)
+                            if all(t == ret for t in ins) and ret in _NUMPY_NAMES}
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
 
     def __call__(self, *args, out=None):
+        # (a set of dtypes, not of names: numpy's ``dtype.name`` is a Python property of ~20
+        # calls, 2-3 us, on every elementwise op of every step)
         if out is not None and out.flags.c_contiguous and len(args) <= 5 \
-                and out.dtype.name in self._flat_types:
+                and out.dtype in self._flat_types:
             for a in args:
                 if type(a) is not np.ndarray or a.shape != out.shape or a.dtype != out.dtype \
                         or not a.flags.c_contiguous:
@@ -284,6 +286,10 @@ class _LazyUfunc:
             # wrapper adds about 1 us a call, which small graphs pay on every op
             self._ufunc = getattr(built, "ufunc", built)
         return self._ufunc(*args, out=out)
+
+
+_NUMPY_NAMES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
+"""The numba type names of signatures that name the numpy dtype of the same name."""
 
 
 def _parse(signature: str) -> tuple[str, list[str]]:

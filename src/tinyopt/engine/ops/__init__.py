@@ -66,12 +66,6 @@ if _typing.TYPE_CHECKING:
                                               take_along_dim, topk, unique)
     from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
 
-FAMILIES = ("activation", "attention", "conv", "conv1d", "conv_transpose", "creation", "distance",
-            "elementwise", "embedding_bag", "group_norm", "indexing", "linalg", "loss",
-            "movement", "nn", "pointwise_loss", "reduce", "resample", "rnn", "selection",
-            "workspace")
-"""The submodules that register ops."""
-
 _WHERE = _table({
     "tinyopt.engine.ops.conv": "avg_pool2d conv2d max_pool2d",
     "tinyopt.engine.ops.creation": (
@@ -115,9 +109,10 @@ __getattr__, __dir__ = _exports(__name__, globals(), _WHERE)
 
 
 def load_all() -> None:
-    """Import every op family (registering all ops)."""
-    for family in FAMILIES:
-        _importlib.import_module(f"{__name__}.{family}")
+    """Import every op family (every submodule: each registers its ops)."""
+    import pkgutil
+    for info in pkgutil.iter_modules(__path__):
+        _importlib.import_module(f"{__name__}.{info.name}")
 
 
 __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
