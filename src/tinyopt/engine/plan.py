@@ -38,7 +38,7 @@ from tinyopt.engine.graph import backward_graph, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
-from tinyopt.engine import fpstate
+from tinyopt.engine import fpstate, fused_update
 
 
 class Plan:
@@ -113,8 +113,9 @@ class Plan:
         """Bytes of the planned arena: the peak memory of intermediate values."""
         return self.memory.arena_bytes
 
-    def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
-        """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results."""
+    def run(self, leaves: list[Tensor], update=None) -> list[np.ndarray]:
+        """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results;
+        ``update`` steps parameters during the run (``engine/fused_update.py``)."""
         try:
             r = self._idle.pop()
         except IndexError:  # this plan is running in another thread: a run of its own
@@ -125,7 +126,7 @@ class Plan:
             else:
                 grow(self, self.run_bytes)
         try:
-            return r.run(leaves)
+            return r.run(leaves, update and fused_update.begin(self, leaves, update))
         finally:
             self._idle.append(r)
 
@@ -184,7 +185,7 @@ class _Run:
             return lambda: fn(A[i], A[s0], A[s1], A[s2])
         return lambda: fn(A[i], *[A[s] for s in srcs])
 
-    def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
+    def run(self, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
         A = self.A
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
@@ -201,8 +202,11 @@ class _Run:
                     else:
                         A[gi] = scratch
             try:
-                for step in self.steps:
-                    step()
+                if scheduled is None:
+                    for step in self.steps:
+                        step()
+                else:
+                    scheduled.run_steps(self.steps, A)
             except BaseException:
                 for p in fresh:
                     p.grad = None
@@ -216,6 +220,8 @@ class _Run:
             out = [A[i].copy() for i in self.output_slots]
             if self.loss_slot >= 0:
                 out.append(A[self.loss_slot].copy())
+            if scheduled is not None:
+                scheduled.finish()
             return out
         finally:  # a cached plan must not keep a batch or a model alive, even after a failed run
             fpstate.restore(token)
