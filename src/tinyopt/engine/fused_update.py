@@ -50,10 +50,14 @@ def backward_and_update(loss: Tensor, update: Update, outputs: list[Tensor] = ()
     post-accumulate-grad hooks, no backward hooks such as DDP's): otherwise returns None having
     run nothing, and the caller takes the unfused path."""
     from tinyopt.engine import autograd
+    from tinyopt.engine.graph import toposort
     from tinyopt.engine.realize import BACKWARD_HOOKS, realize
-    if (not loss.requires_grad or loss.numel() != 1 or autograd.WATCHED.count
-            or autograd.POST_HOOKS.count or BACKWARD_HOOKS):
+    if not loss.requires_grad or loss.numel() != 1 or BACKWARD_HOOKS:
         return None
+    if autograd.WATCHED.count or autograd.POST_HOOKS.count:  # (hooks somewhere: in this graph?)
+        fwd = toposort([loss])
+        if autograd._watched(fwd) or any(getattr(t, "_post_hooks", None) for t in fwd):
+            return None
     return realize(list(outputs), loss=loss, update=update)
 
 
