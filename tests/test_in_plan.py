@@ -156,6 +156,17 @@ def test_fallbacks_where_the_gradient_is_needed_before_the_step(unfused_steps):
     _assert_same(ref, (model, opt))
 
 
+def test_a_backward_hook_that_acts_means_unfused(monkeypatch, unfused_steps):
+    from tinyopt.engine import realize
+    ran = []
+    monkeypatch.setattr(realize, "BACKWARD_HOOKS", [lambda: ran.append(1)])
+    model = _mlp()
+    opt = OPTIMIZERS["adam"](model.parameters())
+    x, y = _data(1, 1)[0]
+    opt.fuse_with_backward(F.cross_entropy(model(x), y))
+    assert ran == [1] and unfused_steps[0] == 1
+
+
 def test_a_hook_on_a_parameter_changes_its_gradient_on_the_plain_path():
     # (it was ignored when the graph had no hooked non-leaf: backward skipped the hooked path)
     m = nn.Linear(3, 2)

@@ -52,13 +52,20 @@ def backward_and_update(loss: Tensor, update: Update, outputs: list[Tensor] = ()
     from tinyopt.engine import autograd
     from tinyopt.engine.graph import toposort
     from tinyopt.engine.realize import BACKWARD_HOOKS, realize
-    if not loss.requires_grad or loss.numel() != 1 or BACKWARD_HOOKS:
+    if not loss.requires_grad or loss.numel() != 1 or any(
+            getattr(hook, "active", _always)() for hook in BACKWARD_HOOKS):
         return None
     if autograd.WATCHED.count or autograd.POST_HOOKS.count:  # (hooks somewhere: in this graph?)
         fwd = toposort([loss])
         if autograd._watched(fwd) or any(getattr(t, "_post_hooks", None) for t in fwd):
             return None
     return realize(list(outputs), loss=loss, update=update)
+
+
+def _always() -> bool:
+    """A backward hook acts after every backward unless it says when (``hook.active()``:
+    DistributedDataParallel's, while a DDP model lives)."""
+    return True
 
 
 def schedule(plan) -> list[tuple[int, tuple[int, int] | None]]:

@@ -44,7 +44,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     wanted = list(outputs) + effects
     kept = held(fwd, sig, {id(t) for t in roots})
     plan = CACHE.get(fwd, wanted + kept, loss, (index, sig))
-    values = plan.run([fwd[i] for i in plan.fwd_leaves], update)
+    leaves = [fwd[i] for i in plan.fwd_leaves]
+    values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
     free = loss is not None and not retain_graph
