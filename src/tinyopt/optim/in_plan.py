@@ -3,9 +3,10 @@
 ``opt.fuse_with_backward(loss)`` is ``loss.backward(); opt.step()`` -- the same parameters,
 state, gradients (``p.grad`` holds this backward's gradient afterwards) and hooks, bit for bit
 -- taken in ONE plan run: each parameter is stepped by the engine as soon as its gradient is
-final (``engine/fused_update.py``), while the gradient is in cache; a linear layer's weight at
-batch 1 is stepped in the kernel that computes its gradient (an outer product).  ``fit`` uses it
-when it steps after every batch.
+final (``engine/fused_update.py``); a large linear weight at batch 1 is stepped in the kernel
+that computes its gradient (an outer product), the others in one walker call after the run.
+(Not used by ``fit`` yet: on the 784-500-10 MLP it is not faster than the separate step yet: see
+``OUTER_MIN``.)
 
 It takes the fused path when the step needs nothing between the backward and the update, and
 otherwise runs ``loss.backward(); opt.step()`` (:func:`fusable` says which, and why not):
@@ -32,6 +33,7 @@ import numpy as np
 
 from tinyopt.engine.fused_update import backward_and_update
 from tinyopt.engine.tensor import Parameter, Tensor
+from tinyopt.kernels.linalg import outer as outer_product
 from tinyopt.kernels.optim import _Algorithm
 from tinyopt.kernels.optim_segment import for_algorithm
 from tinyopt.optim.fused import FusedOptimizer
@@ -58,17 +60,46 @@ def fusable(opt: Any) -> str | None:
     return None
 
 
+OUTER_MIN = 1 << 20
+"""Parameters of at least this many elements step in their gradient's outer-product kernel;
+smaller ones with the rest, in one walker call after the run.  Why: the fused kernel saves
+the gradient's round trip through memory, which pays when the state no longer fits the caches
+(2048 x 2048 float32 Adam, one thread: 6.5 ms against 7.4 ms for the outer product, then the
+step); within them Adam is bound by its divisions, and the 784-500-10 MLP's first weight
+(392k) stepped no faster in its gradient's kernel (``kernels/optim_segment.py``)."""
+
+
+class _Buffer:
+    """What a step does to one flat buffer: its kernels, arguments and host record, which of its
+    parameters get a gradient in this run (``mask``) and which stepped in the plan (``done``)."""
+
+    __slots__ = ("fb", "group", "kernels", "walker", "args", "rec", "mask", "done", "starting")
+
+    def __init__(self, fb, group, kernels, walker, args, rec) -> None:
+        self.fb, self.group, self.kernels, self.walker = fb, group, kernels, walker
+        self.args, self.rec = args, rec
+        n = len(fb.params)
+        self.mask = np.zeros(n, np.uint8)
+        self.done = np.zeros(n, np.uint8)
+        self.starting: list[int] = []
+
+
 class PlanStep:
     """The update (``engine/fused_update.py``'s protocol) that takes one step of a
     :class:`FusedOptimizer` during a backward plan run.  Made just before the run (it reads the
-    hyperparameters then, as ``step`` would after the backward); :meth:`finish` after it."""
+    hyperparameters then, as ``step`` would after the backward); :meth:`finish` after it.
+
+    Large parameters whose gradient is an outer product step in its kernel (``outer``); the
+    others step after the run in one walker call per buffer, restricted to them (the walker of
+    ``step``, with the parameters that already stepped masked out).
+    """
 
     def __init__(self, opt: FusedOptimizer) -> None:
         self.opt = opt
-        self.where: dict[int, tuple[list, int]] = {}
-        self.buffers: list[list] = []
+        self.buffers: list[_Buffer] = []
         self.ran = False
         opt._follow_groups()
+        where = _layout(opt)
         for group, buffers in zip(opt.param_groups, opt._flat):
             names = opt._state_names(group)
             for fb in buffers:
@@ -78,12 +109,11 @@ class PlanStep:
                     opt._start(fb, np.flatnonzero(fb.started))
                 fb.names = names
                 host = opt._host(group, fb.round)
-                kernels = for_algorithm(type(opt).kernel, opt._switches(group, host))
-                entry = [fb, group, kernels, fb.kernel_args(names)[:5], fb.host(host, opt.host64),
-                         np.zeros(len(fb.params), np.uint8), []]
-                self.buffers.append(entry)
-                for j, p in enumerate(fb.params):
-                    self.where[id(p)] = (entry, j)
+                switches = opt._switches(group, host)
+                self.buffers.append(_Buffer(fb, group, for_algorithm(type(opt).kernel, switches),
+                                            opt.kernel[switches], fb.kernel_args(names),
+                                            fb.host(host, opt.host64)))
+        self.where = {pid: (self.buffers[b], j) for pid, (b, j) in where.items()}
 
     # ---- the engine's protocol ------------------------------------------------------------------
     def begin(self, params: list[Parameter]) -> list[bool] | None:
@@ -92,52 +122,85 @@ class PlanStep:
             w = self.where.get(id(p))
             take.append(w is not None)
             if w is not None:
-                w[0][5][w[1]] = 1
+                w[0].mask[w[1]] = 1
         opt = self.opt
-        for fb, group, _, _, _, mask, starting in self.buffers:
+        for b in self.buffers:
+            fb = b.fb
             if not fb.all_started:  # as step: state starts from its initial values
-                starting[:] = np.flatnonzero(~fb.started & (mask != 0)).tolist()
-                init = opt._state_init(group)
+                b.starting = np.flatnonzero(~fb.started & (b.mask != 0)).tolist()
+                init = opt._state_init(b.group)
                 if init:
-                    for j in starting:
+                    for j in b.starting:
                         fb.reset(j, init)
-                given = [j for j in starting if opt._state.get(fb.params[j])]
+                given = [j for j in b.starting if opt._state.get(fb.params[j])]
                 if given:
                     opt._start(fb, given)
-        for fb, _, (coefs, *_), _, rec, mask, _ in self.buffers:
-            if mask.any() and coefs(mask, fb.scalars, fb.coef, rec) >= 0:
-                for entry in self.buffers:  # step raises the overflow after the backward
-                    entry[5][:] = 0
-                    entry[6].clear()
+        for b in self.buffers:
+            if b.mask.any() and b.kernels[0](b.mask, b.fb.scalars, b.fb.coef, b.rec) >= 0:
+                for other in self.buffers:  # step raises the overflow, after the backward
+                    other.mask[:] = 0
+                    other.starting = []
                 return None
         self.ran = True
         return take
 
     def outer(self, p: Parameter, a: np.ndarray, b: np.ndarray, grad: np.ndarray) -> None:
-        (fb, _, (_, _, _, outer), (pf, gf, s0, s1, s2), rec, _, _), j = self.where[id(p)]
-        outer(a, b, pf, gf, s0, s1, s2, fb.seg[j], j, fb.coef, rec)
+        buf, j = self.where[id(p)]
+        fb = buf.fb
+        if fb.seg[j + 1] - fb.seg[j] < OUTER_MIN:
+            outer_product(a, b, grad)  # the gradient's own kernel
+            return
+        pf, gf, s0, s1, s2 = buf.args[:5]
+        buf.kernels[3](a, b, pf, gf, s0, s1, s2, fb.seg[j], j, fb.coef, buf.rec)
+        buf.done[j] = 1
 
     def ready(self, p: Parameter) -> None:
-        (fb, _, (_, _, segment, _), (pf, gf, s0, s1, s2), rec, _, _), j = self.where[id(p)]
-        segment(pf, gf, s0, s1, s2, fb.seg[j], fb.seg[j + 1], j, fb.coef, rec)
+        pass  # stepped after the run, with the other small ones
 
     # ---- after the run --------------------------------------------------------------------------
     def finish(self) -> bool:
-        """Complete the step (scalar state, new state entries, post-hooks) if it ran in the
-        plan; False if it did not (then ``step`` must be called)."""
+        """Complete the step (the parameters not stepped in the plan, scalar state, new state
+        entries, post-hooks) if it ran in the plan; False if it did not (then ``step`` must be
+        called)."""
         if not self.ran:
             return False
         opt = self.opt
-        for fb, _, (_, advance, _, _), _, rec, mask, starting in self.buffers:
-            if mask.any():
-                advance(mask, fb.scalars, rec)
-            if starting:
-                opt._start(fb, [j for j in starting if fb.steps[j] > 0])
+        for b in self.buffers:
+            fb = b.fb
+            if b.done.any():
+                b.kernels[1](b.done, fb.scalars, b.rec)
+                rest = b.mask & ~b.done
+            else:
+                rest = b.mask
+            if rest.any():
+                args = b.args
+                if b.walker(*args[:8], rest, *args[9:], b.rec) >= 0:  # (checked in begin)
+                    raise RuntimeError(f"value cannot be converted to type {fb._ctype} without "
+                                       "overflow")
+            if b.starting:
+                opt._start(fb, [j for j in b.starting if fb.steps[j] > 0])
         opt._opt_called = True
         for hook in [*opt._optimizer_step_post_hooks.values(),
                      *_global_optimizer_post_hooks.values()]:
             hook(opt, (), {})
         return True
+
+
+def _layout(opt: FusedOptimizer) -> dict[int, tuple[int, int]]:
+    """``id(p) -> (buffer number, index in it)`` over ``opt``'s flat buffers (kept until they
+    are replaced)."""
+    key = tuple([id(fb) for buffers in opt._flat for fb in buffers])
+    cached = opt.__dict__.get("_in_plan_layout")
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    where, k = {}, 0
+    for buffers in opt._flat:
+        for fb in buffers:
+            for j, p in enumerate(fb.params):
+                where[id(p)] = (k, j)
+            k += 1
+    opt.__dict__["_in_plan_layout"] = (key, where)
+    return where
 
 
 def prepare(opt: Any) -> PlanStep | None:
