@@ -25,6 +25,12 @@ OPTIMIZERS = {
 }
 
 
+@pytest.fixture(autouse=True)
+def outer_kernels_at_any_size(monkeypatch):
+    """The in-plan step at these sizes too (it is taken from ``OUTER_MIN`` elements on)."""
+    monkeypatch.setattr(in_plan, "OUTER_MIN", 0)
+
+
 @pytest.fixture
 def unfused_steps(monkeypatch):
     """How many times the unfused kernel call (``FusedOptimizer._run``) ran."""
@@ -86,9 +92,8 @@ def _assert_same(a, b):
 @pytest.mark.parametrize("name", OPTIMIZERS)
 @pytest.mark.parametrize("batch", [1, 3])
 def test_fused_step_is_the_unfused_step_bit_for_bit(name, batch, unfused_steps, monkeypatch):
-    # batch 1: the linear weights step in their outer-product kernel (whatever their size, here);
-    # batch 3: after the run
-    monkeypatch.setattr(in_plan, "OUTER_MIN", 0)
+    # batch 1: the linear weights step in their outer-product kernel, the biases after the run;
+    # batch 3: no outer product, so no step in the plan (the separate step is as fast)
     data = _data(4, batch)
     ref = _train(OPTIMIZERS[name], False, data)
     assert unfused_steps[0] == 4
@@ -97,7 +102,7 @@ def test_fused_step_is_the_unfused_step_bit_for_bit(name, batch, unfused_steps, 
     monkeypatch.setattr(in_plan.PlanStep, "outer",
                         lambda self, p, *a: (outers.append(p.shape), kernel_step(self, p, *a)))
     got = _train(OPTIMIZERS[name], True, data)
-    assert unfused_steps[0] == 4  # every fused step ran in the plan, the first one too
+    assert unfused_steps[0] == (4 if batch == 1 else 8)  # batch 1: all in the plan, the first too
     assert outers == ([(4, 16), (16, 20)] * 4 if batch == 1 else [])
     _assert_same(ref, got)
 
@@ -224,10 +229,33 @@ def test_accumulated_gradients_and_post_hooks(unfused_steps):
     opt.register_step_post_hook(lambda o, a, k: after.append(model[1].weight.numpy().copy()))
     before = model[1].weight.numpy().copy()
     n = unfused_steps[0]
-    opt.fuse_with_backward(F.cross_entropy(model(data[0][0]), data[0][1]))
+    x, y = _data(1, 1)[0]
+    opt.fuse_with_backward(F.cross_entropy(model(x), y))
     assert unfused_steps[0] == n and len(after) == 1
     assert not np.array_equal(after[0], before)
     np.testing.assert_array_equal(after[0], model[1].weight.numpy())
+
+
+def test_fit_steps_inside_the_plan_with_the_same_result(unfused_steps):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((24, 20)).astype(np.float32)
+    y = rng.integers(0, 4, 24)
+
+    def run(pre_hook):
+        model = _mlp()
+        opt = optim.AdamW(model.parameters(), lr=1e-2)
+        if pre_hook:  # a hook that does nothing: forces the unfused path
+            opt.register_step_pre_hook(lambda o, a, k: None)
+        sched = optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        hist = to.fit(model, (x, y), nn.CrossEntropyLoss(), opt, epochs=2, batch_size=1,
+                      scheduler=sched, seed=0, progress=False)
+        return model, opt, hist
+    m0, o0, h0 = run(True)
+    assert unfused_steps[0] == 48
+    m1, o1, h1 = run(False)
+    assert unfused_steps[0] == 48  # every step of the second fit ran in the plan
+    _assert_same((m0, o0), (m1, o1))
+    assert [r.train.loss for r in h0] == [r.train.loss for r in h1]
 
 
 def test_schedule_updates_a_parameter_after_its_last_reader_or_after_the_outputs():

@@ -11,9 +11,10 @@ and the update is elementwise.
 
 The protocol an update implements (``optim.in_plan.PlanStep`` is tinyopt's):
 
-``begin(params) -> list[bool] | None``
-    ``params`` are the parameters that get a gradient in this run; which of them the update
-    steps in the run (None: none, the run is a plain backward).  Called before anything runs.
+``begin(params, outer) -> list[bool] | None``
+    ``params`` are the parameters that get a gradient in this run, ``outer[i]`` whether
+    ``params[i]``'s gradient can be computed by ``outer`` below; which of them the update steps
+    in the run (None: none, the run is a plain backward).  Called before anything runs.
 ``outer(p, a, b, grad)``
     ``p``'s gradient is ``a b^T`` (``a`` (m,), ``b`` (n,)): write it into ``grad`` (``p``'s
     gradient storage, shape (m, n)) and step ``p``.  Instead of the gradient's own kernel.
@@ -37,7 +38,7 @@ END = -1
 
 
 class Update(Protocol):
-    def begin(self, params: list[Parameter]) -> list[bool] | None: ...
+    def begin(self, params: list[Parameter], outer: list[bool]) -> list[bool] | None: ...
     def outer(self, p: Parameter, a: Any, b: Any, grad: Any) -> None: ...
     def ready(self, p: Parameter) -> None: ...
 
@@ -156,7 +157,8 @@ class Scheduled:
 def begin(plan, leaves: list[Tensor], update: Update) -> Scheduled | None:
     """The updates of this run of ``plan`` (None when ``update`` takes no parameter)."""
     params = [leaves[k] for k, _, _ in plan.grad_outs]
-    take = update.begin(params) if params else None
+    outer = [o is not None and p._grad is None for p, (_, o) in zip(params, schedule(plan))]
+    take = update.begin(params, outer) if params else None
     if not take or not any(take):
         return None
     return Scheduled(plan, leaves, update, take)

@@ -5,8 +5,8 @@ state, gradients (``p.grad`` holds this backward's gradient afterwards) and hook
 -- taken in ONE plan run: each parameter is stepped by the engine as soon as its gradient is
 final (``engine/fused_update.py``); a large linear weight at batch 1 is stepped in the kernel
 that computes its gradient (an outer product), the others in one walker call after the run.
-(Not used by ``fit`` yet: on the 784-500-10 MLP it is not faster than the separate step yet: see
-``OUTER_MIN``.)
+``fit`` uses it when it steps after every batch.  It is taken only with a parameter of
+``OUTER_MIN`` elements or more: below, the separate step is as fast (see ``OUTER_MIN``).
 
 It takes the fused path when the step needs nothing between the backward and the update, and
 otherwise runs ``loss.backward(); opt.step()`` (:func:`fusable` says which, and why not):
@@ -62,7 +62,8 @@ def fusable(opt: Any) -> str | None:
 
 OUTER_MIN = 1 << 20
 """Parameters of at least this many elements step in their gradient's outer-product kernel;
-smaller ones with the rest, in one walker call after the run.  Why: the fused kernel saves
+smaller ones with the rest, in one walker call after the run; without such a parameter in the
+plan, the step is not taken in the plan at all (``step`` after it).  Why: the fused kernel saves
 the gradient's round trip through memory, which pays when the state no longer fits the caches
 (2048 x 2048 float32 Adam, one thread: 6.5 ms against 7.4 ms for the outer product, then the
 step); within them Adam is bound by its divisions, and the 784-500-10 MLP's first weight
@@ -99,7 +100,7 @@ class PlanStep:
         self.buffers: list[_Buffer] = []
         self.ran = False
         opt._follow_groups()
-        where = _layout(opt)
+        where = _layout(opt)[0]
         for group, buffers in zip(opt.param_groups, opt._flat):
             names = opt._state_names(group)
             for fb in buffers:
@@ -116,7 +117,9 @@ class PlanStep:
         self.where = {pid: (self.buffers[b], j) for pid, (b, j) in where.items()}
 
     # ---- the engine's protocol ------------------------------------------------------------------
-    def begin(self, params: list[Parameter]) -> list[bool] | None:
+    def begin(self, params: list[Parameter], outer: list[bool]) -> list[bool] | None:
+        if not any(o and p.numel() >= OUTER_MIN for p, o in zip(params, outer)):
+            return None  # nothing to step in a gradient's kernel: the separate step is as fast
         take = []
         for p in params:
             w = self.where.get(id(p))
@@ -147,7 +150,7 @@ class PlanStep:
     def outer(self, p: Parameter, a: np.ndarray, b: np.ndarray, grad: np.ndarray) -> None:
         buf, j = self.where[id(p)]
         fb = buf.fb
-        if fb.seg[j + 1] - fb.seg[j] < OUTER_MIN:
+        if fb.seg[j + 1] - fb.seg[j] < OUTER_MIN:  # small: stepped after the run
             outer_product(a, b, grad)  # the gradient's own kernel
             return
         pf, gf, s0, s1, s2 = buf.args[:5]
@@ -186,26 +189,30 @@ class PlanStep:
         return True
 
 
-def _layout(opt: FusedOptimizer) -> dict[int, tuple[int, int]]:
-    """``id(p) -> (buffer number, index in it)`` over ``opt``'s flat buffers (kept until they
-    are replaced)."""
+def _layout(opt: FusedOptimizer) -> tuple[dict[int, tuple[int, int]], int]:
+    """``id(p) -> (buffer number, index in it)`` over ``opt``'s flat buffers, and the size of
+    its largest parameter (kept until the buffers are replaced)."""
     key = tuple([id(fb) for buffers in opt._flat for fb in buffers])
     cached = opt.__dict__.get("_in_plan_layout")
     if cached is not None and cached[0] == key:
         return cached[1]
-    where, k = {}, 0
+    where, k, largest = {}, 0, 0
     for buffers in opt._flat:
         for fb in buffers:
             for j, p in enumerate(fb.params):
                 where[id(p)] = (k, j)
+            if len(fb.params):
+                largest = max(largest, int(np.diff(fb.seg).max()))
             k += 1
-    opt.__dict__["_in_plan_layout"] = (key, where)
-    return where
+    opt.__dict__["_in_plan_layout"] = (key, (where, largest))
+    return where, largest
 
 
 def prepare(opt: Any) -> PlanStep | None:
-    """A :class:`PlanStep` for ``opt``'s next step, or None when it must be unfused."""
-    if fusable(opt) is not None:
+    """A :class:`PlanStep` for ``opt``'s next step, or None when it must be (or may as well
+    be) unfused: without a parameter of ``OUTER_MIN`` elements, nothing would step in a
+    gradient's kernel."""
+    if fusable(opt) is not None or _layout(opt)[1] < OUTER_MIN:
         return None
     try:
         return PlanStep(opt)
