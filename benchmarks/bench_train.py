@@ -10,9 +10,6 @@ on a small machine one library's spinning threads steal the cores the other one 
 RES is a residual MLP of many small ops (six pre-norm blocks x + fc2(gelu(fc1(layer_norm(x)))),
 about 200 graph nodes a step): per-step Python overhead.
 
-"/in-plan" rows: tinyopt takes the step with ``optimizer.fuse_with_backward(loss)`` (inside the
-backward plan, bit for bit the unfused step); PyTorch as in the plain rows.
-
 Targets (issue 14): MLP batch 1 at least 2x faster than PyTorch (ratio <= 0.5) with either
 optimizer, MLP batch 256 and the CNN at batch 32 and 256 ratio <= 0.8, RES no slower than PyTorch
 eager (ratio <= 1).  Ratio = tinyopt time / PyTorch time.
@@ -58,7 +55,6 @@ def build(lib, kind: str):
 
 
 def _optimizer(lib, name: str, params, torch_fused: bool):
-    name = name.split("/")[0]  # "adam/in-plan": tinyopt steps inside the backward plan
     if name == "sgd":
         return lib.optim.SGD(params, lr=0.01, momentum=0.9)
     return lib.optim.Adam(params, lr=1e-3, **({"fused": True} if torch_fused else {}))
@@ -90,13 +86,7 @@ def _stepper(lib_name: str, kind: str, batch: int, optimizer: str):
         loss.backward()
         opt.step()
         return loss.item()
-
-    def step_in_plan() -> float:  # optimizer.fuse_with_backward: the same bits, one plan run
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        opt.fuse_with_backward(loss)
-        return loss.item()
-    return step_in_plan if lib_name == "tinyopt" and optimizer.endswith("/in-plan") else step
+    return step
 
 
 def worker(conn, lib_name: str) -> None:
@@ -121,7 +111,6 @@ def worker(conn, lib_name: str) -> None:
 CASES = [(kind, batch, opt, target) for kind, batch, target in
          (("MLP", 1, 0.5), ("MLP", 32, None), ("MLP", 256, 0.8), ("CNN", 32, 0.8),
           ("CNN", 256, 0.8), ("RES", 1, 1.0), ("RES", 32, 1.0)) for opt in ("sgd", "adam")]
-CASES[2:2] = [("MLP", 1, "sgd/in-plan", 0.5), ("MLP", 1, "adam/in-plan", 0.5)]
 
 
 def _case(pipes, kind: str, batch: int, optimizer: str, target, args) -> None:
@@ -142,10 +131,10 @@ def _case(pipes, kind: str, batch: int, optimizer: str, target, args) -> None:
     label = f"{kind} b={batch} {optimizer}"
     if len(med) == 2:
         goal = f"<= {target}" if target else ""
-        print(f"{label:>22} {med[0] * 1e3:>9.3f}ms {med[1] * 1e3:>9.3f}ms "
+        print(f"{label:>17} {med[0] * 1e3:>9.3f}ms {med[1] * 1e3:>9.3f}ms "
               f"{med[0] / med[1]:>6.2f}  {goal}", flush=True)
     else:
-        print(f"{label:>22} {med[0] * 1e3:>9.3f}ms", flush=True)
+        print(f"{label:>17} {med[0] * 1e3:>9.3f}ms", flush=True)
 
 
 def main() -> None:
@@ -177,7 +166,7 @@ def main() -> None:
         p.start()
         pipes.append(a)
         procs.append(p)
-    print(f"{'case':>22} {'tinyopt':>11} {'torch':>11} {'ratio':>6}  target", flush=True)
+    print(f"{'case':>17} {'tinyopt':>11} {'torch':>11} {'ratio':>6}  target", flush=True)
     for kind, batch, optimizer, target in CASES:
         if args.only in (None, kind):
             _case(pipes, kind, batch, optimizer, target, args)
