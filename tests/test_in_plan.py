@@ -138,6 +138,30 @@ def test_state_dict_round_trip_then_fused_steps_continue_exactly(tmp_path):
     _assert_same(ref, (model2, opt2))
 
 
+def test_a_param_group_added_between_fused_steps(unfused_steps):
+    data = _data(4, 1)
+
+    def run(fused):
+        model = _mlp()
+        opt = optim.Adam(model[1].parameters(), lr=1e-2)
+        for i, (x, y) in enumerate(data):
+            if i == 2:
+                opt.add_param_group({"params": list(model[3].parameters()), "lr": 1e-3})
+            opt.zero_grad()
+            model.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            if fused:
+                opt.fuse_with_backward(loss)
+            else:
+                loss.backward()
+                opt.step()
+        return model, opt
+    ref = run(False)
+    got = run(True)
+    assert unfused_steps[0] == 4
+    _assert_same(ref, got)
+
+
 def test_fallbacks_where_the_gradient_is_needed_before_the_step(unfused_steps):
     data = _data(2, 1)
     make = OPTIMIZERS["sgd_momentum"]

@@ -192,9 +192,10 @@ class PlanStep:
 def _layout(opt: FusedOptimizer) -> tuple[dict[int, tuple[int, int]], int]:
     """``id(p) -> (buffer number, index in it)`` over ``opt``'s flat buffers, and the size of
     its largest parameter (kept until the buffers are replaced)."""
-    key = tuple([id(fb) for buffers in opt._flat for fb in buffers])
+    key = [fb for buffers in opt._flat for fb in buffers]
     cached = opt.__dict__.get("_in_plan_layout")
-    if cached is not None and cached[0] == key:
+    if cached is not None and len(cached[0]) == len(key) and all(
+            a is b for a, b in zip(cached[0], key)):  # (the buffers themselves: ids are reused)
         return cached[1]
     where, k, largest = {}, 0, 0
     for buffers in opt._flat:
