@@ -9,6 +9,7 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
 - ``_state_names(group)``: the vector state in the kernel's slots (``None`` for a slot the
   options leave unused), e.g. ``("exp_avg", "exp_avg_sq", None)``;
 - ``_state_init(group)``: initial values of the state that does not start at 0;
+- ``_side_state(p)``: state not shaped like ``p`` (name -> shape; Adafactor's factors);
 - ``_host(group, r)``: the named host scalars of this step.  Those named in ``host64`` stay
   float64 (the per-parameter scalar arithmetic uses them); the others are rounded to the buffer
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
@@ -80,8 +81,9 @@ class StateEntry(dict):
 
     def __setitem__(self, name: str, value: Any) -> None:
         fb, j = self._fb, self._j
-        if name in fb.vectors:
-            view = fb.view(fb.vectors[name], j)
+        view = fb.state_view(name, j)
+        if view is not None:  # vector or side state
+            pass
         elif name in self._shown:
             view = fb.scalars[j, fb.scalar_names.index(name), ...]
         elif name == MASTER and fb.low is not None:
@@ -202,6 +204,11 @@ class FusedOptimizer(Optimizer):
         """Initial value of each piece of state (0 unless listed)."""
         return {}
 
+    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+        """The state of other shapes than ``p``'s that ``p`` keeps, name -> shape (Adafactor's
+        factors); it lives in the buffer's ``sides``, zero at the start."""
+        return {}
+
     def _host(self, group: dict[str, Any], r: Callable[[float], np.floating]) -> dict[str, Any]:
         """The named host scalars the kernel reads this step."""
         return {}
@@ -240,6 +247,9 @@ class FusedOptimizer(Optimizer):
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
+        for fb in buffers:
+            shapes = [self._side_state(p) for p in fb.params]
+            fb.add_sides({name: [s.get(name) for s in shapes] for s in shapes for name in s})
         self._flat.append(buffers)
         params = group["params"]
         self._layout.append((params, getattr(params, "version", 0)))
@@ -266,8 +276,8 @@ class FusedOptimizer(Optimizer):
                 dict.__setitem__(self._state, p, entry)
             for k, name in shown:
                 entry._bind(name, fb.scalars[j, k, ...])
-            for name, buf in fb.vectors.items():
-                entry._bind(name, fb.view(buf, j))
+            for name, view in fb.state_views(j).items():
+                entry._bind(name, view)
             if fb.low is not None:
                 entry._bind(MASTER, fb.view(fb.data, j))
             fb.started[j] = True
@@ -429,7 +439,7 @@ class FusedOptimizer(Optimizer):
                 names = [n for n in self._state_names(group) if n]
                 for st in loaded:
                     names += [k for k, v in st.items() if k not in fb.scalar_names
-                              and v is not None and k not in names
+                              and v is not None and k not in names and k not in fb.sides
                               and not (k == MASTER and fb.low is not None)]
                 fb.add_vectors(names, init)
                 fb.started[:] = False
@@ -446,7 +456,7 @@ class FusedOptimizer(Optimizer):
                             if k in fb.scalar_names:
                                 fb.scalars[j, fb.scalar_names.index(k)] = v
                             elif v is not None:
-                                fb.view(fb.vectors[k], j)[...] = v
+                                fb.state_view(k, j)[...] = v
                 start = [j for j, st in enumerate(loaded) if st or self._eager_state]
                 self._start(fb, start)
 
