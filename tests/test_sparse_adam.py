@@ -208,3 +208,53 @@ def test_matches_torch_and_exchanges_state(dtype):
     topt.load_state_dict({"state": {0: {k: (v if k == "step" else torch.from_numpy(np.asarray(v)))
                                         for k, v in s["state"][0].items()}},
                           "param_groups": s["param_groups"]})
+
+
+REFUSING = [("Adam", {}), ("AdamW", {}), ("Adamax", {}), ("NAdam", {}), ("RAdam", {}),
+            ("RMSprop", {}), ("Rprop", {}), ("Adadelta", {}), ("ASGD", {}), ("Adafactor", {}),
+            ("Adagrad", dict(weight_decay=0.1)), ("SGD", dict(lr=0.1, weight_decay=0.1))]
+
+
+def test_optimizers_torch_refuses_sparse_gradients_for_raise_its_error():
+    """(and SGD/Adagrad with weight decay, which torch refuses with its errors)"""
+    torch = pytest.importorskip("torch")
+    for name, kw in REFUSING:
+        emb, temb = nn.Embedding(V, D, sparse=True), torch.nn.Embedding(V, D, sparse=True)
+        opt, topt = getattr(optim, name)(emb.parameters(), **kw), \
+            getattr(torch.optim, name)(temb.parameters(), **kw)
+        emb(to.tensor([[1, 2]])).sum().backward()
+        temb(torch.tensor([[1, 2]])).sum().backward()
+        with pytest.raises(RuntimeError) as theirs:
+            topt.step()
+        w = emb.weight.numpy().copy()
+        with pytest.raises(RuntimeError) as ours:
+            opt.step()
+        assert str(ours.value) == str(theirs.value), name
+        assert np.array_equal(emb.weight.numpy(), w), name  # nothing changed
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+    ("SGD", dict(lr=0.1, momentum=0.5, dampening=0.1, maximize=True)),
+    ("Adagrad", dict(lr=0.1)), ("Adagrad", dict(lr=0.1, lr_decay=0.01, maximize=True))])
+def test_optimizers_torch_accepts_sparse_gradients_for_give_its_result(name, kw):
+    """SGD and Adagrad take the row-sparse gradient as torch does: the rows not looked up keep
+    their values (and Adagrad's sums), the others step as torch's sparse update."""
+    torch = pytest.importorskip("torch")
+    emb = nn.Embedding(V, D, sparse=True, dtype=np.float64)
+    temb = torch.nn.Embedding(V, D, sparse=True, dtype=torch.float64)
+    with torch.no_grad():
+        temb.weight.copy_(torch.from_numpy(emb.weight.numpy()))
+    opt, topt = getattr(optim, name)(emb.parameters(), **kw), \
+        getattr(torch.optim, name)(temb.parameters(), **kw)
+    for x, up in _batches(4, seed=3):
+        opt.zero_grad()
+        topt.zero_grad()
+        (emb(x) * up).sum().backward()
+        (temb(torch.from_numpy(x)) * torch.from_numpy(up)).sum().backward()
+        assert temb.weight.grad.is_sparse
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(emb.weight.numpy(), temb.weight.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)
+    assert np.array_equal(emb.weight.numpy()[6:], temb.weight.detach().numpy()[6:])  # not looked up

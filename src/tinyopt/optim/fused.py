@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
@@ -143,6 +144,16 @@ class FusedOptimizer(Optimizer):
     scalar_state: tuple[str, ...] = ("step",)
     host64: tuple[str, ...] = ()  # host scalars kept in float64 (the others: buffer dtype)
     _eager_state = False  # whether state exists from construction (Adagrad)
+    # PyTorch's error for a sparse gradient (``nn.Embedding(sparse=True)``'s weight), or None
+    # where PyTorch accepts one (SGD, Adagrad: their dense update is torch's sparse one)
+    _sparse_error: str | None = None
+    _sparse_weight_decay_error: str | None = None  # (where it accepts them, but not with decay)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if FusedOptimizer in cls.__bases__ and "_sparse_error" not in cls.__dict__ \
+                and cls.__module__.startswith("tinyopt.optim."):  # (AdamW keeps Adam's, as torch)
+            cls._sparse_error = f"{cls.__name__} does not support sparse gradients"
 
     def __init__(self, params: Iterable, defaults: dict[str, Any], *,
                  stochastic_rounding: bool = False) -> None:
@@ -160,6 +171,7 @@ class FusedOptimizer(Optimizer):
         # many times each parameter is listed (None: once each)
         self._layout: list[tuple[list, int]] = []
         self._repeats: list[list[np.ndarray | None]] = []
+        self._ids: set[int] = set()
         self._ready = False
 
     def _restore(self, defaults, groups, state) -> None:
@@ -240,6 +252,7 @@ class FusedOptimizer(Optimizer):
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
+        self._ids.update(id(p) for p in group["params"])
         by_dtype: dict[np.dtype, list[Parameter]] = {}
         seen: set[int] = set()
         for p in group["params"]:
@@ -293,6 +306,9 @@ class FusedOptimizer(Optimizer):
         """
         loss = self._call_closure(closure)
         self._follow_groups()
+        sparse = [p for p in row_sparse_params() if p._grad is not None and id(p) in self._ids]
+        if sparse:
+            self._check_sparse(sparse)
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
             names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
@@ -319,6 +335,18 @@ class FusedOptimizer(Optimizer):
                 if starting is not None and len(starting):  # (16-bit: the master from now on)
                     self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
         return loss
+
+    def _check_sparse(self, params: list[Parameter]) -> None:
+        """Raise PyTorch's error when ``params`` (of this optimizer) have row-sparse gradients
+        and PyTorch refuses them; where it accepts them, the dense update is PyTorch's sparse
+        one (rows not looked up have a zero gradient)."""
+        if self._sparse_error is not None:
+            raise RuntimeError(self._sparse_error)
+        if self._sparse_weight_decay_error is not None:
+            ids = {id(p) for p in params}
+            for group in self.param_groups:
+                if group["weight_decay"] != 0 and any(id(p) in ids for p in group["params"]):
+                    raise RuntimeError(self._sparse_weight_decay_error)
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
