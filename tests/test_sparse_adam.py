@@ -258,3 +258,39 @@ def test_optimizers_torch_accepts_sparse_gradients_for_give_its_result(name, kw)
     np.testing.assert_allclose(emb.weight.numpy(), temb.weight.detach().numpy(), rtol=1e-12,
                                atol=1e-14)
     assert np.array_equal(emb.weight.numpy()[6:], temb.weight.detach().numpy()[6:])  # not looked up
+
+
+@pytest.mark.parametrize("kw,psw", [(dict(mode="sum"), True), (dict(mode="mean", padding_idx=2), False),
+                                    (dict(mode="sum", include_last_offset=True), False)])
+def test_embedding_bag_sparse_gives_torchs_row_sparse_gradient_and_trains_with_sparse_adam(kw, psw):
+    """The rows of the bags (padding left out, an empty bag included) are the gradient's rows,
+    as torch's coalesced sparse gradient; SparseAdam over them follows torch's."""
+    torch = pytest.importorskip("torch")
+    bag = nn.EmbeddingBag(V, D, sparse=True, dtype=np.float64, **kw)
+    tbag = torch.nn.EmbeddingBag(V, D, sparse=True, dtype=torch.float64, **kw)
+    with torch.no_grad():
+        tbag.weight.copy_(torch.from_numpy(bag.weight.numpy()))
+    opt = optim.SparseAdam(bag.parameters(), lr=0.05)
+    topt = torch.optim.SparseAdam(tbag.parameters(), lr=0.05)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = rng.integers(0, 6, 7)  # rows 6.. never looked up
+        x[4] = x[0]
+        # bag 1 empty; with include_last_offset the last offset ends the input (torch's sparse
+        # backward gives indices past it to the last bag, its dense backward to none)
+        off = np.array([0, 3, 3, 5, 7] if kw.get("include_last_offset") else [0, 3, 3, 5])
+        w = rng.standard_normal(7) if psw else None
+        up = rng.standard_normal((4, D))
+        opt.zero_grad()
+        topt.zero_grad()
+        (bag(x, off, w) * up).sum().backward()
+        (tbag(torch.from_numpy(x), torch.from_numpy(off),
+              None if w is None else torch.from_numpy(w)) * torch.from_numpy(up)).sum().backward()
+        tg = tbag.weight.grad.coalesce()
+        rows, values = sparse_grad(bag.weight)
+        np.testing.assert_array_equal(rows, tg.indices()[0].numpy())
+        np.testing.assert_allclose(values, tg.values().numpy(), rtol=1e-12, atol=1e-14)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(bag.weight.numpy(), tbag.weight.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)
