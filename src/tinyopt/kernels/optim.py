@@ -564,9 +564,10 @@ def radam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     def update(i, p, g, m, v, _s2, h, c):
         pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         x = mi / c[0] * h.lr
-        if c[3] != 0:  # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it
-            x = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]
-        p[i] = pi - x
+        # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it, when
+        # rho_t > 5: a select, not a branch (a branch in the loop kept it from vectorizing)
+        xr = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]
+        p[i] = pi - (xr if c[3] != 0 else x)
 
     return scalars, update
 
