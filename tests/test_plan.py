@@ -247,12 +247,16 @@ def test_changing_sequence_lengths_give_the_bits_of_a_plan_per_length():
     assert info.structures == 1 and info_alone.structures == 4  # four lengths
 
 
-def _episodes(lengths, hidden=32):
+def _policy(hidden=32):
+    to.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+
+
+def _episodes(lengths, policy=None):
     """A policy-gradient loop (REINFORCE): an episode of each length, the log-probabilities of the
     actions taken weighted by the returns."""
     rng = np.random.default_rng(2)
-    to.manual_seed(0)
-    policy = nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+    policy = policy or _policy()
     opt = to.optim.Adam(policy.parameters(), lr=1e-2)
     losses = []
     for t in lengths:
@@ -294,10 +298,11 @@ def test_threads_running_one_structure_at_different_sizes_match_running_alone():
     alone = [_episodes(s) for s in sizes]
     results: list = [None, None]
     barrier = threading.Barrier(2)
+    policies = [_policy(), _policy()]  # the global generator is not per thread
 
     def work(k):
         barrier.wait()
-        results[k] = _episodes(sizes[k])
+        results[k] = _episodes(sizes[k], policies[k])
     cache_clear()
     threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
     for t in threads:
