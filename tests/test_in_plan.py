@@ -194,6 +194,15 @@ def test_fallbacks_where_the_gradient_is_needed_before_the_step(unfused_steps):
     _assert_same(ref, (model, opt))
 
 
+def test_a_row_sparse_gradient_means_unfused(unfused_steps):
+    emb = nn.Embedding(10, 3, sparse=True)
+    opt = optim.Adam(emb.parameters())
+    loss = emb(to.tensor([[1, 4]])).sum()
+    with pytest.raises(RuntimeError, match="does not support sparse gradients"):
+        opt.fuse_with_backward(loss)  # torch's error, from step after the backward
+    assert fusable(opt) is not None
+
+
 def test_a_backward_hook_that_acts_means_unfused(monkeypatch, unfused_steps):
     from tinyopt.engine import realize
     ran = []

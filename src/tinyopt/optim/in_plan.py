@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.fused_update import backward_and_update
+from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels.linalg import outer as outer_product
 from tinyopt.kernels.optim import _Algorithm
@@ -49,6 +50,8 @@ def fusable(opt: Any) -> str | None:
         return "its step is overridden"
     if _global_optimizer_pre_hooks or opt._optimizer_step_pre_hooks:
         return "a step pre-hook is registered"
+    if any(id(p) in opt._ids for p in row_sparse_params()):  # step checks them (torch's errors)
+        return "a row-sparse gradient (nn.Embedding(sparse=True))"
     for group, buffers, repeats in zip(opt.param_groups, opt._flat, opt._repeats):
         for fb, rep in zip(buffers, repeats):
             if fb.mode:
