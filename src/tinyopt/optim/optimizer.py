@@ -240,7 +240,7 @@ class Optimizer:
         state = [(index[id(k)], None, dict(v)) if isinstance(k, Parameter) else (None, k, v)
                  for k, v in self.state.items() if not isinstance(k, Parameter) or id(k) in index]
         saved = [(np.array(p._data), None if p._grad is None else np.array(p._grad),
-                  p.requires_grad) for p in params]
+                  p.requires_grad, p.name) for p in params]
         return _unpickle, (type(self), self.defaults, groups, saved, state)
 
     def _restore(self, defaults: dict[str, Any], groups: list[dict[str, Any]],
@@ -347,6 +347,14 @@ class Optimizer:
     def step(self, closure: Callable[[], Any] | None = None):
         """Perform one optimization step; subclasses implement it."""
         raise NotImplementedError
+
+    def fuse_with_backward(self, loss: Tensor) -> None:
+        """``loss.backward(); self.step()`` -- the same values, bit for bit -- as one plan run
+        that steps each parameter as soon as its gradient is final (ggml's ``gb_opt``), when
+        nothing needs the gradients between the two; otherwise exactly those two calls.  See
+        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...)."""
+        from tinyopt.optim.in_plan import fuse_with_backward
+        fuse_with_backward(self, loss)
 
     @staticmethod
     def _call_closure(closure: Callable[[], Any] | None):
@@ -567,8 +575,10 @@ def _unpickle(cls: type, defaults: dict, groups: list[dict], saved: list[tuple],
               state: list[tuple]) -> Optimizer:
     """An unpickled optimizer: new Parameters with the saved values, then ``_restore``."""
     params = []
-    for data, grad, requires_grad in saved:
+    for data, grad, requires_grad, *name in saved:  # (pickles before names were kept: no name)
         p = Parameter(data, requires_grad=requires_grad)
+        if name:
+            p.name = name[0]
         if grad is not None:
             p.grad = grad
         params.append(p)
