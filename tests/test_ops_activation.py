@@ -56,6 +56,14 @@ def test_hardtanh_gradient_is_zero_on_the_bounds():
     np.testing.assert_array_equal(x.grad, [0.0, 1.0, 0.0, 1.0])
 
 
+def test_hardtanh_with_min_above_max_raises_as_pytorch():
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        F.hardtanh(to.randn(3), 1.0, -1.0)
+    with pytest.raises(AssertionError, match=r"max_val \(-1.0\) must be greater than min_val"):
+        to.nn.Hardtanh(1.0, -1.0)
+    np.testing.assert_array_equal(F.hardtanh(to.tensor([-3.0, 3.0]), 1.0, 1.0).numpy(), [1.0, 1.0])
+
+
 @pytest.mark.parametrize("shape, n", [((4, 3, 5), 3), ((4, 3, 5), 1), ((6,), 1), ((2, 3), 3),
                                       ((), 1)])
 def test_prelu_against_torch(shape, n):

@@ -59,6 +59,15 @@ def test_flatten(shape, data):
     check(lambda t: t.flatten(), lambda a: a.reshape(-1), x, grad=False)
 
 
+def test_flatten_of_a_scalar_checks_its_dims_as_pytorch():
+    x = to.tensor(2.0)
+    assert x.flatten().shape == (1,) and x.flatten(-1, 0).shape == (1,)
+    with pytest.raises(IndexError, match="dimension out of range"):
+        x.flatten(1)
+    with pytest.raises(IndexError, match="dimension out of range"):
+        to.nn.Flatten()(x)  # start_dim=1
+
+
 @SETTINGS
 @given(shape=st.lists(st.integers(1, 3), min_size=0, max_size=4).map(tuple), data=st.data())
 def test_squeeze_unsqueeze(shape, data):

@@ -209,6 +209,8 @@ def celu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """x clamped to [min_val, max_val] (the gradient passes strictly between them)."""
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
     return _act.hardtanh(input, min_val, max_val)
 
 

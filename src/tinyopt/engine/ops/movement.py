@@ -77,9 +77,9 @@ def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     x = as_tensor(x)
+    s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
     if x.ndim == 0:
         return reshape(x, (1,))
-    s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
     return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),)

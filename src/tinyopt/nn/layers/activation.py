@@ -193,7 +193,7 @@ class Hardtanh(Module):
                           FutureWarning, stacklevel=2)
             max_val = max_value
         if max_val <= min_val:
-            raise AssertionError("max_val must be greater than min_val")
+            raise AssertionError(f"max_val ({max_val}) must be greater than min_val ({min_val})")
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace
