@@ -91,8 +91,11 @@ def test_cache_is_bounded_by_bytes():
     cache_clear()
     try:
         set_cache_limit(max_bytes=3 * 4096 * 8 + 2048)
-        for n in range(1, 9):  # arenas of about 4096 float64 each
-            _lazy(np.ones(4096 + n)).exp().numpy()
+        for n in range(1, 9):  # arenas of about 4096 float64 each (plans of other structures:
+            t = _lazy(np.ones(4096))  # plans differing only in sizes would share one arena)
+            for _ in range(n):
+                t = t.exp()
+            t.numpy()
             info = cache_info()
             assert info.nbytes <= info.max_bytes
         assert cache_info().currsize == 3  # the three most recent plans fit
@@ -148,3 +151,163 @@ def test_a_failed_run_keeps_no_batch_or_model_alive():
     gc.collect()
     assert cache_info().currsize == 1
     assert all(r() is None for r in refs)
+
+
+# ---- plans over changing sizes: one structure, one arena, the bits of a plan per size ----------
+
+def _sharing(share: bool, work):
+    """``work()`` on a fresh cache whose plans of one structure share their runs (``share``) or
+    each hold their own, as before plans shared them."""
+    old = CACHE.share_sizes
+    cache_clear()
+    CACHE.share_sizes = share
+    try:
+        return work(), cache_info(), list(CACHE._plans.values())
+    finally:
+        CACHE.share_sizes = old
+        cache_clear()
+
+
+def _fit(model, batches, loss_fn, extra=None) -> list:
+    """Adam over ``batches``; the losses, outputs, final weights and buffers."""
+    opt = to.optim.Adam(model.parameters(), lr=1e-2)
+    got = []
+    for x, y in batches:
+        opt.zero_grad()
+        out = model(x)
+        loss = loss_fn(out, y)
+        loss.backward()
+        opt.step()
+        got += [loss.item(), out.detach().numpy().copy()]
+        if extra is not None:
+            got.append(extra(model))
+    return got + [v.numpy().copy() for v in model.state_dict().values()]
+
+
+def _assert_same(a: list, b: list) -> None:
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)  # bit for bit
+
+
+@pytest.mark.parametrize("case", ["mlp", "cnn"])
+def test_changing_batch_sizes_give_the_bits_of_a_plan_per_size(case):
+    rng = np.random.default_rng(0)
+    sizes = [6, 9, 4, 9, 2, 6, 3]  # the arena grows, shrinks back, grows again; last partial
+
+    def work():
+        to.manual_seed(0)
+        if case == "mlp":
+            model = nn.Sequential(nn.Linear(5, 16), nn.BatchNorm1d(16), nn.Tanh(), nn.Linear(16, 3))
+            data = [(rng.standard_normal((n, 5)).astype(np.float32), rng.integers(0, 3, n))
+                    for n in sizes]
+        else:  # direct conv kernels, fused conv+ReLU+pool, BatchNorm statistics over the batch
+            model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                  nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+            data = [(rng.standard_normal((n, 1, 8, 8)).astype(np.float32), rng.integers(0, 3, n))
+                    for n in sizes]
+        ce = nn.functional.cross_entropy
+
+        def evaluate(m):  # an inference plan of another size between steps
+            m.eval()
+            with to.no_grad():
+                v = m(data[1][0][:5]).numpy().copy()
+            m.train()
+            return v
+        return _fit(model, data, lambda out, y: ce(out, y) + 0.5 * ce(out, y, reduction="sum"),
+                    evaluate)
+
+    shared, info, plans = _sharing(True, work)
+    rng = np.random.default_rng(0)
+    alone, info_alone, _ = _sharing(False, work)
+    _assert_same(shared, alone)
+    assert info.misses == info_alone.misses  # a plan per size still (its shapes and kernels)
+    assert info.structures == 2 < info_alone.structures  # ... over one training structure
+    assert info.nbytes < info_alone.nbytes
+
+
+def test_changing_sequence_lengths_give_the_bits_of_a_plan_per_length():
+    rng = np.random.default_rng(1)
+    lengths = [7, 3, 11, 3, 5, 11]
+
+    def work():
+        to.manual_seed(0)
+        lstm, head = nn.LSTM(4, 8, batch_first=True), nn.Linear(8, 3)
+        model = nn.Sequential()  # holds both, for _fit's state_dict
+        model.lstm, model.head = lstm, head
+        model.forward = lambda x: head(lstm(x)[0]).reshape(-1, 3)
+        data = [(rng.standard_normal((2, t, 4)).astype(np.float32), rng.integers(0, 3, 2 * t))
+                for t in lengths]
+        return _fit(model, data, nn.functional.cross_entropy)
+
+    shared, info, _ = _sharing(True, work)
+    rng = np.random.default_rng(1)
+    alone, info_alone, _ = _sharing(False, work)
+    _assert_same(shared, alone)
+    assert info.structures == 1 and info_alone.structures == 4  # four lengths
+
+
+def _policy(hidden=32):
+    to.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, hidden), nn.ReLU(), nn.Linear(hidden, 2))
+
+
+def _episodes(lengths, policy=None):
+    """A policy-gradient loop (REINFORCE): an episode of each length, the log-probabilities of the
+    actions taken weighted by the returns."""
+    rng = np.random.default_rng(2)
+    policy = policy or _policy()
+    opt = to.optim.Adam(policy.parameters(), lr=1e-2)
+    losses = []
+    for t in lengths:
+        obs = rng.standard_normal((t, 4)).astype(np.float32)
+        act = rng.integers(0, 2, t)
+        ret = to.tensor(rng.standard_normal(t).astype(np.float32))
+        logp = nn.functional.log_softmax(policy(obs), 1)
+        loss = -(logp[np.arange(t), act] * ret).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses + [p.data.numpy().copy() for p in policy.parameters()]
+
+
+def test_episodes_of_changing_lengths_share_one_structure_and_one_arena():
+    lengths = [int(t) for t in np.random.default_rng(3).integers(2, 60, 30)]
+    lengths += lengths[::-1]  # sizes come back after the runs' tables of them were dropped
+    shared, info, plans = _sharing(True, lambda: _episodes(lengths))
+    alone, info_alone, plans_alone = _sharing(False, lambda: _episodes(lengths))
+    _assert_same(shared, alone)
+    distinct = len(set(lengths))
+    assert info.misses == info_alone.misses == distinct > 20
+    assert info.structures == 1 and info_alone.structures == distinct
+    fam = plans[0].family
+    assert all(p.family is fam for p in plans) and len(fam._idle) == 1  # one thread: one run
+    run = fam._idle[0]
+    assert run.arena.nbytes == max(p.peak_bytes for p in plans)
+    assert len(run.tables) <= run.TABLES
+    # memory: one arena and one gradient scratch, not one per length
+    assert info.nbytes == fam.nbytes + sum(p.own_bytes for p in plans)
+    assert info.nbytes <= max(p.nbytes for p in plans_alone) + sum(p.own_bytes for p in plans) \
+        + sum(e[3] for e in run.tables.values())  # the largest plan alone, and the constants
+    assert info.nbytes * 5 < info_alone.nbytes
+
+
+def test_threads_running_one_structure_at_different_sizes_match_running_alone():
+    sizes = [[5, 9, 5, 3, 9], [9, 5, 3, 9, 5]]  # different sizes of one structure at once
+    alone = [_episodes(s) for s in sizes]
+    results: list = [None, None]
+    barrier = threading.Barrier(2)
+    policies = [_policy(), _policy()]  # the global generator is not per thread
+
+    def work(k):
+        barrier.wait()
+        results[k] = _episodes(sizes[k], policies[k])
+    cache_clear()
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, alone):
+        _assert_same(got, want)

@@ -44,7 +44,8 @@ from tinyopt.engine import fpstate
 class Plan:
     """A graph compiled into kernel calls over a planned arena (see the module docstring)."""
 
-    def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None):
+    def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
+                 family_of=None):
         self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
         # the leaves that get gradients: Parameters and tensors that require grad (a freed value
         # raises when a gradient reaches it)
@@ -103,41 +104,118 @@ class Plan:
         # the slots bound per run: leaves, views of anything, gradients written into parameters
         self._bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
                        or kind[i] == "leaf" and i in self.leaf_slots]
-        self._idle: list[_Run] = [_Run(self)]  # see the module docstring
-        self.run_bytes = self._idle[0].nbytes
-        self.nbytes = self.run_bytes + sum(v.nbytes for _, v in self._consts)
-        self._on_grow = None  # set by the cache that holds this plan, to count a new run's bytes
+        self.own_bytes = sum(v.nbytes for _, v in self._consts)
+        # Plans that differ only in sizes (a batch, a sequence length) share one family: its
+        # runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch.
+        grad_specs = tuple((k, gi, is_extern, self.nodes[gi].shape if is_extern else None,
+                            self.nodes[gi].dtype.char) for k, gi, is_extern in self.grad_outs)
+        key = (tuple([(t.op, s, t.dtype.char) for t, s in zip(nodes, srcs)]),
+               tuple(self.leaf_slots), tuple(self.output_slots), self.loss_slot, grad_specs)
+        self.family: _Family = (_Family(key, grad_specs) if family_of is None
+                                else family_of(key, grad_specs))
+        try:
+            r = self.family._idle.pop()
+        except IndexError:
+            r = _Run(self.family)
+        try:
+            self.run_bytes = r.prepare(self)  # the bytes a run of its own holds
+        finally:
+            self.family._idle.append(r)
 
     @property
     def peak_bytes(self) -> int:
         """Bytes of the planned arena: the peak memory of intermediate values."""
         return self.memory.arena_bytes
 
+    @property
+    def _idle(self) -> list[_Run]:
+        """The idle runs of this plan's family (see the module docstring)."""
+        return self.family._idle
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this plan needs: its constants and its family's runs."""
+        return self.own_bytes + self.family.nbytes
+
     def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
         """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results."""
+        fam = self.family
         try:
-            r = self._idle.pop()
-        except IndexError:  # this plan is running in another thread: a run of its own
-            r = _Run(self)
+            r = fam._idle.pop()
+        except IndexError:  # the family is running in another thread: a run of its own
+            r = _Run(fam)
+        try:
+            return r.run(self, leaves)
+        finally:
+            fam._idle.append(r)
+
+
+class _Family:
+    """The runs that plans of one structure share (plans that differ only in sizes: a batch, a
+    sequence length), and the bytes they hold.  A run's arena is grown to the largest plan of
+    the family it runs, so a loop over many sizes holds one arena per thread, not one per size.
+    The values stay those of a plan built for the size: each plan keeps its own shapes, kernels
+    and memory layout, only the bytes under the layout are shared."""
+
+    def __init__(self, key: tuple, grad_specs: tuple):
+        self.key = key
+        self.grad_specs = grad_specs
+        self._idle: list[_Run] = []
+        self.nbytes = 0
+        self.cached = 0        # plans of this family in the cache
+        self._on_grow = None   # set by the cache while it holds plans of this family
+
+    def grew(self, delta: int) -> None:
+        if delta:
             grow = self._on_grow
             if grow is None:
-                self.nbytes += self.run_bytes
+                self.nbytes += delta
             else:
-                grow(self, self.run_bytes)
-        try:
-            return r.run(leaves)
-        finally:
-            self._idle.append(r)
+                grow(self, delta)
 
 
 class _Run:
-    """What one run of a plan writes: the arena, the array table (computed nodes are fixed slices
-    of the arena; leaves and views are bound per run), the kernel closures over that table (they
-    own their scratch arrays) and the gradient scratch."""
+    """What one run of a family's plans writes: the arena, the gradient scratch, and per plan
+    (the last few run here) the array table (computed nodes are fixed slices of the arena; leaves
+    and views are bound per run) and the kernel closures over it (they own their scratch)."""
 
-    def __init__(self, plan: Plan):
+    TABLES = 8  # plans (sizes) whose tables a run keeps
+
+    def __init__(self, family: _Family):
+        self.family = family
+        self.arena = np.empty(0, dtype=np.uint8)
+        self.grad_scratch = [np.empty(shape, dt) if is_extern else None
+                             for _, _, is_extern, shape, dt in family.grad_specs]
+        self.tables: OrderedDict[int, tuple] = OrderedDict()  # id(plan) -> (plan, A, steps, bytes)
+        family.grew(sum(s.nbytes for s in self.grad_scratch if s is not None))
+
+    def prepare(self, plan: Plan) -> int:
+        """Make (or find) ``plan``'s table in this run; the bytes a run of its own would hold."""
+        self._table(plan)
+        return (plan.memory.arena_bytes + self.tables[id(plan)][3]
+                + sum(s.nbytes for s in self.grad_scratch if s is not None))
+
+    def _table(self, plan: Plan) -> tuple:
+        entry = self.tables.get(id(plan))
+        if entry is not None and entry[0] is plan:
+            self.tables.move_to_end(id(plan))
+            return entry
+        delta = 0
+        need = plan.memory.arena_bytes
+        if self.arena.nbytes < need:  # a larger plan: a larger arena, the old tables go with it
+            delta += need - self.arena.nbytes - sum(e[3] for e in self.tables.values())
+            self.tables.clear()
+            self.arena = np.empty(need, dtype=np.uint8)
+        entry = self._build(plan)
+        self.tables[id(plan)] = entry
+        delta += entry[3]
+        while len(self.tables) > self.TABLES:
+            delta -= self.tables.popitem(last=False)[1][3]
+        self.family.grew(delta)
+        return entry
+
+    def _build(self, plan: Plan) -> tuple:
         kind, nbytes = plan._kind, plan._nbytes
-        self.arena = np.empty(plan.memory.arena_bytes, dtype=np.uint8)
         A: list[np.ndarray | None] = [None] * len(plan.nodes)
         for i, v in plan._consts:
             A[i] = v
@@ -146,53 +224,19 @@ class _Run:
                 blk = plan.memory.blocks[plan.memory.root[i]]
                 A[i] = (self.arena[blk.offset:blk.offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
-        self.A = A
-        # the plan's tables, copied here so that a step reads one object
-        self.leaf_slots, self.bound = plan.leaf_slots, plan._bound
-        self.output_slots, self.loss_slot = plan.output_slots, plan.loss_slot
-        self.grad_outs = [(k, gi, is_extern, np.empty(plan.nodes[gi].shape, plan.nodes[gi].dtype)
-                           if is_extern else None) for k, gi, is_extern in plan.grad_outs]
-        self.steps = [self._step(i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
-                      if kind[i] in ("compute", "extern", "view")]
-        self.nbytes = (self.arena.nbytes + _held_bytes(self.steps)
-                       + sum(s.nbytes for *_, s in self.grad_outs if s is not None))
+        steps = [_step(A, i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
+                 if kind[i] in ("compute", "extern", "view")]
+        return plan, A, steps, _held_bytes(steps)
 
-    def _step(self, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
-        A = self.A
-        op = OPS[t.op]
-        if kind == "view":
-            fn = op.view(t)
-            if len(srcs) == 1:
-                s0 = srcs[0]
-
-                def run_view():
-                    A[i] = fn(A[s0])
-                return run_view
-
-            def run_view_n():
-                A[i] = fn(*[A[s] for s in srcs])
-            return run_view_n
-        fn = op.forward(t)
-        if len(srcs) == 1:
-            s0 = srcs[0]
-            return lambda: fn(A[i], A[s0])
-        if len(srcs) == 2:
-            s0, s1 = srcs
-            return lambda: fn(A[i], A[s0], A[s1])
-        if len(srcs) == 3:
-            s0, s1, s2 = srcs
-            return lambda: fn(A[i], A[s0], A[s1], A[s2])
-        return lambda: fn(A[i], *[A[s] for s in srcs])
-
-    def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
-        A = self.A
+    def run(self, plan: Plan, leaves: list[Tensor]) -> list[np.ndarray]:
+        _, A, steps, _ = self._table(plan)
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
-            for slot, t in zip(self.leaf_slots, leaves):
+            for slot, t in zip(plan.leaf_slots, leaves):
                 if slot >= 0:
                     A[slot] = t._value  # a Parameter's _value is its _data
             fresh = []
-            for k, gi, is_extern, scratch in self.grad_outs:
+            for (k, gi, is_extern), scratch in zip(plan.grad_outs, self.grad_scratch):
                 if is_extern:
                     p = leaves[k]
                     if p._grad is None:
@@ -201,26 +245,54 @@ class _Run:
                     else:
                         A[gi] = scratch
             try:
-                for step in self.steps:
+                for step in steps:
                     step()
             except BaseException:
                 for p in fresh:
                     p.grad = None
                 raise
-            for k, gi, is_extern, scratch in self.grad_outs:
+            for (k, gi, is_extern), scratch in zip(plan.grad_outs, self.grad_scratch):
                 p = leaves[k]
                 if not is_extern:
                     p._accumulate_grad(A[gi])
                 elif A[gi] is scratch:
                     np.add(p._grad, scratch, out=p._grad)
-            out = [A[i].copy() for i in self.output_slots]
-            if self.loss_slot >= 0:
-                out.append(A[self.loss_slot].copy())
+            out = [A[i].copy() for i in plan.output_slots]
+            if plan.loss_slot >= 0:
+                out.append(A[plan.loss_slot].copy())
             return out
         finally:  # a cached plan must not keep a batch or a model alive, even after a failed run
             fpstate.restore(token)
-            for slot in self.bound:
+            for slot in plan._bound:
                 A[slot] = None
+
+
+def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
+    """The call that computes node ``i`` (spec ``t``) of an array table ``A``."""
+    op = OPS[t.op]
+    if kind == "view":
+        fn = op.view(t)
+        if len(srcs) == 1:
+            s0 = srcs[0]
+
+            def run_view():
+                A[i] = fn(A[s0])
+            return run_view
+
+        def run_view_n():
+            A[i] = fn(*[A[s] for s in srcs])
+        return run_view_n
+    fn = op.forward(t)
+    if len(srcs) == 1:
+        s0 = srcs[0]
+        return lambda: fn(A[i], A[s0])
+    if len(srcs) == 2:
+        s0, s1 = srcs
+        return lambda: fn(A[i], A[s0], A[s1])
+    if len(srcs) == 3:
+        s0, s1, s2 = srcs
+        return lambda: fn(A[i], A[s0], A[s1], A[s2])
+    return lambda: fn(A[i], *[A[s] for s in srcs])
 
 
 def _held_bytes(fns) -> int:
@@ -273,6 +345,7 @@ class CacheInfo(NamedTuple):
     maxsize: int
     nbytes: int      # bytes the cached plans hold (arenas, scratch, constants)
     max_bytes: int
+    structures: int  # plan structures the cached plans share (plans differing only in sizes)
 
 
 log = logging.getLogger("tinyopt")
@@ -305,6 +378,9 @@ class PlanCache:
         self.misses = 0
         self._evicted: OrderedDict[int, None] = OrderedDict()  # hashes of recently evicted keys
         self._warned = False
+        # plans that differ only in sizes share their runs (arenas, scratch): see _Family
+        self.share_sizes = os.environ.get("TINYOPT_PLAN_SHARING", "1") != "0"
+        self._families: dict[tuple, _Family] = {}
 
     def get(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
             signed: tuple[dict[int, int], tuple] | None = None) -> Plan:
@@ -321,16 +397,22 @@ class PlanCache:
                 return plan
             self.misses += 1
         t0 = time.perf_counter()
-        plan = Plan(fwd, outputs, loss)
+        plan = Plan(fwd, outputs, loss, self._family_of if self.share_sizes else None)
         ms = (time.perf_counter() - t0) * 1e3
         h = hash(key)
         with self._lock:
             kept = self._plans.get(key)
             if kept is not None:  # another thread compiled it meanwhile
                 return kept
-            plan._on_grow = self._grew
             self._plans[key] = plan
-            self.nbytes += plan.nbytes
+            fam = plan.family
+            if not fam.cached:
+                fam._on_grow = self._grew
+                self.nbytes += fam.nbytes
+                if self.share_sizes:
+                    self._families.setdefault(fam.key, fam)
+            fam.cached += 1
+            self.nbytes += plan.own_bytes
             again = h in self._evicted
             self._evicted.pop(h, None)
             warn = again and not self._warned
@@ -347,11 +429,20 @@ class PlanCache:
                         self.maxsize)
         return plan
 
-    def _grew(self, plan: Plan, delta: int) -> None:
-        """Count a new run of ``plan`` (made for a thread while another was running it)."""
+    def _family_of(self, key: tuple, grad_specs: tuple) -> _Family:
+        """The family of plans of structure ``key`` (made now if none is cached)."""
         with self._lock:
-            plan.nbytes += delta
-            if plan._on_grow is not None:  # still cached
+            fam = self._families.get(key)
+            if fam is None:
+                fam = self._families[key] = _Family(key, grad_specs)
+            return fam
+
+    def _grew(self, fam: _Family, delta: int) -> None:
+        """Count bytes a run of ``fam`` took or gave back (a new run for a thread, a larger
+        arena, a plan's table)."""
+        with self._lock:
+            fam.nbytes += delta
+            if fam._on_grow is not None:  # still cached
                 self.nbytes += delta
                 self._shrink()
 
@@ -360,8 +451,14 @@ class PlanCache:
         while len(self._plans) > self.maxsize or (self.nbytes > self.max_bytes
                                                   and len(self._plans) > 1):
             key, plan = self._plans.popitem(last=False)
-            plan._on_grow = None
-            self.nbytes -= plan.nbytes
+            self.nbytes -= plan.own_bytes
+            fam = plan.family
+            fam.cached -= 1
+            if not fam.cached:
+                fam._on_grow = None
+                self.nbytes -= fam.nbytes
+                if self._families.get(fam.key) is fam:
+                    del self._families[fam.key]
             self._evicted[hash(key)] = None
             if len(self._evicted) > 4 * max(self.maxsize, 1):
                 self._evicted.popitem(last=False)
@@ -371,14 +468,17 @@ class PlanCache:
 
     def info(self) -> CacheInfo:
         with self._lock:
+            structures = len({id(p.family) for p in self._plans.values()})
             return CacheInfo(self.hits, self.misses, len(self._plans), self.maxsize, self.nbytes,
-                             self.max_bytes)
+                             self.max_bytes, structures)
 
     def clear(self) -> None:
         with self._lock:
             for plan in self._plans.values():
-                plan._on_grow = None
+                plan.family._on_grow = None
+                plan.family.cached = 0
             self._plans.clear()
+            self._families.clear()
             self._evicted.clear()
             self.nbytes = self.hits = self.misses = 0
             self._warned = False
@@ -388,8 +488,10 @@ CACHE = PlanCache()
 
 
 def cache_info() -> CacheInfo:
-    """``(hits, misses, currsize, maxsize, nbytes, max_bytes)`` of the plan cache, like
-    ``functools.lru_cache``'s with the bytes its plans hold and their bound."""
+    """``(hits, misses, currsize, maxsize, nbytes, max_bytes, structures)`` of the plan cache,
+    like ``functools.lru_cache``'s with the bytes its plans hold, their bound, and how many plan
+    structures the cached plans share: a loop over many batch sizes or sequence lengths caches a
+    plan per size (``currsize``) but one structure, whose runs hold one arena per thread."""
     return CACHE.info()
 
 

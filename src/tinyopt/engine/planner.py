@@ -75,48 +75,45 @@ def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],
     0; ``keep`` the nodes whose value must survive to the end of the run.
     """
     n = len(srcs)
-    consumers: list[list[int]] = [[] for _ in range(n)]
+    last_read = [-1] * n  # per node: its last consumer (n: kept to the end)
     for i, ss in enumerate(srcs):
         for s in ss:
-            consumers[s].append(i)
+            last_read[s] = i
+    for k in keep:
+        last_read[k] = n
     root: list[int | None] = [None] * n
-    members: dict[int, list[int]] = {}
+    lu: dict[int, int] = {}  # per open root: the last use of any node sharing its block
     first: dict[int, int] = {}
     blocks: dict[int, Block] = {}
     offsets: dict[int, int] = {}
     fl = _FreeList()
 
-    def last_use(r: int) -> int:
-        if any(m in keep for m in members[r]):
-            return n
-        return max((c for m in members[r] for c in consumers[m]), default=-1)
-
     def close(r: int) -> None:
-        blocks[r] = Block(offsets.pop(r), nbytes[r], first[r], last_use(r))
+        blocks[r] = Block(offsets.pop(r), nbytes[r], first[r], lu[r])
         fl.release(blocks[r].offset, nbytes[r])
 
     for i in range(n):
         if kind[i] == "view":
             r = root[srcs[i][0]]
             root[i] = r
-            if r is not None:
-                members[r].append(i)
+            if r is not None and r in lu:
+                lu[r] = max(lu[r], last_read[i])
         elif kind[i] == "compute":
             s0 = srcs[i][0] if srcs[i] else None
             r0 = root[s0] if s0 is not None else None
             if (inplace[i] and r0 is not None and r0 in offsets and nbytes[r0] == nbytes[i]
-                    and last_use(r0) == i and srcs[i].count(s0) == 1
+                    and lu[r0] == i and srcs[i].count(s0) == 1
                     and all(root[s] != r0 for s in srcs[i][1:])):
                 root[i] = r0
-                members[r0].append(i)
+                lu[r0] = max(lu[r0], last_read[i])
             else:
                 root[i] = i
-                members[i] = [i]
+                lu[i] = last_read[i]
                 first[i] = i
                 offsets[i] = fl.alloc(nbytes[i])
         # Free every block whose last consumer is this node (or that nobody reads).
         for r in {root[s] for s in srcs[i]} | {root[i]}:
-            if r is not None and r in offsets and last_use(r) <= i:
+            if r is not None and r in offsets and lu[r] <= i:
                 close(r)
     for r in list(offsets):
         close(r)

@@ -251,6 +251,29 @@ def _lerp(a, b, w, w_c, low):
     return a + w * (b - a) if low else b - (b - a) * w_c
 
 
+@inline
+def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
+    """Adam's first half, shared by Adam, NAdam and RAdam: element ``i``'s gradient (negated if
+    maximize, plus lambda p unless decoupled), its parameter (times ``h.decay`` = 1 - lr lambda
+    if decoupled), and the moments, stored::
+
+        m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
+
+    Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
+    gi = -g[i] if maximize else g[i]
+    pi = p[i]
+    if wd_on:
+        if decoupled:
+            pi = pi * h.decay
+        else:
+            gi = gi + h.weight_decay * pi
+    mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
+    m[i] = mi
+    vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+    v[i] = vi
+    return pi, gi, mi, vi
+
+
 @algorithm
 def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
     """SGD with momentum (Sutskever et al. 2013, http://proceedings.mlr.press/v28/sutskever13.html).
@@ -312,17 +335,7 @@ def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: 
 
     @inline
     def update(i, p, g, m, v, vhat, h, c):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = gi + h.weight_decay * pi
-        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
-        m[i] = mi
-        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
-        v[i] = vi
+        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         if amsgrad:
             a = vhat[i]
             if vi != vi or vi > a:
@@ -515,17 +528,7 @@ def nadam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = gi + h.weight_decay * pi
-        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
-        m[i] = mi
-        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
-        v[i] = vi
+        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         d = math.sqrt(vi / c[0]) + h.eps
         pi = pi + c[1] * gi / d
         p[i] = pi + c[2] * mi / d
@@ -567,17 +570,7 @@ def radam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = gi + h.weight_decay * pi
-        mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
-        m[i] = mi
-        vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
-        v[i] = vi
+        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         x = mi / c[0] * h.lr
         if c[3] != 0:  # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it
             x = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]

@@ -9,6 +9,25 @@ from tinyopt.kernels import optim as kernels
 from tinyopt.optim.fused import FusedOptimizer
 
 
+def check_adam_hyperparameters(lr: float, eps: float, betas: tuple[float, float],
+                               weight_decay: float = 0.0, *, positive: bool = False) -> None:
+    """PyTorch's checks (and messages) of the Adam family's ``lr``, ``eps``, ``betas`` and
+    ``weight_decay`` (Adam, AdamW, Adamax, NAdam, RAdam, SparseAdam); ``positive``: ``lr`` and
+    ``eps`` must be > 0 (SparseAdam), not only >= 0."""
+    if not (0.0 < lr if positive else 0.0 <= lr):
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not (0.0 < eps if positive else 0.0 <= eps):
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if len(betas) != 2:
+        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
 class Adam(FusedOptimizer):
     r"""Adam (Kingma & Ba, https://arxiv.org/abs/1412.6980) as ``torch.optim.Adam``.
 
@@ -45,19 +64,8 @@ class Adam(FusedOptimizer):
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
-        lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if len(betas) != 2:
-            raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= wd:
-            raise ValueError(f"Invalid weight_decay value: {wd}")
+        check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
+                                   group["weight_decay"])
 
     def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq" if group["amsgrad"] else None)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tinyopt.kernels import optim as kernels
+from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -51,17 +52,8 @@ class NAdam(FusedOptimizer):
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
-        lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= wd:
-            raise ValueError(f"Invalid weight_decay value: {wd}")
+        check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
+                                   group["weight_decay"])
         if not 0.0 <= group["momentum_decay"]:
             raise ValueError(f"Invalid momentum_decay value: {group['momentum_decay']}")
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tinyopt.kernels import optim as kernels
+from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -50,17 +51,8 @@ class RAdam(FusedOptimizer):
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
-        lr, eps, betas, wd = group["lr"], group["eps"], group["betas"], group["weight_decay"]
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= wd:
-            raise ValueError(f"Invalid weight_decay value: {wd}")
+        check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
+                                   group["weight_decay"])
 
     def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq")

@@ -11,6 +11,7 @@ import numpy as np
 from tinyopt.engine.row_sparse import is_row_sparse, row_mask
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels import row_sparse as kernels
+from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.optimizer import Optimizer
 
 _DENSE = "SparseAdam does not support dense gradients, please consider Adam instead"
@@ -43,14 +44,7 @@ class SparseAdam(Optimizer):
                  maximize: bool = False) -> None:
         if isinstance(lr, (Tensor, np.ndarray)) and np.asarray(lr).size != 1:
             raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 < lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 < eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        check_adam_hyperparameters(lr, eps, betas, positive=True)
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, maximize=maximize))
 
     def step(self, closure: Callable[[], Any] | None = None):
