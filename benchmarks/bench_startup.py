@@ -2,11 +2,12 @@
 784-500-10 (forward, cross-entropy, backward, Adam step) in a fresh process, with an empty numba
 cache (every kernel compiled) and with a warm one (kernels loaded from the cache).
 
-Goals (issue 14): import <= 0.35 s; first step <= 1.0 s cold and <= 0.25 s warm.  The CPU
-columns (the child's process time) say the same on a quiet machine and stay readable on a busy
-one, where the wall times grow with the other load.
+Goals (issue 14): ``import tinyopt`` <= 0.35 s; first step <= 1.0 s cold and <= 0.25 s warm.
+The CPU columns (the child's process time) say the same on a quiet machine and stay readable on a
+busy one, where the wall times grow with the other load.
 
     python benchmarks/bench_startup.py
+    python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ t0 = time.perf_counter()
 c0 = time.process_time()
 import numpy as np
 import tinyopt as to
+t_tinyopt = time.perf_counter() - t0
+c_tinyopt = time.process_time() - c0
 from tinyopt import nn, optim
 t_import = time.perf_counter() - t0
 c_import = time.process_time() - c0
@@ -41,7 +44,8 @@ loss.item()
 t_step = time.perf_counter() - t1
 c_step = time.process_time() - c1
 print(json.dumps({"import": t_import, "first_step": t_step, "total": time.perf_counter() - t0,
-                  "import_cpu": c_import, "first_step_cpu": c_step}))
+                  "import_cpu": c_import, "first_step_cpu": c_step,
+                  "import_tinyopt": t_tinyopt, "import_tinyopt_cpu": c_tinyopt}))
 """
 
 
@@ -52,16 +56,47 @@ def run(cache_dir: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+IMPORTS = {"numpy": "import numpy", "numba": "import numba", "tinyopt": "import tinyopt",
+           "tinyopt, nn, optim": "import tinyopt; from tinyopt import nn, optim"}
+TIMED = r"""
+import time
+t0, c0 = time.perf_counter(), time.process_time()
+{}
+print(time.perf_counter() - t0, time.process_time() - c0)
+"""
+
+
+def imports(repeats: int = 7) -> None:
+    """Wall and CPU time of each import in ``IMPORTS``, fresh processes, interleaved; medians."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in IMPORTS}
+    for _ in range(repeats):
+        for name, code in IMPORTS.items():
+            out = subprocess.run([sys.executable, "-c", TIMED.format(code)], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            times[name].append((float(out[0]), float(out[1])))
+    print(f"{'import':>20} {'wall':>8} {'cpu':>8}   (medians of {repeats} fresh processes)")
+    for name, ts in times.items():
+        wall, cpu = (sorted(t[i] for t in ts)[len(ts) // 2] for i in (0, 1))
+        print(f"{name:>20} {wall:>7.3f}s {cpu:>7.3f}s")
+    print("goal: import tinyopt <= 0.35 s")
+
+
 def main() -> None:
+    if "--imports" in sys.argv:
+        imports()
+        return
     with tempfile.TemporaryDirectory() as cache:
         cold = run(cache)
         warm = run(cache)
     print(f"{'':>6} {'import':>9} {'first step':>11} {'total':>9}   {'import cpu':>10} "
-          f"{'step cpu':>9}")
+          f"{'step cpu':>9}   {'import tinyopt':>14} {'(cpu)':>7}")
     for name, r in (("cold", cold), ("warm", warm)):
         print(f"{name:>6} {r['import']:>8.3f}s {r['first_step']:>10.3f}s {r['total']:>8.3f}s   "
-              f"{r['import_cpu']:>9.3f}s {r['first_step_cpu']:>8.3f}s")
-    print("goals: import <= 0.35 s; first step <= 1.0 s cold, <= 0.25 s warm")
+              f"{r['import_cpu']:>9.3f}s {r['first_step_cpu']:>8.3f}s   "
+              f"{r['import_tinyopt']:>13.3f}s {r['import_tinyopt_cpu']:>6.3f}s")
+    print("import: numpy, tinyopt, tinyopt.nn and tinyopt.optim; import tinyopt: numpy and "
+          "tinyopt alone")
+    print("goals: import tinyopt <= 0.35 s; first step <= 1.0 s cold, <= 0.25 s warm")
 
 
 if __name__ == "__main__":

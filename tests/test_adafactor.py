@@ -171,3 +171,82 @@ def test_signature_and_defaults_are_pytorchs():
         [(p.name, p.kind, p.default) for p in theirs]
     assert list(optim.Adafactor([Parameter(np.zeros(2, np.float32))]).defaults.items()) == \
         list(torch.optim.Adafactor([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
+
+
+GRID_SHAPES = [(3, 5), (2, 2, 3), (4, 1), (1, 1), (7,), (), (0,), (0, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("maximize,weight_decay", [(False, 0.1), (True, 0.0)])
+def test_fused_kernel_matches_reference_over_a_grid(dtype, maximize, weight_decay):
+    """The one kernel call per group and dtype against the per-parameter reference: factored
+    (2-d, 3-d, a column, 1x1), 1-d, 0-d and empty parameters (never given a gradient), None
+    grads on some steps, maximize, weight decay."""
+    rng = np.random.default_rng(7)
+    starts = [np.asarray(rng.standard_normal(s), dtype) for s in GRID_SHAPES]
+    params = [Parameter(a.copy()) for a in starts]
+    h = dict(lr=0.05, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=weight_decay,
+             maximize=maximize)
+    opt = optim.Adafactor(params, **{k: v for k, v in h.items()})
+    refs, states = [a.copy() for a in starts], [{} for _ in starts]
+    for k in range(6):
+        for i, p in enumerate(params):
+            g = None if p.numel() == 0 or (i + k) % 4 == 3 else \
+                np.asarray(rng.standard_normal(p.shape), dtype)
+            p.grad = g
+            if g is not None:
+                refs[i] = ref_adafactor(refs[i], g, states[i], h)
+        opt.step()
+    tol = 1e-6 if dtype == np.float32 else 1e-14
+    for p, ref, st in zip(params, refs, states):
+        np.testing.assert_allclose(p.data.numpy(), ref, rtol=tol, atol=tol)
+        assert sorted(opt.state[p]) == sorted(st)
+        for key in st:
+            np.testing.assert_allclose(opt.state[p][key], st[key], rtol=tol, atol=tol * 1e-3)
+
+
+def test_an_empty_parameter_with_a_gradient_raises_like_pytorch_and_changes_nothing():
+    a, e = Parameter(np.ones((2, 3), np.float32)), Parameter(np.zeros((0, 3), np.float32))
+    opt = optim.Adafactor([a, e])
+    a.grad, e.grad = np.ones((2, 3), np.float32), np.zeros((0, 3), np.float32)
+    with pytest.raises(ZeroDivisionError, match="float division by zero"):
+        opt.step()
+    assert np.array_equal(a.data.numpy(), np.ones((2, 3))) and not opt.state[a]
+
+
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_16_bit_parameters_have_float32_masters_following_the_float32_run(low):
+    """As every fused optimizer: float32 masters and state, the 16-bit parameter their rounding;
+    eps1 None is the 16-bit dtype's machine epsilon, as torch's."""
+    import tinyopt as to
+    dt = to.bfloat16 if low == "bfloat16" else np.float16
+    eps1 = 2.0 ** -7 if low == "bfloat16" else float(np.finfo(np.float16).eps)
+    starts, grads = _setup(np.float32)
+    starts = [a.astype(dt).astype(np.float32) for a in starts]  # exactly 16-bit values
+    lows = [Parameter(a.astype(dt)) for a in starts]
+    fulls = [Parameter(a.copy()) for a in starts]
+    opt = optim.Adafactor(lows, lr=0.05, weight_decay=0.1)
+    ref = optim.Adafactor(fulls, lr=0.05, weight_decay=0.1, eps=(eps1, 1e-3))
+    _run(opt, lows, grads, range(6))
+    _run(ref, fulls, grads, range(6))
+    for p, f in zip(lows, fulls):
+        st = opt.state[p]
+        assert p.dtype == dt and st["master_param"].dtype == np.float32
+        np.testing.assert_array_equal(st["master_param"].numpy(), f.data.numpy())
+        np.testing.assert_array_equal(p.data.numpy(), f.data.numpy().astype(dt))
+        for key in ref.state[f]:
+            np.testing.assert_array_equal(st[key].numpy(), ref.state[f][key].numpy())
+    torch = pytest.importorskip("torch")
+    tdt = getattr(torch, low)
+    tps = [torch.nn.Parameter(torch.from_numpy(a.copy()).to(tdt)) for a in starts]
+    topt = torch.optim.Adafactor(tps, lr=0.05, weight_decay=0.1)
+    for k in range(6):
+        for tp, g in zip(tps, grads[k]):
+            tp.grad = None if g is None else torch.from_numpy(g.copy()).to(tdt)
+        topt.step()
+    for p, tp in zip(lows, tps):  # torch computes in 16 bits: a few of their ulps apart
+        ulp = 2.0 ** -7 if low == "bfloat16" else 2.0 ** -10
+        np.testing.assert_allclose(p.data.numpy().astype(np.float32),
+                                   tp.detach().float().numpy(), rtol=4 * ulp, atol=4 * ulp)
+    topt.load_state_dict(__import__("tinyopt.optim.torch_compat", fromlist=["x"]).to_torch(
+        opt.state_dict()))

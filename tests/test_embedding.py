@@ -49,13 +49,13 @@ def test_embedding_options_match_torch(kw):
              (x,))
 
 
-def test_embedding_padding_row_starts_at_zero_and_sparse_bags_raise():
+def test_embedding_padding_row_starts_at_zero_and_sparse_max_bags_raise():
     m = nn.Embedding(V, D, padding_idx=3)
     np.testing.assert_array_equal(m.weight.data[3], 0)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        nn.EmbeddingBag(V, D, sparse=True)
-    with pytest.raises(NotImplementedError, match="sparse=True"):
-        F.embedding_bag(np.array([[1]]), np.zeros((V, D)), sparse=True)
+    with pytest.raises(ValueError, match="^max mode does not support sparse weights$"):  # torch's
+        nn.EmbeddingBag(V, D, mode="max", sparse=True)(np.array([[1]]))
+    with pytest.raises(ValueError, match="^max mode does not support sparse weights$"):
+        F.embedding_bag(np.array([[1]]), np.zeros((V, D)), mode="max", sparse=True)
 
 
 BAGS = [dict(), dict(padding_idx=2), dict(max_norm=1.0), dict(include_last_offset=True)]

@@ -200,8 +200,8 @@ def test_errors_like_pytorch():
     p.grad = np.ones(3)
     with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
         optim.LBFGS([p], line_search_fn="armijo").step(lambda: 1.0)
-    with pytest.raises(TypeError, match="one dtype"):
-        optim.LBFGS([p, Parameter(np.zeros(2, np.float32))])
+    with pytest.raises(TypeError, match="floating point"):
+        optim.LBFGS([p, Parameter(np.zeros(2, np.int64), requires_grad=False)])
     assert optim.LBFGS([p], max_iter=8).defaults["max_eval"] == 10
     bad = opt.state_dict()
     bad["state"] = {0: {"func_evals": 1, "n_iter": 1, "d": np.zeros(4)}}
@@ -219,3 +219,86 @@ def test_signature_and_defaults_are_pytorchs():
     p = Parameter(np.zeros(2, np.float32))
     assert list(optim.LBFGS([p]).defaults.items()) == \
         list(torch.optim.LBFGS([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
+
+
+@pytest.mark.parametrize("kw", [dict(line_search_fn="strong_wolfe"), dict(lr=0.05, max_iter=7)],
+                         ids=["wolfe", "fixed"])
+def test_mixed_dtypes_promote_as_pytorch(kw):
+    """float32 and float64 parameters in one group: torch's vectors are float64 (torch.cat
+    promotes), in the parameters' order; each parameter keeps its dtype."""
+    torch = pytest.importorskip("torch")
+    dtypes = [np.float32, np.float64, np.float32, np.float64, np.float32]
+    starts = [a.astype(dt) for a, dt in zip(_start(np.float64), dtypes)]
+    params = [Parameter(a.copy()) for a in starts]
+    tparams = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in starts]
+    runs = []
+    for ps, get, wrap, make in (
+            (params, lambda p: p.data.numpy(), np.array, optim.LBFGS),
+            (tparams, lambda p: p.detach().numpy(), torch.from_numpy, torch.optim.LBFGS)):
+        opt = make(ps, **kw)
+        calls = [0]
+
+        def set_grad(p, g, get=get, wrap=wrap):
+            p.grad = wrap(np.array(g, dtype=get(p).dtype))
+        closure = _closure_for(ps, get, set_grad, calls)
+        runs.append(([opt.step(closure) for _ in range(3)], calls[0], opt))
+    (losses, calls, opt), (tlosses, tcalls, topt) = runs
+    assert calls == tcalls
+    np.testing.assert_allclose(losses, tlosses, rtol=1e-5)
+    for p, tp in zip(params, tparams):
+        assert p.data.numpy().dtype == tp.detach().numpy().dtype
+        np.testing.assert_allclose(p.data.numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+    d, td = opt.state[params[0]]["d"], topt.state[tparams[0]]["d"].numpy()
+    assert d.dtype == td.dtype == np.float64
+    np.testing.assert_allclose(d, td, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_16_bit_parameters_have_float32_masters(low):
+    """As every tinyopt optimizer: float32 masters take the steps, the 16-bit parameters the
+    closure reads are their roundings.  So the run is bit for bit a float32 run whose closure
+    evaluates at the rounded point; and it converges where torch's 16-bit run does."""
+    import tinyopt as to
+    dt = to.bfloat16 if low == "bfloat16" else np.float16
+    starts = [a.astype(dt) for a in _start(np.float32)]
+    lows = [Parameter(a.copy()) for a in starts]
+    fulls = [Parameter(a.astype(np.float32)) for a in starts]
+    kw = dict(line_search_fn="strong_wolfe", max_iter=10)
+    results = []
+    for ps, get in ((lows, lambda p: p.data.numpy().astype(np.float32)),
+                    (fulls, lambda p: p.data.numpy().astype(dt).astype(np.float32))):
+        opt = optim.LBFGS(ps, **kw)
+
+        def set_grad(p, g):
+            p.grad = g.astype(np.float32)
+        closure = _closure_for(ps, get, set_grad, [0])
+        results.append([opt.step(closure) for _ in range(2)])
+    assert results[0] == results[1]
+    for p, f in zip(lows, fulls):
+        assert p.dtype == dt
+        np.testing.assert_array_equal(p.data.numpy(), f.data.numpy().astype(dt))
+    torch = pytest.importorskip("torch")
+    target = [np.full(s, 0.75, np.float32) for s in SHAPES]
+    ends = []
+    for make, ps, get, wrap in (
+            (optim.LBFGS, [Parameter(a.copy()) for a in starts],
+             lambda p: p.data.numpy().astype(np.float32), lambda g, p: np.asarray(g)),
+            (torch.optim.LBFGS, [torch.nn.Parameter(torch.from_numpy(a.astype(np.float32))
+                                                    .to(getattr(torch, low))) for a in starts],
+             lambda p: p.detach().float().numpy(),
+             lambda g, p: torch.from_numpy(np.asarray(g)).to(p.dtype))):
+        opt = make(ps, **kw)
+
+        def closure(ps=ps, get=get, wrap=wrap):  # a convex quadratic: both runs converge
+            f = 0.0
+            for p, t in zip(ps, target):
+                r = get(p) - t
+                f += float(np.sum(r * r))
+                p.grad = wrap(2 * r, p)
+            return f
+        for _ in range(3):
+            opt.step(closure)
+        ends.append([get(p) for p in ps])
+    ulp = 2.0 ** -7 if low == "bfloat16" else 2.0 ** -10
+    for a, b in zip(*ends):
+        np.testing.assert_allclose(a, b, atol=2 * ulp)

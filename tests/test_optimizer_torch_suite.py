@@ -160,6 +160,7 @@ def test_deepcopy_with_the_model_forks_the_run(name, kwargs):
 @pytest.mark.parametrize("name,kwargs", CASES[::2])
 def test_pickle_round_trip(name, kwargs):
     ps = [Parameter(v) for v in _values()]
+    ps[0].name = "fc.weight"  # (the label graphs and messages show)
     opt = getattr(optim, name)(ps, **kwargs)
     for step in range(2):
         for p, g in zip(ps, _grads(step)):
@@ -168,6 +169,7 @@ def test_pickle_round_trip(name, kwargs):
     back = pickle.loads(pickle.dumps(opt))
     assert type(back) is type(opt)
     qs = back.param_groups[0]["params"]
+    assert [q.name for q in qs] == [p.name for p in ps] and qs[0].name == "fc.weight"
     for p, q in zip(ps, qs):
         np.testing.assert_array_equal(p._data, q._data)
         np.testing.assert_array_equal(p._grad, q._grad)

@@ -208,3 +208,89 @@ def test_matches_torch_and_exchanges_state(dtype):
     topt.load_state_dict({"state": {0: {k: (v if k == "step" else torch.from_numpy(np.asarray(v)))
                                         for k, v in s["state"][0].items()}},
                           "param_groups": s["param_groups"]})
+
+
+REFUSING = [("Adam", {}), ("AdamW", {}), ("Adamax", {}), ("NAdam", {}), ("RAdam", {}),
+            ("RMSprop", {}), ("Rprop", {}), ("Adadelta", {}), ("ASGD", {}), ("Adafactor", {}),
+            ("Adagrad", dict(weight_decay=0.1)), ("SGD", dict(lr=0.1, weight_decay=0.1))]
+
+
+def test_optimizers_torch_refuses_sparse_gradients_for_raise_its_error():
+    """(and SGD/Adagrad with weight decay, which torch refuses with its errors)"""
+    torch = pytest.importorskip("torch")
+    for name, kw in REFUSING:
+        emb, temb = nn.Embedding(V, D, sparse=True), torch.nn.Embedding(V, D, sparse=True)
+        opt, topt = getattr(optim, name)(emb.parameters(), **kw), \
+            getattr(torch.optim, name)(temb.parameters(), **kw)
+        emb(to.tensor([[1, 2]])).sum().backward()
+        temb(torch.tensor([[1, 2]])).sum().backward()
+        with pytest.raises(RuntimeError) as theirs:
+            topt.step()
+        w = emb.weight.numpy().copy()
+        with pytest.raises(RuntimeError) as ours:
+            opt.step()
+        assert str(ours.value) == str(theirs.value), name
+        assert np.array_equal(emb.weight.numpy(), w), name  # nothing changed
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("SGD", dict(lr=0.1)), ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+    ("SGD", dict(lr=0.1, momentum=0.5, dampening=0.1, maximize=True)),
+    ("Adagrad", dict(lr=0.1)), ("Adagrad", dict(lr=0.1, lr_decay=0.01, maximize=True))])
+def test_optimizers_torch_accepts_sparse_gradients_for_give_its_result(name, kw):
+    """SGD and Adagrad take the row-sparse gradient as torch does: the rows not looked up keep
+    their values (and Adagrad's sums), the others step as torch's sparse update."""
+    torch = pytest.importorskip("torch")
+    emb = nn.Embedding(V, D, sparse=True, dtype=np.float64)
+    temb = torch.nn.Embedding(V, D, sparse=True, dtype=torch.float64)
+    with torch.no_grad():
+        temb.weight.copy_(torch.from_numpy(emb.weight.numpy()))
+    opt, topt = getattr(optim, name)(emb.parameters(), **kw), \
+        getattr(torch.optim, name)(temb.parameters(), **kw)
+    for x, up in _batches(4, seed=3):
+        opt.zero_grad()
+        topt.zero_grad()
+        (emb(x) * up).sum().backward()
+        (temb(torch.from_numpy(x)) * torch.from_numpy(up)).sum().backward()
+        assert temb.weight.grad.is_sparse
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(emb.weight.numpy(), temb.weight.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)
+    assert np.array_equal(emb.weight.numpy()[6:], temb.weight.detach().numpy()[6:])  # not looked up
+
+
+@pytest.mark.parametrize("kw,psw", [(dict(mode="sum"), True), (dict(mode="mean", padding_idx=2), False),
+                                    (dict(mode="sum", include_last_offset=True), False)])
+def test_embedding_bag_sparse_gives_torchs_row_sparse_gradient_and_trains_with_sparse_adam(kw, psw):
+    """The rows of the bags (padding left out, an empty bag included) are the gradient's rows,
+    as torch's coalesced sparse gradient; SparseAdam over them follows torch's."""
+    torch = pytest.importorskip("torch")
+    bag = nn.EmbeddingBag(V, D, sparse=True, dtype=np.float64, **kw)
+    tbag = torch.nn.EmbeddingBag(V, D, sparse=True, dtype=torch.float64, **kw)
+    with torch.no_grad():
+        tbag.weight.copy_(torch.from_numpy(bag.weight.numpy()))
+    opt = optim.SparseAdam(bag.parameters(), lr=0.05)
+    topt = torch.optim.SparseAdam(tbag.parameters(), lr=0.05)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = rng.integers(0, 6, 7)  # rows 6.. never looked up
+        x[4] = x[0]
+        # bag 1 empty; with include_last_offset the last offset ends the input (torch's sparse
+        # backward gives indices past it to the last bag, its dense backward to none)
+        off = np.array([0, 3, 3, 5, 7] if kw.get("include_last_offset") else [0, 3, 3, 5])
+        w = rng.standard_normal(7) if psw else None
+        up = rng.standard_normal((4, D))
+        opt.zero_grad()
+        topt.zero_grad()
+        (bag(x, off, w) * up).sum().backward()
+        (tbag(torch.from_numpy(x), torch.from_numpy(off),
+              None if w is None else torch.from_numpy(w)) * torch.from_numpy(up)).sum().backward()
+        tg = tbag.weight.grad.coalesce()
+        rows, values = sparse_grad(bag.weight)
+        np.testing.assert_array_equal(rows, tg.indices()[0].numpy())
+        np.testing.assert_allclose(values, tg.values().numpy(), rtol=1e-12, atol=1e-14)
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(bag.weight.numpy(), tbag.weight.detach().numpy(), rtol=1e-12,
+                               atol=1e-14)

@@ -7,8 +7,9 @@
 namespaces (no GPU: their ``is_available()`` is False).
 """
 import builtins as _builtins
+import typing as _typing
 
-from tinyopt.engine import (CacheInfo, Generator, Parameter, Size, Tensor, device, enable_grad,
+from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_grad,
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
@@ -21,19 +22,40 @@ from tinyopt.engine.dtypes import int32 as int
 from tinyopt.engine.dtypes import int64 as long
 from tinyopt.engine.dtypes import promote as _promote
 from tinyopt.engine.dtypes import result_type as _result_type
-from tinyopt.engine.printing import set_printoptions
-from tinyopt.engine.typeinfo import finfo, iinfo
 from tinyopt.engine.random import get_rng_state, initial_seed, seed, set_rng_state
 from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
-from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
+from tinyopt.engine.lazy import exports as _exports
+from tinyopt.engine.lazy import table as _table
 from tinyopt.engine.ops import __all__ as _ops_all
-from tinyopt import nn, optim, data, utils, autograd, cuda, accelerator, backends, linalg, amp
-from tinyopt import distributions
-from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
-from tinyopt.checkpoint import CheckpointError, load_into
-from tinyopt.serialization import load, save
-from tinyopt.train import evaluate, fit
+
+# Everything else is imported on first use (``tinyopt.engine.lazy``): ``import tinyopt`` loads
+# the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
+if _typing.TYPE_CHECKING:
+    from tinyopt import (accelerator, amp, autograd, backends, cuda, data, distributions, linalg,
+                         nn, optim, utils)
+    from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
+    from tinyopt.checkpoint import CheckpointError, load_into
+    from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
+    from tinyopt.engine.plan import CacheInfo
+    from tinyopt.engine.printing import set_printoptions
+    from tinyopt.engine.typeinfo import finfo, iinfo
+    from tinyopt.serialization import load, save
+    from tinyopt.train import evaluate, fit
+
+_WHERE = _table({
+    "tinyopt.amp": "autocast get_autocast_dtype is_autocast_enabled",
+    "tinyopt.checkpoint": "CheckpointError load_into",
+    "tinyopt.engine.plan": "CacheInfo",
+    "tinyopt.engine.printing": "set_printoptions",
+    "tinyopt.engine.typeinfo": "finfo iinfo",
+    "tinyopt.serialization": "load save",
+    "tinyopt.train": "evaluate fit",
+    "tinyopt.engine.ops": " ".join(_ops_all),
+})
+_lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
+    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
+    "serialization train utils"))
 
 __version__ = "0.1.0"
 
@@ -79,10 +101,9 @@ def __getattr__(name: str):
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
         from tinyopt.engine.dtypes import bfloat16
         return bfloat16()
-    if name == "distributed":  # on first use (it never imports mpi4py before init_process_group)
-        import importlib
-        return importlib.import_module("tinyopt.distributed")
-    raise AttributeError(f"module 'tinyopt' has no attribute {name!r}")
+    # the others, and the submodules (``tinyopt.distributed`` never imports mpi4py before
+    # init_process_group)
+    return _lazy_getattr(name)
 
 
 __all__ = sorted(set(_ops_all) | {

@@ -19,6 +19,8 @@ f(x) = a*x^2 + b::
     >>> f.item(), x.grad[0].item()
     (31.0, 18.0)
 """
+import typing as _typing
+
 from tinyopt.engine.device import device
 from tinyopt.engine.dtypes import (bool_, float32, float64, int8, int16, int32, int64,
                                    result_type, uint8)
@@ -28,7 +30,16 @@ from tinyopt.engine.random import (Generator, default_generator, get_rng_state, 
                                    seed, set_rng_state)
 from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor, from_numpy, tensor
 from tinyopt.engine import ops
-from tinyopt.engine.plan import (CacheInfo, Plan, cache_clear, cache_info,
-                                 set_cache_limit)
-from tinyopt.engine.realize import get_plan
-from tinyopt.engine.dot import to_dot
+from tinyopt.engine.lazy import exports as _exports
+from tinyopt.engine.lazy import table as _table
+
+if _typing.TYPE_CHECKING:  # on first use (``tinyopt.engine.lazy``): plans come with realize
+    from tinyopt.engine.dot import to_dot
+    from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info, set_cache_limit
+    from tinyopt.engine.realize import get_plan
+
+__getattr__, __dir__ = _exports(__name__, globals(), _table({
+    "tinyopt.engine.dot": "to_dot",
+    "tinyopt.engine.plan": "CacheInfo Plan cache_clear cache_info set_cache_limit",
+    "tinyopt.engine.realize": "get_plan",
+}))

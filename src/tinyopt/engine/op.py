@@ -44,7 +44,18 @@ class OpDef:
     inplace: bool
 
 
-OPS: dict[str, OpDef] = {}
+class _OpTable(dict):
+    """``OPS[name]``; an op whose family is not imported yet (the families load on first use,
+    ``tinyopt.engine.ops``) imports them all: a backward rule may record a node of another
+    family's op by name."""
+
+    def __missing__(self, name: str) -> OpDef:
+        from tinyopt.engine.ops import load_all
+        load_all()
+        return dict.__getitem__(self, name)
+
+
+OPS: dict[str, OpDef] = _OpTable()
 
 
 def defop(name: str, *, forward: Callable | None = None, backward: Callable | None = None,

@@ -36,6 +36,11 @@ def row_mask(p) -> np.ndarray:
     return m
 
 
+def row_sparse_params() -> list:
+    """The parameters whose gradients are row-sparse (usually none: this is cheap to ask)."""
+    return list(_MASKS) if _MASKS else []
+
+
 def forget_rows(p) -> None:
     """The gradient of ``p`` was reset: no row counts as looked up (the mask is cleared in place,
     so that cached plans holding it keep writing the live one)."""

@@ -424,14 +424,6 @@ def _max_nan(a, b):
     return a if (a > b or a != a) else b
 
 
-@inline
-def _sign(x, h):
-    """``torch.sign`` on the CPU: -1, 0 or 1 in the buffer dtype (``h.one``), and 0 for NaN."""
-    # no select: two of them in an inlined helper trip numba's SSA checks
-    # (NumbaIRAssumptionWarning); bool * float stays in the float's dtype
-    return (x > 0) * h.one - (x < 0) * h.one
-
-
 @algorithm
 def adadelta(maximize: bool, wd_on: bool):
     """Adadelta (Zeiler 2012, https://arxiv.org/abs/1212.5701) as PyTorch computes it.
@@ -572,9 +564,10 @@ def radam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     def update(i, p, g, m, v, _s2, h, c):
         pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         x = mi / c[0] * h.lr
-        if c[3] != 0:  # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it
-            x = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]
-        p[i] = pi - x
+        # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it, when
+        # rho_t > 5: a select, not a branch (a branch in the loop kept it from vectorizing)
+        xr = x * (h.one / (math.sqrt(vi) + h.eps) * c[1]) * c[2]
+        p[i] = pi - (xr if c[3] != 0 else x)
 
     return scalars, update
 
@@ -621,7 +614,8 @@ def rprop(maximize: bool):
     computes it.
 
     State: prev, s (step_size, starting at lr).  Host: ``eta_minus``, ``eta_plus``,
-    ``step_min``, ``step_max`` and the constants ``one``, ``minus_one``, ``zero``.  Per element::
+    ``step_min``, ``step_max`` (float64), which every parameter takes as its coefficients ``c``
+    (rounded to the buffer dtype).  Per element::
 
         g <- -g if maximize
         f <- eta_plus if g prev > 0, eta_minus if g prev < 0, else 1   (sign of NaN is 0)
@@ -631,20 +625,25 @@ def rprop(maximize: bool):
     """
     @inline
     def scalars(s, h):
-        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+        return (_next_step(s), 0.0, 0.0, 0.0), (h.eta_plus, h.eta_minus, h.step_min, h.step_max)
 
     @inline
     def update(i, p, g, prev, ss, _s2, h, c):
+        # the constants from c, not from the record h: loads from h in the loop keep LLVM from
+        # vectorizing this body (stores to p, prev, s may alias them; 0 packed AVX2 ops against
+        # 18 with them in registers: Rprop ran ~3x slower than the others at the same bytes)
+        eta_plus, eta_minus, step_min, step_max = c
+        one = eta_minus / eta_minus  # 1 in the buffer dtype (0 < eta_minus < 1)
         gi = -g[i] if maximize else g[i]
-        sg = _sign(gi * prev[i], h)
-        f = h.eta_plus if sg > 0 else h.one
-        f = h.eta_minus if sg < 0 else f
+        x = gi * prev[i]
+        f = eta_plus if x > 0 else one
+        f = eta_minus if x < 0 else f
         st = ss[i] * f
-        st = h.step_min if st < h.step_min else st  # (NaN stays NaN, as torch.clamp)
-        st = h.step_max if st > h.step_max else st
+        st = step_min if st < step_min else st  # (NaN stays NaN, as torch.clamp)
+        st = step_max if st > step_max else st
         ss[i] = st
-        gi = h.zero if f == h.eta_minus else gi
-        p[i] = p[i] + h.minus_one * _sign(gi, h) * st
+        gi = one - one if f == eta_minus else gi
+        p[i] = p[i] + (-one) * ((gi > 0) * one - (gi < 0) * one) * st  # -sign(g) s, as addcmul
         prev[i] = gi
 
     return scalars, update

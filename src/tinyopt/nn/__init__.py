@@ -3,19 +3,21 @@
 
 ``nn.Parameter`` is the engine's ``Parameter``, re-exported.
 """
+import typing as _typing
+
+from tinyopt.engine.lazy import exports as _exports
 from tinyopt.engine.tensor import Parameter
-from tinyopt.nn import functional, init, utils
 from tinyopt.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from tinyopt.nn.layers import *  # noqa: F403
 from tinyopt.nn.layers import __all__ as _layers
 from tinyopt.nn.module import Module
+
+if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
+    from tinyopt.nn import functional, init, utils
+    from tinyopt.nn.layers import *  # noqa: F403
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "init", "functional", "utils"] + _layers
 
-
-def __getattr__(name: str):
-    if name == "parallel":  # on first use: it brings in tinyopt.distributed (not mpi4py)
-        import importlib
-        return importlib.import_module("tinyopt.nn.parallel")
-    raise AttributeError(f"module 'tinyopt.nn' has no attribute {name!r}")
+# a layer on first use; ``nn.parallel`` brings in tinyopt.distributed (not mpi4py)
+__getattr__, __dir__ = _exports(__name__, globals(), dict.fromkeys(_layers, "tinyopt.nn.layers"),
+                                submodules="functional init parallel utils")

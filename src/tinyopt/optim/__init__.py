@@ -15,6 +15,8 @@ The optimizers need only ``Parameter``: any parameter whose ``.grad`` was set by
 (``p.grad = numpy_array``) can be optimized, with no graph involved.
 """
 
+from typing import TYPE_CHECKING
+
 from tinyopt.optim.adadelta import Adadelta
 from tinyopt.optim.adafactor import Adafactor
 from tinyopt.optim.adagrad import Adagrad
@@ -33,8 +35,17 @@ from tinyopt.optim.sgd import SGD
 from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
-from tinyopt.optim import swa_utils
+
+if TYPE_CHECKING:
+    from tinyopt.optim import swa_utils
 
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
+
+
+def __getattr__(name: str):
+    if name == "swa_utils":  # on first use: it imports tinyopt.nn's layers (issue 14: import time)
+        import importlib
+        return importlib.import_module("tinyopt.optim.swa_utils")
+    raise AttributeError(f"module 'tinyopt.optim' has no attribute {name!r}")

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from tinyopt.optim.optimizer import Optimizer, _cast_state
+from tinyopt.engine.tensor import Parameter
+from tinyopt.kernels import adafactor as kernels
+from tinyopt.optim.flat import FlatBuffer
+from tinyopt.optim.fused import FusedOptimizer
+from tinyopt.optim.optimizer import _cast_state
 
 
-def _lerp(a: np.ndarray, b: np.ndarray, w: float) -> None:
-    """``a.lerp_(b, w)`` in place, with PyTorch's two formulas (``w`` in ``a``'s dtype)."""
-    w = a.dtype.type(w)
-    if abs(w) < 0.5:
-        a += w * (b - a)
-    else:
-        a[...] = b - (b - a) * (1 - w)
-
-
-class Adafactor(Optimizer):
+class Adafactor(FusedOptimizer):
     r"""Adafactor (Shazeer & Stern 2018, https://arxiv.org/abs/1804.04235) as
     ``torch.optim.Adafactor``: PyTorch's variant, with ``lr`` capping the relative step and
     scaling the decoupled weight decay, and :math:`\epsilon_1` applied to the estimate.
@@ -38,11 +33,15 @@ class Adafactor(Optimizer):
     A parameter of 2 or more dimensions keeps the row and column factors over its last two
     dimensions (``row_var`` shaped ``(..., n, 1)``, ``col_var`` ``(..., 1, m)``), sublinear
     memory; others keep ``variance``.  ``eps=(None, 1e-3)``: :math:`\epsilon_1` None means the
-    dtype's machine epsilon.
+    machine epsilon of the group's first parameter with a gradient, as PyTorch's.
 
-    State: ``step`` (0-d float32), ``row_var`` and ``col_var``, or ``variance``.  ``foreach`` is
-    accepted and ignored.  Not fused yet: each parameter is updated by a few numpy passes (its
-    norms decide its step size), as PyTorch's for-loop implementation.
+    State: ``step`` (0-d float32), ``row_var`` and ``col_var``, or ``variance``, all in the
+    group's flat buffers (the factors in side layouts of their own).  One kernel call per group
+    and dtype (``kernels/adafactor.py``), parallel over parameters: the norms of a parameter and
+    of its update decide its step size.  float16/bfloat16 parameters get float32 master weights
+    and state, as every fused optimizer (``docs/low_precision.md``).  ``foreach`` is accepted
+    and ignored.  An empty parameter with a gradient raises PyTorch's ZeroDivisionError (its RMS
+    divides by ``sqrt(numel)``), before anything changes.
 
     Example::
 
@@ -55,11 +54,9 @@ class Adafactor(Optimizer):
                  maximize: bool = False) -> None:
         defaults = dict(lr=lr, beta2_decay=beta2_decay, eps=eps, d=d,
                         weight_decay=weight_decay, foreach=foreach, maximize=maximize)
-        self._validate(defaults)
         super().__init__(params, defaults)
 
-    @staticmethod
-    def _validate(group: dict[str, Any]) -> None:
+    def _validate(self, group: dict[str, Any]) -> None:
         lr, eps = group["lr"], group["eps"]
         if not 0.0 <= lr:
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
@@ -74,67 +71,31 @@ class Adafactor(Optimizer):
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"weight_decay should be >= 0 but is: {group['weight_decay']}")
 
-    def _check_group(self, group: dict[str, Any]) -> None:
-        for p in group["params"]:
-            dt = np.dtype(p.dtype)
-            if dt.kind != "f" or dt.itemsize < 4:
-                raise TypeError(f"Adafactor: tinyopt optimizes float32 and float64 parameters "
-                                f"with Adafactor, got {dt}")
-        self._validate(group)
+    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+        shape = tuple(p.shape)
+        if len(shape) > 1:
+            return {"row_var": shape[:-1] + (1,), "col_var": shape[:-2] + (1,) + shape[-1:]}
+        return {"variance": shape}
 
-    def step(self, closure: Callable[[], Any] | None = None):
-        """Perform one optimization step (``closure``: optional, re-evaluates and returns the
-        loss)."""
-        loss = self._call_closure(closure)
-        for group in self.param_groups:
-            lr, d, wd = float(group["lr"]), group["d"], group["weight_decay"]
-            eps1, eps2 = group["eps"]
-            for p in group["params"]:
-                if p._grad is None:
-                    continue
-                self._update(p, group, lr, d, wd, eps1, eps2)
-        return loss
-
-    def _update(self, p, group, lr, d, wd, eps1, eps2) -> None:
-        theta, grad = p._data, p._grad
-        if group["maximize"]:
-            grad = -grad
-        if eps1 is None:
-            eps1 = float(np.finfo(theta.dtype).eps)
-        st = self.state[p]
-        if not st:
-            st["step"] = np.array(0.0, dtype=np.float32)
-            if grad.ndim > 1:
-                st["row_var"] = np.zeros(grad.shape[:-1] + (1,), dtype=grad.dtype)
-                st["col_var"] = np.zeros(grad.shape[:-2] + (1,) + grad.shape[-1:],
-                                         dtype=grad.dtype)
-            else:
-                st["variance"] = np.zeros_like(grad)
-        st["step"] = np.array(st["step"] + np.float32(1), dtype=np.float32)  # (float32, as torch)
-        t = float(st["step"])
-        one_minus_beta2_t = t ** group["beta2_decay"]
-        rho_t = min(lr, 1 / (t ** 0.5))
-        alpha = max(eps2, float(np.linalg.norm(theta.reshape(-1))) / (theta.size ** 0.5)) * rho_t
-        if wd != 0:
-            theta *= theta.dtype.type(1 - lr * wd)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if grad.ndim > 1:
-                row_var, col_var = st["row_var"], st["col_var"]
-                # PyTorch's (||g||_row)^2 / m, not mean(g^2): the same value, rounded its way
-                sq = grad * grad
-                _lerp(row_var, np.sqrt(sq.sum(axis=-1, keepdims=True)) ** 2 / grad.shape[-1],
-                      one_minus_beta2_t)
-                _lerp(col_var, np.sqrt(sq.sum(axis=-2, keepdims=True)) ** 2 / grad.shape[-2],
-                      one_minus_beta2_t)
-                var = row_var @ col_var
-                var /= np.maximum(row_var.mean(axis=-2, keepdims=True), var.dtype.type(eps1))
-            else:
-                _lerp(st["variance"], grad * grad, one_minus_beta2_t)
-                var = st["variance"].copy()
-            update = 1 / np.sqrt(np.maximum(var, var.dtype.type(eps1 * eps1)))
-            update *= grad
-        denom = max(1.0, float(np.linalg.norm(update.reshape(-1))) / ((update.size ** 0.5) * d))
-        theta += theta.dtype.type(-alpha / denom) * update
+    def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
+        """One kernel call for ``fb`` (see ``kernels/adafactor.py``)."""
+        if not fb.flags.any():
+            return
+        if fb.flags[fb.sizes == 0].any():  # torch: ||p|| / sqrt(numel) with numel 0
+            raise ZeroDivisionError("float division by zero")
+        eps1, eps2 = group["eps"]
+        if eps1 is None:  # torch: the machine epsilon of the first parameter with a gradient
+            first = next(p for p in group["params"] if p._grad is not None)
+            eps1 = _machine_eps(np.dtype(first.dtype))
+        lr, wd = float(group["lr"]), float(group["weight_decay"])
+        host = fb.host(dict(lr=lr, beta2_decay=float(group["beta2_decay"]), eps2=float(eps2),
+                            d=float(group["d"]), top=fb._max, eps1=eps1, eps1_sq=eps1 * eps1,
+                            decay=1.0 - lr * wd, one=1.0), _WIDE)
+        kernel = kernels.adafactor[bool(group["maximize"]), wd != 0, fb.mode]
+        kernel(*_arguments(fb), host)
+        if fb.scratch["bad"].any():
+            fb.scratch["bad"][:] = 0
+            raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")
 
     # ---- state dict -----------------------------------------------------------------------------
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
@@ -149,9 +110,11 @@ class Adafactor(Optimizer):
         if arr.dtype.kind not in "fiu" or arr.shape != shapes[key]:
             raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of shape "
                              f"{arr.shape}, expected {shapes[key]}")
-        return np.array(arr, dtype=p.dtype, copy=True)
+        low = np.dtype(p.dtype).itemsize == 2  # (16-bit parameters: float32 state)
+        return np.array(arr, dtype=np.float32 if low else p.dtype, copy=True)
 
     def _check_loaded_state(self, state, groups, labels) -> None:
+        super()._check_loaded_state(state, groups, labels)
         for group in groups:
             for p in group["params"]:
                 st = state.get(p)
@@ -162,3 +125,37 @@ class Adafactor(Optimizer):
                 if missing:
                     raise ValueError(f"load_state_dict: parameter {labels.get(id(p), '?')} has "
                                      f"no state {missing[0]!r} (Adafactor keeps {list(need)})")
+                other = [k for k in ("row_var", "col_var", "variance")
+                         if k not in need and st.get(k) is not None]
+                if other:
+                    raise ValueError(f"load_state_dict: parameter {labels.get(id(p), '?')} of "
+                                     f"{p.ndim} dimensions has state {other[0]!r} (Adafactor "
+                                     f"keeps {list(need)})")
+
+
+_WIDE = ("lr", "beta2_decay", "eps2", "d", "top")  # float64 host scalars; the others: dtype
+
+
+def _machine_eps(dtype: np.dtype) -> float:
+    """``torch.finfo(dtype).eps`` (numpy's finfo does not know bfloat16)."""
+    return 2.0 ** -7 if dtype.name == "bfloat16" else float(np.finfo(dtype).eps)
+
+
+def _arguments(fb: FlatBuffer) -> tuple:
+    """The kernel's arguments for ``fb``, its side layouts and scratch (made on first use)."""
+    if "dims" not in fb.scratch:
+        dims = np.zeros((len(fb.params), 3), dtype=np.int64)
+        for j, p in enumerate(fb.params):
+            if p.ndim > 1:
+                dims[j] = (int(np.prod(p.shape[:-2], dtype=np.int64)), p.shape[-2], p.shape[-1])
+        fb.scratch["dims"] = dims
+        fb.scratch["acc"] = np.zeros(len(fb.sides["col_var"][0]) if "col_var" in fb.sides
+                                     else 0, dtype=np.float64)
+        fb.scratch["bad"] = np.zeros(len(fb.params), dtype=np.uint8)
+    empty = np.zeros(0, fb.dtype), np.zeros(len(fb.params) + 1, np.int64)
+    row, rseg = fb.sides.get("row_var", empty)
+    col, cseg = fb.sides.get("col_var", empty)
+    var, vseg = fb.sides.get("variance", empty)
+    q = fb.low.view(np.uint16) if fb.low is not None else np.zeros(0, np.uint16)
+    return (q, fb.data, fb.grad, row, col, var, fb.scratch["acc"], fb.seg, rseg, cseg, vseg,
+            fb.scratch["dims"], fb.flags, fb.scalars, fb.coef, fb.scratch["bad"])

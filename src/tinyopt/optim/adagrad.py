@@ -29,6 +29,8 @@ class Adagrad(FusedOptimizer):
     kernel = kernels.adagrad
     host64 = ("lr", "lr_decay")
     _eager_state = True
+    _sparse_error = None  # as PyTorch: the dense update of a row-sparse gradient is its sparse one
+    _sparse_weight_decay_error = "weight_decay option is not compatible with sparse gradients"
 
     def __init__(self, params: Iterable, lr: float = 1e-2, lr_decay: float = 0,
                  weight_decay: float = 0, initial_accumulator_value: float = 0,

@@ -50,6 +50,7 @@ class Adam(FusedOptimizer):
     """
 
     kernel = kernels.adam
+    _sparse_error = "Adam does not support sparse gradients, please consider SparseAdam instead"
     host64 = ("lr", "beta1", "beta2")
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),

@@ -8,6 +8,8 @@ For each group and each dtype in it, a :class:`FlatBuffer` lays the parameters e
     seg      [0, n0, n0 + n1, n0 + n1 + n2]              where each parameter starts
     flags    [has_grad(p0), has_grad(p1), has_grad(p2)]  kept up to date by Parameter itself
     scalars  [[step, mu_product, ...] per parameter]     per-parameter scalar state, float32
+    sides    row_var [ r0 ... | r2 .. ]                  state of other shapes (Adafactor's
+                                                         factors), each with its own seg
 
 so a fused kernel updates the whole group in one call with no Python loop over parameters, and
 ``optimizer.state[p][name]`` are views into these buffers (0-d views for scalar state).
@@ -76,7 +78,12 @@ class FlatBuffer:
     - ``vectors``: state name -> flat state buffer (same layout); :meth:`add_vectors` allocates.
       ``scalars`` (float32, ``(len(params), 4)``): per-parameter scalar state, column ``k``
       named ``scalar_names[k]``; ``steps`` is column 0.
-    - ``view(flat, j)``: parameter ``j``'s part of a flat buffer, shaped like the parameter.
+    - ``sides``: state name -> ``(flat, seg)`` for state not shaped like the parameters
+      (Adafactor's row and column factors): parameter ``j``'s part is ``flat[seg[j]:seg[j+1]]``,
+      shaped ``side_shapes[name][j]`` (None: it has none); :meth:`add_sides` allocates.
+      ``scratch``: arrays an algorithm keeps with the buffer that are not state.
+    - ``view(flat, j)``: parameter ``j``'s part of a flat buffer, shaped like the parameter;
+      ``state_view(name, j)`` / ``state_views(j)``: its part of a vector or side state.
     - ``kernel_args(names)``: the arrays a fused kernel takes; ``host(values, wide)``: the
       record of named host scalars it reads.
     - ``pack()``: make the parameters' storage views into ``data``/``grad`` again (after another
@@ -117,7 +124,11 @@ class FlatBuffer:
         self.steps = self.scalars[:, 0]
         self.coef = np.zeros((len(params), SCALAR_SLOTS), dtype=self.dtype)
         self.empty = np.zeros(0, dtype=self.dtype)
+        self.sizes = sizes
         self.vectors: dict[str, np.ndarray] = {}
+        self.sides: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.side_shapes: dict[str, list[tuple[int, ...] | None]] = {}
+        self.scratch: dict[str, np.ndarray] = {}
         self.names: tuple[str | None, ...] = ()  # the slots of the last step
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
@@ -211,9 +222,45 @@ class FlatBuffer:
             self._args.clear()
         return new
 
+    def add_sides(self, shapes: dict[str, list[tuple[int, ...] | None]]) -> list[str]:
+        """Allocate (zeroed) the state of other shapes than the parameters' that does not exist
+        yet: ``shapes[name][j]`` is parameter ``j``'s shape of it (None: it has none); return
+        the new names."""
+        new = [name for name in shapes if name not in self.sides]
+        for name in new:
+            sizes = [0 if s is None else int(np.prod(s, dtype=np.int64)) for s in shapes[name]]
+            seg = np.zeros(len(self.params) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=seg[1:])
+            self.sides[name] = (staggered_zeros(int(seg[-1]), self.dtype, self._alloc_slot()), seg)
+            self.side_shapes[name] = list(shapes[name])
+        return new
+
+    def state_view(self, name: str, j: int) -> np.ndarray | None:
+        """Parameter ``j``'s part of state ``name`` (a vector or a side), shaped; None if it has
+        none."""
+        if name in self.vectors:
+            return self.view(self.vectors[name], j)
+        side = self.sides.get(name)
+        shape = None if side is None else self.side_shapes[name][j]
+        if side is None or shape is None:
+            return None
+        flat, seg = side
+        return flat[seg[j]:seg[j + 1]].reshape(shape)
+
+    def state_views(self, j: int) -> dict[str, np.ndarray]:
+        """Parameter ``j``'s vector and side state, by name."""
+        views = {name: self.view(buf, j) for name, buf in self.vectors.items()}
+        for name in self.sides:
+            view = self.state_view(name, j)
+            if view is not None:
+                views[name] = view
+        return views
+
     def reset(self, j: int, init: dict[str, float]) -> None:
         """Put parameter ``j``'s state back to its initial values (step 0)."""
         for k, name in enumerate(self.scalar_names):
             self.scalars[j, k] = init.get(name, 0)
         for name, buf in self.vectors.items():
             buf[self.seg[j]:self.seg[j + 1]] = init.get(name, 0)
+        for name, (flat, seg) in self.sides.items():
+            flat[seg[j]:seg[j + 1]] = init.get(name, 0)

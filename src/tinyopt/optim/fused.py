@@ -9,6 +9,7 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
 - ``_state_names(group)``: the vector state in the kernel's slots (``None`` for a slot the
   options leave unused), e.g. ``("exp_avg", "exp_avg_sq", None)``;
 - ``_state_init(group)``: initial values of the state that does not start at 0;
+- ``_side_state(p)``: state not shaped like ``p`` (name -> shape; Adafactor's factors);
 - ``_host(group, r)``: the named host scalars of this step.  Those named in ``host64`` stay
   float64 (the per-parameter scalar arithmetic uses them); the others are rounded to the buffer
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
@@ -80,8 +82,9 @@ class StateEntry(dict):
 
     def __setitem__(self, name: str, value: Any) -> None:
         fb, j = self._fb, self._j
-        if name in fb.vectors:
-            view = fb.view(fb.vectors[name], j)
+        view = fb.state_view(name, j)
+        if view is not None:  # vector or side state
+            pass
         elif name in self._shown:
             view = fb.scalars[j, fb.scalar_names.index(name), ...]
         elif name == MASTER and fb.low is not None:
@@ -141,6 +144,16 @@ class FusedOptimizer(Optimizer):
     scalar_state: tuple[str, ...] = ("step",)
     host64: tuple[str, ...] = ()  # host scalars kept in float64 (the others: buffer dtype)
     _eager_state = False  # whether state exists from construction (Adagrad)
+    # PyTorch's error for a sparse gradient (``nn.Embedding(sparse=True)``'s weight), or None
+    # where PyTorch accepts one (SGD, Adagrad: their dense update is torch's sparse one)
+    _sparse_error: str | None = None
+    _sparse_weight_decay_error: str | None = None  # (where it accepts them, but not with decay)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if FusedOptimizer in cls.__bases__ and "_sparse_error" not in cls.__dict__ \
+                and cls.__module__.startswith("tinyopt.optim."):  # (AdamW keeps Adam's, as torch)
+            cls._sparse_error = f"{cls.__name__} does not support sparse gradients"
 
     def __init__(self, params: Iterable, defaults: dict[str, Any], *,
                  stochastic_rounding: bool = False) -> None:
@@ -158,6 +171,7 @@ class FusedOptimizer(Optimizer):
         # many times each parameter is listed (None: once each)
         self._layout: list[tuple[list, int]] = []
         self._repeats: list[list[np.ndarray | None]] = []
+        self._ids: set[int] = set()
         self._ready = False
 
     def _restore(self, defaults, groups, state) -> None:
@@ -202,6 +216,11 @@ class FusedOptimizer(Optimizer):
         """Initial value of each piece of state (0 unless listed)."""
         return {}
 
+    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+        """The state of other shapes than ``p``'s that ``p`` keeps, name -> shape (Adafactor's
+        factors); it lives in the buffer's ``sides``, zero at the start."""
+        return {}
+
     def _host(self, group: dict[str, Any], r: Callable[[float], np.floating]) -> dict[str, Any]:
         """The named host scalars the kernel reads this step."""
         return {}
@@ -233,6 +252,7 @@ class FusedOptimizer(Optimizer):
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
+        self._ids.update(id(p) for p in group["params"])
         by_dtype: dict[np.dtype, list[Parameter]] = {}
         seen: set[int] = set()
         for p in group["params"]:
@@ -240,6 +260,9 @@ class FusedOptimizer(Optimizer):
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
+        for fb in buffers:
+            shapes = [self._side_state(p) for p in fb.params]
+            fb.add_sides({name: [s.get(name) for s in shapes] for s in shapes for name in s})
         self._flat.append(buffers)
         params = group["params"]
         self._layout.append((params, getattr(params, "version", 0)))
@@ -266,8 +289,8 @@ class FusedOptimizer(Optimizer):
                 dict.__setitem__(self._state, p, entry)
             for k, name in shown:
                 entry._bind(name, fb.scalars[j, k, ...])
-            for name, buf in fb.vectors.items():
-                entry._bind(name, fb.view(buf, j))
+            for name, view in fb.state_views(j).items():
+                entry._bind(name, view)
             if fb.low is not None:
                 entry._bind(MASTER, fb.view(fb.data, j))
             fb.started[j] = True
@@ -283,6 +306,9 @@ class FusedOptimizer(Optimizer):
         """
         loss = self._call_closure(closure)
         self._follow_groups()
+        sparse = [p for p in row_sparse_params() if p._grad is not None and id(p) in self._ids]
+        if sparse:
+            self._check_sparse(sparse)
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
             names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
@@ -309,6 +335,18 @@ class FusedOptimizer(Optimizer):
                 if starting is not None and len(starting):  # (16-bit: the master from now on)
                     self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
         return loss
+
+    def _check_sparse(self, params: list[Parameter]) -> None:
+        """Raise PyTorch's error when ``params`` (of this optimizer) have row-sparse gradients
+        and PyTorch refuses them; where it accepts them, the dense update is PyTorch's sparse
+        one (rows not looked up have a zero gradient)."""
+        if self._sparse_error is not None:
+            raise RuntimeError(self._sparse_error)
+        if self._sparse_weight_decay_error is not None:
+            ids = {id(p) for p in params}
+            for group in self.param_groups:
+                if group["weight_decay"] != 0 and any(id(p) in ids for p in group["params"]):
+                    raise RuntimeError(self._sparse_weight_decay_error)
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
@@ -429,7 +467,7 @@ class FusedOptimizer(Optimizer):
                 names = [n for n in self._state_names(group) if n]
                 for st in loaded:
                     names += [k for k, v in st.items() if k not in fb.scalar_names
-                              and v is not None and k not in names
+                              and v is not None and k not in names and k not in fb.sides
                               and not (k == MASTER and fb.low is not None)]
                 fb.add_vectors(names, init)
                 fb.started[:] = False
@@ -446,7 +484,7 @@ class FusedOptimizer(Optimizer):
                             if k in fb.scalar_names:
                                 fb.scalars[j, fb.scalar_names.index(k)] = v
                             elif v is not None:
-                                fb.view(fb.vectors[k], j)[...] = v
+                                fb.state_view(k, j)[...] = v
                 start = [j for j, st in enumerate(loaded) if st or self._eager_state]
                 self._start(fb, start)
 

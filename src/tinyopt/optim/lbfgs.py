@@ -1,10 +1,19 @@
 """L-BFGS with an optional strong-Wolfe line search (``torch.optim.LBFGS``).
 
-The group's parameters and gradients live in one :class:`~tinyopt.optim.flat.FlatBuffer`, so
-L-BFGS's vectors are flat arrays and every piece of its algebra (the gradient gathered, the
-two-loop recursion, ``x <- x + t d``) is one numpy/BLAS call over the whole group, never a loop
-over parameters.  Scalars (``y's``, ``H_diag``, ``t``...) are numpy scalars of the parameters'
-dtype, so they round as PyTorch's 0-d tensors do (NEP 50: a Python float does not widen them).
+The group's parameters and gradients live in :class:`~tinyopt.optim.flat.FlatBuffer` s (one per
+dtype), so L-BFGS's vectors are flat arrays and every piece of its algebra (the gradient
+gathered, the two-loop recursion, ``x <- x + t d``) is one numpy/BLAS call over the whole group,
+never a loop over parameters.  Scalars (``y's``, ``H_diag``, ``t``...) are numpy scalars of the
+vectors' dtype, so they round as PyTorch's 0-d tensors do (NEP 50: a Python float does not widen
+them).
+
+dtypes, as PyTorch: the flat vectors have the promoted dtype of the parameters (``torch.cat``
+promotes: float32 and float64 parameters give float64 vectors), in the parameters' order, and
+``x <- x + t d`` computes in that dtype and stores in each parameter's own.  float16/bfloat16
+parameters get float32 master weights, as every tinyopt optimizer (``docs/low_precision.md``):
+the masters take the steps, and the 16-bit parameters the model reads are their roundings,
+rewritten after every change (the closure sees what PyTorch's 16-bit run would, up to the
+masters' extra precision).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import Optimizer, _cast_state, _typename
 
@@ -38,7 +48,7 @@ class LBFGS(Optimizer):
     parameters is below ``tolerance_change``, or after ``max_eval`` closure calls.
 
     Args:
-        params: the parameters (one group, one float dtype).
+        params: the parameters (one group; float16/bfloat16/float32/float64, mixed as torch).
         lr: learning rate (default 1).
         max_iter: iterations per ``step`` (default 20).
         max_eval: closure evaluations per ``step`` (default ``max_iter * 5 // 4``).
@@ -73,7 +83,7 @@ class LBFGS(Optimizer):
         defaults = dict(lr=lr, max_iter=max_iter, max_eval=max_eval,
                         tolerance_grad=tolerance_grad, tolerance_change=tolerance_change,
                         history_size=history_size, line_search_fn=line_search_fn)
-        self._flat: FlatBuffer | None = None
+        self._flats: list[FlatBuffer] = []
         super().__init__(params, defaults)
 
     @property
@@ -82,17 +92,11 @@ class LBFGS(Optimizer):
 
     # ---- groups ---------------------------------------------------------------------------------
     def _check_group(self, group: dict[str, Any]) -> None:
-        dtypes = {np.dtype(p.dtype) for p in group["params"]}
-        for dt in dtypes:
-            if dt.kind != "f":
+        for p in group["params"]:
+            dt = np.dtype(p.dtype)
+            if dt.kind != "f" and dt.name not in LOW_MODES:
                 raise TypeError(f"LBFGS can only optimize floating point parameters, but one has "
                                 f"dtype {dt}")
-            if dt.itemsize < 4:
-                raise TypeError(f"LBFGS: tinyopt optimizes float32 and float64 parameters with "
-                                f"L-BFGS, got {dt} (keep a float32 copy of the model)")
-        if len(dtypes) > 1:
-            raise TypeError(f"LBFGS: all parameters must have one dtype (its vectors are flat), "
-                            f"got {sorted(d.name for d in dtypes)}")
 
     def _add_group(self, group: dict[str, Any]) -> None:
         if self.param_groups:  # (torch fails at the next step; tinyopt at once)
@@ -102,34 +106,72 @@ class LBFGS(Optimizer):
         for p in group["params"]:
             unique.setdefault(id(p), p)
         params = list(unique.values())
-        self._flat = FlatBuffer(params, np.dtype(params[0].dtype))
+        by_dtype: dict[np.dtype, list] = {}
+        for p in params:
+            by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
+        self._flats = [FlatBuffer(ps, dt) for dt, ps in by_dtype.items()]
+        self._dtype = np.result_type(*(fb.dtype for fb in self._flats))
+        self._numel = sum(fb.numel for fb in self._flats)
+        self._order = self._inverse = None
+        if len(self._flats) > 1:  # the buffers hold the parameters by dtype; torch's vectors
+            start, k = {}, 0      # follow the parameters' order
+            for fb in self._flats:
+                for j, p in enumerate(fb.params):
+                    start[id(p)] = k + int(fb.seg[j])
+                k += fb.numel
+            self._order = np.concatenate([np.arange(start[id(p)], start[id(p)] + p.numel())
+                                          for p in params] or [np.zeros(0, np.int64)])
+            self._inverse = np.argsort(self._order)
 
     # ---- flat vectors ---------------------------------------------------------------------------
-    def _buffer(self) -> FlatBuffer:
-        fb = self._flat
-        assert fb is not None
-        if fb.stale:  # a parameter shared with another optimizer: take it back
-            fb.pack()
-        return fb
+    def _take_back(self) -> None:
+        """Make the buffers the parameters' storage (a parameter shared with another optimizer)
+        and adopt, as masters, 16-bit values written from outside since the last step."""
+        for fb in self._flats:
+            if fb.stale:
+                fb.pack()
+            if fb.low is not None:
+                changed = fb.data.astype(fb.storage).view(np.uint16) != fb.low.view(np.uint16)
+                if changed.any():
+                    fb.data[changed] = fb.low[changed].astype(np.float32)
 
     def _gather_flat_grad(self) -> np.ndarray:
         """The gradients, flat (zeros for a parameter whose grad is None), as a new array."""
-        fb = self._flat
-        g = fb.grad.copy()
-        for j in np.flatnonzero(fb.flags == 0):
-            g[fb.seg[j]:fb.seg[j + 1]] = 0
-        return g
+        parts = []
+        for fb in self._flats:
+            g = fb.grad.astype(self._dtype)
+            for j in np.flatnonzero(fb.flags == 0):
+                g[fb.seg[j]:fb.seg[j + 1]] = 0
+            parts.append(g)
+        return parts[0] if self._order is None else np.concatenate(parts)[self._order]
 
     def _add_grad(self, step_size, update: np.ndarray) -> None:
-        """``x <- x + step_size * update`` over the flat parameters (``add_(alpha=...)``)."""
-        fb = self._flat
-        fb.data += fb.dtype.type(step_size) * update
+        """``x <- x + step_size * update`` over the flat parameters (``add_(alpha=...)``, in the
+        vectors' dtype, stored in each parameter's)."""
+        if self._inverse is not None:
+            update = update[self._inverse]
+        t = self._dtype.type(step_size)
+        k = 0
+        for fb in self._flats:
+            fb.data += t * update[k:k + fb.numel]
+            k += fb.numel
+            if fb.low is not None:
+                fb.low[...] = fb.data
 
-    def _directional_evaluate(self, closure: Callable, x: np.ndarray, t, d: np.ndarray):
+    def _flat_params(self) -> list[np.ndarray]:
+        return [fb.data.copy() for fb in self._flats]
+
+    def _set_params(self, x: list[np.ndarray]) -> None:
+        for fb, xb in zip(self._flats, x):
+            fb.data[...] = xb
+            if fb.low is not None:
+                fb.low[...] = fb.data
+
+    def _directional_evaluate(self, closure: Callable, x: list[np.ndarray], t, d: np.ndarray):
         self._add_grad(t, d)
         loss = float(self._call_closure(closure))
         flat_grad = self._gather_flat_grad()
-        self._flat.data[...] = x
+        self._set_params(x)
         return loss, flat_grad
 
     # ---- stepping -------------------------------------------------------------------------------
@@ -141,8 +183,8 @@ class LBFGS(Optimizer):
         max_iter, max_eval = group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
-        fb = self._buffer()
-        one = fb.dtype.type
+        self._take_back()
+        one = self._dtype.type
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
@@ -199,7 +241,7 @@ class LBFGS(Optimizer):
                 if line_search_fn is not None:
                     if line_search_fn != "strong_wolfe":
                         raise RuntimeError("only 'strong_wolfe' is supported")
-                    x_init = fb.data.copy()
+                    x_init = self._flat_params()
 
                     def obj_func(x, t, d):
                         return self._directional_evaluate(closure, x, t, d)
@@ -259,8 +301,7 @@ class LBFGS(Optimizer):
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
         """L-BFGS's state is flat (the group's length), lists of such, numbers and counts."""
         where = f"load_state_dict: parameter {label} has state {key!r}"
-        fb = self._flat
-        n, dtype = fb.numel, fb.dtype
+        n, dtype = self._numel, self._dtype
 
         def vector(v, what=where):
             arr = np.asarray(v)

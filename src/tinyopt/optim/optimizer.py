@@ -240,7 +240,7 @@ class Optimizer:
         state = [(index[id(k)], None, dict(v)) if isinstance(k, Parameter) else (None, k, v)
                  for k, v in self.state.items() if not isinstance(k, Parameter) or id(k) in index]
         saved = [(np.array(p._data), None if p._grad is None else np.array(p._grad),
-                  p.requires_grad) for p in params]
+                  p.requires_grad, p.name) for p in params]
         return _unpickle, (type(self), self.defaults, groups, saved, state)
 
     def _restore(self, defaults: dict[str, Any], groups: list[dict[str, Any]],
@@ -567,8 +567,10 @@ def _unpickle(cls: type, defaults: dict, groups: list[dict], saved: list[tuple],
               state: list[tuple]) -> Optimizer:
     """An unpickled optimizer: new Parameters with the saved values, then ``_restore``."""
     params = []
-    for data, grad, requires_grad in saved:
+    for data, grad, requires_grad, *name in saved:  # (pickles before names were kept: no name)
         p = Parameter(data, requires_grad=requires_grad)
+        if name:
+            p.name = name[0]
         if grad is not None:
             p.grad = grad
         params.append(p)

@@ -30,6 +30,7 @@ class Rprop(FusedOptimizer):
     """
 
     kernel = kernels.rprop
+    host64 = ("eta_minus", "eta_plus", "step_min", "step_max")  # (rounded as coefficients)
     _elementwise = True  # each element steps from its own state: ZeRO-1 may cut a parameter
 
     def __init__(self, params: Iterable, lr: float = 1e-2,
@@ -57,8 +58,7 @@ class Rprop(FusedOptimizer):
 
     def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
         (eta_minus, eta_plus), (step_min, step_max) = group["etas"], group["step_sizes"]
-        return dict(eta_minus=eta_minus, eta_plus=eta_plus, step_min=step_min, step_max=step_max,
-                    one=1.0, minus_one=-1.0, zero=0.0)
+        return dict(eta_minus=eta_minus, eta_plus=eta_plus, step_min=step_min, step_max=step_max)
 
     def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]),)

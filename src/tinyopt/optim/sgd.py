@@ -27,6 +27,9 @@ class SGD(FusedOptimizer):
     """
 
     kernel = kernels.sgd
+    _sparse_error = None  # as PyTorch: the dense update of a row-sparse gradient is its sparse one
+    _sparse_weight_decay_error = ("add(sparse, dense) is not supported. Use add(dense, sparse) "
+                                  "instead.")
     scalar_state = ()
 
     def __init__(self, params: Iterable, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,

@@ -1,65 +1,124 @@
 """The ops: each submodule defines a family, forward kernel next to backward rule.
 
-Importing this package registers them all.  ``Tensor``'s methods (``tinyopt.engine.tensor_api``)
-and the ``tinyopt.*`` functions are these functions.
+A submodule registers its ops when it is imported, on first use: the first ``to.exp`` (or
+``x.exp()``) imports ``elementwise`` and its kernels, and ``import tinyopt`` imports none of them
+(issue 14: import time).  :func:`load_all` imports every family; ``engine.op.OPS`` calls it when
+asked for an op that no imported family has registered yet.  ``Tensor``'s methods
+(``tinyopt.engine.tensor_api``) and the ``tinyopt.*`` functions are these functions.
 """
 
 from __future__ import annotations
 
-from tinyopt.engine.ops import (creation, elementwise, indexing, linalg, loss, movement,
-                               reduce, selection)
-from tinyopt.engine.ops import conv, nn  # noqa: F401  (conv2d/pooling; dropout/norms/embedding)
-from tinyopt.engine.ops import attention, conv1d, embedding_bag, rnn  # noqa: F401  (sequences)
-from tinyopt.engine.ops import (activation, conv_transpose, distance, group_norm,  # noqa: F401
-                               pointwise_loss, resample)
-from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
-from tinyopt.engine.ops.creation import (arange, bernoulli, empty, empty_like, eye, fill_random,
-                                         full, full_like, linspace, logspace, multinomial,
-                                         normal, ones, ones_like, rand, rand_like, randint,
-                                         randint_like, randn, randn_like, randperm, zeros,
-                                         zeros_like)
-from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose, arccos,
-                                            arcsin, arctan, asin, atan, bitwise_and,
-                                            bitwise_not, bitwise_or, bitwise_xor, ceil, clamp,
-                                            clamp_max, clamp_min, clip, clone, cos, cosh, div,
-                                            divide, eq, equal, erf, exp, expm1, fix, floor,
-                                            floor_divide, fmod, ge, gelu, greater,
-                                            greater_equal, gt, hypot, isclose, isfinite, isinf,
-                                            isnan, isneginf, isposinf, le, leaky_relu, lerp,
-                                            less, less_equal, log, log1p, log2, log10,
-                                            logaddexp, logical_and, logical_not, logical_or,
-                                            logical_xor, lt, maximum, minimum, mul, multiply,
-                                            nan_to_num, ne, neg, negative, not_equal, positive,
-                                            pow, reciprocal, relu, remainder, round, rsqrt,
-                                            sigmoid, sign, silu, sin, sinh, softplus, sqrt,
-                                            square, sub, subtract, tan, tanh, to, true_divide,
-                                            trunc, where, xlogy)
-from tinyopt.engine.ops.indexing import getitem, masked_fill, setitem
-from tinyopt.engine.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, dot, einsum, ger,
-                                       linear, matmul, mm, mv, outer)
-from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy, l1_loss,
-                                     mse_loss, nll_loss, one_hot)
-from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_shapes,
-                                         broadcast_tensors, broadcast_to, cat, chunk,
-                                         column_stack, contiguous, diag, diagonal, expand, flatten,
-                                         flip, fliplr, flipud, hstack, meshgrid, moveaxis,
-                                         movedim, narrow, permute, repeat, repeat_interleave,
-                                         reshape, roll, select, split, squeeze, stack, swapaxes,
-                                         swapdims, t, tensor_split, tile, trace, transpose, tril,
-                                         triu, unbind, unflatten, unsqueeze, view, vstack)
-from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
-from tinyopt.engine.ops.distance import vector_norm
-from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
-                                       cumprod, cumsum, log_softmax, logcumsumexp, logsumexp, max,
-                                       mean, min, norm, prod, softmax, std, sum, var)
-from tinyopt.engine.ops.selection import (argsort, argwhere, bincount, bucketize, gather,
-                                          index_add, index_copy, index_fill, index_select,
-                                          kthvalue, masked_select, median, msort, nonzero,
-                                          scatter, scatter_add, searchsorted, sort, take,
-                                          take_along_dim, topk, unique)
-from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
+import importlib as _importlib
+import typing as _typing
 
-concat = concatenate = cat
+from tinyopt.engine.lazy import exports as _exports
+from tinyopt.engine.lazy import table as _table
+
+if _typing.TYPE_CHECKING:
+    from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
+    from tinyopt.engine.ops.creation import (arange, bernoulli, empty, empty_like, eye,
+                                             fill_random, full, full_like, linspace, logspace,
+                                             multinomial, normal, ones, ones_like, rand,
+                                             rand_like, randint, randint_like, randn, randn_like,
+                                             randperm, zeros, zeros_like)
+    from tinyopt.engine.ops.distance import vector_norm
+    from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose,
+                                                arccos, arcsin, arctan, asin, atan, bitwise_and,
+                                                bitwise_not, bitwise_or, bitwise_xor, ceil,
+                                                clamp, clamp_max, clamp_min, clip, clone, cos,
+                                                cosh, div, divide, eq, equal, erf, exp, expm1,
+                                                fix, floor, floor_divide, fmod, ge, gelu,
+                                                greater, greater_equal, gt, hypot, isclose,
+                                                isfinite, isinf, isnan, isneginf, isposinf, le,
+                                                leaky_relu, lerp, less, less_equal, log, log1p,
+                                                log2, log10, logaddexp, logical_and, logical_not,
+                                                logical_or, logical_xor, lt, maximum, minimum,
+                                                mul, multiply, nan_to_num, ne, neg, negative,
+                                                not_equal, positive, pow, reciprocal, relu,
+                                                remainder, round, rsqrt, sigmoid, sign, silu,
+                                                sin, sinh, softplus, sqrt, square, sub, subtract,
+                                                tan, tanh, to, true_divide, trunc, where, xlogy)
+    from tinyopt.engine.ops.indexing import getitem, masked_fill, setitem
+    from tinyopt.engine.ops.linalg import (addbmm, addmm, addmv, addr, baddbmm, bmm, dot, einsum,
+                                           ger, linear, matmul, mm, mv, outer)
+    from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy,
+                                         l1_loss, mse_loss, nll_loss, one_hot)
+    from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_shapes,
+                                             broadcast_tensors, broadcast_to, cat, chunk,
+                                             column_stack, contiguous, diag, diagonal, expand,
+                                             flatten, flip, fliplr, flipud, hstack, meshgrid,
+                                             moveaxis, movedim, narrow, permute, repeat,
+                                             repeat_interleave, reshape, roll, select, split,
+                                             squeeze, stack, swapaxes, swapdims, t, tensor_split,
+                                             tile, trace, transpose, tril, triu, unbind,
+                                             unflatten, unsqueeze, view, vstack)
+    from tinyopt.engine.ops.movement import cat as concat
+    from tinyopt.engine.ops.movement import cat as concatenate
+    from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+    from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
+                                           cumprod, cumsum, log_softmax, logcumsumexp, logsumexp,
+                                           max, mean, min, norm, prod, softmax, std, sum, var)
+    from tinyopt.engine.ops.selection import (argsort, argwhere, bincount, bucketize, gather,
+                                              index_add, index_copy, index_fill, index_select,
+                                              kthvalue, masked_select, median, msort, nonzero,
+                                              scatter, scatter_add, searchsorted, sort, take,
+                                              take_along_dim, topk, unique)
+    from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
+
+FAMILIES = ("activation", "attention", "conv", "conv1d", "conv_transpose", "creation", "distance",
+            "elementwise", "embedding_bag", "group_norm", "indexing", "linalg", "loss",
+            "movement", "nn", "pointwise_loss", "reduce", "resample", "rnn", "selection",
+            "workspace")
+"""The submodules that register ops."""
+
+_WHERE = _table({
+    "tinyopt.engine.ops.conv": "avg_pool2d conv2d max_pool2d",
+    "tinyopt.engine.ops.creation": (
+        "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
+        "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
+        "randperm zeros zeros_like"),
+    "tinyopt.engine.ops.distance": "vector_norm",
+    "tinyopt.engine.ops.elementwise": (
+        "abs acos add addcdiv addcmul allclose arccos arcsin arctan asin atan bitwise_and "
+        "bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone cos cosh "
+        "div divide eq equal erf exp expm1 fix floor floor_divide fmod ge gelu greater "
+        "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
+        "less less_equal log log1p log2 log10 logaddexp logical_and logical_not logical_or "
+        "logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative not_equal "
+        "positive pow reciprocal relu remainder round rsqrt sigmoid sign silu sin sinh softplus "
+        "sqrt square sub subtract tan tanh to true_divide trunc where xlogy"),
+    "tinyopt.engine.ops.indexing": "getitem masked_fill setitem",
+    "tinyopt.engine.ops.linalg": (
+        "addbmm addmm addmv addr baddbmm bmm dot einsum ger linear matmul mm mv outer"),
+    "tinyopt.engine.ops.loss": (
+        "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
+    "tinyopt.engine.ops.movement": (
+        "atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
+        "column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack meshgrid "
+        "moveaxis movedim narrow permute repeat repeat_interleave reshape roll select split "
+        "squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu unbind "
+        "unflatten unsqueeze view vstack"),
+    "tinyopt.engine.ops.movement:cat": "concat concatenate",
+    "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
+    "tinyopt.engine.ops.reduce": (
+        "all amax amin any argmax argmin count_nonzero cumprod cumsum log_softmax logcumsumexp "
+        "logsumexp max mean min norm prod softmax std sum var"),
+    "tinyopt.engine.ops.selection": (
+        "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
+        "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
+        "take_along_dim topk unique"),
+    "tinyopt.engine.tensor": "as_tensor from_numpy tensor",
+})
+
+__getattr__, __dir__ = _exports(__name__, globals(), _WHERE)
+
+
+def load_all() -> None:
+    """Import every op family (registering all ops)."""
+    for family in FAMILIES:
+        _importlib.import_module(f"{__name__}.{family}")
+
 
 __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",

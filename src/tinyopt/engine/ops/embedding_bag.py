@@ -14,7 +14,9 @@ import numpy as np
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.engine.row_sparse import row_mask
 from tinyopt.kernels import embedding_bag as K
+from tinyopt.kernels import row_sparse as R
 
 MODES = ("sum", "mean", "max")
 _ONE = {np.dtype(np.float32): np.ones(1, np.float32), np.dtype(np.float64): np.ones(1, np.float64)}
@@ -34,11 +36,11 @@ def _check(err: np.ndarray) -> None:
 
 # attrs: (mode, padding_idx, scale_grad_by_freq, has_psw)
 def _reduce_forward(t):
-    mode, padding_idx, _, has_psw = t.attrs
+    mode, padding_idx, _, has_psw, _ = t.attrs
     err = np.empty(2, np.int64)
     one = _ONE[t.dtype]
 
-    def fwd(out, w, idx, starts, ends, *psw):
+    def fwd(out, w, idx, starts, ends, *psw):  # (a sparse weight's row mask is for the backward)
         K.bag_reduce(_c(w), _c(idx), starts, ends, _c(psw[0]) if has_psw else one, has_psw,
                      mode == "mean", padding_idx, out, err)
         _check(err)
@@ -46,15 +48,17 @@ def _reduce_forward(t):
 
 
 def _reduce_grad_forward(t):
-    mode, padding_idx, scale, has_psw = t.attrs
+    mode, padding_idx, scale, has_psw, sparse = t.attrs
     err = np.empty(2, np.int64)
     counts = np.empty(t.shape[0], np.int64)
     one = _ONE[t.dtype]
 
-    def fwd(out, g, idx, starts, ends, *psw):
-        K.bag_reduce_grad(_c(g), _c(idx), starts, ends, _c(psw[0]) if has_psw else one,
+    def fwd(out, g, idx, starts, ends, *rest):
+        K.bag_reduce_grad(_c(g), _c(idx), starts, ends, _c(rest[0]) if has_psw else one,
                           has_psw, mode == "mean", padding_idx, scale, counts, out, err)
         _check(err)
+        if sparse:  # sparse=True: every index's row (as torch's, also past the last offset)
+            R.mark_rows(rest[-1], _c(idx), padding_idx)  # marked in the weight's row mask
     return fwd
 
 
@@ -70,13 +74,14 @@ def _psw_grad_forward(t):
 
 def _reduce_backward(t, g):
     w, idx, starts, ends = t.srcs[:4]
-    has_psw = t.attrs[3]
-    psw = t.srcs[4:]
-    gw = node("embedding_bag_grad", (g, idx, starts, ends) + psw, w.shape, g.dtype, t.attrs) \
-        if w.requires_grad else None
+    has_psw, sparse = t.attrs[3], t.attrs[4]
+    psw = t.srcs[4:5] if has_psw else ()
+    mask = t.srcs[4 + has_psw:]  # sparse=True: the weight's row mask (engine/row_sparse.py)
+    gw = node("embedding_bag_grad", (g, idx, starts, ends) + psw + mask, w.shape, g.dtype,
+              t.attrs) if w.requires_grad else None
     gp = node("embedding_bag_psw_grad", (g, w, idx, starts, ends), psw[0].shape, g.dtype,
               t.attrs) if has_psw and psw[0].requires_grad else None
-    return (gw, None, None, None) + ((gp,) if has_psw else ())
+    return (gw, None, None, None) + ((gp,) if has_psw else ()) + ((None,) if sparse else ())
 
 
 def _argmax_forward(t):
@@ -126,9 +131,8 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
     from tinyopt.engine.ops.nn import _renorm
     if mode not in MODES:
         raise ValueError("mode has to be one of sum, mean or max")
-    if sparse:
-        raise NotImplementedError("embedding_bag: sparse=True gradients are not supported yet "
-                                  "(the gradient would be dense); use sparse=False")
+    if sparse and mode == "max":
+        raise ValueError("max mode does not support sparse weights")
     w = as_tensor(weight)
     if w.ndim != 2 or w.dtype not in FLOATS:
         raise RuntimeError(f"embedding_bag: weight must be a 2-D floating point tensor, got "
@@ -181,8 +185,9 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
                 float(norm_type))
     srcs = (w, _leaf(idx), _leaf(starts), _leaf(ends))
     B = len(starts)
+    sparse = bool(sparse) and w.op == "param" and w.requires_grad
     attrs = (mode, -1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq),
-             per_sample_weights is not None)
+             per_sample_weights is not None, sparse)
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. "
@@ -198,4 +203,6 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
             raise ValueError("max mode does not support scaling the gradient by the frequency")
         arg = node("embedding_bag_argmax", srcs, (B, w.shape[1]), int64, attrs)
         return node("embedding_bag_gather", (w, arg), (B, w.shape[1]), w.dtype)
+    if sparse:  # the weight's gradient is row-sparse: its dense layout and the rows of the bags
+        srcs += (leaf(row_mask(w)),)
     return node("embedding_bag", srcs, (B, w.shape[1]), w.dtype, attrs)

@@ -22,34 +22,69 @@ Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``
 ``tinyopt.nn.functional``.
 """
 
-from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardtanh, LeakyReLU, LogSigmoid,
-                                          LogSoftmax, Mish, PReLU, ReLU, ReLU6, Sigmoid, SiLU,
-                                          Softmax, Softplus, Tanh)
-from tinyopt.nn.layers.conv import Conv1d, Conv2d
-from tinyopt.nn.layers.conv_transpose import ConvTranspose2d
-from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
-from tinyopt.nn.layers.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
-from tinyopt.nn.layers.flatten import Flatten, Unflatten
-from tinyopt.nn.layers.linear import Identity, Linear
-from tinyopt.nn.layers.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
-                                    CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
-                                    MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
-                                    TripletMarginLoss)
-from tinyopt.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d,
-                                             InstanceNorm2d, LayerNorm)
-from tinyopt.nn.layers.padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,
-                                       ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
-                                       ZeroPad1d, ZeroPad2d)
-from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d,
-                                       MaxPool1d, MaxPool2d)
-from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
-                                   RNNCellBase)
-from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
-from tinyopt.nn.layers.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
-                                           TransformerDecoderLayer, TransformerEncoder,
-                                           TransformerEncoderLayer)
-from tinyopt.nn.layers.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,
-                                          UpsamplingBilinear2d, UpsamplingNearest2d)
+import typing as _typing
+
+from tinyopt.engine.lazy import exports as _exports
+from tinyopt.engine.lazy import table as _table
+
+if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
+    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardtanh, LeakyReLU,
+                                              LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                                              Sigmoid, SiLU, Softmax, Softplus, Tanh)
+    from tinyopt.nn.layers.conv import Conv1d, Conv2d
+    from tinyopt.nn.layers.conv_transpose import ConvTranspose2d
+    from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
+    from tinyopt.nn.layers.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
+    from tinyopt.nn.layers.flatten import Flatten, Unflatten
+    from tinyopt.nn.layers.linear import Identity, Linear
+    from tinyopt.nn.layers.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
+                                        CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
+                                        MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
+                                        TripletMarginLoss)
+    from tinyopt.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, GroupNorm,
+                                                 InstanceNorm1d, InstanceNorm2d, LayerNorm)
+    from tinyopt.nn.layers.padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,
+                                           ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
+                                           ZeroPad1d, ZeroPad2d)
+    from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d,
+                                           AvgPool2d, MaxPool1d, MaxPool2d)
+    from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
+                                       RNNCellBase)
+    from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
+    from tinyopt.nn.layers.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                               TransformerDecoderLayer, TransformerEncoder,
+                                               TransformerEncoderLayer)
+    from tinyopt.nn.layers.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,
+                                              UpsamplingBilinear2d, UpsamplingNearest2d)
+
+__getattr__, __dir__ = _exports(__name__, globals(), _table({
+    "tinyopt.nn.layers.activation": (
+        "CELU ELU GELU SELU Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish PReLU ReLU ReLU6 "
+        "Sigmoid SiLU Softmax Softplus Tanh"),
+    "tinyopt.nn.layers.conv": "Conv1d Conv2d",
+    "tinyopt.nn.layers.conv_transpose": "ConvTranspose2d",
+    "tinyopt.nn.layers.distance": "CosineSimilarity PairwiseDistance",
+    "tinyopt.nn.layers.dropout": "Dropout Dropout1d Dropout2d Dropout3d",
+    "tinyopt.nn.layers.flatten": "Flatten Unflatten",
+    "tinyopt.nn.layers.linear": "Identity Linear",
+    "tinyopt.nn.layers.loss": (
+        "BCELoss BCEWithLogitsLoss CosineEmbeddingLoss CrossEntropyLoss HuberLoss KLDivLoss "
+        "L1Loss MarginRankingLoss MSELoss NLLLoss SmoothL1Loss TripletMarginLoss"),
+    "tinyopt.nn.layers.normalization": (
+        "BatchNorm1d BatchNorm2d GroupNorm InstanceNorm1d InstanceNorm2d LayerNorm"),
+    "tinyopt.nn.layers.padding": (
+        "ConstantPad1d ConstantPad2d ReflectionPad1d ReflectionPad2d ReplicationPad1d "
+        "ReplicationPad2d ZeroPad1d ZeroPad2d"),
+    "tinyopt.nn.layers.pooling": (
+        "AdaptiveAvgPool1d AdaptiveAvgPool2d AvgPool1d AvgPool2d MaxPool1d MaxPool2d"),
+    "tinyopt.nn.layers.rnn": "GRU LSTM RNN GRUCell LSTMCell RNNBase RNNCell RNNCellBase",
+    "tinyopt.nn.layers.sparse": "Embedding EmbeddingBag",
+    "tinyopt.nn.layers.transformer": (
+        "MultiheadAttention Transformer TransformerDecoder TransformerDecoderLayer "
+        "TransformerEncoder TransformerEncoderLayer"),
+    "tinyopt.nn.layers.upsampling": (
+        "PixelShuffle PixelUnshuffle Upsample UpsamplingBilinear2d UpsamplingNearest2d"),
+}))
 
 __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "Flatten", "Unflatten", "Dropout",

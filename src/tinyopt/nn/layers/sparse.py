@@ -7,8 +7,8 @@ each bag of rows without materializing them.  ``weight`` starts as N(0, 1); the 
 starts at zero, gets no gradient, and is left out of bags.  ``max_norm`` rescales, in place, each
 row looked up whose ``norm_type``-norm exceeds it.  ``Embedding(sparse=True)`` gives the weight a
 row-sparse gradient (its dense layout plus the rows looked up, ``engine/row_sparse.py``; see
-``docs/sequence.md``) for ``optim.SparseAdam``; ``EmbeddingBag(sparse=True)`` is not supported yet
-and raises.
+``docs/sequence.md``) for ``optim.SparseAdam``, and so does ``EmbeddingBag(sparse=True)`` (the
+rows of its bags; mode 'max' raises torch's ValueError, as torch).
 """
 
 from __future__ import annotations
@@ -85,12 +85,6 @@ class Embedding(Module):
                    _weight=w, _freeze=freeze)
 
 
-def _no_sparse(sparse: bool) -> None:
-    if sparse:
-        raise NotImplementedError("EmbeddingBag(sparse=True) (row-sparse gradients) is not "
-                                  "supported yet; use sparse=False, or Embedding(sparse=True)")
-
-
 def _padding_idx(padding_idx: int | None, n: int, word: str = "padding_idx") -> int | None:
     """``padding_idx`` checked against ``n`` rows, negative values counted from the end."""
     if padding_idx is not None:
@@ -121,7 +115,6 @@ class EmbeddingBag(Module):
                  sparse: bool = False, _weight=None, include_last_offset: bool = False,
                  padding_idx: int | None = None, device=None, dtype=None) -> None:
         super().__init__()
-        _no_sparse(sparse)
         dt = param_dtype(device, dtype)
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
