@@ -47,7 +47,7 @@ from tinyopt.engine.graph import backward_graph, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
-from tinyopt.engine import fpstate
+from tinyopt.engine import fpstate, fused_update
 
 
 class Plan:
@@ -135,15 +135,16 @@ class Plan:
         """Bytes this plan needs: its constants and its family's runs."""
         return self.own_bytes + self.family.nbytes
 
-    def run(self, leaves: list[Tensor]) -> list[np.ndarray]:
-        """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results."""
+    def run(self, leaves: list[Tensor], update=None) -> list[np.ndarray]:
+        """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results;
+        ``update`` steps parameters during the run (``engine/fused_update.py``)."""
         fam = self.family
         try:
             r = fam._idle.pop()
         except IndexError:  # the family is running in another thread: a run of its own
             r = _Run(fam)
         try:
-            return r.run(self, leaves)
+            return r.run(self, leaves, update and fused_update.begin(self, leaves, update))
         finally:
             fam._idle.append(r)
 
@@ -256,7 +257,7 @@ class _Run:
                  if kind[i] in ("compute", "extern", "view")]
         return plan, A, steps, _held_bytes(steps)
 
-    def run(self, plan: Plan, leaves: list[Tensor]) -> list[np.ndarray]:
+    def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
         _, A, steps, _ = self._table(plan)
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
@@ -273,8 +274,11 @@ class _Run:
                     else:
                         A[gi] = scratch
             try:
-                for step in steps:
-                    step()
+                if scheduled is None:
+                    for step in steps:
+                        step()
+                else:
+                    scheduled.run_steps(steps, A)
             except BaseException:
                 for p in fresh:
                     p.grad = None
@@ -288,6 +292,8 @@ class _Run:
             out = [A[i].copy() for i in plan.output_slots]
             if plan.loss_slot >= 0:
                 out.append(A[plan.loss_slot].copy())
+            if scheduled is not None:
+                scheduled.finish()
             return out
         finally:  # a cached plan must not keep a batch or a model alive, even after a failed run
             fpstate.restore(token)

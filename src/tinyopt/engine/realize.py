@@ -24,11 +24,11 @@ from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
 
 
 def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
-            retain_graph: bool = False) -> list[np.ndarray]:
+            retain_graph: bool = False, update=None) -> list[np.ndarray]:
     """Values of ``outputs``; with ``loss``, also backpropagate it into ``.grad`` (and append its
     value to the returned list).  The returned arrays are the tensors' own values (shared, as
     ``Tensor.numpy()`` shares storage).  After a backward pass the graph is freed unless
-    ``retain_graph``."""
+    ``retain_graph``.  ``update`` steps parameters during the run (``engine/fused_update.py``)."""
     if loss is None:
         for t in outputs:
             if t._value is None and not _view_of_values(t):
@@ -44,7 +44,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     wanted = list(outputs) + effects
     kept = held(fwd, sig, {id(t) for t in roots})
     plan = CACHE.get(fwd, wanted + kept, loss, (index, sig))
-    values = plan.run([fwd[i] for i in plan.fwd_leaves])
+    leaves = [fwd[i] for i in plan.fwd_leaves]
+    values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
     free = loss is not None and not retain_graph

@@ -394,9 +394,8 @@ class Tensor(TensorMethods):
             hooks = self._hooks = {}
         handle = RemovableHandle(hooks)
         hooks[handle.id] = hook
-        if not self.is_leaf:
-            from tinyopt.engine.autograd import WATCHED
-            WATCHED.count += 1
+        from tinyopt.engine.autograd import WATCHED  # (a leaf's too: backward takes the hooked path)
+        WATCHED.count += 1
         return handle
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]

@@ -348,6 +348,14 @@ class Optimizer:
         """Perform one optimization step; subclasses implement it."""
         raise NotImplementedError
 
+    def fuse_with_backward(self, loss: Tensor) -> None:
+        """``loss.backward(); self.step()`` -- the same values, bit for bit -- as one plan run
+        that steps each parameter as soon as its gradient is final (ggml's ``gb_opt``), when
+        nothing needs the gradients between the two; otherwise exactly those two calls.  See
+        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...)."""
+        from tinyopt.optim.in_plan import fuse_with_backward
+        fuse_with_backward(self, loss)
+
     @staticmethod
     def _call_closure(closure: Callable[[], Any] | None):
         """Evaluate ``closure`` with gradient recording on, as PyTorch's optimizers do."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.fused_update import backward_and_update
 from tinyopt.engine.realize import realize
 from tinyopt.engine.tensor import Tensor, leaf
 from tinyopt.nn.module import Module
@@ -36,8 +37,9 @@ class BatchRunner:
         self.classes = classes
 
     def __call__(self, batch: Any, acc: Accumulator, *, backward: bool, scale: float = 1.0,
-                 index: np.ndarray | None = None) -> int:
-        """Run one batch (forward, and backward into ``.grad`` when ``backward``); return its size."""
+                 index: np.ndarray | None = None, update: Any = None) -> int:
+        """Run one batch (forward, and backward into ``.grad`` when ``backward``, with ``update``
+        stepping the parameters in the same run: ``engine/fused_update.py``); return its size."""
         x, y = split_batch(self.where, batch)
         if isinstance(y, Tensor) and y.op == "input":  # a DataLoader batch: check it as an array
             y = y._value
@@ -52,12 +54,15 @@ class BatchRunner:
         want_out = self.classes is not None or acc._keep
         outputs = [out, loss] if want_out else [loss]
         if backward:
+            wanted = outputs
             if scale != 1.0:
                 factor = np.asarray(scale, dtype=loss.dtype)
                 target = loss * leaf(factor)
-                values = realize(outputs, loss=target)
             else:
-                values = realize(outputs[:-1], loss=loss)
+                target, wanted = loss, outputs[:-1]
+            values = backward_and_update(target, update, wanted) if update is not None else None
+            if values is None:
+                values = realize(wanted, loss=target)
         else:
             values = realize(outputs)
         loss_value = float(values[1 if want_out else 0])

@@ -26,6 +26,7 @@ import numpy as np
 from tinyopt.data import DataLoader, Subset
 from tinyopt.engine import random
 from tinyopt.nn.module import Module
+from tinyopt.optim import in_plan
 from tinyopt.optim.lr_scheduler import ReduceLROnPlateau
 from tinyopt.train.batches import BatchRunner
 from tinyopt.train.callbacks import CallbackList
@@ -195,6 +196,7 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
         val_set = ddp.val_part(val_set) if val_set is not None else None
     val_loader = DataLoader(val_set, batch_size=batch_size) if val_set is not None else None
     runner = BatchRunner(where, model, loss_fn, kind, classes)
+    in_backward = logical == batch_size and ddp is None and not hooks.before_step
     plateau = isinstance(scheduler, ReduceLROnPlateau)
     per_step = scheduler is not None and not plateau and scheduler_interval == "step"
     config = {"n_train": n_train, "shuffle": bool(shuffle), "batch_size": batch_size,
@@ -230,13 +232,18 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
                 index = order[position:position + batch_size] if order is not None else None
                 size = min(batch_size, n_rank - position)
                 sync = ddp.sync(position + size, logical, n_rank) if ddp else _SYNC
+                # a step after every batch with nothing between backward and step: the step runs
+                # inside the backward plan (bit for bit the same; tinyopt.optim.in_plan)
+                update = in_plan.prepare(optimizer) if in_backward else None
                 with sync:  # under DDP: no_sync() but for the last batch of a logical batch
-                    m = runner(batch, acc, backward=True, scale=size / group, index=index)
+                    m = runner(batch, acc, backward=True, scale=size / group, index=index,
+                               update=update)
                 position += m
                 if position % logical == 0 or position == n_rank:
                     for before in hooks.before_step:
                         before(step)
-                    optimizer.step()
+                    if update is None or not update.finish():
+                        optimizer.step()
                     step += 1
                     if per_step:
                         scheduler.step()
