@@ -12,7 +12,8 @@ Cases, each trained with Adam, each row in a fresh process (peak RSS is ``resour
   random lengths 5-84 (``fixed``: 45), cross-entropy over every position.
 
 Columns: plans compiled (cache misses), plan structures they share, time per step over the whole
-loop (compiles included), bytes the plan cache holds at the end, peak RSS of the process.
+loop (compiles included; wall and process CPU, the steadier one on a shared machine), bytes the
+plan cache holds at the end, peak RSS of the process.
 
     python benchmarks/bench_dynplan.py [--steps 150] [--hidden 512]
 """
@@ -67,12 +68,13 @@ for t in (lo, lo + 1):  # numba's kernels loaded before the clock starts
     train(t)
 to.engine.cache_clear()
 sizes = rng.integers(lo, hi, steps) if lengths == "varying" else [(lo + hi) // 2] * steps
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for t in sizes:
     train(int(t))
 ms = (time.perf_counter() - t0) / steps * 1e3
+cpu_ms = (time.process_time() - c0) / steps * 1e3
 info = to.engine.cache_info()
-print(json.dumps({"plans": info.misses, "structures": info.structures, "ms": ms,
+print(json.dumps({"plans": info.misses, "structures": info.structures, "ms": ms, "cpu_ms": cpu_ms,
                   "cache_mb": info.nbytes / 2**20,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
@@ -91,12 +93,12 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=512)
     args = ap.parse_args()
     print(f"{'case':>5} {'lengths':>8} {'sharing':>7} {'plans':>6} {'structs':>7} "
-          f"{'ms/step':>8} {'cache MB':>9} {'peak RSS MB':>12}", flush=True)
+          f"{'ms/step':>8} {'CPU ms':>7} {'cache MB':>9} {'peak RSS MB':>12}", flush=True)
     for case in ("PG", "LSTM"):
         for lengths, share in (("fixed", True), ("varying", True), ("varying", False)):
             r = measure(case, lengths, share, args.steps, args.hidden)
             print(f"{case:>5} {lengths:>8} {'on' if share else 'off':>7} {r['plans']:>6} "
-                  f"{r['structures']:>7} {r['ms']:>8.2f} {r['cache_mb']:>9.1f} "
+                  f"{r['structures']:>7} {r['ms']:>8.2f} {r['cpu_ms']:>7.2f} {r['cache_mb']:>9.1f} "
                   f"{r['rss_mb']:>12.1f}", flush=True)
 
 

@@ -16,6 +16,15 @@ N threads at once holds N arenas; the cache counts them all.  Cost: about 0.1 us
 and 0.35 us a lookup for the cache's lock, against an MLP batch-1 training step of about 270 us
 (``benchmarks/bench_threads.py --against <older tree>`` times the whole step).
 
+Sizes.  A loop whose batch size or sequence length changes (a last partial batch, episodes of
+every length) compiles a plan per size -- its shapes, kernels (chosen by shape), memory layout and
+constants are those of that size, so its results are the bits of a plan built for it -- but plans
+that differ only in sizes share one :class:`_Family` of runs: a thread holds one arena for all of
+them, grown to the largest it has run, and one gradient scratch.  Memory then follows the largest
+size, not the number of sizes (``benchmarks/bench_dynplan.py``: a policy-gradient loop over 113
+episode lengths held 2.2 MB of plans instead of 107 MB); ``cache_info().structures`` counts the
+families.  ``TINYOPT_PLAN_SHARING=0`` gives every plan a family of its own, as before.
+
 The cache is bounded by bytes (arenas, scratch and constants of every plan; default 1 GiB,
 environment variable ``TINYOPT_PLAN_CACHE_BYTES``, or :func:`set_cache_limit`) as well as by count,
 and logs each compile and eviction on the ``tinyopt`` logger (``logging.INFO``), with one warning
@@ -79,40 +88,29 @@ class Plan:
                 extern.add(gi)
             self.grad_outs.append((leaf_pos[id(p)], gi, is_extern))
 
-        kind = []
-        for i, t in enumerate(nodes):
-            if t.op in LEAF_OPS:
-                kind.append("leaf")
-            elif i in extern:
-                kind.append("extern")
-            elif OPS[t.op].view is not None:
-                kind.append("view")
-            else:
-                kind.append("compute")
-        srcs = [tuple(index[id(s)] for s in t.srcs) for t in nodes]
-        nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
-        # In place only over a source laid out like the output: not over a transpose, an expand
-        # or a strided slice, whose elements the kernel would overwrite while still reading them.
-        inplace = [t.op not in LEAF_OPS and OPS[t.op].inplace and _same_layout(t.srcs[0]) for t in nodes]
-        keep = set(self.output_slots) | {self.loss_slot} | {gi for _, gi, _ in self.grad_outs}
-        keep.discard(-1)
-        self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
-        self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
-        # constants made by backward rules: read-only, shared by every run
-        self._consts = [(i, t._value) for i, t in enumerate(nodes)
-                        if t.op == "input" and i not in self.leaf_slots]
-        # the slots bound per run: leaves, views of anything, gradients written into parameters
-        self._bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
-                       or kind[i] == "leaf" and i in self.leaf_slots]
-        self.own_bytes = sum(v.nbytes for _, v in self._consts)
+        srcs = [tuple([index[id(s)] for s in t.srcs]) for t in nodes]
         # Plans that differ only in sizes (a batch, a sequence length) share one family: its
-        # runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch.
-        grad_specs = tuple((k, gi, is_extern, self.nodes[gi].shape if is_extern else None,
-                            self.nodes[gi].dtype.char) for k, gi, is_extern in self.grad_outs)
+        # runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch,
+        # and the tables below, which follow from the structure alone.
+        grad_specs = tuple([(k, gi, is_extern, self.nodes[gi].shape if is_extern else None,
+                             self.nodes[gi].dtype.char) for k, gi, is_extern in self.grad_outs])
         key = (tuple([(t.op, s, t.dtype.char) for t, s in zip(nodes, srcs)]),
                tuple(self.leaf_slots), tuple(self.output_slots), self.loss_slot, grad_specs)
         self.family: _Family = (_Family(key, grad_specs) if family_of is None
                                 else family_of(key, grad_specs))
+        if self.family.structure is None:
+            self.family.structure = _structure(nodes, extern, self.leaf_slots, self.output_slots,
+                                            self.loss_slot, self.grad_outs)
+        kind, inplace, keep, self._bound = self.family.structure
+        nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
+        self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
+        self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
+        # constants made by backward rules: read-only, shared by every run
+        bound_leaves = set(self.leaf_slots)
+        self._consts = [(i, t._value) for i, t in enumerate(nodes)
+                        if t.op == "input" and i not in bound_leaves]
+        self.own_bytes = sum(v.nbytes for _, v in self._consts)
+        self.evicted = False  # set when the cache drops it: runs then drop its tables
         try:
             r = self.family._idle.pop()
         except IndexError:
@@ -151,6 +149,33 @@ class Plan:
             fam._idle.append(r)
 
 
+def _structure(nodes: list[Tensor], extern: set[int], leaf_slots: list[int],
+               output_slots: list[int], loss_slot: int, grad_outs: list) -> tuple:
+    """What the planner and the runs read of a plan's structure: each node's kind, whether it
+    may write in place, the nodes kept to the end of a run, the slots bound per run."""
+    kind = []
+    for i, t in enumerate(nodes):
+        if t.op in LEAF_OPS:
+            kind.append("leaf")
+        elif i in extern:
+            kind.append("extern")
+        elif OPS[t.op].view is not None:
+            kind.append("view")
+        else:
+            kind.append("compute")
+    # In place only over a source laid out like the output: not over a transpose, an expand
+    # or a strided slice, whose elements the kernel would overwrite while still reading them.
+    inplace = [t.op not in LEAF_OPS and OPS[t.op].inplace and _same_layout(t.srcs[0])
+               for t in nodes]
+    keep = set(output_slots) | {loss_slot} | {gi for _, gi, _ in grad_outs}
+    keep.discard(-1)
+    # the slots bound per run: leaves, views of anything, gradients written into parameters
+    leaves = set(leaf_slots)
+    bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
+             or kind[i] == "leaf" and i in leaves]
+    return kind, inplace, keep, bound
+
+
 class _Family:
     """The runs that plans of one structure share (plans that differ only in sizes: a batch, a
     sequence length), and the bytes they hold.  A run's arena is grown to the largest plan of
@@ -161,10 +186,11 @@ class _Family:
     def __init__(self, key: tuple, grad_specs: tuple):
         self.key = key
         self.grad_specs = grad_specs
+        self.structure: tuple | None = None  # _structure() of its plans
         self._idle: list[_Run] = []
         self.nbytes = 0
         self.cached = 0        # plans of this family in the cache
-        self._on_grow = None   # set by the cache while it holds plans of this family
+        self._on_grow = None   # the cache's counter, once a cache made or holds this family
 
     def grew(self, delta: int) -> None:
         if delta:
@@ -177,10 +203,10 @@ class _Family:
 
 class _Run:
     """What one run of a family's plans writes: the arena, the gradient scratch, and per plan
-    (the last few run here) the array table (computed nodes are fixed slices of the arena; leaves
+    (up to TABLES of them) the array table (computed nodes are fixed slices of the arena; leaves
     and views are bound per run) and the kernel closures over it (they own their scratch)."""
 
-    TABLES = 8  # plans (sizes) whose tables a run keeps
+    TABLES = 64  # at most this many plans' tables (those of evicted plans go when one is made)
 
     def __init__(self, family: _Family):
         self.family = family
@@ -207,6 +233,8 @@ class _Run:
             delta += need - self.arena.nbytes - sum(e[3] for e in self.tables.values())
             self.tables.clear()
             self.arena = np.empty(need, dtype=np.uint8)
+        for k in [k for k, e in self.tables.items() if e[0].evicted]:
+            delta -= self.tables.pop(k)[3]
         entry = self._build(plan)
         self.tables[id(plan)] = entry
         delta += entry[3]
@@ -413,7 +441,7 @@ class PlanCache:
             self._plans[key] = plan
             fam = plan.family
             if not fam.cached:
-                fam._on_grow = self._grew
+                fam._on_grow = self._grew  # (a family made by _family_of has it already)
                 self.nbytes += fam.nbytes
                 if self.share_sizes:
                     self._families.setdefault(fam.key, fam)
@@ -441,6 +469,7 @@ class PlanCache:
             fam = self._families.get(key)
             if fam is None:
                 fam = self._families[key] = _Family(key, grad_specs)
+                fam._on_grow = self._grew  # threads compiling two sizes at once count under the lock
             return fam
 
     def _grew(self, fam: _Family, delta: int) -> None:
@@ -448,7 +477,7 @@ class PlanCache:
         arena, a plan's table)."""
         with self._lock:
             fam.nbytes += delta
-            if fam._on_grow is not None:  # still cached
+            if fam.cached:
                 self.nbytes += delta
                 self._shrink()
 
@@ -457,11 +486,11 @@ class PlanCache:
         while len(self._plans) > self.maxsize or (self.nbytes > self.max_bytes
                                                   and len(self._plans) > 1):
             key, plan = self._plans.popitem(last=False)
+            plan.evicted = True
             self.nbytes -= plan.own_bytes
             fam = plan.family
             fam.cached -= 1
             if not fam.cached:
-                fam._on_grow = None
                 self.nbytes -= fam.nbytes
                 if self._families.get(fam.key) is fam:
                     del self._families[fam.key]
@@ -481,7 +510,7 @@ class PlanCache:
     def clear(self) -> None:
         with self._lock:
             for plan in self._plans.values():
-                plan.family._on_grow = None
+                plan.evicted = True
                 plan.family.cached = 0
             self._plans.clear()
             self._families.clear()

@@ -39,6 +39,7 @@ import types
 import warnings
 
 import numba
+import numba.extending
 import numpy as np
 
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
@@ -213,20 +214,52 @@ def specialized(factory):
 prange = numba.prange
 
 
+class _Inline:
+    """A function numba inlines into its callers before type inference (see :func:`inline`)."""
+
+    targetoptions = {"inline": "always"}  # what numba's InlineInlinables pass looks for
+
+    def __init__(self, fn):
+        self.py_func = fn
+        self._dispatcher = None
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        return self.py_func(*args)
+
+    def __reduce__(self):
+        # the function alone, so the disk-cache key of a kernel holding this in a closure is the
+        # same in every process (a numba dispatcher would pickle with a per-process id)
+        return _Inline, (self.py_func,)
+
+
+@numba.extending.typeof_impl.register(_Inline)
+def _typeof_inline(val, c):
+    # the name itself still has to be typed where the call was inlined (numba drops the dead
+    # load later), and a call that was not inlined compiles as an ordinary function
+    if val._dispatcher is None:
+        val._dispatcher = numba.njit(**_OPTIONS, inline="always")(val.py_func)
+    return numba.types.Dispatcher(val._dispatcher)
+
+
 def inline(fn):
     """Make ``fn`` callable from kernels, compiled into each caller at numba's IR level (as if its
     body were written there), with the caller's options.
 
     For small per-element functions a walker calls in its inner loop (``kernels/optim.py``): the
     inlined body vectorizes exactly as the hand-written loop did (Adam over 1e6 float32: same
-    time, same ``vsqrtps``).  ``fn`` stays a plain Python function, so a kernel that holds it in a
-    closure still hits numba's disk cache (a closure over a numba dispatcher does not: the
-    dispatcher pickles with a per-process id, and every process would recompile).
-    """
-    from numba.extending import register_jitable
+    time, same ``vsqrtps``).
 
-    register_jitable(inline="always")(fn)
-    return fn
+    numba's untyped ``InlineInlinables`` pass inlines a call to anything with ``targetoptions
+    {"inline": "always"}`` and a ``py_func`` before the caller is typed, so ``fn`` is never
+    compiled on its own.  (``register_jitable(inline="always")``, used before, inlines after
+    typing and compiles ``fn`` in full for every signature first, only to learn its type: a cold
+    first Adam step took 2.6-3.2 s of CPU that way and 1.2-1.6 s this way, 3 interleaved runs
+    on the shared machine.)  The wrapper pickles by value, so a kernel that holds it in a closure
+    still hits numba's disk cache (a closure over a numba dispatcher does not: the dispatcher
+    pickles with a per-process id, and every process would recompile).
+    """
+    return _Inline(fn)
 
 
 def subroutine(fn):
@@ -301,7 +334,7 @@ def _parse(signature: str) -> tuple[str, list[str]]:
 def _flat_loop(fn, arity: int):
     """``loop(*ins, out)``: out[i] = fn(ins[0][i], ...) over 1-d arrays, as a cached kernel (up to
     five inputs; None beyond)."""
-    inline(fn)
+    fn = inline(fn)
     if arity == 1:
         def loop1(a, out):
             for i in range(out.shape[0]):

@@ -14,15 +14,23 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import kernel
+from tinyopt.kernels.jit import inline, kernel
 
 
+# The 'mean' reduction is folded into the row kernels (an optional output forward, an optional
+# scalar gradient backward) instead of kernels of its own: each numba kernel costs its own cold
+# compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
+# CPU of a first training step.
 @kernel
-def ce_rows(x, y, w, ignore_index, eps, out, err):
+def ce_rows(x, y, w, ignore_index, eps, out, total, err):
     """out[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]),
-    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i)."""
+    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i).
+
+    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over
+    rows not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction."""
     N, C = x.shape
     err[0] = -1
+    wsum = 0.0
     for i in range(N):
         t = y[i]
         if t == ignore_index:
@@ -31,6 +39,7 @@ def ce_rows(x, y, w, ignore_index, eps, out, err):
         if t < 0 or t >= C:
             err[0] = i
             return
+        wsum += w[t]
         m = x[i, 0]
         for c in range(1, C):
             if x[i, c] > m or x[i, c] != x[i, c]:
@@ -46,15 +55,50 @@ def ce_rows(x, y, w, ignore_index, eps, out, err):
                 smooth += w[c] * (lse - x[i, c])
             loss += eps / C * smooth
         out[i] = loss
+    if total.shape[0] != 0:
+        total[0] = _mean(out, wsum)
+
+
+@inline
+def _mean(rows, wsum):
+    """sum_i rows_i / wsum, summed in order in float64."""
+    acc = 0.0
+    for i in range(rows.shape[0]):
+        acc += rows[i]
+    return acc / wsum
+
+
+@inline
+def _mean_share(g, y, w, ignore_index, share, err):
+    """The gradient of the 'mean' reduction reaching each row, g[0] / sum_i w[y_i] over rows not
+    ignored, stored in ``share[0]`` (so rounded to its dtype, as a gradient array would be);
+    False (err[0] its row) on a target out of range."""
+    C = w.shape[0]
+    ws = 0.0
+    for i in range(y.shape[0]):
+        t = y[i]
+        if t != ignore_index:
+            if t < 0 or t >= C:
+                err[0] = i
+                return False
+            ws += w[t]
+    share[0] = g[0] / ws
+    return True
 
 
 @kernel
-def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
+def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err):
     """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
     + (eps/C) (p_k sum_c w_c - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward
-    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0."""
+    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0.
+
+    ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
+    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``)."""
     N, C = x.shape
     err[0] = -1
+    mean = share.shape[0] != 0
+    if mean and not _mean_share(g, y, w, ignore_index, share, err):
+        return
     wsum = 0.0
     for c in range(C):
         wsum += w[c]
@@ -80,8 +124,9 @@ def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
             for c in range(C):
                 out[i, c] = 0.0 * (out[i, c] * inv)
             continue
-        a = g[i] * (1.0 - eps) * w[t]
-        b = g[i] * eps / C
+        gi = share[0] if mean else g[i]
+        a = gi * (1.0 - eps) * w[t]
+        b = gi * eps / C
         for c in range(C):
             p = out[i, c] * inv
             out[i, c] = a * p + b * (p * wsum - w[c])
@@ -89,10 +134,11 @@ def ce_rows_grad(g, x, y, w, ignore_index, eps, out, err):
 
 
 @kernel
-def nll_rows(logp, y, w, ignore_index, out, err):
-    """out[i] = -w[y_i] logp[i, y_i] (0 for ignored rows)."""
+def nll_rows(logp, y, w, ignore_index, out, total, err):
+    """out[i] = -w[y_i] logp[i, y_i] (0 for ignored rows); ``total`` as in :func:`ce_rows`."""
     C = logp.shape[1]
     err[0] = -1
+    wsum = 0.0
     for i in range(logp.shape[0]):
         t = y[i]
         if t == ignore_index:
@@ -101,14 +147,20 @@ def nll_rows(logp, y, w, ignore_index, out, err):
             err[0] = i
             return
         else:
+            wsum += w[t]
             out[i] = -w[t] * logp[i, t]
+    if total.shape[0] != 0:
+        total[0] = _mean(out, wsum)
 
 
 @kernel
-def nll_rows_grad(g, y, w, ignore_index, out, err):
-    """out[i, c] = -g_i w[y_i] where c = y_i, else 0."""
+def nll_rows_grad(g, y, w, ignore_index, share, out, err):
+    """out[i, c] = -g_i w[y_i] where c = y_i, else 0; ``share`` as in :func:`ce_rows_grad`."""
     N, C = out.shape
     err[0] = -1
+    mean = share.shape[0] != 0
+    if mean and not _mean_share(g, y, w, ignore_index, share, err):
+        return
     for i in range(N):
         for c in range(C):
             out[i, c] = 0.0
@@ -118,41 +170,8 @@ def nll_rows_grad(g, y, w, ignore_index, out, err):
         if t < 0 or t >= C:
             err[0] = i
             return
-        out[i, t] = -g[i] * w[t]
-
-
-@kernel
-def _target_weight_sum(y, w, ignore_index, err):
-    """sum_i w[y_i] over rows not ignored (float64): the divisor of a 'mean' reduction."""
-    C = w.shape[0]
-    err[0] = -1
-    acc = 0.0
-    for i in range(y.shape[0]):
-        t = y[i]
-        if t != ignore_index:
-            if t < 0 or t >= C:
-                err[0] = i
-                return 0.0
-            acc += w[t]
-    return acc
-
-
-@kernel
-def mean_of_rows(rows, y, w, ignore_index, out, err):
-    """The 'mean' reduction of row losses, as PyTorch's: out[0] = sum_i rows_i / sum_i w[y_i]
-    over rows not ignored (0/0 = NaN when every row is, without numpy's warning, as PyTorch)."""
-    acc = 0.0
-    for i in range(rows.shape[0]):
-        acc += rows[i]
-    out[0] = acc / _target_weight_sum(y, w, ignore_index, err)
-
-
-@kernel
-def mean_of_rows_grad(g, y, w, ignore_index, out, err):
-    """The adjoint of :func:`mean_of_rows`: out[i] = g[0] / sum_i w[y_i], each row's share."""
-    share = g[0] / _target_weight_sum(y, w, ignore_index, err)
-    for i in range(out.shape[0]):
-        out[i] = share
+        gi = share[0] if mean else g[i]
+        out[i, t] = -gi * w[t]
 
 
 @kernel

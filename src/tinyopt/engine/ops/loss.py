@@ -83,9 +83,10 @@ def _rows_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
         err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
+        no_total = np.empty(0, t.dtype)
 
         def fwd(out, x, y, w):
-            kernel(x, y, w, ignore, *rest, out, err)
+            kernel(x, y, w, ignore, *rest, out, no_total, err)
             _check_targets(err, y)
         return fwd
     return compile
@@ -105,13 +106,14 @@ def _rows_grad_forward(kernel, n_in):
     def compile(t):
         ignore, *rest = t.attrs
         err = np.empty(1, np.int64)
+        no_share = np.empty(0, t.dtype)
         if n_in == 4:
             def fwd(out, g, x, y, w):
-                kernel(g, x, y, w, ignore, *rest, out, err)
+                kernel(g, x, y, w, ignore, *rest, no_share, out, err)
                 _check_targets(err, y)
         else:
             def fwd(out, g, y, w):
-                kernel(g, y, w, ignore, *rest, out, err)
+                kernel(g, y, w, ignore, *rest, no_share, out, err)
                 _check_targets(err, y)
         return fwd
     return compile
@@ -125,7 +127,8 @@ defop("nll_rows_grad", forward=_rows_grad_forward(K.nll_rows_grad, 3))
 
 # 'mean' reduction as one node each way: the row losses then their weighted mean (backward, every
 # row's gradient scaled by g / the weight sum), with four fewer nodes than rows.sum() / weight_sum
-# to build, sort and run each way, which is most of a batch-1 training step's loss.
+# to build, sort and run each way, which is most of a batch-1 training step's loss.  The row
+# kernels do the reduction themselves (see kernels/loss.py).
 def _mean_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
@@ -133,9 +136,8 @@ def _mean_forward(kernel):
         err = np.empty(1, np.int64)
 
         def fwd(out, x, y, w):
-            kernel(x, y, w, ignore, *rest, rows, err)
+            kernel(x, y, w, ignore, *rest, rows, out.reshape(1), err)
             _check_targets(err, y)
-            K.mean_of_rows(rows, y, w, ignore, out.reshape(1), err)
         return fwd
     return compile
 
@@ -143,14 +145,12 @@ def _mean_forward(kernel):
 def _mean_grad_forward(kernel):
     def compile(t):
         ignore, *rest = t.attrs
-        rows_g = np.empty(t.shape[0], t.dtype)
+        share = np.empty(1, t.dtype)
         err = np.empty(1, np.int64)
 
         def fwd(out, g, *xyw):
-            y, w = xyw[-2], xyw[-1]
-            K.mean_of_rows_grad(g.reshape(1), y, w, ignore, rows_g, err)
-            _check_targets(err, y)
-            kernel(rows_g, *xyw, ignore, *rest, out, err)
+            kernel(g.reshape(1), *xyw, ignore, *rest, share, out, err)
+            _check_targets(err, xyw[-2])
         return fwd
     return compile
 
