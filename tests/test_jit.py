@@ -295,3 +295,11 @@ def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs()
                 continue
             np.testing.assert_array_equal(flat.view(np.uint8), broadcast[0].view(np.uint8),
                                           err_msg=f"{module}.{name} {sig}")
+            if ret.name in k._flat_types and all(dt == ret for dt in types):
+                # a broadcast call of one dtype ran the ufunc of that signature alone: the same
+                # bits as the ufunc of all of them (which numpy's type resolution would use)
+                full = np.empty((1, 64), ret)
+                with np.errstate(all="ignore"):
+                    k._build(k._signatures)(*args, out=full)
+                np.testing.assert_array_equal(full.view(np.uint8), broadcast.view(np.uint8),
+                                              err_msg=f"{module}.{name} {sig} (all signatures)")

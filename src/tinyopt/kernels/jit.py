@@ -278,13 +278,18 @@ class _LazyUfunc:
     plan) run a plain numba loop over the flat arrays instead: the same scalar function on the same
     types, so the same values, but compiled per dtype on demand and loaded from the disk cache,
     where numba builds a ufunc's loops for every signature and its wrapper in every process
-    (about 0.1 s a ufunc: most of a warm first training step).
+    (about 0.1 s a ufunc: most of a warm first training step).  Other calls whose operands all
+    have ``out``'s dtype (broadcast or strided) take a ufunc of that one signature, the loop
+    numpy would pick among all of them: the tiny GPT's first step built ``add`` for int64,
+    float32 and float64 (0.45-0.58 s of CPU cold, under load) and now for float32
+    alone.
     """
 
     def __init__(self, fn, signatures: list[str]):
         self._fn = fn
         self._signatures = signatures
         self._ufunc = None
+        self._typed: dict[np.dtype, object] = {}
         self._loop = None
         # the dtypes with a signature T(T, ..., T): only those take the flat loop, so a call the
         # ufunc would reject or cast (no signature for its types) still goes to the ufunc
@@ -296,29 +301,41 @@ class _LazyUfunc:
     def __call__(self, *args, out=None):
         # (a set of dtypes, not of names: numpy's ``dtype.name`` is a Python property of ~20
         # calls, 2-3 us, on every elementwise op of every step)
-        if out is not None and out.flags.c_contiguous and len(args) <= 5 \
-                and out.dtype in self._flat_types:
+        if out is not None and len(args) <= 5 and out.dtype in self._flat_types:
+            flat = out.flags.c_contiguous
             for a in args:
-                if type(a) is not np.ndarray or a.shape != out.shape or a.dtype != out.dtype \
-                        or not a.flags.c_contiguous:
+                if type(a) is not np.ndarray or a.dtype != out.dtype:
                     break
+                if flat and (a.shape != out.shape or not a.flags.c_contiguous):
+                    flat = False
             else:
-                if self._loop is None:
-                    self._loop = _flat_loop(self._fn, len(args))
-                self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
-                return out
+                if flat:
+                    if self._loop is None:
+                        self._loop = _flat_loop(self._fn, len(args))
+                    self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
+                    return out
+                # every operand of out's dtype, broadcast or strided: the ufunc of that one
+                # signature, which numpy's type resolution would pick among all of them anyway
+                typed = self._typed.get(out.dtype)
+                if typed is None:
+                    sig = f"{out.dtype.name}({', '.join([out.dtype.name] * len(args))})"
+                    typed = self._typed[out.dtype] = self._build([sig])
+                return typed(*args, out=out)
         if self._ufunc is None:
-            try:
-                built = numba.vectorize(self._signatures, cache=_OPTIONS["cache"])(self._fn)
-            except RuntimeError as e:
-                if not _cannot_cache(e):
-                    raise
-                _cache_elsewhere(e)
-                built = numba.vectorize(self._signatures, cache=_OPTIONS["cache"])(self._fn)
-            # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc
-            # wrapper adds about 1 us a call, which small graphs pay on every op
-            self._ufunc = getattr(built, "ufunc", built)
+            self._ufunc = self._build(self._signatures)
         return self._ufunc(*args, out=out)
+
+    def _build(self, signatures: list[str]):
+        try:
+            built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
+        except RuntimeError as e:
+            if not _cannot_cache(e):
+                raise
+            _cache_elsewhere(e)
+            built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
+        # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc wrapper
+        # adds about 1 us a call, which small graphs pay on every op
+        return getattr(built, "ufunc", built)
 
 
 _NUMPY_NAMES = {"float32", "float64", "int8", "int16", "int32", "int64", "uint8"}
