@@ -32,6 +32,7 @@ import tempfile
 import time
 
 import numpy as np
+from harness import libraries
 
 CASES = {"lstm": dict(vocab=5000, emb=200, hidden=200, layers=2, T=35, B=20),
          "gpt": dict(vocab=65, d=128, heads=4, ff=512, layers=2, T=64, B=16)}
@@ -156,12 +157,7 @@ def main() -> None:
 
 
 def step_ratios(args) -> None:
-    try:
-        import torch  # noqa: F401
-        libs = ["tinyopt", "torch"]
-    except ImportError:
-        libs = ["tinyopt"]
-        print("PyTorch not installed: tinyopt times only")
+    libs = libraries()
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
     for lib in libs:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import statistics
 import time
 
 import numpy as np
+from harness import libraries, pin_threads
 
 
 def _residual(lib, d: int):
@@ -148,16 +148,8 @@ def main() -> None:
                          "library's own (on a machine busy with other work, 1 gives steadier "
                          "ratios)")
     args = ap.parse_args()
-    if args.threads:  # inherited by the workers, read when they import numpy, numba and torch
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "NUMBA_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
-    try:
-        import torch  # noqa: F401
-        libs = ["tinyopt", "torch"]
-    except ImportError:
-        libs = ["tinyopt"]
-        print("PyTorch not installed: tinyopt times only")
+    pin_threads(args.threads)
+    libs = libraries()
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
     for lib in libs:

@@ -1,0 +1,26 @@
+"""What the benchmarks that time tinyopt against PyTorch share: which libraries to time and how
+many threads their worker processes get (each library runs in its own spawned worker, since the
+OpenMP pools of two libraries in one process spoil each other)."""
+from __future__ import annotations
+
+import os
+
+
+def pin_threads(n: int | None) -> None:
+    """Give both libraries' thread pools (torch, numba, BLAS) ``n`` threads; the workers inherit
+    the environment and read it when they import numpy, numba and torch. ``None``: each
+    library's own default."""
+    if n:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "NUMBA_NUM_THREADS"):
+            os.environ[var] = str(n)
+
+
+def libraries() -> list[str]:
+    """``["tinyopt", "torch"]``, or ``["tinyopt"]`` (saying so) when PyTorch is not installed."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("PyTorch not installed: tinyopt times only")
+        return ["tinyopt"]
+    return ["tinyopt", "torch"]
