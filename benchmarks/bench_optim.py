@@ -182,7 +182,7 @@ def _sparse_adam_steps(lib: str, n: int) -> dict:
     return {"default": torch.optim.SparseAdam(emb.parameters(), lr=1e-3).step}
 
 
-def _muon_lbfgs_steps(lib: str) -> dict:
+def _muon_lbfgs_steps(lib: str, names: tuple = ("Muon", "LBFGS")) -> dict:
     """Muon (one 1000 x 1000 matrix) and LBFGS (1e6 parameters, the quadratic 0.5 sum(a x^2),
     max_iter=5, no line search)."""
     rng = np.random.default_rng(0)
@@ -199,7 +199,8 @@ def _muon_lbfgs_steps(lib: str) -> dict:
             xs = x.data.numpy()
             x.grad = a * xs
             return float(0.5 * np.dot(a, xs * xs))
-        return {"Muon": optim.Muon([w], lr=0.02).step, "LBFGS": lambda: lbfgs.step(closure)}
+        fns = {"Muon": optim.Muon([w], lr=0.02).step, "LBFGS": lambda: lbfgs.step(closure)}
+        return {k: fns[k] for k in names}
     import torch
     tw = torch.nn.Parameter(torch.from_numpy(w0.copy()))
     tw.grad = torch.from_numpy(g0.copy())
@@ -211,13 +212,14 @@ def _muon_lbfgs_steps(lib: str) -> dict:
         with torch.no_grad():
             tx.grad = ta * tx
             return float(0.5 * torch.dot(ta, tx * tx))
-    return {"Muon": torch.optim.Muon([tw], lr=0.02).step, "LBFGS": lambda: tlbfgs.step(tclosure)}
+    tfns = {"Muon": torch.optim.Muon([tw], lr=0.02).step, "LBFGS": lambda: tlbfgs.step(tclosure)}
+    return {k: tfns[k] for k in names}
 
 
 def _contenders(lib: str, kind: str, *args) -> dict:
     """The timed functions of one case in one library's worker (tinyopt's with the probe)."""
     if kind == "muon-lbfgs":
-        return _muon_lbfgs_steps(lib)
+        return _muon_lbfgs_steps(lib, *args)
     n = args[-2] if kind != "SparseAdam" else args[-1]
     probe = {"bw": _probe(n)} if lib == "tinyopt" else {}
     if kind == "Adafactor":
@@ -373,8 +375,9 @@ def _run_tables(pipes: dict, args) -> None:
 
 
 def _run_muon_lbfgs(pipes: dict, args, reps: int = 7) -> None:
-    t = _timed(pipes, ("muon-lbfgs",), reps, 1, args.settle)
-    for name in ("Muon", "LBFGS"):
+    names = tuple(args.only.split(",")) if args.only else ("Muon", "LBFGS")
+    t = _timed(pipes, ("muon-lbfgs", names), reps if not args.quick else 3, 1, args.settle)
+    for name in names:
         ours = t[f"tinyopt {name}"]
         line = f"{name:<6} tinyopt {ours * 1e3:8.2f} ms"
         if f"torch {name}" in t:

@@ -7,12 +7,12 @@ import os
 
 
 def pin_threads(n: int | None) -> None:
-    """Give both libraries' thread pools (torch, numba, BLAS) ``n`` threads; the workers inherit
-    the environment and read it when they import numpy, numba and torch. ``None``: each
-    library's own default."""
+    """Give both libraries' thread pools (torch, numba, BLAS, tinyopt's workers) ``n`` threads;
+    the workers inherit the environment and read it when they import numpy, numba and torch.
+    ``None``: each library's own default."""
     if n:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "NUMBA_NUM_THREADS"):
+                    "NUMBA_NUM_THREADS", "TINYOPT_NUM_THREADS"):
             os.environ[var] = str(n)
 
 

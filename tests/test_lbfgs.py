@@ -50,6 +50,32 @@ def _tinyopt(dtype, steps, **kw):
     return params, opt, losses, calls[0]
 
 
+def ref_dot(x: np.ndarray, y: np.ndarray):
+    """``x . y`` in the summation order ``tinyopt.kernels.lbfgs`` documents, in numpy: float64
+    products; per chunk of 2**16 elements 32 lanes, each adding ``(r0 + r1) + (r2 + r3)`` for
+    every four rows of 32, then the remaining rows, then the partial row into the first lanes;
+    the lanes halved pairwise; the chunks' sums added in order; rounded to the dtype."""
+    lanes, chunk = 32, 1 << 16
+    p = x.astype(np.float64) * y.astype(np.float64)
+    total = 0.0
+    for c in range(0, len(p), chunk):
+        pc, acc = p[c:c + chunk], np.zeros(lanes)
+        rows = len(pc) // lanes
+        grid = pc[:rows * lanes].reshape(rows, lanes)
+        for r in range(0, rows - rows % 4, 4):
+            acc += (grid[r] + grid[r + 1]) + (grid[r + 2] + grid[r + 3])
+        for r in range(rows - rows % 4, rows):
+            acc += grid[r]
+        tail = pc[rows * lanes:]
+        acc[:len(tail)] += tail
+        h = lanes // 2
+        while h:
+            acc[:h] += acc[h:2 * h]
+            h //= 2
+        total += acc[0]
+    return x.dtype.type(total)
+
+
 # ---- the reference: torch's LBFGS without a line search, in plain numpy ---------------------------
 def ref_lbfgs(xs: list[np.ndarray], steps: int, lr=1.0, max_iter=20, tolerance_grad=1e-7,
               tolerance_change=1e-9, history_size=100):
@@ -76,22 +102,22 @@ def ref_lbfgs(xs: list[np.ndarray], steps: int, lr=1.0, max_iter=20, tolerance_g
                 d, dirs, stps, ro, H = -g, [], [], [], 1
             else:
                 y, s = g - st["g_prev"], d * dtype(t)
-                ys = y.dot(s)
+                ys = ref_dot(y, s)
                 if ys > 1e-10:
                     if len(dirs) == history_size:
                         dirs.pop(0), stps.pop(0), ro.pop(0)
                     dirs.append(y), stps.append(s), ro.append(1.0 / ys)
-                    H = ys / y.dot(y)
+                    H = ys / ref_dot(y, y)
                 q, al = -g, [None] * len(dirs)
                 for i in reversed(range(len(dirs))):
-                    al[i] = stps[i].dot(q) * ro[i]
+                    al[i] = ref_dot(stps[i], q) * ro[i]
                     q = q + (-al[i]) * dirs[i]
                 d = q * H
                 for i in range(len(dirs)):
-                    d = d + (al[i] - dirs[i].dot(d) * ro[i]) * stps[i]
+                    d = d + (al[i] - ref_dot(dirs[i], d) * ro[i]) * stps[i]
             st["g_prev"], prev_loss = g.copy(), loss
             t = min(1.0, 1.0 / np.abs(g).sum()) * lr if st["n_iter"] == 1 else lr
-            if g.dot(d) > -tolerance_change:
+            if ref_dot(g, d) > -tolerance_change:
                 break
             x = x + dtype(t) * d
             done = False
@@ -302,3 +328,71 @@ def test_16_bit_parameters_have_float32_masters(low):
     ulp = 2.0 ** -7 if low == "bfloat16" else 2.0 ** -10
     for a, b in zip(*ends):
         np.testing.assert_allclose(a, b, atol=2 * ulp)
+
+
+# ---- the vector kernels (tinyopt.kernels.lbfgs) against numpy --------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, monkeypatch):
+    """Each fused kernel = numpy's separate steps (``y += a * x``: two roundings) followed by
+    ``ref_dot``; sizes around the lane, group, block and chunk boundaries; the same bits with the
+    chunks run on one thread or spread over the workers."""
+    from tinyopt.kernels import lbfgs as vec
+    one = np.dtype(dtype).type
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 31, 33, 129, 2048 + 95, (1 << 16) + 130, 5 * (1 << 16) + 7):
+        x, z, g, gp, d = (rng.standard_normal(n).astype(dtype) for _ in range(5))
+        y0 = rng.standard_normal(n).astype(dtype)
+        a = one(-0.37)
+        runs = []
+        for parallel_from in (1 << 30, 1):
+            monkeypatch.setattr(vec, "PARALLEL_CHUNKS", parallel_from)
+            got, y = {}, y0.copy()
+            got["dot"] = vec.dot(x, z)
+            vec.axpy(y, a, x)
+            got["axpy"] = y.copy()
+            got["axpy_dot"] = vec.axpy_dot(y, a, z, x), y.copy()
+            got["scale_dot"] = vec.scale_dot(y, a, z), y.copy()
+            q = np.empty_like(g)
+            got["negate_dot"] = vec.negate_dot(g, q, z), q
+            yy, ss, prev = np.empty_like(g), np.empty_like(g), gp.copy()
+            got["pair"] = vec.curvature_pair(g, prev, d, a, yy, ss), yy, ss, prev
+            runs.append(got)
+        ref = y0.copy()
+        ref += a * x
+        np.testing.assert_array_equal(runs[0]["axpy"], ref)
+        assert one(runs[0]["dot"]) == ref_dot(x, z)
+        ref += a * z
+        np.testing.assert_array_equal(runs[0]["axpy_dot"][1], ref)
+        assert one(runs[0]["axpy_dot"][0]) == ref_dot(x, ref)
+        ref = ref * a
+        np.testing.assert_array_equal(runs[0]["scale_dot"][1], ref)
+        assert one(runs[0]["scale_dot"][0]) == ref_dot(z, ref)
+        np.testing.assert_array_equal(runs[0]["negate_dot"][1], -g)
+        assert one(runs[0]["negate_dot"][0]) == ref_dot(z, -g)
+        (ys, yy), y_, s_, prev = runs[0]["pair"]
+        np.testing.assert_array_equal(y_, g - gp)
+        np.testing.assert_array_equal(s_, d * a)
+        np.testing.assert_array_equal(prev, g)
+        assert (one(ys), one(yy)) == (ref_dot(g - gp, d * a), ref_dot(g - gp, g - gp))
+        def flat(v):
+            return [w for u in v for w in flat(u)] if isinstance(v, tuple) else [np.asarray(v)]
+        for key in runs[0]:  # one thread or the workers: the same bits
+            for u, v in zip(flat(runs[0][key]), flat(runs[1][key]), strict=True):
+                np.testing.assert_array_equal(u, v)
+
+
+def test_abs_max_is_numpys_with_nan_inf_and_empty():
+    from tinyopt.kernels import lbfgs as vec
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float64):
+        for n in (0, 1, 40, 1000):
+            x = rng.standard_normal(n).astype(dtype)
+            assert vec.abs_max(x) == np.abs(x).max(initial=0)
+            if n:
+                for bad in (np.inf, -np.inf, np.nan):
+                    y = x.copy()
+                    y[n // 2] = bad
+                    want = np.abs(y).max(initial=0)
+                    got = vec.abs_max(y)
+                    assert (got == want) or (np.isnan(got) and np.isnan(want))
+        assert vec.abs_max(np.array([-0.0, -0.0], dtype)) == 0

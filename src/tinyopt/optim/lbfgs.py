@@ -2,10 +2,13 @@
 
 The group's parameters and gradients live in :class:`~tinyopt.optim.flat.FlatBuffer` s (one per
 dtype), so L-BFGS's vectors are flat arrays and every piece of its algebra (the gradient
-gathered, the two-loop recursion, ``x <- x + t d``) is one numpy/BLAS call over the whole group,
-never a loop over parameters.  Scalars (``y's``, ``H_diag``, ``t``...) are numpy scalars of the
-vectors' dtype, so they round as PyTorch's 0-d tensors do (NEP 50: a Python float does not widen
-them).
+gathered, the two-loop recursion, ``x <- x + t d``) is one call over the whole group, never a loop
+over parameters: the recursion's steps are the fused in-place kernels of
+:mod:`tinyopt.kernels.lbfgs` (``y <- y + a x`` and the next dot product in one pass), whose dot
+products sum in one fixed order (float64 partial sums, whatever the threads; PyTorch's BLAS dot
+sums in an order of its own, so the last bits of a dot differ from it).  Scalars (``y's``,
+``H_diag``, ``t``...) are numpy scalars of the vectors' dtype, so they round as PyTorch's 0-d
+tensors do (NEP 50: a Python float does not widen them).
 
 dtypes, as PyTorch: the flat vectors have the promoted dtype of the parameters (``torch.cat``
 promotes: float32 and float64 parameters give float64 vectors), in the parameters' order, and
@@ -23,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.kernels import lbfgs as vec
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import Optimizer, _cast_state, _typename
@@ -153,7 +157,10 @@ class LBFGS(Optimizer):
         t = self._dtype.type(step_size)
         k = 0
         for fb in self._flats:
-            fb.data += t * update[k:k + fb.numel]
+            if fb.dtype == self._dtype:
+                vec.axpy(fb.data, t, update[k:k + fb.numel])
+            else:  # a float32 buffer of a float64 group: the sum in float64, stored in float32
+                fb.data += t * update[k:k + fb.numel]
             k += fb.numel
             if fb.low is not None:
                 fb.low[...] = fb.data
@@ -194,7 +201,7 @@ class LBFGS(Optimizer):
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._gather_flat_grad()
-        if np.abs(flat_grad).max(initial=0) <= tolerance_grad:
+        if _abs_max(flat_grad) <= tolerance_grad:
             return orig_loss
 
         d, t = state.get("d"), _number(state.get("t"))
@@ -209,13 +216,19 @@ class LBFGS(Optimizer):
                 n_iter += 1
                 state["n_iter"] += 1
                 if state["n_iter"] == 1:
-                    d = -flat_grad
+                    d = np.empty_like(flat_grad)
+                    gtd = one(vec.negate_dot(flat_grad, d, flat_grad))  # d = -g; g'd
                     old_dirs, old_stps, ro = [], [], []
                     H_diag = 1
+                    if prev_flat_grad is None:
+                        prev_flat_grad = flat_grad.copy()
+                    else:
+                        prev_flat_grad[...] = flat_grad
                 else:
-                    y = flat_grad - prev_flat_grad
-                    s = d * one(t)
-                    ys = y.dot(s)
+                    # y = g - g_prev, s = t d, g_prev <- g, and y's, y'y: one pass
+                    y, s = np.empty_like(flat_grad), np.empty_like(flat_grad)
+                    ys, yy = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s)
+                    ys = one(ys)
                     if ys > 1e-10:  # keep the pair only where the curvature is positive
                         if len(old_dirs) == history_size:
                             old_dirs.pop(0)
@@ -224,16 +237,11 @@ class LBFGS(Optimizer):
                         old_dirs.append(y)
                         old_stps.append(s)
                         ro.append(1.0 / ys)
-                        H_diag = ys / y.dot(y)
-                    d = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
-                                        history_size)
-                if prev_flat_grad is None:
-                    prev_flat_grad = flat_grad.copy()
-                else:
-                    prev_flat_grad[...] = flat_grad
+                        H_diag = ys / one(yy)
+                    d, gtd = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
+                                             history_size)
                 prev_loss = loss
                 t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
-                gtd = flat_grad.dot(d)
                 if gtd > -tolerance_change:  # not a descent direction
                     break
 
@@ -250,21 +258,22 @@ class LBFGS(Optimizer):
                         obj_func, x_init, t, d, loss, flat_grad, gtd,
                         max_ls=max_eval - current_evals)
                     self._add_grad(t, d)
-                    opt_cond = np.abs(flat_grad).max(initial=0) <= tolerance_grad
+                    opt_cond = _abs_max(flat_grad) <= tolerance_grad
                 else:
                     self._add_grad(t, d)
                     opt_cond = False
                     if n_iter != max_iter:  # re-evaluate, except after the last iteration
                         loss = float(self._call_closure(closure))
                         flat_grad = self._gather_flat_grad()
-                        opt_cond = np.abs(flat_grad).max(initial=0) <= tolerance_grad
+                        opt_cond = _abs_max(flat_grad) <= tolerance_grad
                         ls_func_evals = 1
                 current_evals += ls_func_evals
                 state["func_evals"] += ls_func_evals
 
                 if n_iter == max_iter or current_evals >= max_eval or opt_cond:
                     break
-                if np.abs(d * one(t)).max(initial=0) <= tolerance_change:
+                # max |t d_i| = |t| max |d_i| exactly: rounding is monotonic
+                if _abs_max(d) * abs(one(t)) <= tolerance_change:
                     break
                 if abs(loss - prev_loss) < tolerance_change:
                     break
@@ -280,22 +289,32 @@ class LBFGS(Optimizer):
         return orig_loss
 
     @staticmethod
-    def _direction(state, flat_grad, old_dirs, old_stps, ro, H_diag, history_size) -> np.ndarray:
-        """``-H g`` by the two-loop recursion over the kept pairs (``al`` kept in ``state``)."""
+    def _direction(state, flat_grad, old_dirs, old_stps, ro, H_diag, history_size):
+        """``(d, g'd)``: ``d = -H g`` by the two-loop recursion over the kept pairs (``al`` kept
+        in ``state``), each update fused with the dot product the recursion takes next."""
         if "al" not in state:
             state["al"] = [None] * history_size
         al = state["al"]
-        q = -flat_grad
-        num_old = len(old_dirs)
-        for i in range(num_old - 1, -1, -1):
-            a = old_stps[i].dot(q) * ro[i]
+        one = flat_grad.dtype.type
+        q = np.empty_like(flat_grad)
+        m = len(old_dirs)
+        if m == 0:
+            np.negative(flat_grad, out=q)
+            return q, one(vec.scale_dot(q, one(H_diag), flat_grad))
+        dot = one(vec.negate_dot(flat_grad, q, old_stps[m - 1]))  # q = -g; s_{m-1}'q
+        for i in range(m - 1, -1, -1):
+            a = dot * ro[i]
             al[i] = np.asarray(a)
-            q += (-a) * old_dirs[i]
-        r = q * H_diag
-        for i in range(num_old):
-            be_i = old_dirs[i].dot(r) * ro[i]
-            r += (al[i][()] - be_i) * old_stps[i]
-        return r
+            if i:
+                dot = one(vec.axpy_dot(q, one(-a), old_dirs[i], old_stps[i - 1]))
+            else:
+                vec.axpy(q, one(-a), old_dirs[0])
+        dot = one(vec.scale_dot(q, one(H_diag), old_dirs[0]))  # r = H_diag q, in place; y_0'r
+        for i in range(m):
+            be_i = dot * ro[i]
+            after = old_dirs[i + 1] if i + 1 < m else flat_grad  # the last: g'd
+            dot = one(vec.axpy_dot(q, one(al[i][()] - be_i), old_stps[i], after))
+        return q, dot
 
     # ---- state dict -----------------------------------------------------------------------------
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
@@ -339,6 +358,16 @@ class LBFGS(Optimizer):
         return _cast_state(p, key, value, label, scalar)
 
 
+def _dot(x: np.ndarray, y: np.ndarray):
+    """``x . y`` in the vectors' dtype (:func:`tinyopt.kernels.lbfgs.dot`'s fixed order)."""
+    return x.dtype.type(vec.dot(x, y))
+
+
+def _abs_max(x: np.ndarray):
+    """``max |x_i|`` (0 if empty, NaN if any is NaN) in ``x``'s dtype."""
+    return x.dtype.type(vec.abs_max(x))
+
+
 def _number(x):
     """A stored number as the scalar the arithmetic uses (a 0-d array -> a numpy scalar)."""
     return x[()] if isinstance(x, np.ndarray) else x
@@ -370,11 +399,11 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
     """A step ``t`` along ``d`` satisfying the strong Wolfe conditions (Nocedal & Wright,
     Algorithms 3.5 and 3.6: bracketing, then zoom by cubic interpolation), as PyTorch's; returns
     ``(f_new, g_new, t, evaluations)``."""
-    d_norm = np.abs(d).max()
+    d_norm = _abs_max(d)
     g = g.copy()
     f_new, g_new = obj_func(x, t, d)
     ls_func_evals = 1
-    gtd_new = g_new.dot(d)
+    gtd_new = _dot(g_new, d)
     t_prev, f_prev, g_prev, gtd_prev = 0, f, g, gtd
     done = False
     ls_iter = 0
@@ -399,7 +428,7 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
         t_prev, f_prev, g_prev, gtd_prev = tmp, f_new, g_new.copy(), gtd_new
         f_new, g_new = obj_func(x, t, d)
         ls_func_evals += 1
-        gtd_new = g_new.dot(d)
+        gtd_new = _dot(g_new, d)
         ls_iter += 1
     if ls_iter == max_ls:  # reached the maximum number of evaluations
         bracket, bracket_f, bracket_g = [0, t], [f, f_new], [g, g_new]
@@ -424,7 +453,7 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
             insuf_progress = False
         f_new, g_new = obj_func(x, t, d)
         ls_func_evals += 1
-        gtd_new = g_new.dot(d)
+        gtd_new = _dot(g_new, d)
         ls_iter += 1
         if f_new > (f + c1 * t * gtd) or f_new >= bracket_f[low_pos]:
             bracket[high_pos], bracket_f[high_pos] = t, f_new
