@@ -396,3 +396,46 @@ def test_abs_max_is_numpys_with_nan_inf_and_empty():
                     got = vec.abs_max(y)
                     assert (got == want) or (np.isnan(got) and np.isnan(want))
         assert vec.abs_max(np.array([-0.0, -0.0], dtype)) == 0
+
+
+@pytest.mark.parametrize("low", ["float16", "bfloat16"])
+def test_16_bit_masters_are_saved_so_a_resumed_run_continues_bit_for_bit(low):
+    """The float32 masters are ``state[p]["master_param"]``: a run resumed from a state dict
+    (or a deepcopy) mid-way ends with the masters and 16-bit values of the uninterrupted run."""
+    import copy
+
+    import tinyopt as to
+    dt = to.bfloat16 if low == "bfloat16" else np.float16
+    starts = [a.astype(dt) for a in _start(np.float32)]
+    kw = dict(line_search_fn="strong_wolfe", max_iter=4)
+
+    def run(params, opt, steps):
+        def set_grad(p, g):
+            p.grad = g.astype(np.float32)
+        closure = _closure_for(params, lambda p: p.data.numpy().astype(np.float32), set_grad, [0])
+        for _ in range(steps):
+            opt.step(closure)
+
+    whole = [Parameter(a.copy()) for a in starts]
+    whole_opt = optim.LBFGS(whole, **kw)
+    run(whole, whole_opt, 4)
+
+    first = [Parameter(a.copy()) for a in starts]
+    opt = optim.LBFGS(first, **kw)
+    run(first, opt, 2)
+    sd = opt.state_dict()
+    saved = {i: st["master_param"] for i, st in sd["state"].items()}
+    assert set(saved) == set(range(len(first)))  # every 16-bit parameter
+    assert any((m != p.data.numpy().astype(np.float32)).any()  # the masters carry more bits
+               for m, p in zip(saved.values(), (first[i] for i in saved)))
+    forked = copy.deepcopy((first, opt))
+    resumed = [Parameter(p.data.numpy().copy()) for p in first]
+    again = optim.LBFGS(resumed, **kw)
+    again.load_state_dict(sd)
+    for ps, o in ((resumed, again), forked):
+        run(ps, o, 2)
+        for p, w in zip(ps, whole):
+            np.testing.assert_array_equal(p.data.numpy().view(np.uint16), w.data.numpy().view(np.uint16))
+        for p, w in zip(ps, whole):
+            np.testing.assert_array_equal(o.state[p]["master_param"],
+                                          whole_opt.state[w]["master_param"])

@@ -16,7 +16,9 @@ promotes: float32 and float64 parameters give float64 vectors), in the parameter
 parameters get float32 master weights, as every tinyopt optimizer (``docs/low_precision.md``):
 the masters take the steps, and the 16-bit parameters the model reads are their roundings,
 rewritten after every change (the closure sees what PyTorch's 16-bit run would, up to the
-masters' extra precision).
+masters' extra precision).  Each 16-bit parameter's masters are its ``state[p]["master_param"]``
+(float32, as the fused optimizers keep them), so they are saved, copied and restored with the
+state and a resumed run continues bit for bit.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 from tinyopt.kernels import lbfgs as vec
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
+from tinyopt.optim.fused import MASTER
 from tinyopt.optim.optimizer import Optimizer, _cast_state, _typename
 
 _INT_STATE = ("func_evals", "n_iter")
@@ -63,7 +66,7 @@ class LBFGS(Optimizer):
 
     State (in ``state[first parameter]``, PyTorch's keys): ``func_evals``, ``n_iter``, ``d``,
     ``t``, ``old_dirs``, ``old_stps``, ``ro``, ``H_diag``, ``prev_flat_grad``, ``prev_loss``,
-    ``al``.
+    ``al``; and ``master_param`` of each float16/bfloat16 parameter once stepping started.
 
     Example::
 
@@ -139,6 +142,14 @@ class LBFGS(Optimizer):
                 if changed.any():
                     fb.data[changed] = fb.low[changed].astype(np.float32)
 
+    def _bind_masters(self) -> None:
+        """``state[p]["master_param"]``: each 16-bit parameter's masters (a view of its part of
+        the buffer)."""
+        for fb in self._flats:
+            if fb.low is not None:
+                for j, p in enumerate(fb.params):
+                    self.state[p][MASTER] = fb.view(fb.data, j)
+
     def _gather_flat_grad(self) -> np.ndarray:
         """The gradients, flat (zeros for a parameter whose grad is None), as a new array."""
         parts = []
@@ -192,6 +203,8 @@ class LBFGS(Optimizer):
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         self._take_back()
         one = self._dtype.type
+        if not self.state:  # the first step (16-bit parameters: their masters join the state)
+            self._bind_masters()
         state = self.state[self._params[0]]
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
@@ -317,6 +330,22 @@ class LBFGS(Optimizer):
         return q, dot
 
     # ---- state dict -----------------------------------------------------------------------------
+    def _set_state(self, state, groups: list[dict]) -> None:
+        """Install a loaded (checked, copied) state: saved masters go into the buffers (without
+        them the masters stay the parameters' values, as a state dict of torch's gives)."""
+        masters = {id(p): st.pop(MASTER) for p, st in state.items()
+                   if isinstance(st, dict) and MASTER in st}
+        for p in [p for p, st in state.items() if isinstance(st, dict) and not st]:
+            del state[p]  # (a float32 parameter's saved master: it is its own master)
+        super()._set_state(state, groups)
+        for fb in self._flats:
+            if fb.low is not None:
+                for j, p in enumerate(fb.params):
+                    if masters.get(id(p)) is not None:
+                        fb.view(fb.data, j)[...] = masters[id(p)]
+        if self.state:
+            self._bind_masters()
+
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
         """L-BFGS's state is flat (the group's length), lists of such, numbers and counts."""
         where = f"load_state_dict: parameter {label} has state {key!r}"
