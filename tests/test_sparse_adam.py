@@ -294,3 +294,31 @@ def test_embedding_bag_sparse_gives_torchs_row_sparse_gradient_and_trains_with_s
         topt.step()
     np.testing.assert_allclose(bag.weight.numpy(), tbag.weight.detach().numpy(), rtol=1e-12,
                                atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dense_rows_kernel_finds_the_first_nonzero_row_outside_the_mask(dtype):
+    """kernels.row_sparse.dense_rows (the check before every SparseAdam update) against numpy,
+    per chunk of rows: -0.0 counts as zero, NaN and the smallest subnormal as nonzero; D = 0."""
+    from tinyopt.kernels import row_sparse as R
+    rng = np.random.default_rng(3)
+    uint = np.uint32 if dtype == np.float32 else np.uint64
+    magnitude = uint(np.iinfo(uint).max >> 1)
+    for V, D in ((1, 3), (300, 5), (3 * R.ROWS_PER_CHUNK + 7, 64), (10, 0)):
+        mask = (rng.random(V) < 0.5).astype(np.uint8)
+        g = np.where(mask[:, None] == 1, rng.standard_normal((V, D)), 0).astype(dtype)
+        g[mask == 0] = -0.0 if V % 2 else 0.0
+        bad = np.empty(-(-V // R.ROWS_PER_CHUNK), np.int64)
+        R.dense_rows(mask, g.view(uint), magnitude, bad)
+        assert (bad == -1).all()
+        if D == 0:
+            continue
+        for value in (np.nan, np.finfo(dtype).smallest_subnormal, -1.0):
+            h = g.copy()
+            outside = np.flatnonzero(mask == 0)
+            hit = rng.choice(outside, size=min(3, len(outside)), replace=False)
+            h[hit, rng.integers(0, D, len(hit))] = value
+            R.dense_rows(mask, h.view(uint), magnitude, bad)
+            rows = np.flatnonzero((h.view(uint) & magnitude).any(axis=1) & (mask == 0))
+            want = [rows[(rows // R.ROWS_PER_CHUNK) == c].min(initial=V) for c in range(len(bad))]
+            assert bad.tolist() == [-1 if w == V else w for w in want]

@@ -50,7 +50,6 @@ class SparseAdam(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss."""
         loss = self._call_closure(closure)
-        err = np.empty(1, np.int64)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             todo = []
@@ -68,12 +67,12 @@ class SparseAdam(Optimizer):
                 todo.append((p, state))
             lr = float(np.asarray(group["lr"]))
             for p, state in todo:
-                self._update(p, state, lr, beta1, beta2, group["eps"], group["maximize"], err)
+                self._update(p, state, lr, beta1, beta2, group["eps"], group["maximize"])
         return loss
 
     @staticmethod
     def _update(p: Parameter, state: dict, lr: float, beta1: float, beta2: float, eps: float,
-                maximize: bool, err: np.ndarray) -> None:
+                maximize: bool) -> None:
         data = p._data
         if data.dtype not in (np.float32, np.float64) or p._grad.dtype != data.dtype:
             raise NotImplementedError(f"SparseAdam: parameters of dtype {data.dtype} are not "
@@ -82,12 +81,15 @@ class SparseAdam(Optimizer):
         step_size = lr * math.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
         V = data.shape[0]
         f = data.dtype.type  # the scalars in the parameter's dtype, as torch's tensor-scalar ops
-        kernels.sparse_adam(data.reshape(V, -1), p._grad.reshape(V, -1),
-                            state["exp_avg"].reshape(V, -1), state["exp_avg_sq"].reshape(V, -1),
-                            row_mask(p), f(1 - beta1), f(1 - beta2), f(eps), f(step_size),
-                            bool(maximize), err)
-        if err[0] >= 0:
+        g, mask = p._grad.reshape(V, -1), row_mask(p)
+        bad = np.empty(-(-V // kernels.ROWS_PER_CHUNK), np.int64)
+        uint = np.uint32 if g.dtype == np.float32 else np.uint64
+        kernels.dense_rows(mask, g.view(uint), uint(np.iinfo(uint).max >> 1), bad)
+        if (bad >= 0).any():  # a dense contribution: torch's error, nothing updated
             raise RuntimeError(_DENSE)
+        kernels.sparse_adam(data.reshape(V, -1), g, state["exp_avg"].reshape(V, -1),
+                            state["exp_avg_sq"].reshape(V, -1), np.flatnonzero(mask),
+                            f(1 - beta1), f(1 - beta2), f(eps), f(step_size), bool(maximize))
 
     # ---- state dicts: step is an int, as torch's ------------------------------------------------
     def _check_loaded_state(self, state: dict, groups: list[dict], labels: dict[int, str]) -> None:
