@@ -331,8 +331,10 @@ WARM_START = """if True:
     m1, m2 = model(), model()
     out = {"adam": train(m1, optim.Adam(m1.parameters(), lr=1e-2))}
     loading = len(refreshes)
-    # at once: one thread loads kernels from the cache (SGD's), the other compiles one that is
-    # not there in the warm process (abs)
+    # at once: one thread loads kernels from the cache (SGD's parallel build, which restarts
+    # numba's thread pool as it loads), the other compiles one not there in the warm process (abs)
+    from tinyopt.kernels import jit
+    jit.PARALLEL_MIN_ELEMENTS = 0
     z = np.array([-1.5, 0.0, 2.0, 3.25, -np.inf], np.float32)
     barrier = threading.Barrier(2)
     def sgd():
