@@ -173,15 +173,15 @@ def test_signature_and_defaults_are_pytorchs():
         list(torch.optim.Adafactor([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
 
 
-GRID_SHAPES = [(3, 5), (2, 2, 3), (4, 1), (1, 1), (7,), (), (0,), (0, 3)]
+GRID_SHAPES = [(3, 5), (2, 2, 3), (4, 1), (1, 1), (7,), (), (0,), (0, 3), (3, 37), (2, 2, 40)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("maximize,weight_decay", [(False, 0.1), (True, 0.0)])
 def test_fused_kernel_matches_reference_over_a_grid(dtype, maximize, weight_decay):
     """The one kernel call per group and dtype against the per-parameter reference: factored
-    (2-d, 3-d, a column, 1x1), 1-d, 0-d and empty parameters (never given a gradient), None
-    grads on some steps, maximize, weight decay."""
+    (2-d, 3-d, a column, 1x1, rows wider than the kernel's 16 lanes), 1-d, 0-d and empty
+    parameters (never given a gradient), None grads on some steps, maximize, weight decay."""
     rng = np.random.default_rng(7)
     starts = [np.asarray(rng.standard_normal(s), dtype) for s in GRID_SHAPES]
     params = [Parameter(a.copy()) for a in starts]

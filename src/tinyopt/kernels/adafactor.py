@@ -30,7 +30,11 @@ Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
     p <- p - alpha / max(1, ||U|| / (sqrt(numel) d)) U
 
 with ``G = -g`` if maximize.  Norms and sums accumulate in float64 and are rounded to the
-buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is never stored: it is
+buffer dtype, as PyTorch returns them as tensors of that dtype; the sums over a row (``||p||^2``,
+``||G_row||^2``, ``||U||^2``) add element ``k`` into lane ``k % 16`` and the lanes in order at the
+end, so the passes vectorize (the column sums and the row mean add in row order).  Each
+factored parameter's row mean is computed once per step (kept in the column-sum scratch for the
+update pass).  ``U`` is never stored: it is
 recomputed from ``G`` and the moments for its norm and for the update (three reads of ``g``,
 two of ``p``, one write of ``p``).  Parallel over parameters: iteration ``j`` writes only
 parameter ``j``'s slices and rows.
@@ -73,9 +77,63 @@ subroutine(_lerp)
 
 
 @inline
-def _inverse_root(v, h):
-    """``rsqrt(max(v, eps1^2))``, as PyTorch's ``clamp_`` then ``rsqrt_``."""
-    return h.one / math.sqrt(np.maximum(v, h.eps1_sq))  # (a NaN stays NaN, as clamp's)
+def _inverse_root(v, unit, eps1_sq):
+    """``rsqrt(max(v, eps1^2))``, as PyTorch's ``clamp_`` then ``rsqrt_`` (``unit``: 1 in the
+    buffer dtype)."""
+    return unit / math.sqrt(np.maximum(v, eps1_sq))  # (a NaN stays NaN, as clamp's)
+
+
+LANES = 16
+"""Partial sums of the norms: element ``k`` of a row adds into lane ``k % LANES`` (so the sums
+vectorize); the lanes are added in order at the end."""
+
+
+@inline
+def _lanes_total(lanes):
+    """The lanes added in order (float64)."""
+    t = 0.0
+    for k in range(LANES):
+        t += lanes[k]
+    return t
+
+
+@inline
+def _squares(pr, gr, acb, lane_p, lane_g):
+    """One row of the statistics pass: ``lane_p`` += p^2 and ``lane_g`` (reset first) +=
+    g^2 by lanes (element ``k`` into lane ``k % LANES``), ``acb[k]`` += g^2 (float64)."""
+    m = pr.shape[0]
+    for k in range(LANES):
+        lane_g[k] = 0.0
+    full = m - m % LANES
+    for k0 in range(0, full, LANES):
+        for k in range(LANES):
+            x = float(pr[k0 + k])
+            gi = float(gr[k0 + k])
+            lane_p[k] += x * x
+            lane_g[k] += gi * gi
+            acb[k0 + k] += gi * gi
+    for k in range(m - full):
+        x = float(pr[full + k])
+        gi = float(gr[full + k])
+        lane_p[k] += x * x
+        lane_g[k] += gi * gi
+        acb[full + k] += gi * gi
+
+@inline
+def _update_squares(gr, cb, r, mean, unit, eps1_sq, maximize, lane_u):
+    """One row of the norm pass: ``lane_u`` += U^2 by lanes, ``U = g rsqrt(max(R_i C_k /
+    mean, eps1^2))`` (``maximize``: a compile-time constant of the caller)."""
+    m = gr.shape[0]
+    full = m - m % LANES
+    for k0 in range(0, full, LANES):
+        for k in range(LANES):
+            gi = -gr[k0 + k] if maximize else gr[k0 + k]
+            u = _inverse_root(r * cb[k0 + k] / mean, unit, eps1_sq) * gi
+            lane_u[k] += float(u) * u
+    for k in range(m - full):
+        gi = -gr[full + k] if maximize else gr[full + k]
+        u = _inverse_root(r * cb[full + k] / mean, unit, eps1_sq) * gi
+        lane_u[k] += float(u) * u
 
 
 @specialized
@@ -100,49 +158,51 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         w_low = abs(w) < 0.5
         inv_t = 1.0 / t ** 0.5
         rho = inv_t if inv_t < h.lr else h.lr
+        # the record's fields as locals: loaded inside a loop that stores to p, they could alias
+        # it, and the loop would stay scalar
+        unit, eps1_sq, decay = h.one, h.eps1_sq, h.decay
         B, n, m = dims[j, 0], dims[j, 1], dims[j, 2]
-        sp = 0.0  # sum of p^2
-        su = 0.0  # sum of U^2
+        lane_p = np.zeros(LANES)  # sum of p^2, by lanes
+        lane_u = np.zeros(LANES)  # sum of U^2, by lanes
+        lane_g = np.zeros(LANES)  # a row's sum of g^2, by lanes
         if n > 0:
             rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
             ac = acc[cseg[j]:cseg[j + 1]]
             coef[j, 1] = m
             coef[j, 2] = n
             for b in range(B):
+                acb = ac[b * m:(b + 1) * m]
                 for k in range(m):
-                    ac[b * m + k] = 0.0
+                    acb[k] = 0.0
                 for i in range(n):
                     base = (b * n + i) * m
-                    s = 0.0
-                    for k in range(m):
-                        if low:
-                            x, qi = ps[base + k], qs[base + k]
-                            ps[base + k] = x if same(x, qi, 0) else widen(qi)
-                        x = float(ps[base + k])
-                        sp += x * x
-                        gi = float(gs[base + k])
-                        s += gi * gi
-                        ac[b * m + k] += gi * gi
-                    nrm = _rounded(coef, j, math.sqrt(s))
+                    pr, gr = ps[base:base + m], gs[base:base + m]
+                    if low:
+                        qr = qs[base:base + m]
+                        for k in range(m):
+                            x, qi = pr[k], qr[k]
+                            pr[k] = x if same(x, qi, 0) else widen(qi)
+                    _squares(pr, gr, acb, lane_p, lane_g)
+                    nrm = _rounded(coef, j, math.sqrt(_lanes_total(lane_g)))
                     rs[b * n + i] = _lerp(rs[b * n + i], nrm * nrm / coef[j, 1], w, w_c,
                                           w_low)
                 for k in range(m):
-                    nrm = _rounded(coef, j, math.sqrt(ac[b * m + k]))
+                    nrm = _rounded(coef, j, math.sqrt(acb[k]))
                     cs[b * m + k] = _lerp(cs[b * m + k], nrm * nrm / coef[j, 2], w, w_c,
                                           w_low)
             for b in range(B):
                 s = 0.0
                 for i in range(n):
                     s += float(rs[b * n + i])
-                # (the mean's rounding, kept in coef[j, 3] for the update pass below)
-                coef[j, 3] = np.maximum(_rounded(coef, j, s / n), h.eps1)
+                # the mean's rounding, kept for the update pass in the column sums' scratch
+                # (no longer needed: acb[0] of this b)
+                mean = np.maximum(_rounded(coef, j, s / n), h.eps1)
+                ac[b * m] = mean
+                cb = cs[b * m:(b + 1) * m]
                 for i in range(n):
                     base = (b * n + i) * m
-                    r = rs[b * n + i]
-                    for k in range(m):
-                        gi = -gs[base + k] if maximize else gs[base + k]
-                        u = _inverse_root(r * cs[b * m + k] / coef[j, 3], h) * gi
-                        su += float(u) * u
+                    _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, unit, eps1_sq,
+                                    maximize, lane_u)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(numel):
@@ -150,15 +210,15 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                     x, qi = ps[i], qs[i]
                     ps[i] = x if same(x, qi, 0) else widen(qi)
                 x = float(ps[i])
-                sp += x * x
+                lane_p[0] += x * x
                 gi = -gs[i] if maximize else gs[i]
                 v = _lerp(vs[i], gi * gi, w, w_c, w_low)
                 vs[i] = v
-                u = _inverse_root(v, h) * gi
-                su += float(u) * u
-        rms = float(_rounded(coef, j, math.sqrt(sp))) / numel ** 0.5
+                u = _inverse_root(v, unit, eps1_sq) * gi
+                lane_u[0] += float(u) * u
+        rms = float(_rounded(coef, j, math.sqrt(_lanes_total(lane_p)))) / numel ** 0.5
         alpha = (rms if rms > h.eps2 else h.eps2) * rho
-        ratio = float(_rounded(coef, j, math.sqrt(su))) / (numel ** 0.5 * h.d)
+        ratio = float(_rounded(coef, j, math.sqrt(_lanes_total(lane_u)))) / (numel ** 0.5 * h.d)
         step = -alpha / (ratio if ratio > 1.0 else 1.0)
         if abs(step) > h.top and not math.isinf(step):
             bad[j] = 1
@@ -166,27 +226,30 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         a = _rounded(coef, j, step)
         if n > 0:
             rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
+            ac = acc[cseg[j]:cseg[j + 1]]
             for b in range(B):
-                s = 0.0
-                for i in range(n):
-                    s += float(rs[b * n + i])
-                coef[j, 3] = np.maximum(_rounded(coef, j, s / n), h.eps1)
+                coef[j, 3] = ac[b * m]  # (this b's mean, in the buffer dtype)
+                mean = coef[j, 3]
+                cb = cs[b * m:(b + 1) * m]
                 for i in range(n):
                     base = (b * n + i) * m
+                    pr, gr = ps[base:base + m], gs[base:base + m]
                     r = rs[b * n + i]
                     for k in range(m):
-                        gi = -gs[base + k] if maximize else gs[base + k]
-                        u = _inverse_root(r * cs[b * m + k] / coef[j, 3], h) * gi
-                        pi = ps[base + k] * h.decay if wd_on else ps[base + k]
-                        ps[base + k] = pi + a * u
-                        if low:
-                            qs[base + k] = rnd(ps[base + k], 0)
+                        gi = -gr[k] if maximize else gr[k]
+                        u = _inverse_root(r * cb[k] / mean, unit, eps1_sq) * gi
+                        pi = pr[k] * decay if wd_on else pr[k]
+                        pr[k] = pi + a * u
+                    if low:
+                        qr = qs[base:base + m]
+                        for k in range(m):
+                            qr[k] = rnd(pr[k], 0)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(numel):
                 gi = -gs[i] if maximize else gs[i]
-                u = _inverse_root(vs[i], h) * gi
-                pi = ps[i] * h.decay if wd_on else ps[i]
+                u = _inverse_root(vs[i], unit, eps1_sq) * gi
+                pi = ps[i] * decay if wd_on else ps[i]
                 ps[i] = pi + a * u
                 if low:
                     qs[i] = rnd(ps[i], 0)
