@@ -167,3 +167,41 @@ def test_empty_batch_or_heads_give_an_empty_result(q_shape, k_shape):
     out = F.scaled_dot_product_attention(q, k, k)
     out.sum().backward()
     assert out.numpy().shape == q_shape and q.grad.numpy().shape == q_shape
+
+
+# ---- batches cut between worker threads (kernels/workers.py): the same bits as one call --------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_attention_cut_into_batch_ranges_gives_the_same_bits(monkeypatch, dtype):
+    from tinyopt import nn
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import workers
+    N, T, E = 5, 6, 8
+    x = rng.standard_normal((N, T, E)).astype(dtype)
+    pad = np.zeros((N, T), bool)
+    pad[1, 4:] = True
+    to.manual_seed(0)
+    mha = nn.MultiheadAttention(E, 2, batch_first=True, dtype=dtype)
+    causal = nn.Transformer.generate_square_subsequent_mask(T).numpy().astype(dtype)
+
+    def run(chunks):
+        monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, chunks))
+        cache_clear()  # closures (and their cut) are made when a plan is built
+        out = []
+        for kw in ({"key_padding_mask": pad, "need_weights": True},  # per-batch mask, weights
+                   {"attn_mask": causal, "need_weights": False}):     # one mask for all
+            for p in mha.parameters():
+                p.grad = None
+            xp = to.Parameter(x.copy())
+            o, w = mha(xp, xp, xp, **kw)
+            loss = o.sum() + (w * w).sum() if w is not None else o.sum()
+            loss.backward()
+            out += [o.numpy().tobytes(), xp._grad.tobytes()]
+            out += [p._grad.tobytes() for p in mha.parameters()]
+        qp = to.Parameter(x.reshape(N, 2, T, E // 2).copy())  # one tensor as q, k and v
+        to.manual_seed(1)
+        o = F.scaled_dot_product_attention(qp, qp, qp, dropout_p=0.3)
+        o.sum().backward()
+        return out + [o.numpy().tobytes(), qp._grad.tobytes()]
+
+    one = run(1)
+    assert run(2) == one and run(N) == one

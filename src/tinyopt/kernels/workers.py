@@ -138,3 +138,27 @@ def _get_pool() -> _Pool:
 def run_chunks(fn: Callable[[int], None], n: int) -> None:
     """Call ``fn(k)`` for every ``k < n``, on the calling thread and the workers (see above)."""
     _get_pool().run(fn, n)
+
+
+# Below this much work (elements a kernel reads or writes, roughly) a hand-off to the workers
+# (tens of microseconds) costs more than the second thread saves.
+MIN_SPLIT_WORK = 1 << 15
+
+
+def chunks_for(n: int, work: int, min_work: int = MIN_SPLIT_WORK) -> int:
+    """Into how many ranges to cut ``n`` independent items (rows, samples) holding ``work`` in
+    all: 1 when ``work < min_work`` or there is one thread, else up to two per thread (a busy
+    core then simply takes fewer).  Only for work whose result does not depend on the cut."""
+    threads = _get_pool().size
+    if threads == 1 or work < min_work or n < 2:
+        return 1
+    return min(n, 2 * threads)
+
+
+def run_ranges(fn: Callable[[int, int, int], None], n: int, chunks: int) -> None:
+    """``fn(k, lo, hi)`` for the ``chunks`` consecutive ranges ``[lo, hi)`` that cut
+    ``range(n)`` (the k-th is ``[k n // chunks, (k + 1) n // chunks)``), on the threads."""
+    if chunks <= 1:
+        fn(0, 0, n)
+    else:
+        run_chunks(lambda k: fn(k, k * n // chunks, (k + 1) * n // chunks), chunks)
