@@ -141,18 +141,24 @@ def run_chunks(fn: Callable[[int], None], n: int) -> None:
 
 
 # Below this much work (elements a kernel reads or writes, roughly) a hand-off to the workers
-# (tens of microseconds) costs more than the second thread saves.
-MIN_SPLIT_WORK = 1 << 15
+# costs more than the second thread saves.  Measured on 2 cores: a hand-off takes ~60 us when
+# the workers sleep and ~190 us right after a multi-threaded OpenBLAS call, whose threads then
+# spin on the other core for a long while (a worker shares that core with the spinner): the
+# cross-entropy of 700 x 5000 rows (~20 ms) in 2 ranges right after a GEMM took longer than in
+# one call, in 8 ranges (the caller takes most) ~0.6x.  Layer norm over 1024 x 128 and the tiny
+# GPT's attention (64 x 64 x 64 scores) were slower cut than whole in the training step.
+MIN_SPLIT_WORK = 1 << 20
 
 
 def chunks_for(n: int, work: int, min_work: int = MIN_SPLIT_WORK) -> int:
     """Into how many ranges to cut ``n`` independent items (rows, samples) holding ``work`` in
-    all: 1 when ``work < min_work`` or there is one thread, else up to two per thread (a busy
-    core then simply takes fewer).  Only for work whose result does not depend on the cut."""
+    all: 1 when ``work < min_work`` or there is one thread, else up to four per thread (a core
+    that is slow to start or shared then simply takes fewer).  Only for work whose result does
+    not depend on the cut."""
     threads = _get_pool().size
     if threads == 1 or work < min_work or n < 2:
         return 1
-    return min(n, 2 * threads)
+    return min(n, 4 * threads)
 
 
 def run_ranges(fn: Callable[[int, int, int], None], n: int, chunks: int) -> None:

@@ -93,7 +93,7 @@ def _chunks(s: _Spec) -> int:
     """Into how many ranges of batches to cut the work for the worker threads
     (``kernels/workers.py``): the batches are independent, and each (batch, head) matrix is one
     GEMM call and its own rows of the softmax kernel however they are cut, so no bit changes."""
-    return workers.chunks_for(s.A, s.A * s.B * s.L * s.S * max(s.D, s.Dv))
+    return workers.chunks_for(s.A, s.A * s.B * s.L * s.S)
 
 
 def _batch_mask(mask: np.ndarray, A: int, lo: int, hi: int) -> np.ndarray:
