@@ -282,25 +282,3 @@ def test_embedding_padding_idx_zero_with_no_embeddings_is_accepted_as_by_pytorch
         embedding(np.zeros((1,), np.int64), np.zeros((3, 2), np.float32), padding_idx=3)
     np.testing.assert_array_equal(
         embedding(np.array([2, 1]), np.eye(3), padding_idx=-1).numpy(), np.eye(3)[[2, 1]])
-
-
-# ---- layer norm cut between worker threads (kernels/workers.py): the same bits as one call -----
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_layer_norm_cut_into_ranges_gives_the_same_bits(monkeypatch, dtype):
-    from tinyopt.engine import cache_clear
-    from tinyopt.kernels import workers
-    rng = np.random.default_rng(4)
-    x = rng.standard_normal((3, 7, 12)).astype(dtype) * 3 + 1
-    w, b = (rng.standard_normal((12,)).astype(dtype) for _ in range(2))
-    gy = rng.standard_normal(x.shape).astype(dtype)
-
-    def run(chunks):
-        monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, chunks))
-        cache_clear()  # closures (and their cut) are made when a plan is built
-        xp, wp, bp = (to.Parameter(a.copy()) for a in (x, w, b))
-        y = to.nn.functional.layer_norm(xp, (12,), wp, bp, 1e-5)
-        (y * to.tensor(gy)).sum().backward()
-        return [y.numpy().tobytes()] + [p._grad.tobytes() for p in (xp, wp, bp)]
-
-    one = run(1)
-    assert run(2) == one and run(5) == one and run(21) == one

@@ -70,17 +70,16 @@ def layer_norm_grad_x(g, x, stats, w, has_w, out):
 
 
 @kernel
-def layer_norm_grad_wb(g, x, stats, out, d0, d1):
-    """out[0, d] = sum_m g[m, d] xhat[m, d] (dw) and out[1, d] = sum_m g[m, d] (db), summed over
-    m in order, for the columns ``d0 <= d < d1``."""
-    M = x.shape[0]
-    for d in range(d0, d1):
+def layer_norm_grad_wb(g, x, stats, out):
+    """out[0, d] = sum_m g[m, d] xhat[m, d] (dw) and out[1, d] = sum_m g[m, d] (db)."""
+    M, D = x.shape
+    for d in range(D):
         out[0, d] = 0
         out[1, d] = 0
     for m in range(M):
         mu = stats[m, 0]
         r = stats[m, 1]
-        for d in range(d0, d1):
+        for d in range(D):
             out[0, d] += g[m, d] * (x[m, d] - mu) * r
             out[1, d] += g[m, d]
 

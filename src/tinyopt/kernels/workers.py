@@ -143,10 +143,12 @@ def run_chunks(fn: Callable[[int], None], n: int) -> None:
 # Below this much work (elements a kernel reads or writes, roughly) a hand-off to the workers
 # costs more than the second thread saves.  Measured on 2 cores: a hand-off takes ~60 us when
 # the workers sleep and ~190 us right after a multi-threaded OpenBLAS call, whose threads then
-# spin on the other core for a long while (a worker shares that core with the spinner): the
-# cross-entropy of 700 x 5000 rows (~20 ms) in 2 ranges right after a GEMM took longer than in
-# one call, in 8 ranges (the caller takes most) ~0.6x.  Layer norm over 1024 x 128 and the tiny
-# GPT's attention (64 x 64 x 64 scores) were slower cut than whole in the training step.
+# spin on the other core for a long while (a worker shares that core with the spinner).  The
+# cross-entropy of 700 x 5000 rows (~20 ms a call) right after a GEMM: 2 ranges took longer than
+# one call, 8 ranges (the caller takes most) ~0.6-0.8x.  Cut into ranges of rows or batches, the
+# tiny GPT's layer norm (1024 x 128) and causal attention (16 batches x 4 heads, 64 steps; also
+# 128 and 256 steps, forward and backward) were slower than whole (machine shared), so only the
+# cross-entropy is cut today.
 MIN_SPLIT_WORK = 1 << 20
 
 

@@ -33,7 +33,6 @@ from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
-from tinyopt.kernels import workers
 
 _NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
             np.dtype(np.float64): np.zeros((1, 1, 1, 1), np.float64)}
@@ -89,39 +88,22 @@ class _Spec:
         return _heads(arr, self.out_kind, 0, self.A, self.B, self.Dv)
 
 
-def _chunks(s: _Spec) -> int:
-    """Into how many ranges of batches to cut the work for the worker threads
-    (``kernels/workers.py``): the batches are independent, and each (batch, head) matrix is one
-    GEMM call and its own rows of the softmax kernel however they are cut, so no bit changes."""
-    return workers.chunks_for(s.A, s.A * s.B * s.L * s.S)
-
-
-def _batch_mask(mask: np.ndarray, A: int, lo: int, hi: int) -> np.ndarray:
-    """The part of an (Am, Bm, Lm, S) mask that batches ``lo:hi`` read."""
-    return mask[lo:hi] if mask.shape[0] == A and A > 1 else mask
-
-
 def _attention_forward(t):
     s = _Spec(t.attrs)
     layout = s.ws()
     fast = t.dtype == np.float32
     softmax = K.masked_softmax[fast, s.has_mask, s.causal, s.nan_rows]
     no_mask = _NO_MASK[t.dtype]
-    chunks = _chunks(s)
 
     def fwd(out, *ins):
         W = layout.views(out)
         P = W["p"] if s.dropout else W["w"]
-        q, k, v, o = s.q(ins), s.k(ins).swapaxes(-1, -2), s.v(ins), s.out(W["out"])
+        np.matmul(s.q(ins), s.k(ins).swapaxes(-1, -2), out=P)
         mask = _c(ins[s.n_srcs]) if s.has_mask else no_mask
-
-        def batches(_, lo, hi):
-            np.matmul(q[lo:hi], k[lo:hi], out=P[lo:hi])
-            softmax(P[lo:hi], s.scale, _batch_mask(mask, s.A, lo, hi))
-            if s.dropout:
-                np.multiply(P[lo:hi], ins[-1][lo:hi], out=W["w"][lo:hi])
-            np.matmul(W["w"][lo:hi], v[lo:hi], out=o[lo:hi])
-        workers.run_ranges(batches, s.A, chunks)
+        softmax(P, s.scale, mask)
+        if s.dropout:
+            np.multiply(P, ins[-1], out=W["w"])
+        np.matmul(W["w"], s.v(ins), out=s.out(W["out"]))
     return fwd
 
 
@@ -155,7 +137,6 @@ def _attention_grad_forward(t):
     tiled = _tiled(s, src_shapes)
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
     softmax_grad = K.masked_softmax_grad[s.dropout]
-    chunks = _chunks(s)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)
@@ -163,42 +144,34 @@ def _attention_grad_forward(t):
         keep = ins[-1] if s.dropout else P
         dS = G["dS"]
         g = _c(g)
+        if from_weights:
+            dS[...] = g
+        else:
+            go = s.out(g)
+            np.matmul(go, s.v(ins).swapaxes(-1, -2), out=dS)
+        softmax_grad(dS, P, keep, s.scale)
         for i, ok in enumerate(tiled):
             if not ok:
                 G[f"g{i}"][...] = 0
         grads = [G[f"g{i}"] for i in range(s.n_srcs)]
-        q, k = s.q(ins), s.k(ins)
-        if not from_weights:
-            go, vT = s.out(g), s.v(ins).swapaxes(-1, -2)
-        targets = [_heads(grads[si], kind, off, s.A, s.B, s.Dv if n == 2 else s.D)
-                   for n, (si, kind, off) in enumerate(s.parts)]
 
-        def put(n, a, b, lo, hi):
-            si = s.parts[n][0]
-            target = targets[n][lo:hi]
+        def put(n, a, b, D):
+            si, kind, off = s.parts[n]
+            target = _heads(grads[si], kind, off, s.A, s.B, D)
             if tiled[si]:
                 np.matmul(a, b, out=target)
             else:
-                tmp = G["tmp"][lo:hi, :, :target.shape[2], :target.shape[3]]
+                tmp = G["tmp"][:, :, :target.shape[2], :D]
                 np.matmul(a, b, out=tmp)
                 target += tmp
-
-        def batches(_, lo, hi):
-            d = dS[lo:hi]
-            if from_weights:
-                d[...] = g[lo:hi]
-            else:
-                np.matmul(go[lo:hi], vT[lo:hi], out=d)
-            softmax_grad(d, P[lo:hi], keep[lo:hi], s.scale)
-            put(0, d, k[lo:hi], lo, hi)
-            put(1, d.swapaxes(-1, -2), q[lo:hi], lo, hi)
-            if not from_weights:
-                put(2, W["w"][lo:hi].swapaxes(-1, -2), go[lo:hi], lo, hi)
-        workers.run_ranges(batches, s.A, chunks)
+        put(0, dS, s.k(ins), s.D)
+        put(1, dS.swapaxes(-1, -2), s.q(ins), s.D)
         if from_weights:
-            si = s.parts[2][0]
+            si, kind, off = s.parts[2]
             if tiled[si]:
-                targets[2][...] = 0
+                _heads(grads[si], kind, off, s.A, s.B, s.Dv)[...] = 0
+        else:
+            put(2, W["w"].swapaxes(-1, -2), s.out(g), s.Dv)
     return fwd
 
 

@@ -26,7 +26,6 @@ from tinyopt.engine.row_sparse import row_mask
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
 from tinyopt.kernels import row_sparse as R
-from tinyopt.kernels import workers
 
 
 def _c(x: np.ndarray) -> np.ndarray:
@@ -66,68 +65,27 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 
 
 # ---- layer norm ---------------------------------------------------------------------------------
-# The row kernels run over ranges of rows on the worker threads (``kernels/workers.py``), the
-# weight/bias gradient (sums over rows) over ranges of columns, each summed over the rows in
-# order: the cut changes no bit.
-def _by_rows(M: int, D: int):
-    """``run(fn)``: ``fn(lo, hi)`` over ranges of the M rows (of D elements) on the threads."""
-    chunks = workers.chunks_for(M, M * D)
-    return lambda fn: workers.run_ranges(lambda _, lo, hi: fn(lo, hi), M, chunks)
-
-
-def _ln_rows(t) -> int:
-    return math.prod(t.srcs[0].shape) // t.attrs[0] if t.attrs[0] else 0
-
-
-def _ln_stats_forward(t):
-    D, eps = t.attrs[:2]
-    M = _ln_rows(t)
-    run = _by_rows(M, D)
-
-    def fwd(out, x):
-        x = _c(x).reshape(M, D)
-        run(lambda lo, hi: K.layer_norm_stats(x[lo:hi], out[lo:hi], eps))
-    return fwd
-
-
-defop("layer_norm_stats", forward=_ln_stats_forward)
+defop("layer_norm_stats", forward=lambda t: (
+    lambda out, x: K.layer_norm_stats(_c(x).reshape(-1, t.attrs[0]), out, t.attrs[1])))
 
 
 def _ln_apply_forward(t):
     D, _, has_w, has_b = t.attrs
-    M = _ln_rows(t)
-    run = _by_rows(M, D)
 
     def fwd(out, x, stats, *wb):
-        w = _c(wb[0] if has_w else _ONE).reshape(-1)
-        b = _c(wb[-1] if has_b else _ONE).reshape(-1)
-        x, o = _c(x).reshape(M, D), out.reshape(M, D)
-        run(lambda lo, hi: K.layer_norm_apply(x[lo:hi], stats[lo:hi], w, b, has_w, has_b,
-                                              o[lo:hi]))
+        w = wb[0] if has_w else _ONE
+        b = wb[-1] if has_b else _ONE
+        K.layer_norm_apply(_c(x).reshape(-1, D), stats, _c(w).reshape(-1), _c(b).reshape(-1),
+                           has_w, has_b, out.reshape(-1, D))
     return fwd
 
 
 def _ln_grad_x_forward(t):
     D, _, has_w, _ = t.attrs
-    M = _ln_rows(t)
-    run = _by_rows(M, D)
 
     def fwd(out, g, x, stats, *w):
-        g, x, o = _c(g).reshape(M, D), _c(x).reshape(M, D), out.reshape(M, D)
-        w = _c(w[0]).reshape(-1) if has_w else _ONE
-        run(lambda lo, hi: K.layer_norm_grad_x(g[lo:hi], x[lo:hi], stats[lo:hi], w, has_w,
-                                               o[lo:hi]))
-    return fwd
-
-
-def _ln_grad_wb_forward(t):
-    D = t.attrs[0]
-    M = _ln_rows(t)
-    run = _by_rows(D, M)  # ranges of columns
-
-    def fwd(out, g, x, stats):
-        g, x = _c(g).reshape(M, D), _c(x).reshape(M, D)
-        run(lambda lo, hi: K.layer_norm_grad_wb(g, x, stats, out, lo, hi))
+        K.layer_norm_grad_x(_c(g).reshape(-1, D), _c(x).reshape(-1, D), stats,
+                            _c(w[0]).reshape(-1) if has_w else _ONE, has_w, out.reshape(-1, D))
     return fwd
 
 
@@ -152,7 +110,8 @@ def _ln_backward(t, g):
 
 defop("layer_norm", forward=_ln_apply_forward, backward=_ln_backward)
 defop("layer_norm_grad_x", forward=_ln_grad_x_forward)
-defop("layer_norm_grad_wb", forward=_ln_grad_wb_forward)
+defop("layer_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.layer_norm_grad_wb(
+    _c(g).reshape(-1, t.attrs[0]), _c(x).reshape(-1, t.attrs[0]), stats, out)))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
