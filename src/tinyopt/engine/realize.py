@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from tinyopt.engine.graph import held, toposort, toposort_signed
+from tinyopt.engine.graph import toposort, toposort_signed
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
@@ -41,9 +41,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
         fwd, index, sig = toposort_signed(roots)
-    wanted = list(outputs) + effects
-    kept = held(fwd, sig, {id(t) for t in roots})
-    plan = CACHE.get(fwd, wanted + kept, loss, (index, sig))
+    wanted = list(outputs) + effects if effects else list(outputs)
+    plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
     leaves = [fwd[i] for i in plan.fwd_leaves]
     values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:

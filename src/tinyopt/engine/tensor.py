@@ -43,7 +43,7 @@ from typing_extensions import Self
 from tinyopt.engine import grad_mode
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
-from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, category, default_dtype_for,
+from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
                                    float32, grad_dtype, int64, is_low, scalar_dtype,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
@@ -1212,6 +1212,8 @@ def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
     if device is not None:
         check_device(device)
     if isinstance(x, np.ndarray):
+        if dtype is None and x.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
+            return _make("input", (), (), x.shape, x.dtype, False, x)
         return leaf(_to_array(x, dtype))
     if dtype is None and isinstance(x, numbers.Number):
         return leaf(np.array(x, dtype=scalar_dtype(x)))
