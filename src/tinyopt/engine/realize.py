@@ -52,7 +52,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         _keep(t, v, free)
     if loss is not None:
         _keep(loss, values[-1], free)
-        backward_done()
+        if BACKWARD_HOOKS:
+            backward_done()
         return [t._value for t in outputs] + [loss._value]
     return [t._value for t in outputs]
 

@@ -328,11 +328,10 @@ class Tensor(TensorMethods):
         calls until reset (``zero_grad()``).  The graph is freed afterwards unless
         ``retain_graph=True``.
         """
-        from tinyopt.engine import autograd
+        autograd, realize = _BACKWARD or _backward_modules()
         if (gradient is None and inputs is None and not create_graph and self.requires_grad
                 and self.numel() == 1 and not autograd.WATCHED.count
                 and not autograd.POST_HOOKS.count):  # the common case: straight to the plan
-            from tinyopt.engine.realize import realize
             realize([], loss=self, retain_graph=bool(retain_graph))
             return
         autograd.run_backward([self], None if gradient is None else [gradient],
@@ -786,6 +785,18 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
     t._value = value
     t._id = next(_ids)
     t._grad = None
+
+
+_BACKWARD: tuple | None = None  # (engine.autograd, realize.realize) once loaded
+
+
+def _backward_modules() -> tuple:
+    """``Tensor.backward``'s imports, once (they import this module)."""
+    global _BACKWARD
+    from tinyopt.engine import autograd
+    from tinyopt.engine.realize import realize
+    _BACKWARD = (autograd, realize)
+    return _BACKWARD
 
 
 def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
