@@ -38,6 +38,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -56,6 +57,10 @@ class Plan:
     def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
                  family_of=None):
         self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
+        n = len(self.fwd_leaves)
+        # leaves(fwd): the leaves of a graph of this structure, in order (one C call a run)
+        self.leaves = (itemgetter(*self.fwd_leaves) if n > 1 else
+                       (lambda fwd, i=self.fwd_leaves[0]: (fwd[i],)) if n else (lambda fwd: ()))
         # the leaves that get gradients: Parameters and tensors that require grad (a freed value
         # raises when a gradient reaches it)
         params = [fwd[i] for i in self.fwd_leaves
@@ -260,7 +265,13 @@ class _Run:
         return plan, A, steps, _held_bytes(steps)
 
     def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
-        _, A, steps, _ = self._table(plan)
+        key = id(plan)
+        entry = self.tables.get(key)
+        if entry is not None and entry[0] is plan:  # (_table's hit, inline)
+            self.tables.move_to_end(key)
+        else:
+            entry = self._table(plan)
+        A, steps = entry[1], entry[2]
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
             for slot, t in zip(plan.leaf_slots, leaves):
@@ -291,7 +302,7 @@ class _Run:
                     p._accumulate_grad(A[gi])
                 elif A[gi] is scratch:
                     np.add(p._grad, scratch, out=p._grad)
-            out = [A[i].copy() for i in plan.output_slots]
+            out = [A[i].copy() for i in plan.output_slots] if plan.output_slots else []
             if plan.loss_slot >= 0:
                 out.append(A[plan.loss_slot].copy())
             if scheduled is not None:

@@ -43,7 +43,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         fwd, index, sig = toposort_signed(roots)
     wanted = list(outputs) + effects if effects else list(outputs)
     plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
-    leaves = [fwd[i] for i in plan.fwd_leaves]
+    leaves = plan.leaves(fwd)
     values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
