@@ -325,6 +325,12 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
             def run_view():
                 A[i] = fn(A[s0])
             return run_view
+        if len(srcs) == 2:
+            s0, s1 = srcs
+
+            def run_view_2():
+                A[i] = fn(A[s0], A[s1])
+            return run_view_2
 
         def run_view_n():
             A[i] = fn(*[A[s] for s in srcs])
@@ -339,6 +345,9 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
     if len(srcs) == 3:
         s0, s1, s2 = srcs
         return lambda: fn(A[i], A[s0], A[s1], A[s2])
+    if len(srcs) == 4:
+        s0, s1, s2, s3 = srcs
+        return lambda: fn(A[i], A[s0], A[s1], A[s2], A[s3])
     return lambda: fn(A[i], *[A[s] for s in srcs])
 
 
