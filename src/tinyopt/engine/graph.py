@@ -48,19 +48,36 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
     modified in place after the node was built (see the module docstring)."""
     seen: dict[int, Tensor] = {}
     stack = list(roots)
+    pop, push = stack.pop, stack.extend
     last = MUTATIONS.last
     while stack:
-        t = stack.pop()
-        if id(t) not in seen:
-            seen[id(t)] = t
-            stack.extend(t.srcs if t._id > last or not t.srcs else resolve_sources(t))
+        t = pop()
+        k = id(t)
+        if k not in seen:
+            seen[k] = t
+            srcs = t.srcs
+            if srcs:
+                push(srcs if t._id > last else resolve_sources(t))
     order = sorted(seen.values(), key=_creation)
     if order and MUTATIONS.last > order[0]._id:
         check_versions(order)
-    index = {id(t): i for i, t in enumerate(order)}
-    sig = tuple([(t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
-                  tuple([index[id(s)] for s in t.srcs])) for t in order])
-    return order, index, sig
+    # one loop, no comprehension per node (a call each): most nodes have one or two sources
+    index: dict[int, int] = {}
+    sig = []
+    entry = sig.append
+    for i, t in enumerate(order):
+        index[id(t)] = i
+        srcs = t.srcs
+        if not srcs:
+            wiring: tuple = ()
+        elif len(srcs) == 1:
+            wiring = (index[id(srcs[0])],)
+        elif len(srcs) == 2:
+            wiring = (index[id(srcs[0])], index[id(srcs[1])])
+        else:
+            wiring = tuple([index[id(s)] for s in srcs])
+        entry((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad, wiring))
+    return order, index, tuple(sig)
 
 
 _creation = attrgetter("_id")
