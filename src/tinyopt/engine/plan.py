@@ -358,19 +358,26 @@ def _held_bytes(fns) -> int:
     total = 0
     stack = list(fns)
     while stack:
-        for cell in getattr(stack.pop(), "__closure__", None) or ():
+        for cell in stack.pop().__closure__ or ():
             try:
                 v = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            if isinstance(v, np.ndarray):
-                total += v.nbytes
-            elif callable(v):
-                stack.append(v)
+            t = type(v)
+            # (only Python functions have closures: kernels, dispatchers and other callables
+            # are skipped without a look, as their ``__closure__`` is None or absent)
+            if t is _FUNCTION or t is np.ndarray or isinstance(v, np.ndarray):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
+                if t is _FUNCTION:
+                    stack.append(v)
+                else:
+                    total += v.nbytes
     return total
+
+
+_FUNCTION = type(_held_bytes)
 
 
 def _specs(nodes: list[Tensor]) -> list[Tensor]:
