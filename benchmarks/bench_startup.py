@@ -8,6 +8,11 @@ busy one, where the wall times grow with the other load.
 
     python benchmarks/bench_startup.py
     python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
+    python benchmarks/bench_startup.py --floors    # where the first step's time goes (below)
+
+``--floors`` prints, cold and warm: each numba kernel the MLP's first step compiles or loads,
+with its CPU time, and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
+options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
 """
 
 from __future__ import annotations
@@ -49,11 +54,76 @@ print(json.dumps({"import": t_import, "first_step": t_step, "total": time.perf_c
 """
 
 
-def run(cache_dir: str) -> dict:
+def run(cache_dir: str, child: str = CHILD) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# the first step's kernels: CPU of each dispatcher compile or cache load (nested ones indented)
+KERNELS = r"""
+import json, time
+from numba.core import dispatcher
+rows, depth = [], [0]
+compile = dispatcher.Dispatcher.compile
+def timed(self, sig):
+    if self.overloads.get(tuple(sig)) is not None:
+        return compile(self, sig)
+    hits = sum(self._cache_hits.values())
+    row = len(rows); rows.append(None); depth[0] += 1
+    c = time.thread_time()
+    try:
+        return compile(self, sig)
+    finally:
+        depth[0] -= 1
+        rows[row] = ("  " * depth[0] + self.py_func.__qualname__.split(".")[-1],
+                     time.thread_time() - c, sum(self._cache_hits.values()) > hits)
+dispatcher.Dispatcher.compile = timed
+""" + CHILD.replace('print(json.dumps({', 'print(json.dumps({"kernels": rows, ')
+
+TRIVIAL = """
+import numba
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def k{0}(a, out):
+    for i in range(out.shape[0]):
+        out[i] = a[i] * {0}
+"""
+SIX = r"""
+import json, sys, time
+c0 = time.process_time()
+import numba, numpy as np
+sys.path.insert(0, {folder!r})
+import trivial_kernels as t
+c_numba = time.process_time() - c0
+a = np.ones(10, np.float32); o = np.empty_like(a)
+times = []
+for k in (t.k1, t.k2, t.k3, t.k4, t.k5, t.k6):
+    c = time.process_time(); k(a, o); times.append(time.process_time() - c)
+print(json.dumps({{"numba": c_numba, "kernels": times}}))
+"""
+
+
+def floors() -> None:
+    """The per-kernel table and numba's fixed cost (see the module docstring)."""
+    with tempfile.TemporaryDirectory() as cache:
+        steps = {name: run(cache, KERNELS) for name in ("cold", "warm")}
+    for name, r in steps.items():
+        print(f"{name} first step: {r['first_step']:.3f} s wall, {r['first_step_cpu']:.3f} s CPU;"
+              f" numba kernels (CPU s, compile or cache load):")
+        for label, cpu, hit in r["kernels"]:
+            print(f"  {label:<38} {cpu:6.3f}  {'load' if hit else 'compile'}")
+        top = sum(cpu for label, cpu, _ in r["kernels"] if not label.startswith(" "))
+        print(f"  {'sum (top level)':<38} {top:6.3f}")
+    with tempfile.TemporaryDirectory() as folder:
+        with open(os.path.join(folder, "trivial_kernels.py"), "w") as f:
+            f.write("".join(TRIVIAL.format(i) for i in range(1, 7)))
+        cache = os.path.join(folder, "cache")
+        six = {name: run(cache, SIX.format(folder=folder)) for name in ("cold", "warm")}
+    print("numba alone, six trivial kernels in a fresh process (CPU s; numba's own cache path):")
+    for name, r in six.items():
+        print(f"  {name}: import numba {r['numba']:.3f}; kernels "
+              + " ".join(f"{t:.3f}" for t in r["kernels"]) + f"; sum {sum(r['kernels']):.3f}")
 
 
 IMPORTS = {"numpy": "import numpy", "numba": "import numba", "tinyopt": "import tinyopt",
@@ -84,6 +154,9 @@ def imports(repeats: int = 7) -> None:
 def main() -> None:
     if "--imports" in sys.argv:
         imports()
+        return
+    if "--floors" in sys.argv:
+        floors()
         return
     with tempfile.TemporaryDirectory() as cache:
         cold = run(cache)

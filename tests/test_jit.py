@@ -303,3 +303,73 @@ def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs()
                     k._build(k._signatures)(*args, out=full)
                 np.testing.assert_array_equal(full.view(np.uint8), broadcast.view(np.uint8),
                                               err_msg=f"{module}.{name} {sig} (all signatures)")
+
+
+WARM_START = """if True:
+    import hashlib, os, sys, threading
+    import numpy as np
+    from numba.core import base
+    refreshes = []
+    refresh = base.BaseContext.refresh
+    base.BaseContext.refresh = lambda self: (refreshes.append(1), refresh(self))[1]
+    import tinyopt as to
+    from tinyopt import nn, optim
+    F = nn.functional
+    rng = np.random.default_rng(0)
+    x, y = rng.random((4, 6), dtype=np.float32), np.array([0, 2, 1, 2])
+    def model():
+        return nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    def train(m, opt):
+        for _ in range(2):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item().hex() + hashlib.sha1(b"".join(
+            p.data.numpy().tobytes() for p in m.parameters())).hexdigest()
+    to.manual_seed(0)
+    m1, m2 = model(), model()
+    out = {"adam": train(m1, optim.Adam(m1.parameters(), lr=1e-2))}
+    loading = len(refreshes)
+    # at once: one thread loads kernels from the cache (SGD's parallel build, which restarts
+    # numba's thread pool as it loads), the other compiles one not there in the warm process (abs)
+    from tinyopt.kernels import jit
+    jit.PARALLEL_MIN_ELEMENTS = 0
+    z = np.array([-1.5, 0.0, 2.0, 3.25, -np.inf], np.float32)
+    barrier = threading.Barrier(2)
+    def sgd():
+        barrier.wait()
+        out["sgd"] = train(m2, optim.SGD(m2.parameters(), lr=0.1, momentum=0.9))
+    def compile_new():
+        barrier.wait()
+        t = to.tensor(z)
+        out["new"] = (to.abs(t) if sys.argv[1] == "warm" else t * 1.0).numpy().tobytes().hex()
+    threads = [threading.Thread(target=f) for f in (sgd, compile_new)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    print(out["adam"], out["sgd"], loading, out["new"])
+"""
+
+
+def test_a_warm_process_loads_kernels_without_numbas_refresh_and_computes_the_same_bits(tmp_path):
+    """numba's ``refresh`` (0.2-0.3 s: most of a warm first step) is skipped when kernels are
+    loaded from the disk cache; the loaded kernels give the cold process's bits, and a real
+    compile afterwards (beside a thread loading other kernels) still works."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path))
+
+    def child(mode, **extra):
+        r = subprocess.run([sys.executable, "-c", WARM_START, mode], capture_output=True,
+                           text=True, timeout=600, env={**env, **extra})
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.split()
+
+    cold = child("cold")
+    warm = child("warm")
+    numbas_own = child("warm", TINYOPT_NUMBA_LAZY_LOAD="0")
+    assert warm[:2] == cold[:2] == numbas_own[:2]  # losses and parameters, bit for bit
+    assert int(cold[2]) > 0 and int(warm[2]) == 0 and int(numbas_own[2]) > 0
+    z = np.array([-1.5, 0.0, 2.0, 3.25, -np.inf], np.float32)
+    assert bytes.fromhex(warm[3]) == np.abs(z).tobytes() == bytes.fromhex(numbas_own[3])
