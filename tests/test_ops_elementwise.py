@@ -449,6 +449,16 @@ def test_relu_at_nan_inf_and_signed_zeros_is_pytorchs():
     assert tx.grad.numpy().tobytes() == want_g.tobytes()
 
 
+def test_abs_clears_the_sign_bit_as_pytorch():
+    x = np.array([-0.0, 0.0, np.nan, -np.nan, -np.inf, -2.5, 3.0])
+    for dtype in (np.float32, np.float64):
+        got = to.tensor(x.astype(dtype)).abs().numpy()
+        assert got.tobytes() == np.abs(x.astype(dtype)).tobytes()  # fabs: sign bit cleared
+    assert to.tensor(np.array([-5, 7, -(2**62)])).abs().numpy().tolist() == [5, 7, 2**62]
+    torch = pytest.importorskip("torch")
+    assert torch.tensor(x).abs().numpy().tobytes() == np.abs(x).tobytes()
+
+
 def test_nan_gradient_propagates():
     p = to.Parameter(np.array([np.nan, 1.0]))
     (p * p).sum().backward()

@@ -11,6 +11,7 @@ forward output.
 
 from __future__ import annotations
 
+import builtins
 import math
 
 from tinyopt.kernels.jit import ufunc
@@ -122,7 +123,8 @@ def neg(x):
 
 @ufunc("int64(int64)", *F1)
 def abs(x):
-    return x if x >= 0 else -x
+    """|x| as PyTorch: the sign bit cleared (abs(-0.0) = 0.0, abs(-NaN) = NaN)."""
+    return builtins.abs(x)
 
 
 @ufunc(*F2)
