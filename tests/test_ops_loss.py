@@ -414,3 +414,46 @@ def test_an_ignored_row_with_nan_or_inf_gets_pytorchs_nan_gradient():
             np.testing.assert_array_equal(np.isnan(g), want_nan)
             np.testing.assert_array_equal(g[[0, 3]], 0.0)
             assert np.isfinite(g[5]).all() and g[5].any()
+
+
+# ---- rows cut between worker threads (kernels/workers.py): the same bits as one call ------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_cut_into_row_ranges_gives_the_same_bits(monkeypatch, dtype, reduction):
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import workers
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((37, 50)).astype(dtype) * 4
+    x[4, 7] = np.inf
+    y = rng.integers(0, 50, 37)
+    y[[2, 30]] = -100
+    w = rng.random(50).astype(dtype) + 0.5
+
+    def run(chunks):
+        monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, chunks))
+        cache_clear()  # closures (and their cut) are made when a plan is built
+        out = []
+        for kw in ({}, {"weight": w, "label_smoothing": 0.2}):
+            p = to.Parameter(x.copy())
+            loss = O.cross_entropy(p, y, reduction=reduction, **kw)
+            (loss if reduction != "none" else loss.sum()).backward()
+            out += [loss.numpy().tobytes(), p._grad.tobytes()]
+        return out
+
+    one = run(1)
+    assert run(3) == one and run(37) == one
+
+
+def test_cross_entropy_cut_into_row_ranges_reports_the_first_bad_target(monkeypatch):
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import workers
+    monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, 4))
+    cache_clear()
+    y = np.zeros(40, np.int64)
+    y[[33, 25]] = 11, 12  # in the last and in the third range
+    for reduction in REDUCTIONS:
+        p = to.Parameter(np.zeros((40, 10), np.float32))
+        loss = O.cross_entropy(p, y, reduction=reduction)
+        with pytest.raises(IndexError, match=r"^Target 12 is out of bounds\.$"):
+            loss.sum().backward()
+        assert p.grad is None

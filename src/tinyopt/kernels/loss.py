@@ -22,16 +22,17 @@ from tinyopt.kernels.jit import inline, kernel
 # compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
 # CPU of a first training step.
 @kernel
-def ce_rows(x, y, w, ignore_index, eps, out, total, err):
+def ce_rows(x, y, w, ignore_index, eps, out, total, err, i0, i1):
     """out[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]),
-    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i).
+    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i), for the rows
+    ``i0 <= i < i1`` (the op cuts the rows between threads; each row is computed alone).
 
-    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over
-    rows not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction."""
-    N, C = x.shape
+    ``total`` (1,) gets the 'mean' reduction over all N rows (which must be in ``out`` by then),
+    as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows not ignored (0/0 = NaN when every row
+    is); ``total`` of shape (0,): no reduction."""
+    C = x.shape[1]
     err[0] = -1
-    wsum = 0.0
-    for i in range(N):
+    for i in range(i0, i1):
         t = y[i]
         if t == ignore_index:
             out[i] = 0.0
@@ -39,7 +40,6 @@ def ce_rows(x, y, w, ignore_index, eps, out, total, err):
         if t < 0 or t >= C:
             err[0] = i
             return
-        wsum += w[t]
         m = x[i, 0]
         for c in range(1, C):
             if x[i, c] > m or x[i, c] != x[i, c]:
@@ -56,7 +56,25 @@ def ce_rows(x, y, w, ignore_index, eps, out, total, err):
             loss += eps / C * smooth
         out[i] = loss
     if total.shape[0] != 0:
-        total[0] = _mean(out, wsum)
+        wsum = _weight_sum(y, w, ignore_index, err)
+        if err[0] < 0:
+            total[0] = _mean(out, wsum)
+
+
+@inline
+def _weight_sum(y, w, ignore_index, err):
+    """sum_i w[y_i] over rows not ignored, in order in float64; err[0] = the first row whose
+    target is out of range (the sum is then partial)."""
+    C = w.shape[0]
+    ws = 0.0
+    for i in range(y.shape[0]):
+        t = y[i]
+        if t != ignore_index:
+            if t < 0 or t >= C:
+                err[0] = i
+                return ws
+            ws += w[t]
+    return ws
 
 
 @inline
@@ -73,28 +91,24 @@ def _mean_share(g, y, w, ignore_index, share, err):
     """The gradient of the 'mean' reduction reaching each row, g[0] / sum_i w[y_i] over rows not
     ignored, stored in ``share[0]`` (so rounded to its dtype, as a gradient array would be);
     False (err[0] its row) on a target out of range."""
-    C = w.shape[0]
-    ws = 0.0
-    for i in range(y.shape[0]):
-        t = y[i]
-        if t != ignore_index:
-            if t < 0 or t >= C:
-                err[0] = i
-                return False
-            ws += w[t]
+    ws = _weight_sum(y, w, ignore_index, err)
+    if err[0] >= 0:
+        return False
     share[0] = g[0] / ws
     return True
 
 
 @kernel
-def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err):
+def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err, i0, i1):
     """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
     + (eps/C) (p_k sum_c w_c - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward
-    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0.
+    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; for the rows
+    ``i0 <= i < i1``.
 
     ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
-    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``)."""
-    N, C = x.shape
+    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``; each
+    call computes it over all N rows, so calls over different rows need not wait for another)."""
+    C = x.shape[1]
     err[0] = -1
     mean = share.shape[0] != 0
     if mean and not _mean_share(g, y, w, ignore_index, share, err):
@@ -102,7 +116,7 @@ def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err):
     wsum = 0.0
     for c in range(C):
         wsum += w[c]
-    for i in range(N):
+    for i in range(i0, i1):
         t = y[i]
         ignored = t == ignore_index
         if not ignored and (t < 0 or t >= C):
