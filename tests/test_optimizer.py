@@ -283,6 +283,33 @@ def test_hyperparameters_are_read_every_step():
         np.testing.assert_allclose(before - p.data, lr)
 
 
+def test_group_edits_between_steps_take_effect_though_unchanged_groups_skip_the_host():
+    """step() keeps a group's host scalars while the group holds the same immutable values;
+    every kind of edit -- a new number, new betas, a switch, a key added, a value changed in
+    place (an array: never kept) -- takes effect at the next step, as a fresh optimizer's."""
+    edits = [{}, {"lr": 0.5}, {}, {"betas": (0.8, 0.9)}, {"amsgrad": True}, {"weight_decay": 0.1},
+             {"lr": np.array(0.25)}, "in place", {"lr": 1e-3}]
+    (p,) = _params((5,))
+    opt = optim.Adam([p], lr=1e-2)
+    rng = np.random.default_rng(0)
+    for edit in edits:
+        ref_p = Parameter(p.data.numpy().copy())
+        ref = optim.Adam([ref_p])
+        ref.load_state_dict(opt.state_dict())
+        group = opt.param_groups[0]
+        if edit == "in place":
+            group["lr"][...] = 0.125  # the array assigned at the step before
+            ref.param_groups[0]["lr"] = 0.125
+        else:
+            group.update(edit)
+            ref.param_groups[0].update(edit)
+        g = rng.standard_normal(5).astype(np.float32)
+        p.grad, ref_p.grad = g.copy(), g.copy()
+        opt.step()
+        ref.step()
+        np.testing.assert_array_equal(p.data.numpy(), ref_p.data.numpy())
+
+
 # ---- lazy state ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", ALL)
 def test_state_is_created_lazily_like_pytorch(cls):

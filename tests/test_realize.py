@@ -69,3 +69,32 @@ def test_rnn_hidden_detach_for_the_next_batch_does_not_rerun_the_model(runs):
         loss.item()
         assert len(runs) == 1 and runs[0] & MODEL_OPS, runs  # h_n, c_n: views of the kept run
         assert all(not t.requires_grad for t in h)
+
+
+def test_which_nodes_are_held_can_change_from_step_to_step(runs):
+    """The plan cache keeps the held-node check per signature: holding an intermediate at one
+    step and not at the next (or a different code path) still gives each step the right plan,
+    the held value from the same run, and the loss of the graph built."""
+    to.manual_seed(0)
+    lin = nn.Linear(6, 4)
+    W, b = lin.weight.numpy().copy(), lin.bias.numpy().copy()
+    rng = np.random.default_rng(2)
+    for hold, relu in ([(True, True), (False, True), (True, True),
+                        (False, False), (True, False), (False, True)]):
+        x = rng.standard_normal((3, 6)).astype(np.float32)
+        runs.clear()
+        h = lin(to.tensor(x))
+        a = nn.functional.relu(h) if relu else h * 2.0
+        loss = a.sum()
+        if not hold:
+            del h
+        loss.backward()
+        ref_h = x @ W.T + b
+        ref = np.maximum(ref_h, 0) if relu else ref_h * np.float32(2.0)
+        assert len(runs) == 1
+        np.testing.assert_allclose(loss.item(), ref.sum(), rtol=1e-5)
+        if hold:  # kept from the run: no second run to read it
+            np.testing.assert_allclose(h.numpy(), ref_h, rtol=1e-6)
+            assert len(runs) == 1
+        lin.weight.grad = None
+        lin.bias.grad = None

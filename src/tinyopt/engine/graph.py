@@ -19,10 +19,8 @@ write skip the check.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from collections.abc import Callable
-from itertools import chain
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine import autocast
@@ -50,19 +48,36 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
     modified in place after the node was built (see the module docstring)."""
     seen: dict[int, Tensor] = {}
     stack = list(roots)
+    pop, push = stack.pop, stack.extend
     last = MUTATIONS.last
     while stack:
-        t = stack.pop()
-        if id(t) not in seen:
-            seen[id(t)] = t
-            stack.extend(t.srcs if t._id > last or not t.srcs else resolve_sources(t))
+        t = pop()
+        k = id(t)
+        if k not in seen:
+            seen[k] = t
+            srcs = t.srcs
+            if srcs:
+                push(srcs if t._id > last else resolve_sources(t))
     order = sorted(seen.values(), key=_creation)
     if order and MUTATIONS.last > order[0]._id:
         check_versions(order)
-    index = {id(t): i for i, t in enumerate(order)}
-    sig = tuple([(t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
-                  tuple([index[id(s)] for s in t.srcs])) for t in order])
-    return order, index, sig
+    # one loop, no comprehension per node (a call each): most nodes have one or two sources
+    index: dict[int, int] = {}
+    sig = []
+    entry = sig.append
+    for i, t in enumerate(order):
+        index[id(t)] = i
+        srcs = t.srcs
+        if not srcs:
+            wiring: tuple = ()
+        elif len(srcs) == 1:
+            wiring = (index[id(srcs[0])],)
+        elif len(srcs) == 2:
+            wiring = (index[id(srcs[0])], index[id(srcs[1])])
+        else:
+            wiring = tuple([index[id(s)] for s in srcs])
+        entry((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad, wiring))
+    return order, index, tuple(sig)
 
 
 _creation = attrgetter("_id")
@@ -117,34 +132,31 @@ def check_versions(order: list[Tensor]) -> None:
                     f"(.item(), .numpy(), .detach()) or use an out-of-place op.")
 
 
-def uses(sig: tuple) -> Counter:
-    """How many times each position of a signature is used as a source."""
-    return Counter(chain.from_iterable(map(_srcs_of, sig)))
-
-
-_srcs_of = itemgetter(5)
+def held_candidates(sig: tuple, roots: set[int]) -> list[tuple[int, int]]:
+    """For a signature, the positions a program may hold a node at (non-leaf nodes other than
+    ``roots``) and, for each, the CPython reference count above which it is held: references
+    beyond the sorted list itself and its consumers' sources.  Depends on the signature only, so
+    the plan cache keeps it beside the plans of that signature (see :func:`held`)."""
+    counts = [0] * len(sig)
+    for entry in sig:
+        for i in entry[5]:
+            counts[i] += 1
+    base = _BASE_REFS
+    return [(i, base + counts[i]) for i, entry in enumerate(sig) if entry[5] and i not in roots]
 
 
 _refcount = sys.getrefcount
 
 
-def _held_refs(order: list[Tensor], counts: Counter) -> list[int]:
-    """Positions of the nodes of ``order`` referenced from outside the graph: references beyond
-    the list itself and their consumers' sources (CPython reference counts)."""
-    base = _BASE_REFS
-    return [i for i in range(len(order))
-            if order[i].srcs and _refcount(order[i]) > base + counts[i]]
-
-
-def held(order: list[Tensor], sig: tuple, exclude: set[int]) -> list[Tensor]:
-    """The non-leaf nodes of the sorted graph ``order`` that the program still holds (a
-    variable, a list, another graph), other than those whose ids are in ``exclude``: realizing
-    the graph computes them anyway, so their values are kept (see ``tensor``'s docstring)."""
-    return [order[i] for i in _held_refs(order, uses(sig)) if id(order[i]) not in exclude]
+def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
+    """Positions of the non-leaf nodes of the sorted graph ``order`` that the program still holds
+    (a variable, a list, another graph), from ``held_candidates`` of its signature: realizing the
+    graph computes them anyway, so their values are kept (see ``tensor``'s docstring)."""
+    return [i for i, most in candidates if _refcount(order[i]) > most]
 
 
 def _calibrate() -> int:
-    """The reference count ``_held_refs`` sees for a node held only by the list and by no
+    """The reference count ``held`` sees for a node held only by the list and by no
     consumer (interpreters differ in how many references a call adds)."""
     import numpy as np
 

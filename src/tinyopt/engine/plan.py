@@ -38,12 +38,13 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
 
 from tinyopt.engine.fuse import fuse
-from tinyopt.engine.graph import backward_graph, signature, toposort
+from tinyopt.engine.graph import backward_graph, held, held_candidates, signature, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
@@ -56,6 +57,10 @@ class Plan:
     def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
                  family_of=None):
         self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
+        n = len(self.fwd_leaves)
+        # leaves(fwd): the leaves of a graph of this structure, in order (one C call a run)
+        self.leaves = (itemgetter(*self.fwd_leaves) if n > 1 else
+                       (lambda fwd, i=self.fwd_leaves[0]: (fwd[i],)) if n else (lambda fwd: ()))
         # the leaves that get gradients: Parameters and tensors that require grad (a freed value
         # raises when a gradient reaches it)
         params = [fwd[i] for i in self.fwd_leaves
@@ -111,6 +116,8 @@ class Plan:
                         if t.op == "input" and i not in bound_leaves]
         self.own_bytes = sum(v.nbytes for _, v in self._consts)
         self.evicted = False  # set when the cache drops it: runs then drop its tables
+        self.used = 0  # the cache's tick of its last lookup (least recently used goes first)
+        self.fronts: list = []  # the cache's _Front entries filing it
         try:
             r = self.family._idle.pop()
         except IndexError:
@@ -258,7 +265,13 @@ class _Run:
         return plan, A, steps, _held_bytes(steps)
 
     def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
-        _, A, steps, _ = self._table(plan)
+        key = id(plan)
+        entry = self.tables.get(key)
+        if entry is not None and entry[0] is plan:  # (_table's hit, inline)
+            self.tables.move_to_end(key)
+        else:
+            entry = self._table(plan)
+        A, steps = entry[1], entry[2]
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
         try:
             for slot, t in zip(plan.leaf_slots, leaves):
@@ -289,7 +302,7 @@ class _Run:
                     p._accumulate_grad(A[gi])
                 elif A[gi] is scratch:
                     np.add(p._grad, scratch, out=p._grad)
-            out = [A[i].copy() for i in plan.output_slots]
+            out = [A[i].copy() for i in plan.output_slots] if plan.output_slots else []
             if plan.loss_slot >= 0:
                 out.append(A[plan.loss_slot].copy())
             if scheduled is not None:
@@ -312,6 +325,12 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
             def run_view():
                 A[i] = fn(A[s0])
             return run_view
+        if len(srcs) == 2:
+            s0, s1 = srcs
+
+            def run_view_2():
+                A[i] = fn(A[s0], A[s1])
+            return run_view_2
 
         def run_view_n():
             A[i] = fn(*[A[s] for s in srcs])
@@ -326,6 +345,9 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
     if len(srcs) == 3:
         s0, s1, s2 = srcs
         return lambda: fn(A[i], A[s0], A[s1], A[s2])
+    if len(srcs) == 4:
+        s0, s1, s2, s3 = srcs
+        return lambda: fn(A[i], A[s0], A[s1], A[s2], A[s3])
     return lambda: fn(A[i], *[A[s] for s in srcs])
 
 
@@ -336,19 +358,26 @@ def _held_bytes(fns) -> int:
     total = 0
     stack = list(fns)
     while stack:
-        for cell in getattr(stack.pop(), "__closure__", None) or ():
+        for cell in stack.pop().__closure__ or ():
             try:
                 v = cell.cell_contents
             except ValueError:  # an empty cell
                 continue
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            if isinstance(v, np.ndarray):
-                total += v.nbytes
-            elif callable(v):
-                stack.append(v)
+            t = type(v)
+            # (only Python functions have closures: kernels, dispatchers and other callables
+            # are skipped without a look, as their ``__closure__`` is None or absent)
+            if t is _FUNCTION or t is np.ndarray or isinstance(v, np.ndarray):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
+                if t is _FUNCTION:
+                    stack.append(v)
+                else:
+                    total += v.nbytes
     return total
+
+
+_FUNCTION = type(_held_bytes)
 
 
 def _specs(nodes: list[Tensor]) -> list[Tensor]:
@@ -391,6 +420,19 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
 
+class _Front:
+    """What a cache hit needs for one (signature, outputs, loss): where the program may hold a
+    node and its reference-count bound (``graph.held_candidates``), and the plans by held
+    positions."""
+
+    __slots__ = ("key", "candidates", "plans")
+
+    def __init__(self, key: tuple, candidates: list[tuple[int, int]]):
+        self.key = key
+        self.candidates = candidates
+        self.plans: dict[tuple[int, ...], Plan] = {}
+
+
 class PlanCache:
     """An LRU map from graph signatures to compiled plans, bounded by count and by bytes.
 
@@ -405,7 +447,7 @@ class PlanCache:
             max_bytes = int(os.environ.get("TINYOPT_PLAN_CACHE_BYTES", DEFAULT_MAX_BYTES))
         self.maxsize = maxsize
         self.max_bytes = max_bytes
-        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
         self.hits = 0
@@ -415,6 +457,8 @@ class PlanCache:
         # plans that differ only in sizes share their runs (arenas, scratch): see _Family
         self.share_sizes = os.environ.get("TINYOPT_PLAN_SHARING", "1") != "0"
         self._families: dict[tuple, _Family] = {}
+        self._front: dict[tuple, _Front] = {}  # (signature, outputs, loss) -> what a hit needs
+        self._tick = 0  # recency: a plan's ``used`` is the tick of its last lookup
 
     def get(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
             signed: tuple[dict[int, int], tuple] | None = None) -> Plan:
@@ -427,9 +471,59 @@ class PlanCache:
             plan = self._plans.get(key)
             if plan is not None:
                 self.hits += 1
-                self._plans.move_to_end(key)
+                self._tick += 1
+                plan.used = self._tick
                 return plan
             self.misses += 1
+        return self._compile(key, fwd, outputs, loss)
+
+    def find(self, fwd: list[Tensor], wanted: list[Tensor], loss: Tensor | None,
+             index: dict[int, int], sig: tuple) -> tuple[Plan, list[Tensor]]:
+        """The plan realizing ``wanted`` (and ``loss``) of the sorted graph ``fwd`` (``index``,
+        ``sig``: from ``graph.toposort_signed``) together with the nodes of ``fwd`` the program
+        still holds (``graph.held``), which the plan outputs too: ``(plan, held nodes)``.  What a
+        cache hit needs of the signature (the held candidates, the plans by held nodes) is kept
+        per (signature, outputs, loss), so a hit hashes the signature once."""
+        front_key = (sig, tuple([index[id(t)] for t in wanted]),
+                     index[id(loss)] if loss is not None else -1)
+        front = self._front.get(front_key)
+        if front is None:
+            roots = set(front_key[1])
+            roots.add(front_key[2])
+            front = _Front(front_key, held_candidates(sig, roots))
+        kept = tuple(held(fwd, front.candidates))
+        with self._lock:
+            plan = front.plans.get(kept)
+            if plan is not None and not plan.evicted:
+                self.hits += 1
+                self._tick += 1
+                plan.used = self._tick
+                return plan, [fwd[i] for i in kept]
+        held_nodes = [fwd[i] for i in kept]
+        key = (sig, front_key[1] + kept, front_key[2])
+        with self._lock:
+            plan = self._plans.get(key)  # (the same outputs, split otherwise between the two)
+            if plan is not None:
+                self.hits += 1
+                self._tick += 1
+                plan.used = self._tick
+                self._enter(front, kept, plan)
+                return plan, held_nodes
+            self.misses += 1
+        plan = self._compile(key, fwd, wanted + held_nodes, loss)
+        with self._lock:
+            if not plan.evicted:
+                self._enter(front, kept, plan)
+        return plan, held_nodes
+
+    def _enter(self, front: _Front, kept: tuple, plan: Plan) -> None:
+        """File ``plan`` under ``front`` for the held positions ``kept`` (lock held)."""
+        front.plans[kept] = plan
+        plan.fronts.append((front, kept))
+        self._front[front.key] = front
+
+    def _compile(self, key: tuple, fwd: list[Tensor], outputs: list[Tensor],
+                 loss: Tensor | None) -> Plan:
         t0 = time.perf_counter()
         plan = Plan(fwd, outputs, loss, self._family_of if self.share_sizes else None)
         ms = (time.perf_counter() - t0) * 1e3
@@ -439,6 +533,8 @@ class PlanCache:
             if kept is not None:  # another thread compiled it meanwhile
                 return kept
             self._plans[key] = plan
+            self._tick += 1
+            plan.used = self._tick
             fam = plan.family
             if not fam.cached:
                 fam._on_grow = self._grew  # (a family made by _family_of has it already)
@@ -485,8 +581,15 @@ class PlanCache:
         """Evict least recently used plans until within both bounds (call with the lock held)."""
         while len(self._plans) > self.maxsize or (self.nbytes > self.max_bytes
                                                   and len(self._plans) > 1):
-            key, plan = self._plans.popitem(last=False)
+            key = min(self._plans, key=lambda k: self._plans[k].used)
+            plan = self._plans.pop(key)
             plan.evicted = True
+            for front, kept in plan.fronts:
+                if front.plans.get(kept) is plan:
+                    del front.plans[kept]
+                    if not front.plans and self._front.get(front.key) is front:
+                        del self._front[front.key]
+            plan.fronts.clear()
             self.nbytes -= plan.own_bytes
             fam = plan.family
             fam.cached -= 1
@@ -513,6 +616,7 @@ class PlanCache:
                 plan.evicted = True
                 plan.family.cached = 0
             self._plans.clear()
+            self._front.clear()
             self._families.clear()
             self._evicted.clear()
             self.nbytes = self.hits = self.misses = 0

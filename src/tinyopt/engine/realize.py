@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from tinyopt.engine.graph import held, toposort, toposort_signed
+from tinyopt.engine.graph import toposort, toposort_signed
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
@@ -41,10 +41,9 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
         fwd, index, sig = toposort_signed(roots)
-    wanted = list(outputs) + effects
-    kept = held(fwd, sig, {id(t) for t in roots})
-    plan = CACHE.get(fwd, wanted + kept, loss, (index, sig))
-    leaves = [fwd[i] for i in plan.fwd_leaves]
+    wanted = list(outputs) + effects if effects else list(outputs)
+    plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
+    leaves = plan.leaves(fwd)
     values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
@@ -53,7 +52,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         _keep(t, v, free)
     if loss is not None:
         _keep(loss, values[-1], free)
-        backward_done()
+        if BACKWARD_HOOKS:
+            backward_done()
         return [t._value for t in outputs] + [loss._value]
     return [t._value for t in outputs]
 

@@ -38,12 +38,14 @@ def row_mask(p) -> np.ndarray:
 
 def row_sparse_params() -> list:
     """The parameters whose gradients are row-sparse (usually none: this is cheap to ask)."""
-    return list(_MASKS) if _MASKS else []
+    return list(_MASKS) if _MASKS.data else []  # (.data: no Python-level __len__)
 
 
 def forget_rows(p) -> None:
     """The gradient of ``p`` was reset: no row counts as looked up (the mask is cleared in place,
     so that cached plans holding it keep writing the live one)."""
+    if not _MASKS.data:  # no row-sparse parameter (zero_grad resets every gradient: no lookup)
+        return
     m = _MASKS.get(p)
     if m is not None:
         m[:] = 0

@@ -43,7 +43,7 @@ from typing_extensions import Self
 from tinyopt.engine import grad_mode
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
-from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, category, default_dtype_for,
+from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
                                    float32, grad_dtype, int64, is_low, scalar_dtype,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
@@ -328,11 +328,10 @@ class Tensor(TensorMethods):
         calls until reset (``zero_grad()``).  The graph is freed afterwards unless
         ``retain_graph=True``.
         """
-        from tinyopt.engine import autograd
+        autograd, realize = _BACKWARD or _backward_modules()
         if (gradient is None and inputs is None and not create_graph and self.requires_grad
                 and self.numel() == 1 and not autograd.WATCHED.count
                 and not autograd.POST_HOOKS.count):  # the common case: straight to the plan
-            from tinyopt.engine.realize import realize
             realize([], loss=self, retain_graph=bool(retain_graph))
             return
         autograd.run_backward([self], None if gradient is None else [gradient],
@@ -788,6 +787,18 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
     t._grad = None
 
 
+_BACKWARD: tuple | None = None  # (engine.autograd, realize.realize) once loaded
+
+
+def _backward_modules() -> tuple:
+    """``Tensor.backward``'s imports, once (they import this module)."""
+    global _BACKWARD
+    from tinyopt.engine import autograd
+    from tinyopt.engine.realize import realize
+    _BACKWARD = (autograd, realize)
+    return _BACKWARD
+
+
 def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
           requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
     """A new tensor (graph node or concrete leaf) without going through the user constructor
@@ -1212,6 +1223,8 @@ def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
     if device is not None:
         check_device(device)
     if isinstance(x, np.ndarray):
+        if dtype is None and x.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
+            return _make("input", (), (), x.shape, x.dtype, False, x)
         return leaf(_to_array(x, dtype))
     if dtype is None and isinstance(x, numbers.Number):
         return leaf(np.array(x, dtype=scalar_dtype(x)))

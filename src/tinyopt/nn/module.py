@@ -138,8 +138,9 @@ class Module:
         (what ``model(x)`` is in training code); a module whose ``forward`` returns a tuple or
         a dict still returns it, and a Tensor unpacks and indexes the same way for type
         checkers."""
-        pre_hooks = self.__dict__.get("_forward_pre_hooks")
-        hooks = self.__dict__.get("_forward_hooks")
+        d = self.__dict__
+        pre_hooks = d.get("_forward_pre_hooks")
+        hooks = d.get("_forward_hooks")
         if not pre_hooks and not hooks:
             return self.forward(*args, **kwargs)
         for hook in list(pre_hooks.values()):
@@ -220,11 +221,16 @@ class Module:
     register_module = add_module
 
     def __getattr__(self, name: str) -> Any:
-        d = self.__dict__
-        for registry in ("_parameters", "_buffers", "_modules"):
-            members = d.get(registry)
-            if members is not None and name in members:
-                return members[name]
+        d = self.__dict__  # (unrolled: a layer reads its parameters this way on every call)
+        members = d.get("_parameters")
+        if members is not None and name in members:
+            return members[name]
+        members = d.get("_buffers")
+        if members is not None and name in members:
+            return members[name]
+        members = d.get("_modules")
+        if members is not None and name in members:
+            return members[name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:

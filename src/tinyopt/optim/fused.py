@@ -34,6 +34,7 @@ takes ``stochastic_rounding: bool = False`` as a keyword and passes it to this c
 
 from __future__ import annotations
 
+import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -304,11 +305,13 @@ class FusedOptimizer(Optimizer):
             closure: optional; re-evaluates the model (zero grads, forward, backward) and returns
                 the loss, which ``step`` returns.
         """
-        loss = self._call_closure(closure)
+        loss = None if closure is None else self._call_closure(closure)
         self._follow_groups()
-        sparse = [p for p in row_sparse_params() if p._grad is not None and id(p) in self._ids]
-        if sparse:
-            self._check_sparse(sparse)
+        rows = row_sparse_params()
+        if rows:
+            sparse = [p for p in rows if p._grad is not None and id(p) in self._ids]
+            if sparse:
+                self._check_sparse(sparse)
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
             names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
@@ -350,9 +353,20 @@ class FusedOptimizer(Optimizer):
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
-        pass, such as Muon, overrides this)."""
-        host = self._host(group, fb.round)
-        self._call(self.kernel[self._switches(group, host)], group, fb, fb.kernel_args(names), host)
+        pass, such as Muon, overrides this).  The host scalars and the kernel follow from the
+        group's values alone: while the group holds the very same immutable values as at the
+        last step (identity; numbers, strings, tuples of them), they are not recomputed."""
+        memo = fb.__dict__.get("_step_memo")
+        if (memo is not None and len(memo[0]) == len(group)
+                and all(map(operator.is_, memo[0], group.values()))):
+            host, kernel = memo[1], memo[2]
+        else:
+            host = self._host(group, fb.round)
+            kernel = self.kernel[self._switches(group, host)]
+            values = tuple(group.values())
+            fb._step_memo = ((values, host, kernel) if all(
+                _immutable(v) for k, v in group.items() if k != "params") else None)
+        self._call(kernel, group, fb, fb.kernel_args(names), host)
 
     def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
               host: dict[str, Any]) -> None:
@@ -498,6 +512,16 @@ def _arrays(entry: Any) -> Any:
 
 MASTER = "master_param"
 """The state key of a 16-bit parameter's float32 master weights (Transformer Engine's name)."""
+
+
+_IMMUTABLE = frozenset((float, int, bool, str, type(None), np.float64, np.float32))
+
+
+def _immutable(v: Any) -> bool:
+    """Whether ``v`` is a value no one can change in place (so the same object means the same
+    value): a number, a string, None, or a tuple of them -- not a Tensor or an array."""
+    t = type(v)
+    return t in _IMMUTABLE or t is tuple and all(type(x) in _IMMUTABLE for x in v)
 
 
 def _low_kernel(opt: FusedOptimizer, kernel: Any, fb: FlatBuffer, group: dict[str, Any]) -> Any:

@@ -427,7 +427,7 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
             if float_only:
                 x = to(x, float32)
-        return node(name, (x,), x.shape, x.dtype, tuple(float(a) for a in attrs))
+        return node(name, (x,), x.shape, x.dtype, tuple([float(a) for a in attrs]) if attrs else ())
     build.__name__ = name
     return build
 

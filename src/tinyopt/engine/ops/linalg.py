@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from tinyopt.engine import autocast
+from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -114,21 +115,25 @@ defop("linear_grad_bias", forward=_linear_grad_bias_forward)
 
 def linear(input, weight, bias=None) -> Tensor:
     """y = x W^T + b, with x of shape (..., in), W (out, in) and b (out,)."""
-    input, weight, bias = autocast.lower(input, weight, bias)
-    x, w = as_tensor(input), as_tensor(weight)
+    if autocast._state.dtype is not None:
+        input, weight, bias = autocast.lower(input, weight, bias)
+    x = input if isinstance(input, Tensor) else as_tensor(input)
+    w = weight if isinstance(weight, Tensor) else as_tensor(weight)
     if x.dtype != w.dtype:
         x, w = _operands("linear", x, w)
-    _require_float("linear", x, w)
-    if w.ndim != 2 or x.ndim == 0 or x.shape[-1] != w.shape[1]:
+    if x.dtype not in FLOATS:
+        _require_float("linear", x, w)
+    ws, xs = w.shape, x.shape
+    if len(ws) != 2 or not xs or xs[-1] != ws[1]:
         raise RuntimeError(f"linear: input of shape {x.shape} and weight of shape {w.shape} "
                            f"do not match (expected input (..., {w.shape[-1]}))")
     srcs = (x, w)
     if bias is not None:
-        b = as_tensor(bias)
-        if b.shape != (w.shape[0],):
+        b = bias if isinstance(bias, Tensor) else as_tensor(bias)
+        if b.shape != (ws[0],):
             raise RuntimeError(f"linear: bias has shape {b.shape}, expected ({w.shape[0]},)")
-        srcs = (x, w, b.to(x.dtype))
-    return node("linear", srcs, x.shape[:-1] + (w.shape[0],), x.dtype)
+        srcs = (x, w, b if b.dtype is x.dtype else b.to(x.dtype))
+    return node("linear", srcs, xs[:-1] + (ws[0],), x.dtype)
 
 
 # ---- named products: mm, bmm, mv, dot, outer, addmm and friends -----------------------------------

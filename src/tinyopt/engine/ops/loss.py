@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyopt.engine import autocast
-from tinyopt.engine.dtypes import int64
+from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -36,8 +36,9 @@ def _targets(op: str, input: Tensor, target, ignore_index: int) -> tuple[Tensor,
     if y.dtype != int64:
         raise TypeError(f"{op}: expected class-index targets of dtype int64, got {y.dtype} "
                         f"(for class probabilities use a float loss)")
-    if input.ndim < 1 or input.ndim > 1 and y.shape != (input.shape[0],) + input.shape[2:] \
-            or input.ndim == 1 and y.shape != ():
+    nd = len(input.shape)
+    if nd < 1 or nd > 1 and y.shape != (input.shape[0],) + input.shape[2:] \
+            or nd == 1 and y.shape != ():
         raise ValueError(f"{op}: input of shape {input.shape} needs targets of shape "
                          f"{(input.shape[0],) + input.shape[2:] if input.ndim > 1 else ()}, "
                          f"got {y.shape}")
@@ -205,10 +206,13 @@ defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad))
 
 def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, reduction: str,
                extra: tuple) -> Tensor:
-    _check_reduction(op, reduction)
-    input, weight = autocast.fp32(input, weight)
+    if reduction not in _REDUCTIONS:
+        _check_reduction(op, reduction)
+    if autocast._state.dtype is not None:
+        input, weight = autocast.fp32(input, weight)
     x = as_tensor(input)
-    _require_float(op, x)
+    if x.dtype not in FLOATS:
+        _require_float(op, x)
     x2, y, C = _targets(op, x, target, ignore_index)
     w = _weight(op, weight, C, x.dtype)
     attrs = (int(ignore_index),) + extra

@@ -77,13 +77,20 @@ def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     x = as_tensor(x)
-    s, e = _dim("flatten", start_dim, x.ndim), _dim("flatten", end_dim, x.ndim)
-    if x.ndim == 0:
+    shape = x.shape
+    nd = len(shape)
+    if nd and -nd <= start_dim < nd and -nd <= end_dim < nd:  # (the checks of _dim, inline)
+        s, e = start_dim % nd, end_dim % nd
+    else:
+        s, e = _dim("flatten", start_dim, nd), _dim("flatten", end_dim, nd)
+    if nd == 0:
         return reshape(x, (1,))
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
-    return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),)
-                   + x.shape[e + 1:])
+    new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
+    if new == shape:
+        return x
+    return node("reshape", (x,), new, x.dtype, (new,))  # (reshape's checks hold by construction)
 
 
 def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:

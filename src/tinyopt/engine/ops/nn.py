@@ -119,8 +119,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias, with the biased variance."""
     x = as_tensor(input)
     _require_float("layer_norm", x)
-    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) \
-        else tuple(int(s) for s in normalized_shape)
+    if type(normalized_shape) is tuple:  # (LayerNorm's: no ABC instance check on every call)
+        ns = tuple([int(s) for s in normalized_shape])
+    else:
+        ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) \
+            else tuple(int(s) for s in normalized_shape)
     k = len(ns)
     if k == 0 or x.ndim < k or x.shape[x.ndim - k:] != ns:
         raise RuntimeError(f"layer_norm: given normalized_shape={list(ns)}, expected input with "

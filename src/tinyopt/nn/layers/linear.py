@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from tinyopt.engine.dtypes import is_low
+from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import init
@@ -57,7 +57,8 @@ class Linear(Module):
 
     def forward(self, input) -> Tensor:
         dtype = input.dtype if isinstance(input, (Tensor, np.ndarray)) else as_tensor(input).dtype
-        if np.dtype(dtype).kind not in "fc" and not is_low(np.dtype(dtype)):  # ints, bools
+        if dtype not in FLOATS and np.dtype(dtype).kind not in "fc" and not is_low(
+                np.dtype(dtype)):  # ints, bools
             raise RuntimeError(f"mat1 and mat2 must have the same dtype, but got "
                                f"{_TORCH_NAMES.get(np.dtype(dtype).name, dtype)} and "
                                f"{_TORCH_NAMES.get(self.weight.dtype.name, self.weight.dtype)}")
