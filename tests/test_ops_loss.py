@@ -416,12 +416,17 @@ def test_an_ignored_row_with_nan_or_inf_gets_pytorchs_nan_gradient():
             assert np.isfinite(g[5]).all() and g[5].any()
 
 
-# ---- rows cut between worker threads (kernels/workers.py): the same bits as one call ------------
+# ---- rows in parallel (kernels/loss.py's parallel build): the same bits as the serial build -----
+def _force_parallel(monkeypatch, on: bool):
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import jit
+    monkeypatch.setattr(jit, "PARALLEL_MIN_ELEMENTS", 1 if on else 1 << 62)
+    cache_clear()
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_cross_entropy_cut_into_row_ranges_gives_the_same_bits(monkeypatch, dtype, reduction):
-    from tinyopt.engine import cache_clear
-    from tinyopt.kernels import workers
+def test_cross_entropy_rows_in_parallel_give_the_same_bits(monkeypatch, dtype, reduction):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((37, 50)).astype(dtype) * 4
     x[4, 7] = np.inf
@@ -429,9 +434,8 @@ def test_cross_entropy_cut_into_row_ranges_gives_the_same_bits(monkeypatch, dtyp
     y[[2, 30]] = -100
     w = rng.random(50).astype(dtype) + 0.5
 
-    def run(chunks):
-        monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, chunks))
-        cache_clear()  # closures (and their cut) are made when a plan is built
+    def run(parallel):
+        _force_parallel(monkeypatch, parallel)
         out = []
         for kw in ({}, {"weight": w, "label_smoothing": 0.2}):
             p = to.Parameter(x.copy())
@@ -440,17 +444,14 @@ def test_cross_entropy_cut_into_row_ranges_gives_the_same_bits(monkeypatch, dtyp
             out += [loss.numpy().tobytes(), p._grad.tobytes()]
         return out
 
-    one = run(1)
-    assert run(3) == one and run(37) == one
+    assert run(True) == run(False)
 
 
-def test_cross_entropy_cut_into_row_ranges_reports_the_first_bad_target(monkeypatch):
-    from tinyopt.engine import cache_clear
-    from tinyopt.kernels import workers
-    monkeypatch.setattr(workers, "chunks_for", lambda n, work, min_work=0: min(n, 4))
-    cache_clear()
+@pytest.mark.parametrize("parallel", [False, True])
+def test_cross_entropy_reports_the_first_bad_target(monkeypatch, parallel):
+    _force_parallel(monkeypatch, parallel)
     y = np.zeros(40, np.int64)
-    y[[33, 25]] = 11, 12  # in the last and in the third range
+    y[[33, 25]] = 11, 12
     for reduction in REDUCTIONS:
         p = to.Parameter(np.zeros((40, 10), np.float32))
         loss = O.cross_entropy(p, y, reduction=reduction)

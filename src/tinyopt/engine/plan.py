@@ -49,6 +49,7 @@ from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
 from tinyopt.engine import fpstate, fused_update
+from tinyopt.kernels import shared_threads
 
 
 class Plan:
@@ -524,6 +525,7 @@ class PlanCache:
 
     def _compile(self, key: tuple, fwd: list[Tensor], outputs: list[Tensor],
                  loss: Tensor | None) -> Plan:
+        shared_threads.share()  # numpy's BLAS on the kernels' threads, once (kernels/shared_threads.py)
         t0 = time.perf_counter()
         plan = Plan(fwd, outputs, loss, self._family_of if self.share_sizes else None)
         ms = (time.perf_counter() - t0) * 1e3

@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterator
 
 
-def _find() -> ctypes._CFuncPtr | None:
-    """``openblas_set_num_threads_local`` of the OpenBLAS that numpy loaded, or None: numpy's own
-    bundled library first, then any OpenBLAS this process has loaded (Linux)."""
+def _openblas_paths() -> list[str]:
+    """The OpenBLAS libraries numpy may have loaded: numpy's own bundled library first, then any
+    OpenBLAS this process has loaded (Linux)."""
     import numpy
     base = os.path.dirname(os.path.dirname(numpy.__file__))
     paths: list[str] = []
@@ -30,21 +30,40 @@ def _find() -> ctypes._CFuncPtr | None:
         if os.path.isdir(folder):
             paths += [os.path.join(folder, n) for n in sorted(os.listdir(folder))
                       if "openblas" in n.lower()]
+    return paths + _loaded("openblas")
+
+
+def _loaded(name: str) -> list[str]:
+    """Paths of the loaded shared libraries whose name contains ``name`` (Linux; else [])."""
     try:
         with open("/proc/self/maps") as f:
-            paths += sorted({line.split()[-1] for line in f
-                             if "openblas" in line.lower() and "/" in line})
+            return sorted({line.split()[-1] for line in f
+                           if name in line.lower() and "/" in line})
     except OSError:
-        pass
-    for path in paths:
+        return []
+
+
+def _openblas_function(*names: str):
+    """The first of ``names`` exported by numpy's OpenBLAS (see ``_openblas_paths``), or None."""
+    for path in _openblas_paths():
         try:
-            fn = getattr(ctypes.CDLL(path), "openblas_set_num_threads_local")
-        except (OSError, AttributeError):
+            lib = ctypes.CDLL(path)
+        except OSError:
             continue
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                return fn
+    return None
+
+
+def _find() -> ctypes._CFuncPtr | None:
+    """``openblas_set_num_threads_local`` of the OpenBLAS that numpy loaded, or None."""
+    fn = _openblas_function("openblas_set_num_threads_local")
+    if fn is not None:
         fn.argtypes = [ctypes.c_int]
         fn.restype = ctypes.c_int
-        return fn
-    return None
+    return fn
 
 
 _SET_LOCAL = None

@@ -193,8 +193,9 @@ class _ParallelKernel:
     build skips numba's thread pool altogether, which costs about 25 us a call when it is told to
     use one thread."""
 
-    def __init__(self, fn, sized_by: int | None = None):
+    def __init__(self, fn, sized_by: int | None = None, shared_min: int | None = None):
         self._sized_by = sized_by
+        self._shared_min = shared_min
         self._parallel = _njit(fn, parallel=True)
         # numba's disk cache keys a function by its qualified name and signature, not by the
         # parallel flag: the serial build must be a function of another name, or the two builds
@@ -208,12 +209,15 @@ class _ParallelKernel:
     def __call__(self, *args):
         if _FORK["serial_only"]:
             return self._serial(*args)
+        least = PARALLEL_MIN_ELEMENTS
+        if self._shared_min is not None and _FORK["openmp_started"]:
+            least = min(least, self._shared_min)
         if self._sized_by is not None:
-            if args[self._sized_by].size >= PARALLEL_MIN_ELEMENTS:
+            if args[self._sized_by].size >= least:
                 return self._run_parallel(args)
             return self._serial(*args)
         for a in args:
-            if type(a) is np.ndarray and a.size >= PARALLEL_MIN_ELEMENTS:
+            if type(a) is np.ndarray and a.size >= least:
                 return self._run_parallel(args)
         return self._serial(*args)
 
@@ -229,15 +233,19 @@ class _ParallelKernel:
 _PARALLEL_LOCK = threading.Lock()
 
 
-# pool_started: this process has run a parallel build; serial_only: it is a fork of a process
-# whose GNU OpenMP pool was running (see the module docstring)
-_FORK = {"pool_started": False, "serial_only": False}
+# pool_started: this process has run a parallel build; openmp_started: numpy's BLAS runs on GNU
+# OpenMP's threads (``kernels/shared_threads.py``); serial_only: it is a fork of a process whose
+# GNU OpenMP pool was running (see the module docstring)
+_FORK = {"pool_started": False, "openmp_started": False, "serial_only": False}
 
 
 def _after_fork_in_child() -> None:
     global _PARALLEL_LOCK
     _PARALLEL_LOCK = threading.Lock()  # a thread of the parent may have held it
-    if _FORK["pool_started"]:
+    if _FORK["openmp_started"]:
+        _FORK["serial_only"] = True
+        _FORK["openmp_started"] = _FORK["pool_started"] = False
+    elif _FORK["pool_started"]:
         try:
             layer = numba.threading_layer()
         except ValueError:  # no parallel region actually ran
@@ -250,15 +258,50 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def parallel_kernel(fn=None, *, sized_by: int | None = None):
+def parallel_kernel(fn=None, *, sized_by: int | None = None, shared_min: int | None = None):
     """Compile ``fn`` with numba on first use, with ``prange`` loops run in parallel.
 
     ``sized_by=k``: argument ``k`` alone decides between the builds (the largest array; checking
-    one argument instead of all of a dozen saves about 1 us a call).
+    one argument instead of all of a dozen saves about 1 us a call).  ``shared_min=n``: where
+    numpy's BLAS runs on numba's OpenMP threads (``kernels/shared_threads.py``: no second pool
+    to fight), the parallel build already from ``n`` elements (the lower of ``n`` and
+    ``PARALLEL_MIN_ELEMENTS``).
     """
     if fn is None:
-        return functools.partial(_ParallelKernel, sized_by=sized_by)
-    return _ParallelKernel(fn, sized_by)
+        return functools.partial(_ParallelKernel, sized_by=sized_by, shared_min=shared_min)
+    return _ParallelKernel(fn, sized_by, shared_min)
+
+
+class _CCallback:
+    """A C function compiled by numba (``cfunc``) on first use of ``address``, cached on disk."""
+
+    def __init__(self, fn, signature: str):
+        from numba.core import sigutils
+        from numba.core.ccallback import CFunc
+
+        def build():
+            cf = CFunc(fn, sigutils.normalize_signature(signature), locals={},
+                       options={k: v for k, v in _OPTIONS.items() if k != "cache"})
+            if _OPTIONS["cache"]:
+                cf.enable_caching()
+            return cf
+        try:
+            cf = build()
+        except RuntimeError as e:
+            if not _cannot_cache(e):
+                raise
+            _cache_elsewhere(e)
+            cf = build()
+        _loads_without_refresh(cf)
+        cf.compile()
+        self.address: int = cf.address
+        self._cfunc = cf  # keeps the machine code alive
+
+
+def c_callback(fn, signature: str) -> _CCallback:
+    """Compile ``fn`` now as a C function of ``signature`` (for a C library to call back), with
+    the kernels' options and disk cache; its address is ``.address``."""
+    return _CCallback(fn, signature)
 
 
 class _Specialized:

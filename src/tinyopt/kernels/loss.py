@@ -14,51 +14,65 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import inline, kernel
+from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange
+
+
+# Rows of a large cross-entropy (a language model's 700 x 5000 logits: libm's exp twice per
+# element, ~20 ms each way on one core) run in parallel from this many elements, where numpy's
+# BLAS shares numba's threads (``kernels/shared_threads.py``); each row is computed alone and
+# the 'mean' summed in row order after all of them, so threads change no bit.
+PARALLEL_ROWS_MIN = 1 << 20
 
 
 # The 'mean' reduction is folded into the row kernels (an optional output forward, an optional
 # scalar gradient backward) instead of kernels of its own: each numba kernel costs its own cold
 # compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
 # CPU of a first training step.
-@kernel
-def ce_rows(x, y, w, ignore_index, eps, out, total, err, i0, i1):
+@parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
+def ce_rows(x, y, w, ignore_index, eps, out, total, err):
     """out[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]),
-    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i), for the rows
-    ``i0 <= i < i1`` (the op cuts the rows between threads; each row is computed alone).
+    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i), each row
+    alone (rows in parallel for large ``x``).
 
-    ``total`` (1,) gets the 'mean' reduction over all N rows (which must be in ``out`` by then),
-    as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows not ignored (0/0 = NaN when every row
-    is); ``total`` of shape (0,): no reduction."""
-    C = x.shape[1]
-    err[0] = -1
-    for i in range(i0, i1):
+    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows
+    not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction.  A target
+    out of range: nothing is computed (``err[0]`` its row)."""
+    N, C = x.shape
+    err[0] = _first_bad_target(y, C, ignore_index)
+    if err[0] >= 0:
+        return
+    for i in prange(N):
         t = y[i]
         if t == ignore_index:
             out[i] = 0.0
-            continue
-        if t < 0 or t >= C:
-            err[0] = i
-            return
-        m = x[i, 0]
-        for c in range(1, C):
-            if x[i, c] > m or x[i, c] != x[i, c]:
-                m = x[i, c]
-        acc = 0.0
-        for c in range(C):
-            acc += math.exp(x[i, c] - m)
-        lse = m + math.log(acc)
-        loss = (1.0 - eps) * w[t] * (lse - x[i, t])
-        if eps != 0.0:
-            smooth = 0.0
+        else:
+            m = x[i, 0]
+            for c in range(1, C):
+                if x[i, c] > m or x[i, c] != x[i, c]:
+                    m = x[i, c]
+            acc = 0.0
             for c in range(C):
-                smooth += w[c] * (lse - x[i, c])
-            loss += eps / C * smooth
-        out[i] = loss
+                acc += math.exp(x[i, c] - m)
+            lse = m + math.log(acc)
+            loss = (1.0 - eps) * w[t] * (lse - x[i, t])
+            if eps != 0.0:
+                smooth = 0.0
+                for c in range(C):
+                    smooth += w[c] * (lse - x[i, c])
+                loss += eps / C * smooth
+            out[i] = loss
     if total.shape[0] != 0:
-        wsum = _weight_sum(y, w, ignore_index, err)
-        if err[0] < 0:
-            total[0] = _mean(out, wsum)
+        total[0] = _mean(out, _weight_sum(y, w, ignore_index, err))
+
+
+@inline
+def _first_bad_target(y, C, ignore_index):
+    """The first row whose target is neither ``ignore_index`` nor in [0, C), or -1."""
+    for i in range(y.shape[0]):
+        t = y[i]
+        if t != ignore_index and (t < 0 or t >= C):
+            return i
+    return -1
 
 
 @inline
@@ -98,53 +112,50 @@ def _mean_share(g, y, w, ignore_index, share, err):
     return True
 
 
-@kernel
-def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err, i0, i1):
+@parallel_kernel(sized_by=1, shared_min=PARALLEL_ROWS_MIN)
+def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err):
     """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
     + (eps/C) (p_k sum_c w_c - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward
-    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; for the rows
-    ``i0 <= i < i1``.
+    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; each row alone (rows in
+    parallel for large ``x``).
 
     ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
-    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``; each
-    call computes it over all N rows, so calls over different rows need not wait for another)."""
-    C = x.shape[1]
-    err[0] = -1
+    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``).  A
+    target out of range: nothing is computed (``err[0]`` its row)."""
+    N, C = x.shape
+    err[0] = _first_bad_target(y, C, ignore_index)
+    if err[0] >= 0:
+        return
     mean = share.shape[0] != 0
     if mean and not _mean_share(g, y, w, ignore_index, share, err):
         return
     wsum = 0.0
     for c in range(C):
         wsum += w[c]
-    for i in range(i0, i1):
-        t = y[i]
-        ignored = t == ignore_index
-        if not ignored and (t < 0 or t >= C):
-            err[0] = i
-            return
-        if C == 0:  # (an ignored row of no classes)
-            continue
-        m = x[i, 0]
-        for c in range(1, C):
-            if x[i, c] > m or x[i, c] != x[i, c]:
-                m = x[i, c]
-        acc = 0.0
-        for c in range(C):
-            e = math.exp(x[i, c] - m)
-            out[i, c] = e
-            acc += e
-        inv = 1.0 / acc
-        if ignored:
+    for i in prange(N):
+        if C != 0:  # (else an ignored row of no classes)
+            t = y[i]
+            m = x[i, 0]
+            for c in range(1, C):
+                if x[i, c] > m or x[i, c] != x[i, c]:
+                    m = x[i, c]
+            acc = 0.0
             for c in range(C):
-                out[i, c] = 0.0 * (out[i, c] * inv)
-            continue
-        gi = share[0] if mean else g[i]
-        a = gi * (1.0 - eps) * w[t]
-        b = gi * eps / C
-        for c in range(C):
-            p = out[i, c] * inv
-            out[i, c] = a * p + b * (p * wsum - w[c])
-        out[i, t] -= a
+                e = math.exp(x[i, c] - m)
+                out[i, c] = e
+                acc += e
+            inv = 1.0 / acc
+            if t == ignore_index:
+                for c in range(C):
+                    out[i, c] = 0.0 * (out[i, c] * inv)
+            else:
+                gi = share[0] if mean else g[i]
+                a = gi * (1.0 - eps) * w[t]
+                b = gi * eps / C
+                for c in range(C):
+                    p = out[i, c] * inv
+                    out[i, c] = a * p + b * (p * wsum - w[c])
+                out[i, t] -= a
 
 
 @kernel

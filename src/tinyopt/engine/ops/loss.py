@@ -11,7 +11,6 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
-from tinyopt.kernels import workers
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -76,51 +75,37 @@ def _unflatten(loss: Tensor, input_shape: tuple[int, ...], reduction: str) -> Te
 
 
 def _check_targets(err: np.ndarray, y: np.ndarray) -> None:
-    """Raise PyTorch's error for the target a kernel found out of range (``err[0]``, its row;
-    or, for an (n, 1) ``err`` of n calls over consecutive rows, the first of them that found
-    one)."""
-    for e in err.reshape(-1):
-        if e >= 0:
-            raise IndexError(f"Target {int(y[e])} is out of bounds.")
+    """Raise PyTorch's error for the target a kernel found out of range (``err[0]``, its row)."""
+    if err[0] >= 0:
+        raise IndexError(f"Target {int(y[err[0]])} is out of bounds.")
 
 
-# Cross-entropy over many rows (a language model's 700 x 5000 logits: two exp per element) is cut
-# into ranges of rows for the worker threads (``kernels/workers.py``); each row is computed alone
-# and the 'mean' is summed in row order after all of them, so the cut changes no bit.
+# Cross-entropy over many rows runs its rows in parallel (``kernels/loss.py``: each row alone,
+# the 'mean' summed in row order, so threads change no bit).
 def _ce_forward(t, mean: bool):
     ignore, eps = t.attrs
-    N, C = t.srcs[0].shape
-    chunks = workers.chunks_for(N, N * C)
-    errs = np.empty((chunks, 1), np.int64)  # per run: the plan compiles each run's closures
+    N = t.srcs[0].shape[0]
+    err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
     no_total = np.empty(0, t.dtype)
     rows = np.empty(N, t.dtype) if mean else None
 
     def fwd(out, x, y, w):
         r, total = (rows, out.reshape(1)) if mean else (out, no_total)
-        if chunks == 1:
-            K.ce_rows(x, y, w, ignore, eps, r, total, errs[0], 0, N)
-        else:
-            workers.run_ranges(lambda k, lo, hi: K.ce_rows(x, y, w, ignore, eps, r, no_total,
-                                                           errs[k], lo, hi), N, chunks)
-            if mean and errs.max() < 0:  # the reduction alone, over the rows in order
-                K.ce_rows(x, y, w, ignore, eps, r, total, errs[0], N, N)
-        _check_targets(errs, y)
+        K.ce_rows(x, y, w, ignore, eps, r, total, err)
+        _check_targets(err, y)
     return fwd
 
 
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
-    N, C = t.shape
-    chunks = workers.chunks_for(N, N * C)
-    errs = np.empty((chunks, 1), np.int64)
-    shares = np.empty((chunks, 1 if mean else 0), t.dtype)  # each call's own share
+    err = np.empty(1, np.int64)
+    share = np.empty(1 if mean else 0, t.dtype)
 
     def fwd(out, g, x, y, w):
         if mean:
             g = g.reshape(1)
-        workers.run_ranges(lambda k, lo, hi: K.ce_rows_grad(g, x, y, w, ignore, eps, shares[k],
-                                                             out, errs[k], lo, hi), N, chunks)
-        _check_targets(errs, y)
+        K.ce_rows_grad(g, x, y, w, ignore, eps, share, out, err)
+        _check_targets(err, y)
     return fwd
 
 

@@ -1,0 +1,124 @@
+"""kernels/shared_threads.py: numpy's OpenBLAS runs its parallel jobs on GNU OpenMP's threads, with
+the same bits as on its own threads, from several Python threads at once, on pthreads where
+OpenMP cannot give a team, and after fork (a child goes back to OpenBLAS's own threads)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from tinyopt.kernels import shared_threads
+
+SHAPES = [(1024, 128, 384), (700, 200, 800), (64, 2000, 96), (20, 200, 800)]
+
+
+def _shared():
+    if not shared_threads.share():
+        pytest.skip("no OpenBLAS threads callback or no GNU OpenMP layer here")
+    return shared_threads._STATE["setter"]
+
+
+def _products(dtype):
+    rng = np.random.default_rng(1)
+    out = []
+    for M, K, N in SHAPES:
+        a = rng.standard_normal((M, K)).astype(dtype)
+        b = rng.standard_normal((K, N)).astype(dtype)
+        out += [(a @ b).tobytes(), (a.T.copy().T @ b).tobytes()]
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemms_on_openmp_threads_give_openblass_own_bits(dtype):
+    setter = _shared()
+    shared = _products(dtype)
+    setter(None)  # OpenBLAS's own threads for the reference
+    try:
+        own = _products(dtype)
+    finally:
+        setter(shared_threads._callback.address())
+    assert shared == own
+
+
+def test_gemms_from_two_python_threads_at_once_give_the_same_bits():
+    _shared()
+    want = _products(np.float32)
+    got = [None] * 3
+
+    def work(k):
+        for _ in range(3):
+            got[k] = _products(np.float32)
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == [want] * 3
+
+
+CHILD = """if True:
+    import os, sys, multiprocessing as mp
+    import numpy as np
+    import tinyopt as to
+    from tinyopt import nn
+    from tinyopt.kernels import shared_threads
+
+    def step(seed=0):
+        to.manual_seed(seed)
+        model = nn.Sequential(nn.Linear(300, 400), nn.ReLU(), nn.Linear(400, 500))
+        opt = to.optim.Adam(model.parameters())
+        x = np.random.default_rng(seed).standard_normal((700, 300)).astype(np.float32)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), np.arange(700) % 500)
+            loss.backward()
+            opt.step()
+        a = np.ones((700, 900), np.float32)
+        return loss.item().hex(), float((a @ a.T).sum())
+
+    print("shared", shared_threads.share(), step(), flush=True)
+    if sys.argv[1] == "fork":
+        pid = os.fork()
+        if pid == 0:
+            print("child", shared_threads._STATE["shared"], step(), flush=True)
+            os._exit(0)
+        print("exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+        with mp.get_context("fork").Pool(2) as pool:
+            print("pool", pool.map(step, [0, 0]), flush=True)
+        print("parent", step(), flush=True)
+"""
+
+
+def _run(*args, **env):
+    e = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), **env)
+    try:
+        r = subprocess.run([sys.executable, "-c", CHILD, *args], capture_output=True, text=True,
+                           timeout=300, env=e)
+    except subprocess.TimeoutExpired as x:
+        pytest.fail(f"hung: {x.stdout!r}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout.splitlines()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_fork_after_shared_gemms_trains_and_multiplies_and_never_hangs():
+    _shared()
+    out = _run("fork")
+    first = out[0].split(" ", 2)
+    assert first[:2] == ["shared", "True"]
+    assert out[1] == f"child False {first[2]}"
+    assert out[2:] == ["exit 0", f"pool [{first[2]}, {first[2]}]", f"parent {first[2]}"]
+
+
+def test_jobs_run_on_pthreads_where_openmp_gives_no_team_and_bits_do_not_change():
+    _shared()
+    ref = _run("-", TINYOPT_SHARE_BLAS_THREADS="0")
+    assert ref[0].startswith("shared False ")
+    for env in ({}, {"OMP_THREAD_LIMIT": "1"}, {"OMP_DYNAMIC": "true"}):
+        out = _run("-", **env)
+        assert out == ["shared True " + ref[0].split(" ", 2)[2]], env
