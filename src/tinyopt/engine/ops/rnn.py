@@ -147,6 +147,11 @@ def _scan_forward(t):
     fast = t.dtype == np.float32
     lstm_step, gru_step = K.lstm_step[fast], K.gru_step[fast]
     rnn_step = K.rnn_step[fast, L.mode == "rnn_relu"]
+    # W_hh^T copied contiguous once per call: the per-step GEMM then reads B untransposed, the
+    # same bits (OpenBLAS packs either into the same panels) ~15% faster (20 x 200 @ 200 x 800
+    # float32: 136 against 160 us); not for a batch of 1, where numpy takes gemv, whose
+    # transposed and plain forms sum in different orders
+    wT = np.empty(t.srcs[1].shape[::-1], t.dtype) if L.B > 1 else None
 
     def _recur(hs, pre, W, xw, w_hhT, w_hr, bias, lengths):
         if L.mode == "lstm":
@@ -185,7 +190,10 @@ def _scan_forward(t):
         if L.lstm:
             W["cs"][L.first_slot] = 0 if c0 is None else c0
         with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
-            _recur(hs, pre, W, xw, w_hh.T, opt.get("w_hr"), bias, lengths)
+            if wT is not None:
+                np.copyto(wT, w_hh.T)
+            _recur(hs, pre, W, xw, w_hh.T if wT is None else wT, opt.get("w_hr"), bias,
+                   lengths)
     return fwd
 
 
