@@ -447,6 +447,40 @@ def test_cross_entropy_rows_in_parallel_give_the_same_bits(monkeypatch, dtype, r
     assert run(True) == run(False)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatch, dtype,
+                                                                       reduction):
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import loss as K
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((29, 40)).astype(dtype) * 5
+    x[3, 9] = np.inf
+    x[5, 1] = np.nan
+    y = rng.integers(0, 40, 29)
+    y[[2, 20]] = -100
+    w = rng.random(40).astype(dtype) + 0.5
+
+    def run(least):
+        monkeypatch.setattr(K, "PARALLEL_ROWS_MIN", least)
+        cache_clear()
+        out, ops = [], set()
+        for kw in ({}, {"weight": w, "label_smoothing": 0.3}):
+            p = to.Parameter(x.copy())
+            loss = O.cross_entropy(p, y, reduction=reduction, **kw)
+            stack = [loss]
+            while stack:
+                n = stack.pop()
+                ops.add(n.op)
+                stack += n.srcs
+            (loss if reduction != "none" else loss.sum()).backward()
+            out += [loss.numpy().tobytes(), p._grad.tobytes()]
+        return out, "ce_exp" in ops
+
+    (whole, used), (plain, unused) = run(1), run(1 << 62)
+    assert used and not unused and whole == plain
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_cross_entropy_reports_the_first_bad_target(monkeypatch, parallel):
     _force_parallel(monkeypatch, parallel)

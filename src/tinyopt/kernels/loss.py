@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange
+from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange, specialized
 
 
 # Rows of a large cross-entropy (a language model's 700 x 5000 logits: libm's exp twice per
@@ -29,40 +29,65 @@ PARALLEL_ROWS_MIN = 1 << 20
 # compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
 # CPU of a first training step.
 @parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
-def ce_rows(x, y, w, ignore_index, eps, out, total, err):
-    """out[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]),
-    p_i = softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i), each row
-    alone (rows in parallel for large ``x``).
-
-    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows
-    not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction.  A target
-    out of range: nothing is computed (``err[0]`` its row)."""
+def ce_exp(x, e):
+    """e[i, c] = exp(x[i, c] - max_c x[i, c]) in x's dtype: the shifted exponentials that a large
+    cross-entropy's loss and gradient both read (``ce_rows[True]``, ``ce_rows_grad[True]``),
+    computed once instead of once each way (libm's exp is most of their time)."""
     N, C = x.shape
-    err[0] = _first_bad_target(y, C, ignore_index)
-    if err[0] >= 0:
-        return
     for i in prange(N):
-        t = y[i]
-        if t == ignore_index:
-            out[i] = 0.0
-        else:
+        if C != 0:
             m = x[i, 0]
             for c in range(1, C):
                 if x[i, c] > m or x[i, c] != x[i, c]:
                     m = x[i, c]
-            acc = 0.0
             for c in range(C):
-                acc += math.exp(x[i, c] - m)
-            lse = m + math.log(acc)
-            loss = (1.0 - eps) * w[t] * (lse - x[i, t])
-            if eps != 0.0:
-                smooth = 0.0
-                for c in range(C):
-                    smooth += w[c] * (lse - x[i, c])
-                loss += eps / C * smooth
-            out[i] = loss
-    if total.shape[0] != 0:
-        total[0] = _mean(out, _weight_sum(y, w, ignore_index, err))
+                e[i, c] = math.exp(x[i, c] - m)
+
+
+@specialized
+def ce_rows(from_exp: bool):
+    """``ce_rows[from_exp](x, y, w, ignore_index, eps, out, total, err, e)``: out[i] =
+    (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]), p_i = softmax(x_i) (the
+    label-smoothed, class-weighted cross-entropy of row i), each row alone (rows in parallel for
+    large ``x``); ``from_exp``: the shifted exponentials are read from ``e`` (:func:`ce_exp`,
+    the same values), else computed (``e`` unused).
+
+    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows
+    not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction.  A target
+    out of range: nothing is computed (``err[0]`` its row)."""
+    @parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
+    def ce_rows_kernel(x, y, w, ignore_index, eps, out, total, err, e):
+        N, C = x.shape
+        err[0] = _first_bad_target(y, C, ignore_index)
+        if err[0] >= 0:
+            return
+        for i in prange(N):
+            t = y[i]
+            if t == ignore_index:
+                out[i] = 0.0
+            else:
+                m = x[i, 0]
+                for c in range(1, C):
+                    if x[i, c] > m or x[i, c] != x[i, c]:
+                        m = x[i, c]
+                acc = 0.0
+                if from_exp:
+                    for c in range(C):
+                        acc += e[i, c]
+                else:
+                    for c in range(C):
+                        acc += math.exp(x[i, c] - m)
+                lse = m + math.log(acc)
+                loss = (1.0 - eps) * w[t] * (lse - x[i, t])
+                if eps != 0.0:
+                    smooth = 0.0
+                    for c in range(C):
+                        smooth += w[c] * (lse - x[i, c])
+                    loss += eps / C * smooth
+                out[i] = loss
+        if total.shape[0] != 0:
+            total[0] = _mean(out, _weight_sum(y, w, ignore_index, err))
+    return ce_rows_kernel
 
 
 @inline
@@ -112,50 +137,60 @@ def _mean_share(g, y, w, ignore_index, share, err):
     return True
 
 
-@parallel_kernel(sized_by=1, shared_min=PARALLEL_ROWS_MIN)
-def ce_rows_grad(g, x, y, w, ignore_index, eps, share, out, err):
-    """d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i])
-    + (eps/C) (p_k sum_c w_c - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward
-    (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; each row alone (rows in
-    parallel for large ``x``).
+@specialized
+def ce_rows_grad(from_exp: bool):
+    """``ce_rows_grad[from_exp](g, x, y, w, ignore_index, eps, share, out, err, e)``: d/dx of
+    ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i]) + (eps/C) (p_k sum_c w_c
+    - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward (0 - p_k 0): NaN where
+    p_k is (a NaN or +inf in the row), else 0; each row alone (rows in parallel for large
+    ``x``); ``from_exp`` as in :func:`ce_rows` (then ``x`` is not read).
 
     ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
     the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``).  A
     target out of range: nothing is computed (``err[0]`` its row)."""
-    N, C = x.shape
-    err[0] = _first_bad_target(y, C, ignore_index)
-    if err[0] >= 0:
-        return
-    mean = share.shape[0] != 0
-    if mean and not _mean_share(g, y, w, ignore_index, share, err):
-        return
-    wsum = 0.0
-    for c in range(C):
-        wsum += w[c]
-    for i in prange(N):
-        if C != 0:  # (else an ignored row of no classes)
-            t = y[i]
-            m = x[i, 0]
-            for c in range(1, C):
-                if x[i, c] > m or x[i, c] != x[i, c]:
-                    m = x[i, c]
-            acc = 0.0
-            for c in range(C):
-                e = math.exp(x[i, c] - m)
-                out[i, c] = e
-                acc += e
-            inv = 1.0 / acc
-            if t == ignore_index:
-                for c in range(C):
-                    out[i, c] = 0.0 * (out[i, c] * inv)
-            else:
-                gi = share[0] if mean else g[i]
-                a = gi * (1.0 - eps) * w[t]
-                b = gi * eps / C
-                for c in range(C):
-                    p = out[i, c] * inv
-                    out[i, c] = a * p + b * (p * wsum - w[c])
-                out[i, t] -= a
+    @parallel_kernel(sized_by=7, shared_min=PARALLEL_ROWS_MIN)
+    def ce_rows_grad_kernel(g, x, y, w, ignore_index, eps, share, out, err, e):
+        N, C = out.shape
+        err[0] = _first_bad_target(y, C, ignore_index)
+        if err[0] >= 0:
+            return
+        mean = share.shape[0] != 0
+        if mean and not _mean_share(g, y, w, ignore_index, share, err):
+            return
+        wsum = 0.0
+        for c in range(C):
+            wsum += w[c]
+        for i in prange(N):
+            if C != 0:  # (else an ignored row of no classes)
+                t = y[i]
+                acc = 0.0
+                if from_exp:
+                    for c in range(C):
+                        ex = e[i, c]
+                        out[i, c] = ex
+                        acc += ex
+                else:
+                    m = x[i, 0]
+                    for c in range(1, C):
+                        if x[i, c] > m or x[i, c] != x[i, c]:
+                            m = x[i, c]
+                    for c in range(C):
+                        ex = math.exp(x[i, c] - m)
+                        out[i, c] = ex
+                        acc += ex
+                inv = 1.0 / acc
+                if t == ignore_index:
+                    for c in range(C):
+                        out[i, c] = 0.0 * (out[i, c] * inv)
+                else:
+                    gi = share[0] if mean else g[i]
+                    a = gi * (1.0 - eps) * w[t]
+                    b = gi * eps / C
+                    for c in range(C):
+                        p = out[i, c] * inv
+                        out[i, c] = a * p + b * (p * wsum - w[c])
+                    out[i, t] -= a
+    return ce_rows_grad_kernel
 
 
 @kernel

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyopt.engine import autocast
+from tinyopt.engine import autocast, grad_mode
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
@@ -81,32 +81,51 @@ def _check_targets(err: np.ndarray, y: np.ndarray) -> None:
 
 
 # Cross-entropy over many rows runs its rows in parallel (``kernels/loss.py``: each row alone,
-# the 'mean' summed in row order, so threads change no bit).
+# the 'mean' summed in row order, so threads change no bit).  When it will be differentiated and
+# is large, a node of its own computes the shifted exponentials once for both ways
+# (``_with_exp``): a source ``e`` after x, y, w.
 def _ce_forward(t, mean: bool):
     ignore, eps = t.attrs
     N = t.srcs[0].shape[0]
+    kernel = K.ce_rows[len(t.srcs) == 4]
     err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
     no_total = np.empty(0, t.dtype)
+    no_exp = np.empty((0, 0), t.dtype)
     rows = np.empty(N, t.dtype) if mean else None
 
-    def fwd(out, x, y, w):
+    def fwd(out, x, y, w, e=no_exp):
         r, total = (rows, out.reshape(1)) if mean else (out, no_total)
-        K.ce_rows(x, y, w, ignore, eps, r, total, err)
+        kernel(x, y, w, ignore, eps, r, total, err, e)
         _check_targets(err, y)
     return fwd
 
 
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
+    kernel = K.ce_rows_grad[len(t.srcs) == 5]
     err = np.empty(1, np.int64)
     share = np.empty(1 if mean else 0, t.dtype)
+    no_exp = np.empty((0, 0), t.dtype)
 
-    def fwd(out, g, x, y, w):
+    def fwd(out, g, x, y, w, e=no_exp):
         if mean:
             g = g.reshape(1)
-        K.ce_rows_grad(g, x, y, w, ignore, eps, share, out, err)
+        kernel(g, x, y, w, ignore, eps, share, out, err, e)
         _check_targets(err, y)
     return fwd
+
+
+def _ce_exp_forward(t):
+    return lambda out, x: K.ce_exp(x, out)
+
+
+def _with_exp(x: Tensor, srcs: tuple) -> tuple:
+    """``srcs`` (x, y, w), and the node of x's shifted exponentials after them when the loss
+    will be differentiated and x holds at least ``PARALLEL_ROWS_MIN`` elements."""
+    if x.requires_grad and grad_mode._state.enabled and \
+            x.shape[0] * x.shape[1] >= K.PARALLEL_ROWS_MIN:
+        return srcs + (node("ce_exp", (x,), x.shape, x.dtype),)
+    return srcs
 
 
 def _rows_forward(kernel):
@@ -123,8 +142,9 @@ def _rows_forward(kernel):
 
 
 def _ce_backward(t, g):
-    x, y, w = t.srcs
-    return node("ce_rows_grad", (g, x, y, w), x.shape, x.dtype, t.attrs), None, None
+    x = t.srcs[0]
+    return (node("ce_rows_grad", (g,) + t.srcs, x.shape, x.dtype, t.attrs),) \
+        + (None,) * (len(t.srcs) - 1)
 
 
 def _nll_backward(t, g):
@@ -147,6 +167,7 @@ def _rows_grad_forward(kernel):
 
 defop("ce_rows", forward=lambda t: _ce_forward(t, False), backward=_ce_backward)
 defop("ce_rows_grad", forward=lambda t: _ce_grad_forward(t, False))
+defop("ce_exp", forward=_ce_exp_forward)
 defop("nll_rows", forward=_rows_forward(K.nll_rows), backward=_nll_backward)
 defop("nll_rows_grad", forward=_rows_grad_forward(K.nll_rows_grad))
 
@@ -182,7 +203,8 @@ def _mean_grad_forward(kernel):
 
 
 defop("ce_mean", forward=lambda t: _ce_forward(t, True), backward=lambda t, g: (
-    node("ce_mean_grad", (g,) + t.srcs, t.srcs[0].shape, g.dtype, t.attrs), None, None))
+    node("ce_mean_grad", (g,) + t.srcs, t.srcs[0].shape, g.dtype, t.attrs),)
+    + (None,) * (len(t.srcs) - 1))
 defop("ce_mean_grad", forward=lambda t: _ce_grad_forward(t, True))
 defop("nll_mean", forward=_mean_forward(K.nll_rows), backward=lambda t, g: (
     node("nll_mean_grad", (g,) + t.srcs[1:], t.srcs[0].shape, g.dtype, t.attrs), None, None))
@@ -201,9 +223,10 @@ def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, red
     x2, y, C = _targets(op, x, target, ignore_index)
     w = _weight(op, weight, C, x.dtype)
     attrs = (int(ignore_index),) + extra
+    srcs = _with_exp(x2, (x2, y, w)) if kind == "ce_rows" else (x2, y, w)
     if reduction == "mean":
-        return node(kind.replace("_rows", "_mean"), (x2, y, w), (), x.dtype, attrs)
-    rows = node(kind, (x2, y, w), (x2.shape[0],), x.dtype, attrs)
+        return node(kind.replace("_rows", "_mean"), srcs, (), x.dtype, attrs)
+    rows = node(kind, srcs, (x2.shape[0],), x.dtype, attrs)
     return _unflatten(_reduce(rows, reduction), x.shape, reduction)
 
 
