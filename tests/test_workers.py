@@ -153,22 +153,3 @@ def test_cnns_trained_on_two_threads_at_once_match_training_alone(pool):
         assert got is not None and len(got) == len(want)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
-
-
-def test_run_ranges_cuts_the_items_into_consecutive_ranges_covering_each_once(pool):
-    pool(2)
-    seen = []
-    workers.run_ranges(lambda k, lo, hi: seen.append((k, lo, hi)), 10, 4)
-    assert sorted(seen) == [(0, 0, 2), (1, 2, 5), (2, 5, 7), (3, 7, 10)]
-    seen.clear()
-    workers.run_ranges(lambda k, lo, hi: seen.append((k, lo, hi)), 7, 1)
-    assert seen == [(0, 0, 7)]
-
-
-def test_chunks_for_cuts_only_large_work_and_only_with_threads(pool):
-    pool(1)
-    assert workers.chunks_for(1000, 1 << 30) == 1
-    pool(2)
-    assert workers.chunks_for(1000, workers.MIN_SPLIT_WORK - 1) == 1
-    assert workers.chunks_for(1000, workers.MIN_SPLIT_WORK) == 8
-    assert workers.chunks_for(3, 1 << 30) == 3 and workers.chunks_for(1, 1 << 30) == 1

@@ -273,7 +273,8 @@ def parallel_kernel(fn=None, *, sized_by: int | None = None, shared_min: int | N
 
 
 class _CCallback:
-    """A C function compiled by numba (``cfunc``) on first use of ``address``, cached on disk."""
+    """A C function compiled by numba (``cfunc``) when made, cached on disk like the kernels
+    (and loaded from there without numba's context refresh)."""
 
     def __init__(self, fn, signature: str):
         from numba.core import sigutils

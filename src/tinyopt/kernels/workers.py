@@ -9,7 +9,9 @@ Why not numba's ``prange`` (``kernels/jit.py``): numba's OpenMP threads spin for
 parallel region, and on a small machine they then fight the next BLAS call's threads for the cores
 (measured on 2 cores: a training step of the MLP took 8.5 ms that way against 0.75 ms without);
 and OpenMP's static schedule waits for its slowest thread, so one core busy with another process
-stalls every region.  Here workers sleep on a condition variable between calls, and each thread
+stalls every region.  (Where numpy's BLAS runs on numba's OpenMP threads, ``kernels/shared_threads.py``,
+the first reason is gone, and kernels cut rows with ``prange`` instead: a hand-off to these Python
+workers took ~190 us right after a GEMM, whose threads spin on the other core.)  Here workers sleep on a condition variable between calls, and each thread
 takes the next chunk from a shared counter, so a busy core simply does fewer chunks.  What a chunk
 computes is fixed by the work's size, never by the number of threads (``fn(k)`` writes only its own
 part of the output, or its own partial sum that the caller adds in order), so results do not
@@ -138,35 +140,3 @@ def _get_pool() -> _Pool:
 def run_chunks(fn: Callable[[int], None], n: int) -> None:
     """Call ``fn(k)`` for every ``k < n``, on the calling thread and the workers (see above)."""
     _get_pool().run(fn, n)
-
-
-# Below this much work (elements a kernel reads or writes, roughly) a hand-off to the workers
-# costs more than the second thread saves.  Measured on 2 cores: a hand-off takes ~60 us when
-# the workers sleep and ~190 us right after a multi-threaded OpenBLAS call, whose threads then
-# spin on the other core for a long while (a worker shares that core with the spinner).  The
-# cross-entropy of 700 x 5000 rows (~20 ms a call) right after a GEMM: 2 ranges took longer than
-# one call, 8 ranges (the caller takes most) ~0.6-0.8x.  Cut into ranges of rows or batches, the
-# tiny GPT's layer norm (1024 x 128) and causal attention (16 batches x 4 heads, 64 steps; also
-# 128 and 256 steps, forward and backward) were slower than whole (machine shared), so only the
-# cross-entropy is cut today.
-MIN_SPLIT_WORK = 1 << 20
-
-
-def chunks_for(n: int, work: int, min_work: int = MIN_SPLIT_WORK) -> int:
-    """Into how many ranges to cut ``n`` independent items (rows, samples) holding ``work`` in
-    all: 1 when ``work < min_work`` or there is one thread, else up to four per thread (a core
-    that is slow to start or shared then simply takes fewer).  Only for work whose result does
-    not depend on the cut."""
-    threads = _get_pool().size
-    if threads == 1 or work < min_work or n < 2:
-        return 1
-    return min(n, 4 * threads)
-
-
-def run_ranges(fn: Callable[[int, int, int], None], n: int, chunks: int) -> None:
-    """``fn(k, lo, hi)`` for the ``chunks`` consecutive ranges ``[lo, hi)`` that cut
-    ``range(n)`` (the k-th is ``[k n // chunks, (k + 1) n // chunks)``), on the threads."""
-    if chunks <= 1:
-        fn(0, 0, n)
-    else:
-        run_chunks(lambda k: fn(k, k * n // chunks, (k + 1) * n // chunks), chunks)
