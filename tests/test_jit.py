@@ -219,8 +219,10 @@ CACHED_STEP = """if True:
     for info in pkgutil.iter_modules(K.__path__):
         module = importlib.import_module("tinyopt.kernels." + info.name)
         for name, obj in vars(module).items():
-            builds = [obj] if isinstance(obj, numba.core.registry.CPUDispatcher) else [
-                v for v in getattr(obj, "__dict__", {}).values()
+            made = list(getattr(obj, "made", {}).values())  # kernels a @specialized made
+            builds = [o for o in [obj] + made
+                      if isinstance(o, numba.core.registry.CPUDispatcher)] + [
+                v for o in [obj] + made for v in getattr(o, "__dict__", {}).values()
                 if isinstance(v, numba.core.registry.CPUDispatcher)]
             for d in builds:
                 used += bool(d.signatures)

@@ -308,10 +308,14 @@ def c_callback(fn, signature: str) -> _CCallback:
 class _Specialized:
     def __init__(self, factory):
         self._make = functools.cache(factory)
+        self.made: dict[tuple, object] = {}  # the kernels made so far, by options (for tests)
         functools.update_wrapper(self, factory)
 
     def __getitem__(self, options):
-        return self._make(*(options if isinstance(options, tuple) else (options,)))
+        key = options if isinstance(options, tuple) else (options,)
+        made = self._make(*key)
+        self.made.setdefault(key, made)
+        return made
 
 
 def specialized(factory):
