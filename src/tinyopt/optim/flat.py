@@ -39,7 +39,8 @@ STAGGER = 640
 """Bytes between the start offsets (mod 4 KiB) of consecutive buffers of one FlatBuffer."""
 
 SCALAR_SLOTS = 4
-"""Columns of ``FlatBuffer.scalars`` (and of the kernels' per-parameter coefficients)."""
+"""Columns of ``FlatBuffer.scalars`` (the kernels' per-parameter scratch ``coef`` has twice as many:
+the coefficients, and the next scalar state before it is stored)."""
 
 _PAGE = 4096
 _INF = float("inf")
@@ -122,7 +123,7 @@ class FlatBuffer:
         self.flags = np.zeros(len(params), dtype=np.uint8)
         self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
         self.steps = self.scalars[:, 0]
-        self.coef = np.zeros((len(params), SCALAR_SLOTS), dtype=self.dtype)
+        self.coef = np.zeros((len(params), 2 * SCALAR_SLOTS), dtype=self.dtype)
         self.empty = np.zeros(0, dtype=self.dtype)
         self.sizes = sizes
         self.vectors: dict[str, np.ndarray] = {}
