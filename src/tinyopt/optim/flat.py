@@ -189,8 +189,10 @@ class FlatBuffer:
         entry = self._host.get(key)
         if entry is None:
             rec = np.zeros(1, dtype=[(k, np.float64 if k in wide else self.dtype) for k in key])
-            entry = self._host[key] = rec, [i for i, k in enumerate(key) if k not in wide]
-        rec, narrow = entry
+            entry = self._host[key] = [rec, [i for i, k in enumerate(key) if k not in wide], None]
+        rec, narrow, last = entry
+        if values is last:  # filled from this very dict last time (a step's host dicts are not
+            return rec      # changed after they are made; kernels only read the record)
         vals: tuple[Any, ...] = tuple(values.values())
         top = self._max
         for i in narrow:
@@ -199,6 +201,7 @@ class FlatBuffer:
                 raise RuntimeError(f"value cannot be converted to type {self._ctype} without "
                                    "overflow")
         rec[0] = vals
+        entry[2] = values
         return rec
 
     def round(self, x: float) -> np.floating:
