@@ -82,42 +82,8 @@ def _lanes_sum(acc):
     return acc[0]
 
 
-def _walker(update, sums: int, name: str):
-    """``kernel(v0, v1, v2, v3, v4, a, part)``: for every element ``i`` of the ``n = len(v1)``,
-    ``update(i, v0, v1, v2, v3, v4, a)`` (on views of a block: ``i`` counts from the block's
-    start); with ``sums >= 1``, chunk ``c``'s sum of ``v0 v1`` (after the update) goes to
-    ``part[c]``, and with ``sums == 2`` its sum of ``v1 v1`` to ``part[chunks + c]``.  Slots an
-    update does not use may be any array of the dtype (they are never read)."""
-
-    def kernel(v0, v1, v2, v3, v4, a, part):
-        n = v1.shape[0]
-        chunks = (n + CHUNK - 1) // CHUNK
-        for c in prange(chunks):
-            acc = np.zeros(LANES)
-            acc2 = np.zeros(LANES)
-            end = min(n, c * CHUNK + CHUNK)
-            for b in range(c * CHUNK, end, _BLOCK):
-                e = min(end, b + _BLOCK)
-                b0, b1, b2, b3, b4 = v0[b:e], v1[b:e], v2[b:e], v3[b:e], v4[b:e]
-                for i in range(e - b):
-                    update(i, b0, b1, b2, b3, b4, a)
-                if sums >= 1:
-                    _fold(b0, b1, acc)
-                if sums == 2:
-                    _fold(b1, b1, acc2)
-            if sums >= 1:
-                part[c] = _lanes_sum(acc)
-            if sums == 2:
-                part[chunks + c] = _lanes_sum(acc2)
-
-    # numba's disk cache names machine code after the qualified name: one per kernel
-    kernel.__name__ = kernel.__qualname__ = f"lbfgs_{name}"
-    return parallel_kernel(kernel)
-
-
-@inline
-def _nothing(i, v0, v1, v2, v3, v4, a):
-    pass
+DOT, AXPY, AXPY_DOT, SCALE_DOT, NEGATE_DOT, PAIR = range(6)
+"""The walker's operations (see :func:`_walker`)."""
 
 
 @inline
@@ -142,27 +108,59 @@ def _pair(i, v0, v1, v2, v3, v4, a):  # y <- g - g_prev, s <- d t, g_prev <- g
     v3[i] = v2[i]
 
 
-_dot = _walker(_nothing, 1, "dot")
-_axpy = _walker(_add_scaled, 0, "axpy")
-_axpy_dot = _walker(_add_scaled, 1, "axpy_dot")
-_scale_dot = _walker(_scale, 1, "scale_dot")
-_negate_dot = _walker(_negated, 1, "negate_dot")
-_curvature_pair = _walker(_pair, 2, "curvature_pair")
+@parallel_kernel
+def _walker(op, v0, v1, v2, v3, v4, a, part):
+    """Operation ``op`` over the ``n = len(v1)`` elements: per chunk, per block, the element
+    update (none for ``DOT``; ``_add_scaled`` for ``AXPY`` and ``AXPY_DOT``; ``_scale``,
+    ``_negated``, ``_pair``), then, except for ``AXPY``, the block's products ``v0 v1`` (after
+    the update) folded into chunk ``c``'s sum, ``part[c]``, and for ``PAIR`` also ``v1 v1``
+    into ``part[chunks + c]``.  Slots an operation does not use may be any array of the dtype
+    (never read).  One kernel for all (the branch is taken per block, outside the vectorized
+    loops): six of them took three times as long to compile cold."""
+    n = v1.shape[0]
+    chunks = (n + CHUNK - 1) // CHUNK
+    for c in prange(chunks):
+        acc = np.zeros(LANES)
+        acc2 = np.zeros(LANES)
+        end = min(n, c * CHUNK + CHUNK)
+        for b in range(c * CHUNK, end, _BLOCK):
+            e = min(end, b + _BLOCK)
+            b0, b1, b2, b3, b4 = v0[b:e], v1[b:e], v2[b:e], v3[b:e], v4[b:e]
+            if op == AXPY or op == AXPY_DOT:
+                for i in range(e - b):
+                    _add_scaled(i, b0, b1, b2, b3, b4, a)
+            elif op == SCALE_DOT:
+                for i in range(e - b):
+                    _scale(i, b0, b1, b2, b3, b4, a)
+            elif op == NEGATE_DOT:
+                for i in range(e - b):
+                    _negated(i, b0, b1, b2, b3, b4, a)
+            elif op == PAIR:
+                for i in range(e - b):
+                    _pair(i, b0, b1, b2, b3, b4, a)
+            if op != AXPY:
+                _fold(b0, b1, acc)
+            if op == PAIR:
+                _fold(b1, b1, acc2)
+        if op != AXPY:
+            part[c] = _lanes_sum(acc)
+        if op == PAIR:
+            part[chunks + c] = _lanes_sum(acc2)
 
 
 def _threads() -> int:
     return min(workers.num_threads(), numba.config.NUMBA_NUM_THREADS)
 
 
-def _chunked(fn, v0, v1, v2, v3, v4, a, sums: int = 1) -> list[float]:
-    """Run ``fn`` over ``v1``'s chunks (in parallel from ``PARALLEL_CHUNKS`` chunks on, with
+def _chunked(op, v0, v1, v2, v3, v4, a, sums: int = 1) -> list[float]:
+    """Run ``op`` over ``v1``'s chunks (in parallel from ``PARALLEL_CHUNKS`` chunks on, with
     several threads) and return each of its ``sums`` sums, the parts added in chunk order."""
     chunks = -(-v1.shape[0] // CHUNK)
     part = np.zeros(sums * chunks)
     if chunks < PARALLEL_CHUNKS or _threads() == 1:
-        fn.serial(v0, v1, v2, v3, v4, a, part)
+        _walker.serial(op, v0, v1, v2, v3, v4, a, part)
     else:
-        fn.parallel(v0, v1, v2, v3, v4, a, part)
+        _walker.parallel(op, v0, v1, v2, v3, v4, a, part)
     totals = []
     for k in range(sums):
         total = 0.0
@@ -174,34 +172,34 @@ def _chunked(fn, v0, v1, v2, v3, v4, a, sums: int = 1) -> list[float]:
 
 def dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum_i x_i y_i`` in the order of the module docstring (float64)."""
-    return _chunked(_dot, x, y, y, y, y, y.dtype.type(0))[0]
+    return _chunked(DOT, x, y, y, y, y, y.dtype.type(0))[0]
 
 
 def axpy(y: np.ndarray, a, x: np.ndarray) -> None:
     """``y <- y + a x`` (as numpy's ``y += a * x``: two roundings per element)."""
-    _chunked(_axpy, y, y, x, y, y, a, sums=0)
+    _chunked(AXPY, y, y, x, y, y, a, sums=0)
 
 
 def axpy_dot(y: np.ndarray, a, x: np.ndarray, z: np.ndarray) -> float:
     """``y <- y + a x``, then ``z . y`` (the new ``y``)."""
-    return _chunked(_axpy_dot, z, y, x, y, y, a)[0]
+    return _chunked(AXPY_DOT, z, y, x, y, y, a)[0]
 
 
 def scale_dot(y: np.ndarray, a, z: np.ndarray) -> float:
     """``y <- a y``, then ``z . y``."""
-    return _chunked(_scale_dot, z, y, y, y, y, a)[0]
+    return _chunked(SCALE_DOT, z, y, y, y, y, a)[0]
 
 
 def negate_dot(g: np.ndarray, q: np.ndarray, z: np.ndarray) -> float:
     """``q <- -g``, then ``z . q``."""
-    return _chunked(_negate_dot, z, q, g, q, q, q.dtype.type(0))[0]
+    return _chunked(NEGATE_DOT, z, q, g, q, q, q.dtype.type(0))[0]
 
 
 def curvature_pair(g: np.ndarray, g_prev: np.ndarray, d: np.ndarray, t, y: np.ndarray,
                    s: np.ndarray) -> tuple[float, float]:
     """L-BFGS's new pair: ``y <- g - g_prev``, ``s <- t d``, ``g_prev <- g``; returns
     ``(y . s, y . y)`` (``s y`` is ``y s`` exactly: a product rounds the same both ways)."""
-    ys, yy = _chunked(_curvature_pair, s, y, g, g_prev, d, t, sums=2)
+    ys, yy = _chunked(PAIR, s, y, g, g_prev, d, t, sums=2)
     return ys, yy
 
 
