@@ -16,7 +16,7 @@ its first lanes); the lanes are then halved pairwise (``k += k + 16``, ``8``, ``
 the chunks' sums are added in order, from 0.  The kernels return that float64 sum (the caller
 rounds it to the vectors' dtype, as a BLAS dot of that dtype returns).  Why not BLAS's dot:
 its order changes with its kernels and threads, and with it ``y += a x`` costs a second pass
-over ``y`` and a temporary (numpy) -- L-BFGS over 1e6 float32 spent 22 of 26 ms a step there.
+over ``y`` and a temporary (numpy) — L-BFGS over 1e6 float32 spent 22 of 26 ms a step there.
 
 Every kernel is one walker (:func:`_walker`) around its element update: per chunk, per block of
 ``_BLOCK`` elements, the update, then the block folded into the chunk's sums.  The chunks run in
@@ -32,7 +32,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from tinyopt.kernels import workers
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
 
 LANES = 32
@@ -149,7 +148,9 @@ def _walker(op, v0, v1, v2, v3, v4, a, part):
 
 
 def _threads() -> int:
-    return min(workers.num_threads(), numba.config.NUMBA_NUM_THREADS)
+    """numba's threads (``NUMBA_NUM_THREADS``), as for every parallel kernel: with one, the
+    serial build (a parallel region on one thread costs ~25 us more)."""
+    return numba.config.NUMBA_NUM_THREADS
 
 
 def _chunked(op, v0, v1, v2, v3, v4, a, sums: int = 1) -> list[float]:
