@@ -311,3 +311,49 @@ def test_threads_running_one_structure_at_different_sizes_match_running_alone():
         t.join()
     for got, want in zip(results, alone):
         _assert_same(got, want)
+
+
+def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_paths_bits():
+    """A plan binds an elementwise kernel over its arena's arrays once (the flat loop, no
+    per-call checks); where an operand is a leaf (bound per run) or strided it keeps the
+    general call.  Both give the bits of the kernel called as a ufunc."""
+    import functools
+
+    from tinyopt.engine.plan import _Run
+    from tinyopt.kernels import elementwise as K
+
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    a[0, :3] = [np.nan, -0.0, np.inf]
+    w = to.nn.Parameter(rng.standard_normal((5, 7)).astype(np.float32))
+    x = to.tensor(a)
+    h = to.relu(x * w)              # relu over an arena array: bound
+    s = to.sigmoid(x.t())           # over a view of a leaf: the general call
+    loss = (to.tanh(h) * s.t()).sum()
+    loss.backward()
+    built = []
+    orig = _Run._build
+    _Run._build = lambda self, plan: built.append(orig(self, plan)) or built[-1]
+    try:
+        to.engine.cache_clear()
+        w.grad = None
+        h = to.relu(x * w)
+        s = to.sigmoid(x.t())
+        loss = (to.tanh(h) * s.t()).sum()
+        loss.backward()
+    finally:
+        _Run._build = orig
+    plan, A, steps, _ = built[-1]
+    ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "extern", "view")]
+    bound = {op for op, st in zip(ops, steps) if isinstance(st, functools.partial)}
+    assert {"relu", "tanh", "relu_grad", "tanh_grad"} <= bound and "sigmoid" not in bound
+    xw = a * w.numpy()
+    hr = K.relu(xw, out=np.empty_like(xw))
+    th = K.tanh(hr, out=np.empty_like(hr))
+    sg = K.sigmoid(a.T, out=np.empty_like(a.T)).T
+    gh = K.tanh_grad(sg, th, out=np.empty_like(th))
+    gxw = K.relu_grad(gh, hr, out=np.empty_like(gh))
+    assert np.array_equal(h.numpy(), hr, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        want = gxw * a
+    assert np.asarray(w.grad).view(np.uint32).tolist() == want.view(np.uint32).tolist()

@@ -42,6 +42,10 @@ class OpDef:
     backward: Callable | None
     view: Callable | None
     inplace: bool
+    # the elementwise kernel (``kernels.jit.ufunc``) its forward calls as ``kernel(*srcs,
+    # out=out)`` for float operands and no attrs, so a plan can bind the call once
+    # (``kernel.bound``); None for other ops
+    elementwise: Callable | None = None
 
 
 class _OpTable(dict):
@@ -59,13 +63,14 @@ OPS: dict[str, OpDef] = _OpTable()
 
 
 def defop(name: str, *, forward: Callable | None = None, backward: Callable | None = None,
-          view: Callable | None = None, inplace: bool = False) -> OpDef:
+          view: Callable | None = None, inplace: bool = False,
+          elementwise: Callable | None = None) -> OpDef:
     """Register op ``name`` (see the module docstring)."""
     if (forward is None) == (view is None):
         raise ValueError(f"op {name}: give exactly one of forward and view")
     if name in OPS:
         raise ValueError(f"op {name} is already registered")
-    op = OpDef(name, forward, backward, view, inplace)
+    op = OpDef(name, forward, backward, view, inplace, elementwise)
     OPS[name] = op
     return op
 

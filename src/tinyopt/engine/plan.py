@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.fuse import fuse
 from tinyopt.engine.graph import backward_graph, held, held_candidates, signature, toposort
 from tinyopt.engine.op import OPS
@@ -335,6 +336,14 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
         def run_view_n():
             A[i] = fn(*[A[s] for s in srcs])
         return run_view_n
+    if op.elementwise is not None and not t.attrs and t.dtype in FLOATS and A[i] is not None:
+        # an elementwise kernel over arrays fixed for the table (the arena's, constants): its
+        # call made once, without the per-call checks and reshapes (the same loop, the same bits)
+        ins = [A[s] for s in srcs]
+        if all(a is not None for a in ins):
+            bound = op.elementwise.bound(A[i], *ins)
+            if bound is not None:
+                return bound
     fn = op.forward(t)
     if len(srcs) == 1:
         s0 = srcs[0]
@@ -358,7 +367,7 @@ def _held_bytes(fns) -> int:
     total = 0
     stack = list(fns)
     while stack:
-        for cell in stack.pop().__closure__ or ():
+        for cell in getattr(stack.pop(), "__closure__", None) or ():  # (a bound call has none)
             try:
                 v = cell.cell_contents
             except ValueError:  # an empty cell

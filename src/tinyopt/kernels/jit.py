@@ -408,6 +408,21 @@ class _LazyUfunc:
             self._ufunc = self._build(self._signatures)
         return self._ufunc(*args, out=out)
 
+    def bound(self, out: np.ndarray, *ins: np.ndarray):
+        """``self(*ins, out=out)`` for these very arrays as a call made once (a plan binds its
+        fixed arrays so): the flat loop over their flattened views, where ``__call__`` would take
+        it (every operand a C-contiguous array of out's shape and dtype); else None."""
+        if not (type(out) is np.ndarray and len(ins) <= 5 and out.dtype in self._flat_types
+                and out.flags.c_contiguous):
+            return None
+        for a in ins:
+            if (type(a) is not np.ndarray or a.dtype != out.dtype or a.shape != out.shape
+                    or not a.flags.c_contiguous):
+                return None
+        if self._loop is None:
+            self._loop = _flat_loop(self._fn, len(ins))
+        return functools.partial(self._loop, *[a.reshape(-1) for a in ins], out.reshape(-1))
+
     def _build(self, signatures: list[str]):
         try:
             built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)

@@ -10,7 +10,8 @@ three vector state buffers ``s0, s1, s2``, 1-d, C-contiguous, all of one float d
   written and their state (step count included) does not advance.
 - ``S[j, :4]`` (float32): its scalar state (``S[j, 0]`` is PyTorch's ``state["step"]``; NAdam's
   ``mu_product``, ASGD's ``eta`` and ``mu`` follow), float32 as PyTorch keeps them.
-- ``coef[j, :4]`` (buffer dtype): scratch for its coefficients of this step.
+- ``coef[j, :8]`` (buffer dtype): scratch for its coefficients of this step (``[:4]``) and
+  its next scalar state until it is stored (``[4:]``).
 
 An algorithm is two small functions (MLX's ``init``/``apply`` split, on ggml's "host computes the
 scalars, the kernel does the elements"):
@@ -89,17 +90,20 @@ def walker(scalars, update, name: str):
     """
 
     def prologue(flags, S, coef, h):
+        # one ``scalars`` per parameter: its next scalar state waits in coef[j, 4:] until no
+        # coefficient overflowed (stored there and then in S it rounds as stored in S at once:
+        # the buffer dtype is float32 or float64, S float32)
         nseg = flags.shape[0]
         for j in range(nseg):
             if flags[j] != 0:
-                cn = scalars(S[j], h)[1]
+                sn, cn = scalars(S[j], h)
                 coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
                 if _overflowed(coef[j], cn):
                     return j
+                coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
         for j in range(nseg):
             if flags[j] != 0:
-                sn = scalars(S[j], h)[0]
-                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = sn
+                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7]
         return -1
 
     # a call, not inlined: numba's parallel array analysis trips over the tuples it returns

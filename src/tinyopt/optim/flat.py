@@ -39,7 +39,8 @@ STAGGER = 640
 """Bytes between the start offsets (mod 4 KiB) of consecutive buffers of one FlatBuffer."""
 
 SCALAR_SLOTS = 4
-"""Columns of ``FlatBuffer.scalars`` (and of the kernels' per-parameter coefficients)."""
+"""Columns of ``FlatBuffer.scalars`` (the kernels' per-parameter scratch ``coef`` has twice as many:
+the coefficients, and the next scalar state before it is stored)."""
 
 _PAGE = 4096
 _INF = float("inf")
@@ -122,7 +123,7 @@ class FlatBuffer:
         self.flags = np.zeros(len(params), dtype=np.uint8)
         self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
         self.steps = self.scalars[:, 0]
-        self.coef = np.zeros((len(params), SCALAR_SLOTS), dtype=self.dtype)
+        self.coef = np.zeros((len(params), 2 * SCALAR_SLOTS), dtype=self.dtype)
         self.empty = np.zeros(0, dtype=self.dtype)
         self.sizes = sizes
         self.vectors: dict[str, np.ndarray] = {}
@@ -188,8 +189,10 @@ class FlatBuffer:
         entry = self._host.get(key)
         if entry is None:
             rec = np.zeros(1, dtype=[(k, np.float64 if k in wide else self.dtype) for k in key])
-            entry = self._host[key] = rec, [i for i, k in enumerate(key) if k not in wide]
-        rec, narrow = entry
+            entry = self._host[key] = [rec, [i for i, k in enumerate(key) if k not in wide], None]
+        rec, narrow, last = entry
+        if values is last:  # filled from this very dict last time (a step's host dicts are not
+            return rec      # changed after they are made; kernels only read the record)
         vals: tuple[Any, ...] = tuple(values.values())
         top = self._max
         for i in narrow:
@@ -198,6 +201,7 @@ class FlatBuffer:
                 raise RuntimeError(f"value cannot be converted to type {self._ctype} without "
                                    "overflow")
         rec[0] = vals
+        entry[2] = values
         return rec
 
     def round(self, x: float) -> np.floating:

@@ -136,8 +136,9 @@ def _hooked_step(step: Callable) -> Callable:
     def wrapper(self, *args, **kwargs):
         if getattr(self, "_in_step", False):  # super().step() from an overriding subclass
             return step(self, *args, **kwargs)
-        for hook in [*_global_optimizer_pre_hooks.values(),
-                     *self._optimizer_step_pre_hooks.values()]:
+        for hook in ([*_global_optimizer_pre_hooks.values(),
+                      *self._optimizer_step_pre_hooks.values()]
+                     if _global_optimizer_pre_hooks or self._optimizer_step_pre_hooks else ()):
             result = hook(self, args, kwargs)
             if result is not None:
                 if isinstance(result, tuple) and len(result) == 2:
@@ -151,8 +152,9 @@ def _hooked_step(step: Callable) -> Callable:
         finally:
             self._in_step = False
         self._opt_called = True
-        for hook in [*self._optimizer_step_post_hooks.values(),
-                     *_global_optimizer_post_hooks.values()]:
+        for hook in ([*self._optimizer_step_post_hooks.values(),
+                      *_global_optimizer_post_hooks.values()]
+                     if _global_optimizer_post_hooks or self._optimizer_step_post_hooks else ()):
             hook(self, args, kwargs)
         return out
 

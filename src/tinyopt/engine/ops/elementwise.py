@@ -420,7 +420,8 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
     (``exp``); ``int_ok``: integer inputs keep their dtype (``abs``, ``neg``)."""
     defop(name, forward=lambda t: (
         lambda out, x: (kernel if x.dtype in FLOATS or numpy_ufunc is None else numpy_ufunc)(
-            x, *t.attrs, out=out)), backward=backward, inplace=True)
+            x, *t.attrs, out=out)), backward=backward, inplace=True,
+          elementwise=kernel if hasattr(kernel, "bound") else None)
 
     def build(x, *attrs) -> Tensor:
         x = as_tensor(x)
@@ -511,7 +512,8 @@ for _name in ("abs_grad", "relu_grad", "sigmoid_grad", "tanh_grad", "silu_grad",
               "atan_grad", "log1p_grad", "expm1_grad", "log2_grad", "log10_grad", "erf_grad",
               "rsqrt_grad", "reciprocal_grad", "finite_grad"):
     defop(_name, forward=(lambda k: lambda t: (lambda out, g, x: k(g, x, *t.attrs, out=out)))(
-        getattr(K, _name)), inplace=True)
+        getattr(K, _name)), inplace=True,
+          elementwise=getattr(K, _name) if hasattr(getattr(K, _name), "bound") else None)
 
 
 def round(x, *, decimals: int = 0) -> Tensor:

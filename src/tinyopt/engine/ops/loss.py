@@ -118,8 +118,12 @@ def _ce_grad_forward(t, mean: bool):
     def fwd(out, g, x, y, w):
         if mean:
             g = g.reshape(1)
-        workers.run_ranges(lambda k, lo, hi: K.ce_rows_grad(g, x, y, w, ignore, eps, shares[k],
-                                                             out, errs[k], lo, hi), N, chunks)
+        if chunks == 1:  # (run_ranges' one call, without the lambda)
+            K.ce_rows_grad(g, x, y, w, ignore, eps, shares[0], out, errs[0], 0, N)
+        else:
+            workers.run_ranges(lambda k, lo, hi: K.ce_rows_grad(g, x, y, w, ignore, eps,
+                                                                 shares[k], out, errs[k], lo, hi),
+                               N, chunks)
         _check_targets(errs, y)
     return fwd
 

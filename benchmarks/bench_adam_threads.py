@@ -1,0 +1,63 @@
+"""Where the Adam walker's parallel build pays: one Adam step over N float32 parameters right
+after a GEMM on BLAS's threads (as in a training step, where OpenBLAS's threads are still
+spinning when the optimizer runs), with the walker's serial build and with its parallel one
+(numba ``prange``), interleaved, medians of the step's wall time.
+
+The walker takes its parallel build from ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements (2**22);
+issue 12's LSTM LM steps 2.65M parameters, the 784-500-10 MLP 397,510.  Run it with the default
+threads (2 here) and on a quiet machine: the figures decide that threshold.
+
+    python benchmarks/bench_adam_threads.py [--sizes 4e5,1e6,2.65e6,4e6] [--repeats 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="4e5,1e6,1.5e6,2.65e6,4e6")
+    ap.add_argument("--repeats", type=int, default=200)
+    ap.add_argument("--gap", type=float, default=0.002,
+                    help="seconds between steps (other work of a training step)")
+    args = ap.parse_args()
+    import tinyopt as to
+    from tinyopt.kernels import jit
+
+    rng = np.random.default_rng(0)
+    a = rng.random((700, 200), dtype=np.float32)  # the LSTM LM's 700 x 200 @ 200 x 800 GEMM
+    b = rng.random((200, 800), dtype=np.float32)
+    c = np.empty((700, 800), np.float32)
+    print(f"{'params':>9} {'serial':>10} {'parallel':>10} {'par/ser':>8}", flush=True)
+    for n in (int(float(s)) for s in args.sizes.split(",")):
+        p = to.nn.Parameter(np.zeros(n, np.float32))
+        p.grad = np.full(n, 1e-3, np.float32)
+        opt = to.optim.Adam([p], lr=1e-3)
+        times: dict[str, list[float]] = {"serial": [], "parallel": []}
+        saved = jit.PARALLEL_MIN_ELEMENTS
+        try:
+            for build in ("serial", "parallel"):  # compile and warm both
+                jit.PARALLEL_MIN_ELEMENTS = 0 if build == "parallel" else 1 << 62
+                for _ in range(5):
+                    opt.step()
+            for k in range(2 * args.repeats):
+                build = ("serial", "parallel")[k % 2]
+                jit.PARALLEL_MIN_ELEMENTS = 0 if build == "parallel" else 1 << 62
+                np.matmul(a, b, out=c)
+                t0 = time.perf_counter()
+                opt.step()
+                times[build].append(time.perf_counter() - t0)
+                time.sleep(args.gap)
+        finally:
+            jit.PARALLEL_MIN_ELEMENTS = saved
+        ser, par = (statistics.median(times[k]) for k in ("serial", "parallel"))
+        print(f"{n:>9} {ser * 1e3:>8.3f}ms {par * 1e3:>8.3f}ms {par / ser:>8.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
