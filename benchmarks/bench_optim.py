@@ -26,7 +26,7 @@ kernel over buffers whose start addresses share one offset mod 4 KiB, against ti
 staggered layout.
 
 Run: ``python benchmarks/bench_optim.py [--quick] [--block N] [--only Adam,NAdam] [--sizes 1e7]
-[--threads N] [--muon-lbfgs]``  (with OPENBLAS_CORETYPE and
+[--threads N] [--reps N] [--muon-lbfgs]``  (with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset where the environment sets them; they do not affect these kernels but do
 affect numpy's BLAS).  ``--block 5`` times blocks of back-to-back calls: the cache-resident regime.
 """
@@ -304,6 +304,9 @@ def main() -> None:
     ap.add_argument("--muon-lbfgs", action="store_true", help="time Muon and LBFGS only")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to pause before each timed sample (idle threads go to sleep)")
+    ap.add_argument("--reps", type=int,
+                    help="timed samples per contender (default: 7 for --muon-lbfgs, 3 with "
+                         "--quick; the tables' own counts otherwise)")
     ap.add_argument("--threads", type=int,
                     help="threads for both libraries (torch, numba, BLAS); default: each "
                          "library's own")
@@ -341,7 +344,7 @@ def _run_tables(pipes: dict, args) -> None:
     head = (f"{'optimizer':<10} {'tensors':>7} | {'bw GB/s':>7} | {'tinyopt ms':>10} {'GB/s':>6} "
             f"{'%bw':>5} | {'torch fastest ms':>16} {'x':>6} | {'torch default ms':>16} {'x':>6}")
     for n in ns:
-        reps = 7 if args.quick else (15 if n >= 10**7 else 41)
+        reps = args.reps or (7 if args.quick else (15 if n >= 10**7 else 41))
         print(f"\n== {n:.0e} parameters (bw: the 4-read/3-write probe in tinyopt's worker, "
               f"timed interleaved with each row)")
         print(head)
@@ -376,7 +379,8 @@ def _run_tables(pipes: dict, args) -> None:
 
 def _run_muon_lbfgs(pipes: dict, args, reps: int = 7) -> None:
     names = tuple(args.only.split(",")) if args.only else ("Muon", "LBFGS")
-    t = _timed(pipes, ("muon-lbfgs", names), reps if not args.quick else 3, 1, args.settle)
+    reps = args.reps or (reps if not args.quick else 3)
+    t = _timed(pipes, ("muon-lbfgs", names), reps, 1, args.settle)
     for name in names:
         ours = t[f"tinyopt {name}"]
         line = f"{name:<6} tinyopt {ours * 1e3:8.2f} ms"

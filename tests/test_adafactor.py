@@ -250,3 +250,45 @@ def test_16_bit_parameters_have_float32_masters_following_the_float32_run(low):
                                    tp.detach().float().numpy(), rtol=4 * ulp, atol=4 * ulp)
     topt.load_state_dict(__import__("tinyopt.optim.torch_compat", fromlist=["x"]).to_torch(
         opt.state_dict()))
+
+
+def test_rows_cut_into_items_match_the_reference_and_the_threads_do_not_change_a_bit(
+        monkeypatch):
+    """A factored parameter's rows are cut into items (the unit of parallel work and of the
+    summation order; small items here): matrices cut into row ranges, several whole matrices
+    per item, 1-d and 0-d parameters, None grads; against the reference, and the parallel
+    build gives the serial build's bits."""
+    from tinyopt.kernels import adafactor as kernels
+    from tinyopt.kernels import jit
+    monkeypatch.setattr(kernels, "ROWS_ELEMENTS", 16)
+    monkeypatch.setattr(kernels, "MIN_ROWS", 2)
+    shapes = [(40, 7), (5, 13, 4), (6, 2, 3), (3, 2, 5), (9,), ()]
+    rng = np.random.default_rng(11)
+    starts = [rng.standard_normal(s) for s in shapes]
+    grads = [[None if (i + k) % 4 == 3 else rng.standard_normal(s) for i, s in enumerate(shapes)]
+             for k in range(5)]
+    h = dict(lr=0.05, beta2_decay=-0.8, eps=(None, 1e-3), d=1.0, weight_decay=0.1,
+             maximize=False)
+    runs = []
+    for parallel_from in (jit.PARALLEL_MIN_ELEMENTS, 0):
+        monkeypatch.setattr(jit, "PARALLEL_MIN_ELEMENTS", parallel_from)
+        params = [Parameter(a.copy()) for a in starts]
+        opt = optim.Adafactor(params, **h)
+        _run(opt, params, grads, range(5))
+        runs.append((params, opt))
+    fb = runs[0][1]._flat[0][0]
+    assert len(fb.scratch["items"]) == 20 + 5 * 4 + 3 + 3 + 2
+    for i, start in enumerate(starts):
+        p, st = start.copy(), {}
+        for k in range(5):
+            if grads[k][i] is not None:
+                p = ref_adafactor(p, grads[k][i], st, h)
+        np.testing.assert_allclose(runs[0][0][i].data.numpy(), p, rtol=1e-14, atol=1e-14)
+        for key in st:
+            np.testing.assert_allclose(runs[0][1].state[runs[0][0][i]][key], st[key],
+                                       rtol=1e-14, atol=1e-17)
+        serial, parallel = runs[0][0][i], runs[1][0][i]
+        np.testing.assert_array_equal(serial.data.numpy(), parallel.data.numpy())
+        for key in st:
+            np.testing.assert_array_equal(runs[0][1].state[serial][key],
+                                          runs[1][1].state[parallel][key])

@@ -335,7 +335,7 @@ def test_16_bit_parameters_have_float32_masters(low):
 def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, monkeypatch):
     """Each fused kernel = numpy's separate steps (``y += a * x``: two roundings) followed by
     ``ref_dot``; sizes around the lane, group, block and chunk boundaries; the same bits with the
-    chunks run on one thread or spread over the workers."""
+    chunks run on one thread or in parallel."""
     from tinyopt.kernels import lbfgs as vec
     one = np.dtype(dtype).type
     rng = np.random.default_rng(1)
@@ -376,26 +376,30 @@ def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, m
         assert (one(ys), one(yy)) == (ref_dot(g - gp, d * a), ref_dot(g - gp, g - gp))
         def flat(v):
             return [w for u in v for w in flat(u)] if isinstance(v, tuple) else [np.asarray(v)]
-        for key in runs[0]:  # one thread or the workers: the same bits
+        for key in runs[0]:  # one thread or in parallel: the same bits
             for u, v in zip(flat(runs[0][key]), flat(runs[1][key]), strict=True):
                 np.testing.assert_array_equal(u, v)
 
 
-def test_abs_max_is_numpys_with_nan_inf_and_empty():
+def test_abs_max_is_numpys_with_nan_inf_and_empty(monkeypatch):
+    """Serial and with the chunks in parallel (a NaN or inf in any chunk)."""
     from tinyopt.kernels import lbfgs as vec
     rng = np.random.default_rng(2)
-    for dtype in (np.float32, np.float64):
-        for n in (0, 1, 40, 1000):
-            x = rng.standard_normal(n).astype(dtype)
-            assert vec.abs_max(x) == np.abs(x).max(initial=0)
-            if n:
-                for bad in (np.inf, -np.inf, np.nan):
-                    y = x.copy()
-                    y[n // 2] = bad
-                    want = np.abs(y).max(initial=0)
-                    got = vec.abs_max(y)
-                    assert (got == want) or (np.isnan(got) and np.isnan(want))
-        assert vec.abs_max(np.array([-0.0, -0.0], dtype)) == 0
+    for parallel_from in (1 << 30, 1):
+        monkeypatch.setattr(vec, "PARALLEL_CHUNKS", parallel_from)
+        for dtype in (np.float32, np.float64):
+            for n in (0, 1, 40, 1000, 2 * (1 << 16) + 3):
+                x = rng.standard_normal(n).astype(dtype)
+                assert vec.abs_max(x) == np.abs(x).max(initial=0)
+                for at in {0, n // 2, n - 1} if n else ():
+                    for bad in (np.inf, -np.inf, np.nan, -np.nan):
+                        y = x.copy()
+                        y[at] = bad
+                        want = np.abs(y).max(initial=0)
+                        got = vec.abs_max(y)
+                        assert (got == want) or (np.isnan(got) and np.isnan(want))
+                        assert got.dtype == dtype
+            assert vec.abs_max(np.array([-0.0, -0.0], dtype)) == 0
 
 
 @pytest.mark.parametrize("low", ["float16", "bfloat16"])

@@ -4,16 +4,22 @@ computes it: one call per group and dtype over the group's flat buffers.
 Arrays (1-d, C-contiguous; ``p``, ``g``, the moments and ``coef`` of one float dtype):
 
 - ``p``, ``g``: parameters and gradients end to end, parameter ``j`` at ``[seg[j], seg[j+1])``.
-- ``dims[j] = (B, n, m)`` (int64) for a parameter of 2 or more dimensions, shaped ``(..., n, m)``
-  with ``B`` the product of its leading dimensions; ``(0, 0, 0)`` for a 0-d or 1-d one.
+- ``dims[j] = (B, n, m, R, S)`` (int64) for a parameter of 2 or more dimensions, shaped
+  ``(..., n, m)`` with ``B`` the product of its leading dimensions (``R``, ``S``: its work
+  items, below); zeros for a 0-d or 1-d one.  ``items``, ``iseg``, ``pseg``, ``bseg``: the
+  work items (:func:`layout`).
 - ``row`` (``R``, at ``[rseg[j], rseg[j+1])``, ``B n`` values) and ``col`` (``C``, at
   ``cseg[j]``, ``B m`` values): the factored second moment of a parameter of 2 or more
   dimensions (PyTorch's ``row_var`` ``(..., n, 1)`` and ``col_var`` ``(..., 1, m)``);
   ``var`` (``V``, at ``vseg[j]``, ``numel`` values): the second moment of the others.
-- ``acc`` (float64, laid out like ``col``): scratch for the column sums.
+- scratch: ``cpart`` (float64, at ``pseg[j]``): the column partial sums, ``S`` of ``m`` per
+  matrix; ``means`` (float64, at ``bseg[j]``): each matrix's row mean, rounded to the buffer
+  dtype; ``lanes`` (float64, an item's 16 lanes of ``||p||^2`` then of ``||U||^2``) and
+  ``icoef`` (the buffer dtype, for rounding) per item.
 - ``flags[j] != 0``: parameter ``j`` has a gradient (the others are skipped, their state does
   not advance); ``S[j, 0]``: its step (float32, as PyTorch's ``state["step"]``);
-  ``coef[j, :4]``: its scratch in the buffer dtype; ``bad[j]`` (uint8) is set to 1 when its
+  ``coef[j, :4]``: its scratch in the buffer dtype (``w``, ``m``, ``n``, the step size);
+  ``bad[j]`` (uint8) is set to 1 when its
   step size does not fit the dtype (PyTorch: "value cannot be converted to type float without
   overflow"); that parameter's values are then left as they were (its state has advanced).
 - ``hs``: a 1-element record of host scalars: ``lr``, ``beta2_decay`` (tau), ``eps2``, ``d``,
@@ -30,14 +36,26 @@ Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
     p <- p - alpha / max(1, ||U|| / (sqrt(numel) d)) U
 
 with ``G = -g`` if maximize.  Norms and sums accumulate in float64 and are rounded to the
-buffer dtype, as PyTorch returns them as tensors of that dtype; the sums over a row (``||p||^2``,
-``||G_row||^2``, ``||U||^2``) add element ``k`` into lane ``k % 16`` and the lanes in order at the
-end, so the passes vectorize (the column sums and the row mean add in row order).  Each
-factored parameter's row mean is computed once per step (kept in the column-sum scratch for the
-update pass).  ``U`` is never stored: it is
+buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is never stored: it is
 recomputed from ``G`` and the moments for its norm and for the update (three reads of ``g``,
-two of ``p``, one write of ``p``).  Parallel over parameters: iteration ``j`` writes only
-parameter ``j``'s slices and rows.
+two of ``p``, one write of ``p``).  Each factored parameter's row means are computed once per
+step (kept for the update pass).
+
+Work items and the summation order (fixed by the shapes, never by the threads, so the bits do
+not depend on them).  A factored parameter's ``B n`` rows are cut into items of ``R =
+max(MIN_ROWS, ROWS_ELEMENTS // m)`` rows: when ``n <= R`` an item holds ``R // n`` whole
+matrices, otherwise each matrix is ``S = ceil(n / R)`` items of ``R`` rows (the last shorter);
+a 0-d or 1-d parameter is one item.  Within an item the sums over elements (``||p||^2``,
+``||U||^2``, and each row's ``||G_row||^2``) add element ``k`` of a row into lane ``k % 16``,
+rows in order (so the passes vectorize); the column sums of an item's rows add in row order.
+Then the items' lanes are added lane by lane in item order and the lanes in order; a matrix's
+column partial sums in item order; the row mean adds in row order.  A parameter of one item
+(up to ``R`` rows, or whole matrices fitting in one) sums exactly as a serial pass over it.
+The passes: items' statistics (``R``, column partials; whole matrices also ``C``, the mean and
+``U^2``), in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
+parallel; each parameter's step size (serial, a few flops); the items' updates, in parallel.
+Iteration ``t`` of a parallel pass writes only item ``t``'s rows, lanes and partial sums (and
+``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is).
 
 ``mode`` (``kernels.optim.F16``/``BF16``, 0 for none): the parameters are 16-bit, ``q`` their
 storage (uint16 bit patterns) and ``p`` their float32 masters; an element whose ``q`` is no
@@ -136,45 +154,120 @@ def _update_squares(gr, cb, r, mean, unit, eps1_sq, maximize, lane_u):
         lane_u[k] += float(u) * u
 
 
+ROWS_ELEMENTS = 1 << 16
+"""A factored parameter's rows are cut into items of ``max(MIN_ROWS, ROWS_ELEMENTS // m)``
+rows (see :func:`layout`): the unit of parallel work and of the summation order."""
+MIN_ROWS = 16
+
+
+def layout(dims: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The work items of parameters shaped ``dims[j] = (B, n, m)`` (``(0, 0, 0)``: 0-d or 1-d):
+    ``(dims5, items, iseg, pseg, bseg, sizes)`` with ``dims5[j] = (B, n, m, R, S)`` (``R`` rows
+    per item, ``S`` items per matrix: 1 when ``n <= R``), ``items[t] = (j, b0, b1, i0, i1)``
+    (rows ``i0 <= i < i1`` of matrices ``b0 <= b < b1``; a 0-d or 1-d parameter is one item),
+    parameter ``j``'s items at ``[iseg[j], iseg[j+1])`` in row order, its column partial sums
+    (``S`` of ``m`` per matrix) at ``pseg[j]`` and its row means (one per matrix) at
+    ``bseg[j]``; ``sizes = (len(cpart), len(means))``.  Fixed by the shapes alone, never by the
+    threads."""
+    dims5 = np.zeros((len(dims), 5), np.int64)
+    items, iseg, pseg, bseg = [], [0], [0], [0]
+    for j, (B, n, m) in enumerate(dims.tolist()):
+        if n == 0:
+            items.append((j, 0, 0, 0, 0))
+            S = 1
+        else:
+            R = max(MIN_ROWS, ROWS_ELEMENTS // m)
+            if n <= R:  # whole matrices, as many as fit in an item
+                S, per = 1, max(1, R // n)
+                items += [(j, b, min(B, b + per), 0, n) for b in range(0, B, per)]
+            else:  # each matrix cut into S row ranges
+                S = -(-n // R)
+                items += [(j, b, b + 1, s * R, min(n, (s + 1) * R))
+                          for b in range(B) for s in range(S)]
+            dims5[j] = (B, n, m, R, S)
+        iseg.append(len(items))
+        pseg.append(pseg[-1] + (B * S * m if n else 0))
+        bseg.append(bseg[-1] + (B if n else 0))
+    return (dims5, np.array(items, np.int64).reshape(-1, 5), np.array(iseg, np.int64),
+            np.array(pseg, np.int64), np.array(bseg, np.int64), (pseg[-1], bseg[-1]))
+
+
 @specialized
 def adafactor(maximize: bool, wd_on: bool, mode: int):
     """``adafactor[maximize, wd_on, mode]``: the step for those compile-time switches (see the
-    module docstring): ``kernel(q, p, g, row, col, var, acc, seg, rseg, cseg, vseg, dims, flags,
-    S, coef, bad, hs) -> None``."""
+    module docstring): ``kernel(q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
+    cseg, vseg, pseg, bseg, dims, items, iseg, flags, S, coef, bad, hs) -> None``."""
     low = mode != 0
     widen = _widen_f16 if mode == F16 else _widen_bf16
     rnd = _round_f16 if mode == F16 else _round_bf16
     same = _same_f16 if mode == F16 else _same_bf16
 
-    def one(j, q, p, g, row, col, var, acc, seg, rseg, cseg, vseg, dims, S, coef, bad, h):
-        lo, hi = seg[j], seg[j + 1]
-        numel = hi - lo
-        ps, gs = p[lo:hi], g[lo:hi]
-        qs = q[lo:hi] if low else q
+    def start(j, S, coef, h):
+        """Parameter ``j``'s new step and ``w`` (in ``coef[j, 0]``)."""
         S[j, 0] = S[j, 0] + np.float32(1)
         t = float(S[j, 0])
-        w = _rounded(coef, j, t ** h.beta2_decay)
+        coef[j, 0] = t ** h.beta2_decay
+
+    def finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg, pseg, bseg,
+               dims, items, coef, h):
+        """Matrix ``b`` of parameter ``j`` once all its rows' statistics are in (``t``: the
+        item doing it): ``C`` from the column partial sums added in item order, the row mean,
+        and, when one item holds the whole matrix, its rows' ``U^2`` lanes."""
+        B, n, m, S = dims[j, 0], dims[j, 1], dims[j, 2], dims[j, 4]
+        w = coef[j, 0]
         w_c = h.one - w
         w_low = abs(w) < 0.5
-        inv_t = 1.0 / t ** 0.5
-        rho = inv_t if inv_t < h.lr else h.lr
-        # the record's fields as locals: loaded inside a loop that stores to p, they could alias
-        # it, and the loop would stay scalar
-        unit, eps1_sq, decay = h.one, h.eps1_sq, h.decay
-        B, n, m = dims[j, 0], dims[j, 1], dims[j, 2]
-        lane_p = np.zeros(LANES)  # sum of p^2, by lanes
-        lane_u = np.zeros(LANES)  # sum of U^2, by lanes
-        lane_g = np.zeros(LANES)  # a row's sum of g^2, by lanes
+        rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
+        first = cpart[pseg[j] + b * S * m:pseg[j] + (b * S + 1) * m]
+        for s in range(1, S):
+            other = cpart[pseg[j] + (b * S + s) * m:pseg[j] + (b * S + s + 1) * m]
+            for k in range(m):
+                first[k] += other[k]
+        for k in range(m):
+            nrm = _rounded(icoef, t, math.sqrt(first[k]))
+            cs[b * m + k] = _lerp(cs[b * m + k], nrm * nrm / coef[j, 2], w, w_c, w_low)
+        tot = 0.0
+        for i in range(n):
+            tot += float(rs[b * n + i])
+        mean = np.maximum(_rounded(icoef, t, tot / n), h.eps1)
+        means[bseg[j] + b] = mean
+        if S == 1:
+            lo = seg[j]
+            gs = g[lo:seg[j + 1]]
+            cb = cs[b * m:(b + 1) * m]
+            lane_u = lanes[t, LANES:]
+            for i in range(n):
+                base = (b * n + i) * m
+                _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, h.one, h.eps1_sq,
+                                maximize, lane_u)
+
+    def statistics(t, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg,
+                   pseg, bseg, dims, items, coef, h):
+        """Item ``t``'s statistics pass: ``p^2`` lanes, row norms and ``R``, its column partial
+        sums (and, for whole matrices, :func:`finish`); a 0-d or 1-d parameter's whole first
+        pass (``V``, ``p^2`` and ``U^2``)."""
+        j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
+        lo, hi = seg[j], seg[j + 1]
+        ps, gs = p[lo:hi], g[lo:hi]
+        qs = q[lo:hi] if low else q
+        w = coef[j, 0]
+        w_c = h.one - w
+        w_low = abs(w) < 0.5
+        unit, eps1_sq = h.one, h.eps1_sq
+        n, m, R, S = dims[j, 1], dims[j, 2], dims[j, 3], dims[j, 4]
+        lane_p, lane_u = lanes[t, :LANES], lanes[t, LANES:]
+        for k in range(LANES):
+            lane_p[k] = 0.0
+            lane_u[k] = 0.0
         if n > 0:
-            rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
-            ac = acc[cseg[j]:cseg[j + 1]]
-            coef[j, 1] = m
-            coef[j, 2] = n
-            for b in range(B):
-                acb = ac[b * m:(b + 1) * m]
+            rs = row[rseg[j]:rseg[j + 1]]
+            lane_g = np.zeros(LANES)  # a row's sum of g^2, by lanes
+            slot = i0 // R
+            for b in range(b0, b1):
+                acb = cpart[pseg[j] + (b * S + slot) * m:pseg[j] + (b * S + slot + 1) * m]
                 for k in range(m):
                     acb[k] = 0.0
-                for i in range(n):
+                for i in range(i0, i1):
                     base = (b * n + i) * m
                     pr, gr = ps[base:base + m], gs[base:base + m]
                     if low:
@@ -183,29 +276,15 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                             x, qi = pr[k], qr[k]
                             pr[k] = x if same(x, qi, 0) else widen(qi)
                     _squares(pr, gr, acb, lane_p, lane_g)
-                    nrm = _rounded(coef, j, math.sqrt(_lanes_total(lane_g)))
+                    nrm = _rounded(icoef, t, math.sqrt(_lanes_total(lane_g)))
                     rs[b * n + i] = _lerp(rs[b * n + i], nrm * nrm / coef[j, 1], w, w_c,
                                           w_low)
-                for k in range(m):
-                    nrm = _rounded(coef, j, math.sqrt(acb[k]))
-                    cs[b * m + k] = _lerp(cs[b * m + k], nrm * nrm / coef[j, 2], w, w_c,
-                                          w_low)
-            for b in range(B):
-                s = 0.0
-                for i in range(n):
-                    s += float(rs[b * n + i])
-                # the mean's rounding, kept for the update pass in the column sums' scratch
-                # (no longer needed: acb[0] of this b)
-                mean = np.maximum(_rounded(coef, j, s / n), h.eps1)
-                ac[b * m] = mean
-                cb = cs[b * m:(b + 1) * m]
-                for i in range(n):
-                    base = (b * n + i) * m
-                    _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, unit, eps1_sq,
-                                    maximize, lane_u)
+                if S == 1:
+                    finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg,
+                           pseg, bseg, dims, items, coef, h)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
-            for i in range(numel):
+            for i in range(hi - lo):
                 if low:
                     x, qi = ps[i], qs[i]
                     ps[i] = x if same(x, qi, 0) else widen(qi)
@@ -216,22 +295,61 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                 vs[i] = v
                 u = _inverse_root(v, unit, eps1_sq) * gi
                 lane_u[0] += float(u) * u
-        rms = float(_rounded(coef, j, math.sqrt(_lanes_total(lane_p)))) / numel ** 0.5
+
+    def norms(t, g, row, col, means, lanes, icoef, seg, rseg, cseg, dims, items, h):
+        """Item ``t``'s ``U^2`` lanes (an item of a matrix cut into several)."""
+        j, b, i0, i1 = items[t, 0], items[t, 1], items[t, 3], items[t, 4]
+        n, m = dims[j, 1], dims[j, 2]
+        gs = g[seg[j]:seg[j + 1]]
+        rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
+        icoef[t, 1] = means[b]
+        mean = icoef[t, 1]
+        cb = cs[b * m:(b + 1) * m]
+        lane_u = lanes[t, LANES:]
+        for i in range(i0, i1):
+            base = (b * n + i) * m
+            _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, h.one, h.eps1_sq,
+                            maximize, lane_u)
+
+    def step_size(j, seg, lanes, iseg, S, coef, bad, h):
+        """Parameter ``j``'s step size, from its items' lanes added in item order, into
+        ``coef[j, 3]``; ``bad[j] = 1`` when it does not fit the dtype."""
+        t0, t1 = iseg[j], iseg[j + 1]
+        for t in range(t0 + 1, t1):
+            for k in range(2 * LANES):
+                lanes[t0, k] += lanes[t, k]
+        numel = seg[j + 1] - seg[j]
+        st = float(S[j, 0])
+        inv_t = 1.0 / st ** 0.5
+        rho = inv_t if inv_t < h.lr else h.lr
+        coef[j, 3] = math.sqrt(_lanes_total(lanes[t0, :LANES]))  # (rounded to the dtype)
+        rms = float(coef[j, 3]) / numel ** 0.5
         alpha = (rms if rms > h.eps2 else h.eps2) * rho
-        ratio = float(_rounded(coef, j, math.sqrt(_lanes_total(lane_u)))) / (numel ** 0.5 * h.d)
+        coef[j, 3] = math.sqrt(_lanes_total(lanes[t0, LANES:]))
+        ratio = float(coef[j, 3]) / (numel ** 0.5 * h.d)
         step = -alpha / (ratio if ratio > 1.0 else 1.0)
         if abs(step) > h.top and not math.isinf(step):
             bad[j] = 1
-            return
-        a = _rounded(coef, j, step)
+        else:
+            coef[j, 3] = step
+
+    def update(t, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg, dims,
+               items, coef, h):
+        """Item ``t``'s update ``p <- p (1 - lr lambda) + a U`` (and the 16-bit copy)."""
+        j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
+        lo, hi = seg[j], seg[j + 1]
+        ps, gs = p[lo:hi], g[lo:hi]
+        qs = q[lo:hi] if low else q
+        unit, eps1_sq, decay = h.one, h.eps1_sq, h.decay
+        a = coef[j, 3]
+        n, m = dims[j, 1], dims[j, 2]
         if n > 0:
             rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
-            ac = acc[cseg[j]:cseg[j + 1]]
-            for b in range(B):
-                coef[j, 3] = ac[b * m]  # (this b's mean, in the buffer dtype)
-                mean = coef[j, 3]
+            for b in range(b0, b1):
+                icoef[t, 1] = means[bseg[j] + b]
+                mean = icoef[t, 1]
                 cb = cs[b * m:(b + 1) * m]
-                for i in range(n):
+                for i in range(i0, i1):
                     base = (b * n + i) * m
                     pr, gr = ps[base:base + m], gs[base:base + m]
                     r = rs[b * n + i]
@@ -246,7 +364,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                             qr[k] = rnd(pr[k], 0)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
-            for i in range(numel):
+            for i in range(hi - lo):
                 gi = -gs[i] if maximize else gs[i]
                 u = _inverse_root(vs[i], unit, eps1_sq) * gi
                 pi = ps[i] * decay if wd_on else ps[i]
@@ -255,16 +373,49 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                     qs[i] = rnd(ps[i], 0)
 
     name = f"adafactor_{'T' if maximize else 'F'}{'T' if wd_on else 'F'}{mode}"
-    # a call per parameter, not inlined into the parallel loop; named apart for numba's cache
-    one.__qualname__ = f"{name}_one"
-    subroutine(one)
+    # calls, not inlined into the parallel loops; named apart for numba's cache
+    for f in (start, finish, statistics, norms, step_size, update):
+        f.__qualname__ = f"{name}_{f.__name__}"
+        subroutine(f)
 
-    def kernel(q, p, g, row, col, var, acc, seg, rseg, cseg, vseg, dims, flags, S, coef, bad,
-               hs):
-        for j in prange(flags.shape[0]):
+    def kernel(q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg, pseg,
+               bseg, dims, items, iseg, flags, S, coef, bad, hs):
+        nparams = flags.shape[0]
+        nitems = items.shape[0]
+        for j in range(nparams):
             if flags[j] != 0:
-                h = hs[0]  # read in the loop: numba's parallel regions mistype an outside record
-                one(j, q, p, g, row, col, var, acc, seg, rseg, cseg, vseg, dims, S, coef, bad, h)
+                start(j, S, coef, hs[0])
+                coef[j, 1] = dims[j, 2]
+                coef[j, 2] = dims[j, 1]
+        # (each parallel loop reads the record itself: numba's parallel regions mistype one
+        # read outside; and its own names, private to its region)
+        for t1 in prange(nitems):
+            j1 = items[t1, 0]
+            if flags[j1] != 0:
+                h1 = hs[0]
+                statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
+                           cseg, vseg, pseg, bseg, dims, items, coef, h1)
+        for t2 in prange(nitems):  # matrices cut into several items: C and the row mean
+            j2 = items[t2, 0]
+            if flags[j2] != 0 and dims[j2, 4] > 1 and items[t2, 3] == 0:
+                h2 = hs[0]
+                finish(j2, items[t2, 1], t2, g, row, col, cpart, means, lanes, icoef, seg,
+                       rseg, cseg, pseg, bseg, dims, items, coef, h2)
+        for t3 in prange(nitems):  # ... and their U^2 lanes
+            j3 = items[t3, 0]
+            if flags[j3] != 0 and dims[j3, 4] > 1:
+                h3 = hs[0]
+                norms(t3, g, row, col, means[bseg[j3]:bseg[j3 + 1]], lanes, icoef, seg, rseg,
+                      cseg, dims, items, h3)
+        for j in range(nparams):
+            if flags[j] != 0:
+                step_size(j, seg, lanes, iseg, S, coef, bad, hs[0])
+        for t5 in prange(nitems):
+            j5 = items[t5, 0]
+            if flags[j5] != 0 and bad[j5] == 0:
+                h5 = hs[0]
+                update(t5, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg,
+                       dims, items, coef, h5)
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     return parallel_kernel(kernel, sized_by=1)

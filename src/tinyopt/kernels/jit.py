@@ -221,6 +221,17 @@ class _ParallelKernel:
                 return self._run_parallel(args)
         return self._serial(*args)
 
+    def serial(self, *args):
+        """The serial build, whatever the sizes (for a caller that chooses the build itself)."""
+        return self._serial(*args)
+
+    def parallel(self, *args):
+        """The parallel build, whatever the sizes (the serial one in a forked child, see the
+        module docstring)."""
+        if _FORK["serial_only"]:
+            return self._serial(*args)
+        return self._run_parallel(args)
+
     def _run_parallel(self, args):
         # One parallel region at a time in the process: numba's workqueue layer (the one left
         # where there is no OpenMP or TBB) aborts the process when two threads enter parallel

@@ -37,8 +37,9 @@ class Adafactor(FusedOptimizer):
 
     State: ``step`` (0-d float32), ``row_var`` and ``col_var``, or ``variance``, all in the
     group's flat buffers (the factors in side layouts of their own).  One kernel call per group
-    and dtype (``kernels/adafactor.py``), parallel over parameters: the norms of a parameter and
-    of its update decide its step size.  float16/bfloat16 parameters get float32 master weights
+    and dtype (``kernels/adafactor.py``), parallel over items of rows (a big matrix is cut into
+    several; fixed by the shapes, so the results do not depend on the threads): the norms of a
+    parameter and of its update decide its step size.  float16/bfloat16 parameters get float32 master weights
     and state, as every fused optimizer (``docs/low_precision.md``).  ``foreach`` is accepted
     and ignored.  An empty parameter with a gradient raises PyTorch's ZeroDivisionError (its RMS
     divides by ``sqrt(numel)``), before anything changes.
@@ -142,20 +143,25 @@ def _machine_eps(dtype: np.dtype) -> float:
 
 
 def _arguments(fb: FlatBuffer) -> tuple:
-    """The kernel's arguments for ``fb``, its side layouts and scratch (made on first use)."""
+    """The kernel's arguments for ``fb``, its side layouts, work items and scratch (made on
+    first use)."""
     if "dims" not in fb.scratch:
         dims = np.zeros((len(fb.params), 3), dtype=np.int64)
         for j, p in enumerate(fb.params):
             if p.ndim > 1:
                 dims[j] = (int(np.prod(p.shape[:-2], dtype=np.int64)), p.shape[-2], p.shape[-1])
-        fb.scratch["dims"] = dims
-        fb.scratch["acc"] = np.zeros(len(fb.sides["col_var"][0]) if "col_var" in fb.sides
-                                     else 0, dtype=np.float64)
-        fb.scratch["bad"] = np.zeros(len(fb.params), dtype=np.uint8)
+        dims5, items, iseg, pseg, bseg, (ncp, nmeans) = kernels.layout(dims)
+        fb.scratch.update(dims=dims5, items=items, iseg=iseg, pseg=pseg, bseg=bseg,
+                          cpart=np.zeros(ncp), means=np.zeros(nmeans),
+                          lanes=np.zeros((len(items), 2 * kernels.LANES)),
+                          icoef=np.zeros((len(items), 2), fb.dtype),
+                          bad=np.zeros(len(fb.params), dtype=np.uint8))
+    sc = fb.scratch
     empty = np.zeros(0, fb.dtype), np.zeros(len(fb.params) + 1, np.int64)
     row, rseg = fb.sides.get("row_var", empty)
     col, cseg = fb.sides.get("col_var", empty)
     var, vseg = fb.sides.get("variance", empty)
     q = fb.low.view(np.uint16) if fb.low is not None else np.zeros(0, np.uint16)
-    return (q, fb.data, fb.grad, row, col, var, fb.scratch["acc"], fb.seg, rseg, cseg, vseg,
-            fb.scratch["dims"], fb.flags, fb.scalars, fb.coef, fb.scratch["bad"])
+    return (q, fb.data, fb.grad, row, col, var, sc["cpart"], sc["means"], sc["lanes"],
+            sc["icoef"], fb.seg, rseg, cseg, vseg, sc["pseg"], sc["bseg"], sc["dims"],
+            sc["items"], sc["iseg"], fb.flags, fb.scalars, fb.coef, sc["bad"])
