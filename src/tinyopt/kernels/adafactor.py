@@ -213,7 +213,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         """Matrix ``b`` of parameter ``j`` once all its rows' statistics are in (``t``: the
         item doing it): ``C`` from the column partial sums added in item order, the row mean,
         and, when one item holds the whole matrix, its rows' ``U^2`` lanes."""
-        B, n, m, S = dims[j, 0], dims[j, 1], dims[j, 2], dims[j, 4]
+        n, m, S = dims[j, 1], dims[j, 2], dims[j, 4]
         w = coef[j, 0]
         w_c = h.one - w
         w_low = abs(w) < 0.5
