@@ -354,8 +354,8 @@ def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, m
             got["scale_dot"] = vec.scale_dot(y, a, z), y.copy()
             q = np.empty_like(g)
             got["negate_dot"] = vec.negate_dot(g, q, z), q
-            yy, ss, prev = np.empty_like(g), np.empty_like(g), gp.copy()
-            got["pair"] = vec.curvature_pair(g, prev, d, a, yy, ss), yy, ss, prev
+            yy, ss, qq, prev = np.empty_like(g), np.empty_like(g), np.empty_like(g), gp.copy()
+            got["pair"] = vec.curvature_pair(g, prev, d, a, yy, ss, qq), yy, ss, qq, prev
             runs.append(got)
         ref = y0.copy()
         ref += a * x
@@ -369,11 +369,13 @@ def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, m
         assert one(runs[0]["scale_dot"][0]) == ref_dot(z, ref)
         np.testing.assert_array_equal(runs[0]["negate_dot"][1], -g)
         assert one(runs[0]["negate_dot"][0]) == ref_dot(z, -g)
-        (ys, yy), y_, s_, prev = runs[0]["pair"]
+        (ys, yy, sq), y_, s_, q_, prev = runs[0]["pair"]
         np.testing.assert_array_equal(y_, g - gp)
         np.testing.assert_array_equal(s_, d * a)
+        np.testing.assert_array_equal(q_, -g)
         np.testing.assert_array_equal(prev, g)
         assert (one(ys), one(yy)) == (ref_dot(g - gp, d * a), ref_dot(g - gp, g - gp))
+        assert one(sq) == ref_dot(d * a, -g)
         def flat(v):
             return [w for u in v for w in flat(u)] if isinstance(v, tuple) else [np.asarray(v)]
         for key in runs[0]:  # one thread or in parallel: the same bits

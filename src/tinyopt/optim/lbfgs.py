@@ -151,7 +151,16 @@ class LBFGS(Optimizer):
                     self.state[p][MASTER] = fb.view(fb.data, j)
 
     def _gather_flat_grad(self) -> np.ndarray:
-        """The gradients, flat (zeros for a parameter whose grad is None), as a new array."""
+        """The gradients, flat (zeros for a parameter whose grad is None).
+
+        With one buffer of the vectors' dtype and every gradient present, the buffer's own
+        gradient array (no copy: torch's ``cat`` copies): valid until the next closure call
+        overwrites it, and the step reads it only before then (``prev_flat_grad`` and the
+        line search's kept gradients are copies).  Otherwise a new array."""
+        if self._order is None and len(self._flats) == 1:
+            fb = self._flats[0]
+            if fb.grad.dtype == self._dtype and fb.flags.all():
+                return fb.grad
         parts = []
         for fb in self._flats:
             g = fb.grad.astype(self._dtype)
@@ -238,9 +247,9 @@ class LBFGS(Optimizer):
                     else:
                         prev_flat_grad[...] = flat_grad
                 else:
-                    # y = g - g_prev, s = t d, g_prev <- g, and y's, y'y: one pass
-                    y, s = np.empty_like(flat_grad), np.empty_like(flat_grad)
-                    ys, yy = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s)
+                    # y = g - g_prev, s = t d, g_prev <- g, q = -g, and y's, y'y, s'q: one pass
+                    y, s, q = (np.empty_like(flat_grad) for _ in range(3))
+                    ys, yy, sq = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s, q)
                     ys = one(ys)
                     if ys > 1e-10:  # keep the pair only where the curvature is positive
                         if len(old_dirs) == history_size:
@@ -251,8 +260,10 @@ class LBFGS(Optimizer):
                         old_stps.append(s)
                         ro.append(1.0 / ys)
                         H_diag = ys / one(yy)
-                    d, gtd = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
-                                             history_size)
+                    elif old_dirs:  # the recursion starts from an older s
+                        sq = vec.dot(old_stps[-1], q)
+                    d, gtd = self._direction(state, flat_grad, q, one(sq), old_dirs, old_stps,
+                                             ro, H_diag, history_size)
                 prev_loss = loss
                 t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
                 if gtd > -tolerance_change:  # not a descent direction
@@ -302,19 +313,18 @@ class LBFGS(Optimizer):
         return orig_loss
 
     @staticmethod
-    def _direction(state, flat_grad, old_dirs, old_stps, ro, H_diag, history_size):
+    def _direction(state, flat_grad, q, dot, old_dirs, old_stps, ro, H_diag, history_size):
         """``(d, g'd)``: ``d = -H g`` by the two-loop recursion over the kept pairs (``al`` kept
-        in ``state``), each update fused with the dot product the recursion takes next."""
+        in ``state``), each update fused with the dot product the recursion takes next; ``q``
+        holds ``-g`` and ``dot`` is ``s_{m-1}'q`` (when there are pairs), in place: ``q``
+        becomes ``d``."""
         if "al" not in state:
             state["al"] = [None] * history_size
         al = state["al"]
         one = flat_grad.dtype.type
-        q = np.empty_like(flat_grad)
         m = len(old_dirs)
         if m == 0:
-            np.negative(flat_grad, out=q)
             return q, one(vec.scale_dot(q, one(H_diag), flat_grad))
-        dot = one(vec.negate_dot(flat_grad, q, old_stps[m - 1]))  # q = -g; s_{m-1}'q
         for i in range(m - 1, -1, -1):
             a = dot * ro[i]
             al[i] = np.asarray(a)
