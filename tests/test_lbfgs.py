@@ -352,6 +352,7 @@ def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, m
             got["axpy"] = y.copy()
             got["axpy_dot"] = vec.axpy_dot(y, a, z, x), y.copy()
             got["scale_dot"] = vec.scale_dot(y, a, z), y.copy()
+            got["axpy_scale_dot"] = vec.axpy_scale_dot(y, a, x, one(1.7), z), y.copy()
             q = np.empty_like(g)
             got["negate_dot"] = vec.negate_dot(g, q, z), q
             yy, ss, qq, prev = np.empty_like(g), np.empty_like(g), np.empty_like(g), gp.copy()
@@ -367,6 +368,10 @@ def test_vector_kernels_equal_numpy_bit_for_bit_in_the_documented_order(dtype, m
         ref = ref * a
         np.testing.assert_array_equal(runs[0]["scale_dot"][1], ref)
         assert one(runs[0]["scale_dot"][0]) == ref_dot(z, ref)
+        ref += a * x
+        ref = ref * one(1.7)
+        np.testing.assert_array_equal(runs[0]["axpy_scale_dot"][1], ref)
+        assert one(runs[0]["axpy_scale_dot"][0]) == ref_dot(z, ref)
         np.testing.assert_array_equal(runs[0]["negate_dot"][1], -g)
         assert one(runs[0]["negate_dot"][0]) == ref_dot(z, -g)
         (ys, yy, sq), y_, s_, q_, prev = runs[0]["pair"]

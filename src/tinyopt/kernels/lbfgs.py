@@ -81,27 +81,32 @@ def _lanes_sum(acc):
     return acc[0]
 
 
-DOT, AXPY, AXPY_DOT, SCALE_DOT, NEGATE_DOT, PAIR = range(6)
+DOT, AXPY, AXPY_DOT, SCALE_DOT, NEGATE_DOT, PAIR, AXPY_SCALE_DOT = range(7)
 """The walker's operations (see :func:`_walker`)."""
 
 
 @inline
-def _add_scaled(i, v0, v1, v2, v3, v4, v5, a):  # y += a x  (y: v1, x: v2)
+def _add_scaled(i, v0, v1, v2, v3, v4, v5, a, a2):  # y += a x  (y: v1, x: v2)
     v1[i] += a * v2[i]
 
 
 @inline
-def _scale(i, v0, v1, v2, v3, v4, v5, a):  # y <- a y
+def _scale(i, v0, v1, v2, v3, v4, v5, a, a2):  # y <- a y
     v1[i] = v1[i] * a
 
 
 @inline
-def _negated(i, v0, v1, v2, v3, v4, v5, a):  # q <- -g  (q: v1, g: v2)
+def _add_scaled_scale(i, v0, v1, v2, v3, v4, v5, a, a2):  # y <- (y + a x) a2
+    v1[i] = (v1[i] + a * v2[i]) * a2
+
+
+@inline
+def _negated(i, v0, v1, v2, v3, v4, v5, a, a2):  # q <- -g  (q: v1, g: v2)
     v1[i] = -v2[i]
 
 
 @inline
-def _pair(i, v0, v1, v2, v3, v4, v5, a):  # y <- g - g_prev, s <- d t, g_prev <- g, q <- -g
+def _pair(i, v0, v1, v2, v3, v4, v5, a, a2):  # y <- g - g_prev, s <- d t, g_prev <- g, q <- -g
     gi = v2[i]
     v1[i] = gi - v3[i]
     v0[i] = v4[i] * a
@@ -110,10 +115,10 @@ def _pair(i, v0, v1, v2, v3, v4, v5, a):  # y <- g - g_prev, s <- d t, g_prev <-
 
 
 @parallel_kernel
-def _walker(op, v0, v1, v2, v3, v4, v5, a, part):
+def _walker(op, v0, v1, v2, v3, v4, v5, a, a2, part):
     """Operation ``op`` over the ``n = len(v1)`` elements: per chunk, per block, the element
     update (none for ``DOT``; ``_add_scaled`` for ``AXPY`` and ``AXPY_DOT``; ``_scale``,
-    ``_negated``, ``_pair``), then, except for ``AXPY``, the block's products ``v0 v1`` (after
+    ``_negated``, ``_pair``, ``_add_scaled_scale``), then, except for ``AXPY``, the block's products ``v0 v1`` (after
     the update) folded into chunk ``c``'s sum, ``part[c]``, and for ``PAIR`` also ``v1 v1``
     into ``part[chunks + c]`` and ``v0 v5`` into ``part[2 chunks + c]``.  Slots an operation does not use may be any array of the dtype
     (never read).  One kernel for all (the branch is taken per block, outside the vectorized
@@ -130,16 +135,19 @@ def _walker(op, v0, v1, v2, v3, v4, v5, a, part):
             b0, b1, b2, b3, b4, b5 = v0[b:e], v1[b:e], v2[b:e], v3[b:e], v4[b:e], v5[b:e]
             if op == AXPY or op == AXPY_DOT:
                 for i in range(e - b):
-                    _add_scaled(i, b0, b1, b2, b3, b4, b5, a)
+                    _add_scaled(i, b0, b1, b2, b3, b4, b5, a, a2)
             elif op == SCALE_DOT:
                 for i in range(e - b):
-                    _scale(i, b0, b1, b2, b3, b4, b5, a)
+                    _scale(i, b0, b1, b2, b3, b4, b5, a, a2)
             elif op == NEGATE_DOT:
                 for i in range(e - b):
-                    _negated(i, b0, b1, b2, b3, b4, b5, a)
+                    _negated(i, b0, b1, b2, b3, b4, b5, a, a2)
             elif op == PAIR:
                 for i in range(e - b):
-                    _pair(i, b0, b1, b2, b3, b4, b5, a)
+                    _pair(i, b0, b1, b2, b3, b4, b5, a, a2)
+            elif op == AXPY_SCALE_DOT:
+                for i in range(e - b):
+                    _add_scaled_scale(i, b0, b1, b2, b3, b4, b5, a, a2)
             if op != AXPY:
                 _fold(b0, b1, acc)
             if op == PAIR:
@@ -158,15 +166,16 @@ def _threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
-def _chunked(op, v0, v1, v2, v3, v4, v5, a, sums: int = 1) -> list[float]:
+def _chunked(op, v0, v1, v2, v3, v4, v5, a, a2=None, sums: int = 1) -> list[float]:
     """Run ``op`` over ``v1``'s chunks (in parallel from ``PARALLEL_CHUNKS`` chunks on, with
     several threads) and return each of its ``sums`` sums, the parts added in chunk order."""
     chunks = -(-v1.shape[0] // CHUNK)
     part = np.zeros(sums * chunks)
+    a2 = a if a2 is None else a2
     if chunks < PARALLEL_CHUNKS or _threads() == 1:
-        _walker.serial(op, v0, v1, v2, v3, v4, v5, a, part)
+        _walker.serial(op, v0, v1, v2, v3, v4, v5, a, a2, part)
     else:
-        _walker.parallel(op, v0, v1, v2, v3, v4, v5, a, part)
+        _walker.parallel(op, v0, v1, v2, v3, v4, v5, a, a2, part)
     totals = []
     for k in range(sums):
         total = 0.0
@@ -194,6 +203,11 @@ def axpy_dot(y: np.ndarray, a, x: np.ndarray, z: np.ndarray) -> float:
 def scale_dot(y: np.ndarray, a, z: np.ndarray) -> float:
     """``y <- a y``, then ``z . y``."""
     return _chunked(SCALE_DOT, z, y, y, y, y, y, a)[0]
+
+
+def axpy_scale_dot(y: np.ndarray, a, x: np.ndarray, b, z: np.ndarray) -> float:
+    """``y <- (y + a x) b`` (as numpy's ``y += a * x`` then ``y = y * b``), then ``z . y``."""
+    return _chunked(AXPY_SCALE_DOT, z, y, x, y, y, y, a, b)[0]
 
 
 def negate_dot(g: np.ndarray, q: np.ndarray, z: np.ndarray) -> float:

@@ -330,9 +330,8 @@ class LBFGS(Optimizer):
             al[i] = np.asarray(a)
             if i:
                 dot = one(vec.axpy_dot(q, one(-a), old_dirs[i], old_stps[i - 1]))
-            else:
-                vec.axpy(q, one(-a), old_dirs[0])
-        dot = one(vec.scale_dot(q, one(H_diag), old_dirs[0]))  # r = H_diag q, in place; y_0'r
+        # the last update and r = H_diag q, in place, in one pass; y_0'r
+        dot = one(vec.axpy_scale_dot(q, one(-a), old_dirs[0], one(H_diag), old_dirs[0]))
         for i in range(m):
             be_i = dot * ro[i]
             after = old_dirs[i + 1] if i + 1 < m else flat_grad  # the last: g'd
