@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.kernels import lbfgs as vec
+from tinyopt.kernels import shared_threads
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import MASTER
@@ -120,6 +121,7 @@ class LBFGS(Optimizer):
         self._dtype = np.result_type(*(fb.dtype for fb in self._flats))
         self._numel = sum(fb.numel for fb in self._flats)
         self._order = self._inverse = None
+        self._rejected = False  # the last curvature pair was rejected (y's <= 1e-10)
         if len(self._flats) > 1:  # the buffers hold the parameters by dtype; torch's vectors
             start, k = {}, 0      # follow the parameters' order
             for fb in self._flats:
@@ -211,6 +213,9 @@ class LBFGS(Optimizer):
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         self._take_back()
+        # numpy's BLAS in the closure on the recursion's threads: OpenBLAS's own pool would
+        # spin on the cores after each call and slow the kernels that follow (as a plan does)
+        shared_threads.share()
         one = self._dtype.type
         if not self.state:  # the first step (16-bit parameters: their masters join the state)
             self._bind_masters()
@@ -247,10 +252,14 @@ class LBFGS(Optimizer):
                     else:
                         prev_flat_grad[...] = flat_grad
                 else:
-                    # y = g - g_prev, s = t d, g_prev <- g, q = -g, and y's, y'y, s'q: one pass
+                    # y = g - g_prev, s = t d, g_prev <- g, q = -g, and y's, y'y, s'q: one
+                    # pass; after a rejected pair (likely again), also s_{m-1}'q
                     y, s, q = (np.empty_like(flat_grad) for _ in range(3))
-                    ys, yy, sq = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s, q)
-                    ys = one(ys)
+                    s_old = old_stps[-1] if self._rejected and old_stps else None
+                    sums = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s, q,
+                                              s_old)
+                    ys, yy, sq = one(sums[0]), sums[1], sums[2]
+                    self._rejected = not ys > 1e-10
                     if ys > 1e-10:  # keep the pair only where the curvature is positive
                         if len(old_dirs) == history_size:
                             old_dirs.pop(0)
@@ -261,7 +270,7 @@ class LBFGS(Optimizer):
                         ro.append(1.0 / ys)
                         H_diag = ys / one(yy)
                     elif old_dirs:  # the recursion starts from an older s
-                        sq = vec.dot(old_stps[-1], q)
+                        sq = sums[3] if s_old is not None else vec.dot(old_stps[-1], q)
                     d, gtd = self._direction(state, flat_grad, q, one(sq), old_dirs, old_stps,
                                              ro, H_diag, history_size)
                 prev_loss = loss
