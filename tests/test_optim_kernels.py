@@ -48,3 +48,56 @@ def test_kernels_cached_by_separate_processes_load_together(tmp_path):
     assert together["Adam"][1] == 3
     assert together["Adam"][2] == ["exp_avg", "exp_avg_sq", "step"]
     np.testing.assert_array_equal(together["SGD"][0], alone["SGD"][0])
+
+
+def test_adam_on_the_shared_pool_steps_in_parallel_with_the_serial_bits(monkeypatch):
+    """Where numpy's BLAS shares the kernels' OpenMP threads and numba has two or more, Adam's
+    walker takes its parallel build from ``ADAM_SHARED_MIN`` elements (not from
+    ``PARALLEL_MIN_ELEMENTS``): the same bits as the serial build, NaN, inf and -0.0 included,
+    over parameters whose chunks straddle their boundaries; with one thread, the serial build."""
+    import numba
+
+    from tinyopt import Parameter, optim
+    from tinyopt.kernels import jit
+    from tinyopt.kernels import optim as K
+
+    rng = np.random.default_rng(5)
+    sizes = (K.ADAM_SHARED_MIN - 5000, 7, 9000)
+    grads = [rng.standard_normal((3, n)).astype(np.float32) for n in sizes]
+    grads[0][:, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    calls = []
+    kernel = K.adam[(False, False, False, False, True)]  # Adam's defaults
+    builds = kernel._kernel
+
+    def run(pool: bool, threads: int):
+        monkeypatch.setitem(jit._FORK, "openmp_started", pool)
+        monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", threads)
+        params = [Parameter(np.linspace(-1, 1, n, dtype=np.float32)) for n in sizes]
+        opt = optim.Adam(params, lr=1e-2)
+        seen = []
+        monkeypatch.setattr(kernel, "_kernel", _Spy(builds, seen))
+        for t in range(3):
+            for p, g in zip(params, grads):
+                p.grad = g[t].copy()
+            opt.step()
+        calls.append(seen)
+        return [p._data.tobytes() for p in params] + [
+            opt.state[p][k].numpy().tobytes() for p in params for k in ("exp_avg", "exp_avg_sq")]
+
+    assert run(True, 2) == run(False, 2) == run(True, 1)
+    assert calls == [["parallel"] * 3, ["call"] * 3, ["call"] * 3]
+
+
+class _Spy:
+    """A walker's builds, recording which one each step took."""
+
+    def __init__(self, kernel, seen):
+        self._k, self._seen = kernel, seen
+
+    def __call__(self, *args):
+        self._seen.append("call")
+        return self._k(*args)
+
+    def parallel(self, *args):
+        self._seen.append("parallel")
+        return self._k.parallel(*args)

@@ -34,7 +34,12 @@ are already rounded to the buffer dtype, as PyTorch rounds an op's scalar argume
 scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in PyTorch.
 
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
-parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk.
+parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
+results are the same on any number of threads.  The parallel build runs from
+``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm bound by arithmetic rather than by
+memory (Adam: a square root and two divisions an element) declares a lower ``shared_min``, used
+where numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
+pool spinning on the cores) and numba has more than one thread.
 
 Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
@@ -47,18 +52,20 @@ from __future__ import annotations
 import functools
 import math
 
+import numba
 import numpy as np
 
 from tinyopt.kernels import half
-from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
+from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
 class _Algorithm:
     """``algorithm[switches]``: the fused kernel of ``factory(*switches) -> (scalars, update)``,
     made on first use and kept (see :func:`algorithm`)."""
 
-    def __init__(self, factory):
+    def __init__(self, factory, shared_min: int | None = None):
         self._factory = factory
+        self._shared_min = shared_min
         self._kernels: dict[tuple, object] = {}
         functools.update_wrapper(self, factory)
 
@@ -67,16 +74,47 @@ class _Algorithm:
         kernel = self._kernels.get(switches)
         if kernel is None:
             name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
-            kernel = self._kernels[switches] = walker(*self._factory(*switches), name)
+            kernel = walker(*self._factory(*switches), name)
+            if self._shared_min is not None:
+                kernel = _SharedPoolWalker(kernel, self._shared_min)
+            self._kernels[switches] = kernel
         return kernel
 
 
-def algorithm(factory):
+def algorithm(factory=None, *, shared_min: int | None = None):
     """Declare an algorithm: ``factory(*switches)`` returns its ``(scalars, update)`` functions
     (see the module docstring); ``name[switches]`` is its kernel for those compile-time switches,
     which numba freezes as constants (LLVM does not unswitch an inner loop on a runtime flag, and
-    a load or store under one keeps the loop from vectorizing)."""
+    a load or store under one keeps the loop from vectorizing).  ``shared_min``: the parallel
+    build from that many elements on the shared thread pool (see the module docstring)."""
+    if factory is None:
+        return functools.partial(_Algorithm, shared_min=shared_min)
     return _Algorithm(factory)
+
+
+class _SharedPoolWalker:
+    """A walker that takes its parallel build from ``shared_min`` elements where numpy's BLAS
+    runs on the kernels' OpenMP threads and numba has more than one (with one, a parallel region
+    costs ~25 us more than the serial build); elsewhere the walker's own choice."""
+
+    __slots__ = ("_kernel", "_shared_min", "low")
+
+    def __init__(self, kernel, shared_min: int):
+        self._kernel = kernel
+        self._shared_min = shared_min
+        self.low = kernel.low
+
+    def __call__(self, *args):
+        if (args[0].size >= self._shared_min and _FORK["openmp_started"]
+                and numba.config.NUMBA_NUM_THREADS > 1):
+            return self._kernel.parallel(*args)
+        return self._kernel(*args)
+
+    def serial(self, *args):
+        return self._kernel.serial(*args)
+
+    def parallel(self, *args):
+        return self._kernel.parallel(*args)
 
 
 def walker(scalars, update, name: str):
@@ -313,7 +351,12 @@ def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
     return scalars, update
 
 
-@algorithm
+ADAM_SHARED_MIN = 1 << 17
+"""Adam's walker on the shared pool in parallel from this many elements (2 threads right after
+a GEMM, ``benchmarks/bench_adam_threads.py``: even at 1e5, 0.7x the serial time at 4e5)."""
+
+
+@algorithm(shared_min=ADAM_SHARED_MIN)
 def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     """Adam (Kingma & Ba 2014, https://arxiv.org/abs/1412.6980) and AdamW (Loshchilov & Hutter
     2017, https://arxiv.org/abs/1711.05101), as PyTorch computes them.
