@@ -39,7 +39,9 @@ results are the same on any number of threads.  The parallel build runs from
 ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm bound by arithmetic rather than by
 memory (Adam: a square root and two divisions an element) declares a lower ``shared_min``, used
 where numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
-pool spinning on the cores) and numba has more than one thread.
+pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
+call on: the parallel build costs three times the serial one to compile (Adam's: ~2.8 s CPU
+against ~0.9 s, once per disk cache), which a short run or a first step should not pay.
 
 Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
@@ -92,22 +94,31 @@ def algorithm(factory=None, *, shared_min: int | None = None):
     return _Algorithm(factory)
 
 
+HOT_CALLS = 64
+"""Calls of a walker before it takes its parallel build from ``shared_min`` elements."""
+
+
 class _SharedPoolWalker:
     """A walker that takes its parallel build from ``shared_min`` elements where numpy's BLAS
     runs on the kernels' OpenMP threads and numba has more than one (with one, a parallel region
-    costs ~25 us more than the serial build); elsewhere the walker's own choice."""
+    costs ~25 us more than the serial build), once it has been called ``HOT_CALLS`` times (a
+    JIT's tiered compilation: the costlier build for work that proved to repeat); elsewhere the
+    walker's own choice."""
 
-    __slots__ = ("_kernel", "_shared_min", "low")
+    __slots__ = ("_kernel", "_shared_min", "_calls", "low")
 
     def __init__(self, kernel, shared_min: int):
         self._kernel = kernel
         self._shared_min = shared_min
+        self._calls = 0
         self.low = kernel.low
 
     def __call__(self, *args):
         if (args[0].size >= self._shared_min and _FORK["openmp_started"]
                 and numba.config.NUMBA_NUM_THREADS > 1):
-            return self._kernel.parallel(*args)
+            if self._calls >= HOT_CALLS:
+                return self._kernel.parallel(*args)
+            self._calls += 1
         return self._kernel(*args)
 
     def serial(self, *args):
