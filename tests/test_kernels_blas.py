@@ -42,3 +42,41 @@ def test_results_are_unchanged():
     want = a @ b
     with blas.single_threaded():
         np.testing.assert_allclose(a @ b, want, rtol=1e-13)
+
+
+def _call(dtype, args, x, y, out):
+    """Run the cblas call ``matmul_args`` described, through ctypes, for each matrix of the stack."""
+    import ctypes
+    address = blas.gemm_address(dtype)
+    if address is None:
+        pytest.skip("numpy's BLAS is not a 64-bit-integer OpenBLAS")
+    real = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    gemm = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, i64, i64, i64, real,
+                            ptr, i64, ptr, i64, real, ptr, i64)(address)
+    t1, t2, m, n, k, lda, ldb, ldc, _, _ = args
+    for i in np.ndindex(*out.shape[:-2]):
+        gemm(101, t1, t2, m, n, k, 1.0, x[i].ctypes.data, lda, y[i].ctypes.data, ldb, 0.0,
+             out[i].ctypes.data, ldc)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_args_are_the_gemm_calls_numpy_makes(dtype):
+    """The call ``matmul_args`` describes gives np.matmul's bits, for operands plain, transposed
+    and read out of wider rows; None where numpy takes another path (syrk, a dimension of 1)."""
+    rng = np.random.default_rng(0)
+    wide = rng.standard_normal((2, 9, 40)).astype(dtype)
+    a = wide[:, :, 3:10]                       # (2, 9, 7), rows 40 apart
+    b = rng.standard_normal((2, 5, 7)).astype(dtype).swapaxes(-1, -2)   # (2, 7, 5) transposed
+    c = rng.standard_normal((2, 7, 5)).astype(dtype)
+    for x, y in [(a, b), (a, c), (b.swapaxes(-1, -2), a.swapaxes(-1, -2)[:, :, :5]),
+                 (wide[:, :, :7], wide[:, :, 20:27].swapaxes(-1, -2))]:
+        want = np.matmul(x, y)
+        out = np.full_like(want, np.nan)
+        args = blas.matmul_args(x, y, out)
+        assert args is not None
+        _call(dtype, args, x, y, out)
+        assert out.tobytes() == want.tobytes()
+    sq = wide[:, :, :7]
+    assert blas.matmul_args(sq, sq.swapaxes(-1, -2), np.empty((2, 9, 9), dtype)) is None  # syrk
+    assert blas.matmul_args(a[:, :1], c, np.empty((2, 1, 5), dtype)) is None

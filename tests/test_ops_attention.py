@@ -167,3 +167,65 @@ def test_empty_batch_or_heads_give_an_empty_result(q_shape, k_shape):
     out = F.scaled_dot_product_attention(q, k, k)
     out.sum().backward()
     assert out.numpy().shape == q_shape and q.grad.numpy().shape == q_shape
+
+
+def _chunked_and_batched(run, monkeypatch):
+    """``run()``'s arrays with attention's (batch, head) pairs as chunks on the shared threads,
+    then with the batched path, and how many op calls took the chunks."""
+    from tinyopt.engine.ops import attention as ops
+    from tinyopt.kernels import shared_threads
+    if not shared_threads.share() or shared_threads.chunk_runner() is None:
+        pytest.skip("no shared OpenMP threads here")
+    took = []
+    chunked_run = ops._Chunks.run
+
+    def counted(self, *a):
+        took.append(chunked_run(self, *a))
+        return took[-1]
+    monkeypatch.setattr(ops._Chunks, "run", counted)
+    chunked = run()
+    monkeypatch.setattr(ops._Chunks, "run", lambda self, *a: False)
+    return chunked, run(), sum(took)
+
+
+@pytest.mark.parametrize("kind", ["nlc", "4d"])
+def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, monkeypatch):
+    """Forward and backward, each pair's GEMMs and softmax rows as one chunk: the same bits as
+    the batched GEMMs and kernels (float32 heads read from a packed projection with a mask, a
+    fully masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D, nan_rows)."""
+    N, H, L = 3, 2, 6
+    if kind == "nlc":
+        D = Dv = 4
+        S, dt = L, np.float32
+        x = rng.standard_normal((N, L, 3 * H * D)).astype(dt)
+        x[1, 2, 5] = np.nan
+        mask = np.zeros((1, 1, L, S), dt)
+        mask[0, 0, 3] = -np.inf
+        srcs, parts = [x], [(0, "nlc", 0), (0, "nlc", H * D), (0, "nlc", 2 * H * D)]
+        kw = dict(out_kind="nlc", causal=True, mask=mask)
+    else:
+        D, Dv, S, dt = 4, 3, 5, np.float64
+        srcs = [rng.standard_normal(s) for s in ((N, H, L, D), (N, H, S, D), (N, H, S, Dv))]
+        mask = rng.standard_normal((N, 1, L, S))
+        mask[2, 0, 1] = -np.inf
+        parts = [(0, "4d", 0), (1, "4d", 0), (2, "4d", 0)]
+        kw = dict(mask=mask, nan_rows=True)
+    w = rng.standard_normal((N, L, H * Dv) if kind == "nlc" else (N, H, L, Dv)).astype(dt)
+
+    def run():
+        ps = [to.Parameter(a.copy()) for a in srcs]
+        out, _ = attention(ps, parts, N, H, L, S, D, Dv, **{**kw, "mask": to.tensor(kw["mask"])})
+        (out * to.tensor(w)).sum().backward()
+        return [out.numpy().tobytes()] + [p.grad.numpy().tobytes() for p in ps]
+    chunked, batched, took = _chunked_and_batched(run, monkeypatch)
+    assert took == 2  # forward and backward
+    assert chunked == batched
+
+
+def test_a_query_that_is_its_own_key_takes_the_batched_path(monkeypatch):
+    """np.matmul multiplies a matrix by its own transpose with syrk: the chunks, which call gemm,
+    are not used there."""
+    a = rng.standard_normal((2, 3, 4, 5))
+    chunked, batched, took = _chunked_and_batched(
+        lambda: [F.scaled_dot_product_attention(a, a, a).numpy().tobytes()], monkeypatch)
+    assert took == 0 and chunked == batched

@@ -17,12 +17,54 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
-from tinyopt.kernels.jit import parallel_kernel, prange, specialized
+from tinyopt.kernels import blas
+from tinyopt.kernels.jit import c_callback, inline, parallel_kernel, prange, specialized
 from tinyopt.kernels.vecmath import exp as _exp
 
 _BLOCK = 64  # rows per parallel iteration (each has its own scratch row)
+
+
+@specialized
+def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
+    """``softmax_row(row, mrow, i, scale, e64)``: query row ``i`` of the scores in place (the
+    module docstring), ``mrow`` its mask row, ``e64`` scratch of the row's length."""
+    @inline
+    def softmax_row(row, mrow, i, scale, e64):
+        S = row.shape[0]
+        n = min(i + 1, S) if causal else S
+        m = -math.inf
+        if has_mask:
+            for j in range(n):
+                v = row[j] * scale + mrow[j]
+                row[j] = v
+                m = v if v > m or v != v else m
+        else:
+            for j in range(n):
+                v = row[j] * scale
+                row[j] = v
+                m = v if v > m or v != v else m
+        if m == -math.inf:
+            for j in range(n):
+                row[j] = math.nan if nan_rows else 0.0
+        else:
+            # the exponentials in a loop of their own, which LLVM vectorizes (with the sum in
+            # it, it did not: 2x the time for the tiny GPT's scores)
+            for j in range(n):
+                e = _exp(row[j] - m, fast)
+                e64[j] = e
+                row[j] = e
+            acc = 0.0
+            for j in range(n):
+                acc += e64[j]
+            inv = 1.0 / acc
+            for j in range(n):
+                row[j] *= inv
+        for j in range(n, S):
+            row[j] = 0.0
+    return softmax_row
 
 
 @specialized
@@ -30,6 +72,8 @@ def masked_softmax(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     """``masked_softmax[fast, has_mask, causal, nan_rows](P, scale, mask)``: see the module
     docstring; ``mask`` (Am, Bm, Lm, S) with each of Am, Bm, Lm either 1 or P's (ignored when
     not ``has_mask``)."""
+    softmax_row = _softmax_row[fast, has_mask, causal, nan_rows]
+
     @parallel_kernel
     def masked_softmax_kernel(P, scale, mask):
         A, B, L, S = P.shape
@@ -41,39 +85,26 @@ def masked_softmax(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 a = r // (B * L)
                 b = (r // L) % B
                 i = r % L
-                row = P[a, b, i]
-                n = min(i + 1, S) if causal else S
-                m = -math.inf
-                if has_mask:
-                    mrow = mask[min(a, Am - 1), min(b, Bm - 1), min(i, Lm - 1)]
-                    for j in range(n):
-                        v = row[j] * scale + mrow[j]
-                        row[j] = v
-                        m = v if v > m or v != v else m
-                else:
-                    for j in range(n):
-                        v = row[j] * scale
-                        row[j] = v
-                        m = v if v > m or v != v else m
-                if m == -math.inf:
-                    for j in range(n):
-                        row[j] = math.nan if nan_rows else 0.0
-                else:
-                    # the exponentials in a loop of their own, which LLVM vectorizes (with the
-                    # sum in it, it did not: 2x the time for the tiny GPT's scores)
-                    for j in range(n):
-                        e = _exp(row[j] - m, fast)
-                        e64[j] = e
-                        row[j] = e
-                    acc = 0.0
-                    for j in range(n):
-                        acc += e64[j]
-                    inv = 1.0 / acc
-                    for j in range(n):
-                        row[j] *= inv
-                for j in range(n, S):
-                    row[j] = 0.0
+                softmax_row(P[a, b, i], mask[min(a, Am - 1), min(b, Bm - 1), min(i, Lm - 1)], i,
+                            scale, e64)
     return masked_softmax_kernel
+
+
+@specialized
+def _softmax_grad_row(has_dropout: bool):
+    """``softmax_grad_row(g, p, k, scale)``: one row of :func:`masked_softmax_grad`."""
+    @inline
+    def softmax_grad_row(g, p, k, scale):
+        S = p.shape[0]
+        if has_dropout:
+            for j in range(S):
+                g[j] *= k[j]
+        acc = 0.0
+        for j in range(S):
+            acc += g[j] * p[j]
+        for j in range(S):
+            g[j] = scale * p[j] * (g[j] - acc)
+    return softmax_grad_row
 
 
 @specialized
@@ -81,6 +112,8 @@ def masked_softmax_grad(has_dropout: bool):
     """``masked_softmax_grad[has_dropout](G, P, keep, scale)``: G (A, B, L, S) holds dL/dW on
     entry, with W = P * keep (the dropout keep mask scaled by 1 / (1 - p), or W = P), and
     dL/d(q.k) = scale * P * (dP - sum_j dP_j P_j), dP = G * keep, on return."""
+    softmax_grad_row = _softmax_grad_row[has_dropout]
+
     @parallel_kernel
     def masked_softmax_grad_kernel(G, P, keep, scale):
         A, B, L, S = P.shape
@@ -88,14 +121,77 @@ def masked_softmax_grad(has_dropout: bool):
             a = r // (B * L)
             b = (r // L) % B
             i = r % L
-            g, p = G[a, b, i], P[a, b, i]
-            if has_dropout:
-                k = keep[a, b, i]
-                for j in range(S):
-                    g[j] *= k[j]
-            acc = 0.0
-            for j in range(S):
-                acc += g[j] * p[j]
-            for j in range(S):
-                g[j] = scale * p[j] * (g[j] - acc)
+            softmax_grad_row(G[a, b, i], P[a, b, i], keep[a, b, i], scale)
     return masked_softmax_grad_kernel
+
+
+# ---- one (batch, head) pair a chunk: GEMMs and softmax on the shared threads -------------------
+#
+# ``attention_chunks[fast, has_mask, causal, nan_rows]`` and ``attention_grad_chunks[fast]``
+# are serial C functions ``void chunk(int64 c, int64 *args)`` for ``shared_threads.
+# chunk_runner``: chunk c is the pair (a, b) = divmod(c, B), and runs that pair's GEMMs (numpy's
+# own ``cblas_?gemm`` with ``np.matmul``'s arguments, ``blas.matmul_args``) and softmax rows
+# (the row functions above, as the kernels above run them), so the bits are those of the
+# batched path whatever the threads do.  ``args``: ``ARGS_HEAD`` int64 [gemm address, A, B, L,
+# S, scores (A, B, L, S), mask (Am, Bm, Lm, S) or, backward, the probabilities, Am, Bm, Lm,
+# address of the scale (a float64)], then per GEMM ``GEMM_FIELDS`` int64: (trans1, trans2, M,
+# N, K, lda, ldb, ldc, then the three matrices' (address of pair (0, 0), byte stride over a,
+# byte stride over b)).
+
+GEMM_FIELDS = 17
+ARGS_HEAD = 11
+
+
+@inline
+def _pair_gemm(args, d, a, b, one, zero):
+    blas.gemm(args[0], args[d], args[d + 1], args[d + 2], args[d + 3], args[d + 4], one,
+              args[d + 8] + a * args[d + 9] + b * args[d + 10], args[d + 5],
+              args[d + 11] + a * args[d + 12] + b * args[d + 13], args[d + 6], zero,
+              args[d + 14] + a * args[d + 15] + b * args[d + 16], args[d + 7])
+
+
+@specialized
+def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
+    """Forward of pair c: scores = q k^T (GEMM 0), its softmax rows, out = P v (GEMM 1)."""
+    softmax_row = _softmax_row[fast, has_mask, causal, nan_rows]
+    dt = np.float32 if fast else np.float64
+
+    def attention_chunk(c, argp):
+        args = numba.carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
+        A, B, L, S = args[1], args[2], args[3], args[4]
+        a, b = c // B, c % B
+        one, zero = dt(1.0), dt(0.0)
+        _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
+        P = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
+        Am, Bm, Lm = args[7], args[8], args[9]
+        mask = numba.carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
+        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
+        e64 = np.empty(S)
+        for i in range(L):
+            softmax_row(P[c * L + i], mask[(min(a, Am - 1) * Bm + min(b, Bm - 1)) * Lm
+                                           + min(i, Lm - 1)], i, scale, e64)
+        _pair_gemm(args, ARGS_HEAD + GEMM_FIELDS, a, b, one, zero)
+    return c_callback(attention_chunk, "void(int64, CPointer(int64))")
+
+
+@specialized
+def attention_grad_chunks(fast: bool):
+    """Backward of pair c (no dropout): dW = dO v^T (GEMM 0, into the scores), its softmax
+    backward rows, then dq = dS k, dk = dS^T q, dv = W^T dO (GEMMs 1, 2, 3)."""
+    softmax_grad_row = _softmax_grad_row[False]
+    dt = np.float32 if fast else np.float64
+
+    def attention_grad_chunk(c, argp):
+        args = numba.carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
+        A, B, L, S = args[1], args[2], args[3], args[4]
+        a, b = c // B, c % B
+        one, zero = dt(1.0), dt(0.0)
+        _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
+        G = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
+        P = numba.carray(blas.pointer(args[6], zero), (A * B * L, S))
+        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
+        for i in range(L):
+            softmax_grad_row(G[c * L + i], P[c * L + i], P[c * L + i], scale)
+        for k in range(1, 4):
+            _pair_gemm(args, ARGS_HEAD + k * GEMM_FIELDS, a, b, one, zero)
+    return c_callback(attention_grad_chunk, "void(int64, CPointer(int64))")

@@ -44,10 +44,9 @@ def bce_grad(g, x, y, w):
 
 @ufunc(*F3)
 def bce_grad_target(g, x, w):
-    """d/dy: g w (max(log(1 - x), -100) - max(log x, -100))."""
-    lx = max(math.log(x), -100.0) if x > 0 else -100.0
-    l1x = max(math.log(1.0 - x), -100.0) if x < 1 else -100.0
-    return g * w * (l1x - lx)
+    """d/dy: -g w logit(x) = -g w log(x / (1 - x)), unclamped as PyTorch's (inf at x = 0, -inf at
+    x = 1: the loss's logs are clamped, their derivative in y is not)."""
+    return -(math.log(x / (1.0 - x))) * g * w
 
 
 @ufunc(*F3)
@@ -59,10 +58,14 @@ def smooth_l1(x, y, beta):
 
 @ufunc(*F4)
 def smooth_l1_grad(g, x, y, beta):
+    """-g where d < -beta, g where d > beta, else g d / beta (d = x - y; beta > 0): a NaN d
+    falls to the last branch and gives NaN, as PyTorch's."""
     d = x - y
-    if abs(d) < beta:
-        return g * d / beta
-    return g if d > 0 else (-g if d < 0 else 0.0)
+    if d < -beta:
+        return -g
+    if d > beta:
+        return g
+    return g * d / beta
 
 
 @ufunc(*F3)
@@ -112,10 +115,9 @@ def kl_div_log_target(x, t):
 
 @ufunc(*F3)
 def kl_div_grad_target(g, x, t):
-    """d/dt of kl_div: g (log t + 1 - x) (NaN at t = 0, as PyTorch's xlogy gradient gives)."""
-    if t == 0:
-        return g * math.nan
-    return g * (math.log(t) + 1.0 - x)
+    """d/dt of kl_div: g (log t + t / t - x), PyTorch's xlogy(t, t) gradient: t / t is 1 for a
+    finite t != 0 and NaN at t = 0, inf or NaN, where PyTorch's is NaN too."""
+    return g * ((math.log(t) if t != 0 else 0.0) + t / t - x)
 
 
 @ufunc(*F3)

@@ -302,3 +302,107 @@ class _Callback:
 
 
 _callback = _Callback()
+
+
+# ---- independent chunks of a serial kernel on the same threads ---------------------------------
+#
+# A ``prange`` kernel's parallel build is a numba parfor: about 1 s of cold compile each (layer
+# norm and softmax made parallel that way pushed the tiny GPT's cold first step from 9.5 to 15.1
+# s).  :func:`chunk_runner` runs a *serial* C function ``void chunk(int64 c, void *args)`` for
+# c = 0 .. n-1 on the OpenMP threads instead: one small native runner, compiled once for every
+# kernel, and each kernel a plain serial ``cfunc`` (``kernels/jit.py`` ``c_callback``).  The
+# threads take chunks from a shared counter (an atomic add), so which thread runs which chunk
+# varies from run to run: a chunk must write only what no other chunk reads or writes, and then
+# the result does not depend on the threads.
+
+def _run_chunks_typer():
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def run_chunks(typingctx, fn, n, args, nthreads):
+        """``fn(c, args)`` for c < n, on ``nthreads`` OpenMP threads (on this thread alone when
+        ``nthreads`` <= 1: no OpenMP call at all)."""
+        sig = types.void(types.voidptr, types.int64, types.voidptr, types.int64)
+
+        def codegen(context, builder, signature, a):
+            ir = _ir()
+            mod = builder.module
+            i8p, i32, i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
+            chunk_t = ir.FunctionType(ir.VoidType(), [i64, i8p])
+            data_t = ir.LiteralStructType([chunk_t.as_pointer(), i64, i8p, i64])
+            region = mod.globals.get("tinyopt_chunks_region")
+            if region is None:
+                region = ir.Function(mod, ir.FunctionType(ir.VoidType(), [i8p]),
+                                     "tinyopt_chunks_region")
+                region.linkage = "internal"
+                b = ir.IRBuilder(region.append_basic_block("entry"))
+                data = b.bitcast(region.args[0], data_t.as_pointer())
+                fnp = b.load(b.gep(data, [i32(0), i32(0)]))
+                count = b.load(b.gep(data, [i32(0), i32(1)]))
+                argp = b.load(b.gep(data, [i32(0), i32(2)]))
+                counter = b.gep(data, [i32(0), i32(3)])
+                loop, body = region.append_basic_block("loop"), region.append_basic_block("body")
+                done = region.append_basic_block("done")
+                b.branch(loop)
+                b.position_at_end(loop)
+                c = b.atomic_rmw("add", counter, i64(1), "monotonic")
+                b.cbranch(b.icmp_signed("<", c, count), body, done)
+                b.position_at_end(body)
+                b.call(fnp, [c, argp])
+                b.branch(loop)
+                b.position_at_end(done)
+                b.ret_void()
+            data = cgutils.alloca_once(builder, data_t)
+            fnp = builder.bitcast(a[0], chunk_t.as_pointer())
+            for k, v in enumerate([fnp, a[1], a[2], i64(0)]):
+                builder.store(v, builder.gep(data, [i32(0), i32(k)]))
+            gomp_parallel = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(ir.VoidType(), [region.type, i8p, i32, i32]), "GOMP_parallel")
+            with builder.if_else(builder.icmp_signed(">", a[3], i64(1))) as (then, otherwise):
+                with then:
+                    builder.call(gomp_parallel, [region, builder.bitcast(data, i8p),
+                                                 builder.trunc(a[3], i32), i32(0)])
+                with otherwise:
+                    builder.call(region, [builder.bitcast(data, i8p)])
+            return context.get_dummy_value()
+        return sig, codegen
+    return run_chunks
+
+
+_run_chunks = None
+
+
+def _runner_body(fn, n, args, nthreads):
+    _run_chunks(fn, n, args, nthreads)
+
+
+_RUNNER: list = []
+
+
+def chunk_runner():
+    """``run(chunk_address, n, args_address)``: the chunks ``c < n`` of a C function ``void
+    chunk(int64 c, void *args)`` on the OpenMP threads numpy's BLAS shares (see above), or None
+    where :func:`share` did not share them (then run the serial kernel as it is).  In a forked
+    child the chunks run on the calling thread."""
+    if not share():
+        return None
+    if not _RUNNER:
+        with _LOCK:
+            if not _RUNNER:
+                global _run_chunks
+                if _run_chunks is None:
+                    _run_chunks = _run_chunks_typer()
+                cb = jit.c_callback(_runner_body, "void(voidptr, int64, voidptr, int64)")
+                native = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                                          ctypes.c_int64)(cb.address)
+                import numba
+
+                def run(chunk: int, n: int, args: int) -> None:
+                    threads = 1 if jit._FORK["serial_only"] else min(n, numba.get_num_threads())
+                    with jit._PARALLEL_LOCK:
+                        native(chunk, n, args, threads)
+                run._keep = (cb, native)
+                _RUNNER.append(run)
+    return _RUNNER[0]

@@ -33,6 +33,7 @@ from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
+from tinyopt.kernels import blas, shared_threads
 
 _NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
             np.dtype(np.float64): np.zeros((1, 1, 1, 1), np.float64)}
@@ -94,17 +95,70 @@ def _attention_forward(t):
     fast = t.dtype == np.float32
     softmax = K.masked_softmax[fast, s.has_mask, s.causal, s.nan_rows]
     no_mask = _NO_MASK[t.dtype]
+    chunks = None if s.dropout else _Chunks(
+        lambda: K.attention_chunks[fast, s.has_mask, s.causal, s.nan_rows], t.dtype, s, 2)
 
     def fwd(out, *ins):
         W = layout.views(out)
         P = W["p"] if s.dropout else W["w"]
-        np.matmul(s.q(ins), s.k(ins).swapaxes(-1, -2), out=P)
+        q, kt, v, o = s.q(ins), s.k(ins).swapaxes(-1, -2), s.v(ins), s.out(W["out"])
         mask = _c(ins[s.n_srcs]) if s.has_mask else no_mask
+        if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask):
+            return
+        np.matmul(q, kt, out=P)
         softmax(P, s.scale, mask)
         if s.dropout:
             np.multiply(P, ins[-1], out=W["w"])
-        np.matmul(W["w"], s.v(ins), out=s.out(W["out"]))
+        np.matmul(W["w"], v, out=o)
     return fwd
+
+
+# OpenBLAS splits a GEMM between its threads above m n k = 65536 * 4 (its interface/gemm.c):
+# pairs run as chunks only below that, where each pair's GEMMs take one thread anyway
+_CHUNK_GEMM_MAX = 65536 * 4
+
+
+class _Chunks:
+    """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
+    ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
+    kernels' threads (``kernels/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
+    ``np.matmul`` makes (``kernels/blas.py`` ``matmul_args``), and small enough for one thread."""
+
+    def __init__(self, make, dtype, s: _Spec, n_gemms: int):
+        self._make, self._s = make, s
+        self._gemm = blas.gemm_address(dtype)
+        self._args = np.zeros(K.ARGS_HEAD + n_gemms * K.GEMM_FIELDS, np.int64)
+        self._scale = np.array([s.scale])
+        self._fn = None
+
+    def run(self, gemms, scores, second) -> bool:
+        """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)) and the scores
+        (and mask or probabilities) ``second``; False (nothing done) where the conditions
+        above do not hold."""
+        s = self._s
+        if self._gemm is None or s.A * s.B < 2:
+            return False
+        runner = shared_threads.chunk_runner()
+        if runner is None:
+            return False
+        args = self._args
+        d = K.ARGS_HEAD
+        for x, y, out in gemms:
+            call = blas.matmul_args(x, y, out)
+            if call is None or call[2] * call[3] * call[4] > _CHUNK_GEMM_MAX:
+                return False
+            args[d:d + 8] = call[:8]
+            for k, arr in enumerate((x, y, out)):
+                args[d + 8 + 3 * k:d + 11 + 3 * k] = (arr.ctypes.data, arr.strides[0],
+                                                      arr.strides[1])
+            d += K.GEMM_FIELDS
+        if self._fn is None:
+            self._fn = self._make()
+        m = second.shape
+        args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
+                              second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
+        runner(self._fn.address, s.A * s.B, args.ctypes.data)
+        return True
 
 
 def _grad_layout(s: _Spec, src_shapes, tiled: bool) -> Layout:
@@ -137,6 +191,8 @@ def _attention_grad_forward(t):
     tiled = _tiled(s, src_shapes)
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
     softmax_grad = K.masked_softmax_grad[s.dropout]
+    chunks = None if s.dropout or from_weights or not all(tiled) else _Chunks(
+        lambda: K.attention_grad_chunks[t.dtype == np.float32], t.dtype, s, 4)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)
@@ -144,6 +200,17 @@ def _attention_grad_forward(t):
         keep = ins[-1] if s.dropout else P
         dS = G["dS"]
         g = _c(g)
+        if chunks is not None:
+            go, v = s.out(g), s.v(ins)
+            grads = [G[f"g{i}"] for i in range(s.n_srcs)]
+
+            def target(n, D):
+                si, kind, off = s.parts[n]
+                return _heads(grads[si], kind, off, s.A, s.B, D)
+            if chunks.run([(go, v.swapaxes(-1, -2), dS), (dS, s.k(ins), target(0, s.D)),
+                           (dS.swapaxes(-1, -2), s.q(ins), target(1, s.D)),
+                           (W["w"].swapaxes(-1, -2), go, target(2, s.Dv))], dS, P):
+                return
         if from_weights:
             dS[...] = g
         else:
