@@ -48,3 +48,112 @@ def test_kernels_cached_by_separate_processes_load_together(tmp_path):
     assert together["Adam"][1] == 3
     assert together["Adam"][2] == ["exp_avg", "exp_avg_sq", "step"]
     np.testing.assert_array_equal(together["SGD"][0], alone["SGD"][0])
+
+
+def test_adam_on_the_shared_pool_steps_in_parallel_with_the_serial_bits(monkeypatch):
+    """Where numpy's BLAS shares the kernels' OpenMP threads and numba has two or more, Adam's
+    walker may take its parallel build from ``ADAM_SHARED_MIN`` elements (not only from
+    ``PARALLEL_MIN_ELEMENTS``): the same bits as the serial build, NaN, inf and -0.0 included,
+    over parameters whose chunks straddle their boundaries; with one thread, the serial build."""
+    import numba
+
+    from tinyopt import Parameter, optim
+    from tinyopt.kernels import jit
+    from tinyopt.kernels import optim as K
+
+    rng = np.random.default_rng(5)
+    sizes = (K.ADAM_SHARED_MIN - 5000, 7, 9000)
+    grads = [rng.standard_normal((3, n)).astype(np.float32) for n in sizes]
+    grads[0][:, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    kernel = K.adam[(False, False, False, False, True)]  # Adam's defaults
+    builds = kernel._kernel
+    calls = []
+
+    def run(threads: int, cost: list[float]):
+        monkeypatch.setitem(jit._FORK, "openmp_started", True)
+        monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", threads)
+        monkeypatch.setattr(kernel, "_calls", K.HOT_CALLS)
+        monkeypatch.setattr(kernel, "_cost", cost)  # (serial, parallel): no try in 3 calls
+        monkeypatch.setattr(kernel, "_next_try", 10 ** 9)
+        params = [Parameter(np.linspace(-1, 1, n, dtype=np.float32)) for n in sizes]
+        opt = optim.Adam(params, lr=1e-2)
+        seen = []
+        monkeypatch.setattr(kernel, "_kernel", _Spy(builds, seen))
+        for t in range(3):
+            for p, g in zip(params, grads):
+                p.grad = g[t].copy()
+            opt.step()
+        calls.append(seen)
+        return [p._data.tobytes() for p in params] + [
+            opt.state[p][k].numpy().tobytes() for p in params for k in ("exp_avg", "exp_avg_sq")]
+
+    assert run(2, [1e15, 1.0]) == run(2, [1.0, 1e15]) == run(1, [1e15, 1.0])
+    assert calls == [["parallel"] * 3, ["call"] * 3, ["call"] * 3]
+
+
+def test_the_shared_pool_walker_takes_the_faster_build_and_tries_the_other(monkeypatch):
+    """After ``HOT_CALLS`` calls, the build with the lower recent wall time per element: a
+    parallel build stalled by busy cores is left within a few calls, and taken again once it is
+    faster; the build that keeps losing is tried less and less often."""
+    import time
+
+    import numba
+
+    from tinyopt.kernels import jit
+    from tinyopt.kernels import optim as K
+
+    monkeypatch.setitem(jit._FORK, "openmp_started", True)
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 2)
+    monkeypatch.setattr(K, "HOT_CALLS", 3)
+    monkeypatch.setattr(K, "TRY_EVERY", 4)
+    monkeypatch.setattr(K, "TRY_MAX", 16)
+    took = []
+    delay = {"call": 0.0, "parallel": 0.0}
+
+    class Builds:
+        low = None
+
+        def __call__(self, *args):
+            took.append("s")
+            time.sleep(delay["call"])
+            return -1
+
+        def parallel(self, *args):
+            took.append("p")
+            time.sleep(delay["parallel"])
+            return -1
+
+    walker = K._SharedPoolWalker(Builds(), shared_min=100)
+    x = np.empty(1000, np.float32)
+
+    def calls(n: int) -> str:
+        del took[:]
+        for _ in range(n):
+            assert walker(x) == -1
+        return "".join(took)
+
+    delay.update(call=0.03, parallel=0.0)
+    assert calls(3) == "sss"             # below HOT_CALLS (and the first figure), serial
+    first = calls(40)
+    assert first[0] == "p" and first.count("s") <= 3  # parallel from its first figure on
+    delay.update(call=0.0, parallel=0.03)  # now the parallel build stalls
+    stalled = calls(40)
+    assert stalled.startswith("pppp") and stalled[4:].count("p") <= 3  # left within 4 calls
+    assert walker._gap == K.TRY_MAX     # it kept losing: tried every 16 calls at most
+    delay.update(call=0.03, parallel=0.0)
+    assert calls(60)[-20:].count("s") <= 2  # faster again: taken again after a try
+    assert walker(np.empty(10, np.float32)) == -1 and took[-1] == "s"  # below shared_min
+
+
+class _Spy:
+    """A walker's builds, recording which one each step took."""
+    def __init__(self, kernel, seen):
+        self._k, self._seen = kernel, seen
+
+    def __call__(self, *args):
+        self._seen.append("call")
+        return self._k(*args)
+
+    def parallel(self, *args):
+        self._seen.append("parallel")
+        return self._k.parallel(*args)

@@ -34,7 +34,15 @@ are already rounded to the buffer dtype, as PyTorch rounds an op's scalar argume
 scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in PyTorch.
 
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
-parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk.
+parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
+results are the same on any number of threads.  The parallel build runs from
+``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm bound by arithmetic rather than by
+memory (Adam: a square root and two divisions an element) declares a lower ``shared_min``, used
+where numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
+pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
+call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
+against ~0.9 s, once per disk cache) and while it runs faster than the serial one
+(:class:`_SharedPoolWalker`).
 
 Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
@@ -46,19 +54,22 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 
+import numba
 import numpy as np
 
 from tinyopt.kernels import half
-from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
+from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
 class _Algorithm:
     """``algorithm[switches]``: the fused kernel of ``factory(*switches) -> (scalars, update)``,
     made on first use and kept (see :func:`algorithm`)."""
 
-    def __init__(self, factory):
+    def __init__(self, factory, shared_min: int | None = None):
         self._factory = factory
+        self._shared_min = shared_min
         self._kernels: dict[tuple, object] = {}
         functools.update_wrapper(self, factory)
 
@@ -67,16 +78,90 @@ class _Algorithm:
         kernel = self._kernels.get(switches)
         if kernel is None:
             name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
-            kernel = self._kernels[switches] = walker(*self._factory(*switches), name)
+            kernel = walker(*self._factory(*switches), name)
+            if self._shared_min is not None:
+                kernel = _SharedPoolWalker(kernel, self._shared_min)
+            self._kernels[switches] = kernel
         return kernel
 
 
-def algorithm(factory):
+def algorithm(factory=None, *, shared_min: int | None = None):
     """Declare an algorithm: ``factory(*switches)`` returns its ``(scalars, update)`` functions
     (see the module docstring); ``name[switches]`` is its kernel for those compile-time switches,
     which numba freezes as constants (LLVM does not unswitch an inner loop on a runtime flag, and
-    a load or store under one keeps the loop from vectorizing)."""
+    a load or store under one keeps the loop from vectorizing).  ``shared_min``: the parallel
+    build from that many elements on the shared thread pool (see the module docstring)."""
+    if factory is None:
+        return functools.partial(_Algorithm, shared_min=shared_min)
     return _Algorithm(factory)
+
+
+HOT_CALLS = 64
+"""Calls of a walker before it may take its parallel build from ``shared_min`` elements."""
+
+TRY_EVERY, TRY_MAX = 32, 1024
+"""Calls between tries of the build not in use: ``TRY_EVERY``, doubled (up to ``TRY_MAX``) each
+time it lost by more than 2x."""
+
+
+class _SharedPoolWalker:
+    """A walker that may take its parallel build from ``shared_min`` elements where numpy's BLAS
+    runs on the kernels' OpenMP threads and numba has more than one (with one, a parallel region
+    costs ~25 us more than the serial build); elsewhere the walker's own choice.
+
+    Two rules keep the parallel build from costing more than it saves.  It is used only once the
+    walker has been called ``HOT_CALLS`` times (a JIT's tiered compilation: the costlier build,
+    ~3x the serial one's compile, for work that proved to repeat).  And then each call takes the
+    build whose wall time per element has been lower (an average over its recent calls), trying
+    the other one every ``TRY_EVERY`` calls or less often while it keeps losing: a parallel region
+    waits for all its threads, so on cores busy with other processes a thread that is not
+    scheduled stalls it by a time slice (the MLP's step at batch 1 took 9x longer so), while on
+    free cores the 784-500-10 MLP's Adam takes ~0.7x the serial time.  Both builds compute the
+    same bits (iteration c writes chunk c alone), so the choice changes only the time."""
+
+    __slots__ = ("_kernel", "_shared_min", "_calls", "_cost", "_gap", "_next_try", "low")
+
+    def __init__(self, kernel, shared_min: int):
+        self._kernel = kernel
+        self._shared_min = shared_min
+        self._calls = 0
+        self._cost = [0.0, 0.0]  # ns per element, serial and parallel (0: not measured yet)
+        self._gap = TRY_EVERY
+        self._next_try = HOT_CALLS
+        self.low = kernel.low
+
+    def __call__(self, *args):
+        size = args[0].size
+        if (size < self._shared_min or not _FORK["openmp_started"]
+                or numba.config.NUMBA_NUM_THREADS == 1):
+            return self._kernel(*args)
+        n = self._calls = self._calls + 1
+        if n < HOT_CALLS:
+            return self._kernel(*args)
+        cost = self._cost
+        if not cost[0] or not cost[1]:  # each build's first figure (the parallel one's first
+            build = 0 if not cost[0] else 1  # call may compile it: it is tried again later)
+            best = -1
+        else:
+            best = 1 if cost[1] < cost[0] else 0
+            build = 1 - best if n >= self._next_try else best
+        t0 = time.perf_counter_ns()
+        bad = self._kernel.parallel(*args) if build else self._kernel(*args)
+        dt = (time.perf_counter_ns() - t0) / size + 1e-9
+        if build == best:
+            cost[build] = 0.75 * cost[build] + 0.25 * dt
+        else:  # a try (or a first figure): its own figure, and the next try sooner or later
+            cost[build] = dt
+            lost = best >= 0 and dt > 2 * cost[best]
+            self._gap = min(2 * self._gap, TRY_MAX) if lost else TRY_EVERY
+            self._next_try = n + self._gap
+        return bad
+
+    def serial(self, *args):
+        return self._kernel.serial(*args)
+
+    def parallel(self, *args):
+        return self._kernel.parallel(*args)
 
 
 def walker(scalars, update, name: str):
@@ -313,7 +398,12 @@ def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
     return scalars, update
 
 
-@algorithm
+ADAM_SHARED_MIN = 1 << 17
+"""Adam's walker on the shared pool in parallel from this many elements (2 threads right after
+a GEMM, ``benchmarks/bench_adam_threads.py``: even at 1e5, 0.7x the serial time at 4e5)."""
+
+
+@algorithm(shared_min=ADAM_SHARED_MIN)
 def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
     """Adam (Kingma & Ba 2014, https://arxiv.org/abs/1412.6980) and AdamW (Loshchilov & Hutter
     2017, https://arxiv.org/abs/1711.05101), as PyTorch computes them.
