@@ -36,9 +36,9 @@ scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in Py
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
 results are the same on any number of threads.  The parallel build runs from
-``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm bound by arithmetic rather than by
-memory (Adam: a square root and two divisions an element) declares a lower ``shared_min``, used
-where numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
+``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel build measured
+faster from fewer elements (Adam; SGD's did not) declares a lower ``shared_min``, used where
+numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
 pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
 call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
 against ~0.9 s, once per disk cache) and while it runs faster than the serial one
@@ -399,8 +399,9 @@ def sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
 
 
 ADAM_SHARED_MIN = 1 << 17
-"""Adam's walker on the shared pool in parallel from this many elements (2 threads right after
-a GEMM, ``benchmarks/bench_adam_threads.py``: even at 1e5, 0.7x the serial time at 4e5)."""
+"""Adam's walker on the shared pool may run in parallel from this many elements (2 threads right
+after a GEMM, ``benchmarks/bench_adam_threads.py``: 0.97x the serial time at 1e5 elements, 0.81x
+at 2e5, 0.73x at 4e5; SGD's 1.03x, 0.98x, and stalls at 4e5)."""
 
 
 @algorithm(shared_min=ADAM_SHARED_MIN)
