@@ -53,11 +53,7 @@ column partial sums in item order; the row mean adds in row order.  A parameter 
 (up to ``R`` rows, or whole matrices fitting in one) sums exactly as a serial pass over it.
 The passes: items' statistics (``R``, column partials; whole matrices also ``C``, the mean and
 ``U^2``), in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
-parallel, the items in reverse order; each parameter's step size (serial, a few flops); the
-items' updates, in parallel (in reverse order when no ``U^2`` pass ran).  The reversals are a
-snake through ``g`` and ``p``: each pass starts where the one before ended, on the rows still in
-the last-level cache (the gradient of a 1e7 matrix is 40 MB, the cache 32 MB); the order of the
-items changes no sum (each item has its own, combined in item order).
+parallel; each parameter's step size (serial, a few flops); the items' updates, in parallel.
 Iteration ``t`` of a parallel pass writes only item ``t``'s rows, lanes and partial sums (and
 ``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is).
 
@@ -386,13 +382,11 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                bseg, dims, items, iseg, flags, S, coef, bad, hs):
         nparams = flags.shape[0]
         nitems = items.shape[0]
-        split = False  # a matrix cut into several items: the U^2 pass runs
         for j in range(nparams):
             if flags[j] != 0:
                 start(j, S, coef, hs[0])
                 coef[j, 1] = dims[j, 2]
                 coef[j, 2] = dims[j, 1]
-                split = split or dims[j, 4] > 1
         # (each parallel loop reads the record itself: numba's parallel regions mistype one
         # read outside; and its own names, private to its region)
         for t1 in prange(nitems):
@@ -407,11 +401,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                 h2 = hs[0]
                 finish(j2, items[t2, 1], t2, g, row, col, cpart, means, lanes, icoef, seg,
                        rseg, cseg, pseg, bseg, dims, items, coef, h2)
-        # ... and their U^2 lanes, the items in reverse order: the last rows the statistics
-        # read are still in the cache, and the first ones this pass reads are when the update
-        # starts (a snake through the gradient; each item's sums are its own: the same bits)
-        for u3 in prange(nitems):
-            t3 = nitems - 1 - np.int64(u3)  # (the index may be unsigned: int64 arithmetic)
+        for t3 in prange(nitems):  # ... and their U^2 lanes
             j3 = items[t3, 0]
             if flags[j3] != 0 and dims[j3, 4] > 1:
                 h3 = hs[0]
@@ -420,10 +410,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         for j in range(nparams):
             if flags[j] != 0:
                 step_size(j, seg, lanes, iseg, S, coef, bad, hs[0])
-        for u5 in prange(nitems):  # (reversed when no U^2 pass ran: the statistics' tail)
-            t5 = np.int64(u5)
-            if not split:
-                t5 = nitems - 1 - t5
+        for t5 in prange(nitems):
             j5 = items[t5, 0]
             if flags[j5] != 0 and bad[j5] == 0:
                 h5 = hs[0]
