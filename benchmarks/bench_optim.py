@@ -7,7 +7,9 @@ element: 28 for the ones with two state buffers, 20 for SGD-momentum, Adagrad, R
 next to:
 
 - the machine's bandwidth, measured in this run by a numba kernel that reads four and writes three
-  float32 arrays (Adam's access pattern) of the same total size;
+  float32 arrays (Adam's access pattern) of the same total size (for Adafactor: its three passes
+  over two arrays, 24 bytes per element), timed in the same worker, interleaved with the row,
+  with the same ``--settle`` and threads;
 - PyTorch's fastest CPU mode (``fused=True`` where it has one, else ``foreach=True``) and its
   default mode, when PyTorch is installed.
 
@@ -66,6 +68,36 @@ def _stream_4r3w(a, b, c, d, k):
         c[i] = c[i] * k - x
 
 
+_PROBE_CHUNK = 1 << 14
+
+
+@parallel_kernel
+def _stream_adafactor(p, g, part, k):
+    """Bandwidth probe with Adafactor's passes over its two arrays (24 bytes per element):
+    reads p and g; reads g; reads p and g and writes p.  The reads fold into 16 float32 lanes
+    per chunk (so they vectorize, as Adafactor's sums do); ``part`` takes the chunks' sums."""
+    n = p.shape[0]
+    chunks = (n + _PROBE_CHUNK - 1) // _PROBE_CHUNK
+    for c in prange(chunks):
+        lo, hi = c * _PROBE_CHUNK, min(n, c * _PROBE_CHUNK + _PROBE_CHUNK)
+        ps, gs = p[lo:hi], g[lo:hi]
+        lanes = np.zeros(16, np.float32)
+        for r in range((hi - lo) // 16):
+            for k2 in range(16):
+                lanes[k2] += ps[r * 16 + k2] + gs[r * 16 + k2]
+        part[c] = lanes.sum()
+    for c in prange(chunks):
+        lo, hi = c * _PROBE_CHUNK, min(n, c * _PROBE_CHUNK + _PROBE_CHUNK)
+        gs = g[lo:hi]
+        lanes = np.zeros(16, np.float32)
+        for r in range((hi - lo) // 16):
+            for k2 in range(16):
+                lanes[k2] += gs[r * 16 + k2]
+        part[chunks + c] = lanes.sum()
+    for i in prange(n):
+        p[i] = p[i] + k * g[i]
+
+
 def _median_times(fns: dict[str, callable], reps: int, block: int = 1) -> dict[str, float]:
     """Median time per call, contenders interleaved; with ``block > 1`` each sample is the mean of
     ``block`` back-to-back calls after one untimed call, so a working set that fits in the caches
@@ -119,6 +151,16 @@ def _probe(n: int):
     for a in arrs:  # touch every page: an array never written reads the kernel's cached zero page
         a.fill(1.0)
     return lambda: _stream_4r3w(*arrs, np.float32(0.5))
+
+
+def _probe_adafactor(n: int):
+    """The bandwidth probe of the Adafactor rows: its three passes over two arrays (24 bytes
+    per element, :func:`_stream_adafactor`)."""
+    p, g = (staggered_zeros(n, np.float32, k) for k in range(2))
+    p.fill(1.0)
+    g.fill(1e-3)
+    part = np.zeros(2 * (-(-n // _PROBE_CHUNK)), np.float32)
+    return lambda: _stream_adafactor(p, g, part, np.float32(-1e-9))
 
 
 def _aliasing(n: int, reps: int) -> dict[str, float]:
@@ -221,7 +263,9 @@ def _contenders(lib: str, kind: str, *args) -> dict:
     if kind == "muon-lbfgs":
         return _muon_lbfgs_steps(lib, *args)
     n = args[-2] if kind != "SparseAdam" else args[-1]
-    probe = {"bw": _probe(n)} if lib == "tinyopt" else {}
+    probe = {}
+    if lib == "tinyopt":
+        probe = {"bw": _probe_adafactor(n) if kind == "Adafactor" else _probe(n)}
     if kind == "Adafactor":
         return probe | _adafactor_steps(lib, _sizes(n, args[-1]))
     if kind == "SparseAdam":
@@ -358,7 +402,7 @@ def _run_tables(pipes: dict, args) -> None:
                     case = ("elementwise", name, n, count)
                 t = _timed(pipes, case, reps, args.block, args.settle)
                 ours = t["tinyopt tinyopt"]
-                bw = 28 * n / t["tinyopt bw"] / 1e9
+                bw = (24 if name == "Adafactor" else 28) * n / t["tinyopt bw"] / 1e9
                 row = f"{name:<10} {count:>7} | {bw:>7.1f} | {ours * 1e3:>10.3f} "
                 nbytes = {"Adafactor": 24, "SparseAdam": None}.get(name, BYTES.get(name))
                 if nbytes:

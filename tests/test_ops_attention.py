@@ -174,7 +174,7 @@ def _chunked_and_batched(run, monkeypatch):
     then with the batched path, and how many op calls took the chunks."""
     from tinyopt.engine.ops import attention as ops
     from tinyopt.kernels import shared_threads
-    if not shared_threads.share() or shared_threads.chunk_runner() is None:
+    if not shared_threads.chunk_runner().parallel:
         pytest.skip("no shared OpenMP threads here")
     took = []
     chunked_run = ops._Chunks.run

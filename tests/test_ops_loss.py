@@ -451,6 +451,8 @@ def test_cross_entropy_rows_in_parallel_give_the_same_bits(monkeypatch, dtype, r
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatch, dtype,
                                                                        reduction):
+    """The exponentials node (its rows in chunks on the shared threads, or as one chunk on this
+    thread) gives the bits of the loss and gradient kernels that compute them themselves."""
     from tinyopt.engine import cache_clear
     from tinyopt.kernels import loss as K
     rng = np.random.default_rng(4)
@@ -479,6 +481,9 @@ def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatc
 
     (whole, used), (plain, unused) = run(1), run(1 << 62)
     assert used and not unused and whole == plain
+    from tinyopt.kernels import shared_threads  # the exponentials' rows as one serial chunk
+    monkeypatch.setattr(shared_threads, "chunk_runner", lambda: shared_threads._SERIAL)
+    assert run(1) == (whole, True)
 
 
 @pytest.mark.parametrize("parallel", [False, True])

@@ -22,7 +22,7 @@ import numpy as np
 
 from tinyopt.kernels import blas
 from tinyopt.kernels.jit import c_callback, inline, parallel_kernel, prange, specialized
-from tinyopt.kernels.vecmath import exp as _exp
+from tinyopt.kernels import vecmath as _V
 
 _BLOCK = 64  # rows per parallel iteration (each has its own scratch row)
 
@@ -31,6 +31,8 @@ _BLOCK = 64  # rows per parallel iteration (each has its own scratch row)
 def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     """``softmax_row(row, mrow, i, scale, e64)``: query row ``i`` of the scores in place (the
     module docstring), ``mrow`` its mask row, ``e64`` scratch of the row's length."""
+    ex = _V.exp_fast if fast else math.exp  # (not vecmath.exp's flag: one function less to compile)
+
     @inline
     def softmax_row(row, mrow, i, scale, e64):
         S = row.shape[0]
@@ -53,7 +55,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
             # the exponentials in a loop of their own, which LLVM vectorizes (with the sum in
             # it, it did not: 2x the time for the tiny GPT's scores)
             for j in range(n):
-                e = _exp(row[j] - m, fast)
+                e = ex(row[j] - m)
                 e64[j] = e
                 row[j] = e
             acc = 0.0

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange, specialized
+import numba
+import numpy as np
+
+from tinyopt.kernels import blas
+from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 
 # Rows of a large cross-entropy (a language model's 700 x 5000 logits: libm's exp twice per
@@ -28,20 +32,41 @@ PARALLEL_ROWS_MIN = 1 << 20
 # scalar gradient backward) instead of kernels of its own: each numba kernel costs its own cold
 # compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
 # CPU of a first training step.
-@parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
-def ce_exp(x, e):
-    """e[i, c] = exp(x[i, c] - max_c x[i, c]) in x's dtype: the shifted exponentials that a large
-    cross-entropy's loss and gradient both read (``ce_rows[True]``, ``ce_rows_grad[True]``),
-    computed once instead of once each way (libm's exp is most of their time)."""
-    N, C = x.shape
-    for i in prange(N):
-        if C != 0:
-            m = x[i, 0]
-            for c in range(1, C):
-                if x[i, c] > m or x[i, c] != x[i, c]:
-                    m = x[i, c]
-            for c in range(C):
-                e[i, c] = math.exp(x[i, c] - m)
+@inline
+def _exp_row(x, e, i):
+    C = x.shape[1]
+    if C != 0:
+        m = x[i, 0]
+        for c in range(1, C):
+            if x[i, c] > m or x[i, c] != x[i, c]:
+                m = x[i, c]
+        for c in range(C):
+            e[i, c] = math.exp(x[i, c] - m)
+
+
+EXP_ARGS = 5
+
+
+@specialized
+def ce_exp(single: bool):
+    """``ce_exp[single]``: a C function ``void chunk(int64 c, int64 *args)`` (float32 if
+    ``single``, else float64), args = [address of x (N, C), of e (N, C), N, C, rows per chunk
+    R], that computes e[i, c] = exp(x[i, c] - max_c x[i, c]) in x's dtype for the rows i of
+    chunk c (rows c R .. c R + R - 1): the shifted exponentials a large cross-entropy's loss and
+    gradient both read (``ce_rows[True]``, ``ce_rows_grad[True]``), computed once instead of
+    once each way (libm's exp is most of their time).  Each row alone: the chunks run on the
+    shared threads (``shared_threads.chunk_runner``) or, R = N, as one call; a parallel build
+    (numba parfor) cost ~0.6 s more of a cold first step."""
+    dt = np.float32 if single else np.float64
+
+    def ce_exp_chunk(c, argp):
+        args = numba.carray(argp, (EXP_ARGS,))
+        N, C, R = args[2], args[3], args[4]
+        x = numba.carray(blas.pointer(args[0], dt(0.0)), (N, C))
+        e = numba.carray(blas.pointer(args[1], dt(0.0)), (N, C))
+        for i in range(c * R, min(N, (c + 1) * R)):
+            _exp_row(x, e, i)
+    return c_callback(ce_exp_chunk, "void(int64, CPointer(int64))")
 
 
 @specialized

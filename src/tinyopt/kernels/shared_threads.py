@@ -56,6 +56,9 @@ def share() -> bool:
 def _install() -> bool:
     if os.environ.get("TINYOPT_SHARE_BLAS_THREADS", "1") == "0" or jit._FORK["serial_only"]:
         return False
+    import numba
+    if numba.config.NUMBA_NUM_THREADS <= 1:
+        return False  # one thread: nothing to share, and no native callback to compile
     setter = blas._openblas_function("openblas_set_threads_callback_function",
                                      "scipy_openblas_set_threads_callback_function64_",
                                      "scipy_openblas_set_threads_callback_function")
@@ -381,13 +384,34 @@ def _runner_body(fn, n, args, nthreads):
 _RUNNER: list = []
 
 
+class _Serial:
+    """The chunks one after the other on the calling thread (through ctypes)."""
+
+    parallel = False
+
+    def __init__(self):
+        self._calls: dict[int, object] = {}
+
+    def __call__(self, chunk: int, n: int, args: int) -> None:
+        call = self._calls.get(chunk)
+        if call is None:
+            call = self._calls[chunk] = ctypes.CFUNCTYPE(None, ctypes.c_int64,
+                                                         ctypes.c_void_p)(chunk)
+        for c in range(n):
+            call(c, args)
+
+
+_SERIAL = _Serial()
+
+
 def chunk_runner():
     """``run(chunk_address, n, args_address)``: the chunks ``c < n`` of a C function ``void
-    chunk(int64 c, void *args)`` on the OpenMP threads numpy's BLAS shares (see above), or None
-    where :func:`share` did not share them (then run the serial kernel as it is).  In a forked
-    child the chunks run on the calling thread."""
-    if not share():
-        return None
+    chunk(int64 c, void *args)``, on the OpenMP threads numpy's BLAS shares (see above;
+    ``run.parallel`` is True) or, where :func:`share` did not share them or in a forked child,
+    one after the other on the calling thread (``run.parallel`` False: a caller may then make
+    one chunk of all its work)."""
+    if not share() or jit._FORK["serial_only"]:
+        return _SERIAL
     if not _RUNNER:
         with _LOCK:
             if not _RUNNER:
@@ -400,9 +424,9 @@ def chunk_runner():
                 import numba
 
                 def run(chunk: int, n: int, args: int) -> None:
-                    threads = 1 if jit._FORK["serial_only"] else min(n, numba.get_num_threads())
                     with jit._PARALLEL_LOCK:
-                        native(chunk, n, args, threads)
+                        native(chunk, n, args, min(n, numba.get_num_threads()))
+                run.parallel = True
                 run._keep = (cb, native)
                 _RUNNER.append(run)
     return _RUNNER[0]

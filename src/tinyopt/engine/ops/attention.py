@@ -139,7 +139,7 @@ class _Chunks:
         if self._gemm is None or s.A * s.B < 2:
             return False
         runner = shared_threads.chunk_runner()
-        if runner is None:
+        if not runner.parallel:
             return False
         args = self._args
         d = K.ARGS_HEAD

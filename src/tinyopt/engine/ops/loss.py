@@ -11,6 +11,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
+from tinyopt.kernels import shared_threads
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -115,8 +116,22 @@ def _ce_grad_forward(t, mean: bool):
     return fwd
 
 
+# rows of the shifted exponentials per chunk on the shared threads
+_EXP_ROWS = 16
+
+
 def _ce_exp_forward(t):
-    return lambda out, x: K.ce_exp(x, out)
+    chunk = K.ce_exp[t.dtype == np.float32]
+    args = np.zeros(K.EXP_ARGS, np.int64)
+
+    def fwd(out, x):
+        x = np.ascontiguousarray(x)
+        N, C = x.shape
+        run = shared_threads.chunk_runner()
+        rows = _EXP_ROWS if run.parallel else max(N, 1)
+        args[:] = x.ctypes.data, out.ctypes.data, N, C, rows
+        run(chunk.address, -(-N // rows), args.ctypes.data)
+    return fwd
 
 
 def _with_exp(x: Tensor, srcs: tuple) -> tuple:
