@@ -138,7 +138,7 @@ def test_the_shared_pool_walker_takes_the_faster_build_and_tries_the_other(monke
     delay.update(parallel=0.1)  # now the parallel build stalls
     stalled = calls(30)
     assert "s" in stalled[:2] and stalled.count("p") <= 5
-    assert walker._gap == K.TRY_MAX  # it kept losing by >2x: tried every 16 calls at most
+    assert walker._gap == K.TRY_MAX  # the losing build's tries backed off to every 16 calls
     delay.update(parallel=0.005)
     assert calls(40)[-15:].count("p") >= 11  # faster again: taken again after a try
     assert walker(np.empty(10, np.float32)) == -1 and took[-1] == "s"  # below shared_min
@@ -146,6 +146,7 @@ def test_the_shared_pool_walker_takes_the_faster_build_and_tries_the_other(monke
 
 class _Spy:
     """A walker's builds, recording which one each step took."""
+
     def __init__(self, kernel, seen):
         self._k, self._seen = kernel, seen
 
