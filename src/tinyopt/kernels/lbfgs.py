@@ -81,47 +81,39 @@ def _lanes_sum(acc):
     return acc[0]
 
 
-DOT, AXPY, AXPY_DOT, SCALE_DOT, NEGATE_DOT, PAIR, PAIR_OLD, AXPY_SCALE_DOT = range(8)
+DOT, AXPY, AXPY_DOT, SCALE_DOT, NEGATE_DOT, PAIR = range(6)
 """The walker's operations (see :func:`_walker`)."""
 
 
 @inline
-def _add_scaled(i, v0, v1, v2, v3, v4, v5, v6, a, a2):  # y += a x  (y: v1, x: v2)
+def _add_scaled(i, v0, v1, v2, v3, v4, a):  # y += a x  (y: v1, x: v2)
     v1[i] += a * v2[i]
 
 
 @inline
-def _scale(i, v0, v1, v2, v3, v4, v5, v6, a, a2):  # y <- a y
+def _scale(i, v0, v1, v2, v3, v4, a):  # y <- a y
     v1[i] = v1[i] * a
 
 
 @inline
-def _add_scaled_scale(i, v0, v1, v2, v3, v4, v5, v6, a, a2):  # y <- (y + a x) a2
-    v1[i] = (v1[i] + a * v2[i]) * a2
-
-
-@inline
-def _negated(i, v0, v1, v2, v3, v4, v5, v6, a, a2):  # q <- -g  (q: v1, g: v2)
+def _negated(i, v0, v1, v2, v3, v4, a):  # q <- -g  (q: v1, g: v2)
     v1[i] = -v2[i]
 
 
 @inline
-def _pair(i, v0, v1, v2, v3, v4, v5, v6, a, a2):  # y <- g - g_prev, s <- d t, g_prev <- g, q <- -g
-    gi = v2[i]
-    v1[i] = gi - v3[i]
+def _pair(i, v0, v1, v2, v3, v4, a):  # y <- g - g_prev, s <- d t, g_prev <- g
+    v1[i] = v2[i] - v3[i]
     v0[i] = v4[i] * a
-    v3[i] = gi
-    v5[i] = -gi
+    v3[i] = v2[i]
 
 
 @parallel_kernel
-def _walker(op, v0, v1, v2, v3, v4, v5, v6, a, a2, part):
+def _walker(op, v0, v1, v2, v3, v4, a, part):
     """Operation ``op`` over the ``n = len(v1)`` elements: per chunk, per block, the element
     update (none for ``DOT``; ``_add_scaled`` for ``AXPY`` and ``AXPY_DOT``; ``_scale``,
-    ``_negated``, ``_pair``, ``_add_scaled_scale``), then, except for ``AXPY``, the block's products ``v0 v1`` (after
+    ``_negated``, ``_pair``), then, except for ``AXPY``, the block's products ``v0 v1`` (after
     the update) folded into chunk ``c``'s sum, ``part[c]``, and for ``PAIR`` also ``v1 v1``
-    into ``part[chunks + c]`` and ``v0 v5`` into ``part[2 chunks + c]`` (``PAIR_OLD``: also
-    ``v6 v5`` into ``part[3 chunks + c]``).  Slots an operation does not use may be any array of the dtype
+    into ``part[chunks + c]``.  Slots an operation does not use may be any array of the dtype
     (never read).  One kernel for all (the branch is taken per block, outside the vectorized
     loops): six of them took three times as long to compile cold."""
     n = v1.shape[0]
@@ -129,42 +121,30 @@ def _walker(op, v0, v1, v2, v3, v4, v5, v6, a, a2, part):
     for c in prange(chunks):
         acc = np.zeros(LANES)
         acc2 = np.zeros(LANES)
-        acc3 = np.zeros(LANES)
-        acc4 = np.zeros(LANES)
         end = min(n, c * CHUNK + CHUNK)
         for b in range(c * CHUNK, end, _BLOCK):
             e = min(end, b + _BLOCK)
-            b0, b1, b2, b3, b4, b5 = v0[b:e], v1[b:e], v2[b:e], v3[b:e], v4[b:e], v5[b:e]
-            b6 = v6[b:e]
+            b0, b1, b2, b3, b4 = v0[b:e], v1[b:e], v2[b:e], v3[b:e], v4[b:e]
             if op == AXPY or op == AXPY_DOT:
                 for i in range(e - b):
-                    _add_scaled(i, b0, b1, b2, b3, b4, b5, b6, a, a2)
+                    _add_scaled(i, b0, b1, b2, b3, b4, a)
             elif op == SCALE_DOT:
                 for i in range(e - b):
-                    _scale(i, b0, b1, b2, b3, b4, b5, b6, a, a2)
+                    _scale(i, b0, b1, b2, b3, b4, a)
             elif op == NEGATE_DOT:
                 for i in range(e - b):
-                    _negated(i, b0, b1, b2, b3, b4, b5, b6, a, a2)
-            elif op == PAIR or op == PAIR_OLD:
+                    _negated(i, b0, b1, b2, b3, b4, a)
+            elif op == PAIR:
                 for i in range(e - b):
-                    _pair(i, b0, b1, b2, b3, b4, b5, b6, a, a2)
-            elif op == AXPY_SCALE_DOT:
-                for i in range(e - b):
-                    _add_scaled_scale(i, b0, b1, b2, b3, b4, b5, b6, a, a2)
+                    _pair(i, b0, b1, b2, b3, b4, a)
             if op != AXPY:
                 _fold(b0, b1, acc)
-            if op == PAIR or op == PAIR_OLD:
+            if op == PAIR:
                 _fold(b1, b1, acc2)
-                _fold(b0, b5, acc3)
-            if op == PAIR_OLD:
-                _fold(b6, b5, acc4)
         if op != AXPY:
             part[c] = _lanes_sum(acc)
-        if op == PAIR or op == PAIR_OLD:
+        if op == PAIR:
             part[chunks + c] = _lanes_sum(acc2)
-            part[2 * chunks + c] = _lanes_sum(acc3)
-        if op == PAIR_OLD:
-            part[3 * chunks + c] = _lanes_sum(acc4)
 
 
 def _threads() -> int:
@@ -173,17 +153,15 @@ def _threads() -> int:
     return numba.config.NUMBA_NUM_THREADS
 
 
-def _chunked(op, v0, v1, v2, v3, v4, v5, a, a2=None, sums: int = 1, v6=None) -> list[float]:
+def _chunked(op, v0, v1, v2, v3, v4, a, sums: int = 1) -> list[float]:
     """Run ``op`` over ``v1``'s chunks (in parallel from ``PARALLEL_CHUNKS`` chunks on, with
     several threads) and return each of its ``sums`` sums, the parts added in chunk order."""
     chunks = -(-v1.shape[0] // CHUNK)
     part = np.zeros(sums * chunks)
-    a2 = a if a2 is None else a2
-    v6 = v5 if v6 is None else v6
     if chunks < PARALLEL_CHUNKS or _threads() == 1:
-        _walker.serial(op, v0, v1, v2, v3, v4, v5, v6, a, a2, part)
+        _walker.serial(op, v0, v1, v2, v3, v4, a, part)
     else:
-        _walker.parallel(op, v0, v1, v2, v3, v4, v5, v6, a, a2, part)
+        _walker.parallel(op, v0, v1, v2, v3, v4, a, part)
     totals = []
     for k in range(sums):
         total = 0.0
@@ -195,43 +173,35 @@ def _chunked(op, v0, v1, v2, v3, v4, v5, a, a2=None, sums: int = 1, v6=None) -> 
 
 def dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum_i x_i y_i`` in the order of the module docstring (float64)."""
-    return _chunked(DOT, x, y, y, y, y, y, y.dtype.type(0))[0]
+    return _chunked(DOT, x, y, y, y, y, y.dtype.type(0))[0]
 
 
 def axpy(y: np.ndarray, a, x: np.ndarray) -> None:
     """``y <- y + a x`` (as numpy's ``y += a * x``: two roundings per element)."""
-    _chunked(AXPY, y, y, x, y, y, y, a, sums=0)
+    _chunked(AXPY, y, y, x, y, y, a, sums=0)
 
 
 def axpy_dot(y: np.ndarray, a, x: np.ndarray, z: np.ndarray) -> float:
     """``y <- y + a x``, then ``z . y`` (the new ``y``)."""
-    return _chunked(AXPY_DOT, z, y, x, y, y, y, a)[0]
+    return _chunked(AXPY_DOT, z, y, x, y, y, a)[0]
 
 
 def scale_dot(y: np.ndarray, a, z: np.ndarray) -> float:
     """``y <- a y``, then ``z . y``."""
-    return _chunked(SCALE_DOT, z, y, y, y, y, y, a)[0]
-
-
-def axpy_scale_dot(y: np.ndarray, a, x: np.ndarray, b, z: np.ndarray) -> float:
-    """``y <- (y + a x) b`` (as numpy's ``y += a * x`` then ``y = y * b``), then ``z . y``."""
-    return _chunked(AXPY_SCALE_DOT, z, y, x, y, y, y, a, b)[0]
+    return _chunked(SCALE_DOT, z, y, y, y, y, a)[0]
 
 
 def negate_dot(g: np.ndarray, q: np.ndarray, z: np.ndarray) -> float:
     """``q <- -g``, then ``z . q``."""
-    return _chunked(NEGATE_DOT, z, q, g, q, q, q, q.dtype.type(0))[0]
+    return _chunked(NEGATE_DOT, z, q, g, q, q, q.dtype.type(0))[0]
 
 
 def curvature_pair(g: np.ndarray, g_prev: np.ndarray, d: np.ndarray, t, y: np.ndarray,
-                   s: np.ndarray, q: np.ndarray, s_old: np.ndarray | None = None) -> list[float]:
-    """L-BFGS's new pair and the start of the two-loop recursion, in one pass: ``y <- g -
-    g_prev``, ``s <- t d``, ``g_prev <- g``, ``q <- -g``; returns ``[y . s, y . y, s . q]``
-    and, given ``s_old``, ``s_old . q`` (``s y`` is ``y s`` exactly: a product rounds the same
-    both ways; ``s . q`` is what :func:`negate_dot` returns for ``z = s``)."""
-    if s_old is None:
-        return _chunked(PAIR, s, y, g, g_prev, d, q, t, sums=3)
-    return _chunked(PAIR_OLD, s, y, g, g_prev, d, q, t, sums=4, v6=s_old)
+                   s: np.ndarray) -> tuple[float, float]:
+    """L-BFGS's new pair: ``y <- g - g_prev``, ``s <- t d``, ``g_prev <- g``; returns
+    ``(y . s, y . y)`` (``s y`` is ``y s`` exactly: a product rounds the same both ways)."""
+    ys, yy = _chunked(PAIR, s, y, g, g_prev, d, t, sums=2)
+    return ys, yy
 
 
 _UNSIGNED = {4: np.uint32, 8: np.uint64}

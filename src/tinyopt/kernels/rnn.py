@@ -32,8 +32,11 @@ are then the vectorizable ones of ``kernels/vecmath.py`` (an LSTM step of batch 
 (20k gate functions) took 500 us with libm's and 200 us with them, on a loaded 2-core machine).
 BPTT computes no transcendental function (the forward pass saves tanh c_t with the gates), so the
 backward kernels are plain.  The kernels index 1-D row views (``x[:H]`` per gate) in their inner
-loops: with 3-D indexing LLVM does not vectorize them.  The per-row helpers are subroutines
-(compiled into their callers; see ``kernels/vecmath.py`` for what that saves at a cold start).
+loops: with 3-D indexing LLVM does not vectorize them.  The backward per-row helpers are inlined
+into their callers at numba's IR level (``jit.inline``): as subroutines (compiled apart) the LSTM
+backward step kernel took ~0.3 s more of a cold first step (1.31 against 0.98 s of CPU, medians
+of 4 interleaved runs) and ran 580-660 against 480 us a layer's 35 steps (batch 20, hidden 200).
+The gate functions stay subroutines (``kernels/vecmath.py`` says why).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from __future__ import annotations
 import math
 
 from tinyopt.kernels import vecmath as _V
-from tinyopt.kernels.jit import kernel, specialized, subroutine
+from tinyopt.kernels.jit import inline, kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
 from tinyopt.kernels.vecmath import tanh as _tanh
 
@@ -59,7 +62,7 @@ def _gate_functions(fast: bool):
     return (_V.sigmoid_fast, _V.tanh_fast) if fast else (_sigmoid_libm, math.tanh)
 
 
-@subroutine
+@inline
 def _gather_grad(d, g, r):
     """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
     for j in range(d.shape[0]):
@@ -120,7 +123,7 @@ def carry_rows(hs, p, q, t, lengths):
             hs[q, b, :] = hs[p, b, :]
 
 
-@subroutine
+@inline
 def _lstm_rows(dm, dc, g, cp, dg):
     """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
     state before any projection) and the step's saved gates ``g`` (i, f, g, o, tanh c_t): dg (4H,),

@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from tinyopt.kernels import lbfgs as vec
-from tinyopt.kernels import shared_threads
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import MASTER
@@ -121,7 +120,6 @@ class LBFGS(Optimizer):
         self._dtype = np.result_type(*(fb.dtype for fb in self._flats))
         self._numel = sum(fb.numel for fb in self._flats)
         self._order = self._inverse = None
-        self._rejected = False  # the last curvature pair was rejected (y's <= 1e-10)
         if len(self._flats) > 1:  # the buffers hold the parameters by dtype; torch's vectors
             start, k = {}, 0      # follow the parameters' order
             for fb in self._flats:
@@ -153,16 +151,7 @@ class LBFGS(Optimizer):
                     self.state[p][MASTER] = fb.view(fb.data, j)
 
     def _gather_flat_grad(self) -> np.ndarray:
-        """The gradients, flat (zeros for a parameter whose grad is None).
-
-        With one buffer of the vectors' dtype and every gradient present, the buffer's own
-        gradient array (no copy: torch's ``cat`` copies): valid until the next closure call
-        overwrites it, and the step reads it only before then (``prev_flat_grad`` and the
-        line search's kept gradients are copies).  Otherwise a new array."""
-        if self._order is None and len(self._flats) == 1:
-            fb = self._flats[0]
-            if fb.grad.dtype == self._dtype and fb.flags.all():
-                return fb.grad
+        """The gradients, flat (zeros for a parameter whose grad is None), as a new array."""
         parts = []
         for fb in self._flats:
             g = fb.grad.astype(self._dtype)
@@ -213,9 +202,6 @@ class LBFGS(Optimizer):
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
         line_search_fn, history_size = group["line_search_fn"], group["history_size"]
         self._take_back()
-        # numpy's BLAS in the closure on the recursion's threads: OpenBLAS's own pool would
-        # spin on the cores after each call and slow the kernels that follow (as a plan does)
-        shared_threads.share()
         one = self._dtype.type
         if not self.state:  # the first step (16-bit parameters: their masters join the state)
             self._bind_masters()
@@ -252,14 +238,10 @@ class LBFGS(Optimizer):
                     else:
                         prev_flat_grad[...] = flat_grad
                 else:
-                    # y = g - g_prev, s = t d, g_prev <- g, q = -g, and y's, y'y, s'q: one
-                    # pass; after a rejected pair (likely again), also s_{m-1}'q
-                    y, s, q = (np.empty_like(flat_grad) for _ in range(3))
-                    s_old = old_stps[-1] if self._rejected and old_stps else None
-                    sums = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s, q,
-                                              s_old)
-                    ys, yy, sq = one(sums[0]), sums[1], sums[2]
-                    self._rejected = not ys > 1e-10
+                    # y = g - g_prev, s = t d, g_prev <- g, and y's, y'y: one pass
+                    y, s = np.empty_like(flat_grad), np.empty_like(flat_grad)
+                    ys, yy = vec.curvature_pair(flat_grad, prev_flat_grad, d, one(t), y, s)
+                    ys = one(ys)
                     if ys > 1e-10:  # keep the pair only where the curvature is positive
                         if len(old_dirs) == history_size:
                             old_dirs.pop(0)
@@ -269,10 +251,8 @@ class LBFGS(Optimizer):
                         old_stps.append(s)
                         ro.append(1.0 / ys)
                         H_diag = ys / one(yy)
-                    elif old_dirs:  # the recursion starts from an older s
-                        sq = sums[3] if s_old is not None else vec.dot(old_stps[-1], q)
-                    d, gtd = self._direction(state, flat_grad, q, one(sq), old_dirs, old_stps,
-                                             ro, H_diag, history_size)
+                    d, gtd = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
+                                             history_size)
                 prev_loss = loss
                 t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
                 if gtd > -tolerance_change:  # not a descent direction
@@ -322,25 +302,27 @@ class LBFGS(Optimizer):
         return orig_loss
 
     @staticmethod
-    def _direction(state, flat_grad, q, dot, old_dirs, old_stps, ro, H_diag, history_size):
+    def _direction(state, flat_grad, old_dirs, old_stps, ro, H_diag, history_size):
         """``(d, g'd)``: ``d = -H g`` by the two-loop recursion over the kept pairs (``al`` kept
-        in ``state``), each update fused with the dot product the recursion takes next; ``q``
-        holds ``-g`` and ``dot`` is ``s_{m-1}'q`` (when there are pairs), in place: ``q``
-        becomes ``d``."""
+        in ``state``), each update fused with the dot product the recursion takes next."""
         if "al" not in state:
             state["al"] = [None] * history_size
         al = state["al"]
         one = flat_grad.dtype.type
+        q = np.empty_like(flat_grad)
         m = len(old_dirs)
         if m == 0:
+            np.negative(flat_grad, out=q)
             return q, one(vec.scale_dot(q, one(H_diag), flat_grad))
+        dot = one(vec.negate_dot(flat_grad, q, old_stps[m - 1]))  # q = -g; s_{m-1}'q
         for i in range(m - 1, -1, -1):
             a = dot * ro[i]
             al[i] = np.asarray(a)
             if i:
                 dot = one(vec.axpy_dot(q, one(-a), old_dirs[i], old_stps[i - 1]))
-        # the last update and r = H_diag q, in place, in one pass; y_0'r
-        dot = one(vec.axpy_scale_dot(q, one(-a), old_dirs[0], one(H_diag), old_dirs[0]))
+            else:
+                vec.axpy(q, one(-a), old_dirs[0])
+        dot = one(vec.scale_dot(q, one(H_diag), old_dirs[0]))  # r = H_diag q, in place; y_0'r
         for i in range(m):
             be_i = dot * ro[i]
             after = old_dirs[i + 1] if i + 1 < m else flat_grad  # the last: g'd

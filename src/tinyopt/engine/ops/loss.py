@@ -137,8 +137,8 @@ def _ce_exp_forward(t):
 def _with_exp(x: Tensor, srcs: tuple) -> tuple:
     """``srcs`` (x, y, w), and the node of x's shifted exponentials after them when the loss
     will be differentiated and x holds at least ``PARALLEL_ROWS_MIN`` elements."""
-    if x.requires_grad and grad_mode._state.enabled and \
-            x.shape[0] * x.shape[1] >= K.PARALLEL_ROWS_MIN:
+    if x.requires_grad and grad_mode._state.enabled and x.dtype in FLOATS and \
+            x.shape[0] * x.shape[1] >= K.PARALLEL_ROWS_MIN:  # (its kernel: float32/float64)
         return srcs + (node("ce_exp", (x,), x.shape, x.dtype),)
     return srcs
 
