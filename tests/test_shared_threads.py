@@ -122,3 +122,51 @@ def test_jobs_run_on_pthreads_where_openmp_gives_no_team_and_bits_do_not_change(
     for env in ({}, {"OMP_THREAD_LIMIT": "1"}, {"OMP_DYNAMIC": "true"}):
         out = _run("-", **env)
         assert out == ["shared True " + ref[0].split(" ", 2)[2]], env
+
+
+def test_runs_of_one_plan_with_chunk_kernels_in_several_threads_give_each_threads_bits():
+    """Attention's pairs and cross-entropy's exponentials run as chunks on the shared threads,
+    reading an argument block while they run: threads running one plan at once (models of one
+    architecture, docs/threads.md) each get the bits of running alone."""
+    import tinyopt as to
+    import tinyopt.nn.functional as F
+    from tinyopt.kernels import loss as kloss
+    if not shared_threads.chunk_runner().parallel:
+        pytest.skip("no shared OpenMP threads here")
+    n, steps = 4, 6
+    rng = np.random.default_rng(3)
+    rows = kloss.PARALLEL_ROWS_MIN // 64  # logits (rows, 64): the exponentials node's size
+    data = [(rng.standard_normal((2, 4, 16, 8)).astype(np.float32),
+             rng.standard_normal((rows, 64)).astype(np.float32),
+             rng.integers(0, 64, rows)) for _ in range(n)]
+
+    def run(k, barrier=None):
+        qkv, logits, y = data[k]
+        out = []
+        for step in range(steps):  # new values each step (stale ones would hide a mix-up)
+            q = to.tensor(qkv + np.float32(step), requires_grad=True)
+            x = to.tensor(logits * np.float32(step + 1), requires_grad=True)
+            if barrier is not None:
+                barrier.wait()
+            a = F.scaled_dot_product_attention(q, q * 0.5, q * 2.0, is_causal=True)
+            loss = a.square().sum() + F.cross_entropy(x, to.tensor(y))
+            loss.backward()
+            out += [a.numpy().tobytes(), q.grad.numpy().tobytes(), x.grad.numpy().tobytes()]
+        return out
+    alone = [run(k) for k in range(n)]
+    results: list = [None] * n
+    errors: list = []
+    barrier = threading.Barrier(n)
+
+    def work(k):
+        try:
+            results[k] = run(k, barrier)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert results == alone
