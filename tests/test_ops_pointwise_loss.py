@@ -180,3 +180,43 @@ def test_reduction_errors():
         F.kl_div(A, B, reduction="avg")
     with pytest.warns(UserWarning, match="size_average and reduce args will be deprecated"):
         assert F.smooth_l1_loss(A, B, size_average=False).shape == ()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradients_at_nan_inf_and_the_ends_of_0_1_are_pytorchs(dtype):
+    """PyTorch's values: smooth_l1's gradient is NaN at a NaN difference; binary cross-entropy's
+    d/dtarget is -logit(x), unclamped (inf at x = 0, -inf at x = 1); kl_div's d/dtarget is NaN at
+    t = inf (its xlogy(t, t) gradient has t / t)."""
+    nan, inf = np.nan, np.inf
+
+    def grads(f, a, b):
+        x, y = tinyopt.tensor(np.array(a, dtype), requires_grad=True), \
+            tinyopt.tensor(np.array(b, dtype), requires_grad=True)
+        f(x, y).backward()
+        return x.grad.numpy(), y.grad.numpy()
+
+    gx, gy = grads(lambda x, y: F.smooth_l1_loss(x, y, reduction="sum", beta=0.5),
+                   [nan, 1.0, 0.2, -3.0], [0.0, nan, 0.0, 0.0])
+    np.testing.assert_array_equal(gx, np.array([nan, nan, 0.4, -1.0], dtype))
+    np.testing.assert_array_equal(gy, np.array([nan, nan, -0.4, 1.0], dtype))
+    _, gy = grads(lambda x, y: F.binary_cross_entropy(x, y, reduction="sum"),
+                  [0.0, 1.0, 0.5], [0.5, 0.5, 0.5])
+    np.testing.assert_array_equal(gy, np.array([inf, -inf, 0.0], dtype))
+    _, gy = grads(lambda x, t: F.kl_div(x, t, reduction="sum"), [0.0, 0.0, 0.0], [inf, 0.0, 1.0])
+    assert np.isnan(gy[0]) and np.isnan(gy[1]) and gy[2] == 1.0
+    torch = torch_or_skip()
+    for f, tf, a, b in [
+            (lambda x, y: F.smooth_l1_loss(x, y, reduction="sum", beta=0.5),
+             lambda x, y: torch.nn.functional.smooth_l1_loss(x, y, reduction="sum", beta=0.5),
+             [nan, 1.0, 0.2, -3.0], [0.0, nan, 0.0, 0.0]),
+            (lambda x, y: F.binary_cross_entropy(x, y, reduction="sum"),
+             lambda x, y: torch.nn.functional.binary_cross_entropy(x, y, reduction="sum"),
+             [0.0, 1.0, 0.5], [0.5, 0.5, 0.5]),
+            (lambda x, t: F.kl_div(x, t, reduction="sum"),
+             lambda x, t: torch.nn.functional.kl_div(x, t, reduction="sum"),
+             [0.0, 0.0, 0.0], [inf, 0.0, 1.0])]:
+        tx, ty = (torch.tensor(np.array(v, dtype), requires_grad=True) for v in (a, b))
+        tf(tx, ty).backward()
+        ours = grads(f, a, b)
+        np.testing.assert_array_equal(ours[0], tx.grad.numpy())
+        np.testing.assert_array_equal(ours[1], ty.grad.numpy())
