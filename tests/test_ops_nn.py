@@ -91,6 +91,29 @@ def test_layer_norm_shape_errors():
         layer_norm(np.zeros((3, 5)), 5, weight=np.ones(4))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("has_w", [True, False])
+def test_layer_norm_rows_as_chunks_on_the_shared_threads_give_the_kernels_bits(dtype, has_w):
+    from tinyopt.engine.ops.nn import _LayerNormChunks
+    from tinyopt.kernels import norm as K
+    from tinyopt.kernels import shared_threads
+    if not shared_threads.chunk_runner().parallel:
+        pytest.skip("no shared threads here (one thread, or BLAS not shared)")
+    M, D = 1021, 40  # rows not a multiple of a chunk's nor of the 4-row blocks
+    x = (rng.standard_normal((M, D)) * 5 + 3).astype(dtype)
+    x[7, 3] = np.nan
+    g = rng.standard_normal((M, D)).astype(dtype)
+    w = rng.standard_normal(D).astype(dtype) if has_w else None
+    stats, want_stats = np.empty((M, 2), dtype), np.empty((M, 2), dtype)
+    assert _LayerNormChunks(K.LN_STATS, np.dtype(dtype), 1e-3).run(x, stats)
+    K.layer_norm_stats(x, want_stats, 1e-3)
+    np.testing.assert_array_equal(stats.view(np.uint8), want_stats.view(np.uint8))
+    out, want = np.empty((M, D), dtype), np.empty((M, D), dtype)
+    assert _LayerNormChunks(K.LN_GRAD_X, np.dtype(dtype)).run(x, stats, out, g=g, w=w)
+    K.layer_norm_grad_x(g, x, stats, w if has_w else np.ones(1), has_w, want)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+
+
 # ---- batch_norm ----------------------------------------------------------------------------------
 def ref_batch_norm_train(x, rm, rv, w, b, momentum, eps=1e-5):
     axes = (0,) + tuple(range(2, x.ndim))

@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange
+import numba
+import numpy as np
+
+from tinyopt.kernels import blas
+from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 
 # ---- layer norm (Ba et al. 2016, https://arxiv.org/abs/1607.06450) -----------------------------
@@ -21,6 +25,12 @@ from tinyopt.kernels.jit import inline, kernel, parallel_kernel, prange
 # summed in its own order (the same bits as one row at a time; the tiny GPT's 1024 x 128 rows:
 # 206 -> 97 us a call on one core).  The input gradient's two sums per row gained nothing that
 # way (154 -> 149 us: its loop is bound by the conversions and multiplies, not the latency).
+# The statistics and the input gradient are loops over rows [lo, hi) (inlined ``_*_rows``), run
+# by their kernel over blocks of ``_LN_BLOCK`` rows or by :func:`layer_norm_chunks` over chunks on
+# the shared threads.
+_LN_BLOCK = 64
+
+
 @inline
 def _row_stats(x, m, stats, eps):
     D = x.shape[1]
@@ -36,16 +46,11 @@ def _row_stats(x, m, stats, eps):
     stats[m, 1] = 1.0 / math.sqrt(ss / D + eps)
 
 
-@parallel_kernel
-def layer_norm_stats(x, stats, eps):
-    """stats[m] = (mu, rstd) of row x[m, :] (two passes, float64, each sum in element order)."""
-    M, D = x.shape
-    for q in prange((M + 3) // 4):
-        m = 4 * q
-        if m + 4 > M:
-            for r in range(m, M):
-                _row_stats(x, r, stats, eps)
-            continue
+@inline
+def _stats_rows(x, stats, eps, lo, hi):
+    D = x.shape[1]
+    m = lo
+    while m + 4 <= hi:
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
@@ -80,6 +85,36 @@ def layer_norm_stats(x, stats, eps):
         stats[m + 2, 1] = 1.0 / math.sqrt(s2 / D + eps)
         stats[m + 3, 0] = u3
         stats[m + 3, 1] = 1.0 / math.sqrt(s3 / D + eps)
+        m += 4
+    for r in range(m, hi):
+        _row_stats(x, r, stats, eps)
+
+
+@inline
+def _grad_x_rows(g, x, stats, w, has_w, out, lo, hi):
+    D = x.shape[1]
+    for m in range(lo, hi):
+        mu = stats[m, 0]
+        r = stats[m, 1]
+        s1 = 0.0
+        s2 = 0.0
+        for d in range(D):
+            gw = g[m, d] * w[d] if has_w else g[m, d]
+            s1 += gw
+            s2 += gw * (x[m, d] - mu) * r
+        s1 /= D
+        s2 /= D
+        for d in range(D):
+            gw = g[m, d] * w[d] if has_w else g[m, d]
+            out[m, d] = r * (gw - s1 - (x[m, d] - mu) * r * s2)
+
+
+@parallel_kernel
+def layer_norm_stats(x, stats, eps):
+    """stats[m] = (mu, rstd) of row x[m, :] (two passes, float64, each sum in element order)."""
+    M = x.shape[0]
+    for q in prange((M + _LN_BLOCK - 1) // _LN_BLOCK):
+        _stats_rows(x, stats, eps, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
 
 
 @parallel_kernel
@@ -101,21 +136,47 @@ def layer_norm_apply(x, stats, w, b, has_w, has_b, out):
 @parallel_kernel
 def layer_norm_grad_x(g, x, stats, w, has_w, out):
     """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, with gw = g * w."""
-    M, D = x.shape
-    for m in prange(M):
-        mu = stats[m, 0]
-        r = stats[m, 1]
-        s1 = 0.0
-        s2 = 0.0
-        for d in range(D):
-            gw = g[m, d] * w[d] if has_w else g[m, d]
-            s1 += gw
-            s2 += gw * (x[m, d] - mu) * r
-        s1 /= D
-        s2 /= D
-        for d in range(D):
-            gw = g[m, d] * w[d] if has_w else g[m, d]
-            out[m, d] = r * (gw - s1 - (x[m, d] - mu) * r * s2)
+    M = x.shape[0]
+    for q in prange((M + _LN_BLOCK - 1) // _LN_BLOCK):
+        _grad_x_rows(g, x, stats, w, has_w, out, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
+
+
+LN_ARGS = 10
+LN_STATS, LN_GRAD_X = 0, 1
+
+
+@specialized
+def layer_norm_chunks(single: bool, part: int, has_w: bool):
+    """``layer_norm_chunks[single, part, has_w]``: a C function ``void chunk(int64 c, int64
+    *args)`` (float32 if ``single``, else float64) that runs rows c R .. c R + R - 1 of
+    :func:`layer_norm_stats` (``part`` ``LN_STATS``) or :func:`layer_norm_grad_x`
+    (``LN_GRAD_X``), the same row loops with the same types (the same bits), for
+    ``shared_threads.chunk_runner``.  args = [addresses of x (M, D), stats (M, 2), out (M, D),
+    g (M, D), w (D,), then M, D, R, has_w, address of eps (a float64)]; an array the part does
+    not read may be any address.  Without ``has_w``, ``w`` is typed float64 as the engine's
+    stand-in for an absent weight is, and the flag is read at run time as the kernel's is, so
+    that ``g * w if has_w else g`` types as in the kernel (float64 there: a constant False would
+    leave it float32, other bits).
+    (The apply pass, a light elementwise loop, gained nothing as chunks: 1024 x 128 float32
+    18 -> 22 us, against stats 96 -> 59 and grad_x 153 -> 92.)"""
+    dt = np.float32 if single else np.float64
+    wdt = dt if has_w else np.float64
+
+    def layer_norm_chunk(c, argp):
+        a = numba.carray(argp, (LN_ARGS,))
+        M, D, R, w_given = a[5], a[6], a[7], a[8] != 0
+        lo, hi = c * R, min(M, (c + 1) * R)
+        x = numba.carray(blas.pointer(a[0], dt(0.0)), (M, D))
+        stats = numba.carray(blas.pointer(a[1], dt(0.0)), (M, 2))
+        if part == LN_STATS:
+            eps = numba.carray(blas.pointer(a[9], 0.0), (1,))[0]
+            _stats_rows(x, stats, eps, lo, hi)
+        else:
+            out = numba.carray(blas.pointer(a[2], dt(0.0)), (M, D))
+            g = numba.carray(blas.pointer(a[3], dt(0.0)), (M, D))
+            w = numba.carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
+            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi)
+    return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
 
 
 @kernel

@@ -25,6 +25,7 @@ from tinyopt.engine.realize import add_effect
 from tinyopt.engine.row_sparse import row_mask
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
+from tinyopt.kernels import shared_threads
 from tinyopt.kernels import row_sparse as R
 
 
@@ -65,8 +66,52 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
 
 
 # ---- layer norm ---------------------------------------------------------------------------------
-defop("layer_norm_stats", forward=lambda t: (
-    lambda out, x: K.layer_norm_stats(_c(x).reshape(-1, t.attrs[0]), out, t.attrs[1])))
+# Rows per chunk on the shared threads: ~8k elements (64 rows of the tiny GPT's 128), a multiple of
+# the statistics kernel's 4-row blocks; inputs below _LN_CHUNK_MIN elements run on one thread.
+_LN_CHUNK_ELEMENTS = 1 << 13
+_LN_CHUNK_MIN = 1 << 15
+
+
+class _LayerNormChunks:
+    """A layer-norm kernel's rows as chunks on the shared threads (``kernels/norm.py``
+    ``layer_norm_chunks``: the kernel's own row loop, so the same bits), for float32/float64
+    arrays of one dtype; ``run`` returns False (nothing done) where that does not apply.  One per
+    plan step, so runs in flight at the same time have their own argument block."""
+
+    def __init__(self, part: int, dtype: np.dtype, eps: float = 0.0):
+        self._part, self._dtype = part, dtype
+        self._args = np.zeros(K.LN_ARGS, np.int64)
+        self._eps = np.array([eps])
+        self._fn = None
+
+    def run(self, x: np.ndarray, stats: np.ndarray, out=None, g=None, w=None) -> bool:
+        M, D = x.shape
+        if M * D < _LN_CHUNK_MIN or self._dtype not in (np.float32, np.float64):
+            return False
+        arrays = [a for a in (x, stats, out, g, w) if a is not None]
+        if any(a.dtype != self._dtype or not a.flags.c_contiguous for a in arrays):
+            return False
+        runner = shared_threads.chunk_runner()
+        if not runner.parallel:
+            return False
+        if self._fn is None:
+            self._fn = K.layer_norm_chunks[self._dtype == np.float32, self._part, w is not None]
+        rows = max(4, _LN_CHUNK_ELEMENTS // D // 4 * 4)
+        self._args[:] = [0 if a is None else a.ctypes.data for a in (x, stats, out, g, w)] + [
+            M, D, rows, w is not None, self._eps.ctypes.data]
+        runner(self._fn.address, -(-M // rows), self._args.ctypes.data)
+        return True
+
+
+def _ln_stats_forward(t):
+    D, eps = t.attrs[0], t.attrs[1]
+    chunks = _LayerNormChunks(K.LN_STATS, t.dtype, eps)
+
+    def fwd(out, x):
+        x = _c(x).reshape(-1, D)
+        if not chunks.run(x, out):
+            K.layer_norm_stats(x, out, eps)
+    return fwd
 
 
 def _ln_apply_forward(t):
@@ -82,10 +127,13 @@ def _ln_apply_forward(t):
 
 def _ln_grad_x_forward(t):
     D, _, has_w, _ = t.attrs
+    chunks = _LayerNormChunks(K.LN_GRAD_X, t.dtype)
 
     def fwd(out, g, x, stats, *w):
-        K.layer_norm_grad_x(_c(g).reshape(-1, D), _c(x).reshape(-1, D), stats,
-                            _c(w[0]).reshape(-1) if has_w else _ONE, has_w, out.reshape(-1, D))
+        g, x, out = _c(g).reshape(-1, D), _c(x).reshape(-1, D), out.reshape(-1, D)
+        w = _c(w[0]).reshape(-1) if has_w else _ONE
+        if not chunks.run(x, stats, out, g=g, w=w if has_w else None):
+            K.layer_norm_grad_x(g, x, stats, w, has_w, out)
     return fwd
 
 
@@ -108,6 +156,7 @@ def _ln_backward(t, g):
     return tuple(grads)
 
 
+defop("layer_norm_stats", forward=_ln_stats_forward)
 defop("layer_norm", forward=_ln_apply_forward, backward=_ln_backward)
 defop("layer_norm_grad_x", forward=_ln_grad_x_forward)
 defop("layer_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.layer_norm_grad_wb(
