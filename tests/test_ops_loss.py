@@ -486,6 +486,38 @@ def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatc
     assert run(1) == (whole, True)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_from_its_exponentials_node_matches_torch_with_nan_and_inf(monkeypatch,
+                                                                                 dtype):
+    """The row max and sum in lanes (kernels/loss.py ``_exp_row``), with class counts below,
+    at and past the lane count: PyTorch's values to rounding, NaN rows where PyTorch has them
+    (a NaN or +inf logit, or a row of -inf), and a -inf logit a probability of 0."""
+    torch = pytest.importorskip("torch")
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import loss as K
+    monkeypatch.setattr(K, "PARALLEL_ROWS_MIN", 1)
+    cache_clear()
+    rng = np.random.default_rng(8)
+    for C in (3, 16, 37, 517):
+        x = (rng.standard_normal((9, C)) * 6).astype(dtype)
+        x[1, C - 1] = np.nan
+        x[2, C // 2] = np.inf
+        x[3] = -np.inf
+        x[4, 0] = -np.inf
+        x[5, :] = 0.0
+        y = rng.integers(0, C, 9)
+        y[6] = -100
+        for reduction in ("none", "sum"):
+            p = to.Parameter(x.copy())
+            loss = O.cross_entropy(p, y, reduction=reduction)
+            (loss if reduction == "sum" else loss.sum()).backward()
+            tx = torch.tensor(x, requires_grad=True)
+            ref = torch.nn.functional.cross_entropy(tx, torch.tensor(y), reduction=reduction)
+            (ref if reduction == "sum" else ref.sum()).backward()
+            np.testing.assert_allclose(loss.numpy(), ref.detach().numpy(), **tol(dtype))
+            np.testing.assert_allclose(p.grad.numpy(), tx.grad.numpy(), **tol(dtype))
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_cross_entropy_reports_the_first_bad_target(monkeypatch, parallel):
     _force_parallel(monkeypatch, parallel)

@@ -114,6 +114,60 @@ def test_zero_initial_state_and_no_bias(mode):
     gradcheck(f, x, w_ih, w_hh)
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("lengths", [None, [4, 1, 3, 4, 2, 4, 1, 3, 2]])
+def test_lstm_batch_rows_in_chunks(reverse, lengths):
+    """A batch of 8 rows or more runs as two chunks of rows (engine/ops/rnn.py ``_ScanChunks``),
+    here 5 + 4: PyTorch's equations, and the gradients, as the whole batch."""
+    from tinyopt.engine.ops import rnn as R
+    T, B, I, H = 4, 9, 3, 4
+    assert R._scan_chunk_rows(B) == 5
+    w_ih, w_hh, b_ih, b_hh, _ = weights("lstm", I, H, H)
+    x = rng.standard_normal((T, B, I))
+    h0, c0 = rng.standard_normal((B, H)), rng.standard_normal((B, H))
+
+    def f(x, w_ih, w_hh, b_ih, b_hh, h0, c0):
+        y, h_n, c_n = rnn_scan("lstm", x, w_ih, w_hh, b_ih, b_hh, None, h0, c0, lengths,
+                               reverse)
+        return cat([y.reshape(-1), h_n.reshape(-1), c_n.reshape(-1)])
+
+    arrays = (x, w_ih, w_hh, b_ih, b_hh, h0, c0)
+    ys, hn, cn = ref_scan("lstm", *arrays[:5], None, h0, c0, lengths, reverse)
+    got = f(*[to.tensor(a, dtype=to.float64) for a in arrays]).numpy()
+    mask = np.ones(ys.shape) if lengths is None else \
+        (np.arange(T)[:, None] < np.array(lengths)[None])[..., None]
+    np.testing.assert_allclose(got[:ys.size].reshape(ys.shape) * mask, ys * mask, rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(got[ys.size:], np.concatenate([hn.reshape(-1), cn.reshape(-1)]),
+                               rtol=1e-12, atol=1e-12)
+    gradcheck(f, *arrays, max_elems=24)
+
+
+def test_lstm_chunks_give_the_same_bits_on_the_shared_threads_and_one_after_the_other(
+        monkeypatch):
+    """The chunks of batch rows are fixed by the batch size, so the threads that run them
+    change no bit (float32, forward and backward)."""
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import shared_threads
+    T, B, I, H = 7, 20, 6, 16
+    w = [a.astype(np.float32) for a in weights("lstm", I, H, H)[:4]]
+    x = rng.standard_normal((T, B, I)).astype(np.float32)
+
+    def run():
+        cache_clear()
+        out = []
+        for reverse in (False, True):
+            ps = [to.tensor(a, requires_grad=True) for a in [x] + w]
+            y, h_n, c_n = rnn_scan("lstm", *ps, reverse=reverse)
+            ((y * y).sum() + (c_n * h_n).sum()).backward()
+            out += [y.numpy().tobytes()] + [p.grad.numpy().tobytes() for p in ps]
+        return out
+
+    shared = run()
+    monkeypatch.setattr(shared_threads, "chunk_runner", lambda: shared_threads._SERIAL)
+    assert run() == shared
+
+
 def test_float32_matches_the_float64_reference():
     T, B, I, H = 6, 3, 5, 8
     w_ih, w_hh, b_ih, b_hh, _ = weights("lstm", I, H, H)

@@ -18,75 +18,139 @@ import numba
 import numpy as np
 
 from tinyopt.kernels import blas
+from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 
-# Rows of a large cross-entropy (a language model's 700 x 5000 logits: libm's exp twice per
-# element, ~20 ms each way on one core) run in parallel from this many elements, where numpy's
-# BLAS shares numba's threads (``kernels/shared_threads.py``); each row is computed alone and
-# the 'mean' summed in row order after all of them, so threads change no bit.
+# Rows of a large cross-entropy (a language model's 700 x 5000 logits) run in parallel from this
+# many elements, where numpy's BLAS shares numba's threads (``kernels/shared_threads.py``); each
+# row is computed alone and the 'mean' summed in row order after all of them, so threads change
+# no bit.
 PARALLEL_ROWS_MIN = 1 << 20
+
+LANES = 16
+"""A row's max and its sum of exponentials run in this many lanes: element ``c`` goes into lane
+``c % LANES``, then the lanes are combined in order (see :func:`_exp_row`)."""
 
 
 # The 'mean' reduction is folded into the row kernels (an optional output forward, an optional
 # scalar gradient backward) instead of kernels of its own: each numba kernel costs its own cold
 # compile, and the three it took (mean, its gradient and the weight sum both call) were ~0.6 s of
 # CPU of a first training step.
-@inline
-def _exp_row(x, e, i):
-    C = x.shape[1]
-    if C != 0:
-        m = x[i, 0]
-        for c in range(1, C):
-            if x[i, c] > m or x[i, c] != x[i, c]:
-                m = x[i, c]
+@specialized
+def _exp_row(fast: bool):
+    """``exp_row(xr, er, mx, ls) -> (m, s)``: one row ``xr`` (C,) of logits: m = max_c xr[c]
+    (NaN if any is NaN), er[c] = exp(xr[c] - m) rounded to xr's dtype (xr[c] - m in that dtype
+    too), and s = sum_c er[c] in float64; ``mx`` (LANES,) of xr's dtype and ``ls`` (LANES,)
+    float64 are scratch.  Every cross-entropy kernel computes a row's exponentials with this, so
+    all of them (and :func:`ce_exp`'s stored ones) give the same bits.
+
+    Order, fixed by C alone (never by threads): element c goes into lane c % LANES, for the max
+    (NaN sticks: ``v > l or v != v``) and for the sum; then lanes 0 .. LANES-1 are combined in
+    order.  So both loops vectorize (a single running max or float64 sum is a chain of
+    dependent instructions: for 700 x 5000 float32 the serial max and sum took ~8 ms, the lanes
+    2.1 ms, one core).  The max is exact in any order (only the sign of a zero maximum may
+    differ, which changes no exponential and no loss); the sum is a different rounding of the
+    same terms than a serial one, a few ulps of float64.
+
+    ``fast`` (float32): the exponentials of ``kernels/vecmath.py`` (float64 arithmetic,
+    relative error below 2e-12, so within 1 ulp of the exact float32 value: libm's ``expf``
+    differed in 0.06% of the exponentials of a 700 x 5000 N(0, 9) matrix, by 1 ulp), which
+    vectorize: 4.3 ms against 8.7 ms with libm for 700 x 5000, one core.  Else libm's exp."""
+    ex = _V.exp_fast if fast else math.exp
+
+    @inline
+    def exp_row(xr, er, mx, ls):
+        C = xr.shape[0]
+        full = C - C % LANES
+        for k in range(LANES):
+            mx[k] = -math.inf
+        for c0 in range(0, full, LANES):
+            for k in range(LANES):
+                v = xr[c0 + k]
+                mx[k] = v if v > mx[k] or v != v else mx[k]
+        for c in range(full, C):
+            v = xr[c]
+            mx[c - full] = v if v > mx[c - full] or v != v else mx[c - full]
+        m = mx[0]
+        for k in range(1, LANES):
+            v = mx[k]
+            m = v if v > m or v != v else m
+        # the exponentials in a loop of their own, which LLVM vectorizes (as attention's rows)
         for c in range(C):
-            e[i, c] = math.exp(x[i, c] - m)
+            er[c] = ex(xr[c] - m)
+        for k in range(LANES):
+            ls[k] = 0.0
+        for c0 in range(0, full, LANES):
+            for k in range(LANES):
+                ls[k] += er[c0 + k]
+        for c in range(full, C):
+            ls[c - full] += er[c]
+        s = 0.0
+        for k in range(LANES):
+            s += ls[k]
+        return m, s
+    return exp_row
 
 
-EXP_ARGS = 5
+EXP_ARGS = 6
+
+
+def exp_stats_size(N: int, itemsize: int) -> int:
+    """Elements of a dtype of ``itemsize`` bytes that hold :func:`ce_exp`'s row statistics: N x 2
+    float64 (whole 16 bytes per row, so the exponentials after them stay aligned)."""
+    return N * 16 // itemsize
 
 
 @specialized
 def ce_exp(single: bool):
     """``ce_exp[single]``: a C function ``void chunk(int64 c, int64 *args)`` (float32 if
-    ``single``, else float64), args = [address of x (N, C), of e (N, C), N, C, rows per chunk
-    R], that computes e[i, c] = exp(x[i, c] - max_c x[i, c]) in x's dtype for the rows i of
-    chunk c (rows c R .. c R + R - 1): the shifted exponentials a large cross-entropy's loss and
-    gradient both read (``ce_rows[True]``, ``ce_rows_grad[True]``), computed once instead of
-    once each way (libm's exp is most of their time).  Each row alone: the chunks run on the
-    shared threads (``shared_threads.chunk_runner``) or, R = N, as one call; a parallel build
-    (numba parfor) cost ~0.6 s more of a cold first step."""
+    ``single``, else float64), args = [address of x (N, C), of e (N, C), of stats (N, 2)
+    float64, N, C, rows per chunk R], that computes, for the rows i of chunk c (rows c R .. c R
+    + R - 1), e[i, c] = exp(x[i, c] - m_i) in x's dtype, stats[i] = (m_i, s_i), m_i = max_c x[i,
+    c] and s_i = sum_c e[i, c] (:func:`_exp_row`): what a large cross-entropy's loss and
+    gradient both read (``ce_rows[True, .]``, ``ce_rows_grad[True, .]``), computed once instead
+    of once each way.  Each row alone: the chunks run on the shared threads
+    (``shared_threads.chunk_runner``) or, R = N, as one call; a parallel build (numba parfor)
+    cost ~0.6 s more of a cold first step."""
     dt = np.float32 if single else np.float64
+    exp_row = _exp_row[single]
 
     def ce_exp_chunk(c, argp):
         args = numba.carray(argp, (EXP_ARGS,))
-        N, C, R = args[2], args[3], args[4]
+        N, C, R = args[3], args[4], args[5]
         x = numba.carray(blas.pointer(args[0], dt(0.0)), (N, C))
         e = numba.carray(blas.pointer(args[1], dt(0.0)), (N, C))
+        stats = numba.carray(blas.pointer(args[2], 0.0), (N, 2))
+        mx = np.empty(LANES, dt)
+        ls = np.empty(LANES)
         for i in range(c * R, min(N, (c + 1) * R)):
-            _exp_row(x, e, i)
+            m, s = exp_row(x[i], e[i], mx, ls)
+            stats[i, 0] = m
+            stats[i, 1] = s
     return c_callback(ce_exp_chunk, "void(int64, CPointer(int64))")
 
 
 @specialized
-def ce_rows(from_exp: bool):
-    """``ce_rows[from_exp](x, y, w, ignore_index, eps, out, total, err, e)``: out[i] =
-    (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]), p_i = softmax(x_i) (the
+def ce_rows(from_exp: bool, single: bool):
+    """``ce_rows[from_exp, single](x, y, w, ignore_index, eps, out, total, err, stats)``: out[i]
+    = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]), p_i = softmax(x_i) (the
     label-smoothed, class-weighted cross-entropy of row i), each row alone (rows in parallel for
-    large ``x``); ``from_exp``: the shifted exponentials are read from ``e`` (:func:`ce_exp`,
-    the same values), else computed (``e`` unused).
+    large ``x``), with -log p_i[c] = lse_i - x[i, c], lse_i = m_i + log s_i (:func:`_exp_row`;
+    float32 ``x``: ``single``); ``from_exp``: m_i, s_i are read from ``stats`` (N, 2)
+    (:func:`ce_exp`, the same values), else computed (``stats`` unused).
 
     ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows
     not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction.  A target
     out of range: nothing is computed (``err[0]`` its row).
 
-    With ``from_exp`` a serial kernel: what is left (a max and a sum per row) is light, and a
-    parallel build costs ~1.6 s of a cold first step against ~0.8 s (as ``ce_rows_grad``)."""
+    With ``from_exp`` a serial kernel: what is left is light (C elements a row only with label
+    smoothing), and a parallel build costs ~1.6 s of a cold first step against ~0.8 s."""
     build = kernel if from_exp else parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
+    exp_row = _exp_row[single]
 
     @build
-    def ce_rows_kernel(x, y, w, ignore_index, eps, out, total, err, e):
+    def ce_rows_kernel(x, y, w, ignore_index, eps, out, total, err, stats):
         N, C = x.shape
         err[0] = _first_bad_target(y, C, ignore_index)
         if err[0] >= 0:
@@ -96,18 +160,12 @@ def ce_rows(from_exp: bool):
             if t == ignore_index:
                 out[i] = 0.0
             else:
-                m = x[i, 0]
-                for c in range(1, C):
-                    if x[i, c] > m or x[i, c] != x[i, c]:
-                        m = x[i, c]
-                acc = 0.0
                 if from_exp:
-                    for c in range(C):
-                        acc += e[i, c]
+                    m, s = stats[i, 0], stats[i, 1]
                 else:
-                    for c in range(C):
-                        acc += math.exp(x[i, c] - m)
-                lse = m + math.log(acc)
+                    m, s = exp_row(x[i], np.empty(C, x.dtype), np.empty(LANES, x.dtype),
+                                   np.empty(LANES))
+                lse = m + math.log(s)
                 loss = (1.0 - eps) * w[t] * (lse - x[i, t])
                 if eps != 0.0:
                     smooth = 0.0
@@ -168,21 +226,24 @@ def _mean_share(g, y, w, ignore_index, share, err):
 
 
 @specialized
-def ce_rows_grad(from_exp: bool):
-    """``ce_rows_grad[from_exp](g, x, y, w, ignore_index, eps, share, out, err, e)``: d/dx of
-    ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i]) + (eps/C) (p_k sum_c w_c
-    - w_k)); on an ignored row 0 p_k, as PyTorch's log_softmax backward (0 - p_k 0): NaN where
-    p_k is (a NaN or +inf in the row), else 0; each row alone (rows in parallel for large
-    ``x``); ``from_exp`` as in :func:`ce_rows` (then ``x`` is not read).
+def ce_rows_grad(from_exp: bool, single: bool):
+    """``ce_rows_grad[from_exp, single](g, x, y, w, ignore_index, eps, share, out, err, e,
+    stats)``: d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i]) +
+    (eps/C) (p_k sum_c w_c - w_k)), p_k = e[i, k] / s_i; on an ignored row 0 p_k, as PyTorch's
+    log_softmax backward (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; each
+    row alone (rows in parallel for large ``x``); ``from_exp``: e and s_i from :func:`ce_exp`
+    (``e`` (N, C), ``stats`` (N, 2); ``x`` is not read), else computed by :func:`_exp_row` as
+    in :func:`ce_rows` (into ``out``).
 
     ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
     the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``).  A
     target out of range: nothing is computed (``err[0]`` its row).  With ``from_exp`` a serial
     kernel (see :func:`ce_rows`)."""
     build = kernel if from_exp else parallel_kernel(sized_by=7, shared_min=PARALLEL_ROWS_MIN)
+    exp_row = _exp_row[single]
 
     @build
-    def ce_rows_grad_kernel(g, x, y, w, ignore_index, eps, share, out, err, e):
+    def ce_rows_grad_kernel(g, x, y, w, ignore_index, eps, share, out, err, e, stats):
         N, C = out.shape
         err[0] = _first_bad_target(y, C, ignore_index)
         if err[0] >= 0:
@@ -196,31 +257,22 @@ def ce_rows_grad(from_exp: bool):
         for i in prange(N):
             if C != 0:  # (else an ignored row of no classes)
                 t = y[i]
-                acc = 0.0
                 if from_exp:
-                    for c in range(C):
-                        ex = e[i, c]
-                        out[i, c] = ex
-                        acc += ex
+                    er = e[i]
+                    s = stats[i, 1]
                 else:
-                    m = x[i, 0]
-                    for c in range(1, C):
-                        if x[i, c] > m or x[i, c] != x[i, c]:
-                            m = x[i, c]
-                    for c in range(C):
-                        ex = math.exp(x[i, c] - m)
-                        out[i, c] = ex
-                        acc += ex
-                inv = 1.0 / acc
+                    er = out[i]
+                    _, s = exp_row(x[i], er, np.empty(LANES, x.dtype), np.empty(LANES))
+                inv = 1.0 / s
                 if t == ignore_index:
                     for c in range(C):
-                        out[i, c] = 0.0 * (out[i, c] * inv)
+                        out[i, c] = 0.0 * (er[c] * inv)
                 else:
                     gi = share[0] if mean else g[i]
                     a = gi * (1.0 - eps) * w[t]
                     b = gi * eps / C
                     for c in range(C):
-                        p = out[i, c] * inv
+                        p = er[c] * inv
                         out[i, c] = a * p + b * (p * wsum - w[c])
                     out[i, t] -= a
     return ce_rows_grad_kernel

@@ -43,10 +43,17 @@ from __future__ import annotations
 
 import math
 
+import numba
+import numpy as np
+
+from tinyopt.kernels import blas
 from tinyopt.kernels import vecmath as _V
-from tinyopt.kernels.jit import inline, kernel, specialized, subroutine
+from tinyopt.kernels.jit import c_callback, inline, kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
 from tinyopt.kernels.vecmath import tanh as _tanh
+
+
+_NO_TRANS = 111  # CblasNoTrans
 
 
 @subroutine
@@ -71,20 +78,16 @@ def _gather_grad(d, g, r):
 
 # ---- LSTM ---------------------------------------------------------------------------------------
 @specialized
-def lstm_step(fast: bool):
-    """One LSTM step at time ``t``: xw (T, B, 4H), pre (B, 4H), bias (4H,), cs (T+1, B, H),
-    gates (T, B, 5H) gets the activated (i, f, g, o) and tanh(c_t) (so that BPTT computes no
-    transcendental function); ``hout[o]`` (B, H) gets o tanh(c_t).
-
-    Rows past their length copy cs[p] to cs[q] and, when ``carry``, hs[p] to hout[o]; else (with
-    a projection, whose caller carries the projected state itself) they zero hout[o]."""
+def _lstm_step_rows(fast: bool):
+    """``rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, b0, b1)``: the
+    rows b0 .. b1 - 1 of :func:`lstm_step` (inlined into its callers)."""
     sg, th = _gate_functions(fast)
 
-    @kernel
-    def lstm_step_kernel(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry):
-        B, H = cs.shape[1], cs.shape[2]
+    @inline
+    def rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, b0, b1):
+        H = cs.shape[2]
         bi, bf, bg, bo = bias[:H], bias[H:2 * H], bias[2 * H:3 * H], bias[3 * H:]
-        for b in range(B):
+        for b in range(b0, b1):
             cp, cq, ho = cs[p, b], cs[q, b], hout[o, b]
             if t < lengths[b]:
                 x, pr, g = xw[t, b], pre[b], gates[t, b]
@@ -112,7 +115,80 @@ def lstm_step(fast: bool):
                     cq[j] = cp[j]
                 for j in range(ho.shape[0]):
                     ho[j] = hp[j] if carry else 0.0
+    return rows
+
+
+@specialized
+def lstm_step(fast: bool):
+    """One LSTM step at time ``t``: xw (T, B, 4H), pre (B, 4H), bias (4H,), cs (T+1, B, H),
+    gates (T, B, 5H) gets the activated (i, f, g, o) and tanh(c_t) (so that BPTT computes no
+    transcendental function); ``hout[o]`` (B, H) gets o tanh(c_t).
+
+    Rows past their length copy cs[p] to cs[q] and, when ``carry``, hs[p] to hout[o]; else (with
+    a projection, whose caller carries the projected state itself) they zero hout[o]."""
+    rows = _lstm_step_rows[fast]
+
+    @kernel
+    def lstm_step_kernel(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry):
+        rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, 0, cs.shape[1])
     return lstm_step_kernel
+
+
+# ---- a whole LSTM layer (no projection) in chunks of batch rows, on the shared threads ----------
+#
+# A row's recurrence reads only that row: h_t[b] = f(xw[t, b], h_{t-1}[b] W_hh^T, c_{t-1}[b]),
+# and backward dL/dh_{t-1}[b] = dg[t, b] W_hh.  So the batch splits into chunks of rows that run
+# all T steps each, independently, with no synchronisation between steps: ``lstm_scan_chunks``
+# and ``lstm_scan_grad_chunks`` are C functions ``void chunk(int64 c, int64 *args)`` for
+# ``shared_threads.chunk_runner``.  Chunk c is the rows c R .. c R + R - 1; per step it makes the
+# GEMM of its rows (numpy's own ``cblas_?gemm``, ``kernels/blas.py``; the op runs the chunks
+# under ``blas.single_threaded``, which in numpy's OpenBLAS sets the count of the whole process:
+# ``openblas_set_num_threads_local`` calls ``openblas_set_num_threads``, so calling it from the
+# chunks themselves raced and left the process at one thread, its other GEMMs 2x slower) and
+# runs the step kernels' rows
+# (``_lstm_step_rows``, ``_lstm_rows``).  R is fixed by the batch size (the op's
+# ``_scan_chunk_rows``), never by the threads: a GEMM's rows can round differently with the
+# number of rows OpenBLAS is given, and the chunks are the same whoever runs them.
+
+SCAN_ARGS = 15
+"""The args of :func:`lstm_scan_chunks` and :func:`lstm_scan_grad_chunks`, int64: [the address
+of ``cblas_?gemm``, T, B, H, R, reverse, then addresses of: forward xw (T, B, 4H), W_hh^T (H, 4H), bias (4H,), hs (T+1, B, H), cs
+(T+1, B, H), gates (T, B, 5H), pre (B, 4H), lengths (B,) int64; backward gh (T+1, B, H), W_hh (4H,
+H), dh (B, H), dc (B, H), gates, cs, dg (T, B, 4H), rec (B, H), lengths]."""
+
+
+@specialized
+def lstm_scan_chunks(fast: bool):
+    """``lstm_scan_chunks[fast]``: chunk c of an LSTM layer's forward recurrence (see above;
+    float32 iff ``fast``): for each step k (time t, slots p -> q: t, t -> t + 1, or t + 1 -> t
+    in ``reverse``), pre[rows] = hs[p, rows] W_hh^T, then :func:`lstm_step`'s rows."""
+    dt = np.float32 if fast else np.float64
+    size = 4 if fast else 8  # bytes an element
+    rows = _lstm_step_rows[fast]
+
+    def lstm_scan_chunk(c, argp):
+        a = numba.carray(argp, (SCAN_ARGS,))
+        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
+        G = 4 * H
+        xw = numba.carray(blas.pointer(a[6], dt(0.0)), (T, B, G))
+        bias = numba.carray(blas.pointer(a[8], dt(0.0)), (G,))
+        hs = numba.carray(blas.pointer(a[9], dt(0.0)), (T + 1, B, H))
+        cs = numba.carray(blas.pointer(a[10], dt(0.0)), (T + 1, B, H))
+        gates = numba.carray(blas.pointer(a[11], dt(0.0)), (T, B, 5 * H))
+        pre = numba.carray(blas.pointer(a[12], dt(0.0)), (B, G))
+        lengths = numba.carray(blas.pointer(a[13], np.int64(0)), (B,))
+        b0 = c * R
+        b1 = min(B, b0 + R)
+        for k in range(T):
+            if reverse:
+                t, p, q = T - 1 - k, T - k, T - 1 - k
+            else:
+                t, p, q = k, k, k + 1
+            blas.gemm(a[0], _NO_TRANS, _NO_TRANS, b1 - b0, G, H, dt(1.0),
+                      a[9] + ((p * B + b0) * H) * size, H, a[7], G, dt(0.0),
+                      a[12] + (b0 * G) * size, G)
+            rows(xw, t, pre, bias, cs, p, q, gates, hs, q, hs, lengths, True, b0, b1)
+    return c_callback(lstm_scan_chunk, "void(int64, CPointer(int64))")
 
 
 @kernel
@@ -141,12 +217,10 @@ def _lstm_rows(dm, dc, g, cp, dg):
         dc[j] = dct * f_
 
 
-@kernel
-def lstm_backward_step(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
-    """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
-    ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
-    goes from dL/dc_t to dL/dc_{t-1} in place."""
-    for b in range(dc.shape[0]):
+@inline
+def _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, b0, b1):
+    """The rows b0 .. b1 - 1 of :func:`lstm_backward_step`."""
+    for b in range(b0, b1):
         d = dh[b]
         _gather_grad(d, gh[q, b], rec[b])
         if t < lengths[b]:
@@ -154,6 +228,49 @@ def lstm_backward_step(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
             d[:] = 0.0
         else:
             dg[t, b, :] = 0.0
+
+
+@kernel
+def lstm_backward_step(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
+    """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
+    ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
+    goes from dL/dc_t to dL/dc_{t-1} in place."""
+    _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, 0, dc.shape[0])
+
+
+@specialized
+def lstm_scan_grad_chunks(single: bool):
+    """``lstm_scan_grad_chunks[single]``: chunk c of an LSTM layer's BPTT (see above; float32
+    iff ``single``): for each step in reverse, :func:`lstm_backward_step`'s rows, then
+    rec[rows] = dg[t, rows] W_hh.  ``dh``, ``rec`` and ``dc`` hold their values before the
+    last step (as the op sets them)."""
+    dt = np.float32 if single else np.float64
+    size = 4 if single else 8  # bytes an element
+
+    def lstm_scan_grad_chunk(c, argp):
+        a = numba.carray(argp, (SCAN_ARGS,))
+        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
+        G = 4 * H
+        gh = numba.carray(blas.pointer(a[6], dt(0.0)), (T + 1, B, H))
+        dh = numba.carray(blas.pointer(a[8], dt(0.0)), (B, H))
+        dc = numba.carray(blas.pointer(a[9], dt(0.0)), (B, H))
+        gates = numba.carray(blas.pointer(a[10], dt(0.0)), (T, B, 5 * H))
+        cs = numba.carray(blas.pointer(a[11], dt(0.0)), (T + 1, B, H))
+        dg = numba.carray(blas.pointer(a[12], dt(0.0)), (T, B, G))
+        rec = numba.carray(blas.pointer(a[13], dt(0.0)), (B, H))
+        lengths = numba.carray(blas.pointer(a[14], np.int64(0)), (B,))
+        b0 = c * R
+        b1 = min(B, b0 + R)
+        for k in range(T - 1, -1, -1):
+            if reverse:
+                t, p, q = T - 1 - k, T - k, T - 1 - k
+            else:
+                t, p, q = k, k, k + 1
+            _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, b0, b1)
+            blas.gemm(a[0], _NO_TRANS, _NO_TRANS, b1 - b0, H, G, dt(1.0),
+                      a[12] + ((t * B + b0) * G) * size, G, a[7], H, dt(0.0),
+                      a[13] + (b0 * H) * size, H)
+    return c_callback(lstm_scan_grad_chunk, "void(int64, CPointer(int64))")
 
 
 @kernel

@@ -83,35 +83,46 @@ def _check_targets(err: np.ndarray, y: np.ndarray) -> None:
 
 # Cross-entropy over many rows runs its rows in parallel (``kernels/loss.py``: each row alone,
 # the 'mean' summed in row order, so threads change no bit).  When it will be differentiated and
-# is large, a node of its own computes the shifted exponentials once for both ways
-# (``_with_exp``): a source ``e`` after x, y, w.
+# is large, a node of its own computes the shifted exponentials and each row's max and sum once
+# for both ways (``_with_exp``): a source after x, y, w, flat, the rows' statistics (N x 2
+# float64) then the exponentials (N, C) (``_exp_parts``).
+def _exp_parts(buf: np.ndarray, N: int, C: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exponentials (N, C) and the row statistics (N, 2) float64 in ``ce_exp``'s buffer."""
+    k = K.exp_stats_size(N, buf.itemsize)
+    flat = buf.reshape(-1)
+    return flat[k:].reshape(N, C), flat[:k].view(np.float64).reshape(N, 2)
+
+
 def _ce_forward(t, mean: bool):
     ignore, eps = t.attrs
-    N = t.srcs[0].shape[0]
-    kernel = K.ce_rows[len(t.srcs) == 4]
+    N, C = t.srcs[0].shape
+    kernel = K.ce_rows[len(t.srcs) == 4, t.srcs[0].dtype == np.float32]
     err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
     no_total = np.empty(0, t.dtype)
-    no_exp = np.empty((0, 0), t.dtype)
+    no_stats = np.empty((0, 2), np.float64)
     rows = np.empty(N, t.dtype) if mean else None
 
-    def fwd(out, x, y, w, e=no_exp):
+    def fwd(out, x, y, w, e=None):
         r, total = (rows, out.reshape(1)) if mean else (out, no_total)
-        kernel(x, y, w, ignore, eps, r, total, err, e)
+        stats = no_stats if e is None else _exp_parts(e, N, C)[1]
+        kernel(x, y, w, ignore, eps, r, total, err, stats)
         _check_targets(err, y)
     return fwd
 
 
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
-    kernel = K.ce_rows_grad[len(t.srcs) == 5]
+    N, C = t.shape
+    kernel = K.ce_rows_grad[len(t.srcs) == 5, t.dtype == np.float32]
     err = np.empty(1, np.int64)
     share = np.empty(1 if mean else 0, t.dtype)
-    no_exp = np.empty((0, 0), t.dtype)
+    no_exp = np.empty((0, 0), t.dtype), np.empty((0, 2), np.float64)
 
-    def fwd(out, g, x, y, w, e=no_exp):
+    def fwd(out, g, x, y, w, e=None):
         if mean:
             g = g.reshape(1)
-        kernel(g, x, y, w, ignore, eps, share, out, err, e)
+        kernel(g, x, y, w, ignore, eps, share, out, err,
+               *(no_exp if e is None else _exp_parts(e, N, C)))
         _check_targets(err, y)
     return fwd
 
@@ -121,25 +132,29 @@ _EXP_ROWS = 16
 
 
 def _ce_exp_forward(t):
-    chunk = K.ce_exp[t.dtype == np.float32]
+    x_node = t.srcs[0]
+    N, C = x_node.shape
+    chunk = K.ce_exp[x_node.dtype == np.float32]
     args = np.zeros(K.EXP_ARGS, np.int64)
 
     def fwd(out, x):
         x = np.ascontiguousarray(x)
-        N, C = x.shape
+        e, stats = _exp_parts(out, N, C)
         run = shared_threads.chunk_runner()
         rows = _EXP_ROWS if run.parallel else max(N, 1)
-        args[:] = x.ctypes.data, out.ctypes.data, N, C, rows
+        args[:] = x.ctypes.data, e.ctypes.data, stats.ctypes.data, N, C, rows
         run(chunk.address, -(-N // rows), args.ctypes.data)
     return fwd
 
 
 def _with_exp(x: Tensor, srcs: tuple) -> tuple:
-    """``srcs`` (x, y, w), and the node of x's shifted exponentials after them when the loss
-    will be differentiated and x holds at least ``PARALLEL_ROWS_MIN`` elements."""
+    """``srcs`` (x, y, w), and the node of x's shifted exponentials and row statistics after them
+    when the loss will be differentiated and x holds at least ``PARALLEL_ROWS_MIN`` elements."""
     if x.requires_grad and grad_mode._state.enabled and x.dtype in FLOATS and \
             x.shape[0] * x.shape[1] >= K.PARALLEL_ROWS_MIN:  # (its kernel: float32/float64)
-        return srcs + (node("ce_exp", (x,), x.shape, x.dtype),)
+        N, C = x.shape
+        size = K.exp_stats_size(N, np.dtype(x.dtype).itemsize) + N * C
+        return srcs + (node("ce_exp", (x,), (size,), x.dtype),)
     return srcs
 
 

@@ -31,6 +31,7 @@ from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.workspace import Layout, region
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.kernels import blas, shared_threads
 from tinyopt.kernels import rnn as K
 from tinyopt.kernels.blas import single_threaded
 
@@ -138,6 +139,53 @@ def _optional(attrs, srcs) -> dict:
     return dict(zip(names, srcs))
 
 
+# A layer's batch rows as chunks on the shared threads (``kernels/rnn.py``: each chunk runs all
+# steps of its rows, GEMMs included), from this many rows, always in two chunks of ceil(B / 2)
+# rows: a number fixed by the batch, so the bits do not depend on the threads (a GEMM's rows may
+# round differently with the rows it is given).  Below it, the whole batch per step on this thread.
+_CHUNK_MIN_ROWS = 8
+_SCAN_CHUNKS = 2
+
+
+def _scan_chunk_rows(B: int) -> int | None:
+    """Rows per chunk of a batch of B, or None (no chunks)."""
+    return -(-B // _SCAN_CHUNKS) if B >= _CHUNK_MIN_ROWS else None
+
+
+class _ScanChunks:
+    """An LSTM layer (no projection) as chunks of batch rows (see ``kernels/rnn.py``), where numpy's
+    OpenBLAS gives ``cblas_?gemm``."""
+
+    def __init__(self, L: _Sizes, dtype):
+        self._L, self._fast = L, dtype == np.float32
+        self._R = _scan_chunk_rows(L.B)
+        self._gemm = blas.gemm_address(dtype)
+        self._args = np.zeros(K.SCAN_ARGS, np.int64)
+        self.on = self._R is not None and self._gemm is not None
+
+    def _run(self, make, arrays) -> None:
+        L, a = self._L, self._args
+        a[:6] = self._gemm, L.T, L.B, L.H, self._R, L.reverse
+        a[6:6 + len(arrays)] = [x.ctypes.data for x in arrays]
+        with single_threaded():  # each chunk's GEMMs on its own thread (kernels/rnn.py)
+            shared_threads.chunk_runner()(make[self._fast].address, -(-L.B // self._R),
+                                          a.ctypes.data)
+
+    def forward(self, xw, w_hhT, bias, hs, cs, gates, pre, lengths) -> bool:
+        if not self.on:
+            return False
+        self._run(K.lstm_scan_chunks, (_c(xw), _c(w_hhT), _c(bias), hs, cs, gates, pre,
+                                       _c(lengths)))
+        return True
+
+    def backward(self, gh, w_hh, dh, dc, gates, cs, dg, rec, lengths) -> bool:
+        if not self.on:
+            return False
+        self._run(K.lstm_scan_grad_chunks, (gh, _c(w_hh), dh, dc, gates, cs, dg, rec,
+                                            _c(lengths)))
+        return True
+
+
 def _scan_forward(t):
     L = _sizes(t.attrs)
     packed = _flags(t.attrs)[3]
@@ -153,7 +201,12 @@ def _scan_forward(t):
     # transposed and plain forms sum in different orders
     wT = np.empty(t.srcs[1].shape[::-1], t.dtype) if L.B > 1 else None
 
+    chunks = _ScanChunks(L, t.dtype) if L.lstm and not L.proj else None
+
     def _recur(hs, pre, W, xw, w_hhT, w_hr, bias, lengths):
+        if chunks is not None and chunks.forward(xw, w_hhT, bias, hs, W["cs"], W["gates"], pre,
+                                                 lengths):
+            return
         if L.mode == "lstm":
             cs, gates = W["cs"], W["gates"]
             hout = W["ms"] if L.proj else hs
@@ -205,6 +258,7 @@ def _scan_grad_forward(t):
     lstm_back, lstm_back_proj = K.lstm_backward_step, K.lstm_backward_step_proj
     gru_back, rnn_back = K.gru_backward_step, K.rnn_backward_step[L.mode == "rnn_relu"]
     S = (L.T + 1) * L.B * L.P
+    chunks = _ScanChunks(L, t.dtype) if L.lstm and not L.proj else None
 
     def fwd(out, g, ws, w_hh, *rest):
         w_hr = rest[0] if L.proj else None
@@ -222,6 +276,10 @@ def _scan_grad_forward(t):
             dc[...] = g[S:].reshape(L.T + 1, L.B, L.H)[L.last_slot]
         elif L.mode == "gru":
             gates = W["gates"]
+        if chunks is not None and chunks.backward(gh, w_hh, dh, dc, gates, cs, dxw, rec,
+                                                  lengths):
+            K.sum_grad_h(gh, L.first_slot, dh, rec, dh)  # dL/dh0
+            return
         with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
             for k in range(L.T - 1, -1, -1):
                 tt, p, q = L.slots(k)
