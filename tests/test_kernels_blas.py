@@ -1,7 +1,10 @@
-"""kernels/blas.py: single_threaded() sets this thread's OpenBLAS thread count to 1 and restores
-it, also when the block raises; GEMMs inside give the same results."""
+"""kernels/blas.py: single_threaded() sets OpenBLAS's thread count to 1 and restores it, also
+when the block raises and when threads enter and leave it in any order; GEMMs inside give the
+same results."""
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import pytest
@@ -33,6 +36,36 @@ def test_sets_one_thread_and_restores():
     with pytest.raises(ZeroDivisionError):
         with blas.single_threaded():
             1 / 0
+    assert _read(f) == before
+
+
+def test_threads_entering_and_leaving_in_any_order_restore_the_count():
+    # numpy's OpenBLAS sets the count of the whole process (its "local" setter calls the global
+    # one): A enters, B enters (and would save A's 1), A leaves, B leaves.
+    f = _local()
+    before = _read(f)
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with blas.single_threaded():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def b():
+        a_in.wait(10)
+        with blas.single_threaded():
+            b_in.set()
+            a_out.wait(10)
+            seen["inside after A left"] = _read(f)
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen["inside after A left"] == 1
     assert _read(f) == before
 
 

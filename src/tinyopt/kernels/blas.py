@@ -1,4 +1,4 @@
-"""The number of threads numpy's BLAS uses, for the calling thread only.
+"""The number of threads numpy's BLAS uses, while a recurrence runs.
 
 A recurrence runs many small dependent GEMMs (an LSTM step of batch 20 and hidden 200 is
 20x200 @ 200x800).  OpenBLAS splits each between its threads, and when the cores are busy (other
@@ -7,8 +7,12 @@ to be scheduled: on a loaded 2-core machine one such GEMM took 20 ms with 2 thre
 with 1, and a 2-layer LSTM layer's forward pass over 35 steps 700 ms against 60 ms.  So the
 recurrent ops run their per-step GEMMs under :func:`single_threaded`.
 
-OpenBLAS >= 0.3.27 has ``openblas_set_num_threads_local``, which changes the calling thread's
-setting only (other threads' BLAS calls are unaffected).  Without it (another BLAS, an older
+OpenBLAS >= 0.3.27 has ``openblas_set_num_threads_local``; in numpy's OpenBLAS it calls
+``openblas_set_num_threads``, so it sets the count of the whole process, not of the calling
+thread.  :func:`single_threaded` therefore counts the threads inside it: the first to enter sets
+one thread, the last to leave restores the count the first found (two threads that each saved
+and restored it in turn left the process at one thread for good).  While any thread is inside,
+every BLAS call of the process runs on one thread.  Without the function (another BLAS, an older
 OpenBLAS) :func:`single_threaded` changes nothing.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import threading
 from collections.abc import Iterator
 
 
@@ -68,22 +73,31 @@ def _find() -> ctypes._CFuncPtr | None:
 
 _SET_LOCAL = None
 _LOOKED = False
+_INSIDE = {"threads": 0, "saved": 1}  # threads inside single_threaded, the count they replaced
+_INSIDE_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def single_threaded() -> Iterator[None]:
-    """Within the block, this thread's BLAS calls run on one thread (see the module docstring)."""
+    """Within the block, BLAS calls run on one thread -- those of every thread of the process
+    (see the module docstring)."""
     global _SET_LOCAL, _LOOKED
     if not _LOOKED:
         _SET_LOCAL, _LOOKED = _find(), True
     if _SET_LOCAL is None:
         yield
         return
-    previous = _SET_LOCAL(1)
+    with _INSIDE_LOCK:
+        if _INSIDE["threads"] == 0:
+            _INSIDE["saved"] = _SET_LOCAL(1)
+        _INSIDE["threads"] += 1
     try:
         yield
     finally:
-        _SET_LOCAL(previous)
+        with _INSIDE_LOCK:
+            _INSIDE["threads"] -= 1
+            if _INSIDE["threads"] == 0:
+                _SET_LOCAL(_INSIDE["saved"])
 
 
 # ---- numpy's own GEMM, called from kernels ------------------------------------------------------
