@@ -115,6 +115,48 @@ def test_linear(lead, n_in, n_out, bias, seed):
         gradcheck(O.linear, x, w)
 
 
+def _mlp_step(x, params, bias):
+    """relu(linear(x)) -> linear -> sum: the loss, the input's and each parameter's gradient,
+    and the ops of the plan that ran."""
+    ps = [to.Parameter(p.copy()) for p in params]
+    xp = to.Parameter(x.copy())
+    w1, b1, w2 = ps
+    h = to.nn.functional.relu(O.linear(xp, w1, b1 if bias else None))
+    loss = O.linear(h, w2).sum()
+    ops = {t.op for t in to.engine.get_plan(loss=loss).nodes}
+    loss.backward()
+    return [np.asarray(v) for v in (loss, xp.grad, w1.grad, b1.grad if bias else 0, w2.grad)], ops
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lead, bias", [((6,), True), ((2, 3), True), ((5,), False)])
+def test_linear_relu_fused_is_bit_for_bit_the_unfused_graph(monkeypatch, dtype, lead, bias):
+    from tinyopt.engine import fuse
+    r = np.random.default_rng(5)
+    x = r.integers(-2, 3, size=lead + (4,)).astype(dtype)  # zeros and ties at the ReLU's kink
+    x.reshape(-1, 4)[1, 2] = np.nan
+    w1 = r.integers(-1, 2, size=(7, 4)).astype(dtype)
+    b1 = np.array([0, 1, -1, 0, -0.0, 0.5, 2], dtype)
+    w2 = r.standard_normal((3, 7)).astype(dtype)
+    fused, ops = _mlp_step(x, (w1, b1, w2), bias)
+    assert "linear_relu" in ops and "relu" not in ops
+    monkeypatch.setattr(fuse, "RULES", {})
+    to.engine.cache_clear()  # plans are cached by the graph's structure, fused or not
+    plain, ops = _mlp_step(x, (w1, b1, w2), bias)
+    to.engine.cache_clear()
+    assert "linear_relu" not in ops and "relu" in ops
+    for a, b_ in zip(fused, plain):
+        assert np.asarray(a).tobytes() == np.asarray(b_).tobytes()
+
+
+def test_no_linear_relu_fusion_when_the_linear_output_is_read():
+    x, w = rand((4, 3)), to.Parameter(rand((2, 3), 1))
+    h = O.linear(x, w)
+    loss = to.nn.functional.relu(h).sum() + h.sum()   # h read twice
+    ops = [t.op for t in to.engine.get_plan(loss=loss).nodes]
+    assert "relu" in ops and "linear_relu" not in ops
+
+
 def test_linear_accepts_arrays_and_grads_only_what_needs_it():
     x, w, b = rand((4, 3)), rand((2, 3), 1), rand((2,), 2)
     p = to.Parameter(w)
