@@ -19,7 +19,8 @@ import numpy as np
 
 from tinyopt.kernels import blas
 from tinyopt.kernels import vecmath as _V
-from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
+from tinyopt.kernels.jit import (c_callback, inline, kernel, parallel_kernel, prange, specialized,
+                                 subroutine)
 
 
 # Rows of a large cross-entropy (a language model's 700 x 5000 logits) run in parallel from this
@@ -27,6 +28,8 @@ from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, pra
 # row is computed alone and the 'mean' summed in row order after all of them, so threads change
 # no bit.
 PARALLEL_ROWS_MIN = 1 << 20
+
+_ROWS = 32  # rows a parallel iteration takes (with scratch of its own)
 
 LANES = 16
 """A row's max and its sum of exponentials run in this many lanes: element ``c`` goes into lane
@@ -56,38 +59,38 @@ def _exp_row(fast: bool):
     ``fast`` (float32): the exponentials of ``kernels/vecmath.py`` (float64 arithmetic,
     relative error below 2e-12, so within 1 ulp of the exact float32 value: libm's ``expf``
     differed in 0.06% of the exponentials of a 700 x 5000 N(0, 9) matrix, by 1 ulp), which
-    vectorize: 4.3 ms against 8.7 ms with libm for 700 x 5000, one core.  Else libm's exp."""
+    vectorize: 4.3 ms against 8.7 ms with libm for 700 x 5000, one core.  Else libm's exp.
+
+    A subroutine, compiled once and called by each kernel (the cross-entropy rows and their
+    gradient each compiled it again when it was inlined); lanes past C are neither set nor
+    combined (they would add -inf to the max and 0 to the sum: the same bits)."""
     ex = _V.exp_fast if fast else math.exp
 
-    @inline
+    @subroutine
     def exp_row(xr, er, mx, ls):
         C = xr.shape[0]
-        full = C - C % LANES
-        for k in range(LANES):
+        L = max(1, min(C, LANES))  # (lanes past C would stay -inf and 0: combining them
+        # changes nothing)
+        for k in range(L):
             mx[k] = -math.inf
-        for c0 in range(0, full, LANES):
-            for k in range(LANES):
-                v = xr[c0 + k]
-                mx[k] = v if v > mx[k] or v != v else mx[k]
-        for c in range(full, C):
+            ls[k] = 0.0
+        # (one flat loop over c with the lane c % LANES, not a loop over groups of LANES around
+        # one over the lanes: the same order, the same speed, less cold compile)
+        for c in range(C):
             v = xr[c]
-            mx[c - full] = v if v > mx[c - full] or v != v else mx[c - full]
+            k = c % LANES
+            mx[k] = v if v > mx[k] or v != v else mx[k]
         m = mx[0]
-        for k in range(1, LANES):
+        for k in range(1, L):
             v = mx[k]
             m = v if v > m or v != v else m
         # the exponentials in a loop of their own, which LLVM vectorizes (as attention's rows)
         for c in range(C):
             er[c] = ex(xr[c] - m)
-        for k in range(LANES):
-            ls[k] = 0.0
-        for c0 in range(0, full, LANES):
-            for k in range(LANES):
-                ls[k] += er[c0 + k]
-        for c in range(full, C):
-            ls[c - full] += er[c]
+        for c in range(C):
+            ls[c % LANES] += er[c]
         s = 0.0
-        for k in range(LANES):
+        for k in range(L):
             s += ls[k]
         return m, s
     return exp_row
@@ -155,24 +158,29 @@ def ce_rows(from_exp: bool, single: bool):
         err[0] = _first_bad_target(y, C, ignore_index)
         if err[0] >= 0:
             return
-        for i in prange(N):
-            t = y[i]
-            if t == ignore_index:
-                out[i] = 0.0
-            else:
-                if from_exp:
-                    m, s = stats[i, 0], stats[i, 1]
+        for blk in prange((N + _ROWS - 1) // _ROWS):
+            # a block's scratch, allocated once (per row, three allocations cost as much as a
+            # short row's work)
+            er = np.empty(0 if from_exp else C, x.dtype)
+            mx = np.empty(LANES, x.dtype)
+            ls = np.empty(LANES)
+            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+                t = y[i]
+                if t == ignore_index:
+                    out[i] = 0.0
                 else:
-                    m, s = exp_row(x[i], np.empty(C, x.dtype), np.empty(LANES, x.dtype),
-                                   np.empty(LANES))
-                lse = m + math.log(s)
-                loss = (1.0 - eps) * w[t] * (lse - x[i, t])
-                if eps != 0.0:
-                    smooth = 0.0
-                    for c in range(C):
-                        smooth += w[c] * (lse - x[i, c])
-                    loss += eps / C * smooth
-                out[i] = loss
+                    if from_exp:
+                        m, s = stats[i, 0], stats[i, 1]
+                    else:
+                        m, s = exp_row(x[i], er, mx, ls)
+                    lse = m + math.log(s)
+                    loss = (1.0 - eps) * w[t] * (lse - x[i, t])
+                    if eps != 0.0:
+                        smooth = 0.0
+                        for c in range(C):
+                            smooth += w[c] * (lse - x[i, c])
+                        loss += eps / C * smooth
+                    out[i] = loss
         if total.shape[0] != 0:
             total[0] = _mean(out, _weight_sum(y, w, ignore_index, err))
     return ce_rows_kernel
@@ -254,15 +262,19 @@ def ce_rows_grad(from_exp: bool, single: bool):
         wsum = 0.0
         for c in range(C):
             wsum += w[c]
-        for i in prange(N):
-            if C != 0:  # (else an ignored row of no classes)
+        for blk in prange((N + _ROWS - 1) // _ROWS):
+            mx = np.empty(LANES, x.dtype)  # a block's scratch, allocated once
+            ls = np.empty(LANES)
+            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+                if C == 0:  # (an ignored row of no classes)
+                    continue
                 t = y[i]
                 if from_exp:
                     er = e[i]
                     s = stats[i, 1]
                 else:
                     er = out[i]
-                    _, s = exp_row(x[i], er, np.empty(LANES, x.dtype), np.empty(LANES))
+                    _, s = exp_row(x[i], er, mx, ls)
                 inv = 1.0 / s
                 if t == ignore_index:
                     for c in range(C):
