@@ -125,9 +125,9 @@ def test_jobs_run_on_pthreads_where_openmp_gives_no_team_and_bits_do_not_change(
 
 
 def test_runs_of_one_plan_with_chunk_kernels_in_several_threads_give_each_threads_bits():
-    """Attention's pairs and cross-entropy's exponentials run as chunks on the shared threads,
-    reading an argument block while they run: threads running one plan at once (models of one
-    architecture, docs/threads.md) each get the bits of running alone."""
+    """Attention's pairs, cross-entropy's exponentials and layer norm's rows run as chunks on the
+    shared threads, reading an argument block while they run: threads running one plan at once
+    (models of one architecture, docs/threads.md) each get the bits of running alone."""
     import tinyopt as to
     import tinyopt.nn.functional as F
     from tinyopt.kernels import loss as kloss
@@ -138,20 +138,25 @@ def test_runs_of_one_plan_with_chunk_kernels_in_several_threads_give_each_thread
     rows = kloss.PARALLEL_ROWS_MIN // 64  # logits (rows, 64): the exponentials node's size
     data = [(rng.standard_normal((2, 4, 16, 8)).astype(np.float32),
              rng.standard_normal((rows, 64)).astype(np.float32),
-             rng.integers(0, 64, rows)) for _ in range(n)]
+             rng.integers(0, 64, rows),
+             rng.standard_normal((512, 64)).astype(np.float32)) for _ in range(n)]  # (2**15)
 
     def run(k, barrier=None):
-        qkv, logits, y = data[k]
+        qkv, logits, y, z0 = data[k]
         out = []
         for step in range(steps):  # new values each step (stale ones would hide a mix-up)
             q = to.tensor(qkv + np.float32(step), requires_grad=True)
             x = to.tensor(logits * np.float32(step + 1), requires_grad=True)
+            z = to.tensor(z0 * np.float32(step + 1), requires_grad=True)
+            w = to.tensor(np.full(64, step + 0.5, np.float32), requires_grad=True)
             if barrier is not None:
                 barrier.wait()
             a = F.scaled_dot_product_attention(q, q * 0.5, q * 2.0, is_causal=True)
-            loss = a.square().sum() + F.cross_entropy(x, to.tensor(y))
+            h = F.layer_norm(z, (64,), w)
+            loss = a.square().sum() + F.cross_entropy(x, to.tensor(y)) + (h * z).sum()
             loss.backward()
-            out += [a.numpy().tobytes(), q.grad.numpy().tobytes(), x.grad.numpy().tobytes()]
+            out += [a.numpy().tobytes(), q.grad.numpy().tobytes(), x.grad.numpy().tobytes(),
+                    z.grad.numpy().tobytes(), w.grad.numpy().tobytes()]
         return out
     alone = [run(k) for k in range(n)]
     results: list = [None] * n
