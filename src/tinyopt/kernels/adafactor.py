@@ -52,10 +52,13 @@ Then the items' lanes are added lane by lane in item order and the lanes in orde
 column partial sums in item order; the row mean adds in row order.  A parameter of one item
 (up to ``R`` rows, or whole matrices fitting in one) sums exactly as a serial pass over it.
 The passes: items' statistics (``R``, column partials; whole matrices also ``C``, the mean and
-``U^2``), in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
-parallel; each parameter's step size (serial, a few flops); the items' updates, in parallel.
+``U^2``; a parameter of one item also its step size and update, while its rows are in cache),
+in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
+parallel; each other parameter's step size (serial, a few flops); their items' updates, in
+parallel.
 Iteration ``t`` of a parallel pass writes only item ``t``'s rows, lanes and partial sums (and
-``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is).
+``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is; and
+the step size, ``bad`` flag and values of a parameter that is item ``t`` alone).
 
 The row mean's division (``recip``, float32 buffers whose ``eps1^2`` is a normal float32,
 ``>= 2^-126``): ``V_hat = fl32(x / mean)`` with ``x = fl32(R_i C_k)`` is computed as
@@ -429,6 +432,11 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 h1 = hs[0]
                 statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
                            cseg, vseg, pseg, bseg, dims, items, coef, h1)
+                if iseg[j1 + 1] - iseg[j1] == 1:  # a parameter of one item: all of its step
+                    step_size(j1, seg, lanes, iseg, S, coef, bad, h1)
+                    if bad[j1] == 0:
+                        update(t1, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg,
+                               bseg, dims, items, coef, h1)
         for t2 in prange(nitems):  # matrices cut into several items: C and the row mean
             j2 = items[t2, 0]
             if flags[j2] != 0 and dims[j2, 4] > 1 and items[t2, 3] == 0:
@@ -442,11 +450,11 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 norms(t3, g, row, col, means[bseg[j3]:bseg[j3 + 1]], lanes, icoef, seg, rseg,
                       cseg, dims, items, h3)
         for j in range(nparams):
-            if flags[j] != 0:
+            if flags[j] != 0 and iseg[j + 1] - iseg[j] > 1:
                 step_size(j, seg, lanes, iseg, S, coef, bad, hs[0])
         for t5 in prange(nitems):
             j5 = items[t5, 0]
-            if flags[j5] != 0 and bad[j5] == 0:
+            if flags[j5] != 0 and bad[j5] == 0 and iseg[j5 + 1] - iseg[j5] > 1:
                 h5 = hs[0]
                 update(t5, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg,
                        dims, items, coef, h5)
