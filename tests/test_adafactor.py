@@ -353,3 +353,31 @@ def test_the_reciprocal_path_gives_the_division_paths_bits(monkeypatch, maximize
         for x, y in zip(a, b):
             np.testing.assert_array_equal(np.atleast_1d(x).view(np.uint8),
                                           np.atleast_1d(y).view(np.uint8))
+
+
+@pytest.mark.parametrize("maximize,weight_decay", [(False, 0.1), (True, 0.0)])
+def test_kept_updates_give_the_recomputed_bits_serial_and_parallel(monkeypatch, maximize,
+                                                                    weight_decay):
+    """A factored parameter of one item keeps its ``U`` from the norm pass for the update; with
+    nothing kept (``KEPT_ELEMENTS = 0``) the same steps give the same bits, in the serial and
+    in the parallel build."""
+    from tinyopt.kernels import adafactor as kernels
+    from tinyopt.kernels import jit
+    shapes = [(50, 37), (3, 4, 16), (2, 700), (300, 300), (9,)]  # (300, 300): 2 items
+    rng = np.random.default_rng(13)
+    starts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[(rng.standard_normal(s) * 10.0 ** rng.uniform(-8, 3, s)).astype(np.float32)
+              for s in shapes] for _ in range(4)]
+    runs = []
+    for parallel_from in (jit.PARALLEL_MIN_ELEMENTS, 0):
+        monkeypatch.setattr(jit, "PARALLEL_MIN_ELEMENTS", parallel_from)
+        for kept in (1 << 17, 0):
+            monkeypatch.setattr(kernels, "KEPT_ELEMENTS", kept)
+            params = [Parameter(a.copy()) for a in starts]
+            opt = optim.Adafactor(params, lr=0.05, weight_decay=weight_decay, maximize=maximize)
+            _run(opt, params, grads, range(4))
+            runs.append([p.data.numpy().copy() for p in params] + [
+                np.atleast_1d(np.asarray(v)).copy() for p in params for v in opt.state[p].values()])
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

@@ -23,8 +23,8 @@ Arrays (1-d, C-contiguous; ``p``, ``g``, the moments and ``coef`` of one float d
   step size does not fit the dtype (PyTorch: "value cannot be converted to type float without
   overflow"); that parameter's values are then left as they were (its state has advanced).
 - ``hs``: a 1-element record of host scalars: ``lr``, ``beta2_decay`` (tau), ``eps2``, ``d``,
-  ``top`` (the dtype's largest value) in float64; ``eps1``, ``eps1_sq`` (eps1^2), ``decay``
-  (1 - lr lambda) and ``one`` in the buffer dtype.
+  ``top`` (the dtype's largest value), ``kept`` (:data:`KEPT_ELEMENTS`) in float64; ``eps1``,
+  ``eps1_sq`` (eps1^2), ``decay`` (1 - lr lambda) and ``one`` in the buffer dtype.
 
 Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
 
@@ -36,10 +36,13 @@ Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
     p <- p - alpha / max(1, ||U|| / (sqrt(numel) d)) U
 
 with ``G = -g`` if maximize.  Norms and sums accumulate in float64 and are rounded to the
-buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is never stored: it is
-recomputed from ``G`` and the moments for its norm and for the update (three reads of ``g``,
-two of ``p``, one write of ``p``).  Each factored parameter's row means are computed once per
-step (kept for the update pass).
+buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is not stored with
+the state: it is recomputed from ``G`` and the moments for its norm and for the update (three
+reads of ``g``, two of ``p``, one write of ``p``), except that a factored parameter of one work
+item and at most :data:`KEPT_ELEMENTS` elements keeps its ``U`` from the norm pass in an array
+of its size made by that item, which its update reads (the same values: one square root and
+one division per element fewer, and the item's rows are still in cache).  Each factored
+parameter's row means are computed once per step (kept for the update pass).
 
 Work items and the summation order (fixed by the shapes, never by the threads, so the bits do
 not depend on them).  A factored parameter's ``B n`` rows are cut into items of ``R =
@@ -186,10 +189,31 @@ def _update_squares(gr, cb, r, mean, inv_mean, unit, eps1_sq, maximize, recip, l
         lane_u[k] += float(u) * u
 
 
+@inline
+def _update_squares_kept(gr, cb, r, mean, inv_mean, unit, eps1_sq, maximize, recip, lane_u, ur):
+    """:func:`_update_squares`, also keeping each ``U`` in ``ur`` (for the update)."""
+    m = gr.shape[0]
+    full = m - m % LANES
+    for k0 in range(0, full, LANES):
+        for k in range(LANES):
+            gi = -gr[k0 + k] if maximize else gr[k0 + k]
+            u = _estimate(r, cb[k0 + k], mean, inv_mean, unit, eps1_sq, recip) * gi
+            ur[k0 + k] = u
+            lane_u[k] += float(u) * u
+    for k in range(m - full):
+        gi = -gr[full + k] if maximize else gr[full + k]
+        u = _estimate(r, cb[full + k], mean, inv_mean, unit, eps1_sq, recip) * gi
+        ur[full + k] = u
+        lane_u[k] += float(u) * u
+
+
 ROWS_ELEMENTS = 1 << 16
 """A factored parameter's rows are cut into items of ``max(MIN_ROWS, ROWS_ELEMENTS // m)``
 rows (see :func:`layout`): the unit of parallel work and of the summation order."""
 MIN_ROWS = 16
+KEPT_ELEMENTS = 1 << 17
+"""A factored parameter of one item and at most this many elements keeps its ``U`` from the
+norm pass for the update (an array of its size, made by the item; the host scalar ``kept``)."""
 
 
 def layout(dims: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -242,10 +266,11 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
         coef[j, 0] = t ** h.beta2_decay
 
     def finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg, pseg, bseg,
-               dims, items, coef, h):
+               dims, items, coef, us, h):
         """Matrix ``b`` of parameter ``j`` once all its rows' statistics are in (``t``: the
         item doing it): ``C`` from the column partial sums added in item order, the row mean,
-        and, when one item holds the whole matrix, its rows' ``U^2`` lanes."""
+        and, when one item holds the whole matrix, its rows' ``U^2`` lanes (and, when ``us``
+        is not empty, the ``U`` themselves, at the parameter's own offsets)."""
         n, m, S = dims[j, 1], dims[j, 2], dims[j, 4]
         w = coef[j, 0]
         w_c = h.one - w
@@ -270,16 +295,23 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
             gs = g[lo:seg[j + 1]]
             cb = cs[b * m:(b + 1) * m]
             lane_u = lanes[t, LANES:]
-            for i in range(n):
-                base = (b * n + i) * m
-                _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean, h.one,
-                                h.eps1_sq, maximize, recip, lane_u)
+            if us.shape[0] > 0:
+                for i in range(n):
+                    base = (b * n + i) * m
+                    _update_squares_kept(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
+                                         h.one, h.eps1_sq, maximize, recip, lane_u,
+                                         us[base:base + m])
+            else:
+                for i in range(n):
+                    base = (b * n + i) * m
+                    _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
+                                    h.one, h.eps1_sq, maximize, recip, lane_u)
 
     def statistics(t, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg,
-                   pseg, bseg, dims, items, coef, h):
+                   pseg, bseg, dims, items, coef, us, h):
         """Item ``t``'s statistics pass: ``p^2`` lanes, row norms and ``R``, its column partial
-        sums (and, for whole matrices, :func:`finish`); a 0-d or 1-d parameter's whole first
-        pass (``V``, ``p^2`` and ``U^2``)."""
+        sums (and, for whole matrices, :func:`finish`, keeping ``U`` in ``us`` unless it is
+        empty); a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -315,7 +347,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                                           w_low)
                 if S == 1:
                     finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg,
-                           pseg, bseg, dims, items, coef, h)
+                           pseg, bseg, dims, items, coef, us, h)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(hi - lo):
@@ -369,8 +401,9 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
             coef[j, 3] = step
 
     def update(t, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg, dims,
-               items, coef, h):
-        """Item ``t``'s update ``p <- p (1 - lr lambda) + a U`` (and the 16-bit copy)."""
+               items, coef, us, h):
+        """Item ``t``'s update ``p <- p (1 - lr lambda) + a U`` (and the 16-bit copy), with the
+        ``U`` kept in ``us`` by the norm pass unless it is empty."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -389,11 +422,17 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                     base = (b * n + i) * m
                     pr, gr = ps[base:base + m], gs[base:base + m]
                     r = rs[b * n + i]
-                    for k in range(m):
-                        gi = -gr[k] if maximize else gr[k]
-                        u = _estimate(r, cb[k], mean, inv_mean, unit, eps1_sq, recip) * gi
-                        pi = pr[k] * decay if wd_on else pr[k]
-                        pr[k] = pi + a * u
+                    if us.shape[0] > 0:
+                        ur = us[base:base + m]
+                        for k in range(m):
+                            pi = pr[k] * decay if wd_on else pr[k]
+                            pr[k] = pi + a * ur[k]
+                    else:
+                        for k in range(m):
+                            gi = -gr[k] if maximize else gr[k]
+                            u = _estimate(r, cb[k], mean, inv_mean, unit, eps1_sq, recip) * gi
+                            pi = pr[k] * decay if wd_on else pr[k]
+                            pr[k] = pi + a * u
                     if low:
                         qr = qs[base:base + m]
                         for k in range(m):
@@ -430,19 +469,24 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
             j1 = items[t1, 0]
             if flags[j1] != 0:
                 h1 = hs[0]
+                alone1 = iseg[j1 + 1] - iseg[j1] == 1
+                size1 = seg[j1 + 1] - seg[j1]
+                # a factored parameter of one item keeps its U for the update (p[:0]: none)
+                keep1 = alone1 and dims[j1, 1] > 0 and size1 <= h1.kept
+                us1 = np.empty(size1, p.dtype) if keep1 else p[:0]
                 statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
-                           cseg, vseg, pseg, bseg, dims, items, coef, h1)
-                if iseg[j1 + 1] - iseg[j1] == 1:  # a parameter of one item: all of its step
+                           cseg, vseg, pseg, bseg, dims, items, coef, us1, h1)
+                if alone1:  # a parameter of one item: all of its step
                     step_size(j1, seg, lanes, iseg, S, coef, bad, h1)
                     if bad[j1] == 0:
                         update(t1, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg,
-                               bseg, dims, items, coef, h1)
+                               bseg, dims, items, coef, us1, h1)
         for t2 in prange(nitems):  # matrices cut into several items: C and the row mean
             j2 = items[t2, 0]
             if flags[j2] != 0 and dims[j2, 4] > 1 and items[t2, 3] == 0:
                 h2 = hs[0]
                 finish(j2, items[t2, 1], t2, g, row, col, cpart, means, lanes, icoef, seg,
-                       rseg, cseg, pseg, bseg, dims, items, coef, h2)
+                       rseg, cseg, pseg, bseg, dims, items, coef, p[:0], h2)
         for t3 in prange(nitems):  # ... and their U^2 lanes
             j3 = items[t3, 0]
             if flags[j3] != 0 and dims[j3, 4] > 1:
@@ -457,7 +501,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
             if flags[j5] != 0 and bad[j5] == 0 and iseg[j5 + 1] - iseg[j5] > 1:
                 h5 = hs[0]
                 update(t5, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg,
-                       dims, items, coef, h5)
+                       dims, items, coef, p[:0], h5)
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     return parallel_kernel(kernel, sized_by=1)
