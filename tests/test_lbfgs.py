@@ -475,33 +475,3 @@ def test_16_bit_masters_are_saved_so_a_resumed_run_continues_bit_for_bit(low):
         for p, w in zip(ps, whole):
             np.testing.assert_array_equal(o.state[p]["master_param"],
                                           whole_opt.state[w]["master_param"])
-
-
-@pytest.mark.parametrize("kw", [dict(line_search_fn="strong_wolfe", history_size=3),
-                                dict(lr=0.05, max_iter=7, history_size=2)],
-                         ids=["strong_wolfe", "fixed_step"])
-def test_the_gradient_buffer_itself_as_flat_grad_gives_the_bits_of_copies(monkeypatch, kw):
-    """One buffer of the vectors' dtype with every grad present: the flat gradient is that
-    buffer, not a copy (the closure rewrites it later; every use ends before); the same bits
-    as with a copy per closure call, the line search's brackets included."""
-    from tinyopt.optim.lbfgs import LBFGS
-    gather = LBFGS._gather_flat_grad
-    seen = []
-
-    def watched(self):
-        g = gather(self)
-        seen.append(g is self._flats[0].grad)
-        return g
-    runs = []
-    for wrap in (watched, lambda self: gather(self).copy()):
-        monkeypatch.setattr(LBFGS, "_gather_flat_grad", wrap)
-        params, opt, losses, calls = _tinyopt(np.float32, 4, **kw)
-        state = opt.state[params[0]]
-        runs.append(([p.data.numpy().copy() for p in params], losses, calls,
-                     state["d"].copy(), [v.copy() for v in state["old_dirs"]],
-                     state["prev_flat_grad"].copy()))
-    assert seen and all(seen)
-    (p1, l1, c1, d1, o1, g1), (p2, l2, c2, d2, o2, g2) = runs
-    assert l1 == l2 and c1 == c2
-    for a, b in zip(p1 + [d1, g1] + o1, p2 + [d2, g2] + o2):
-        np.testing.assert_array_equal(a, b)
