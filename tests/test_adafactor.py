@@ -292,3 +292,92 @@ def test_rows_cut_into_items_match_the_reference_and_the_threads_do_not_change_a
         for key in st:
             np.testing.assert_array_equal(runs[0][1].state[serial][key],
                                           runs[1][1].state[parallel][key])
+
+
+def test_the_row_mean_reciprocal_rounds_as_the_division():
+    """float32 ``x / mean`` is ``x * (1 / mean)`` in float64, rounded to float32, bit for bit
+    (the kernels' ``recip`` switch): 2e6 random pairs over the whole exponent range, ``mean``
+    from 2^-63 (``eps1^2`` normal) up; results below 2^-126 may differ, and the kernel clamps
+    them to ``eps1^2 >= 2^-126`` anyway."""
+    rng = np.random.default_rng(5)
+    for lo, hi in ((0, 0x7F800000), (0x3F000000, 0x40800000)):  # all floats; mantissas near 1
+        x = rng.integers(lo, hi, 1_000_000, dtype=np.uint32).view(np.float32)
+        mean = rng.integers(max(lo, 0x20000000), hi, 1_000_000, dtype=np.uint32).view(np.float32)
+        with np.errstate(over="ignore"):
+            q = x / mean
+            r = (x.astype(np.float64) * (1.0 / mean.astype(np.float64))).astype(np.float32)
+        tiny = np.float32(2.0 ** -126)
+        np.testing.assert_array_equal(np.maximum(q, tiny).view(np.uint32),
+                                      np.maximum(r, tiny).view(np.uint32))
+
+
+@pytest.mark.parametrize("maximize,weight_decay", [(False, 0.1), (True, 0.0)])
+def test_the_reciprocal_path_gives_the_division_paths_bits(monkeypatch, maximize, weight_decay):
+    """float32 groups whose ``eps1^2`` is normal take the kernel's ``recip`` path (``V_hat``'s
+    division by the row mean as a float64 product); with it switched off the same steps give
+    the same bits: matrices whole and cut into items, gradients over many magnitudes, one
+    parameter's with NaN and inf, rows of lanes with and without a tail."""
+    from tinyopt.kernels import adafactor as kernels
+    from tinyopt.optim import adafactor as module
+    monkeypatch.setattr(kernels, "ROWS_ELEMENTS", 64)
+    monkeypatch.setattr(kernels, "MIN_ROWS", 2)
+    shapes = [(40, 37), (3, 5, 16), (7, 300), (9,)]
+    rng = np.random.default_rng(12)
+    starts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = []
+    for k in range(6):
+        gs = []
+        for i, s in enumerate(shapes):
+            g = rng.standard_normal(s) * 10.0 ** rng.uniform(-30, 15, s)
+            if k == 4 and i == 1:  # (its values are NaN from here on; the others go on)
+                g.reshape(-1)[::97] = np.inf
+                g.reshape(-1)[5::89] = np.nan
+            gs.append(g.astype(np.float32))
+        grads.append(gs)
+    runs = []
+    for tiny in (module._F32_TINY, np.inf):
+        monkeypatch.setattr(module, "_F32_TINY", tiny)
+        params = [Parameter(a.copy()) for a in starts]
+        opt = optim.Adafactor(params, lr=0.05, weight_decay=weight_decay, maximize=maximize)
+        for k in range(6):
+            for p, g in zip(params, grads[k]):
+                p.grad = g.copy()
+            with np.errstate(all="ignore"):
+                opt.step()
+            runs.append([p.data.numpy().copy() for p in params]
+                        + [np.asarray(v).copy() for p in params for v in opt.state[p].values()])
+    made = {key[3] for key in kernels.adafactor.made if key[:2] == (maximize, weight_decay != 0)}
+    assert made == {True, False}
+    half = len(runs) // 2
+    for a, b in zip(runs[:half], runs[half:]):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(np.atleast_1d(x).view(np.uint8),
+                                          np.atleast_1d(y).view(np.uint8))
+
+
+@pytest.mark.parametrize("maximize,weight_decay", [(False, 0.1), (True, 0.0)])
+def test_kept_updates_give_the_recomputed_bits_serial_and_parallel(monkeypatch, maximize,
+                                                                    weight_decay):
+    """A factored parameter of one item keeps its ``U`` from the norm pass for the update; with
+    nothing kept (``KEPT_ELEMENTS = 0``) the same steps give the same bits, in the serial and
+    in the parallel build."""
+    from tinyopt.kernels import adafactor as kernels
+    from tinyopt.kernels import jit
+    shapes = [(50, 37), (3, 4, 16), (2, 700), (300, 300), (9,)]  # (300, 300): 2 items
+    rng = np.random.default_rng(13)
+    starts = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[(rng.standard_normal(s) * 10.0 ** rng.uniform(-8, 3, s)).astype(np.float32)
+              for s in shapes] for _ in range(4)]
+    runs = []
+    for parallel_from in (jit.PARALLEL_MIN_ELEMENTS, 0):
+        monkeypatch.setattr(jit, "PARALLEL_MIN_ELEMENTS", parallel_from)
+        for kept in (1 << 17, 0):
+            monkeypatch.setattr(kernels, "KEPT_ELEMENTS", kept)
+            params = [Parameter(a.copy()) for a in starts]
+            opt = optim.Adafactor(params, lr=0.05, weight_decay=weight_decay, maximize=maximize)
+            _run(opt, params, grads, range(4))
+            runs.append([p.data.numpy().copy() for p in params] + [
+                np.atleast_1d(np.asarray(v)).copy() for p in params for v in opt.state[p].values()])
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))

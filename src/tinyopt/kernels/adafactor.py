@@ -23,8 +23,8 @@ Arrays (1-d, C-contiguous; ``p``, ``g``, the moments and ``coef`` of one float d
   step size does not fit the dtype (PyTorch: "value cannot be converted to type float without
   overflow"); that parameter's values are then left as they were (its state has advanced).
 - ``hs``: a 1-element record of host scalars: ``lr``, ``beta2_decay`` (tau), ``eps2``, ``d``,
-  ``top`` (the dtype's largest value) in float64; ``eps1``, ``eps1_sq`` (eps1^2), ``decay``
-  (1 - lr lambda) and ``one`` in the buffer dtype.
+  ``top`` (the dtype's largest value), ``kept`` (:data:`KEPT_ELEMENTS`) in float64; ``eps1``,
+  ``eps1_sq`` (eps1^2), ``decay`` (1 - lr lambda) and ``one`` in the buffer dtype.
 
 Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
 
@@ -36,10 +36,13 @@ Per parameter, with ``t`` its new step, in PyTorch's order and rounding::
     p <- p - alpha / max(1, ||U|| / (sqrt(numel) d)) U
 
 with ``G = -g`` if maximize.  Norms and sums accumulate in float64 and are rounded to the
-buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is never stored: it is
-recomputed from ``G`` and the moments for its norm and for the update (three reads of ``g``,
-two of ``p``, one write of ``p``).  Each factored parameter's row means are computed once per
-step (kept for the update pass).
+buffer dtype, as PyTorch returns them as tensors of that dtype.  ``U`` is not stored with
+the state: it is recomputed from ``G`` and the moments for its norm and for the update (three
+reads of ``g``, two of ``p``, one write of ``p``), except that a factored parameter of one work
+item and at most :data:`KEPT_ELEMENTS` elements keeps its ``U`` from the norm pass in an array
+of its size made by that item, which its update reads (the same values: one square root and
+one division per element fewer, and the item's rows are still in cache).  Each factored
+parameter's row means are computed once per step (kept for the update pass).
 
 Work items and the summation order (fixed by the shapes, never by the threads, so the bits do
 not depend on them).  A factored parameter's ``B n`` rows are cut into items of ``R =
@@ -52,10 +55,29 @@ Then the items' lanes are added lane by lane in item order and the lanes in orde
 column partial sums in item order; the row mean adds in row order.  A parameter of one item
 (up to ``R`` rows, or whole matrices fitting in one) sums exactly as a serial pass over it.
 The passes: items' statistics (``R``, column partials; whole matrices also ``C``, the mean and
-``U^2``), in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
-parallel; each parameter's step size (serial, a few flops); the items' updates, in parallel.
+``U^2``; a parameter of one item also its step size and update, while its rows are in cache),
+in parallel; matrices cut into items: ``C`` and the mean, then the items' ``U^2``, in
+parallel; each other parameter's step size (serial, a few flops); their items' updates, in
+parallel.
 Iteration ``t`` of a parallel pass writes only item ``t``'s rows, lanes and partial sums (and
-``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is).
+``C`` and the mean of matrices it holds whole, or of the matrix whose first item it is; and
+the step size, ``bad`` flag and values of a parameter that is item ``t`` alone).
+
+The row mean's division (``recip``, float32 buffers whose ``eps1^2`` is a normal float32,
+``>= 2^-126``): ``V_hat = fl32(x / mean)`` with ``x = fl32(R_i C_k)`` is computed as
+``fl32(x * fl64(1 / mean))``, in float64, the same bits with one division of the three per
+element fewer (the ``U^2`` and update passes are bound by the divider: float32 sqrt and
+division).  Why the same: the float64 product is within ``2^-52`` (relative) of ``x / mean``,
+while a quotient of two float32 values in the normal range is never a float32 rounding midpoint
+and lies at least ``2^-49`` (relative) from every one (writing ``x = X 2^a``, ``mean = B 2^c``
+and a midpoint ``M 2^e``, with ``X, B < 2^24`` and ``M`` odd in ``(2^24, 2^25)``:
+``x - M 2^e mean`` is a nonzero multiple of ``2^(c+e)`` or of ``2^a``), so both round alike.
+Below ``2^-126`` they may differ, and the clamp to ``eps1^2`` (``eps1^2 if eps1^2 > v else v``,
+which keeps a NaN as ``np.maximum``) maps both to ``eps1^2``.  ``mean >= eps1 >= 2^-63``, so
+``1 / mean`` and the product neither overflow nor underflow in float64; NaN, inf and ``mean =
+inf`` come out as from the division.  One thread over 1e7 float32 parameters (10000 x 1000)
+on the shared 2-core Zen 4: 15.1 ms a step with the division, 9.6 ms with the product (one
+process, interleaved, the machine loaded).
 
 ``mode`` (``kernels.optim.F16``/``BF16``, 0 for none): the parameters are 16-bit, ``q`` their
 storage (uint16 bit patterns) and ``p`` their float32 masters; an element whose ``q`` is no
@@ -101,6 +123,19 @@ def _inverse_root(v, unit, eps1_sq):
     return unit / math.sqrt(np.maximum(v, eps1_sq))  # (a NaN stays NaN, as clamp's)
 
 
+@inline
+def _estimate(r, c, mean, inv_mean, unit, eps1_sq, recip):
+    """``rsqrt(max(r c / mean, eps1^2))``, the inverse root of ``V_hat``.  ``recip`` (a
+    compile-time constant of the caller; float32 buffers with ``eps1^2`` normal): the same bits
+    with one division fewer, ``r c`` times ``inv_mean = 1 / mean`` in float64 rounded to float32
+    (see the module docstring), and the clamp as ``eps1^2 if eps1^2 > v else v``, which keeps a
+    NaN ``v`` as ``np.maximum`` does (``eps1^2`` is never NaN)."""
+    if recip:
+        v = np.float32(np.float64(r * c) * inv_mean)
+        return unit / math.sqrt(eps1_sq if eps1_sq > v else v)
+    return _inverse_root(r * c / mean, unit, eps1_sq)
+
+
 LANES = 16
 """Partial sums of the norms: element ``k`` of a row adds into lane ``k % LANES`` (so the sums
 vectorize); the lanes are added in order at the end."""
@@ -138,19 +173,37 @@ def _squares(pr, gr, acb, lane_p, lane_g):
         acb[full + k] += gi * gi
 
 @inline
-def _update_squares(gr, cb, r, mean, unit, eps1_sq, maximize, lane_u):
+def _update_squares(gr, cb, r, mean, inv_mean, unit, eps1_sq, maximize, recip, lane_u):
     """One row of the norm pass: ``lane_u`` += U^2 by lanes, ``U = g rsqrt(max(R_i C_k /
-    mean, eps1^2))`` (``maximize``: a compile-time constant of the caller)."""
+    mean, eps1^2))`` (``maximize``, ``recip``: compile-time constants of the caller)."""
     m = gr.shape[0]
     full = m - m % LANES
     for k0 in range(0, full, LANES):
         for k in range(LANES):
             gi = -gr[k0 + k] if maximize else gr[k0 + k]
-            u = _inverse_root(r * cb[k0 + k] / mean, unit, eps1_sq) * gi
+            u = _estimate(r, cb[k0 + k], mean, inv_mean, unit, eps1_sq, recip) * gi
             lane_u[k] += float(u) * u
     for k in range(m - full):
         gi = -gr[full + k] if maximize else gr[full + k]
-        u = _inverse_root(r * cb[full + k] / mean, unit, eps1_sq) * gi
+        u = _estimate(r, cb[full + k], mean, inv_mean, unit, eps1_sq, recip) * gi
+        lane_u[k] += float(u) * u
+
+
+@inline
+def _update_squares_kept(gr, cb, r, mean, inv_mean, unit, eps1_sq, maximize, recip, lane_u, ur):
+    """:func:`_update_squares`, also keeping each ``U`` in ``ur`` (for the update)."""
+    m = gr.shape[0]
+    full = m - m % LANES
+    for k0 in range(0, full, LANES):
+        for k in range(LANES):
+            gi = -gr[k0 + k] if maximize else gr[k0 + k]
+            u = _estimate(r, cb[k0 + k], mean, inv_mean, unit, eps1_sq, recip) * gi
+            ur[k0 + k] = u
+            lane_u[k] += float(u) * u
+    for k in range(m - full):
+        gi = -gr[full + k] if maximize else gr[full + k]
+        u = _estimate(r, cb[full + k], mean, inv_mean, unit, eps1_sq, recip) * gi
+        ur[full + k] = u
         lane_u[k] += float(u) * u
 
 
@@ -158,6 +211,9 @@ ROWS_ELEMENTS = 1 << 16
 """A factored parameter's rows are cut into items of ``max(MIN_ROWS, ROWS_ELEMENTS // m)``
 rows (see :func:`layout`): the unit of parallel work and of the summation order."""
 MIN_ROWS = 16
+KEPT_ELEMENTS = 1 << 17
+"""A factored parameter of one item and at most this many elements keeps its ``U`` from the
+norm pass for the update (an array of its size, made by the item; the host scalar ``kept``)."""
 
 
 def layout(dims: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -193,10 +249,11 @@ def layout(dims: np.ndarray) -> tuple[np.ndarray, ...]:
 
 
 @specialized
-def adafactor(maximize: bool, wd_on: bool, mode: int):
-    """``adafactor[maximize, wd_on, mode]``: the step for those compile-time switches (see the
-    module docstring): ``kernel(q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
-    cseg, vseg, pseg, bseg, dims, items, iseg, flags, S, coef, bad, hs) -> None``."""
+def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
+    """``adafactor[maximize, wd_on, mode, recip]``: the step for those compile-time switches
+    (see the module docstring; ``recip`` only for float32 buffers with ``eps1^2`` normal):
+    ``kernel(q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg, pseg,
+    bseg, dims, items, iseg, flags, S, coef, bad, hs) -> None``."""
     low = mode != 0
     widen = _widen_f16 if mode == F16 else _widen_bf16
     rnd = _round_f16 if mode == F16 else _round_bf16
@@ -209,10 +266,11 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         coef[j, 0] = t ** h.beta2_decay
 
     def finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg, pseg, bseg,
-               dims, items, coef, h):
+               dims, items, coef, us, h):
         """Matrix ``b`` of parameter ``j`` once all its rows' statistics are in (``t``: the
         item doing it): ``C`` from the column partial sums added in item order, the row mean,
-        and, when one item holds the whole matrix, its rows' ``U^2`` lanes."""
+        and, when one item holds the whole matrix, its rows' ``U^2`` lanes (and, when ``us``
+        is not empty, the ``U`` themselves, at the parameter's own offsets)."""
         n, m, S = dims[j, 1], dims[j, 2], dims[j, 4]
         w = coef[j, 0]
         w_c = h.one - w
@@ -231,21 +289,29 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
             tot += float(rs[b * n + i])
         mean = np.maximum(_rounded(icoef, t, tot / n), h.eps1)
         means[bseg[j] + b] = mean
+        inv_mean = 1.0 / np.float64(mean)
         if S == 1:
             lo = seg[j]
             gs = g[lo:seg[j + 1]]
             cb = cs[b * m:(b + 1) * m]
             lane_u = lanes[t, LANES:]
-            for i in range(n):
-                base = (b * n + i) * m
-                _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, h.one, h.eps1_sq,
-                                maximize, lane_u)
+            if us.shape[0] > 0:
+                for i in range(n):
+                    base = (b * n + i) * m
+                    _update_squares_kept(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
+                                         h.one, h.eps1_sq, maximize, recip, lane_u,
+                                         us[base:base + m])
+            else:
+                for i in range(n):
+                    base = (b * n + i) * m
+                    _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
+                                    h.one, h.eps1_sq, maximize, recip, lane_u)
 
     def statistics(t, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg,
-                   pseg, bseg, dims, items, coef, h):
+                   pseg, bseg, dims, items, coef, us, h):
         """Item ``t``'s statistics pass: ``p^2`` lanes, row norms and ``R``, its column partial
-        sums (and, for whole matrices, :func:`finish`); a 0-d or 1-d parameter's whole first
-        pass (``V``, ``p^2`` and ``U^2``)."""
+        sums (and, for whole matrices, :func:`finish`, keeping ``U`` in ``us`` unless it is
+        empty); a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -281,7 +347,7 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                                           w_low)
                 if S == 1:
                     finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg,
-                           pseg, bseg, dims, items, coef, h)
+                           pseg, bseg, dims, items, coef, us, h)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(hi - lo):
@@ -304,12 +370,13 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
         rs, cs = row[rseg[j]:rseg[j + 1]], col[cseg[j]:cseg[j + 1]]
         icoef[t, 1] = means[b]
         mean = icoef[t, 1]
+        inv_mean = 1.0 / np.float64(mean)
         cb = cs[b * m:(b + 1) * m]
         lane_u = lanes[t, LANES:]
         for i in range(i0, i1):
             base = (b * n + i) * m
-            _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, h.one, h.eps1_sq,
-                            maximize, lane_u)
+            _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean, h.one,
+                            h.eps1_sq, maximize, recip, lane_u)
 
     def step_size(j, seg, lanes, iseg, S, coef, bad, h):
         """Parameter ``j``'s step size, from its items' lanes added in item order, into
@@ -334,8 +401,9 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
             coef[j, 3] = step
 
     def update(t, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg, dims,
-               items, coef, h):
-        """Item ``t``'s update ``p <- p (1 - lr lambda) + a U`` (and the 16-bit copy)."""
+               items, coef, us, h):
+        """Item ``t``'s update ``p <- p (1 - lr lambda) + a U`` (and the 16-bit copy), with the
+        ``U`` kept in ``us`` by the norm pass unless it is empty."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -348,16 +416,23 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
             for b in range(b0, b1):
                 icoef[t, 1] = means[bseg[j] + b]
                 mean = icoef[t, 1]
+                inv_mean = 1.0 / np.float64(mean)
                 cb = cs[b * m:(b + 1) * m]
                 for i in range(i0, i1):
                     base = (b * n + i) * m
                     pr, gr = ps[base:base + m], gs[base:base + m]
                     r = rs[b * n + i]
-                    for k in range(m):
-                        gi = -gr[k] if maximize else gr[k]
-                        u = _inverse_root(r * cb[k] / mean, unit, eps1_sq) * gi
-                        pi = pr[k] * decay if wd_on else pr[k]
-                        pr[k] = pi + a * u
+                    if us.shape[0] > 0:
+                        ur = us[base:base + m]
+                        for k in range(m):
+                            pi = pr[k] * decay if wd_on else pr[k]
+                            pr[k] = pi + a * ur[k]
+                    else:
+                        for k in range(m):
+                            gi = -gr[k] if maximize else gr[k]
+                            u = _estimate(r, cb[k], mean, inv_mean, unit, eps1_sq, recip) * gi
+                            pi = pr[k] * decay if wd_on else pr[k]
+                            pr[k] = pi + a * u
                     if low:
                         qr = qs[base:base + m]
                         for k in range(m):
@@ -372,7 +447,8 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                 if low:
                     qs[i] = rnd(ps[i], 0)
 
-    name = f"adafactor_{'T' if maximize else 'F'}{'T' if wd_on else 'F'}{mode}"
+    name = (f"adafactor_{'T' if maximize else 'F'}{'T' if wd_on else 'F'}{mode}"
+            f"{'R' if recip else ''}")
     # calls, not inlined into the parallel loops; named apart for numba's cache
     for f in (start, finish, statistics, norms, step_size, update):
         f.__qualname__ = f"{name}_{f.__name__}"
@@ -393,14 +469,24 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
             j1 = items[t1, 0]
             if flags[j1] != 0:
                 h1 = hs[0]
+                alone1 = iseg[j1 + 1] - iseg[j1] == 1
+                size1 = seg[j1 + 1] - seg[j1]
+                # a factored parameter of one item keeps its U for the update (p[:0]: none)
+                keep1 = alone1 and dims[j1, 1] > 0 and size1 <= h1.kept
+                us1 = np.empty(size1, p.dtype) if keep1 else p[:0]
                 statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
-                           cseg, vseg, pseg, bseg, dims, items, coef, h1)
+                           cseg, vseg, pseg, bseg, dims, items, coef, us1, h1)
+                if alone1:  # a parameter of one item: all of its step
+                    step_size(j1, seg, lanes, iseg, S, coef, bad, h1)
+                    if bad[j1] == 0:
+                        update(t1, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg,
+                               bseg, dims, items, coef, us1, h1)
         for t2 in prange(nitems):  # matrices cut into several items: C and the row mean
             j2 = items[t2, 0]
             if flags[j2] != 0 and dims[j2, 4] > 1 and items[t2, 3] == 0:
                 h2 = hs[0]
                 finish(j2, items[t2, 1], t2, g, row, col, cpart, means, lanes, icoef, seg,
-                       rseg, cseg, pseg, bseg, dims, items, coef, h2)
+                       rseg, cseg, pseg, bseg, dims, items, coef, p[:0], h2)
         for t3 in prange(nitems):  # ... and their U^2 lanes
             j3 = items[t3, 0]
             if flags[j3] != 0 and dims[j3, 4] > 1:
@@ -408,14 +494,14 @@ def adafactor(maximize: bool, wd_on: bool, mode: int):
                 norms(t3, g, row, col, means[bseg[j3]:bseg[j3 + 1]], lanes, icoef, seg, rseg,
                       cseg, dims, items, h3)
         for j in range(nparams):
-            if flags[j] != 0:
+            if flags[j] != 0 and iseg[j + 1] - iseg[j] > 1:
                 step_size(j, seg, lanes, iseg, S, coef, bad, hs[0])
         for t5 in prange(nitems):
             j5 = items[t5, 0]
-            if flags[j5] != 0 and bad[j5] == 0:
+            if flags[j5] != 0 and bad[j5] == 0 and iseg[j5 + 1] - iseg[j5] > 1:
                 h5 = hs[0]
                 update(t5, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg,
-                       dims, items, coef, h5)
+                       dims, items, coef, p[:0], h5)
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     return parallel_kernel(kernel, sized_by=1)

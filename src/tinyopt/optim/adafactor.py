@@ -91,8 +91,12 @@ class Adafactor(FusedOptimizer):
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         host = fb.host(dict(lr=lr, beta2_decay=float(group["beta2_decay"]), eps2=float(eps2),
                             d=float(group["d"]), top=fb._max, eps1=eps1, eps1_sq=eps1 * eps1,
-                            decay=1.0 - lr * wd, one=1.0), _WIDE)
-        kernel = kernels.adafactor[bool(group["maximize"]), wd != 0, fb.mode]
+                            decay=1.0 - lr * wd, one=1.0, kept=kernels.KEPT_ELEMENTS),
+                        _WIDE)
+        # float32 buffers with eps1^2 a normal float32: V_hat's division by the row mean as a
+        # float64 product, the same bits (kernels/adafactor.py)
+        recip = fb.dtype == np.float32 and float(np.float32(eps1 * eps1)) >= _F32_TINY
+        kernel = kernels.adafactor[bool(group["maximize"]), wd != 0, fb.mode, recip]
         kernel(*_arguments(fb), host)
         if fb.scratch["bad"].any():
             fb.scratch["bad"][:] = 0
@@ -134,7 +138,9 @@ class Adafactor(FusedOptimizer):
                                      f"keeps {list(need)})")
 
 
-_WIDE = ("lr", "beta2_decay", "eps2", "d", "top")  # float64 host scalars; the others: dtype
+_F32_TINY = float(np.finfo(np.float32).tiny)  # 2^-126, the smallest normal float32
+# float64 host scalars; the others: the buffer dtype
+_WIDE = ("lr", "beta2_decay", "eps2", "d", "top", "kept")
 
 
 def _machine_eps(dtype: np.dtype) -> float:
