@@ -341,7 +341,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, 1e5 and 1e6 only")
     ap.add_argument("--block", type=int, default=1,
-                    help="time blocks of this many back-to-back calls (cache-resident regime)")
+                    help="time blocks of this many back-to-back calls, after one untimed call "
+                         "(cache-resident regime for small sizes; with --settle, the first call "
+                         "after the pause runs on cores that idled: on the 2-core VM of 2026-12-05 "
+                         "a 1e7 Adafactor step took 2-3x as long, so --block 3 steadies the rows)")
     ap.add_argument("--only", help="comma-separated optimizer names (default: all, with "
                                    "Adafactor and SparseAdam)")
     ap.add_argument("--sizes", help="comma-separated parameter counts, e.g. 1e5,1e7")
@@ -424,7 +427,7 @@ def _run_tables(pipes: dict, args) -> None:
 def _run_muon_lbfgs(pipes: dict, args, reps: int = 7) -> None:
     names = tuple(args.only.split(",")) if args.only else ("Muon", "LBFGS")
     reps = args.reps or (reps if not args.quick else 3)
-    t = _timed(pipes, ("muon-lbfgs", names), reps, 1, args.settle)
+    t = _timed(pipes, ("muon-lbfgs", names), reps, args.block, args.settle)
     for name in names:
         ours = t[f"tinyopt {name}"]
         line = f"{name:<6} tinyopt {ours * 1e3:8.2f} ms"
