@@ -11,7 +11,8 @@ busy one, where the wall times grow with the other load.
     python benchmarks/bench_startup.py --floors    # where the first step's time goes (below)
 
 ``--floors`` prints, cold and warm: each numba kernel the MLP's first step compiles or loads,
-with its CPU time, and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
+with its CPU time and, for a compile, the part numba's own timer puts in LLVM (optimisation and
+machine code; the rest is numba's typing and lowering, in Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
 options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
 """
 
@@ -73,12 +74,18 @@ def timed(self, sig):
     hits = sum(self._cache_hits.values())
     row = len(rows); rows.append(None); depth[0] += 1
     c = time.thread_time()
+    llvm = 0.0
     try:
-        return compile(self, sig)
+        entry = compile(self, sig)
+        try:  # numba's own timer of the time spent in LLVM (optimisation and code generation)
+            llvm = self.overloads[tuple(sig)].metadata["timers"]["llvm_lock"]
+        except (KeyError, TypeError, AttributeError):
+            pass
+        return entry
     finally:
         depth[0] -= 1
         rows[row] = ("  " * depth[0] + self.py_func.__qualname__.split(".")[-1],
-                     time.thread_time() - c, sum(self._cache_hits.values()) > hits)
+                     time.thread_time() - c, sum(self._cache_hits.values()) > hits, llvm)
 dispatcher.Dispatcher.compile = timed
 """ + CHILD.replace('print(json.dumps({', 'print(json.dumps({"kernels": rows, ')
 
@@ -110,11 +117,13 @@ def floors() -> None:
         steps = {name: run(cache, KERNELS) for name in ("cold", "warm")}
     for name, r in steps.items():
         print(f"{name} first step: {r['first_step']:.3f} s wall, {r['first_step_cpu']:.3f} s CPU;"
-              f" numba kernels (CPU s, compile or cache load):")
-        for label, cpu, hit in r["kernels"]:
-            print(f"  {label:<38} {cpu:6.3f}  {'load' if hit else 'compile'}")
-        top = sum(cpu for label, cpu, _ in r["kernels"] if not label.startswith(" "))
-        print(f"  {'sum (top level)':<38} {top:6.3f}")
+              f" numba kernels (CPU s, compile or cache load; of a compile, the seconds in LLVM):")
+        for label, cpu, hit, llvm in r["kernels"]:
+            print(f"  {label:<38} {cpu:6.3f}  {'load' if hit else 'compile'}"
+                  + ("" if hit else f"  LLVM {llvm:6.3f}"))
+        top = [k for k in r["kernels"] if not k[0].startswith(" ")]
+        print(f"  {'sum (top level)':<38} {sum(k[1] for k in top):6.3f}"
+              + (f"           LLVM {sum(k[3] for k in top):6.3f}" if name == "cold" else ""))
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "trivial_kernels.py"), "w") as f:
             f.write("".join(TRIVIAL.format(i) for i in range(1, 7)))
