@@ -65,7 +65,7 @@ def _same_order(a, b, c, alpha, beta):
     return bits(v)
 
 
-@pytest.mark.parametrize("m,k,n", SHAPES + [(40, 513, 70)])
+@pytest.mark.parametrize("m,k,n", SHAPES + [(40, 513, 70), (0, 3, 4), (3, 4, 0)])
 @pytest.mark.parametrize("transposed", [False, True], ids=["b", "bT"])
 def test_against_float64_product(m, k, n, transposed):
     a, b, c = _operands(m, k, n)
@@ -138,3 +138,7 @@ def test_shape_errors():
     with pytest.raises(ValueError, match="symmetric product is square"):
         gemm_bf16.matmul(a, np.zeros((4, 2), np.uint16), np.zeros((3, 2), np.uint16),
                          symmetric=True)
+    with pytest.raises(ValueError, match="C-contiguous uint16"):
+        gemm_bf16.matmul(a, np.zeros((4, 2), np.float32), np.zeros((3, 2), np.uint16))
+    with pytest.raises(ValueError, match="C-contiguous uint16"):
+        gemm_bf16.matmul(a, np.zeros((2, 4), np.uint16).T, np.zeros((3, 2), np.uint16))

@@ -245,3 +245,16 @@ def test_ns_path_bf16_refused_without_the_instruction(monkeypatch):
     monkeypatch.setattr(muon, "NS_PATH", "auto")
     np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, (3.4, -4.7, 2.0), 2, 1e-7),
                                   x)
+
+
+@pytest.mark.skipif(not gemm_bf16.available(), reason="the CPU has no AVX512-BF16")
+def test_bf16_buffers_shared_by_matrices_of_several_shapes(monkeypatch):
+    monkeypatch.setattr(muon, "NS_PATH", "bf16")
+    rng = np.random.default_rng(3)
+    gs = [rng.standard_normal(s).astype(np.float32) for s in [(300, 257), (33, 64), (70, 70)]]
+    co = (muon.DEFAULT_A, muon.DEFAULT_B, muon.DEFAULT_C)
+    fresh = [muon._zeropower_via_newtonschulz(g, co, 3, 1e-7, {}) for g in gs]
+    work: dict = {}
+    for g, want in zip(gs + gs, fresh + fresh):
+        np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, co, 3, 1e-7, work),
+                                      want)

@@ -369,6 +369,10 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, *, b_transposed: bool 
     the same float32 sum, in the same order, of the same products as ``(i, j)``.  ``work``: a
     dict that keeps the packed buffers between calls."""
     work = {} if work is None else work
+    for name, x in (("a", a), ("b", b), ("out", out), ("c", c)):
+        if x is not None and (x.dtype != np.uint16 or x.ndim != 2 or not x.flags.c_contiguous):
+            raise ValueError(f"matmul: {name} must be a 2-d C-contiguous uint16 array (bf16 "
+                             f"patterns), not {x.dtype} {x.shape}")
     m, k = a.shape
     n = b.shape[0] if b_transposed else b.shape[1]
     if (b.shape[1] if b_transposed else b.shape[0]) != k or out.shape != (m, n):

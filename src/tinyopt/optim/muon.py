@@ -69,7 +69,7 @@ class Muon(FusedOptimizer):
                         ns_coefficients=ns_coefficients, eps=eps, ns_steps=ns_steps,
                         adjust_lr_fn=adjust_lr_fn)
         self._scratch: dict[int, np.ndarray] = {}
-        self._ns_work: dict = {}  # the bf16 path's matrices and packed buffers, by shape
+        self._ns_work: dict = {}  # the bf16 path's matrices and packed buffers
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
@@ -201,11 +201,9 @@ def _newtonschulz_bf16(x: np.ndarray, a, b, c, steps: int, work: dict) -> None:
     between them.  Both Gram products are symmetric to the bit (see ``gemm_bf16.matmul``), so
     each computes its upper triangle only: 4 of the 6 GEMMs' multiply-adds per iteration."""
     m, n = x.shape
-    bufs = work.get((m, n))
-    if bufs is None:
-        bufs = work[(m, n)] = (np.empty((m, n), np.uint16), np.empty((m, n), np.uint16),
-                               np.empty((m, m), np.uint16), np.empty((m, m), np.uint16), {})
-    xb, x2, gram, update, packed = bufs
+    xb, x2 = _buffer(work, "x", (m, n)), _buffer(work, "x2", (m, n))
+    gram, update = _buffer(work, "gram", (m, m)), _buffer(work, "update", (m, m))
+    packed = work.setdefault("packed", {})
     half.round_bf16(x.reshape(-1), xb.reshape(-1))  # (exact: x holds bf16 values)
     for _ in range(steps):
         gemm_bf16.matmul(xb, xb, gram, b_transposed=True, symmetric=True, work=packed)
@@ -214,3 +212,13 @@ def _newtonschulz_bf16(x: np.ndarray, a, b, c, steps: int, work: dict) -> None:
         gemm_bf16.matmul(update, xb, x2, alpha=1.0, beta=a, c=xb, work=packed)
         xb, x2 = x2, xb
     half.widen_bf16(xb.reshape(-1), x.reshape(-1))
+
+
+def _buffer(work: dict, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """A uint16 matrix of ``shape`` over ``work[name]``, one flat buffer grown to the largest
+    shape asked for (the group's matrices take turns: memory for the largest, not for each)."""
+    size = shape[0] * shape[1]
+    flat = work.get(name)
+    if flat is None or flat.shape[0] < size:
+        flat = work[name] = np.empty(size, np.uint16)
+    return flat[:size].reshape(shape)
