@@ -37,9 +37,9 @@ B panels and writes only its own columns of ``out`` (and, for a symmetric produc
 mirror rows).  Call :func:`matmul`; the other kernels are its parts.
 
 Measured on the 2-core Zen 4 (~3.6 GHz, so a bf16 peak of ~470 GFLOP/s on both cores), 1000 x
-1000 x 1000: ~5.3-5.9 ms (340-380 GFLOP/s) against 9.6-10.8 ms for numpy's float32 ``a @ b``;
-``x @ x.T`` as a symmetric product ~3.0 ms.  Newton–Schulz (5 steps, 1000 x 1000): ~61 ms
-against ~117 ms on numpy's float32 BLAS.
+1000 x 1000: 5.1-6.1 ms (330-390 GFLOP/s) against 9.5-10.6 ms for numpy's float32 ``a @ b``;
+``x @ x.T`` as a symmetric product 2.9-3.3 ms (numpy 6.0-7.3).  Newton–Schulz (5 steps, 1000 x
+1000): ~61 ms against ~117 ms on numpy's float32 BLAS (``docs/performance.md``).
 """
 
 from __future__ import annotations
