@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from tinyopt import Parameter, optim
+from tinyopt.kernels import gemm_bf16
+from tinyopt.optim import muon
 
 SHAPES = [(6, 4), (3, 8), (5, 5), (0, 3)]
 STEPS = 6
@@ -60,6 +62,17 @@ CASES = [
 ]
 
 
+PATHS = ["float32", pytest.param("bf16", marks=pytest.mark.skipif(
+    not gemm_bf16.available(), reason="the CPU has no AVX512-BF16"))]
+
+
+@pytest.fixture(params=PATHS)
+def ns_path(request, monkeypatch):
+    """Each Newton–Schulz path in turn, forced (``muon.NS_PATH``)."""
+    monkeypatch.setattr(muon, "NS_PATH", request.param)
+    return request.param
+
+
 def _setup(case, dtype):
     rng = np.random.default_rng(1)
     starts = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
@@ -82,7 +95,7 @@ def _run(opt, params, grads, steps):
 
 @pytest.mark.parametrize("case,dtype", [(CASES[0], np.float32), (CASES[1], np.float32),
                                         (CASES[0], np.float64)], ids=["default", "options", "f64"])
-def test_matches_numpy_reference(case, dtype):
+def test_matches_numpy_reference(case, dtype, ns_path):
     starts, grads = _setup(case, dtype)
     params = [Parameter(a.copy()) for a in starts]
     groups, o0 = _groups(params, case)
@@ -102,7 +115,7 @@ def test_matches_numpy_reference(case, dtype):
 
 
 @pytest.mark.parametrize("case", CASES, ids=["default", "options"])
-def test_matches_pytorch(case):
+def test_matches_pytorch(case, ns_path):
     torch = pytest.importorskip("torch")
     starts, grads = _setup(case, np.float32)
     params = [Parameter(a.copy()) for a in starts]
@@ -190,3 +203,58 @@ def test_bfloat16_parameters_keep_float32_masters_that_follow_the_float32_run():
                                       opts[1].state[q]["momentum_buffer"].numpy())
         assert p.data.numpy().dtype == bf16_dtype
         np.testing.assert_array_equal(p.data.numpy(), q.data.numpy().astype(bf16_dtype))
+
+
+NS_SHAPES = [(64, 129), (130, 64), (300, 257)]
+
+
+@pytest.mark.skipif(not gemm_bf16.available(), reason="the CPU has no AVX512-BF16")
+@pytest.mark.parametrize("shape", NS_SHAPES, ids=str)
+def test_newton_schulz_bf16_path_against_float32_path_and_pytorch(shape, monkeypatch):
+    """The two paths round the same float32 sums, summed in other orders, to bfloat16: they
+    differ by a bfloat16 ulp here and there (|x| < 0.5 here: 2^-9 .. 2^-8), as the float32
+    path and PyTorch do; the bf16 path, on the same instruction as oneDNN, is the closer."""
+    g = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    co = (muon.DEFAULT_A, muon.DEFAULT_B, muon.DEFAULT_C)
+    results = {}
+    for path in ("float32", "bf16"):
+        monkeypatch.setattr(muon, "NS_PATH", path)
+        results[path] = muon._zeropower_via_newtonschulz(g, co, 5, 1e-7, {})
+        assert results[path].shape == shape and results[path].dtype == np.float32
+    np.testing.assert_allclose(results["bf16"], results["float32"], rtol=0, atol=4e-3)
+    monkeypatch.setattr(muon, "NS_PATH", "auto")  # bf16 from m^2 n = 2^21 multiply-adds
+    np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, co, 5, 1e-7),
+                                  results["bf16" if min(shape) >= 200 else "float32"])
+    torch = pytest.importorskip("torch")
+    theirs = pytest.importorskip("torch.optim._muon")._zeropower_via_newtonschulz
+    t = theirs(torch.from_numpy(g), co, 5, 1e-7).float().numpy()
+    np.testing.assert_allclose(results["bf16"], t, rtol=0, atol=4e-3)
+    assert np.mean(results["bf16"] != t) <= np.mean(results["float32"] != t)
+
+
+def test_ns_path_bf16_refused_without_the_instruction(monkeypatch):
+    monkeypatch.setattr(muon, "NS_PATH", "bf16")
+    monkeypatch.setattr(gemm_bf16, "_AVAILABLE", [False])
+    with pytest.raises(RuntimeError, match="AVX512-BF16"):
+        muon._zeropower_via_newtonschulz(np.ones((70, 70), np.float32), (3.4, -4.7, 2.0), 5,
+                                         1e-7)
+    monkeypatch.setattr(muon, "NS_PATH", "auto")  # auto falls back to float32
+    g = np.random.default_rng(0).standard_normal((130, 140)).astype(np.float32)
+    monkeypatch.setattr(muon, "NS_PATH", "float32")
+    x = muon._zeropower_via_newtonschulz(g, (3.4, -4.7, 2.0), 2, 1e-7)
+    monkeypatch.setattr(muon, "NS_PATH", "auto")
+    np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, (3.4, -4.7, 2.0), 2, 1e-7),
+                                  x)
+
+
+@pytest.mark.skipif(not gemm_bf16.available(), reason="the CPU has no AVX512-BF16")
+def test_bf16_buffers_shared_by_matrices_of_several_shapes(monkeypatch):
+    monkeypatch.setattr(muon, "NS_PATH", "bf16")
+    rng = np.random.default_rng(3)
+    gs = [rng.standard_normal(s).astype(np.float32) for s in [(300, 257), (33, 64), (70, 70)]]
+    co = (muon.DEFAULT_A, muon.DEFAULT_B, muon.DEFAULT_C)
+    fresh = [muon._zeropower_via_newtonschulz(g, co, 3, 1e-7, {}) for g in gs]
+    work: dict = {}
+    for g, want in zip(gs + gs, fresh + fresh):
+        np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, co, 3, 1e-7, work),
+                                      want)
