@@ -202,16 +202,24 @@ def pack_rows(a, ap):
     if ap.shape[0] < npan * MR * kp:
         raise ValueError("pack_rows: ap is too small")
     for i in prange(npan * MR):
-        base = (i // MR) * kp * MR + i % MR
-        if i < m:
-            for p in range(k // 2):
-                ap[base + p * MR] = np.uint32(a[i, 2 * p]) | (np.uint32(a[i, 2 * p + 1])
-                                                              << np.uint32(16))
-            for p in range(k // 2, kp):
-                ap[base + p * MR] = np.uint32(a[i, 2 * p]) if 2 * p < k else np.uint32(0)
-        else:
-            for p in range(kp):
-                ap[base + p * MR] = 0
+        _pack_pairs(a, i, i < m, ap, (i // MR) * kp * MR + i % MR, MR, kp)
+
+
+@inline
+def _pack_pairs(x, i, valid, dst, base, stride, kp):
+    """``dst[base + p stride] = x[i, 2p] | x[i, 2p + 1] << 16`` for ``p < kp``, zero past
+    ``x``'s K, and zero throughout when not ``valid`` (``i`` is then not read): row ``i`` of A,
+    or column ``i`` of B from ``B.T``, as strided pairs."""
+    k = x.shape[1]
+    if valid:
+        for p in range(k // 2):
+            dst[base + p * stride] = np.uint32(x[i, 2 * p]) | (np.uint32(x[i, 2 * p + 1])
+                                                               << np.uint32(16))
+        for p in range(k // 2, kp):
+            dst[base + p * stride] = np.uint32(x[i, 2 * p]) if 2 * p < k else np.uint32(0)
+    else:
+        for p in range(kp):
+            dst[base + p * stride] = 0
 
 
 @inline
@@ -242,19 +250,9 @@ def _pack_panel(b, bp, jp, kp):
 def _pack_panel_t(bt, bp, jp, kp):
     """Column panel ``jp`` of ``B = bt.T`` (``bt`` N x K) as the B operand:
     ``bp[(jp KP + p) NR + c] = bt[jp NR + c, 2p] | bt[jp NR + c, 2p + 1] << 16``, zero outside."""
-    n, k = bt.shape
     for c in range(NR):
         j = jp * NR + c
-        base = jp * kp * NR + c
-        if j < n:
-            for p in range(k // 2):
-                bp[base + p * NR] = np.uint32(bt[j, 2 * p]) | (np.uint32(bt[j, 2 * p + 1])
-                                                               << np.uint32(16))
-            for p in range(k // 2, kp):
-                bp[base + p * NR] = np.uint32(bt[j, 2 * p]) if 2 * p < k else np.uint32(0)
-        else:
-            for p in range(kp):
-                bp[base + p * NR] = 0
+        _pack_pairs(bt, j, j < bt.shape[0], bp, jp * kp * NR + c, NR, kp)
 
 
 # ---- the product ------------------------------------------------------------------------------
