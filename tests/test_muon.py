@@ -238,11 +238,10 @@ def test_ns_path_bf16_refused_without_the_instruction(monkeypatch):
     with pytest.raises(RuntimeError, match="AVX512-BF16"):
         muon._zeropower_via_newtonschulz(np.ones((70, 70), np.float32), (3.4, -4.7, 2.0), 5,
                                          1e-7)
-    monkeypatch.setattr(muon, "NS_PATH", "auto")  # auto falls back to float32
     g = np.random.default_rng(0).standard_normal((130, 140)).astype(np.float32)
     monkeypatch.setattr(muon, "NS_PATH", "float32")
     x = muon._zeropower_via_newtonschulz(g, (3.4, -4.7, 2.0), 2, 1e-7)
-    monkeypatch.setattr(muon, "NS_PATH", "auto")
+    monkeypatch.setattr(muon, "NS_PATH", "auto")  # auto falls back to float32
     np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, (3.4, -4.7, 2.0), 2, 1e-7),
                                   x)
 
