@@ -581,3 +581,98 @@ def test_floor_divide_has_no_gradient_as_in_torch():
     assert y.requires_grad
     with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
         y.sum().backward()
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_of_equal_infinities_is_that_infinity(name):
+    """Issue 25.9: logaddexp(-inf, -inf) and logaddexp(inf, inf) were NaN (inf - inf)."""
+    a = np.array([-INF, INF, -INF, INF, 1.0, NAN, 3.0, -2.0, 0.0], np.float32)
+    b = np.array([-INF, INF, INF, -INF, -INF, 1.0, 3.0, 5.0, 1e-3], np.float32)
+    got = getattr(to, name)(to.tensor(a), to.tensor(b)).numpy()
+    base = np.logaddexp if name == "logaddexp" else np.logaddexp2
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, base(a.astype(np.float64), b), rtol=1e-6)
+    assert list(got[:4]) == [-INF, INF, INF, INF]
+    gradcheck(lambda t, u: getattr(to, name)(t, u), [0.5, -1.0, 3.0], [0.25, 2.0, -4.0])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(got, getattr(torch, name)(torch.tensor(a), torch.tensor(b)).numpy(),
+                               rtol=1e-6)
+
+
+def test_logsumexp_of_infinities_is_torchs():
+    for row, expect in (([-INF, -INF], -INF), ([INF, INF], INF), ([INF, -INF], INF),
+                        ([NAN, INF], NAN)):
+        got = to.logsumexp(to.tensor(row), 0).item()
+        assert got == expect or (math.isnan(expect) and math.isnan(got)), (row, got)
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod", "div_trunc", "div_floor"])
+@pytest.mark.parametrize("divisor", ["number", "tensor", "0-d"])
+def test_integer_division_by_zero_raises_torchs_error(op, divisor):
+    """Issue 25.10: integer ``//``, ``%``, ``fmod`` by zero gave 0, trunc division -2**63."""
+    fns = {"floor_divide": lambda m, a, b: a // b, "remainder": lambda m, a, b: a % b,
+           "fmod": lambda m, a, b: m.fmod(a, b),
+           "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
+           "div_floor": lambda m, a, b: m.div(a, b, rounding_mode="floor")}
+    fn = fns[op]
+
+    def zero(m):
+        return {"number": 0, "tensor": m.tensor([2, 0, 3]), "0-d": m.tensor(0)}[divisor]
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+        fn(to, to.tensor([7, -7, 5]), zero(to))
+    for dtype in (to.int32, to.uint8, to.int64):  # nonzero divisors still work, exactly
+        a = to.tensor([7, 9, 2**31 - 1 if dtype == to.int32 else 5], dtype=dtype)
+        b = to.tensor([2, 3, 7], dtype=dtype)
+        assert fn(to, a, b).dtype == dtype
+    big = to.tensor([2**62 + 1, -(2**62 + 1)])
+    assert to.div(big, 3, rounding_mode="trunc").tolist() == [(2**62 + 1) // 3,
+                                                              -((2**62 + 1) // 3)]
+    assert (fn(to, to.tensor([7.0, -7.0]), 0.0).numpy() != 0).any()  # floats: inf/NaN, no error
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+        fn(torch, torch.tensor([7, -7, 5]), zero(torch))
+    for sign in (1, -1):
+        a, b = sign * (2**62 + 1), 3
+        assert (to.div(to.tensor([a, -a, 7]), to.tensor([b, b, -2]), rounding_mode="trunc")
+                .tolist() == torch.div(torch.tensor([a, -a, 7]), torch.tensor([b, b, -2]),
+                                       rounding_mode="trunc").tolist())
+
+
+def test_clamp_with_a_nan_bound_is_nan_as_in_torch():
+    """Issue 25.11: ``clamp(min=nan)`` ignored the NaN."""
+    x = to.tensor([1.0, -2.0, NAN])
+    for kw in (dict(min=NAN), dict(max=NAN), dict(min=NAN, max=1.0),
+               dict(min=to.tensor(NAN)), dict(max=to.tensor([NAN, 0.0, 0.0]))):
+        got = to.clamp(x, **kw).numpy()
+        lo, hi = kw.get("min", -INF), kw.get("max", INF)
+        lo = lo.numpy() if isinstance(lo, to.Tensor) else lo
+        hi = hi.numpy() if isinstance(hi, to.Tensor) else hi
+        expect = np.where(np.isnan(lo) | np.isnan(hi), NAN,
+                          np.minimum(np.maximum(x.numpy(), lo), hi))
+        np.testing.assert_array_equal(got, expect)
+    assert np.isnan(to.clamp(to.tensor([1, 2]), min=NAN).numpy()).all()
+    p = to.tensor([1.0, 2.0], requires_grad=True)
+    to.clamp(p, min=NAN).sum().backward()
+    assert p.grad.tolist() == [0.0, 0.0]  # torch: grad * (x >= min) & (x <= max)
+
+
+def test_xlogy_of_zero_and_nan_is_nan_as_in_torch():
+    x, y = [0.0, 0.0, 2.0, 0.0, NAN], [NAN, 0.0, NAN, 3.0, 1.0]
+    got = to.xlogy(to.tensor(x), to.tensor(y)).numpy()
+    np.testing.assert_array_equal(got, [NAN, 0.0, NAN, 0.0, NAN])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(got, torch.xlogy(torch.tensor(x), torch.tensor(y)).numpy())
+
+
+def test_where_and_masked_fill_on_bool_tensors():
+    """Issue 25.14: ``where``/``masked_fill_`` of bool tensors raised numpy's UFuncTypeError (the
+    bool inputs took the kernel's int64 loop)."""
+    c = to.tensor([True, False, True])
+    assert to.where(c, to.tensor([True, True, True]), to.tensor([False] * 3)).tolist() == \
+        [True, False, True]
+    x = to.ones(3, dtype=to.bool)
+    assert x.masked_fill_(c, False).tolist() == [False, True, False] and x.dtype == to.bool
+    assert to.where(c, to.tensor([1, 2, 3]), to.tensor([4, 5, 6])).tolist() == [1, 5, 3]

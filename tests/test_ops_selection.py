@@ -103,3 +103,28 @@ def test_sort_ties_and_nan_follow_torch():
         t = torch.sort(torch.tensor(a), descending=desc, stable=True)
         np.testing.assert_array_equal(o.values.numpy(), t.values.numpy())
         np.testing.assert_array_equal(o.indices.numpy(), t.indices.numpy())
+
+
+def test_nonzero_of_a_0d_tensor_has_no_coordinates():
+    """Issue 25.11: ``nonzero`` of a 0-d tensor had shape (1, 1); torch's is (1, 0)."""
+    assert to.tensor(3.0).nonzero().shape == (1, 0)
+    assert to.tensor(0.0).nonzero().shape == (0, 0)
+    assert to.argwhere(to.tensor(True)).shape == (1, 0)
+    assert [t.tolist() for t in to.tensor(3.0).nonzero(as_tuple=True)] == [[0]]
+    torch = pytest.importorskip("torch")
+    for v in (3.0, 0.0):
+        assert tuple(torch.tensor(v).nonzero().shape) == to.tensor(v).nonzero().shape
+
+
+def test_take_wraps_negative_indices_and_raises_torchs_error():
+    """Issue 25.14: ``take()`` refused negative indices; torch reads i < 0 as i + numel."""
+    x = to.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert x.take(to.tensor([-1, 0, -4])).tolist() == [4.0, 1.0, 1.0]
+    assert x.take(to.tensor([0, 1]) - 2).tolist() == [3.0, 4.0]  # computed, known when run
+    for bad in (4, -5):
+        with pytest.raises(IndexError, match=rf"^out of range: tried to access index {bad} on a "
+                                             rf"tensor of 4 elements\.$"):
+            x.take(to.tensor([0, bad]))
+    torch = pytest.importorskip("torch")
+    assert torch.tensor([[1.0, 2.0], [3.0, 4.0]]).take(torch.tensor([-1, 0, -4])).tolist() == \
+        [4.0, 1.0, 1.0]

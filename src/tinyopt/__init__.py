@@ -99,8 +99,8 @@ def can_cast(from_: object, to: object) -> _builtins.bool:
 
 def __getattr__(name: str):
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
-        from tinyopt.engine.dtypes import bfloat16
-        return bfloat16()
+        from tinyopt.engine.dtypes import bfloat16_or_name
+        return bfloat16_or_name()
     # the others, and the submodules (``tinyopt.distributed`` never imports mpi4py before
     # init_process_group)
     return _lazy_getattr(name)

@@ -47,14 +47,47 @@ _TENSOR_TYPE = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTen
 _LOW_PRECISION = {"float16": float16, "half": float16}
 
 
+_NEEDS_ML_DTYPES = ("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "
+                    "tinyopt[lowp], the lowp extra)")
+
+
 def bfloat16() -> np.dtype:
     """The bfloat16 dtype (``ml_dtypes.bfloat16``), importing ml_dtypes on first use."""
     try:
         import ml_dtypes
     except ImportError:
-        raise TypeError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "
-                        "tinyopt[lowp])") from None
+        raise TypeError(_NEEDS_ML_DTYPES) from None
     return _register(np.dtype(ml_dtypes.bfloat16))
+
+
+class UnavailableDtype:
+    """``to.bfloat16`` where ml_dtypes is not installed.  The name exists, prints as torch's,
+    hashes and compares (unequal to every dtype), so a script that builds a dtype table at
+    start-up still runs in float32; *using* it (a tensor, a cast, ``np.dtype``) raises the
+    error that says what to install."""
+
+    __slots__ = ()
+    is_floating_point = True
+    is_signed = True
+    itemsize = 2
+
+    def __repr__(self) -> str:
+        return "torch.bfloat16"
+
+    @property
+    def dtype(self):  # numpy asks this of any object it is to read as a dtype
+        raise TypeError(_NEEDS_ML_DTYPES)
+
+
+def bfloat16_or_name() -> np.dtype | UnavailableDtype:
+    """``to.bfloat16``: the dtype, or its name alone where ml_dtypes is missing."""
+    try:
+        return bfloat16()
+    except TypeError:
+        return _UNAVAILABLE_BFLOAT16
+
+
+_UNAVAILABLE_BFLOAT16 = UnavailableDtype()
 
 
 def _register(d: np.dtype) -> np.dtype:
@@ -68,6 +101,11 @@ def _register(d: np.dtype) -> np.dtype:
 def is_low(d: np.dtype) -> bool:
     """Whether ``d`` is float16 or bfloat16."""
     return d in LOW or (d.name == "bfloat16" and _register(d) is d)
+
+
+def is_float(d: np.dtype) -> bool:
+    """Whether ``d`` is a floating-point dtype: float32, float64, float16 or bfloat16."""
+    return d in FLOATS or is_low(d)
 
 
 def grad_dtype(d: np.dtype) -> np.dtype:
@@ -93,6 +131,8 @@ def as_dtype(dtype) -> np.dtype:
         return int64
     elif dtype is bool:
         return bool_
+    elif isinstance(dtype, UnavailableDtype):
+        return bfloat16()  # (raises: what to install)
     try:
         d = np.dtype(dtype)
     except TypeError:

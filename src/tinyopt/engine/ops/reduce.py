@@ -15,7 +15,7 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import _require_float, in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -28,8 +28,8 @@ def _dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
     out = []
     for d in ds:
         if not -nd <= d < nd:
-            raise IndexError(f"{op}: dimension out of range (expected to be in range of "
-                             f"[{-nd}, {nd - 1}], but got {d})")
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
         out.append(d % nd)
     if len(set(out)) != len(out):
         raise RuntimeError(f"{op}: dim {out} appears multiple times in the list of dims")
@@ -95,6 +95,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return r
 
 
+@in_float32
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     x = as_tensor(x)
     if dtype is not None:
@@ -105,6 +106,7 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
+@in_float32
 def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
@@ -120,6 +122,7 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
     return sum(centered * centered, dims, keepdim) * scale
 
 
+@in_float32
 def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Standard deviation: the square root of ``var`` (same arguments)."""
@@ -181,6 +184,10 @@ def _extreme(op: str, x: Tensor, dim, keepdim: bool):
         raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
     if dim is None:
         return node(f"{op}_all", (x,), (), x.dtype)
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        _dims(op, x, dim)
+        vals, idx = _extreme(op, x.reshape(1), 0, False)
+        return MaxMin((vals.reshape(()), idx.reshape(())))
     (d,) = _dims(op, x, dim)
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
@@ -398,7 +405,7 @@ def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         x = x.to(dtype)
     elif x.dtype.kind in "bui" and x.dtype != int64:
         x = x.to(int64)
-    if dim is None:
+    if dim is None or (x.ndim == 0 and not _dims("prod", x, dim)):
         flat = x.reshape(-1)
         r = node("prod_run", (flat,), (1,), x.dtype, (0, 0))
         return r.reshape(()) if not keepdim else r.reshape((1,) * x.ndim)
@@ -443,7 +450,7 @@ def _scan(op: str, x, dim: int, dtype) -> Tensor:
         x = x.to(dtype)
     elif x.dtype.kind in "bui" and x.dtype != int64:
         x = x.to(int64)
-    (d,) = _dims(op, x, dim) if x.ndim else (0,)
+    (d,) = _dims(op, x, dim) if x.ndim else (_dims(op, x, dim) or (0,))
     if x.ndim == 0:
         return node(op, (x.reshape(1),), (1,), x.dtype, (0,)).reshape(())
     return node(op, (x,), x.shape, x.dtype, (d,))
@@ -459,10 +466,14 @@ def cumprod(x, dim: int, *, dtype=None) -> Tensor:
     return _scan("cumprod", x, dim, dtype)
 
 
+@in_float32
 def logcumsumexp(x, dim: int) -> Tensor:
     """log(cumsum(exp(x))) along ``dim``, computed without overflow."""
     x = as_tensor(x)
     _require_float("logcumsumexp", x)
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        _dims("logcumsumexp", x, dim)
+        return logcumsumexp(x.reshape(1), 0).reshape(())
     m = max(x, dim, keepdim=True)[0]
     return cumsum((x - m).exp(), dim).log() + m
 

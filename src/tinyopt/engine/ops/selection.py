@@ -130,6 +130,8 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     x = as_tensor(input)
     idx = _index("gather", index)
     d = _dim("gather", dim, x.ndim)
+    if x.ndim == 0 and idx.ndim == 0:  # as a 1-element 1-d gather, as in torch
+        return gather(x.reshape(1), 0, idx.reshape(1)).reshape(())
     _check_shapes("gather", x, d, idx)
     if idx.op == "input" and idx._value.size:
         v = idx._value
@@ -158,9 +160,22 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
 
 
 def take(input, index) -> Tensor:
-    """The elements of the flattened ``input`` at ``index`` (any shape)."""
+    """The elements of the flattened ``input`` at ``index`` (any shape); an index i < 0 means
+    i + numel, as in torch."""
     x = as_tensor(input)
     idx = _index("take", index)
+    n = x.numel()
+    if idx.op == "input" and idx._value.size:
+        v = idx._value
+        bad = v[(v < -n) | (v >= n)]
+        if bad.size:
+            raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of "
+                             f"{n} elements.")
+        if (v < 0).any():
+            idx = leaf(np.where(v < 0, v + n, v))
+    elif idx.op != "input":
+        from tinyopt.engine.ops.elementwise import lt, where
+        idx = where(lt(idx, 0), idx + n, idx)
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
 
@@ -270,7 +285,7 @@ def index_select(input, dim: int, index) -> Tensor:
     d = _dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
-        return getitem(x.reshape(1), idx)
+        return getitem(x.reshape(1), idx).reshape(())
     return getitem(x, (slice(None),) * d + (idx,))
 
 
@@ -409,6 +424,9 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     d = _dim("kthvalue", dim, x.ndim)
     if not 1 <= k <= (x.shape[d] if x.ndim else 1):
         raise RuntimeError("kthvalue(): selected number k out of range")
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        v, i = kthvalue(x.reshape(1), k, 0)
+        return MaxMin((v.reshape(()), i.reshape(())))
     vals, idx = sort(x, d)
     from tinyopt.engine.ops.movement import narrow
     v, i = narrow(vals, d, k - 1, 1), narrow(idx, d, k - 1, 1)
@@ -422,7 +440,7 @@ def median(input, dim: int | None = None, keepdim: bool = False):
         flat = x.reshape(-1)
         return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
     d = _dim("median", dim, x.ndim)
-    return kthvalue(x, (x.shape[d] - 1) // 2 + 1, d, keepdim)
+    return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
 
 
 def msort(input) -> Tensor:
@@ -437,7 +455,9 @@ def nonzero(input, *, as_tuple: bool = False):
     idx = np.nonzero(a) if a.ndim else np.nonzero(a.reshape(1))
     if as_tuple:
         return tuple(leaf(i.astype(np.int64)) for i in idx)
-    return leaf(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+    if not a.ndim:  # a 0-d tensor: one (or no) nonzero element with no coordinates, as in torch
+        return leaf(np.zeros((len(idx[0]), 0), np.int64))
+    return leaf(np.stack(idx, axis=1).astype(np.int64))
 
 
 def argwhere(input) -> Tensor:
