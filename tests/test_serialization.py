@@ -240,3 +240,23 @@ def test_files_written_before_tensors_recorded_parameter_still_load(tmp_path):
             zf.writestr(n, data)
     got = to.load(path)
     assert type(got["p"]) is to.Parameter and type(got["t"]) is to.Tensor
+
+
+@needs_torch
+def test_convert_torch_file_keeps_unsigned_values_and_torch_types(tmp_path):
+    """Issue 25.7: a torch uint64 tensor's 2**64 - 1 came back -1; issue 25.15: the file's
+    OrderedDict, Size and requires-grad plain tensors keep their types."""
+    import collections
+    from tinyopt.serialization import convert_torch_file
+    src, dst = tmp_path / "u.pt", tmp_path / "u.tinyopt"
+    torch.save({"u64": torch.tensor([2**64 - 1, 3], dtype=torch.uint64),
+                "u16": torch.tensor([65535], dtype=torch.uint16),
+                "sd": torch.nn.Linear(2, 1).state_dict(), "size": torch.Size([4, 2]),
+                "t": torch.ones(2, requires_grad=True)}, src)
+    convert_torch_file(src, dst)
+    got = to.load(dst)
+    assert got["u64"].dtype == to.uint64 and got["u64"].tolist() == [2**64 - 1, 3]
+    assert got["u16"].dtype == to.uint16 and got["u16"].tolist() == [65535]
+    assert type(got["sd"]) is collections.OrderedDict and list(got["sd"]) == ["weight", "bias"]
+    assert type(got["size"]) is to.Size and got["size"] == (4, 2)
+    assert type(got["t"]) is to.Tensor and got["t"].requires_grad

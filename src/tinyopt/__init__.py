@@ -13,7 +13,8 @@ from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_g
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
-from tinyopt.engine.dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8,
+                                   uint16, uint32, uint64)
 from tinyopt.engine.dtypes import float16 as half
 from tinyopt.engine.dtypes import float32 as float
 from tinyopt.engine.dtypes import float64 as double
@@ -117,4 +118,4 @@ __all__ = sorted(set(_ops_all) | {
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
-    "uint8", "utils"})
+    "uint8", "uint16", "uint32", "uint64", "utils"})

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import is_float
+from tinyopt.engine.dtypes import is_float, scalar_type_name
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -63,7 +63,7 @@ def vector_norm(x, ord: float = 2, dim: int | tuple[int, ...] | None = None,
         x = x.to(dtype)
     if not is_float(x.dtype):
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype}")
+                           f"input. Got {scalar_type_name(x.dtype)}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise TypeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
     nd = max(x.ndim, 1)

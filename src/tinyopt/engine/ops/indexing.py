@@ -28,7 +28,7 @@ import numpy as np
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
                                    as_tensor, leaf)
 from tinyopt.kernels.gather import index_add_axis
@@ -513,6 +513,7 @@ def masked_fill(x, mask, value) -> Tensor:
     from tinyopt.engine.ops.elementwise import broadcast_shape, where
     x = as_tensor(x)
     m = as_tensor(mask)
+    refuse_unsigned("masked_fill", x)
     if m.dtype != bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{m.dtype}")

@@ -14,7 +14,7 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.ops.elementwise import _require_float, in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
@@ -511,4 +511,5 @@ def amin(x, dim=(), keepdim: bool = False) -> Tensor:
 
 def count_nonzero(x, dim=None) -> Tensor:
     from tinyopt.engine.ops.elementwise import ne
+    refuse_unsigned("nonzero_count_cpu", x)
     return sum(ne(as_tensor(x), 0), dim)

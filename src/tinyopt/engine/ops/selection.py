@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.ops.movement import _dim
 from tinyopt.engine.ops.reduce import MaxMin
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -128,6 +128,7 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     """out[i][j][k] = input[i][index[i][j][k]][k] for ``dim`` = 1 (and likewise for others):
     values picked along ``dim`` by an int64 index of the same number of dimensions."""
     x = as_tensor(input)
+    refuse_unsigned("scatter_gather_tensor_cpu", x)
     idx = _index("gather", index)
     d = _dim("gather", dim, x.ndim)
     if x.ndim == 0 and idx.ndim == 0:  # as a 1-element 1-d gather, as in torch
@@ -163,6 +164,7 @@ def take(input, index) -> Tensor:
     """The elements of the flattened ``input`` at ``index`` (any shape); an index i < 0 means
     i + numel, as in torch."""
     x = as_tensor(input)
+    refuse_unsigned("take_cpu", x)
     idx = _index("take", index)
     n = x.numel()
     if idx.op == "input" and idx._value.size:
@@ -282,6 +284,7 @@ def index_select(input, dim: int, index) -> Tensor:
     """The slices of ``input`` along ``dim`` at the positions of a 1-D ``index``."""
     from tinyopt.engine.ops.indexing import getitem
     x = as_tensor(input)
+    refuse_unsigned("index_select", x)
     d = _dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
@@ -358,6 +361,7 @@ def masked_select(input, mask) -> Tensor:
     """The elements of ``input`` where the bool ``mask`` (broadcast together) is true, 1-D."""
     from tinyopt.engine.ops.elementwise import broadcast_shape
     x, m = as_tensor(input), as_tensor(mask)
+    refuse_unsigned("masked_select", x)
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {m.dtype}")
     shape = broadcast_shape("masked_select", x.shape, m.shape)
@@ -408,6 +412,7 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False) -
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> MaxMin:
     """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``."""
     x = as_tensor(input)
+    refuse_unsigned("topk_cpu", x)
     d = _dim("topk", dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
@@ -421,6 +426,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     """``(values, indices)`` of the ``k``-th smallest element along ``dim``."""
     x = as_tensor(input)
+    refuse_unsigned("kthvalue_cpu", x)
     d = _dim("kthvalue", dim, x.ndim)
     if not 1 <= k <= (x.shape[d] if x.ndim else 1):
         raise RuntimeError("kthvalue(): selected number k out of range")
@@ -436,6 +442,7 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
 def median(input, dim: int | None = None, keepdim: bool = False):
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``)."""
     x = as_tensor(input)
+    refuse_unsigned("median_cpu", x)
     if dim is None:
         flat = x.reshape(-1)
         return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
@@ -451,6 +458,7 @@ def msort(input) -> Tensor:
 def nonzero(input, *, as_tuple: bool = False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per
     dimension with ``as_tuple=True``."""
+    refuse_unsigned("nonzero_count_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     idx = np.nonzero(a) if a.ndim else np.nonzero(a.reshape(1))
     if as_tuple:
@@ -483,6 +491,7 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
 
 def bincount(input, weights=None, minlength: int = 0) -> Tensor:
     """Counts (or weight sums) of each value of a 1-D non-negative int tensor."""
+    refuse_unsigned("bincount_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     if a.ndim != 1 or a.dtype.kind not in "iu":
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
