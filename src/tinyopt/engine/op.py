@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
-from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name
+from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
 from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
 
@@ -83,8 +83,9 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     opdef = OPS[op]
     rg = False
     concrete = state.fold
-    half = dtype.itemsize == 2  # (cheap first test for a 16-bit float)
-    wide_unsigned = dtype.kind == "u" and dtype.itemsize > 1
+    # cheap first tests (numpy's dtypes are singletons): a 16-bit float, or uint16/32/64
+    half = dtype.itemsize == 2
+    unsigned = dtype is uint32 or dtype is uint64
     for s in srcs:  # a plain loop: graph building runs on every training step
         if s.requires_grad:
             rg = True
@@ -92,9 +93,10 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
             concrete = False
         if s.dtype.itemsize == 2:
             half = True
-        if s.dtype.kind == "u" and s.dtype.itemsize > 1:
-            wide_unsigned = True
-    if wide_unsigned and opdef.view is None and op not in _SHELL_OPS:
+        elif s.dtype is uint32 or s.dtype is uint64:
+            unsigned = True
+    if (half or unsigned) and opdef.view is None and op not in _SHELL_OPS and (
+            dtype in SHELL or any(s.dtype in SHELL for s in srcs)):
         _refuse_shell(op, dtype, srcs)
     if half and opdef.view is None and op not in _STORES and (
             is_low(dtype) or any(is_low(s.dtype) for s in srcs)):
