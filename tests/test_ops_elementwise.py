@@ -363,8 +363,8 @@ def test_float_functions_of_int_tensors_compute_in_float32():
     i = to.tensor([1, 2, 3])
     a = np.array([1.0, 2.0, 3.0], np.float32)
     for got, want in [(i.exp(), np.exp(a)), (i.log(), np.log(a)), (i.sqrt(), np.sqrt(a)),
-                      (i.sigmoid(), 1 / (1 + np.exp(-a))), (O.gelu(i), np_gelu(a)),
-                      (i.tanh(), np.tanh(a)), (i / 2, a / 2)]:
+                      (i.sigmoid(), 1 / (1 + np.exp(-a))), (O.gelu(i.float()), np_gelu(a)),
+                      (i.tanh(), np.tanh(a)), (i / 2, a / 2)]:  # (torch refuses gelu of ints)
         assert got.dtype == np.float32
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
     assert i.relu().dtype == np.int64 and i.abs().dtype == np.int64
@@ -676,3 +676,55 @@ def test_where_and_masked_fill_on_bool_tensors():
     x = to.ones(3, dtype=to.bool)
     assert x.masked_fill_(c, False).tolist() == [False, True, False] and x.dtype == to.bool
     assert to.where(c, to.tensor([1, 2, 3]), to.tensor([4, 5, 6])).tolist() == [1, 5, 3]
+
+
+_INT_REFUSED = [("gelu", lambda m, x: m.nn.functional.gelu(x), "GeluKernelImpl", "iub"),
+                ("silu", lambda m, x: m.nn.functional.silu(x), "silu_cpu", "iub"),
+                ("leaky_relu", lambda m, x: m.nn.functional.leaky_relu(x), "leaky_relu_cpu",
+                 "iub"),
+                ("softplus", lambda m, x: m.nn.functional.softplus(x), "softplus_cpu", "iub"),
+                ("logaddexp", lambda m, x: m.logaddexp(x, x), "logaddexp_cpu", "iub"),
+                ("hypot", lambda m, x: m.hypot(x, x), "hypot_cpu", "iub"),
+                ("abs", lambda m, x: x.abs(), "abs_cpu", "b"),
+                ("floor", lambda m, x: x.floor(), "floor_vml_cpu", "b"),
+                ("round", lambda m, x: x.round(), "round_vml_cpu", "b")]
+
+
+@pytest.mark.parametrize("case", _INT_REFUSED, ids=[c[0] for c in _INT_REFUSED])
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_ops_torch_does_not_compute_on_integers_or_bools_raise_its_error(case, dtype):
+    """They computed in float32 and returned what torch refuses (``gelu`` of an int64 tensor)."""
+    _, fn, kernel, kinds = case
+    name = {"int64": "Long", "uint8": "Byte", "bool": "Bool"}[dtype]
+    x = to.tensor([1, 0, 2]).to(getattr(to, dtype))
+    if np.dtype(dtype).kind not in kinds:
+        assert fn(to, x).dtype == x.dtype  # (integers keep their dtype where torch computes)
+        return
+    with pytest.raises(NotImplementedError, match=f"^\"{kernel}\" not implemented for '{name}'$"):
+        fn(to, x)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(NotImplementedError, match=f"not implemented for '{name}'"):
+        fn(torch, torch.tensor([1, 0, 2]).to(getattr(torch, dtype)))
+
+
+def test_bool_sign_square_relu_and_python_ints_outside_small_dtypes_are_torchs():
+    """``sign`` and ``square`` of bools were float32 (torch: bool and int64); an int scalar out
+    of a small integer dtype's range raised numpy's OverflowError (torch wraps it)."""
+    b = to.tensor([True, False])
+    assert b.sign().dtype == to.bool and b.sign().tolist() == [True, False]
+    assert b.square().dtype == to.int64 and b.square().tolist() == [1, 0]
+    with pytest.raises(RuntimeError, match="^Boolean inputs not supported for relu$"):
+        b.relu()
+    u, i8 = to.tensor([1, 2], dtype=to.uint8), to.tensor([1, 2], dtype=to.int8)
+    assert (u + (-1)).tolist() == [0, 1] and (u * -1).tolist() == [255, 254]
+    assert (u + 300).tolist() == [45, 46] and (i8 + 200).tolist() == [-55, -54]
+    assert to.full((2,), -1, dtype=to.uint8).tolist() == [255, 255]
+    assert to.where(u > 1, u, -1).tolist() == [255, 2]
+    assert u.masked_fill(u > 1, -1).tolist() == [1, 255]
+    with pytest.raises(RuntimeError, match="^Integers to negative integer powers are not allowed"):
+        u ** -1
+    torch = pytest.importorskip("torch")
+    tu = torch.tensor([1, 2], dtype=torch.uint8)
+    assert (tu + (-1)).tolist() == [0, 1] and torch.where(tu > 1, tu, -1).tolist() == [255, 2]
+    assert torch.tensor([True, False]).sign().dtype == torch.bool
+    assert torch.tensor([True, False]).square().dtype == torch.int64

@@ -213,6 +213,17 @@ def scalar_dtype(value) -> np.dtype:
                     f"numbers are not supported)")
 
 
+def scalar_array(value, dtype: np.dtype) -> np.ndarray:
+    """A Python number as a 0-d array of ``dtype``; an int outside an integer dtype's range wraps
+    around, as torch's C cast of a scalar does (``uint8 tensor + -1`` adds 255; numpy refuses
+    such a value)."""
+    if type(value) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            value = (value - info.min) % (1 << info.bits) + info.min
+    return np.array(value, dtype=dtype)
+
+
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """torch.promote_types for two dtypes of one kind of operand."""
     if a == b:

@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, is_float, is_low,
-                                   result_type)
+from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, int64, is_float, is_low,
+                                   result_type, scalar_array, scalar_type_name)
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
@@ -23,7 +23,7 @@ from tinyopt.kernels import elementwise as K
 
 def constant(value, dtype) -> Tensor:
     """A 0-d concrete tensor: how Python numbers enter a graph (its value is bound at run time)."""
-    return leaf(np.array(value, dtype=dtype))
+    return leaf(scalar_array(value, np.dtype(dtype)))
 
 
 def _cast(x, dtype) -> Tensor:
@@ -270,6 +270,9 @@ defop("pow_grad_exp", forward=_ufunc_forward(K.pow_grad_exp))
 
 def pow(input, exponent) -> Tensor:
     """input ** exponent (tensors or numbers for either)."""
+    if isinstance(exponent, numbers.Integral) and exponent < 0 and isinstance(input, Tensor) \
+            and not is_float(input.dtype):  # (before the exponent is cast to the input's dtype)
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     a, b = _operands("pow", input, exponent)
     if a.dtype == bool_:
         a, b = to(a, np.int64), to(b, np.int64)
@@ -457,6 +460,25 @@ def clone(x) -> Tensor:
 
 
 # ---- unary -------------------------------------------------------------------------------------
+_NOT_BUILT = {  # op: (torch's CPU kernel, the dtype kinds it is not built for: i, u, b(ool))
+    "gelu": ("GeluKernelImpl", "iub"), "gelu_tanh": ("GeluKernelImpl", "iub"),
+    "silu": ("silu_cpu", "iub"), "leaky_relu": ("leaky_relu_cpu", "iub"),
+    "softplus": ("softplus_cpu", "iub"), "logaddexp": ("logaddexp_cpu", "iub"),
+    "logaddexp2": ("logaddexp2_cpu", "iub"), "hypot": ("hypot_cpu", "iub"),
+    "abs": ("abs_cpu", "b"), "floor": ("floor_vml_cpu", "b"), "ceil": ("ceil_vml_cpu", "b"),
+    "trunc": ("trunc_vml_cpu", "b"), "round": ("round_vml_cpu", "b")}
+
+
+def refuse_for_dtype(op: str, dtype: np.dtype) -> None:
+    """torch's error for an op over integers or bools that torch does not compute (where
+    tinyopt would have computed in float32 and returned what torch refuses)."""
+    if op == "relu" and dtype == bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    kernel, kinds = _NOT_BUILT.get(op, ("", ""))
+    if dtype.kind in kinds:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
+
+
 def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc=None):
     """An elementwise function op.  ``float_only``: integer and bool inputs compute in float32
     (``exp``); ``int_ok``: integer inputs keep their dtype (``abs``, ``neg``)."""
@@ -467,6 +489,8 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
 
     def build(x, *attrs) -> Tensor:
         x = as_tensor(x)
+        if not is_float(x.dtype):
+            refuse_for_dtype(name, x.dtype)
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
             if float_only:
                 x = to(x, float32)
@@ -493,7 +517,7 @@ abs = _unary("abs", K.abs, lambda t, g: (_grad_node("abs_grad", g, t.srcs[0]),),
 exp = _unary("exp", K.exp, lambda t, g: (g * t,))
 log = _unary("log", K.log, lambda t, g: (g / t.srcs[0],))
 sqrt = _unary("sqrt", K.sqrt, lambda t, g: (g / (t * 2.0),))
-square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,), int_ok=True,
+_square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,), int_ok=True,
                 numpy_ufunc=np.square)
 relu = _unary("relu", K.relu, lambda t, g: (_grad_node("relu_grad", g, t),), int_ok=True,
               numpy_ufunc=lambda x, out: np.maximum(x, 0, out=out))
@@ -537,7 +561,19 @@ def _zero_grad(t, g):
     return (node("full", (), g.shape, g.dtype, (0.0,)),)
 
 
-sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
+_sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
+
+
+def sign(x) -> Tensor:
+    """1, -1 or 0 (0 for NaN); a bool tensor's sign is itself, as torch's."""
+    x = as_tensor(x)
+    return clone(x) if x.dtype == bool_ else _sign(x)
+
+
+def square(x) -> Tensor:
+    """x * x; a bool tensor squares as int64, as torch's ``pow(x, 2)`` does."""
+    x = as_tensor(x)
+    return _square(to(x, int64) if x.dtype == bool_ else x)
 floor = _unary("floor", np.floor, _zero_grad, int_ok=True,
                numpy_ufunc=lambda x, out: np.copyto(out, x))
 ceil = _unary("ceil", np.ceil, _zero_grad, int_ok=True,
@@ -680,7 +716,7 @@ def xlogy(x, y) -> Tensor:
 def logaddexp(a, b) -> Tensor:
     """log(e^a + e^b), computed without overflow: max(a, b) + log1p(e^-|a - b|)."""
     a, b = _operands("logaddexp", a, b)
-    a, b = _float(a), _float(b)
+    refuse_for_dtype("logaddexp", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))  # inf - inf is NaN; the result is that inf
     return where(same_inf, a, maximum(a, b) + log1p(exp(-abs(a - b))))
 
@@ -689,7 +725,7 @@ def logaddexp(a, b) -> Tensor:
 def logaddexp2(a, b) -> Tensor:
     """log2(2^a + 2^b), computed without overflow: max(a, b) + log1p(2^-|a - b|) / ln 2."""
     a, b = _operands("logaddexp2", a, b)
-    a, b = _float(a), _float(b)
+    refuse_for_dtype("logaddexp2", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))
     return where(same_inf, a,
                  maximum(a, b) + log1p(pow(2.0, -abs(a - b))) * (1.0 / np.log(2.0)))
@@ -697,6 +733,9 @@ def logaddexp2(a, b) -> Tensor:
 
 @in_float32
 def hypot(a, b) -> Tensor:
+    """sqrt(a^2 + b^2)."""
+    a, b = _operands("hypot", a, b)
+    refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
 
 

@@ -27,7 +27,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine import grad_mode
-from tinyopt.engine.dtypes import bool_, int64
+from tinyopt.engine.dtypes import bool_, int64, scalar_array
 from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
                                    as_tensor, leaf)
@@ -502,7 +502,8 @@ def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
 
     def build(old: Tensor) -> Tensor:
         v = as_tensor(value).to(old.dtype) if isinstance(value, Tensor) else \
-            leaf(np.asarray(value, dtype=old.dtype))
+            leaf(scalar_array(value, old.dtype) if type(value) is int else
+                 np.asarray(value, dtype=old.dtype))
         return node("setitem", (old, v, st, *arrays), old.shape, old.dtype, attrs)
     return _rebind(x, build, check_cast=False)
 
@@ -523,5 +524,5 @@ def masked_fill(x, mask, value) -> Tensor:
     if broadcast_shape("masked_fill", x.shape, m.shape) != x.shape:
         raise RuntimeError(f"The size of the mask {list(m.shape)} must match the size of the "
                            f"tensor {list(x.shape)} it fills")
-    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(np.asarray(value, x.dtype))
+    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(scalar_array(value, x.dtype))
     return where(m, v, x)

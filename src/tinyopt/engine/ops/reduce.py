@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from tinyopt.engine import autocast
-from tinyopt.engine.dtypes import int64
+from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.ops.elementwise import _require_float, in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -100,7 +100,9 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
-    _require_float("mean", x)
+    if not is_float(x.dtype):  # (torch's words)
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
     dims = _dims("mean", x, dim)
     n = math.prod([x.shape[d] for d in dims])
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
@@ -112,7 +114,8 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
     ``unbiased=False`` is correction 0)."""
     x = as_tensor(x)
-    _require_float("var", x)
+    if not is_float(x.dtype):  # (torch's words, for std too)
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     if correction is None:
         correction = 0 if unbiased is False else 1
     dims = _dims("var", x, dim)
@@ -238,6 +241,8 @@ def min(x: Tensor, dim=None, keepdim: bool = False):
 
 def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     x = as_tensor(x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("argmax(): does not support bool input")
     if dim is None:
         return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("max", x, dim, keepdim)[1]
@@ -245,6 +250,8 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     x = as_tensor(x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("argmin(): does not support bool input")
     if dim is None:
         return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("min", x, dim, keepdim)[1]

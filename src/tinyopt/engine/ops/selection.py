@@ -413,6 +413,8 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``."""
     x = as_tensor(input)
     refuse_unsigned("topk_cpu", x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     d = _dim("topk", dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
@@ -427,6 +429,8 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     """``(values, indices)`` of the ``k``-th smallest element along ``dim``."""
     x = as_tensor(input)
     refuse_unsigned("kthvalue_cpu", x)
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
     d = _dim("kthvalue", dim, x.ndim)
     if not 1 <= k <= (x.shape[d] if x.ndim else 1):
         raise RuntimeError("kthvalue(): selected number k out of range")
@@ -443,6 +447,8 @@ def median(input, dim: int | None = None, keepdim: bool = False):
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``)."""
     x = as_tensor(input)
     refuse_unsigned("median_cpu", x)
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
     if dim is None:
         flat = x.reshape(-1)
         return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
