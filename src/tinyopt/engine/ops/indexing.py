@@ -68,10 +68,9 @@ def _specified_dims(key: tuple) -> int:
     none, anything else one."""
     n = 0
     for k in key:
-        if isinstance(k, Tensor):
-            n += k.ndim if k.dtype in (bool_, np.uint8) else 1
-        elif not (k is None or k is Ellipsis or k is True or k is False):
-            n += 1
+        if k is None or k is Ellipsis or k is True or k is False:
+            continue
+        n += k.ndim if isinstance(k, Tensor) and k.dtype in (bool_, np.uint8) else 1
     return n
 
 
@@ -93,7 +92,8 @@ def _type_name(k) -> str:
     return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
-_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
+_I32, _U8 = np.dtype(np.int32), np.dtype(np.uint8)  # (numpy's dtypes are singletons)
+_INDEX_DTYPES = (int64, _I32)
 
 
 def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
@@ -125,8 +125,12 @@ def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
     for entry, k in enumerate(key):  # (torch names an integer's dimension by its entry)
         if isinstance(k, (list, tuple, np.ndarray, str, bytes)):
             k = _index_data(k)
-        if isinstance(k, Tensor) and k.ndim == 0 and k.op == "input" and k.dtype in _INDEX_DTYPES:
-            k = int(k._value)  # a concrete scalar index: basic indexing
+        new_dim = k is True or k is False  # (x[True] is x[None]; x[False] picks none of it)
+        if isinstance(k, Tensor):
+            if k.ndim == 0 and k.op == "input" and k.dtype in _INDEX_DTYPES:
+                k = int(k._value)  # a concrete scalar index: basic indexing
+            elif k.ndim == 0 and k.dtype == bool_:
+                new_dim = True
         if k is None:
             out.struct.append(("n",))
             out.shape.append(1)
@@ -135,13 +139,12 @@ def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
             for _ in range(min(len(shape) - used, len(shape) - d)):
                 _full(out, shape[d])
                 d += 1
-        elif k is True or k is False or isinstance(k, Tensor) and k.dtype == bool_ \
-                and k.ndim == 0:  # a new dimension, kept (size 1) or masked out (size 0)
+        elif new_dim:  # a new dimension, kept (size 1) or masked out (size 0)
             out.struct.append(("n",))
             out.shape.append(1)
             out.identity = False
-            keep = bool(k) if not isinstance(k, Tensor) else bool(k.numpy())
-            if not (single and keep and not isinstance(k, Tensor)):  # (x[True] is a view)
+            keep = bool(k.numpy()) if isinstance(k, Tensor) else k
+            if not (single and k is True):  # (torch indexes with [0] or [] there)
                 deferred.append((len(out.shape) - 1, leaf(np.zeros(int(keep), np.int64)), -1))
         elif isinstance(k, slice):
             size = shape[d] if d < len(shape) else 0
@@ -156,7 +159,13 @@ def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
             out.shape.append(n)
             out.identity &= n == size and step == 1
             d += 1
-        elif isinstance(k, numbers.Integral) and not isinstance(k, np.bool_):
+        elif isinstance(k, Tensor):
+            deferred.append((len(out.shape), k, d))
+            for _ in range(k.ndim if k.dtype in (bool_, np.uint8) else 1):
+                if d < len(shape):  # (a list mask may reach past them: an error below)
+                    _full(out, shape[d])
+                d += 1
+        elif type(k) is int or isinstance(k, numbers.Integral) and not isinstance(k, np.bool_):
             k = int(k)
             if not -2**63 <= k < 2**63:
                 raise ValueError("Overflow when unpacking long long")
@@ -168,41 +177,39 @@ def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
             out.starts.append(k % size)
             out.identity = False
             d += 1
-        elif isinstance(k, Tensor):
-            deferred.append((len(out.shape), k, d))
-            for _ in range(k.ndim if k.dtype in (bool_, np.uint8) else 1):
-                if d < len(shape):  # (a list mask may reach past them: an error below)
-                    _full(out, shape[d])
-                d += 1
         else:
             raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
                              f"byte Variables are valid indices (got {_type_name(k)})")
     for size in shape[d:]:  # the dimensions the key does not mention
         out.shape.append(size)
-    masks = [m for m in deferred if m[2] >= 0 and m[1].dtype in (bool_, np.uint8)]
+    if not deferred:
+        return out
+    is_mask = [d >= 0 and (t.dtype is bool_ or t.dtype is _U8) for _, t, d in deferred]
     if fill:  # torch first tries masked_fill_, which checks the leading masks' shapes
-        for m in deferred:
-            if m not in masks:
+        for (p, t, _), mask in zip(deferred, is_mask):
+            if not mask:
                 break
-            _check_mask(out.shape, m[0], m[1])
-    for _, t, _ in deferred:
-        if t.dtype not in _INDEX_DTYPES and t.dtype not in (bool_, np.uint8):
+            _check_mask(out.shape, p, t)
+    for (_, t, _), mask in zip(deferred, is_mask):
+        if not mask and t.dtype is not int64 and t.dtype is not _I32:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    for p, t, _ in masks:
-        _check_mask(out.shape, p, t)
-    for p, t, d in deferred:
-        if (p, t, d) not in masks:
+    if True in is_mask:
+        for (p, t, _), mask in zip(deferred, is_mask):
+            if mask:
+                _check_mask(out.shape, p, t)
+    for (p, t, _), mask in zip(deferred, is_mask):
+        if not mask:
             out.positions.append(p)
             out.arrays.append(t)
             continue
         for i, idx in enumerate(np.nonzero(t.numpy())):
             out.positions.append(p + i)
             out.arrays.append(leaf(idx.astype(np.int64)))
-    if out.arrays:
+    if len(out.arrays) > 1:
         _advanced_shape(tuple(out.shape), tuple(out.positions), out.arrays)  # (broadcasting)
-        picked = math.prod(np.broadcast_shapes(*[a.shape for a in out.arrays]))
-        if picked and any(out.shape[p] == 0 for p in out.positions):
-            raise IndexError("index is out of bounds for dimension with size 0")
+    if any(out.shape[p] == 0 for p in out.positions) and math.prod(
+            np.broadcast_shapes(*[a.shape for a in out.arrays])):
+        raise IndexError("index is out of bounds for dimension with size 0")
     return out
 
 
