@@ -35,8 +35,8 @@ from tinyopt.engine.ops.conv_transpose import conv_transpose2d
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
-from tinyopt.engine.ops.nn import (_leaf, batch_norm, dropout, dropout_mask, embedding,
-                                   layer_norm)
+from tinyopt.engine.ops.nn import _leaf, batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -248,7 +248,7 @@ def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     _ew._require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
-    return x * _leaf(dropout_mask(None, shape, p, x.dtype))
+    return x * _leaf(_dropout_mask(None, shape, p, x.dtype))
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
