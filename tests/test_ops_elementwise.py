@@ -728,3 +728,34 @@ def test_bool_sign_square_relu_and_python_ints_outside_small_dtypes_are_torchs()
     assert (tu + (-1)).tolist() == [0, 1] and torch.where(tu > 1, tu, -1).tolist() == [255, 2]
     assert torch.tensor([True, False]).sign().dtype == torch.bool
     assert torch.tensor([True, False]).square().dtype == torch.int64
+
+
+_FLOAT_ONLY = [  # float-only ops torch refuses integers for: (name, call under either library)
+    ("mean", lambda m, x: x.mean()), ("var", lambda m, x: x.var()),
+    ("softmax", lambda m, x: x.softmax(0)), ("log_softmax", lambda m, x: x.log_softmax(0)),
+    ("cross_entropy", lambda m, x: m.nn.functional.cross_entropy(x.reshape(1, 3),
+                                                                 m.tensor([0]))),
+    ("dropout", lambda m, x: m.nn.functional.dropout(x, 0.5)),
+    ("logcumsumexp", lambda m, x: x.logcumsumexp(0)), ("lerp", lambda m, x: m.lerp(x, x, 0.5)),
+    ("layer_norm", lambda m, x: m.nn.functional.layer_norm(x, (3,))),
+    ("mse_loss", lambda m, x: m.nn.functional.mse_loss(x, x)),
+    ("l1_loss", lambda m, x: m.nn.functional.l1_loss(x, x)),
+    ("smooth_l1_loss", lambda m, x: m.nn.functional.smooth_l1_loss(x, x)),
+    ("binary_cross_entropy", lambda m, x: m.nn.functional.binary_cross_entropy(x, x)),
+    ("kl_div", lambda m, x: m.nn.functional.kl_div(x, x)),
+    ("cosine_similarity", lambda m, x: m.nn.functional.cosine_similarity(x, x, dim=0)),
+    ("elu", lambda m, x: m.nn.functional.elu(x)), ("mish", lambda m, x: m.nn.functional.mish(x)),
+    ("group_norm", lambda m, x: m.nn.functional.group_norm(x.reshape(1, 3, 1), 1))]
+
+
+@pytest.mark.parametrize("case", _FLOAT_ONLY, ids=[c[0] for c in _FLOAT_ONLY])
+def test_float_only_ops_refuse_integers_with_torchs_error(case):
+    """They raised a TypeError of tinyopt's own where torch raises NotImplementedError or
+    RuntimeError with its words."""
+    _, fn = case
+    with pytest.raises((NotImplementedError, RuntimeError)) as ours:
+        fn(to, to.tensor([1, 2, 0]))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as theirs:
+        fn(torch, torch.tensor([1, 2, 0]))
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

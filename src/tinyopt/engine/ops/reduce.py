@@ -290,7 +290,8 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     x = as_tensor(x)
-    _require_float("logsumexp", x)
+    if not is_float(x.dtype):  # integers and bools: float32, as torch's
+        x = x.to(np.float32)
     dims = _dims("logsumexp", x, dim)
     if len(dims) != 1:
         flat = x.permute([d for d in range(x.ndim) if d not in dims] + list(dims))
