@@ -133,7 +133,7 @@ def test_index_tensors_may_be_computed_in_the_graph():
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0, 1, 0, 3])
 
 
-# ---- hostile keys: a differential fuzz against torch (issue 25.14) --------------------------------
+# ---- hostile keys: a differential fuzz against torch (issue 25.14) -------------------------------
 # Every key is built from the atoms below (out-of-range and negative integers, huge ones, Python
 # and 0-d bools, floats, strings, slices with zero, negative or float steps, None and several
 # ``...``, lists of ints, floats and bools, nested lists, masks of the wrong shape, empty and

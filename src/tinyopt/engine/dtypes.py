@@ -60,12 +60,12 @@ _TENSOR_TYPE = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTen
 _SCALAR_TYPE = {float32: "Float", float64: "Double", int64: "Long", int32: "Int", int16: "Short",
                 int8: "Char", uint8: "Byte", bool_: "Bool", float16: "Half", uint16: "UInt16",
                 uint32: "UInt32", uint64: "UInt64"}
+_LOW_PRECISION = {"float16": float16, "half": float16}
 
 
 def scalar_type_name(dtype: np.dtype) -> str:
     """``"UInt32"``: the name torch's C++ errors give ``dtype``."""
     return _SCALAR_TYPE.get(dtype, "BFloat16")
-_LOW_PRECISION = {"float16": float16, "half": float16}
 
 
 _NEEDS_ML_DTYPES = ("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "

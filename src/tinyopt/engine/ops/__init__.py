@@ -81,8 +81,8 @@ _WHERE = _table({
         "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
         "less less_equal log log1p log2 log10 logaddexp logaddexp2 logical_and logical_not "
         "logical_or logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative "
-        "not_equal positive pow reciprocal relu remainder round rsqrt sigmoid sign silu sin sinh softplus "
-        "sqrt square sub subtract tan tanh to true_divide trunc where xlogy"),
+        "not_equal positive pow reciprocal relu remainder round rsqrt sigmoid sign silu sin sinh "
+        "softplus sqrt square sub subtract tan tanh to true_divide trunc where xlogy"),
     "tinyopt.engine.ops.indexing": "getitem masked_fill setitem",
     "tinyopt.engine.ops.linalg": (
         "addbmm addmm addmv addr baddbmm bmm dot einsum ger linear matmul mm mv outer"),
@@ -132,7 +132,8 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
     "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
     "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max",
+    "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select",
+    "matmul", "max",
     "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim",
     "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg",
     "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute",
