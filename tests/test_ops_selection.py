@@ -128,3 +128,27 @@ def test_take_wraps_negative_indices_and_raises_torchs_error():
     torch = pytest.importorskip("torch")
     assert torch.tensor([[1.0, 2.0], [3.0, 4.0]]).take(torch.tensor([-1, 0, -4])).tolist() == \
         [4.0, 1.0, 1.0]
+
+
+def test_index_ops_out_of_range_raise_torchs_errors():
+    """index_add raised an IndexError ("index out of range in self") where torch raises a
+    RuntimeError naming the index; scatter's message carried a prefix of tinyopt's."""
+    x = to.arange(6.0).reshape(2, 3)
+    cases = [(lambda m, x: x.index_add(0, m.tensor([7]), m.ones(1, 3)), RuntimeError,
+              "index 7 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_fill(0, m.tensor([4]), 1.0), IndexError,
+              "index 4 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_copy(0, m.tensor([4]), m.ones(1, 3)), IndexError,
+              r"index_copy_\(\): index 4 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_select(0, m.tensor([-1])), IndexError,
+              "index out of range in self"),
+             (lambda m, x: x.scatter(0, m.tensor([[9, 0, 0]]), m.ones(1, 3)), RuntimeError,
+              "index 9 is out of bounds for dimension 0 with size 2")]
+    for fn, kind, words in cases:
+        with pytest.raises(kind, match=f"^{words}$"):
+            fn(to, x)
+    torch = pytest.importorskip("torch")
+    tx = torch.arange(6.0).reshape(2, 3)
+    for fn, kind, words in cases:
+        with pytest.raises(kind, match=f"^{words}$"):
+            fn(torch, tx)

@@ -33,9 +33,8 @@ def _arb(shape: tuple[int, ...], d: int) -> tuple[int, int, int]:
 
 
 def _raise_bad(op: str, idx: np.ndarray, bad: int, d: int, size: int) -> None:
-    value = int(np.asarray(idx).reshape(-1)[bad])
-    raise RuntimeError(f"{op}(): index {value} is out of bounds for dimension {d} with size "
-                       f"{size}")
+    value = int(np.asarray(idx).reshape(-1)[bad])  # (torch's words, for gather and scatter)
+    raise RuntimeError(f"index {value} is out of bounds for dimension {d} with size {size}")
 
 
 def _index(op: str, index) -> Tensor:
@@ -268,7 +267,15 @@ def scatter_add(input, dim: int, index, src) -> Tensor:
 
 
 # ---- index_select / index_add / index_fill / index_copy --------------------------------------------
-def _index_1d(op: str, index, size: int) -> Tensor:
+_OUT_OF_RANGE = {  # torch's error for an index outside [0, size) of each index_* op
+    "index_select": (IndexError, "index out of range in self"),
+    "index_add": (RuntimeError, "index {i} is out of bounds for dimension {d} with size {n}"),
+    "index_fill": (IndexError, "index {i} is out of bounds for dimension {d} with size {n}"),
+    "index_copy": (IndexError, "index_copy_(): index {i} is out of bounds for dimension {d} with "
+                               "size {n}")}
+
+
+def _index_1d(op: str, index, size: int, d: int = 0) -> Tensor:
     i = as_tensor(index)
     if i.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index")
@@ -276,7 +283,9 @@ def _index_1d(op: str, index, size: int) -> Tensor:
         raise IndexError(f"{op}(): Index is supposed to be a vector")
     i = i.reshape(-1) if i.ndim == 0 else i
     if i.op == "input" and i._value.size and (i._value.min() < 0 or i._value.max() >= size):
-        raise IndexError("index out of range in self")
+        v = i._value
+        kind, words = _OUT_OF_RANGE[op]
+        raise kind(words.format(i=int(v[(v < 0) | (v >= size)][0]), d=d, n=size))
     return i if i.dtype == int64 else i.to(int64)
 
 
@@ -304,7 +313,8 @@ def _index_add_forward(t):
             s = s * alpha
         K.index_add_axis(s, idx, out.reshape(A, R, B), bad)
         if bad[0] >= 0:
-            raise IndexError("index out of range in self")
+            raise RuntimeError(f"index {int(idx[bad[0]])} is out of bounds for dimension {d} with "
+                               f"size {R}")
     return fwd
 
 
@@ -327,7 +337,7 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
     indices accumulate)."""
     x = as_tensor(input)
     d = _dim("index_add", dim, x.ndim)
-    idx = _index_1d("index_add", index, x.shape[d])
+    idx = _index_1d("index_add", index, x.shape[d], d)
     s = as_tensor(source)
     expect = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
     if s.shape != expect:
@@ -341,7 +351,7 @@ def _written(op: str, input, dim: int, index, value) -> Tensor:
     from tinyopt.engine.ops.indexing import setitem
     x = as_tensor(input)
     d = _dim(op, dim, x.ndim)
-    idx = _index_1d(op, index, x.shape[d])
+    idx = _index_1d(op, index, x.shape[d], d)
     out = clone(x)
     setitem(out, (slice(None),) * d + (idx,), value)
     return out
