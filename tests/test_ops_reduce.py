@@ -410,3 +410,21 @@ def test_integer_and_bool_inputs_get_torchs_errors():
     with pytest.raises(NotImplementedError, match="\"median_cpu\" not implemented for 'Bool'"):
         b.median()
     assert x.mean(dtype=to.float32).item() == 2.0
+
+
+def test_logcumsumexp_of_infinities_is_torchs():
+    """Issue 25.9 (logsumexp's edges): logcumsumexp of -inf, +inf and their mixes was NaN (its
+    shift by the maximum made inf - inf)."""
+    inf = float("inf")
+    for row, expect in (([-inf, -inf], [-inf, -inf]), ([inf, inf], [inf, inf]),
+                        ([1.0, inf, -inf], [1.0, inf, inf]), ([-inf, 2.0], [-inf, 2.0]),
+                        ([1000.0, inf], [1000.0, inf])):
+        got = to.logcumsumexp(to.tensor(row), 0).tolist()
+        np.testing.assert_allclose(got, expect, rtol=1e-6)
+    x = to.tensor([0.5, -1.0, 2.0], dtype=to.float64, requires_grad=True)
+    w = to.tensor([1.0, 2.0, 3.0], dtype=to.float64)
+    (to.logcumsumexp(x, 0) * w).sum().backward()
+    xs = np.array([0.5, -1.0, 2.0])
+    out = np.log(np.cumsum(np.exp(xs)))
+    expect = np.exp(xs) * np.cumsum((np.array([1.0, 2.0, 3.0]) * np.exp(-out))[::-1])[::-1]
+    np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-12)

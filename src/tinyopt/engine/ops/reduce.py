@@ -476,13 +476,18 @@ def cumprod(x, dim: int, *, dtype=None) -> Tensor:
 
 @in_float32
 def logcumsumexp(x, dim: int) -> Tensor:
-    """log(cumsum(exp(x))) along ``dim``, computed without overflow."""
+    """log(cumsum(exp(x))) along ``dim``, computed without overflow: shifted by the largest
+    finite element (0 if there is none), so that -inf adds nothing and +inf makes the rest
+    +inf, as torch's (the shift's derivative cancels: it is held constant)."""
     x = as_tensor(x)
     _require_float("logcumsumexp", x)
     if x.ndim == 0:  # one element along its only "dimension", as in torch
         _dims("logcumsumexp", x, dim)
         return logcumsumexp(x.reshape(1), 0).reshape(())
-    m = max(x, dim, keepdim=True)[0]
+    from tinyopt.engine.ops.elementwise import isfinite, where
+    finite = isfinite(x)
+    m = max(where(finite, x, float("-inf")), dim, keepdim=True)[0].detach()
+    m = where(isfinite(m), m, 0.0)
     return cumsum((x - m).exp(), dim).log() + m
 
 
