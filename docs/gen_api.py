@@ -43,6 +43,7 @@ MODULES = [
     ("tinyopt.distributed", "the process group over MPI (mpi4py): ranks and collectives"),
     ("tinyopt.distributed.optim", "ZeroRedundancyOptimizer (ZeRO-1)"),
     ("tinyopt.engine", "the engine: plans, the plan cache, graph export"),
+    ("tinyopt.utils", "torch.utils's paths: utils.data, collect_env"),
 ]
 
 
