@@ -29,6 +29,7 @@ Uncertainties follow ``ggml_opt_result_loss`` / ``ggml_opt_result_accuracy``:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -219,6 +220,14 @@ class History:
         history = cls([EpochRecord.from_dict(r) for r in d["epochs"]])
         history.stopped_early = bool(d["stopped_early"])
         return history
+
+    def plot(self, file: str | os.PathLike | None = None, *, axes: Any = None) -> Any:
+        """Loss and accuracy per epoch with bands of one standard error, for training and
+        validation, to ``file`` (PNG, PDF, SVG... by its suffix) and/or into ``axes`` (one
+        matplotlib Axes for the loss, or a pair for loss and accuracy); returns the Figure.
+        Needs matplotlib (``pip install 'tinyopt[plot]'``); see ``tinyopt.train.plot``."""
+        from tinyopt.train.plot import plot_history
+        return plot_history(self, file, axes=axes)
 
     def __repr__(self) -> str:
         if not self.records:
