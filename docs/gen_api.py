@@ -39,6 +39,8 @@ MODULES = [
     ("tinyopt.distributions", "Categorical, Normal, Bernoulli and kl_divergence"),
     ("tinyopt.distributions.constraints", "the supports and parameter constraints"),
     ("tinyopt.serialization", "save(obj, f) and load(f), as torch.save and torch.load"),
+    ("tinyopt.torch_format", "state dicts written in PyTorch's own file format"),
+    ("tinyopt.safetensors", "state dicts as safetensors files (Hugging Face's format)"),
     ("tinyopt.train", "fit, evaluate, results, callbacks"),
     ("tinyopt.distributed", "the process group over MPI (mpi4py): ranks and collectives"),
     ("tinyopt.distributed.optim", "ZeroRedundancyOptimizer (ZeRO-1)"),

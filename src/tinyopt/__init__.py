@@ -33,7 +33,7 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, cuda, data, distributions, linalg,
-                         nn, optim, utils)
+                         nn, optim, safetensors, torch_format, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
@@ -55,7 +55,7 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "serialization train utils"))
+    "safetensors serialization torch_format train utils"))
 
 __version__ = "0.1.0"
 
