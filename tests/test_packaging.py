@@ -48,10 +48,22 @@ def test_metadata(sdist):
     assert "Typing :: Typed" in meta.get_all("Classifier")
     assert not any(c.startswith("License ::") for c in meta.get_all("Classifier"))
     assert "numba" in " ".join(meta.get_all("Requires-Dist"))
+    assert "Programming Language :: Python :: 3.13" in meta.get_all("Classifier")
+
+
+def test_the_version_is_written_once(sdist):
+    """pyproject.toml reads tinyopt.__version__; the changelog's newest release is that one."""
+    meta = email.parser.Parser().parsestr((sdist / "PKG-INFO").read_text())
+    written = re.search(r'^__version__ = "([^"]+)"$',
+                        (ROOT / "src" / "tinyopt" / "__init__.py").read_text(), re.M).group(1)
+    assert meta["Version"] == written
+    assert not re.search(r'^version\s*=\s*"', (ROOT / "pyproject.toml").read_text(), re.M)
+    releases = re.findall(r"^## (\d[\w.]*)$", (sdist / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == written
 
 
 def test_contents(sdist):
-    for rel in ("LICENSE", "README.md", "tests/conftest.py", "tests/gradcheck.py",
+    for rel in ("LICENSE", "README.md", "CHANGELOG.md", "tests/conftest.py", "tests/gradcheck.py",
                 "tests/torch_parity.py", "docs/api.md", "docs/gen_api.py", "docs/porting.md",
                 "examples/mnist_fc.py", "src/tinyopt/py.typed",
                 "src/tinyopt/data/fashion_mnist_10k.npz"):

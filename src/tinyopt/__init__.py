@@ -106,7 +106,9 @@ def __getattr__(name: str):
     return _lazy_getattr(name)
 
 
-__all__ = sorted(set(_ops_all) | {
+# a literal list, then the ops' names: what type checkers need to see the exports (under
+# ``mypy --strict`` a name imported here is public only if a literal ``__all__`` lists it)
+__all__ = [
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
@@ -117,4 +119,5 @@ __all__ = sorted(set(_ops_all) | {
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
-    "uint8", "utils"})
+    "uint8", "utils"]
+__all__ += [_name for _name in _ops_all if _name not in __all__]

@@ -302,7 +302,7 @@ class Tensor(TensorMethods):
         from tinyopt.engine.realize import realize
         return realize([self])[0]
 
-    def item(self) -> Any:
+    def item(self) -> int | float | bool:
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
