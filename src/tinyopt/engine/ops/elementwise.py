@@ -112,7 +112,7 @@ def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True):
         if not bools and a.dtype == bool_:
             raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -264,7 +264,7 @@ def _bool_result(name, ufunc, *, as_bool: bool = False):
         else:
             a, b = _operands(name, a, b)
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -297,7 +297,7 @@ def _bitwise(name, ufunc):
             raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
                             f"need integer or bool tensors)")
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -325,7 +325,7 @@ def _flag(name, ufunc, doc):
         if x.dtype not in FLOATS:  # integers are always finite, never NaN
             return node("full", (), x.shape, bool_, (name == "isfinite",))
         return node(name, (x,), x.shape, bool_)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     build.__doc__ = doc
     return build
 
@@ -429,7 +429,7 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
             if float_only:
                 x = to(x, float32)
         return node(name, (x,), x.shape, x.dtype, tuple([float(a) for a in attrs]) if attrs else ())
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
