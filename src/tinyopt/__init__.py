@@ -73,10 +73,12 @@ def set_default_dtype(d: object) -> None:
 
 
 def is_floating_point(input: Tensor) -> _builtins.bool:
+    """Whether ``input``'s dtype is a floating-point one."""
     return input.is_floating_point()
 
 
 def numel(input: Tensor) -> _builtins.int:
+    """The number of elements of ``input``."""
     return input.numel()
 
 

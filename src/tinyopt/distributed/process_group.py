@@ -76,9 +76,11 @@ class ProcessGroup:
         self._size = self.comm.Get_size()
 
     def rank(self) -> int:
+        """This process's rank in the group (0 to ``size() - 1``)."""
         return self._rank
 
     def size(self) -> int:
+        """The number of processes in the group."""
         return self._size
 
     def __repr__(self) -> str:
@@ -179,6 +181,7 @@ def is_initialized() -> bool:
 
 
 def is_mpi_available() -> bool:
+    """Whether the MPI backend can be used (mpi4py is installed)."""
     return is_available()
 
 
@@ -194,6 +197,7 @@ def _default(group: Any = None) -> ProcessGroup:
 
 
 def get_backend(group: Any = None) -> str:
+    """The backend of the default process group: ``"mpi"`` (raises if none is initialized)."""
     _default(group)
     return "mpi"
 
@@ -227,6 +231,7 @@ class Work:
         self._done = request is None
 
     def wait(self, timeout: Any = None) -> bool:
+        """Block until the collective is done (and its result written); returns True."""
         if not self._done:
             self._request.Wait()
             self._done = True
@@ -235,6 +240,7 @@ class Work:
         return True
 
     def is_completed(self) -> bool:
+        """Whether the collective is done, without blocking."""
         if not self._done and self._request.Test():
             self._done = True
             if self._finish is not None:

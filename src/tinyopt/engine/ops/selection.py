@@ -426,6 +426,7 @@ def median(input, dim: int | None = None, keepdim: bool = False):
 
 
 def msort(input) -> Tensor:
+    """``x`` sorted along dimension 0 (``sort(x, 0).values``)."""
     return sort(input, 0)[0]
 
 
@@ -441,6 +442,7 @@ def nonzero(input, *, as_tuple: bool = False):
 
 
 def argwhere(input) -> Tensor:
+    """The indices of the nonzero elements, one row per element: (n, ndim) int64 (computed now)."""
     return nonzero(input)
 
 
