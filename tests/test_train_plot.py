@@ -76,3 +76,10 @@ def test_without_matplotlib_the_error_names_the_extra(monkeypatch, tmp_path):
     with pytest.raises(ImportError, match=r"pip install 'tinyopt\[plot\]'"):
         _history().plot(tmp_path / "x.png")
     assert not (tmp_path / "x.png").exists()
+
+
+def test_an_empty_history_plots_empty_axes_without_warnings(tmp_path, recwarn):
+    pytest.importorskip("matplotlib")
+    fig = History().plot(tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").exists() and fig.axes[0].get_lines() == []
+    assert not [w for w in recwarn if "legend" in str(w.message)]

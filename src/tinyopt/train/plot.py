@@ -83,7 +83,8 @@ def plot_history(history: History, file: str | os.PathLike | None = None, *,
         if len(epochs):
             ax.set_xticks(epochs if len(epochs) <= 12 else
                           np.unique(np.linspace(epochs[0], epochs[-1], 12).round().astype(int)))
-        ax.legend(title="± 1 standard error", fontsize="small", title_fontsize="small")
+        if ax.get_lines():  # (an empty history has no curve to name)
+            ax.legend(title="± 1 standard error", fontsize="small", title_fontsize="small")
     fig = loss_ax.figure
     if file is not None:
         fig.savefig(os.fspath(file), dpi=120)

@@ -40,6 +40,4 @@ if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _AliasFinder())
 sys.modules[_ALIAS] = data
 
-
-
 __all__ = ["collect_env", "data"]
