@@ -23,6 +23,8 @@ INSTALL = {
     "torch": "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
     "mpi4py": "pip install -e \".[mpi]\"",
     "ml_dtypes": "pip install -e \".[lowp]\"",
+    "matplotlib": "pip install -e \".[plot]\"",
+    "safetensors": "pip install -e \".[safetensors]\"",
 }
 
 
@@ -30,10 +32,10 @@ def skip_reason(longrepr: object) -> str:
     """A skip's reason; pytest.importorskip's becomes ``X is not installed [how to install it]``."""
     reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
     reason = reason.removeprefix("Skipped: ")
-    missing = re.match(r"could not import '([\w.]+)'", reason)
+    missing = re.match(r"could not import '([\w.]+)'|(torch|PyTorch) is not installed$", reason)
     if missing is None:
         return reason
-    package = missing.group(1).split(".")[0]
+    package = (missing.group(1) or "torch").split(".")[0]
     return f"{package} is not installed" + (f"  [{INSTALL[package]}]" if package in INSTALL else "")
 
 
