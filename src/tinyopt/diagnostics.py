@@ -29,28 +29,19 @@ describes each) with its value.  Nothing here compiles a kernel or starts a thre
 from __future__ import annotations
 
 import ctypes
+import importlib
 import importlib.metadata
-import importlib.util
 import os
 import platform
 import sys
 import tempfile
 from pathlib import Path
 
-# every environment variable tinyopt reads, and what it sets (tests/test_diagnostics.py checks
-# that the source reads no other and that docs/environment.md's table has each)
-VARIABLES = {
-    "TINYOPT_NUM_THREADS": "threads of the kernels' worker pool (default: the CPUs this process "
-                           "may use)",
-    "TINYOPT_PARALLEL_MIN": "elements from which a parallel kernel uses numba's threads "
-                            "(default 4194304)",
-    "TINYOPT_SHARE_BLAS_THREADS": "0: OpenBLAS keeps its own thread pool (default 1: it runs on "
-                                  "numba's OpenMP threads)",
-    "TINYOPT_NUMBA_LAZY_LOAD": "0: load cached kernels on numba's own path (default 1)",
-    "TINYOPT_PLAN_CACHE_BYTES": "byte limit of the plan cache",
-    "TINYOPT_PLAN_SHARING": "0: plans that differ only in sizes do not share memory (default 1)",
-    "TINYOPT_MUON_NS": "Muon's Newton-Schulz path: auto, float32 or bf16 (default auto)",
-}
+# every environment variable tinyopt reads (docs/environment.md says what each does;
+# tests/test_diagnostics.py checks that the source reads no other and that the table has each)
+VARIABLES = ("TINYOPT_NUM_THREADS", "TINYOPT_PARALLEL_MIN", "TINYOPT_SHARE_BLAS_THREADS",
+             "TINYOPT_NUMBA_LAZY_LOAD", "TINYOPT_PLAN_CACHE_BYTES", "TINYOPT_PLAN_SHARING",
+             "TINYOPT_MUON_NS")
 
 # the other variables that change what tinyopt does: numba's and the BLAS's
 OTHER_VARIABLES = ("NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR", "NUMBA_OPT",
