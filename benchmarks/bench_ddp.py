@@ -87,11 +87,11 @@ def worker(kind: str, batch: int, steps: int) -> dict:
         for name in ("allreduce_", "reduce_scatter_", "allgather_"):
             original = getattr(pg, name)
 
-            def timed(*args, _f=original):
+            def timed(*args, _f=original, **kw):
                 t0 = time.perf_counter()
                 pg.comm.Barrier()  # waiting for the slower rank, told apart from the transfer
                 t1 = time.perf_counter()
-                _f(*args)
+                _f(*args, **kw)
                 comm[0] += time.perf_counter() - t1
                 comm[1] += t1 - t0
             setattr(pg, name, timed)

@@ -153,6 +153,122 @@ def sampler_defaults_from_group():
     assert len(shares[0] + shares[1]) == 12 and set(shares[0] + shares[1]) == set(ds)  # 1 pad
 
 
+def raises_on_every_rank(call, error, *texts) -> str:
+    """``call()`` must raise ``error`` containing every one of ``texts`` on this rank."""
+    try:
+        call()
+    except error as e:
+        for text in texts:
+            assert text in str(e), (text, str(e))
+        return str(e)
+    raise AssertionError(f"no {error.__name__} ({texts})")
+
+
+@check
+def mismatched_collectives_raise_on_every_rank_and_the_group_survives():
+    r = rank()
+    raises_on_every_rank(  # float32 against int32 returned garbage, with exit 0
+        lambda: dist.all_reduce(np.ones(3, np.float32 if r == 0 else np.int32)), RuntimeError,
+        "Detected mismatch between collectives on ranks",
+        "rank 0 runs all_reduce(float32 of shape (3,), op=SUM); "
+        "rank 1 runs all_reduce(int32 of shape (3,), op=SUM)")
+    raises_on_every_rank(lambda: dist.all_reduce(np.ones(3 + r)), RuntimeError,
+                         "float64 of shape (3,)", "float64 of shape (4,)")
+    raises_on_every_rank(lambda: dist.all_reduce(np.ones((2, 3) if r == 0 else (3, 2))),
+                         RuntimeError, "shape (2, 3)", "shape (3, 2)")
+    raises_on_every_rank(lambda: dist.all_reduce(
+        np.ones(2), op=dist.ReduceOp.SUM if r == 0 else dist.ReduceOp.MAX), RuntimeError,
+        "op=SUM", "op=MAX")
+    raises_on_every_rank(lambda: dist.broadcast(np.ones(2), src=r), RuntimeError,
+                         "root=0", "root=1")
+    raises_on_every_rank(lambda: dist.broadcast_object_list([None] * (1 + r)), RuntimeError,
+                         "broadcast_object_list(1 entries, root=0)",
+                         "broadcast_object_list(2 entries, root=0)")
+    raises_on_every_rank(lambda: dist.barrier() if r == 0 else dist.all_gather_object(
+        [None, None], r), RuntimeError, "rank 0 runs barrier()", "rank 1 runs all_gather_object()")
+    a = np.full(3, r + 1.0, np.float32)
+    dist.all_reduce(a)  # nothing moved above: the group works on
+    assert a.tolist() == [3.0, 3.0, 3.0], a
+    objs = [None, None]
+    dist.all_gather_object(objs, "x" * (1000 * r))  # payloads of different sizes are fine
+    assert objs == ["", "x" * 1000]
+
+
+class Frozen(nn.Module):
+    def __init__(self, shape, dtype=np.float32):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.table = nn.Parameter(np.zeros(shape, dtype), requires_grad=False)
+
+
+@check
+def ddp_verifies_the_model_across_ranks():
+    r = rank()
+    frozen = Frozen((2, 3) if r == 0 else (3, 2))  # the same element count, another shape
+    before = frozen.fc.weight._data.copy()
+    mine = raises_on_every_rank(lambda: DDP(frozen), RuntimeError,
+                                "[1]: params[0] in this process ('table') with sizes [3, 2] "
+                                "appears not to match sizes of the same param in process 0 "
+                                "([2, 3]).")
+    assert mine.startswith("rank 1's model differs from rank 0's: ") == (r == 0), mine
+    assert np.array_equal(frozen.fc.weight._data, before)  # nothing was broadcast
+    raises_on_every_rank(lambda: DDP(Frozen(4, np.float32 if r == 0 else np.float64)),
+                         RuntimeError, "with dtype float64 appears not to match dtype")
+    raises_on_every_rank(lambda: DDP(mlp(0, (20, 16, 5) if r == 0 else (20, 5))), RuntimeError,
+                         "DDP expects same model across all ranks, but Rank 1 has 2 params, "
+                         "while rank 0 has inconsistent 4 params.")
+    DDP(Frozen((2, 3)))  # the same everywhere: fine
+
+
+@check
+def zero_loads_state_with_a_0d_parameter_on_every_rank():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+
+    def setup(seed):
+        to.manual_seed(seed)
+        w = nn.Parameter(np.random.default_rng(seed).standard_normal(5).astype(np.float32))
+        s = nn.Parameter(np.float32(0.5))  # a 0-d parameter: the last element of the buffer
+        return [w, s], ZeroRedundancyOptimizer([w, s], optimizer_class=optim.Adam, lr=0.1)
+
+    def step(ps, opt):
+        opt.zero_grad()
+        ((ps[0] * ps[1]).sum() ** 2).backward()
+        opt.step()
+    ps, opt = setup(0)
+    for _ in range(2):
+        step(ps, opt)
+    opt.consolidate_state_dict(to=0)
+    sd = [opt.state_dict() if rank() == 0 else None]
+    dist.broadcast_object_list(sd)
+    sd = sd[0]
+    assert sd["state"][1]["exp_avg"].shape == ()
+    ps2, opt2 = setup(0)
+    opt2.load_state_dict(sd)  # raised on the rank holding the 0-d parameter
+    opt2.consolidate_state_dict(to=1)
+    if rank() == 1:
+        back = opt2.state_dict()
+        for i, st in sd["state"].items():
+            for k, v in st.items():
+                assert np.array_equal(back["state"][i][k], v), (i, k)
+    plain = optim.Adam(ps2, lr=0.1)
+    plain.load_state_dict(sd)
+    # a dict one rank rejects (here: another shape on rank 1) is loaded by no rank
+    bad = copy.deepcopy(sd)
+    if rank() == 1:
+        bad["state"][0]["exp_avg"] = np.zeros(4, np.float32)
+    ps3, opt3 = setup(1)
+    step(ps3, opt3)
+    mine = opt3.optim.state_dict()
+    text = raises_on_every_rank(lambda: opt3.load_state_dict(bad), ValueError)
+    if rank() == 0:
+        assert "rank 1 rejected the state dict" in text and "no rank loaded it" in text, text
+    after = opt3.optim.state_dict()
+    for i, st in mine["state"].items():
+        for k, v in st.items():
+            assert np.array_equal(after["state"][i][k], v), (i, k)
+    assert opt3.param_groups[0]["lr"] == 0.1
+
+
 # ---- DDP --------------------------------------------------------------------------------------
 def train_pair(make_opt, steps: int = 12):
     """Single-process training on whole batches vs DDP on this rank's halves; returns both
@@ -185,9 +301,9 @@ def count_allreduces(pg):
     calls = []
     original = pg.allreduce_
 
-    def counting(buf, op="SUM"):
+    def counting(buf, op="SUM", **kw):
         calls.append(buf.size)
-        original(buf, op)
+        original(buf, op, **kw)
     pg.allreduce_ = counting
     return calls, lambda: setattr(pg, "allreduce_", original)
 

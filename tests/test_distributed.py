@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -43,13 +45,13 @@ def _has_mpi() -> bool:
 needs_mpi = pytest.mark.skipif(not _has_mpi(), reason=NO_MPI)
 
 
-def launch(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def launch(*args: str, timeout: float = 300, ranks: int = 2) -> subprocess.CompletedProcess:
     """``mpiexec -n 2 python args...`` with this interpreter and this source tree, one thread per
     rank (2 ranks on 2 cores)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
                NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.run([_mpiexec(), "-n", "2", sys.executable, *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=HERE)
+    return subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,40 @@ def test_a_rank_that_raises_brings_the_job_down_with_its_error():
     assert "unreachable" not in out
 
 
+FAILURES = {  # mpi_failures.py's scenarios (all hung for ever before) and what stderr shows
+    "sys_exit": [r"\[rank 1\] exited with status 1 while the process group was live"],
+    "thread_raises": [r"\[rank 1\] Exception in thread loader:",
+                      r"\[rank 1\] ValueError: the loader thread of rank 1 failed"],
+    "hangs": [r"\[rank 0\] tinyopt.distributed.errors.DistBackendError: rank 0: "
+              r"all_reduce\(float64 of shape \(3,\), op=SUM\) \(collective #1\) timed out "
+              r"after 0:00:02: ranks \[1\] did not arrive"],
+    "extra_step": [r"rank 0 runs all_reduce\(float32 of shape \(46,\), op=SUM\) for "
+                   r"DistributedDataParallel's gradient reduction after backward 3; rank 1 runs "
+                   r"destroy_process_group\(\)"],
+    "extra_zero_step": [r"DistBackendError: rank 0 waits in all_reduce\(uint8 of shape \(4,\), "
+                        r"op=MAX\) for ZeroRedundancyOptimizer.step\(\) #3, has-gradient flags "
+                        r"\(collective #\d+\), but rank 1 left the job \(exited\)"],
+    "no_sync_alone": [r"The ranks disagree on the step count \(rank 0: 2, rank 1: 1\): did "
+                      r"some ranks run a backward under no_sync\(\) alone"],
+}
+
+
+@needs_mpi
+@pytest.mark.parametrize("scenario", FAILURES)
+def test_a_failing_rank_ends_the_whole_job_in_seconds(scenario):
+    """The job ends non-zero with the reason on stderr, a few seconds after the failure (the
+    group's timeout is 2 s here; "hangs" waits for it)."""
+    r = launch(str(HERE / "mpi_failures.py"), scenario, "2", timeout=90)  # a hang fails here
+    ended = time.time()
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out
+    for pattern in FAILURES[scenario]:
+        assert re.search(pattern, out), (pattern, out)
+    failed_at = float(re.search(r"FAILING AT ([0-9.]+)", out).group(1))
+    assert ended - failed_at < (2 if scenario == "hangs" else 0) + 10, ended - failed_at
+    assert "rank 0 finished" not in out
+
+
 def test_import_tinyopt_never_imports_mpi4py():
     code = ("import sys, tinyopt, tinyopt.distributed, tinyopt.nn.parallel, tinyopt.data\n"
             "tinyopt.nn.parallel.DistributedDataParallel, tinyopt.data.DistributedSampler\n"
@@ -101,8 +137,11 @@ def test_missing_mpi_says_what_to_install(monkeypatch):
         dist.get_rank()
     with pytest.raises(ValueError, match="only backend='mpi'"):
         dist.init_process_group("gloo")
-    with pytest.raises(ValueError, match="timeout is not supported"):
+    with pytest.raises(TypeError, match="Expected timeout argument to be of type "
+                                         "datetime.timedelta, got 30"):
         dist.init_process_group("mpi", timeout=30)
+    with pytest.raises(ValueError, match="init_method is not supported"):
+        dist.init_process_group("mpi", init_method="tcp://10.0.0.1:23456")
 
 
 # ---- DistributedSampler (explicit ranks: no process group needed) ------------------------------

@@ -1,0 +1,217 @@
+"""Fail fast: a job whose rank fails ends within seconds, with that rank's error, never hangs.
+
+MPI itself has no timeouts: a rank that dies, exits or takes another path leaves the others
+blocked in their next collective for ever.  ``init_process_group`` installs four guards:
+
+- **uncaught exceptions** on the main thread (``sys.excepthook``) and on any other thread
+  (``threading.excepthook``) print the traceback, each line prefixed with ``[rank r]``, and call
+  ``MPI_Abort``: ``mpiexec`` stops every rank and returns non-zero;
+- **an exit hook**: a rank that exits while the group is live (``sys.exit(1)``, the end of the
+  script on one rank only) tells the others at once (a small "left" notice on a control
+  communicator), so a rank waiting for it raises ``DistBackendError`` instead of hanging; and when
+  the exit status is known to be non-zero (``sys.exit(status)``: Python gives atexit handlers no
+  other way to see it) the hook aborts the job with that status;
+- **timeouts**: every collective waits by polling its non-blocking MPI requests, for at most the
+  group's ``timeout`` (``init_process_group(timeout=...)``, 30 minutes by default as in torch),
+  then raises ``DistBackendError`` naming the collective and the ranks that did not arrive;
+- **a broken group stays broken**: after such an error every collective raises it again, since
+  the other ranks' half-finished MPI calls cannot be taken back.
+
+Waiting is a busy poll for the first 2 ms (what MPICH's own blocking wait does, so a collective
+whose partners are there costs what a blocking call costs), then a sleep of a tenth of the time
+waited so far, at most 10 ms: a rank waiting for a slow partner leaves its core to it, and a
+timeout or a left rank is seen within 10 ms.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+from tinyopt.distributed.errors import DistBackendError
+
+LEAVE_TAG = 2        # on the control communicator: "rank r left after collective #s"
+SPIN = 0.002         # seconds of busy polling before the waits start sleeping
+MAX_NAP = 0.01       # the longest sleep between two polls
+
+
+class _Hooks:
+    """The group the hooks guard and the hooks they replaced."""
+
+    pg: Any = None
+    excepthook: Any = None
+    threadhook: Any = None
+    exit: Any = None
+    status: Any = None   # what sys.exit was last called with (None: not called)
+
+
+_hooks = _Hooks()
+_SYS_EXIT = sys.exit
+
+
+def _prefixed(rank: Any, text: str) -> str:
+    return "".join(f"[rank {rank}] {line}\n" for line in text.rstrip("\n").split("\n"))
+
+
+def _abort(message: str, status: int = 1) -> None:
+    pg = _hooks.pg
+    rank = pg.rank() if pg is not None else "?"
+    sys.stderr.write(_prefixed(rank, message))
+    sys.stderr.write(f"[rank {rank}] tinyopt.distributed: aborting the MPI job (MPI_Abort)\n")
+    sys.stderr.flush()
+    # mpiexec's proxy forwards our stderr asynchronously, and MPI_Abort makes it kill every
+    # rank at once: without this pause the error above was sometimes lost (seen with an
+    # exception raised on a thread)
+    time.sleep(0.2)
+    pg.MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # MPI_Abort may return once it has told the launcher
+
+
+def _on_exception(kind, value, tb) -> None:
+    if _hooks.pg is None:
+        return sys.__excepthook__(kind, value, tb)
+    _abort("".join(traceback.format_exception(kind, value, tb)))
+
+
+def _on_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or _hooks.pg is None:  # a thread may end itself
+        return threading.__excepthook__(args)
+    name = args.thread.name if args.thread is not None else "a thread"
+    _abort(f"Exception in thread {name}:\n" + "".join(
+        traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)))
+
+
+def _exit(status: Any = None) -> None:
+    """``sys.exit`` while the group is live: remembers the status for the exit hook."""
+    _hooks.status = status
+    (_hooks.exit or _SYS_EXIT)(status)
+
+
+def _exit_status() -> int:
+    s = _hooks.status
+    if s is None:
+        return 0
+    return s if isinstance(s, int) else 1  # sys.exit("message") exits with status 1
+
+
+def _at_exit() -> None:
+    pg = _hooks.pg
+    if pg is None:  # destroyed: every rank left together
+        return
+    status = _exit_status()
+    leave(pg, status if _hooks.status is not None else -1)
+    if status != 0:
+        _abort(f"exited with status {status} while the process group was live "
+               f"(destroy_process_group was not called)", status)
+
+
+def install(pg: Any) -> None:
+    """Guard ``pg`` (see the module docstring) until :func:`uninstall`."""
+    _hooks.pg = pg
+    _hooks.excepthook, sys.excepthook = sys.excepthook, _on_exception
+    _hooks.threadhook, threading.excepthook = threading.excepthook, _on_thread_exception
+    _hooks.exit, sys.exit = sys.exit, _exit
+    _hooks.status = None
+    atexit.register(_at_exit)
+
+
+def uninstall() -> None:
+    """Put back the hooks :func:`install` replaced (each only if nobody replaced it since)."""
+    if sys.excepthook is _on_exception:
+        sys.excepthook = _hooks.excepthook or sys.__excepthook__
+    if threading.excepthook is _on_thread_exception:
+        threading.excepthook = _hooks.threadhook or threading.__excepthook__
+    if sys.exit is _exit:
+        sys.exit = _hooks.exit
+    atexit.unregister(_at_exit)
+    _hooks.pg = _hooks.excepthook = _hooks.threadhook = _hooks.exit = None
+
+
+# ---- leaving ----------------------------------------------------------------------------------
+def leave(pg: Any, status: int) -> None:
+    """Tell every other rank that this one leaves after collective ``pg.seq`` (exit ``status``,
+    -1 when unknown); waits at most a second for the small messages to go out."""
+    note = np.array([status, pg.seq], dtype=np.int64)
+    reqs = [pg.control.Isend(note, dest=q, tag=LEAVE_TAG) for q in range(pg.size())
+            if q != pg.rank()]
+    deadline = time.monotonic() + 1.0
+    while not pg.MPI.Request.Testall(reqs) and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+
+def take_notices(pg: Any) -> None:
+    """Receive the "left" notices that have arrived into ``pg.gone``: rank -> (status, seq)."""
+    MPI, status = pg.MPI, pg.MPI.Status()
+    while pg.control.Iprobe(source=MPI.ANY_SOURCE, tag=LEAVE_TAG, status=status):
+        note = np.empty(2, dtype=np.int64)
+        src = status.Get_source()
+        pg.control.Recv(note, source=src, tag=LEAVE_TAG)
+        pg.gone[src] = (int(note[0]), int(note[1]))
+
+
+def _left(rank: int, pg: Any) -> str:
+    status, seq = pg.gone[rank]
+    how = "exited" if status < 0 else f"exited with status {status}"
+    return f"rank {rank} left the job ({how}) after collective #{seq}"
+
+
+def fail(pg: Any, message: str) -> DistBackendError:
+    """Mark ``pg`` broken by ``message`` and return the error to raise."""
+    pg.broken = message
+    return DistBackendError(message)
+
+
+def check_usable(pg: Any, seq: int, what: Callable[[], str]) -> None:
+    """Raise before collective ``seq`` if the group is broken or a rank has left it."""
+    if pg.broken is not None:
+        raise DistBackendError(f"the process group cannot be used after an earlier failure: "
+                               f"{pg.broken}")
+    take_notices(pg)
+    gone = sorted(q for q, (_, s) in pg.gone.items() if s < seq)
+    if gone:
+        raise fail(pg, f"rank {pg.rank()} cannot run {what()}: "
+                       + "; ".join(_left(q, pg) for q in gone))
+
+
+def wait(pg: Any, arrivals: dict[int, Any], others: list[Any], seq: int,
+         what: Callable[[], str], timeout: float | None = None) -> None:
+    """Complete MPI requests within ``timeout`` seconds (default ``pg.timeout``), or raise
+    ``DistBackendError``.
+
+    ``arrivals`` maps a rank to the receive that completes when that rank reaches collective
+    ``seq`` (the fingerprint exchange), ``others`` are requests without a rank (sends, a data
+    transfer).  ``what()`` describes the collective for the messages.
+    """
+    limit = pg.timeout if timeout is None else timeout
+    start = time.monotonic()
+    deadline = start + limit
+    while True:
+        for q in [q for q, r in arrivals.items() if r.Test()]:
+            del arrivals[q]
+        if not arrivals and pg.MPI.Request.Testall(others):
+            return
+        take_notices(pg)
+        gone = sorted(q for q, (_, s) in pg.gone.items() if s < seq)
+        if gone:
+            raise fail(pg, f"rank {pg.rank()} waits in {what()}, but "
+                           + "; ".join(_left(q, pg) for q in gone))
+        now = time.monotonic()
+        if now >= deadline:
+            after = timedelta(seconds=round(limit, 3))
+            if arrivals:
+                missing = f"ranks {sorted(arrivals)} did not arrive"
+            else:
+                missing = "every rank arrived, but the transfer did not complete (a rank died " \
+                          "or stopped during it)"
+            raise fail(pg, f"rank {pg.rank()}: {what()} timed out after {after}: {missing}")
+        if now - start > SPIN:
+            time.sleep(min((now - start) * 0.1, MAX_NAP, deadline - now))
