@@ -118,6 +118,89 @@ def test_a_failing_rank_ends_the_whole_job_in_seconds(scenario):
     assert "rank 0 finished" not in out
 
 
+# ---- resharded resume and elastic restart (mpi_resume.py) ---------------------------------------
+# Resumed on as many ranks as saved, a ZeRO run repeats the uninterrupted one bit for bit (the
+# same sums in the same order).  On another number of ranks each global batch is cut into other
+# shares, so the gradient averages are sums of the same 12 per-sample terms in another order:
+# they differ in their last float32 bits (about 1e-7 relative).  Adam moves a parameter by at
+# most about lr per step whatever the gradient's scale, and by lr * (that relative difference)
+# less or more, so after k steps the runs differ by at most about k * lr * 1e-6; the bound below
+# is 10 times that (measured: at most 6e-8, two float32 ulps of the largest parameter, 0.27).
+# One step's update is ~lr = 1e-2, so the bound catches a lost or repeated step, state or batch.
+LR, RESUMED_STEPS, ELASTIC_STEPS = 1e-2, 4, 12
+
+
+def bound(steps: int) -> float:
+    return 10 * steps * LR * 1e-6
+
+
+@pytest.fixture(scope="module")
+def resume_runs(tmp_path_factory):
+    """Save ZeRO runs on 2 and 3 ranks; resume them on 1, 2 and 3 ranks and on a plain Adam;
+    run fit on 3 ranks until rank 1 is SIGKILLed; restart that job on 2 ranks."""
+    folder = tmp_path_factory.mktemp("resume")
+    runs = {}
+    for name, ranks, phases in (
+            ("save on 2", 2, ["save"]),
+            ("3 ranks", 3, ["save", "resume:3", "resume:2", "elastic-reference",
+                            "elastic-killed"]),
+            ("2 ranks", 2, ["resume:2", "resume:3", "elastic-restart"]),
+            ("1 rank", 1, ["resume:2", "resume:3", "plain:2", "plain:3"])):
+        r = launch(str(HERE / "mpi_resume.py"), str(folder), *phases, ranks=ranks, timeout=240)
+        runs[name] = (r, time.time())
+        assert r.returncode == 0 or name == "3 ranks", f"{name}: {r.stdout}\n{r.stderr}"
+    return folder, runs
+
+
+def saved_params(path: Path) -> list[np.ndarray]:
+    with np.load(path) as f:
+        return [f[f"arr_{i}"] for i in range(len(f.files))]
+
+
+def largest_difference(a: Path, b: Path) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(saved_params(a),
+                                                            saved_params(b)))
+
+
+@needs_mpi
+@pytest.mark.parametrize("saved,resumed", [(2, 1), (2, 2), (2, 3), (3, 1), (3, 2), (3, 3)])
+def test_zero_checkpoint_resumes_on_any_number_of_ranks(resume_runs, saved, resumed):
+    folder, _ = resume_runs
+    final, got = folder / f"final-{saved}.npz", folder / f"resumed-{saved}-on-{resumed}.npz"
+    if saved == resumed:
+        assert all(np.array_equal(a, b) for a, b in zip(saved_params(final),
+                                                        saved_params(got)))
+    else:
+        assert largest_difference(final, got) <= bound(RESUMED_STEPS)
+
+
+@needs_mpi
+@pytest.mark.parametrize("saved", [2, 3])
+def test_zero_checkpoint_resumes_on_a_plain_optimizer(resume_runs, saved):
+    folder, _ = resume_runs
+    assert largest_difference(folder / f"final-{saved}.npz", folder / f"plain-{saved}.npz") \
+        <= bound(RESUMED_STEPS)
+
+
+@needs_mpi
+def test_elastic_restart_after_a_rank_is_killed(resume_runs):
+    """fit on 3 ranks, rank 1 SIGKILLed in the third epoch: the job ends at once; restarted
+    from the last checkpoint on 2 ranks (same global batch), fit ends where an uninterrupted
+    run ends, and says that the world size changed."""
+    folder, runs = resume_runs
+    killed, ended = runs["3 ranks"]
+    out = killed.stdout + killed.stderr
+    assert killed.returncode != 0 and "KILLING AT" in out, out
+    assert "PHASE elastic-killed done" not in out
+    assert ended - float(re.search(r"KILLING AT ([0-9.]+)", out).group(1)) < 10
+    restart = runs["2 ranks"][0].stdout
+    assert "WARNING on rank 0: fit: resuming " in restart and \
+        "written by 3 ranks, on 2 ranks: the global batch stays 12" in restart, restart
+    assert "WARNING on rank 1" not in restart  # said once
+    assert largest_difference(folder / "elastic-reference.npz",
+                              folder / "elastic-restarted.npz") <= bound(ELASTIC_STEPS)
+
+
 def test_import_tinyopt_never_imports_mpi4py():
     code = ("import sys, tinyopt, tinyopt.distributed, tinyopt.nn.parallel, tinyopt.data\n"
             "tinyopt.nn.parallel.DistributedDataParallel, tinyopt.data.DistributedSampler\n"
@@ -179,3 +262,18 @@ def test_sampler_errors():
         DistributedSampler(range(4), num_replicas=2, rank=2)
     with pytest.raises(ValueError, match="has not been initialized"):
         DistributedSampler(range(4))  # defaults come from the (absent) process group
+
+
+def test_ranks_a_resumed_run_did_not_have_get_new_streams():
+    from tinyopt.distributed.fitting import _stream
+    from tinyopt.engine import random
+    states = [random.Generator(s).get_state() for s in (1, 2)]
+    assert _stream(states, 1) is states[1]
+    extra = [_stream(states, r) for r in (2, 3, 4)]  # ranks 2..4 of a run saved on 2 ranks
+    draws = []
+    for st in states + extra:
+        g = random.Generator(0)
+        g.set_state(st)
+        draws.append(tuple(g.numpy.integers(2**62, size=4)))
+    assert len(set(draws)) == 5  # five different streams
+    assert _stream(states, 3) == extra[1]  # deterministic: every restart gives the same
