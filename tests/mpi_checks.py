@@ -65,6 +65,14 @@ def half(x: np.ndarray) -> np.ndarray:
     return x[rank() * k:(rank() + 1) * k]
 
 
+def shared_path(name: str) -> str:
+    """A checkpoint path every rank reads and rank 0 writes: rank 0's choice (the ranks'
+    parent processes differ when they run on several hosts)."""
+    path = [os.path.join(tempfile.gettempdir(), f"tinyopt-{name}-{os.getpid()}.tinyopt")]
+    dist.broadcast_object_list(path, src=0)
+    return path[0]
+
+
 def params(model: nn.Module) -> list[np.ndarray]:
     return [p._data.copy() for p in model.parameters()]
 
@@ -142,6 +150,14 @@ def process_group_api():
             assert text in str(ex), ex
         else:
             raise AssertionError(f"no {error.__name__} ({text})")
+
+
+@check
+def ranks_run_where_they_were_launched():
+    """Each rank's network namespace: one for a job on one machine; under
+    test_a_job_across_two_hosts_over_tcp (TINYOPT_EXPECT_NETNS=2) one per simulated host."""
+    spaces = gather(os.stat("/proc/self/ns/net").st_ino)
+    assert len(set(spaces)) == int(os.environ.get("TINYOPT_EXPECT_NETNS", "1")), spaces
 
 
 @check
@@ -433,7 +449,7 @@ def ddp_state_dict_and_checkpoint_resume():
 
     for x, y in data[:3]:
         train_step(ddp, opt, half(x), half(y))
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-ddp-{os.getppid()}.tinyopt")
+    path = shared_path("ddp")
     if rank() == 0:
         to.save(path, model=ddp, optimizer=opt)
     dist.barrier()
@@ -539,7 +555,7 @@ def zero_consolidation_round_trips():
 def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
     from tinyopt.distributed.optim import ZeroRedundancyOptimizer
     data = batches(6, seed=13)
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-zero-{os.getppid()}.tinyopt")
+    path = shared_path("zero")
 
     def setup(seed):
         ddp = DDP(mlp(seed))
@@ -613,7 +629,7 @@ def fit_under_ddp_checkpoint_resumes_bit_for_bit():
     """With ZeRO: fit consolidates its state on rank 0 before saving."""
     from tinyopt.distributed.optim import ZeroRedundancyOptimizer
     data = fit_data(60)
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-fit-ddp-{os.getppid()}.tinyopt")
+    path = shared_path("fit-ddp")
     if rank() == 0 and os.path.exists(path):
         os.remove(path)
     dist.barrier()

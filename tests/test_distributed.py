@@ -54,12 +54,16 @@ def launch(*args: str, timeout: float = 300, ranks: int = 2) -> subprocess.Compl
                           capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE)
 
 
-@pytest.fixture(scope="module")
-def results() -> dict:
-    r = launch(str(HERE / "mpi_checks.py"))
+def checks_run(r: subprocess.CompletedProcess) -> dict:
+    """mpi_checks.py's results: check name -> None or the failure."""
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")]
     assert r.returncode == 0 and lines, f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     return json.loads(lines[-1][len("RESULTS "):])
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    return checks_run(launch(str(HERE / "mpi_checks.py")))
 
 
 @needs_mpi
@@ -199,6 +203,81 @@ def test_elastic_restart_after_a_rank_is_killed(resume_runs):
     assert "WARNING on rank 1" not in restart  # said once
     assert largest_difference(folder / "elastic-reference.npz",
                               folder / "elastic-restarted.npz") <= bound(ELASTIC_STEPS)
+
+
+# ---- two hosts: two network namespaces joined by a veth pair, MPICH over TCP ----------------------
+def ip(*args: str) -> str:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30,
+                          check=True).stdout
+
+
+@pytest.fixture
+def two_hosts():
+    """Two "machines": network namespaces whose only link is a veth pair, named ``tinyveth``
+    in both, with addresses 10.213.0.1 and 10.213.0.2 and no route anywhere else.  Removed
+    after the test, whatever happens (removing a namespace removes its end of the pair)."""
+    if shutil.which("ip") is None:
+        pytest.skip("no ip command (iproute2) to make network namespaces")
+    tag = f"tinyopt-{os.getpid()}"
+    spaces, made = [f"{tag}-a", f"{tag}-b"], []
+    try:
+        for ns in spaces:
+            ip("netns", "add", ns)
+            made.append(ns)
+        ends = [f"to{os.getpid()}a", f"to{os.getpid()}b"]
+        ip("link", "add", ends[0], "type", "veth", "peer", "name", ends[1])
+        for i, (ns, end) in enumerate(zip(spaces, ends), 1):
+            ip("link", "set", end, "netns", ns)
+            ip("-n", ns, "link", "set", end, "name", "tinyveth")
+            ip("-n", ns, "addr", "add", f"10.213.0.{i}/24", "dev", "tinyveth")
+            ip("-n", ns, "link", "set", "tinyveth", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+    except (subprocess.CalledProcessError, OSError) as e:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        subprocess.run(["ip", "link", "del", f"to{os.getpid()}a"], capture_output=True,
+                       timeout=30)
+        pytest.skip(f"cannot make network namespaces here: {getattr(e, 'stderr', '') or e}")
+    try:
+        yield {f"10.213.0.{i}": ns for i, ns in enumerate(spaces, 1)}
+    finally:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+
+
+def veth_bytes(ns: str) -> int:
+    """Bytes sent through ``ns``'s end of the veth pair."""
+    return json.loads(ip("-n", ns, "-s", "-j", "link", "show", "tinyveth"))[0]["stats64"][
+        "tx"]["bytes"]
+
+
+@needs_mpi
+def test_a_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
+    """Every check of mpi_checks.py, rank 0 on one "host" and rank 1 on the other: mpiexec
+    runs in the first namespace and starts the second host's ranks through
+    netns_launcher.sh where it would use ssh; MPICH's UCX netmod carries the data over TCP
+    on the veth pair (MPIR_CVAR_NOLOCAL: no shared memory between the "hosts", which share
+    this machine's memory)."""
+    first, second = two_hosts.values()
+    hosts = tmp_path / "hosts"
+    hosts.write_text("".join(f"{h}:1\n" for h in two_hosts))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
+               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               TINYOPT_NETNS_HOSTS=" ".join(f"{h}={ns}" for h, ns in two_hosts.items()),
+               TINYOPT_EXPECT_NETNS="2", MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self",
+               UCX_NET_DEVICES="tinyveth")
+    before = veth_bytes(first) + veth_bytes(second)
+    r = subprocess.run(["ip", "netns", "exec", first, _mpiexec(), "-f", str(hosts), "-n", "2",
+                        "-launcher", "ssh", "-launcher-exec", str(HERE / "netns_launcher.sh"),
+                        "-iface", "tinyveth", sys.executable, str(HERE / "mpi_checks.py")],
+                       capture_output=True, text=True, timeout=300, env=env, cwd=HERE)
+    failed = {name: error for name, error in checks_run(r).items() if error is not None}
+    assert not failed, failed
+    assert veth_bytes(first) + veth_bytes(second) - before > 10**6  # the data went over TCP
+    for ns in two_hosts.values():  # ... and could go nowhere else
+        assert ip("-n", ns, "route", "show", "default") == ""
+        assert [link["ifname"] for link in json.loads(ip("-n", ns, "-j", "link"))] == \
+            ["lo", "tinyveth"]
 
 
 def test_import_tinyopt_never_imports_mpi4py():
