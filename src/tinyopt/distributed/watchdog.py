@@ -17,10 +17,13 @@ blocked in their next collective for ever.  ``init_process_group`` installs four
 - **a broken group stays broken**: after such an error every collective raises it again, since
   the other ranks' half-finished MPI calls cannot be taken back.
 
-Waiting is a busy poll for the first 2 ms (what MPICH's own blocking wait does, so a collective
-whose partners are there costs what a blocking call costs), then a sleep of a tenth of the time
-waited so far, at most 10 ms: a rank waiting for a slow partner leaves its core to it, and a
-timeout or a left rank is seen within 10 ms.
+Waiting polls the MPI requests without pause, as MPICH's own blocking wait does (MPICH
+progresses a large transfer only inside these calls), looking for "left" notices and the
+deadline every millisecond; after a second of waiting it sleeps between polls, a tenth of the
+time waited so far, at most 10 ms, so a rank waiting long for a partner leaves its core to
+others.  (Sleeping, or yielding the core, from the first milliseconds made the MLP's gradient
+all_reduce take 0.6 and 2.9 ms instead of 0.4 ms on a loaded machine: every wake-up waits for a
+core.)
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ import numpy as np
 from tinyopt.distributed.errors import DistBackendError
 
 LEAVE_TAG = 2        # on the control communicator: "rank r left after collective #s"
-SPIN = 0.002         # seconds of busy polling before the waits start sleeping
+CHECK_EVERY = 1e-3   # seconds between looks for "left" notices and the deadline
+POLLS = 32           # polls between two readings of the clock
+PATIENCE = 1.0       # seconds of waiting after which the polls sleep in between
 MAX_NAP = 0.01       # the longest sleep between two polls
 
 
@@ -192,26 +197,32 @@ def wait(pg: Any, arrivals: dict[int, Any], others: list[Any], seq: int,
     transfer).  ``what()`` describes the collective for the messages.
     """
     limit = pg.timeout if timeout is None else timeout
+    requests = [*arrivals.values(), *others]
+    testall = pg.MPI.Request.Testall
+    done = requests[0].Test if len(requests) == 1 else lambda: testall(requests)
     start = time.monotonic()
-    deadline = start + limit
+    deadline, check = start + limit, start + CHECK_EVERY
     while True:
-        for q in [q for q, r in arrivals.items() if r.Test()]:
-            del arrivals[q]
-        if not arrivals and pg.MPI.Request.Testall(others):
-            return
+        for _ in range(POLLS):  # the clock is read once per POLLS polls: a transfer in
+            if done():         # pieces moves on at each poll of both ranks
+                return
+        now = time.monotonic()
+        if now < check:
+            continue
+        check = now + CHECK_EVERY
         take_notices(pg)
         gone = sorted(q for q, (_, s) in pg.gone.items() if s < seq)
         if gone:
             raise fail(pg, f"rank {pg.rank()} waits in {what()}, but "
                            + "; ".join(_left(q, pg) for q in gone))
-        now = time.monotonic()
         if now >= deadline:
             after = timedelta(seconds=round(limit, 3))
-            if arrivals:
-                missing = f"ranks {sorted(arrivals)} did not arrive"
+            late = [q for q, r in arrivals.items() if not r.Test()]
+            if late:
+                missing = f"ranks {late} did not arrive"
             else:
                 missing = "every rank arrived, but the transfer did not complete (a rank died " \
                           "or stopped during it)"
             raise fail(pg, f"rank {pg.rank()}: {what()} timed out after {after}: {missing}")
-        if now - start > SPIN:
+        if now - start > PATIENCE:
             time.sleep(min((now - start) * 0.1, MAX_NAP, deadline - now))
