@@ -15,7 +15,10 @@ in DIR for ``tests/test_distributed.py`` to compare:
 - ``elastic-killed``: the same ``fit`` writing ``elastic.tinyopt`` after every epoch; rank 1
   SIGKILLs itself before step 15 (in the third epoch), which ends the whole job;
 - ``elastic-restart``: ``fit(resume="elastic.tinyopt")`` on W ranks (another number than the
-  killed job had) runs the last two epochs: ``elastic-restarted.npz``.
+  killed job had) runs the last two epochs: ``elastic-restarted.npz``;
+- ``grow-save``: the same ``fit`` for two epochs, writing ``grow.tinyopt``;
+- ``grow-resume``: ``fit(resume="grow.tinyopt")`` on W ranks (more than wrote it) runs the
+  last two epochs: ``grown.npz``.
 """
 
 from __future__ import annotations
@@ -118,10 +121,22 @@ class KillRankOne:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def elastic(folder: Path, **kw):
+def elastic(folder: Path, epochs: int = EPOCHS, **kw):
     ddp, opt = zero(0)
-    return ddp, to.fit(ddp, (X, Y), nn.CrossEntropyLoss(), opt, epochs=EPOCHS,
+    return ddp, to.fit(ddp, (X, Y), nn.CrossEntropyLoss(), opt, epochs=epochs,
                        batch_size=GLOBAL // world(), seed=5, progress=False, **kw)
+
+
+def restart(folder: Path, checkpoint: str, result: str) -> None:
+    """Resume ``fit`` from ``checkpoint`` to the end; print the warnings it gave."""
+    path = folder / checkpoint
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ddp, history = elastic(folder, checkpoint=path, resume=path)
+    for w in caught:
+        print(f"WARNING on rank {rank()}: {w.message}", flush=True)
+    assert len(history) == EPOCHS
+    keep(folder, result, ddp)
 
 
 def main(folder: Path, phases: list[str]) -> None:
@@ -140,14 +155,11 @@ def main(folder: Path, phases: list[str]) -> None:
         elif name == "elastic-killed":
             elastic(folder, checkpoint=folder / "elastic.tinyopt", callbacks=[KillRankOne()])
         elif name == "elastic-restart":
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                ddp, history = elastic(folder, checkpoint=folder / "elastic.tinyopt",
-                                       resume=folder / "elastic.tinyopt")
-            for w in caught:
-                print(f"WARNING on rank {rank()}: {w.message}", flush=True)
-            assert len(history) == EPOCHS
-            keep(folder, "elastic-restarted.npz", ddp)
+            restart(folder, "elastic.tinyopt", "elastic-restarted.npz")
+        elif name == "grow-save":
+            elastic(folder, epochs=EPOCHS // 2, checkpoint=folder / "grow.tinyopt")
+        elif name == "grow-resume":
+            restart(folder, "grow.tinyopt", "grown.npz")
         else:
             raise ValueError(f"unknown phase {phase!r}")
         print(f"PHASE {phase} done on rank {rank()}", flush=True)

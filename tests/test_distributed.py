@@ -145,8 +145,8 @@ def resume_runs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("resume")
     runs = {}
     for name, ranks, phases in (
-            ("save on 2", 2, ["save"]),
-            ("3 ranks", 3, ["save", "resume:3", "resume:2", "elastic-reference",
+            ("save on 2", 2, ["save", "grow-save"]),
+            ("3 ranks", 3, ["save", "resume:3", "resume:2", "elastic-reference", "grow-resume",
                             "elastic-killed"]),
             ("2 ranks", 2, ["resume:2", "resume:3", "elastic-restart"]),
             ("1 rank", 1, ["resume:2", "resume:3", "plain:2", "plain:3"])):
@@ -205,7 +205,19 @@ def test_elastic_restart_after_a_rank_is_killed(resume_runs):
                               folder / "elastic-restarted.npz") <= bound(ELASTIC_STEPS)
 
 
-# ---- two hosts: two network namespaces joined by a veth pair, MPICH over TCP ----------------------
+@needs_mpi
+def test_fit_resumes_on_more_ranks_than_wrote_the_checkpoint(resume_runs):
+    """Two epochs on 2 ranks, then the last two on 3 (the same global batch): the end of a run
+    on 3 ranks that never stopped; the new rank gets a random stream of its own."""
+    folder, runs = resume_runs
+    out = runs["3 ranks"][0].stdout
+    assert "written by 2 ranks, on 3 ranks: the global batch stays 12" in out and \
+        "; rank 2 starts a new random stream" in out, out
+    assert largest_difference(folder / "elastic-reference.npz", folder / "grown.npz") <= \
+        bound(ELASTIC_STEPS)
+
+
+# ---- two hosts: two network namespaces joined by a veth pair, MPICH over TCP ---------------------
 def ip(*args: str) -> str:
     return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30,
                           check=True).stdout

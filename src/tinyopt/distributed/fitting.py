@@ -128,8 +128,9 @@ class DataParallelFit:
                      f"the global batch changes from {before} to {now} samples (pass "
                      f"batch_size={before // self.world} to keep it)" if before % self.world == 0
                      else f"the global batch changes from {before} to {now} samples")
-            fresh = (f"; ranks {saved}..{self.world - 1} start new random streams"
-                     if self.world > saved else "")
+            fresh = ("" if self.world <= saved else
+                     f"; rank {saved} starts a new random stream" if self.world == saved + 1
+                     else f"; ranks {saved}..{self.world - 1} start new random streams")
             warnings.warn(f"fit: resuming {path}, written by {saved} ranks, on {self.world} "
                           f"ranks: {batch}, and gradients are summed in another order, so the "
                           f"run continues within float32 rounding of an uninterrupted one, not "

@@ -123,7 +123,7 @@ class ProcessGroup:
                       lambda: f"{describe(records[self._rank])} (collective #{seq})")
         return records
 
-    # ---- buffer collectives used by DDP and ZeRO --------------------------------------------------
+    # ---- buffer collectives used by DDP and ZeRO -------------------------------------------------
     def allreduce_(self, buf: np.ndarray, op: str = "SUM", *, purpose: Purpose = Purpose.USER,
                    step: int = -1) -> None:
         """Reduce ``buf`` over the ranks, in place (``op``: "SUM" or "MAX")."""
@@ -152,7 +152,7 @@ class ProcessGroup:
         self.run(Call("all_gather", purpose, step, buf.dtype, buf.shape),
                  lambda _: self.comm.Iallgatherv(self.MPI.IN_PLACE, [buf, (counts, displs)]))
 
-    # ---- pickled objects ----------------------------------------------------------------------------
+    # ---- pickled objects -------------------------------------------------------------------------
     def allgather_bytes(self, data: bytes, *, purpose: Purpose = Purpose.USER) -> list[bytes]:
         """Every rank's ``data``, in rank order."""
         mine = np.frombuffer(data, dtype=np.uint8)

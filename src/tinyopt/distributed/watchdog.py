@@ -36,7 +36,7 @@ import time
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -83,22 +83,25 @@ def _abort(message: str, status: int = 1) -> None:
 
 def _on_exception(kind, value, tb) -> None:
     if _hooks.pg is None:
-        return sys.__excepthook__(kind, value, tb)
+        sys.__excepthook__(kind, value, tb)
+        return
     _abort("".join(traceback.format_exception(kind, value, tb)))
 
 
 def _on_thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_type is SystemExit or _hooks.pg is None:  # a thread may end itself
-        return threading.__excepthook__(args)
+        threading.__excepthook__(args)
+        return
     name = args.thread.name if args.thread is not None else "a thread"
     _abort(f"Exception in thread {name}:\n" + "".join(
         traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback)))
 
 
-def _exit(status: Any = None) -> None:
+def _exit(status: Any = None) -> NoReturn:
     """``sys.exit`` while the group is live: remembers the status for the exit hook."""
     _hooks.status = status
     (_hooks.exit or _SYS_EXIT)(status)
+    raise SystemExit(status)  # (not reached: both raise it)
 
 
 def _exit_status() -> int:
