@@ -7,7 +7,9 @@
 
 What is reduced, and when:
 
-- at construction, rank 0's parameters and buffers are broadcast (one Bcast per dtype);
+- at construction, every rank's parameters and buffers are checked against rank 0's (names,
+  order, shapes, dtypes, ``requires_grad``: torch's ``_verify_param_shape_across_processes``,
+  with its messages), then rank 0's values are broadcast (one Bcast per dtype);
 - with ``broadcast_buffers=True`` (the default), rank 0's buffers (BatchNorm's running
   statistics) are broadcast at every forward in training mode, as in PyTorch;
 - after every backward that follows a forward of this module (outside ``no_sync()``), the
@@ -16,7 +18,9 @@ What is reduced, and when:
   (``tinyopt.optim`` keeps each group's gradients in one contiguous array), so an MLP under Adam
   reduces all its gradients in ONE call with no copy; parameters no optimizer has packed are packed
   by this module into buckets of at most ``bucket_cap_mb`` megabytes.  Buffers whose gradients a
-  ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.
+  ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.  Each reduction
+  carries the number of backwards this module has seen (inside ``no_sync()`` or not), so ranks
+  that disagree (a backward under ``no_sync()`` on some ranks only) get a RuntimeError at once.
 
 Every parameter that requires grad must receive a gradient in each synchronized backward
 (RuntimeError otherwise, naming the parameters), unless ``find_unused_parameters=True``: then one

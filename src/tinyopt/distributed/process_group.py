@@ -375,8 +375,10 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Any = None,
     """Reduce ``tensor`` over all ranks in place: every rank ends with the result.
 
     ``op=ReduceOp.AVG`` is the sum divided by the world size (floating point arrays only).
-    With ``async_op=True`` returns a :class:`Work` whose ``wait()`` completes it.  Every rank
-    must pass the same dtype and shape (else RuntimeError on every rank, before data moves).
+    With ``async_op=True`` returns a :class:`Work` whose ``wait()`` completes it (the call
+    returns once every rank has reached it: the check of the arguments needs them all).  Every
+    rank must pass the same dtype, shape and op (else RuntimeError on every rank, before any
+    data moves).
     """
     pg = _default(group)
     arr = _storage("all_reduce", tensor)

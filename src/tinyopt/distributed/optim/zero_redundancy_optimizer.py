@@ -38,7 +38,9 @@ exactly as the whole parameter would.
 ``consolidate_state_dict(to)`` gathers the shards' states on rank ``to``, where ``state_dict()``
 then returns exactly what ``optimizer_class`` in one process returns (full-size arrays, global
 ids, every hyperparameter), so it loads into the plain optimizer; ``load_state_dict`` takes such a
-dict (from ZeRO or from the plain optimizer) and keeps this rank's shard of it.
+dict (from ZeRO on any number of ranks, or from the plain optimizer) and keeps this rank's shard
+of it: checkpoints reshard.  Loading is collective: unless every rank accepts the dict, no rank
+keeps it.
 """
 
 from __future__ import annotations
