@@ -656,6 +656,23 @@ def fit_under_ddp_checkpoint_resumes_bit_for_bit():
 
 
 @check
+def fit_under_ddp_refuses_a_checkpoint_written_without_it():
+    data = fit_data()
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-plain-fit-{os.getpid()}.tinyopt")
+    plain = mlp(3)
+    to.fit(plain, data, nn.CrossEntropyLoss(), optim.SGD(plain.parameters(), lr=0.1),
+           epochs=1, batch_size=8, seed=0, progress=False, checkpoint=path)  # on each rank
+    ddp = DDP(mlp(4))
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+    before = params(ddp)
+    raises_on_every_rank(lambda: to.fit(ddp, data, nn.CrossEntropyLoss(), opt, epochs=2,
+                                        batch_size=4, seed=0, progress=False, resume=path),
+                         ValueError, "holds no generator states of ranks")
+    assert max_diff(params(ddp), before) == 0  # nothing was restored
+    os.remove(path)
+
+
+@check
 def example_mnist_ddp_runs():
     import mnist_ddp
     history = mnist_ddp.main(["--epochs", "2", "--limit", "2000", "--batch-size", "100",

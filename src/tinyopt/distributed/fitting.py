@@ -50,6 +50,7 @@ class DataParallelFit:
         self.is_main = self.rank == 0
         self.model = model
         self.sampler: DistributedSampler | None = None
+        self.restored_rng: Any = None  # this rank's generator state from the checkpoint
 
     def train_loader(self, train_set: Any, batch_size: int, shuffle: bool,
                      seed: int | None) -> DataLoader:
@@ -111,9 +112,11 @@ class DataParallelFit:
         """Called on every rank after rank 0 saved: no rank reads a half-written file."""
         barrier(group=self.pg)
 
-    def after_restore(self, entry: Mapping[str, Any], path: str, batch_size: int) -> None:
-        """Give this rank back its global generator state from the checkpoint's ``fit`` entry,
-        and say (on rank 0) when the world size changed since it was written."""
+    def before_restore(self, entry: Any, path: str, batch_size: int) -> None:
+        """Check the checkpoint's ``fit`` entry before anything is restored, and say (on rank
+        0) when the world size changed since it was written."""
+        if not isinstance(entry, Mapping):
+            return  # not a fit checkpoint: restore_fit says so
         states = entry.get("rng_ranks")
         if not isinstance(states, list) or not states:
             raise ValueError(f"fit: cannot resume from {path} under DistributedDataParallel: it "
@@ -135,7 +138,12 @@ class DataParallelFit:
                           f"ranks: {batch}, and gradients are summed in another order, so the "
                           f"run continues within float32 rounding of an uninterrupted one, not "
                           f"bit for bit{fresh}", stacklevel=3)
-        random.default_generator.set_state(_stream(states, self.rank))
+        self.restored_rng = _stream(states, self.rank)
+
+    def after_restore(self) -> None:
+        """Give this rank its global generator state from the checkpoint (once every object
+        was restored)."""
+        random.default_generator.set_state(self.restored_rng)
 
 
 def _stream(states: list[Any], rank: int) -> Any:

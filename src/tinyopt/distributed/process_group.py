@@ -108,20 +108,21 @@ class ProcessGroup:
     # ---- running a collective: agree, start, wait -----------------------------------------------
     def start(self, call: Call, begin: Callable[[np.ndarray], Any],
               finish: Callable[[], None] | None = None) -> Work:
-        """Check ``call`` across the ranks, then start its transfer (``begin(records)`` returns
-        the MPI request); ``finish`` runs when the transfer is complete."""
+        """Check ``call`` across the ranks, then start its transfer: ``begin(fingerprints)``
+        (every rank's, one row each) returns the MPI request; ``finish`` runs when the transfer
+        is complete."""
         records = agree(self, call)
         seq = self.seq
-        return Work(self, begin(records), seq, lambda: f"{describe(records[self._rank])} "
+        work = Work(self, begin(records), seq, lambda: f"{describe(records[self._rank])} "
                                                        f"(collective #{seq})", finish)
+        work._records = records
+        return work
 
     def run(self, call: Call, begin: Callable[[np.ndarray], Any]) -> np.ndarray:
         """``start`` and wait; returns every rank's fingerprint."""
-        records = agree(self, call)
-        seq = self.seq
-        watchdog.wait(self, {}, [begin(records)], seq,
-                      lambda: f"{describe(records[self._rank])} (collective #{seq})")
-        return records
+        work = self.start(call, begin)
+        work.wait()
+        return work._records
 
     # ---- buffer collectives used by DDP and ZeRO -------------------------------------------------
     def allreduce_(self, buf: np.ndarray, op: str = "SUM", *, purpose: Purpose = Purpose.USER,
@@ -148,43 +149,49 @@ class ProcessGroup:
                    purpose: Purpose = Purpose.USER, step: int = -1) -> None:
         """In place: rank r's elements ``sum(counts[:r])`` onwards (``counts[r]`` of them) land
         at the same place of ``buf`` on every rank."""
-        displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
         self.run(Call("all_gather", purpose, step, buf.dtype, buf.shape),
-                 lambda _: self.comm.Iallgatherv(self.MPI.IN_PLACE, [buf, (counts, displs)]))
+                 lambda _: self.comm.Iallgatherv(self.MPI.IN_PLACE, [buf, _layout(counts)]))
 
     # ---- pickled objects -------------------------------------------------------------------------
     def allgather_bytes(self, data: bytes, *, purpose: Purpose = Purpose.USER) -> list[bytes]:
-        """Every rank's ``data``, in rank order."""
-        mine = np.frombuffer(data, dtype=np.uint8)
-        out: list[np.ndarray] = []
+        """Every rank's ``data``, in rank order (the fingerprints carry the sizes)."""
+        out = _Gathered()
 
         def begin(records: np.ndarray):
-            counts = records[:, NBYTES].tolist()
-            out.append(np.empty(sum(counts), dtype=np.uint8))
-            displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
-            return self.comm.Iallgatherv(mine, [out[0], (counts, displs)])
-        records = self.run(Call("all_gather_object", purpose, nbytes=len(data)), begin)
-        ends = np.cumsum(records[:, NBYTES])
-        return [out[0][e - n:e].tobytes() for e, n in zip(ends, records[:, NBYTES])]
+            return self.comm.Iallgatherv(np.frombuffer(data, dtype=np.uint8), out.spec(records))
+        return out.parts(self.run(Call("all_gather_object", purpose, nbytes=len(data)), begin))
 
     def gather_bytes(self, data: bytes, root: int, *,
                      purpose: Purpose = Purpose.USER) -> list[bytes] | None:
         """Every rank's ``data`` on rank ``root`` (None elsewhere)."""
-        mine = np.frombuffer(data, dtype=np.uint8)
-        out: list[np.ndarray] = []
+        out = _Gathered()
 
         def begin(records: np.ndarray):
-            counts = records[:, NBYTES].tolist()
-            if self._rank != root:
-                return self.comm.Igatherv(mine, None, root=root)
-            out.append(np.empty(sum(counts), dtype=np.uint8))
-            displs = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
-            return self.comm.Igatherv(mine, [out[0], (counts, displs)], root=root)
+            return self.comm.Igatherv(np.frombuffer(data, dtype=np.uint8),
+                                      out.spec(records) if self._rank == root else None,
+                                      root=root)
         records = self.run(Call("gather_object", purpose, root=root, nbytes=len(data)), begin)
-        if self._rank != root:
-            return None
+        return out.parts(records) if self._rank == root else None
+
+
+def _layout(counts: list[int]) -> tuple[list[int], list[int]]:
+    """``(counts, displacements)`` of pieces laid end to end."""
+    return counts, np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
+
+
+class _Gathered:
+    """The receive buffer of a byte gather, sized from the fingerprints' payload sizes."""
+
+    buf: np.ndarray
+
+    def spec(self, records: np.ndarray) -> list[Any]:
+        counts = records[:, NBYTES].tolist()
+        self.buf = np.empty(sum(counts), dtype=np.uint8)
+        return [self.buf, _layout(counts)]
+
+    def parts(self, records: np.ndarray) -> list[bytes]:
         ends = np.cumsum(records[:, NBYTES])
-        return [out[0][e - n:e].tobytes() for e, n in zip(ends, records[:, NBYTES])]
+        return [self.buf[e - n:e].tobytes() for e, n in zip(ends, records[:, NBYTES])]
 
 
 class _World:
@@ -313,6 +320,7 @@ class Work:
         self._what = what
         self._finish = finish
         self._done = request is None
+        self._records: Any = None  # every rank's fingerprint of the call
 
     def _complete(self) -> None:
         self._done = True

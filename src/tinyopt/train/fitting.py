@@ -204,11 +204,13 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     saved = stateful(hooks.items)
     first_epoch, step, history = 0, 0, History()
     if resume is not None:
+        if ddp is not None:
+            ddp.before_restore(load(resume).get("fit"), resume, batch_size)
         first_epoch, step, history = restore_fit(
             where, resume, model=model, optimizer=optimizer, scheduler=scheduler, loader=loader,
             callbacks=saved, config=config)
         if ddp is not None:
-            ddp.after_restore(load(resume)["fit"], resume, batch_size)
+            ddp.after_restore()
     was_training = model.training
     hooks.call("on_train_begin")
     try:
