@@ -1,9 +1,18 @@
-"""tinyopt.distributed on 2 real MPI ranks (``mpiexec -n 2`` from this environment).
+"""tinyopt.distributed on real MPI ranks (``mpiexec`` from this environment).
 
-The checks themselves live in ``mpi_checks.py`` and run in ONE launch (process start-up and numba
-loading cost seconds on a shared 2-core machine); each test here reports one of them.  Without
-the ``mpi`` extra (mpi4py + mpich) these tests skip and say how to install it; the single-process
-parts (import hygiene, the install message, DistributedSampler) always run.
+Process start-up and numba loading cost seconds on a shared 2-core machine, so launches are
+few and each does much:
+
+- ``mpi_checks.py``: every check that leaves the job alive, in ONE launch on 2 ranks (each test
+  here reports one of them); the same launch again across two simulated hosts (network
+  namespaces, MPICH over TCP);
+- ``mpi_failures.py``: one launch per way a rank can fail; each must end the job in seconds;
+- ``mpi_resume.py``: four launches on 2, 3, 2 and 1 ranks that save, reshard, resume, kill and
+  restart runs.
+
+Every launch has a timeout, so a hang is a failure.  Without the ``mpi`` extra (mpi4py + mpich)
+these tests skip and say how to install it; the single-process parts (import hygiene, the
+install message, DistributedSampler) always run.
 """
 
 from __future__ import annotations
