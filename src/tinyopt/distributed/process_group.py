@@ -15,9 +15,9 @@ ranks that call different collectives, or one with different dtypes, shapes, ops
 ``RuntimeError`` before any data moves, and a rank that waits longer than the group's ``timeout``
 (``init_process_group(timeout=timedelta(...))``, 30 minutes by default) raises
 ``DistBackendError`` naming the ranks that did not arrive.  ``init_process_group`` also installs
-the guards of ``watchdog``: an uncaught exception on any thread aborts the whole job
-(``MPI_Abort``, so ``mpiexec`` returns non-zero and shows the error, prefixed with the rank), and
-a rank that exits while the group is live tells the others, which raise instead of hanging.
+the guards of ``watchdog``: an uncaught exception on any thread ends the whole job (``mpiexec``
+returns non-zero and shows the error, prefixed with the rank), and a rank that exits while the
+group is live tells the others, which raise instead of hanging.
 """
 
 from __future__ import annotations

@@ -4,13 +4,15 @@ MPI itself has no timeouts: a rank that dies, exits or takes another path leaves
 blocked in their next collective for ever.  ``init_process_group`` installs four guards:
 
 - **uncaught exceptions** on the main thread (``sys.excepthook``) and on any other thread
-  (``threading.excepthook``) print the traceback, each line prefixed with ``[rank r]``, and call
-  ``MPI_Abort``: ``mpiexec`` stops every rank and returns non-zero;
+  (``threading.excepthook``) print the traceback, each line prefixed with ``[rank r]``, tell the
+  other ranks (a "failed" notice) and end the rank with status 1 at once (``os._exit``):
+  ``mpiexec`` stops every rank and returns non-zero;
 - **an exit hook**: a rank that exits while the group is live (``sys.exit(1)``, the end of the
   script on one rank only) tells the others at once (a small "left" notice on a control
   communicator), so a rank waiting for it raises ``DistBackendError`` instead of hanging; and when
   the exit status is known to be non-zero (``sys.exit(status)``: Python gives atexit handlers no
-  other way to see it) the hook aborts the job with that status;
+  other way to see it) the hook ends the job as an uncaught exception does, with that status (a
+  ``sys.exit(1)`` whose SystemExit the program caught and survived still counts);
 - **timeouts**: every collective waits by polling its non-blocking MPI requests, for at most the
   group's ``timeout`` (``init_process_group(timeout=...)``, 30 minutes by default as in torch),
   then raises ``DistBackendError`` naming the collective and the ranks that did not arrive;
@@ -68,17 +70,23 @@ def _prefixed(rank: Any, text: str) -> str:
 
 
 def _abort(message: str, status: int = 1) -> None:
+    """Print ``message`` (each line prefixed with the rank), tell the other ranks this one
+    failed, and end the process with ``status``: mpiexec then stops every rank."""
     pg = _hooks.pg
     rank = pg.rank() if pg is not None else "?"
     sys.stderr.write(_prefixed(rank, message))
-    sys.stderr.write(f"[rank {rank}] tinyopt.distributed: aborting the MPI job (MPI_Abort)\n")
-    sys.stderr.flush()
-    # mpiexec's proxy forwards our stderr asynchronously, and MPI_Abort makes it kill every
-    # rank at once: without this pause the error above was sometimes lost (seen with an
-    # exception raised on a thread)
-    time.sleep(0.2)
-    pg.MPI.COMM_WORLD.Abort(status)
-    os._exit(status)  # MPI_Abort may return once it has told the launcher
+    sys.stderr.write(f"[rank {rank}] tinyopt.distributed: ending the job (exit status "
+                     f"{status})\n")
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    if pg is not None:
+        leave(pg, status, patience=0.2)
+    # Not MPI_Abort: mpiexec kills every rank at once on it, and its proxies then sometimes
+    # dropped the error text above (seen with an exception raised on a thread).
+    # A rank that exits without MPI_Finalize is a "bad termination" to mpiexec, which stops the
+    # job as fast (0.03 s), after forwarding what the rank wrote; under a launcher that does
+    # not, the other ranks stop at the "left" notice.
+    os._exit(status)
 
 
 def _on_exception(kind, value, tb) -> None:
@@ -116,10 +124,10 @@ def _at_exit() -> None:
     if pg is None:  # destroyed: every rank left together
         return
     status = _exit_status()
-    leave(pg, status if _hooks.status is not None else -1)
     if status != 0:
         _abort(f"exited with status {status} while the process group was live "
                f"(destroy_process_group was not called)", status)
+    leave(pg, 0 if _hooks.status is not None else -1)
 
 
 def install(pg: Any) -> None:
@@ -145,13 +153,14 @@ def uninstall() -> None:
 
 
 # ---- leaving ----------------------------------------------------------------------------------
-def leave(pg: Any, status: int) -> None:
-    """Tell every other rank that this one leaves after collective ``pg.seq`` (exit ``status``,
-    -1 when unknown); waits at most a second for the small messages to go out."""
+def leave(pg: Any, status: int, patience: float = 1.0) -> None:
+    """Tell every other rank that this one leaves after collective ``pg.seq`` with exit
+    ``status`` (-1: unknown, > 0: it failed); waits at most ``patience`` seconds for the small
+    messages to go out."""
     note = np.array([status, pg.seq], dtype=np.int64)
     reqs = [pg.control.Isend(note, dest=q, tag=LEAVE_TAG) for q in range(pg.size())
             if q != pg.rank()]
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + patience
     while not pg.MPI.Request.Testall(reqs) and time.monotonic() < deadline:
         time.sleep(0.001)
 
@@ -172,6 +181,13 @@ def _left(rank: int, pg: Any) -> str:
     return f"rank {rank} left the job ({how}) after collective #{seq}"
 
 
+def _gone(pg: Any, seq: int) -> list[int]:
+    """The ranks that will never take part in collective ``seq``: they failed, or exited
+    before it."""
+    take_notices(pg)
+    return sorted(q for q, (status, s) in pg.gone.items() if status > 0 or s < seq)
+
+
 def fail(pg: Any, message: str) -> DistBackendError:
     """Mark ``pg`` broken by ``message`` and return the error to raise."""
     pg.broken = message
@@ -183,8 +199,7 @@ def check_usable(pg: Any, seq: int, what: Callable[[], str]) -> None:
     if pg.broken is not None:
         raise DistBackendError(f"the process group cannot be used after an earlier failure: "
                                f"{pg.broken}")
-    take_notices(pg)
-    gone = sorted(q for q, (_, s) in pg.gone.items() if s < seq)
+    gone = _gone(pg, seq)
     if gone:
         raise fail(pg, f"rank {pg.rank()} cannot run {what()}: "
                        + "; ".join(_left(q, pg) for q in gone))
@@ -213,8 +228,7 @@ def wait(pg: Any, arrivals: dict[int, Any], others: list[Any], seq: int,
         if now < check:
             continue
         check = now + CHECK_EVERY
-        take_notices(pg)
-        gone = sorted(q for q, (_, s) in pg.gone.items() if s < seq)
+        gone = _gone(pg, seq)
         if gone:
             raise fail(pg, f"rank {pg.rank()} waits in {what()}, but "
                            + "; ".join(_left(q, pg) for q in gone))
