@@ -20,12 +20,13 @@ blocked in their next collective for ever.  ``init_process_group`` installs four
   the other ranks' half-finished MPI calls cannot be taken back.
 
 Waiting polls the MPI requests without pause, as MPICH's own blocking wait does (MPICH
-progresses a large transfer only inside these calls), looking for "left" notices and the
-deadline every millisecond; after a second of waiting it sleeps between polls, a tenth of the
-time waited so far, at most 10 ms, so a rank waiting long for a partner leaves its core to
-others.  (Sleeping, or yielding the core, from the first milliseconds made the MLP's gradient
-all_reduce take 0.6 and 2.9 ms instead of 0.4 ms on a loaded machine: every wake-up waits for a
-core.)
+progresses a large transfer only inside these calls), yields the core every 32 polls as that
+wait does too (``MPIR_CVAR_POLLS_BEFORE_YIELD``: free when no other process wants the core, and
+the partner's turn when one does), and looks for "left" notices and the deadline every
+millisecond; after a second of waiting it sleeps between polls, a tenth of the time waited so
+far, at most 10 ms, so a rank waiting long for a partner leaves its core to others.  (Sleeping
+from the first milliseconds, or yielding after every poll, made the MLP's gradient all_reduce
+take 0.6 and 2.9 ms instead of 0.4 ms on a loaded machine: every wake-up waits for a core.)
 """
 
 from __future__ import annotations
@@ -224,6 +225,7 @@ def wait(pg: Any, arrivals: dict[int, Any], others: list[Any], seq: int,
         for _ in range(POLLS):  # the clock is read once per POLLS polls: a transfer in
             if done():         # pieces moves on at each poll of both ranks
                 return
+        os.sched_yield()  # as MPICH's wait does (MPIR_CVAR_POLLS_BEFORE_YIELD)
         now = time.monotonic()
         if now < check:
             continue
