@@ -54,13 +54,18 @@ def _has_mpi() -> bool:
 needs_mpi = pytest.mark.skipif(not _has_mpi(), reason=NO_MPI)
 
 
+def rank_env(**extra: str) -> dict[str, str]:
+    """The ranks' environment: this source tree, one kernel thread per rank (2 ranks on 2
+    cores)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
+                NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", **extra)
+
+
 def launch(*args: str, timeout: float = 300, ranks: int = 2) -> subprocess.CompletedProcess:
-    """``mpiexec -n 2 python args...`` with this interpreter and this source tree, one thread per
-    rank (2 ranks on 2 cores)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
-               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    """``mpiexec -n ranks python args...`` with this interpreter and this source tree."""
     return subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, *args],
-                          capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE)
+                          capture_output=True, text=True, timeout=timeout, env=rank_env(),
+                          cwd=HERE)
 
 
 def checks_run(r: subprocess.CompletedProcess) -> dict:
@@ -282,11 +287,9 @@ def test_a_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
     first, second = two_hosts.values()
     hosts = tmp_path / "hosts"
     hosts.write_text("".join(f"{h}:1\n" for h in two_hosts))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE), str(EXAMPLES)]),
-               NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               TINYOPT_NETNS_HOSTS=" ".join(f"{h}={ns}" for h, ns in two_hosts.items()),
-               TINYOPT_EXPECT_NETNS="2", MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self",
-               UCX_NET_DEVICES="tinyveth")
+    env = rank_env(TINYOPT_NETNS_HOSTS=" ".join(f"{h}={ns}" for h, ns in two_hosts.items()),
+                   TINYOPT_EXPECT_NETNS="2", MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self",
+                   UCX_NET_DEVICES="tinyveth")
     before = veth_bytes(first) + veth_bytes(second)
     r = subprocess.run(["ip", "netns", "exec", first, _mpiexec(), "-f", str(hosts), "-n", "2",
                         "-launcher", "ssh", "-launcher-exec", str(HERE / "netns_launcher.sh"),
