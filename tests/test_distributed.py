@@ -277,24 +277,31 @@ def veth_bytes(ns: str) -> int:
         "tx"]["bytes"]
 
 
-@needs_mpi
-def test_a_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
-    """Every check of mpi_checks.py, rank 0 on one "host" and rank 1 on the other: mpiexec
-    runs in the first namespace and starts the second host's ranks through
-    netns_launcher.sh where it would use ssh; MPICH's UCX netmod carries the data over TCP
-    on the veth pair (MPIR_CVAR_NOLOCAL: no shared memory between the "hosts", which share
-    this machine's memory)."""
-    first, second = two_hosts.values()
-    hosts = tmp_path / "hosts"
+def launch_on_two_hosts(two_hosts: dict[str, str], folder: Path, *args: str,
+                        timeout: float) -> subprocess.CompletedProcess:
+    """``mpiexec`` in the first namespace, one rank per "host": it starts the second host's
+    proxy through netns_launcher.sh where it would use ssh; MPICH's UCX netmod carries the data
+    over TCP on the veth pair (MPIR_CVAR_NOLOCAL: no shared memory between the "hosts", which
+    share this machine's memory)."""
+    hosts = folder / "hosts"
     hosts.write_text("".join(f"{h}:1\n" for h in two_hosts))
     env = rank_env(TINYOPT_NETNS_HOSTS=" ".join(f"{h}={ns}" for h, ns in two_hosts.items()),
                    TINYOPT_EXPECT_NETNS="2", MPIR_CVAR_NOLOCAL="1", UCX_TLS="tcp,self",
                    UCX_NET_DEVICES="tinyveth")
+    return subprocess.run(["ip", "netns", "exec", next(iter(two_hosts.values())), _mpiexec(),
+                           "-f", str(hosts), "-n", "2", "-launcher", "ssh", "-launcher-exec",
+                           str(HERE / "netns_launcher.sh"), "-iface", "tinyveth",
+                           sys.executable, *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=HERE)
+
+
+@needs_mpi
+def test_a_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
+    """Every check of mpi_checks.py with rank 0 on one "host" and rank 1 on the other; then a
+    job whose rank 1 hangs: rank 0's timeout must end the ranks of both hosts."""
+    first, second = two_hosts.values()
     before = veth_bytes(first) + veth_bytes(second)
-    r = subprocess.run(["ip", "netns", "exec", first, _mpiexec(), "-f", str(hosts), "-n", "2",
-                        "-launcher", "ssh", "-launcher-exec", str(HERE / "netns_launcher.sh"),
-                        "-iface", "tinyveth", sys.executable, str(HERE / "mpi_checks.py")],
-                       capture_output=True, text=True, timeout=300, env=env, cwd=HERE)
+    r = launch_on_two_hosts(two_hosts, tmp_path, str(HERE / "mpi_checks.py"), timeout=300)
     failed = {name: error for name, error in checks_run(r).items() if error is not None}
     assert not failed, failed
     assert veth_bytes(first) + veth_bytes(second) - before > 10**6  # the data went over TCP
@@ -302,6 +309,9 @@ def test_a_job_across_two_hosts_over_tcp(two_hosts, tmp_path):
         assert ip("-n", ns, "route", "show", "default") == ""
         assert [link["ifname"] for link in json.loads(ip("-n", ns, "-j", "link"))] == \
             ["lo", "tinyveth"]
+    hung = launch_on_two_hosts(two_hosts, tmp_path, str(HERE / "mpi_failures.py"), "hangs",
+                               "2", timeout=60)  # the other host's rank sleeps for an hour
+    assert hung.returncode != 0 and re.search(FAILURES["hangs"][0], hung.stderr), hung.stderr
 
 
 def test_import_tinyopt_never_imports_mpi4py():

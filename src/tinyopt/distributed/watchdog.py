@@ -5,8 +5,8 @@ blocked in their next collective for ever.  ``init_process_group`` installs four
 
 - **uncaught exceptions** on the main thread (``sys.excepthook``) and on any other thread
   (``threading.excepthook``) print the traceback, each line prefixed with ``[rank r]``, tell the
-  other ranks (a "failed" notice) and end the rank with status 1 at once (``os._exit``):
-  ``mpiexec`` stops every rank and returns non-zero;
+  other ranks (a "failed" notice) and call ``MPI_Abort``: ``mpiexec`` stops every rank, on every
+  host, and returns non-zero;
 - **an exit hook**: a rank that exits while the group is live (``sys.exit(1)``, the end of the
   script on one rank only) tells the others at once (a small "left" notice on a control
   communicator), so a rank waiting for it raises ``DistBackendError`` instead of hanging; and when
@@ -72,22 +72,23 @@ def _prefixed(rank: Any, text: str) -> str:
 
 def _abort(message: str, status: int = 1) -> None:
     """Print ``message`` (each line prefixed with the rank), tell the other ranks this one
-    failed, and end the process with ``status``: mpiexec then stops every rank."""
+    failed, and end the whole job with ``status`` (``MPI_Abort``)."""
     pg = _hooks.pg
     rank = pg.rank() if pg is not None else "?"
     sys.stderr.write(_prefixed(rank, message))
-    sys.stderr.write(f"[rank {rank}] tinyopt.distributed: ending the job (exit status "
+    sys.stderr.write(f"[rank {rank}] tinyopt.distributed: aborting the MPI job (exit status "
                      f"{status})\n")
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     if pg is not None:
-        leave(pg, status, patience=0.2)
-    # Not MPI_Abort: mpiexec kills every rank at once on it, and its proxies then sometimes
-    # dropped the error text above (seen with an exception raised on a thread).
-    # A rank that exits without MPI_Finalize is a "bad termination" to mpiexec, which stops the
-    # job as fast (0.03 s), after forwarding what the rank wrote; under a launcher that does
-    # not, the other ranks stop at the "left" notice.
-    os._exit(status)
+        leave(pg, status, patience=0.2)  # for launchers that would not stop the others
+        # mpiexec's proxies forward our output asynchronously, and MPI_Abort makes them kill
+        # every rank at once: without this pause the error above was sometimes lost (seen with
+        # an exception raised on a thread).  A plain non-zero exit would forward it, but
+        # stops only the ranks of this rank's machine: the ranks on other hosts lived on.
+        time.sleep(0.2)
+        pg.MPI.COMM_WORLD.Abort(status)
+    os._exit(status)  # MPI_Abort may return once it has told the launcher
 
 
 def _on_exception(kind, value, tb) -> None:
