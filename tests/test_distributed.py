@@ -390,3 +390,16 @@ def test_ranks_a_resumed_run_did_not_have_get_new_streams():
         draws.append(tuple(g.numpy.integers(2**62, size=4)))
     assert len(set(draws)) == 5  # five different streams
     assert _stream(states, 3) == extra[1]  # deterministic: every restart gives the same
+
+
+def test_a_child_a_rank_forks_is_not_guarded(monkeypatch, capsys):
+    """A process the rank forks (a data-loading worker) has no MPI: an exception there is
+    printed as usual, not turned into an abort of the job from the child."""
+    from tinyopt.distributed import watchdog
+    monkeypatch.setattr(watchdog._hooks, "pg", object())  # a live group...
+    monkeypatch.setattr(watchdog._hooks, "pid", os.getpid() + 1)  # ...of the parent process
+    try:
+        raise ValueError("in the child")
+    except ValueError as e:
+        watchdog._on_exception(type(e), e, e.__traceback__)
+    assert "ValueError: in the child" in capsys.readouterr().err

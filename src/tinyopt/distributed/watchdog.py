@@ -56,6 +56,7 @@ class _Hooks:
     """The group the hooks guard and the hooks they replaced."""
 
     pg: Any = None
+    pid = 0      # the rank's process: a child it forks has no MPI and must not use the hooks
     excepthook: Any = None
     threadhook: Any = None
     exit: Any = None
@@ -91,15 +92,20 @@ def _abort(message: str, status: int = 1) -> None:
     os._exit(status)  # MPI_Abort may return once it has told the launcher
 
 
+def _guarding() -> bool:
+    """Whether this process is a rank of a live group (not a child the rank forked)."""
+    return _hooks.pg is not None and os.getpid() == _hooks.pid
+
+
 def _on_exception(kind, value, tb) -> None:
-    if _hooks.pg is None:
+    if not _guarding():
         sys.__excepthook__(kind, value, tb)
         return
     _abort("".join(traceback.format_exception(kind, value, tb)))
 
 
 def _on_thread_exception(args: threading.ExceptHookArgs) -> None:
-    if args.exc_type is SystemExit or _hooks.pg is None:  # a thread may end itself
+    if args.exc_type is SystemExit or not _guarding():  # a thread may end itself
         threading.__excepthook__(args)
         return
     name = args.thread.name if args.thread is not None else "a thread"
@@ -123,7 +129,7 @@ def _exit_status() -> int:
 
 def _at_exit() -> None:
     pg = _hooks.pg
-    if pg is None:  # destroyed: every rank left together
+    if not _guarding():  # destroyed (every rank left together), or a forked child
         return
     status = _exit_status()
     if status != 0:
@@ -134,7 +140,7 @@ def _at_exit() -> None:
 
 def install(pg: Any) -> None:
     """Guard ``pg`` (see the module docstring) until :func:`uninstall`."""
-    _hooks.pg = pg
+    _hooks.pg, _hooks.pid = pg, os.getpid()
     _hooks.excepthook, sys.excepthook = sys.excepthook, _on_exception
     _hooks.threadhook, threading.excepthook = threading.excepthook, _on_thread_exception
     _hooks.exit, sys.exit = sys.exit, _exit
