@@ -65,6 +65,7 @@ class _Hooks:
 
 _hooks = _Hooks()
 _SYS_EXIT = sys.exit
+_yield = getattr(os, "sched_yield", lambda: None)  # (not on every platform)
 
 
 def _prefixed(rank: Any, text: str) -> str:
@@ -232,7 +233,7 @@ def wait(pg: Any, arrivals: dict[int, Any], others: list[Any], seq: int,
         for _ in range(POLLS):  # the clock is read once per POLLS polls: a transfer in
             if done():         # pieces moves on at each poll of both ranks
                 return
-        os.sched_yield()  # as MPICH's wait does (MPIR_CVAR_POLLS_BEFORE_YIELD)
+        _yield()  # as MPICH's wait does (MPIR_CVAR_POLLS_BEFORE_YIELD)
         now = time.monotonic()
         if now < check:
             continue
