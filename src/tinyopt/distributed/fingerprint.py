@@ -28,6 +28,7 @@ machine; ``benchmarks/bench_ddp.py`` measures it against a bare MPI Allreduce).
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,8 @@ OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
 DTYPES = tuple(np.dtype(t) for t in ("bool", "int8", "uint8", "int16", "uint16", "int32",
                                      "uint32", "int64", "uint64", "float16", "float32",
                                      "float64", "complex64", "complex128"))
+_DTYPE_CODE = {dt: i for i, dt in enumerate(DTYPES)}
+_COMPARED = np.arange(FIELDS) != NBYTES  # the payload size may differ between ranks
 
 
 class Purpose(enum.IntEnum):
@@ -108,11 +111,10 @@ class Call:
         r = np.full(FIELDS, -1, dtype=np.int64)
         r[SEQ], r[KIND], r[PURPOSE], r[STEP] = seq, KINDS.index(self.kind), self.purpose, self.step
         if self.dtype is not None:
-            dt = np.dtype(self.dtype)
-            r[DTYPE] = DTYPES.index(dt) if dt in DTYPES else len(DTYPES)
+            r[DTYPE] = _DTYPE_CODE.get(np.dtype(self.dtype), len(DTYPES))
         if self.shape is not None:
             shape = tuple(int(d) for d in self.shape)
-            r[COUNT], r[NDIM] = int(np.prod(shape, dtype=np.int64)), len(shape)
+            r[COUNT], r[NDIM] = math.prod(shape), len(shape)
             r[DIMS:DIMS + min(len(shape), FIELDS - DIMS)] = shape[:FIELDS - DIMS]
         if self.op is not None:
             r[OP] = OPS.index(self.op)
@@ -147,8 +149,7 @@ def describe(r: np.ndarray) -> str:
 def _mismatch(records: np.ndarray, seq: int) -> str:
     groups: dict[bytes, list[int]] = {}
     for q, r in enumerate(records):
-        key = np.delete(r, NBYTES).tobytes()  # the payload size may differ
-        groups.setdefault(key, []).append(q)
+        groups.setdefault(r[_COMPARED].tobytes(), []).append(q)
     parts = []
     for ranks in groups.values():
         who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
@@ -184,6 +185,6 @@ def agree(pg: Any, call: Call, timeout: float | None = None) -> np.ndarray:
     arrivals = {q: pg.control.Irecv(records[q], source=q, tag=FP_TAG) for q in others}
     sends = [pg.control.Isend(mine, dest=q, tag=FP_TAG) for q in others]
     watchdog.wait(pg, arrivals, sends, seq, what, timeout)
-    if not (records == mine)[:, np.arange(FIELDS) != NBYTES].all():
+    if not (records == mine)[:, _COMPARED].all():
         raise RuntimeError(_mismatch(records, seq))
     return records
