@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import traceback
+from datetime import timedelta
 
 import numpy as np
 
@@ -119,7 +120,8 @@ def process_group_api():
     assert m[:, 1::2].tolist() == (np.arange(12).reshape(3, 4)[:, 1::2] * (r + 1)).tolist()
     p = nn.Parameter(np.full(3, float(r)))
     work = dist.all_reduce(p, async_op=True)
-    assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    assert work.wait(timeout=timedelta(seconds=60)) and work.is_completed()
+    assert p._data.tolist() == [1.0, 1.0, 1.0]
     t = to.tensor([1.0, 2.0])
     dist.all_reduce(t)  # a leaf Tensor, in place
     assert t.numpy().tolist() == [2.0, 4.0]
