@@ -4,6 +4,7 @@ somewhere.  (Its example command is run by tests/test_examples.py at a small siz
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ def test_the_set_up_commands_are_the_ones_ci_runs_in_their_order():
         pytest.skip("needs the source tree's .ci/run")
     readme = shell_commands(section("Set up and test"))
     assert readme[-1] == "python -m pytest" and "pip install -e \".[test]\"" in readme
+    assert subprocess.run(["bash", "-n", str(ci)]).returncode == 0  # it parses
     lines = [line.strip() for line in ci.read_text().splitlines()]
     at = 0
     for command in readme:
