@@ -97,6 +97,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 @in_float32
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -240,6 +241,8 @@ def min(x: Tensor, dim=None, keepdim: bool = False):
 
 
 def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the largest."""
     x = as_tensor(x)
     if x.dtype == np.bool_:
         raise RuntimeError("argmax(): does not support bool input")
@@ -249,6 +252,8 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 
 
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the smallest."""
     x = as_tensor(x)
     if x.dtype == np.bool_:
         raise RuntimeError("argmin(): does not support bool input")
@@ -289,6 +294,7 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
     x = as_tensor(x)
     if not is_float(x.dtype):  # integers and bools: float32, as torch's
         x = x.to(np.float32)
@@ -320,10 +326,13 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x), dim)`` along ``dim``, computed stably (the maximum is subtracted
+    first)."""
     return _normalized("softmax", x, dim, dtype)
 
 
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``log(softmax(x, dim))``, computed stably: ``x - logsumexp(x, dim)``."""
     return _normalized("log_softmax", x, dim, dtype)
 
 
@@ -523,6 +532,7 @@ def amin(x, dim=(), keepdim: bool = False) -> Tensor:
 
 
 def count_nonzero(x, dim=None) -> Tensor:
+    """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
     from tinyopt.engine.ops.elementwise import ne
     refuse_unsigned("nonzero_count_cpu", x)
     return sum(ne(as_tensor(x), 0), dim)
