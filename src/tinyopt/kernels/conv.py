@@ -331,11 +331,22 @@ def _window_max(row, k0, Wp, pkh, pkw):
     Every index unsigned (uint64 arguments)."""
     val = row[k0]
     tap = uint64(0)
-    for i in range(pkh):
-        for j in range(pkw):
-            e = row[k0 + i * Wp + j]
-            if e != e or e > val:  # (once val is NaN, only a NaN is taken)
-                val, tap = e, i * pkw + j
+    if val == val:
+        for i in range(pkh):
+            for j in range(pkw):
+                e = row[k0 + i * Wp + j]
+                if e != e:
+                    val = e
+                    break
+                if e > val:
+                    val, tap = e, i * pkw + j
+            if val != val:
+                break
+    if val != val:  # (rare) torch's tap is the window's last NaN
+        for i in range(pkh):
+            for j in range(pkw):
+                if row[k0 + i * Wp + j] != row[k0 + i * Wp + j]:
+                    tap = i * pkw + j
     return val, row.dtype.type(tap)
 
 
