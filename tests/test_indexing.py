@@ -95,6 +95,10 @@ def test_index_errors_are_torchs():
     with pytest.raises(RuntimeError, match="shape mismatch"):
         t[[0, 1]] = to.ones(3)
     assert to.tensor(1.0)[...].shape == () and to.tensor(1.0)[None].shape == (1,)
+    w = to.Parameter(np.ones((4, 3)))
+    computed = (to.Parameter(np.ones(2)) * 0 + 1).long() * 9  # out of range, known when run
+    with pytest.raises(IndexError, match="^index 9 is out of bounds for dimension 0 with size 4$"):
+        w[computed].sum().backward()  # (torch's words, not numpy's "axis 0")
 
 
 def test_a_slice_that_moves_every_step_compiles_once():

@@ -312,8 +312,32 @@ def _index_forward(t):
         return lambda out, x, *idx: None  # nothing to read (torch checks no index then)
     if len(positions) == 1:
         axis = positions[0]
-        return lambda out, x, idx: np.take(x, idx, axis=axis, out=out)
-    return lambda out, x, *idx: np.copyto(out, x[_advanced(positions, idx)])
+
+        def take(out, x, idx):
+            try:
+                np.take(x, idx, axis=axis, out=out)
+            except IndexError:  # a computed index out of range: torch's words, not numpy's
+                _raise_out_of_range(x.shape, positions, [idx])
+        return take
+
+    def pick(out, x, *idx):
+        try:
+            np.copyto(out, x[_advanced(positions, idx)])
+        except IndexError:
+            _raise_out_of_range(x.shape, positions, idx)
+    return pick
+
+
+def _raise_out_of_range(shape: tuple[int, ...], positions, arrays) -> None:
+    """torch's error for the first index tensor (of the ones a key has) with a value out of
+    range of its dimension; numpy's own if none is (a broadcasting error)."""
+    for i, (p, a) in enumerate(zip(positions, arrays)):
+        a = np.asarray(a)
+        bad = a[(a < -shape[p]) | (a >= shape[p])]
+        if bad.size:
+            raise IndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for dimension {i} "
+                             f"with size {shape[p]}") from None
+    raise
 
 
 def _index_grad_forward(t):
