@@ -146,6 +146,28 @@ class Accumulator:
         acc = self.correct / self.counted
         return math.sqrt(acc * (1 - acc) / (self.counted - 1))
 
+    def sums(self) -> tuple[int, int, float, float, int, int, bool]:
+        """The running sums as plain values (for :meth:`combine` in another process)."""
+        return (self.n, self.batches, self._mean, self._m2, self.correct, self.counted,
+                self.classification)
+
+    def combine(self, every: list[tuple[int, int, float, float, int, int, bool]]) -> None:
+        """Make the sums those of the passes ``every`` (their :meth:`sums`, this one's among
+        them) taken together, in order: counts add, and the means and squared deviations
+        combine by Chan et al.'s update (1979), so each process gets the same result."""
+        n, batches, mean, m2, correct, counted, classification = every[0]
+        for n_b, b_b, mean_b, m2_b, c_b, k_b, cls_b in every[1:]:
+            total = n + n_b
+            if total:
+                delta = mean_b - mean
+                mean += delta * n_b / total
+                m2 += m2_b + delta * delta * n * n_b / total
+            n, batches = total, batches + b_b
+            correct, counted = correct + c_b, counted + k_b
+            classification = classification or cls_b
+        self.n, self.batches, self._mean, self._m2 = n, batches, mean, m2
+        self.correct, self.counted, self.classification = correct, counted, classification
+
     def result(self, seconds: float) -> Result:
         return Result(n=self.n, batches=self.batches, loss=self.loss, loss_unc=self.loss_unc,
                       accuracy=self.accuracy, accuracy_unc=self.accuracy_unc, seconds=seconds,
