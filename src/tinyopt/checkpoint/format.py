@@ -47,8 +47,8 @@ class CheckpointError(ValueError):
 
 
 def tensor_array(t: Tensor) -> np.ndarray:
-    """The array a Tensor saves: a Parameter's own storage, else its computed value."""
-    return t._data if isinstance(t, Parameter) else t.numpy()
+    """The array a Tensor saves: its storage (a graph node's computed value)."""
+    return t.numpy()
 
 class Encoder:
     """Turns a nested value into JSON, collecting its arrays (each object once) for .npy entries.

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.data import DataLoader, Subset, TensorDataset
+from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.tensor import Tensor
 from tinyopt.nn import functional as F
 from tinyopt.nn.layers.loss import CrossEntropyLoss, NLLLoss
@@ -113,8 +114,6 @@ def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind,
     targets, else None.  The model is put in eval mode and no gradient graph is recorded, so no
     random numbers are drawn (dropout) and nothing is computed.
     """
-    from tinyopt.engine.grad_mode import no_grad
-
     x, y = split_batch(where, batch)
     was_training = model.training
     model.eval()

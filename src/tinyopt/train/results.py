@@ -70,13 +70,14 @@ class Result:
                    seconds=float(d["seconds"]))
 
     def __str__(self) -> str:
-        text = f"loss {_pm(self.loss, self.loss_unc, 4)}"
+        text = f"loss {plus_minus(self.loss, self.loss_unc, 4)}"
         if self.accuracy is not None:
-            text += (f", accuracy {_pm(100 * self.accuracy, 100 * self.accuracy_unc, 2)}%")
+            text += (f", accuracy {plus_minus(100 * self.accuracy, 100 * self.accuracy_unc, 2)}%")
         return text
 
 
-def _pm(value: float, unc: float | None, digits: int, sep: str = " ± ") -> str:
+def plus_minus(value: float, unc: float | None, digits: int, sep: str = " ± ") -> str:
+    """``value ± unc`` with ``digits`` decimals (``value`` alone when ``unc`` is None or nan)."""
     if unc is None or math.isnan(unc):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f}{sep}{unc:.{digits}f}"
@@ -97,7 +98,7 @@ class Accumulator:
         self.counted = 0
         self.classification = False
         self._size = size
-        self._keep = predictions
+        self.keep_predictions = predictions
         self._pred: np.ndarray | None = None
 
     def add(self, n: int, loss: float, correct: int | None = None, counted: int = 0,
@@ -113,7 +114,7 @@ class Accumulator:
             self.classification = True
             self.correct += int(correct)
             self.counted += int(counted)
-        if self._keep and pred is not None:
+        if self.keep_predictions and pred is not None:
             if self._pred is None:
                 size = self._size if self._size is not None else n
                 self._pred = np.zeros((size,) + pred.shape[1:], dtype=pred.dtype)
