@@ -121,9 +121,10 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     runner = BatchRunner(where, model, loss_fn, kind, classes)
     plateau = isinstance(scheduler, ReduceLROnPlateau)
     per_step = scheduler is not None and not plateau and scheduler_interval == "step"
-    train = TrainPass(model, optimizer, runner, strategy, report, batch_size, logical,
-                      hooks.before_step, scheduler if per_step else None,
-                      predictions and bool(shuffle), predictions)
+    train = TrainPass(model, optimizer, runner, strategy, report, batch_size=batch_size,
+                      logical=logical, before_step=hooks.before_step,
+                      scheduler=scheduler if per_step else None, predictions=predictions,
+                      shuffled_predictions=predictions and bool(shuffle))
     config = {"n_train": len(train_set), "shuffle": bool(shuffle), "batch_size": batch_size,
               "logical_batch_size": logical}
     saved = stateful(hooks.items)
@@ -187,7 +188,7 @@ class TrainPass:
     batch_size: int
     logical: int
     before_step: list[Any]
-    scheduler: Any            # stepped after every optimizer step, or None
+    scheduler: Any  # stepped after every optimizer step, or None
     shuffled_predictions: bool  # predictions kept in data-set order through the shuffle
     predictions: bool
     steps: int = 0
