@@ -32,10 +32,12 @@ An import names its target module: ``import a.b`` names ``a.b``; ``from a import
   is an edge to the module it names only (not to the packages above it).  The same again with
   the function-local imports as edges too: the circles those imports dodge.
 - **function-local imports**: each ``import``/``from ... import`` statement inside a function
-  (any depth), of any module.  *Needed at import time* when the module it names is not loaded by
-  ``import tinyopt`` (in a fresh process: the import keeps ``import tinyopt`` from loading it,
-  e.g. mpi4py, torch, matplotlib or a driver module); the others dodge a circle or repeat an
-  import.  Without processes (``--no-time``) that split is not made.
+  (any depth), of any module.  *Needed at import time* when a module it names is not loaded by
+  importing the module it stands in (a fresh ``import <that module>``): moved to the top, it
+  would load more (mpi4py, torch, matplotlib, a driver module, a lazily loaded op family).  *In a
+  circle* when it names a module of the same circle (counting function-local imports) as the
+  module it stands in: moved to the top, it would close that circle.  Without processes
+  (``--no-time``) the first split is not made.
 - **largest functions**: lines from ``def`` to the function's last line (decorators not
   counted), and the same without the docstring's lines; the ten largest.
 - **import time**: ``import tinyopt`` (numpy included) in fresh processes, wall and CPU time,
@@ -246,12 +248,18 @@ def scc(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def loaded_by_import(src: Path) -> set[str] | None:
-    """The modules a fresh ``import tinyopt`` loads from ``src`` (None if it fails)."""
-    code = "import sys, tinyopt, json; print(json.dumps(sorted(sys.modules)))"
+LOADED = r"""
+import importlib, json, sys
+importlib.import_module(sys.argv[1])
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_by_import(src: Path, module: str) -> set[str] | None:
+    """The modules a fresh ``import <module>`` loads (from ``src``); None if it fails."""
     env = dict(os.environ, PYTHONPATH=str(src))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", LOADED, module], capture_output=True, text=True,
+                       env=env, timeout=300)
     if r.returncode:
         return None
     return set(json.loads(r.stdout.strip().splitlines()[-1]))
@@ -322,6 +330,11 @@ def measure(src: Path, processes: bool = True) -> dict:
     circles = [c for c in scc(graph) if len(c) > 1]
     circles.sort(key=len, reverse=True)
     dodged = sorted((c for c in scc(every) if len(c) > 1), key=len, reverse=True)
+    circle_of = {name: i for i, c in enumerate(dodged) for name in c}
+    for i in local_imports:
+        home = circle_of.get(i["module"])
+        i["in_a_circle"] = home is not None and any(circle_of.get(t) == home
+                                                    for t in i["imports"])
     functions.sort(key=lambda f: (-f["lines"], f["function"]))
     out = {
         "modules": len(modules),
@@ -335,6 +348,7 @@ def measure(src: Path, processes: bool = True) -> dict:
         "import_circles_with_local_imports": len(dodged),
         "largest_circle_with_local_imports": len(dodged[0]) if dodged else 0,
         "function_local_imports": len(local_imports),
+        "function_local_imports_in_circles": sum(i["in_a_circle"] for i in local_imports),
         "largest_functions": functions[:10],
         "circles": circles,
         "circles_with_local_imports": dodged,
@@ -342,10 +356,15 @@ def measure(src: Path, processes: bool = True) -> dict:
                     "function_local_imports": local_imports},
     }
     if processes:
-        loaded = loaded_by_import(src)
-        if loaded is not None:
-            needed = [i for i in local_imports if any(t not in loaded for t in i["imports"])]
-            out["function_local_imports_needed_at_import_time"] = len(needed)
+        needed = 0
+        for name in sorted({i["module"] for i in local_imports}):
+            loaded = loaded_by_import(src, name)
+            for i in local_imports:
+                if i["module"] == name:
+                    i["defers_loading"] = loaded is None or any(t not in loaded
+                                                                for t in i["imports"])
+                    needed += i["defers_loading"]
+        out["function_local_imports_needed_at_import_time"] = needed
         out["import_tinyopt"] = import_time(src)
     return out
 
@@ -362,9 +381,10 @@ def report(m: dict) -> str:
         ("circles counting function-local imports (largest)",
          f"{m['import_circles_with_local_imports']} "
          f"({m['largest_circle_with_local_imports']})"),
-        ("function-local imports (needed at import time)",
+        ("function-local imports (needed at import time; in a circle)",
          f"{m['function_local_imports']} "
-         f"({m.get('function_local_imports_needed_at_import_time', '?')})"),
+         f"({m.get('function_local_imports_needed_at_import_time', '?')}; "
+         f"{m['function_local_imports_in_circles']})"),
     ]
     if "import_tinyopt" in m:
         t = m["import_tinyopt"]
