@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tinyopt.checkpoint.archive import read, write
+from tinyopt.checkpoint.archive import read, write, write_atomically  # noqa: F401 - other formats
 from tinyopt.checkpoint.format import CheckpointError, Encoder, entry_for
 from tinyopt.checkpoint.restore import load_into
 from tinyopt.engine import random
