@@ -216,7 +216,7 @@ class TrainPass:
             index = order[position:position + batch_size] if order is not None else None
             size = min(batch_size, n - position)
             update = in_plan.prepare(self.optimizer) if in_backward else None
-            # under DDP: no_sync() but for the last batch of a logical batch
+            # the strategy's context (DDP's: no_sync() but for the last batch of a logical batch)
             with self.strategy.sync(position + size, logical, n):
                 position += self.runner(batch, acc, backward=True, scale=size / group,
                                         index=index, update=update)
