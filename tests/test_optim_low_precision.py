@@ -38,7 +38,7 @@ def _make(cls, dtype, seed=0, **kw):
     params = [Parameter(rng.standard_normal(s).astype(np.float32).astype(dtype)) for s in SHAPES]
     groups = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
     groups[1]["lr"] = 0.003
-    return params, cls(groups, lr=0.01, **kw)
+    return params, _training(cls(groups, lr=0.01, **kw))
 
 
 def _grads(seed=1):
@@ -58,7 +58,14 @@ def _float32_twin(params16, cls, **kw):
     params = [Parameter(p.data.numpy().astype(np.float32)) for p in params16]
     groups = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
     groups[1]["lr"] = 0.003
-    return params, cls(groups, lr=0.01, **kw)
+    return params, _training(cls(groups, lr=0.01, **kw))
+
+
+def _training(opt):
+    """``opt``, in train mode if it has one (Schedule-Free's ``step`` needs it)."""
+    if hasattr(opt, "train"):
+        opt.train()
+    return opt
 
 
 def _assert_masters_follow(opt16, params16, opt32, params32, dtype):

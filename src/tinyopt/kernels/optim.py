@@ -798,3 +798,65 @@ def muon_apply(wd_on: bool):
         p[i] = pi + o[i]
 
     return scalars, update
+
+
+# ---- optimizers PyTorch does not ship (issue 31) -----------------------------------------------
+@algorithm
+def schedule_free(adaptive: bool, radam: bool, wd_on: bool, lerp_low: bool):
+    """Schedule-Free SGD, AdamW and RAdam (Defazio et al. 2024, https://arxiv.org/abs/2405.15682)
+    as the ``schedulefree`` package computes them: ``p`` holds y (the point the gradient is taken
+    at, in train mode), ``s0`` z (the SGD/Adam iterate), ``s1`` v (exp_avg_sq, when adaptive).
+    x, the average the model evaluates at, is never stored: ``x = (y - (1 - beta1) z) / beta1``.
+
+    ``S[j, 0]`` counts a parameter's steps (its first step copies y into z; the state dict holds
+    no ``step``).  Host (the group's step k, 0-based, and its weight ``c_{k+1}``): ``bc2`` =
+    1 - b2^(k+1), ``b2``, ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``ckp1`` and
+    ``ckp1_c`` = 1 - ckp1 (y's lerp weight towards z), ``y_alpha`` = lr (beta1 (1 - ckp1) - 1),
+    ``neg_lr`` = -lr (lr warmed up, or rectified for RAdam), ``adam`` (RAdam: 1 once rho_t > 4,
+    else 0: an SGD step).  Per element::
+
+        z <- y on the parameter's first step
+        v <- b2 v + (1 - b2) g^2;  g <- g / (sqrt(v / (1 - b2^(k+1))) + eps)   (adaptive)
+        g <- g + lambda y                                                        (lambda != 0)
+        y <- lerp(y, z, ckp1) + lr (beta1 (1 - ckp1) - 1) g
+        z <- z - lr g
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (t, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, z, v, _s2, h, c):
+        yi = p[i]
+        zi = yi if c[0] == 1 else z[i]  # (read either way: a select, not a branch)
+        gi = g[i]
+        if adaptive:
+            vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+            v[i] = vi
+            gn = gi / (math.sqrt(vi / h.bc2) + h.eps)
+            gi = (gn if h.adam != 0 else gi) if radam else gn
+        if wd_on:
+            gi = gi + h.weight_decay * yi
+        yi = _lerp(yi, zi, h.ckp1, h.ckp1_c, lerp_low)
+        p[i] = yi + h.y_alpha * gi
+        z[i] = zi + h.neg_lr * gi
+
+    return scalars, update
+
+
+@algorithm
+def schedule_free_swap(lerp_low: bool):
+    """Schedule-Free's ``train()``/``eval()``: y <-> x for the parameters with state (``flags``
+    there mark them), ``p <- lerp(p, z, w)`` with ``w`` = 1 - beta1 (x to y) or 1 - 1/beta1 (y to
+    x), as the ``schedulefree`` package's ``p.lerp_(z, w)``.  Host: ``w`` and ``w_c`` = 1 - w.
+    Scalar state unchanged."""
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, z, _s1, _s2, h, c):
+        p[i] = _lerp(p[i], z[i], h.w, h.w_c, lerp_low)
+
+    return scalars, update

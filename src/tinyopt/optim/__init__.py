@@ -31,6 +31,7 @@ from tinyopt.optim.optimizer import Optimizer
 from tinyopt.optim.radam import RAdam
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.rprop import Rprop
+from tinyopt.optim.schedule_free import AdamWScheduleFree, RAdamScheduleFree, SGDScheduleFree
 from tinyopt.optim.sgd import SGD
 from tinyopt.optim.sparse_adam import SparseAdam
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
+__all__ += ["AdamWScheduleFree", "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
 
 
 def __getattr__(name: str):

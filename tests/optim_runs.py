@@ -1,0 +1,143 @@
+"""Runs of an optimizer beside a reference, for the optimizers PyTorch does not ship (issue 31).
+
+Every run: parameters of several shapes (a 0-d one and an empty one among them) in two groups
+with different options, some gradients None on some steps (parameter 1 every third step,
+parameter 3 for the first five), the first group's lr halved at step ``steps // 2``.  The
+reference is either a numpy implementation of the published update (one parameter at a time,
+``Ref``) or the reference package's torch optimizer, driven with the same gradients.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from tinyopt import Parameter
+
+SHAPES = [(3, 4), (5,), (2, 3, 2), (), (0,), (7,)]
+GROUP_OF = [0, 0, 1, 1, 0, 1]
+
+
+def grads(seed: int, dtype, steps: int, shapes=SHAPES) -> list[list[np.ndarray | None]]:
+    rng = np.random.default_rng(seed)
+    return [[None if (i == 1 and t % 3 == 0) or (i == 3 and t < 5)
+             else rng.standard_normal(s).astype(dtype) for i, s in enumerate(shapes)]
+            for t in range(steps)]
+
+
+def initial(dtype, seed: int = 1, shapes=SHAPES) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s).astype(dtype) for s in shapes]
+
+
+def groups(params: list, o1: dict) -> list[dict]:
+    gs = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
+    gs[1].update(o1)
+    return gs
+
+
+def make(cls, o0: dict, o1: dict, dtype, seed: int = 1, shapes=SHAPES):
+    """tinyopt parameters and ``cls(groups, **o0)`` with the second group's options ``o1``."""
+    params = [Parameter(a) for a in initial(dtype, seed, shapes)]
+    return params, cls(groups(params, o1), **o0)
+
+
+def run(opt, params, gs, steps, each: Callable | None = None) -> None:
+    """Step ``opt`` through ``steps`` (indices into ``gs``), halving group 0's lr halfway
+    (step ``len(gs) // 2``); ``each(opt, t)`` before every step."""
+    for t in steps:
+        for p, g in zip(params, gs[t]):
+            p.grad = g
+        if t == len(gs) // 2:
+            opt.param_groups[0]["lr"] *= 0.5
+        if each is not None:
+            each(opt, t)
+        opt.step()
+
+
+def run_torch(torch, topt, tparams, gs, steps, each: Callable | None = None) -> None:
+    """As :func:`run`, for a torch optimizer."""
+    for t in steps:
+        for p, g in zip(tparams, gs[t]):
+            p.grad = None if g is None else torch.from_numpy(g.copy())
+        if t == len(gs) // 2:
+            topt.param_groups[0]["lr"] *= 0.5
+        if each is not None:
+            each(topt, t)
+        topt.step()
+
+
+def torch_twin(torch, ref_cls, o0: dict, o1: dict, params: list):
+    """The reference package's optimizer over torch copies of ``params``."""
+    tparams = [torch.nn.Parameter(torch.from_numpy(p.data.numpy().copy())) for p in params]
+    return tparams, ref_cls(groups(tparams, o1), **o0)
+
+
+def assert_close(ours: list, theirs: list, dtype, rtol: float | None = None,
+                 what: str = "param") -> float:
+    """Every array of ``ours`` within ``rtol`` (1e-6 for float32, 1e-12 for float64, relative,
+    with an absolute floor of the same size) of ``theirs``; returns the largest relative
+    difference."""
+    rtol = rtol or (1e-6 if dtype == np.float32 else 1e-12)
+    worst = 0.0
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol, err_msg=f"{what} {i}")
+        if a.size:
+            worst = max(worst, float(np.max(np.abs(a - b) / np.maximum(np.abs(b), 1.0))))
+    return worst
+
+
+def state_dict_halfway(cls, o0: dict, o1: dict, steps: int, each: Callable | None = None):
+    """A state dict saved halfway and loaded into a fresh optimizer continues bit for bit."""
+    gs = grads(3, np.float32, steps)
+    params, opt = make(cls, o0, o1, np.float32)
+    run(opt, params, gs, range(steps // 2 - 3), each)
+    sd = opt.state_dict()
+    saved = [p.data.numpy().copy() for p in params]
+    run(opt, params, gs, range(steps // 2 - 3, steps), each)
+    params2, opt2 = make(cls, o0, o1, np.float32, seed=99)
+    for p, s in zip(params2, saved):
+        p.data = s
+    opt2.load_state_dict(copy.deepcopy(sd))
+    run(opt2, params2, gs, range(steps // 2 - 3, steps), each)
+    for p, q in zip(params, params2):
+        np.testing.assert_array_equal(p.data, q.data)
+    sd1, sd2 = opt.state_dict(), opt2.state_dict()
+    assert sd1["param_groups"] == sd2["param_groups"]
+    assert sd1["state"].keys() == sd2["state"].keys()
+    for k in sd1["state"]:
+        assert sd1["state"][k].keys() == sd2["state"][k].keys()
+        for name, v in sd1["state"][k].items():
+            np.testing.assert_array_equal(v, sd2["state"][k][name])
+
+
+def cut_steps_as_whole(cls, kw: dict, steps: int = 4, prepare: Callable | None = None) -> None:
+    """A parameter cut in two pieces (as ZeRO-1 cuts a shard) steps bit for bit as the whole, and
+    ZeroRedundancyOptimizer accepts the class (it then needs a process group)."""
+    rng = np.random.default_rng(3)
+    w = Parameter(rng.standard_normal((7, 5)).astype(np.float32))
+    a, b = (Parameter(w.data.numpy().ravel()[s].copy()) for s in (slice(0, 13), slice(13, 35)))
+    whole, cut = cls([w], **kw), cls([a, b], **kw)
+    for o in (whole, cut):
+        if prepare is not None:
+            prepare(o)
+    for _ in range(steps):
+        g = rng.standard_normal(35).astype(np.float32)
+        w.grad, a.grad, b.grad = g.reshape(7, 5), g[:13].copy(), g[13:].copy()
+        whole.step()
+        cut.step()
+    np.testing.assert_array_equal(np.concatenate([a.data.numpy(), b.data.numpy()]),
+                                  w.data.numpy().ravel())
+    for key, value in whole.state[w].items():
+        pieces = [np.asarray(cut.state[q][key]) for q in (a, b)]
+        if np.ndim(value) == 0:
+            assert pieces[0] == pieces[1] == np.asarray(value), key
+        else:
+            np.testing.assert_array_equal(np.concatenate(pieces), np.asarray(value).ravel())
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    with pytest.raises(ValueError, match="process group has not been initialized"):
+        ZeroRedundancyOptimizer([w], optimizer_class=cls)
