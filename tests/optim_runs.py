@@ -21,6 +21,11 @@ SHAPES = [(3, 4), (5,), (2, 3, 2), (), (0,), (7,)]
 GROUP_OF = [0, 0, 1, 1, 0, 1]
 
 
+def group_of(i: int) -> int:
+    """The group of parameter ``i`` (for other shape lists too)."""
+    return GROUP_OF[i % len(GROUP_OF)]
+
+
 def grads(seed: int, dtype, steps: int, shapes=SHAPES) -> list[list[np.ndarray | None]]:
     rng = np.random.default_rng(seed)
     return [[None if (i == 1 and t % 3 == 0) or (i == 3 and t < 5)
@@ -34,7 +39,7 @@ def initial(dtype, seed: int = 1, shapes=SHAPES) -> list[np.ndarray]:
 
 
 def groups(params: list, o1: dict) -> list[dict]:
-    gs = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
+    gs = [{"params": [p for i, p in enumerate(params) if group_of(i) == k]} for k in (0, 1)]
     gs[1].update(o1)
     return gs
 
@@ -56,6 +61,35 @@ def run(opt, params, gs, steps, each: Callable | None = None) -> None:
         if each is not None:
             each(opt, t)
         opt.step()
+
+
+def run_reference(fn: Callable, opt, params, gs) -> tuple[list[np.ndarray], list[dict]]:
+    """The numpy reference ``fn(p, g, state, hyper) -> p`` (one parameter at a time) driven as
+    :func:`run` drives ``opt`` (whose groups give the hyperparameters; call before stepping it).
+    Returns the parameters and their states."""
+    hyper = [dict(opt.param_groups[group_of(i)]) for i in range(len(params))]
+    ps = [p.data.numpy().copy() for p in params]
+    states: list[dict] = [{} for _ in params]
+    for t in range(len(gs)):
+        if t == len(gs) // 2:
+            for i, h in enumerate(hyper):
+                if group_of(i) == 0:
+                    h["lr"] *= 0.5
+        for i, g in enumerate(gs[t]):
+            if g is not None:
+                ps[i] = fn(ps[i], g, states[i], hyper[i])
+    return ps, states
+
+
+def assert_state_close(opt, params, states: list[dict], dtype, rtol: float | None = None) -> None:
+    """``opt.state`` holds exactly the reference's keys, with close values (no entry where the
+    reference has none)."""
+    for i, p in enumerate(params):
+        st = opt.state.get(p, {})
+        assert set(st) == set(states[i]), (i, set(st), set(states[i]))
+        keys = sorted(states[i])
+        assert_close([np.asarray(st[k]) for k in keys], [states[i][k] for k in keys], dtype, rtol,
+                     what=f"param {i} state")
 
 
 def run_torch(torch, topt, tparams, gs, steps, each: Callable | None = None) -> None:

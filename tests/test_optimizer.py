@@ -134,9 +134,14 @@ def test_signature_and_defaults_are_pytorchs(cls):
     torch = pytest.importorskip("torch")
     tcls = getattr(torch.optim, cls.__name__)
     ours, theirs = inspect.signature(cls.__init__), inspect.signature(tcls.__init__)
-    extra = ours.parameters["stochastic_rounding"]  # tinyopt's own (bfloat16 copies), last
-    assert (extra.kind, extra.default) == (inspect.Parameter.KEYWORD_ONLY, False)
-    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()][:-1] == \
+    # tinyopt's own keywords, last: stochastic_rounding (bfloat16 copies) and, for Adam, AdamW
+    # and SGD, cautious (issue 31); in the defaults only when True
+    extras = [n for n in ("cautious", "stochastic_rounding") if n in ours.parameters]
+    assert list(ours.parameters)[-len(extras):] == extras and "stochastic_rounding" in extras
+    for name in extras:
+        extra = ours.parameters[name]
+        assert (extra.kind, extra.default) == (inspect.Parameter.KEYWORD_ONLY, False)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()][:-len(extras)] == \
         [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
     assert list(cls(_params((2,))).defaults.items()) == \
         list(tcls([torch.nn.Parameter(torch.zeros(2))]).defaults.items())

@@ -860,3 +860,35 @@ def schedule_free_swap(lerp_low: bool):
         p[i] = _lerp(p[i], z[i], h.w, h.w_c, lerp_low)
 
     return scalars, update
+
+
+@algorithm
+def lion(maximize: bool, wd_on: bool):
+    """Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) as ``lion-pytorch`` computes it.
+
+    State: m (exp_avg).  ``S[j, 0]`` counts steps (Lion saves none).  Host: ``decay`` = 1 - lr
+    lambda, ``beta1``, ``one_minus_beta1``, ``b2``, ``one_minus_b2``, ``neg_lr``, ``one``,
+    ``zero``.  Per element::
+
+        g <- -g if maximize
+        p <- p (1 - lr lambda)
+        u <- sign(b1 m + (1 - b1) g)             (sign(0) = sign(NaN) = 0, as torch.sign)
+        p <- p - lr u
+        m <- b2 m + (1 - b2) g
+    """
+    @inline
+    def scalars(s, h):
+        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i] * h.decay if wd_on else p[i]
+        mi = m[i]
+        x = mi * h.beta1 + h.one_minus_beta1 * gi
+        u = h.one if x > 0 else h.zero
+        u = -h.one if x < 0 else u
+        p[i] = pi + h.neg_lr * u
+        m[i] = mi * h.b2 + h.one_minus_b2 * gi
+
+    return scalars, update

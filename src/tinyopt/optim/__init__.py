@@ -25,6 +25,7 @@ from tinyopt.optim.adamax import Adamax
 from tinyopt.optim.adamw import AdamW
 from tinyopt.optim.asgd import ASGD
 from tinyopt.optim.lbfgs import LBFGS
+from tinyopt.optim.lion import Lion
 from tinyopt.optim.muon import Muon
 from tinyopt.optim.nadam import NAdam
 from tinyopt.optim.optimizer import Optimizer
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
-__all__ += ["AdamWScheduleFree", "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
+__all__ += ["AdamWScheduleFree", "Lion", "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
 
 
 def __getattr__(name: str):

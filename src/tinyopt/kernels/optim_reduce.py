@@ -1,0 +1,320 @@
+"""Fused optimizer steps that need sums over each parameter: one call, two passes.
+
+Some updates of one element depend on a sum over its whole parameter: the cautious mask's
+rescaling by ``numel / (count + 1)`` (Liang et al. 2024), LAMB's and LARS's trust ratios
+``||p|| / ||u||`` (You et al. 2017, 2019).  Such an algorithm is four small functions over the
+flat buffers of ``kernels/optim.py`` (same arguments, same per-parameter ``scalars``):
+
+``scalars(s, h) -> (new_s, c)``
+    as in ``kernels/optim.py``: the next scalar state and the coefficients of this step.
+``collect(i, p, g, s0, s1, s2, h, c) -> (x0, x1, x2)``
+    pass 1, element ``i``: its contributions to three per-parameter sums (float64); it may
+    update state (the moments), which pass 2 then reads.
+``finish(t, h, c, n) -> r``
+    parameter ``j``'s sums ``t`` (3 values) and size ``n`` -> 4 coefficients of pass 2,
+    rounded to the buffer dtype (as PyTorch's 0-d tensors of the buffer's dtype).
+``apply(i, p, g, s0, s1, s2, h, c, r)``
+    pass 2, element ``i``: the update.
+
+Pass 1 runs chunk by chunk in parallel; each piece of a parameter within a chunk (the pieces
+are cut by the fixed chunk grid, not by the threads) writes its own partial sums, which are
+added per parameter in chunk order: the same sums, to the bit, on any number of threads.
+
+``reducing(factory)`` declares one, as ``kernels.optim.algorithm`` does: ``name[switches]`` is
+a kernel with the walker's arguments (``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
+S, coef, hs) -> int``, and ``kernel.low[mode]`` for 16-bit parameters with float32 masters), so
+an optimizer calls it where it would call its walker.  The two passes cost one more read of the
+state than a walker (pass 2 reads back what pass 1 wrote); the sums are computed in the pass
+that updates the moments.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from tinyopt.kernels import optim as elementwise
+from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _moments, _overflowed, _round_bf16,
+                                   _round_bf16_sr, _round_f16, _same_bf16, _same_bf16_sr,
+                                   _same_f16, _widen_bf16, _widen_f16)
+
+
+class _Reducing:
+    """``reducing[switches]``: the two-pass kernel of ``factory(*switches)``, made on first use."""
+
+    def __init__(self, factory):
+        self._factory = factory
+        self._kernels: dict[tuple, _TwoPass] = {}
+        functools.update_wrapper(self, factory)
+
+    def __getitem__(self, switches) -> _TwoPass:
+        switches = switches if isinstance(switches, tuple) else (switches,)
+        kernel = self._kernels.get(switches)
+        if kernel is None:
+            name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
+            fns = self._factory(*switches)
+            kernel = self._kernels[switches] = _TwoPass(
+                _two_pass(*fns, 0, name),
+                specialized(lambda mode: _TwoPass(_two_pass(*fns, mode, name))))
+        return kernel
+
+
+def reducing(factory) -> _Reducing:
+    """Declare a two-pass algorithm: ``factory(*switches)`` returns ``(scalars, collect, finish,
+    apply)`` (see the module docstring)."""
+    return _Reducing(factory)
+
+
+class _TwoPass:
+    """A two-pass kernel called as a walker (``low``: its 16-bit variants); it adds the scratch
+    of the partial sums, allocated per call (a chunk count plus a parameter count of rows: a few
+    KB where the step moves MB)."""
+
+    def __init__(self, kernel, low=None):
+        self._kernel = kernel
+        self.low = low
+
+    def __call__(self, *args) -> int:
+        chunk_seg, flags = args[-6], args[-4]
+        return self._kernel(*args, np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
+                            np.empty((flags.shape[0], 3)))
+
+
+def _prologue(scalars, name: str):
+    """Every flagged parameter's coefficients, then (none overflowing) its next scalar state: as
+    the walker's prologue in ``kernels/optim.py`` (-1, or the index that overflowed)."""
+
+    def prologue(flags, S, coef, h):
+        nseg = flags.shape[0]
+        for j in range(nseg):
+            if flags[j] != 0:
+                sn, cn = scalars(S[j], h)
+                coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
+                if _overflowed(coef[j], cn):
+                    return j
+                coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
+        for j in range(nseg):
+            if flags[j] != 0:
+                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7]
+        return -1
+
+    prologue.__qualname__ = f"{name}_reduce_prologue"
+    subroutine(prologue)
+    return prologue
+
+
+def _finisher(finish, name: str):
+    """Pass 1's pieces added per parameter in chunk order, then ``finish`` of each (into
+    ``coef[j, 4:]``)."""
+
+    def combine(n, seg, chunk_seg, chunk, flags, coef, h, part, sums):
+        sums[:, :] = 0.0
+        for ci in range(chunk_seg.shape[0]):
+            start = ci * chunk
+            end = min(start + chunk, n)
+            j = chunk_seg[ci]
+            i0 = start
+            while i0 < end:
+                e = min(seg[j + 1], end)
+                if flags[j] != 0:
+                    for k in range(3):
+                        sums[j, k] += part[ci + j, k]
+                i0 = e
+                j += 1
+        for j in range(flags.shape[0]):
+            if flags[j] != 0:
+                c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                r = finish((sums[j, 0], sums[j, 1], sums[j, 2]), h, c, seg[j + 1] - seg[j])
+                coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = r
+
+    combine.__qualname__ = f"{name}_combine"
+    subroutine(combine)
+    return combine
+
+
+def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
+    """The kernel; ``mode`` 0: over ``p`` itself, else 16-bit parameters ``q`` with float32
+    masters ``p`` (``kernels.optim.F16``, ``BF16``, ``BF16_SR``: as the walker's ``low``)."""
+    name = f"{name}_low{mode}" if mode else name
+    prologue = _prologue(scalars, name)
+    combine = _finisher(finish, name)
+    widen = _widen_f16 if mode == F16 else _widen_bf16
+    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}.get(mode, _round_f16)
+    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
+    low = mode != 0
+
+    def kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
+        bad = prologue(flags, S, coef, hs[0])
+        if bad >= 0:
+            return bad
+        n = p.shape[0]
+        for ci in prange(chunk_seg.shape[0]):
+            h = hs[0]  # (read in the loop: numba's parallel regions mistype an outer record)
+            start = ci * chunk
+            end = min(start + chunk, n)
+            j = chunk_seg[ci]
+            i0 = start
+            while i0 < end:
+                e = min(seg[j + 1], end)
+                if flags[j] != 0:
+                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    t0 = t1 = t2 = 0.0
+                    if low:  # a master whose 16-bit copy was written since takes the copy
+                        qs = q[i0:e]
+                        for i in range(e - i0):
+                            x, qi = ps[i], qs[i]
+                            ps[i] = x if same(x, qi, i0 + i) else widen(qi)
+                    for i in range(e - i0):
+                        x0, x1, x2 = collect(i, ps, gs, a, b, d, h, c)
+                        t0 += x0
+                        t1 += x1
+                        t2 += x2
+                    part[ci + j, 0], part[ci + j, 1], part[ci + j, 2] = t0, t1, t2
+                i0 = e
+                j += 1
+        combine(n, seg, chunk_seg, chunk, flags, coef, hs[0], part, sums)
+        for ci in prange(chunk_seg.shape[0]):
+            h = hs[0]
+            start = ci * chunk
+            end = min(start + chunk, n)
+            j = chunk_seg[ci]
+            i0 = start
+            while i0 < end:
+                e = min(seg[j + 1], end)
+                if flags[j] != 0:
+                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                    r = (coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7])
+                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    for i in range(e - i0):
+                        apply(i, ps, gs, a, b, d, h, c, r)
+                    if low:
+                        qs = q[i0:e]
+                        for i in range(e - i0):
+                            qs[i] = rnd(ps[i], i0 + i)
+                i0 = e
+                j += 1
+        return -1
+
+    kernel.__name__ = kernel.__qualname__ = f"{name}_two_pass"
+    compiled = parallel_kernel(kernel, sized_by=1)
+    if low:
+        return compiled
+    empty = np.zeros(0, np.uint16)
+    return lambda *args: compiled(empty, *args)
+
+
+# ---- the cautious option (Liang et al. 2024, https://arxiv.org/abs/2411.16085) -------------------
+# An update u keeps only the elements where it agrees in sign with the gradient g, rescaled so
+# that its size stays about the same (C-Optim's and pytorch-optimizer's rule):
+#
+#     mask = (u g > 0);   u <- u * mask * numel / (sum(mask) + 1)
+#
+# Pass 1 updates the state and counts the agreeing elements; pass 2 recomputes u from the state
+# (bit for bit as pass 1 did) and applies it.
+
+
+@inline
+def _cautious_finish(t, h, c, n):
+    return (n / (t[0] + 1.0), 0.0, 0.0, 0.0)
+
+
+@reducing
+def cautious_lion(maximize: bool, wd_on: bool):
+    """Lion (``kernels.optim.lion``) with the cautious mask: u = sign(b1 m + (1 - b1) g)."""
+    scalars = elementwise.lion._factory(maximize, wd_on)[0]
+
+    @inline
+    def collect(i, p, g, m, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        x = m[i] * h.beta1 + h.one_minus_beta1 * gi
+        u = h.one if x > 0 else h.zero
+        u = -h.one if x < 0 else u
+        return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
+
+    @inline
+    def apply(i, p, g, m, _s1, _s2, h, c, r):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i] * h.decay if wd_on else p[i]
+        mi = m[i]
+        x = mi * h.beta1 + h.one_minus_beta1 * gi
+        u = h.one if x > 0 else h.zero
+        u = -h.one if x < 0 else u
+        mask = r[0] if u * gi > 0 else h.zero
+        p[i] = pi + h.neg_lr * (u * mask)
+        m[i] = mi * h.b2 + h.one_minus_b2 * gi
+
+    return scalars, collect, _cautious_finish, apply
+
+
+@reducing
+def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
+    """Adam/AdamW (``kernels.optim.adam``) with the cautious mask on u = m / (sqrt(v) ...):
+    ``p <- p - lr / (1 - b1^t) * (m * mask) / (sqrt(vhat) / sqrt(1 - b2^t) + eps)``, the mask
+    from the signs of m and the gradient (with L2 decay, g + lambda p)."""
+    scalars = elementwise.adam._factory(amsgrad, maximize, wd_on, decoupled, lerp_low)[0]
+
+    @inline
+    def collect(i, p, g, m, v, vhat, h, c):
+        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
+        if amsgrad:
+            a = vhat[i]
+            if vi != vi or vi > a:
+                a = vi
+            vhat[i] = a
+        return (1.0 if mi * gi > 0 else 0.0), 0.0, 0.0
+
+    @inline
+    def apply(i, p, g, m, v, vhat, h, c, r):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = gi + h.weight_decay * pi
+        mi = m[i]
+        vi = vhat[i] if amsgrad else v[i]
+        mask = r[0] if mi * gi > 0 else h.zero
+        p[i] = pi + c[0] * (mi * mask) / (math.sqrt(vi) / c[1] + h.eps)
+
+    return scalars, collect, _cautious_finish, apply
+
+
+@reducing
+def cautious_sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool):
+    """SGD (``kernels.optim.sgd``) with the cautious mask on its step direction u (the
+    momentum buffer, or g + mu b with Nesterov; g without momentum)."""
+    scalars = elementwise.sgd._factory(momentum_on, nesterov, maximize, wd_on)[0]
+
+    @inline
+    def direction(i, p, g, b, h, c, store):
+        gi = -g[i] if maximize else g[i]
+        if wd_on:
+            gi = gi + h.weight_decay * p[i]
+        u = gi
+        if momentum_on:
+            if store:
+                bi = b[i]
+                bi = gi if c[0] == 1 else bi * h.momentum + h.one_minus_dampening * gi
+                b[i] = bi
+            else:
+                bi = b[i]
+            u = gi + h.momentum * bi if nesterov else bi
+        return u, gi
+
+    @inline
+    def collect(i, p, g, b, _s1, _s2, h, c):
+        u, gi = direction(i, p, g, b, h, c, True)
+        return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
+
+    @inline
+    def apply(i, p, g, b, _s1, _s2, h, c, r):
+        u, gi = direction(i, p, g, b, h, c, False)
+        mask = r[0] if u * gi > 0 else h.zero
+        p[i] = p[i] + h.neg_lr * (u * mask)
+
+    return scalars, collect, _cautious_finish, apply

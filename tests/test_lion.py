@@ -1,0 +1,86 @@
+"""Lion against a numpy reference of the published update and against ``lion-pytorch``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from optim_runs import (assert_close, assert_state_close, cut_steps_as_whole, grads, make, run,
+                        run_reference, run_torch, state_dict_halfway, torch_twin)
+
+from tinyopt import Parameter, optim
+
+STEPS = 30
+
+
+def ref_lion(p, g, st, h):
+    """Lion (Chen et al. 2023, Algorithm 2), in lion-pytorch's order of operations."""
+    if not st:
+        st["exp_avg"] = np.zeros_like(p)
+    b1, b2 = h["betas"]
+    g = -g if h["maximize"] else g
+    p = p * (1 - h["lr"] * h["weight_decay"])
+    u = np.sign(st["exp_avg"] * b1 + (1 - b1) * g)
+    p = p + (-h["lr"]) * u
+    st["exp_avg"] = st["exp_avg"] * b2 + (1 - b2) * g
+    return p
+
+
+CASES = [(dict(lr=0.01), dict(lr=0.02, betas=(0.8, 0.9))),
+         (dict(lr=0.01, weight_decay=0.5), dict(betas=(0.95, 0.98), maximize=True))]
+GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enumerate(CASES)
+        for dt in (np.float32, np.float64) if dt is np.float32 or k == 0]
+
+
+@pytest.mark.parametrize("o0,o1,dtype", GRID)
+def test_matches_numpy_reference(o0, o1, dtype):
+    params, opt = make(optim.Lion, o0, o1, dtype)
+    gs = grads(7, dtype, STEPS)
+    ref, states = run_reference(ref_lion, opt, params, gs)
+    run(opt, params, gs, range(STEPS))
+    assert_close([p.data for p in params], ref, dtype)
+    assert_state_close(opt, params, states, dtype)
+
+
+@pytest.mark.parametrize("o0,o1,dtype", GRID)
+def test_matches_lion_pytorch(o0, o1, dtype):
+    torch = pytest.importorskip("torch")
+    lion_pytorch = pytest.importorskip("lion_pytorch")
+    if o1.get("maximize"):  # (lion-pytorch has no maximize)
+        o1 = {k: v for k, v in o1.items() if k != "maximize"}
+    params, opt = make(optim.Lion, o0, o1, dtype)
+    tparams, topt = torch_twin(torch, lion_pytorch.Lion, o0, o1, params)
+    gs = grads(11, dtype, STEPS)
+    run(opt, params, gs, range(STEPS))
+    run_torch(torch, topt, tparams, gs, range(STEPS))
+    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+    tsd = topt.state_dict()["state"]
+    assert opt.state_dict()["state"].keys() == tsd.keys()
+    assert_close([opt.state_dict()["state"][k]["exp_avg"] for k in tsd],
+                 [v["exp_avg"].numpy() for v in tsd.values()], dtype)
+
+
+def test_state_dict_saved_halfway_continues_identically():
+    state_dict_halfway(optim.Lion, *CASES[1], STEPS)
+
+
+def test_a_cut_parameter_steps_as_the_whole():
+    cut_steps_as_whole(optim.Lion, dict(lr=0.01, weight_decay=0.1))
+
+
+def test_sign_of_zero_and_nan_is_zero_as_torch_sign():
+    p = Parameter(np.ones(4, np.float32))
+    opt = optim.Lion([p], lr=0.5, betas=(0.0, 0.5))
+    p.grad = np.array([0.0, -0.0, np.nan, -2.0], np.float32)
+    opt.step()
+    np.testing.assert_array_equal(p.data, [1.0, 1.0, 1.0, 1.5])  # sign(0) = sign(NaN) = 0
+    assert np.isnan(opt.state[p]["exp_avg"].numpy()[2])
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (dict(betas=(1.5, 0.9)), "Invalid beta parameter at index 0: 1.5"),
+    (dict(weight_decay=-0.1), "Invalid weight_decay value: -0.1"),
+])
+def test_argument_checks(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        optim.Lion([Parameter(np.zeros(2, np.float32))], **kw)
