@@ -26,9 +26,12 @@ def group_of(i: int) -> int:
     return GROUP_OF[i % len(GROUP_OF)]
 
 
-def grads(seed: int, dtype, steps: int, shapes=SHAPES) -> list[list[np.ndarray | None]]:
+def grads(seed: int, dtype, steps: int, shapes=SHAPES,
+          none: bool = True) -> list[list[np.ndarray | None]]:
+    """Each step's gradients; with ``none``, parameter 1's None every third step and parameter
+    3's for the first five (``none=False`` for a reference that counts steps per group)."""
     rng = np.random.default_rng(seed)
-    return [[None if (i == 1 and t % 3 == 0) or (i == 3 and t < 5)
+    return [[None if none and ((i == 1 and t % 3 == 0) or (i == 3 and t < 5))
              else rng.standard_normal(s).astype(dtype) for i, s in enumerate(shapes)]
             for t in range(steps)]
 

@@ -909,7 +909,8 @@ NOT_FUZZED = {
     "as_tensor": "a conversion (tinyopt.as_tensor), not an op of torch.nn.functional",
     # not in torch.optim: each against its reference package in its own test file (issue 31)
     "SGDScheduleFree": "tests/test_schedule_free.py", "AdamWScheduleFree": "the same",
-    "RAdamScheduleFree": "the same", "Lion": "tests/test_lion.py",
+    "RAdamScheduleFree": "the same", "Lion": "tests/test_lion.py", "ADOPT": "tests/test_adopt.py",
+    "AdEMAMix": "tests/test_ademamix.py",
 }
 
 

@@ -892,3 +892,99 @@ def lion(maximize: bool, wd_on: bool):
         m[i] = mi * h.b2 + h.one_minus_b2 * gi
 
     return scalars, update
+
+
+@algorithm
+def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_given: bool,
+          lerp_low: bool):
+    """ADOPT (Taniguchi et al. 2024, https://arxiv.org/abs/2411.02853) as ``pytorch_optimizer``
+    and the authors' code compute it: the gradient normalized by the second moment of the
+    steps before, then the momentum.
+
+    State: m (exp_avg), v (exp_avg_sq).  The clip is t^(1/4) (the default ``clip_lambda``), or
+    with ``clip_given`` ``S[j, 3]``, written by the host (``clip_lambda(t)``, float32).  Host: ``decay`` = 1 - lr lambda (or 1 - lambda, fixed),
+    ``weight_decay`` (lambda), ``eps``, ``w`` = 1 - b1 and ``w_c`` (m's lerp weight), ``b2``,
+    ``one_minus_b2``, ``neg_lr``.  Per parameter with step t: ``c = (t == 1, clip)``.  Per
+    element::
+
+        g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
+        t == 1:  v <- v + g^2                                  (nothing else moves)
+        else:    n <- clamp(g / max(sqrt(v), eps), -clip, clip)
+                 m <- lerp(m, n, 1 - b1);  p <- p - lr m;  v <- b2 v + (1 - b2) g^2
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        clip = float(s[3]) if clip_given else t ** 0.25
+        return (t, float(s[1]), float(s[2]), float(s[3])), ((t == 1.0) * 1.0, clip, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = gi + h.weight_decay * pi
+        vi = v[i]
+        d = math.sqrt(vi)
+        d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
+        n = gi / d
+        if clip_on:
+            n = -c[1] if n < -c[1] else n
+            n = c[1] if n > c[1] else n
+        mi = m[i]
+        mn = _lerp(mi, n, h.w, h.w_c, lerp_low)
+        first = c[0] != 0
+        m[i] = mi if first else mn
+        p[i] = pi if first else pi + h.neg_lr * mn
+        v[i] = vi + gi * gi if first else vi * h.b2 + h.one_minus_b2 * gi * gi
+
+    return scalars, update
+
+
+@algorithm
+def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_low: bool):
+    """AdEMAMix (Pagliardini et al. 2024, https://arxiv.org/abs/2409.03137) as
+    ``pytorch_optimizer`` computes it: Adam plus a slow momentum ``m2`` (beta3 near 1) weighted
+    by alpha, both warmed up over ``T`` steps (the paper's schedulers).
+
+    State: m1 (exp_avg), v (exp_avg_sq), m2 (exp_avg_slow).  Host: ``beta1``, ``beta2``,
+    ``beta3``, ``alpha``, ``T`` (float64); ``w`` = 1 - b1 and ``w_c``, ``b2``,
+    ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``decay``, ``neg_lr``, ``one``.  Per
+    parameter with step t::
+
+        alpha_t = min(t alpha / T, alpha)                                   (alpha if no T)
+        beta3_t = min(exp(ln b1 ln b3 / ((1 - t/T) ln b3 + (t/T) ln b1)), b3)  (b3 if no T)
+        c = (1 - b1^t, sqrt(1 - b2^t), alpha_t, 1 - beta3_t)
+
+    Per element::
+
+        g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
+        m1 <- lerp(m1, g, 1 - b1);  v <- b2 v + (1 - b2) g^2;  m2 <- lerp(m2, g, 1 - beta3_t)
+        p <- p - lr (m1 / (1 - b1^t) + alpha_t m2) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        alpha, b3 = h.alpha, h.beta3
+        if warmup:
+            alpha = min(t * h.alpha / h.T, h.alpha)
+            lb1, lb3 = math.log(h.beta1), math.log(h.beta3)
+            b3 = min(math.exp(lb1 * lb3 / ((1.0 - t / h.T) * lb3 + (t / h.T) * lb1)), h.beta3)
+        return (t, 0.0, 0.0, 0.0), (1.0 - h.beta1 ** t, math.sqrt(1.0 - h.beta2 ** t), alpha,
+                                     1.0 - b3)
+
+    @inline
+    def update(i, p, g, m1, v, m2, h, c):
+        pi, gi, mi, vi = _moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
+        w3 = c[3]
+        a = m2[i]
+        s = a + w3 * (gi - a) if abs(w3) < 0.5 else gi - (gi - a) * (h.one - w3)
+        m2[i] = s
+        d = math.sqrt(vi) / c[1] + h.eps
+        u = mi / c[0] + c[2] * s
+        p[i] = pi + h.neg_lr * u / d
+
+    return scalars, update

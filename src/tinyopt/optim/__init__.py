@@ -23,6 +23,8 @@ from tinyopt.optim.adagrad import Adagrad
 from tinyopt.optim.adam import Adam
 from tinyopt.optim.adamax import Adamax
 from tinyopt.optim.adamw import AdamW
+from tinyopt.optim.ademamix import AdEMAMix
+from tinyopt.optim.adopt import ADOPT
 from tinyopt.optim.asgd import ASGD
 from tinyopt.optim.lbfgs import LBFGS
 from tinyopt.optim.lion import Lion
@@ -44,7 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
-__all__ += ["AdamWScheduleFree", "Lion", "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
+__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "Lion", "RAdamScheduleFree",
+            "SGDScheduleFree"]  # (issue 31)
 
 
 def __getattr__(name: str):

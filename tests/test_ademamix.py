@@ -1,0 +1,98 @@
+"""AdEMAMix against a numpy reference of the published update and against pytorch-optimizer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from optim_runs import (assert_close, assert_state_close, cut_steps_as_whole, grads, make, run,
+                        run_reference, run_torch, state_dict_halfway, torch_twin)
+
+from tinyopt import Parameter, optim
+
+STEPS = 30
+
+
+def _lerp(a, b, w):
+    return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - a.dtype.type(w))
+
+
+def ref_ademamix(p, g, st, h):
+    """AdEMAMix (Pagliardini et al. 2024, Algorithm 1 and its schedulers), per-parameter step."""
+    if not st:
+        st.update(step=0.0, exp_avg=np.zeros_like(p), exp_avg_sq=np.zeros_like(p),
+                  exp_avg_slow=np.zeros_like(p))
+    st["step"] = t = float(np.float32(st["step"] + 1))
+    b1, b2, b3 = h["betas"]
+    alpha, T = h["alpha"], h["t_alpha_beta3"]
+    if T is not None:
+        alpha = min(t * alpha / T, alpha)
+        lb1, lb3 = math.log(b1), math.log(b3)
+        b3 = min(math.exp(lb1 * lb3 / ((1 - t / T) * lb3 + (t / T) * lb1)), b3)
+    g = -g if h["maximize"] else g
+    if h["weight_decay"] != 0:
+        if h["weight_decouple"]:
+            p = p * (1 - h["weight_decay"] * (1 if h["fixed_decay"] else h["lr"]))
+        else:
+            g = g + h["weight_decay"] * p
+    st["exp_avg"] = _lerp(st["exp_avg"], g, 1 - b1)
+    st["exp_avg_sq"] = st["exp_avg_sq"] * b2 + (1 - b2) * g * g
+    st["exp_avg_slow"] = _lerp(st["exp_avg_slow"], g, 1 - b3)
+    denom = np.sqrt(st["exp_avg_sq"]) / math.sqrt(1 - b2 ** t) + h["eps"]
+    u = st["exp_avg"] / (1 - b1 ** t) + alpha * st["exp_avg_slow"]
+    return p + (-h["lr"]) * u / denom
+
+
+CASES = [(dict(lr=0.01), dict(lr=0.02, betas=(0.8, 0.99, 0.999), weight_decay=0.1)),
+         # (maximize in the first group's options: pytorch-optimizer takes it for all groups)
+         (dict(lr=0.01, t_alpha_beta3=20, weight_decay=0.1, weight_decouple=True, maximize=True),
+          dict(alpha=2.0, betas=(0.3, 0.9, 0.99))),
+         (dict(lr=0.01, t_alpha_beta3=10, alpha=8.0),
+          dict(weight_decay=0.1, weight_decouple=True, fixed_decay=True))]
+GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enumerate(CASES)
+        for dt in (np.float32, np.float64) if dt is np.float32 or k == 1]
+
+
+@pytest.mark.parametrize("o0,o1,dtype", GRID)
+def test_matches_numpy_reference(o0, o1, dtype):
+    params, opt = make(optim.AdEMAMix, o0, o1, dtype)
+    gs = grads(7, dtype, STEPS)
+    ref, states = run_reference(ref_ademamix, opt, params, gs)
+    run(opt, params, gs, range(STEPS))
+    assert_close([p.data for p in params], ref, dtype)
+    assert_state_close(opt, params, states, dtype)
+
+
+@pytest.mark.parametrize("o0,o1,dtype", GRID)
+def test_matches_pytorch_optimizer(o0, o1, dtype):
+    """pytorch-optimizer counts steps per group: compared where every parameter has a gradient
+    at every step (then the counts agree)."""
+    torch = pytest.importorskip("torch")
+    pytorch_optimizer = pytest.importorskip("pytorch_optimizer")
+    params, opt = make(optim.AdEMAMix, o0, o1, dtype)
+    tparams, topt = torch_twin(torch, pytorch_optimizer.AdEMAMix, o0, o1, params)
+    gs = grads(11, dtype, STEPS, none=False)
+    run(opt, params, gs, range(STEPS))
+    run_torch(torch, topt, tparams, gs, range(STEPS))
+    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+
+
+def test_state_dict_saved_halfway_continues_identically():
+    state_dict_halfway(optim.AdEMAMix, *CASES[1], STEPS)
+
+
+def test_a_cut_parameter_steps_as_the_whole():
+    cut_steps_as_whole(optim.AdEMAMix, dict(lr=0.01, t_alpha_beta3=3))
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(lr=-1.0), "Invalid learning rate: -1.0"),
+    (dict(betas=(0.9, 0.999)), "betas must be a triple"),
+    (dict(betas=(0.9, 0.999, 1.0)), "Invalid beta parameter at index 2: 1.0"),
+    (dict(alpha=-1.0), "Invalid alpha value: -1.0"),
+    (dict(t_alpha_beta3=0), "Invalid t_alpha_beta3 value: 0"),
+])
+def test_argument_checks(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        optim.AdEMAMix([Parameter(np.zeros(2, np.float32))], **kw)
