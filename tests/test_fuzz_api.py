@@ -910,7 +910,7 @@ NOT_FUZZED = {
     # not in torch.optim: each against its reference package in its own test file (issue 31)
     "SGDScheduleFree": "tests/test_schedule_free.py", "AdamWScheduleFree": "the same",
     "RAdamScheduleFree": "the same", "Lion": "tests/test_lion.py", "ADOPT": "tests/test_adopt.py",
-    "AdEMAMix": "tests/test_ademamix.py",
+    "AdEMAMix": "tests/test_ademamix.py", "Lamb": "tests/test_lamb.py", "LARS": "tests/test_lars.py",
 }
 
 

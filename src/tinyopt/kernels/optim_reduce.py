@@ -318,3 +318,109 @@ def cautious_sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool)
         p[i] = p[i] + h.neg_lr * (u * mask)
 
     return scalars, collect, _cautious_finish, apply
+
+
+# ---- trust ratios: LAMB and LARS -----------------------------------------------------------------
+@reducing
+def lamb(maximize: bool, wd_on: bool, decoupled: bool, adam: bool):
+    """LAMB (You et al. 2019, https://arxiv.org/abs/1904.00962, v3: the moments without bias
+    correction, the step size with the first one's) as ``pytorch_optimizer.Lamb`` computes it.
+
+    State: m (exp_avg), v (exp_avg_sq); scalars ``weight_norm``, ``adam_norm``,
+    ``trust_ratio`` (``S[j, 1:4]``, copied there by the host from ``r[1:4]``).  Host: ``beta1``,
+    ``beta3`` (1 - b1 with grad averaging, else 1), ``b2``, ``one_minus_b2``, ``eps``,
+    ``weight_decay`` (lambda), ``decay`` (1 - lr lambda, or 1 - lambda fixed), ``lr``,
+    ``beta1_wide``, ``clamp`` (float64).  Per parameter with step t: ``c = (-lr / (1 -
+    b1^t),)``.  Per element, pass 1 (its sums: ||p||^2 and ||u||^2)::
+
+        g <- -g if maximize
+        m <- b1 m + beta3 g;  v <- b2 v + (1 - b2) g^2
+        p' = p (1 - lr lambda) if decoupled, else p
+        u = m / (sqrt(v) + eps)  (+ lambda p' if not decoupled)
+
+    Per parameter: ``wn = min(||p'||, clamp)``, ``un = ||u||``, ``trust = wn / (un + eps)``
+    (1 where either is 0, or with ``adam``).  Pass 2: ``p <- p' - lr / (1 - b1^t) trust u``.
+    """
+    @inline
+    def scalars(s, h):
+        t = elementwise._next_step(s)
+        return (t, float(s[1]), float(s[2]), float(s[3])), \
+            (-(h.lr / (1.0 - h.beta1_wide ** t)), 0.0, 0.0, 0.0)
+
+    @inline
+    def direction(i, p, m, v, h):
+        pi = p[i] * h.decay if (wd_on and decoupled) else p[i]
+        u = m[i] / (math.sqrt(v[i]) + h.eps)
+        if wd_on and not decoupled:
+            u = u + h.weight_decay * pi
+        return pi, u
+
+    @inline
+    def collect(i, p, g, m, v, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        m[i] = m[i] * h.beta1 + h.beta3 * gi
+        v[i] = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+        pi, u = direction(i, p, m, v, h)
+        return pi * pi, u * u, 0.0
+
+    @inline
+    def finish(t, h, c, n):
+        wn = min(math.sqrt(t[0]), h.clamp)
+        un = math.sqrt(t[1])
+        trust = 1.0 if (wn == 0.0 or un == 0.0) else wn / (un + h.eps)
+        return (c[0] * (1.0 if adam else trust), wn, un, trust)
+
+    @inline
+    def apply(i, p, g, m, v, _s2, h, c, r):
+        pi, u = direction(i, p, m, v, h)
+        p[i] = pi + r[0] * u
+
+    return scalars, collect, finish, apply
+
+
+@reducing
+def lars(maximize: bool, momentum_on: bool, nesterov: bool):
+    """LARS (You et al. 2017, https://arxiv.org/abs/1708.03888) as ``pytorch_optimizer.LARS``
+    computes it: parameters of 2 or more dimensions take the layer-wise trust ratio and the
+    weight decay; others plain SGD.
+
+    State: b (momentum_buffer, from 0).  ``S[j, 3]`` is 1 for a parameter of 2 or more
+    dimensions (written by the host).  Host: ``weight_decay`` (lambda), ``tc`` (trust
+    coefficient, float64), ``momentum`` (mu), ``one_minus_dampening``, ``neg_lr``.  Pass 1: the
+    sums ||p||^2 and ||g||^2 (g negated if maximize).  Per parameter (2-d and up):
+    ``trust = tc ||p|| / (||g|| + lambda ||p||)`` (1 where ||p|| = 0 or the denominator is 0).
+    Pass 2, per element::
+
+        g <- (g + lambda p) trust          (2-d and up)
+        b <- mu b + (1 - tau) g;  g <- g + mu b if nesterov else b      (mu > 0)
+        p <- p - lr g
+    """
+    @inline
+    def scalars(s, h):
+        return (elementwise._next_step(s), float(s[1]), float(s[2]), float(s[3])), \
+            (float(s[3]), 0.0, 0.0, 0.0)
+
+    @inline
+    def collect(i, p, g, b, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        return p[i] * p[i], gi * gi, 0.0
+
+    @inline
+    def finish(t, h, c, n):
+        pn, gn = math.sqrt(t[0]), math.sqrt(t[1])
+        d = gn + h.weight_decay_wide * pn
+        trust = h.tc * pn / d if (pn > 0.0 and d > 0.0) else 1.0
+        return (trust if c[0] != 0 else 1.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def apply(i, p, g, b, _s1, _s2, h, c, r):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        gi = (gi + h.weight_decay * pi) * r[0] if c[0] != 0 else gi
+        if momentum_on:
+            bi = b[i] * h.momentum + h.one_minus_dampening * gi
+            b[i] = bi
+            gi = gi + h.momentum * bi if nesterov else bi
+        p[i] = pi + h.neg_lr * gi
+
+    return scalars, collect, finish, apply

@@ -26,6 +26,8 @@ from tinyopt.optim.adamw import AdamW
 from tinyopt.optim.ademamix import AdEMAMix
 from tinyopt.optim.adopt import ADOPT
 from tinyopt.optim.asgd import ASGD
+from tinyopt.optim.lamb import Lamb
+from tinyopt.optim.lars import LARS
 from tinyopt.optim.lbfgs import LBFGS
 from tinyopt.optim.lion import Lion
 from tinyopt.optim.muon import Muon
@@ -46,8 +48,8 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
-__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "Lion", "RAdamScheduleFree",
-            "SGDScheduleFree"]  # (issue 31)
+__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "LARS", "Lamb", "Lion",
+            "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
 
 
 def __getattr__(name: str):
