@@ -28,8 +28,9 @@ STEPS = 30
 FUSED = sorted((c for _, c in inspect.getmembers(optim, inspect.isclass)
                 if issubclass(c, FusedOptimizer) and c is not FusedOptimizer
                 # Muon: 2-d parameters only (tests/test_muon.py); Adafactor: empty parameters
-                # raise as torch's, eps1 is the 16-bit dtype's (tests/test_adafactor.py)
-                and c not in (optim.Muon, optim.Adafactor)),
+                # raise as torch's, eps1 is the 16-bit dtype's (tests/test_adafactor.py);
+                # Prodigy: its groups' lrs are one or 0 (tests/test_prodigy.py)
+                and c not in (optim.Muon, optim.Adafactor, optim.Prodigy)),
                key=lambda c: c.__name__)
 
 

@@ -988,3 +988,36 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
         p[i] = pi + h.neg_lr * u / d
 
     return scalars, update
+
+
+@algorithm
+def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
+    """Prodigy's step (Mishchenko & Defazio 2023, https://arxiv.org/abs/2306.06101) as
+    ``prodigyopt`` computes it, once d is known (``kernels.optim_reduce.prodigy_collect`` did the
+    moments and d's sums).
+
+    State: m (exp_avg, with beta1 > 0), v (exp_avg_sq).  Host: ``d_eps`` = d eps (the new d),
+    ``decay_alpha`` = -lambda dlr, ``neg_dlr`` = -dlr, ``neg_dlr_d`` = -dlr d (dlr: the old d
+    times lr), ``weight_decay`` (lambda).  Scalar state unchanged.  Per element::
+
+        p <- p - lambda dlr p                                   (decoupled decay)
+        p <- p - dlr m / (sqrt(v) + d eps)                      (beta1 > 0)
+        p <- p - dlr d (g + lambda p) / (sqrt(v) + d eps)       (beta1 = 0; + lambda p if coupled)
+    """
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        d = math.sqrt(v[i]) + h.d_eps
+        pi = p[i]
+        gi = g[i] + h.weight_decay * pi if coupled else g[i]
+        if decoupled:
+            pi = pi + h.decay_alpha * pi
+        if beta1_on:
+            p[i] = pi + h.neg_dlr * m[i] / d
+        else:
+            p[i] = pi + h.neg_dlr_d * gi / d
+
+    return scalars, update

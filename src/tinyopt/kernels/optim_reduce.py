@@ -7,14 +7,16 @@ flat buffers of ``kernels/optim.py`` (same arguments, same per-parameter ``scala
 
 ``scalars(s, h) -> (new_s, c)``
     as in ``kernels/optim.py``: the next scalar state and the coefficients of this step.
-``collect(i, p, g, s0, s1, s2, h, c) -> (x0, x1, x2)``
+``collect(i, p, g, s0, s1, s2, s3, h, c) -> (x0, x1, x2)``
     pass 1, element ``i``: its contributions to three per-parameter sums (float64); it may
     update state (the moments), which pass 2 then reads.
 ``finish(t, h, c, n) -> r``
     parameter ``j``'s sums ``t`` (3 values) and size ``n`` -> 4 coefficients of pass 2,
     rounded to the buffer dtype (as PyTorch's 0-d tensors of the buffer's dtype).
-``apply(i, p, g, s0, s1, s2, h, c, r)``
+``apply(i, p, g, s0, s1, s2, s3, h, c, r)``
     pass 2, element ``i``: the update.
+
+(A fourth state slot ``s3``, which a walker has not: Prodigy keeps four vectors.)
 
 Pass 1 runs chunk by chunk in parallel; each piece of a parameter within a chunk (the pieces
 are cut by the fixed chunk grid, not by the threads) writes its own partial sums, which are
@@ -26,12 +28,19 @@ S, coef, hs) -> int``, and ``kernel.low[mode]`` for 16-bit parameters with float
 an optimizer calls it where it would call its walker.  The two passes cost one more read of the
 state than a walker (pass 2 reads back what pass 1 wrote); the sums are computed in the pass
 that updates the moments.
+
+``collecting(factory)`` declares pass 1 alone, ``factory(*switches) -> (scalars, collect)``,
+for sums the host combines over several buffers (Prodigy's, over the whole optimizer):
+``kernel(p, g, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, sums) -> int``
+leaves each parameter's sums in ``sums`` (float64, ``(len(flags), 3)``); ``kernel.low[mode]``
+takes the 16-bit storage first.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -43,22 +52,27 @@ from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _moments, _overflowed, _r
 
 
 class _Reducing:
-    """``reducing[switches]``: the two-pass kernel of ``factory(*switches)``, made on first use."""
+    """``reducing[switches]``: the two-pass kernel of ``factory(*switches)``, made on first use
+    (``second=False``: pass 1 alone, for :func:`collecting`)."""
 
-    def __init__(self, factory):
-        self._factory = factory
-        self._kernels: dict[tuple, _TwoPass] = {}
+    def __init__(self, factory, second: bool = True):
+        self._factory, self._second = factory, second
+        self._kernels: dict[tuple, Any] = {}
         functools.update_wrapper(self, factory)
 
-    def __getitem__(self, switches) -> _TwoPass:
+    def __getitem__(self, switches):
         switches = switches if isinstance(switches, tuple) else (switches,)
         kernel = self._kernels.get(switches)
         if kernel is None:
             name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
             fns = self._factory(*switches)
-            kernel = self._kernels[switches] = _TwoPass(
-                _two_pass(*fns, 0, name),
-                specialized(lambda mode: _TwoPass(_two_pass(*fns, mode, name))))
+            if not self._second:
+                fns = (*fns, _no_finish, _no_apply)
+            wrap = _TwoPass if self._second else _Collect
+            kernel = self._kernels[switches] = wrap(
+                _two_pass(*fns, 0, name, self._second),
+                specialized(lambda mode: wrap(_two_pass(*fns, mode, name, self._second),
+                                              storage_first=True)))
         return kernel
 
 
@@ -68,19 +82,52 @@ def reducing(factory) -> _Reducing:
     return _Reducing(factory)
 
 
-class _TwoPass:
-    """A two-pass kernel called as a walker (``low``: its 16-bit variants); it adds the scratch
-    of the partial sums, allocated per call (a chunk count plus a parameter count of rows: a few
-    KB where the step moves MB)."""
+def collecting(factory) -> _Reducing:
+    """Declare pass 1 alone: ``factory(*switches)`` returns ``(scalars, collect)`` (see the module
+    docstring)."""
+    return _Reducing(factory, second=False)
 
-    def __init__(self, kernel, low=None):
+
+class _TwoPass:
+    """A two-pass kernel called as a walker (``low``: its 16-bit variants): it adds an empty
+    fourth state slot and the scratch of the partial sums, allocated per call (a chunk count
+    plus a parameter count of rows: a few KB where the step moves MB)."""
+
+    def __init__(self, kernel, low: Any = None, storage_first: bool = False):
+        self._kernel = kernel
+        self.low = low
+        self._k = 6 if storage_first else 5  # where the fourth slot goes
+
+    def __call__(self, *args) -> int:
+        k = self._k
+        chunk_seg, flags = args[-6], args[-4]
+        return self._kernel(*args[:k], args[k - 4][:0], *args[k:],
+                            np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
+                            np.empty((flags.shape[0], 3)))
+
+
+class _Collect:
+    """Pass 1 alone (``low``: its 16-bit variants): ``kernel(..., hs, sums)``, the partial sums'
+    scratch added per call."""
+
+    def __init__(self, kernel, low: Any = None, storage_first: bool = False):
         self._kernel = kernel
         self.low = low
 
     def __call__(self, *args) -> int:
-        chunk_seg, flags = args[-6], args[-4]
-        return self._kernel(*args, np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
-                            np.empty((flags.shape[0], 3)))
+        chunk_seg, flags = args[-7], args[-5]
+        return self._kernel(*args[:-1], np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
+                            args[-1])
+
+
+@inline
+def _no_finish(t, h, c, n):
+    return (0.0, 0.0, 0.0, 0.0)
+
+
+@inline
+def _no_apply(i, p, g, s0, s1, s2, s3, h, c, r):
+    pass
 
 
 def _prologue(scalars, name: str):
@@ -106,9 +153,9 @@ def _prologue(scalars, name: str):
     return prologue
 
 
-def _finisher(finish, name: str):
-    """Pass 1's pieces added per parameter in chunk order, then ``finish`` of each (into
-    ``coef[j, 4:]``)."""
+def _finisher(finish, name: str, second: bool):
+    """Pass 1's pieces added per parameter in chunk order, then (for a second pass) ``finish``
+    of each (into ``coef[j, 4:]``)."""
 
     def combine(n, seg, chunk_seg, chunk, flags, coef, h, part, sums):
         sums[:, :] = 0.0
@@ -125,7 +172,7 @@ def _finisher(finish, name: str):
                 i0 = e
                 j += 1
         for j in range(flags.shape[0]):
-            if flags[j] != 0:
+            if second and flags[j] != 0:
                 c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                 r = finish((sums[j, 0], sums[j, 1], sums[j, 2]), h, c, seg[j + 1] - seg[j])
                 coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = r
@@ -135,18 +182,20 @@ def _finisher(finish, name: str):
     return combine
 
 
-def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
+def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: bool = True):
     """The kernel; ``mode`` 0: over ``p`` itself, else 16-bit parameters ``q`` with float32
-    masters ``p`` (``kernels.optim.F16``, ``BF16``, ``BF16_SR``: as the walker's ``low``)."""
+    masters ``p`` (``kernels.optim.F16``, ``BF16``, ``BF16_SR``: as the walker's ``low``);
+    ``second=False``: pass 1 and the per-parameter sums alone."""
     name = f"{name}_low{mode}" if mode else name
+    name = name if second else f"{name}_collect"
     prologue = _prologue(scalars, name)
-    combine = _finisher(finish, name)
+    combine = _finisher(finish, name, second)
     widen = _widen_f16 if mode == F16 else _widen_bf16
     rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}.get(mode, _round_f16)
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
     low = mode != 0
 
-    def kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
+    def kernel(q, p, g, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
@@ -162,6 +211,7 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    f = s3[i0:e]
                     t0 = t1 = t2 = 0.0
                     if low:  # a master whose 16-bit copy was written since takes the copy
                         qs = q[i0:e]
@@ -169,7 +219,7 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
                             x, qi = ps[i], qs[i]
                             ps[i] = x if same(x, qi, i0 + i) else widen(qi)
                     for i in range(e - i0):
-                        x0, x1, x2 = collect(i, ps, gs, a, b, d, h, c)
+                        x0, x1, x2 = collect(i, ps, gs, a, b, d, f, h, c)
                         t0 += x0
                         t1 += x1
                         t2 += x2
@@ -177,6 +227,8 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
                 i0 = e
                 j += 1
         combine(n, seg, chunk_seg, chunk, flags, coef, hs[0], part, sums)
+        if not second:
+            return -1
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]
             start = ci * chunk
@@ -189,8 +241,9 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str):
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     r = (coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7])
                     ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    f = s3[i0:e]
                     for i in range(e - i0):
-                        apply(i, ps, gs, a, b, d, h, c, r)
+                        apply(i, ps, gs, a, b, d, f, h, c, r)
                     if low:
                         qs = q[i0:e]
                         for i in range(e - i0):
@@ -228,7 +281,7 @@ def cautious_lion(maximize: bool, wd_on: bool):
     scalars = elementwise.lion._factory(maximize, wd_on)[0]
 
     @inline
-    def collect(i, p, g, m, _s1, _s2, h, c):
+    def collect(i, p, g, m, _s1, _s2, _s3, h, c):
         gi = -g[i] if maximize else g[i]
         x = m[i] * h.beta1 + h.one_minus_beta1 * gi
         u = h.one if x > 0 else h.zero
@@ -236,7 +289,7 @@ def cautious_lion(maximize: bool, wd_on: bool):
         return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
 
     @inline
-    def apply(i, p, g, m, _s1, _s2, h, c, r):
+    def apply(i, p, g, m, _s1, _s2, _s3, h, c, r):
         gi = -g[i] if maximize else g[i]
         pi = p[i] * h.decay if wd_on else p[i]
         mi = m[i]
@@ -258,7 +311,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
     scalars = elementwise.adam._factory(amsgrad, maximize, wd_on, decoupled, lerp_low)[0]
 
     @inline
-    def collect(i, p, g, m, v, vhat, h, c):
+    def collect(i, p, g, m, v, vhat, _s3, h, c):
         pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         if amsgrad:
             a = vhat[i]
@@ -268,7 +321,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
         return (1.0 if mi * gi > 0 else 0.0), 0.0, 0.0
 
     @inline
-    def apply(i, p, g, m, v, vhat, h, c, r):
+    def apply(i, p, g, m, v, vhat, _s3, h, c, r):
         gi = -g[i] if maximize else g[i]
         pi = p[i]
         if wd_on:
@@ -307,12 +360,12 @@ def cautious_sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool)
         return u, gi
 
     @inline
-    def collect(i, p, g, b, _s1, _s2, h, c):
+    def collect(i, p, g, b, _s1, _s2, _s3, h, c):
         u, gi = direction(i, p, g, b, h, c, True)
         return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
 
     @inline
-    def apply(i, p, g, b, _s1, _s2, h, c, r):
+    def apply(i, p, g, b, _s1, _s2, _s3, h, c, r):
         u, gi = direction(i, p, g, b, h, c, False)
         mask = r[0] if u * gi > 0 else h.zero
         p[i] = p[i] + h.neg_lr * (u * mask)
@@ -356,7 +409,7 @@ def lamb(maximize: bool, wd_on: bool, decoupled: bool, adam: bool):
         return pi, u
 
     @inline
-    def collect(i, p, g, m, v, _s2, h, c):
+    def collect(i, p, g, m, v, _s2, _s3, h, c):
         gi = -g[i] if maximize else g[i]
         m[i] = m[i] * h.beta1 + h.beta3 * gi
         v[i] = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -371,7 +424,7 @@ def lamb(maximize: bool, wd_on: bool, decoupled: bool, adam: bool):
         return (c[0] * (1.0 if adam else trust), wn, un, trust)
 
     @inline
-    def apply(i, p, g, m, v, _s2, h, c, r):
+    def apply(i, p, g, m, v, _s2, _s3, h, c, r):
         pi, u = direction(i, p, m, v, h)
         p[i] = pi + r[0] * u
 
@@ -401,7 +454,7 @@ def lars(maximize: bool, momentum_on: bool, nesterov: bool):
             (float(s[3]), 0.0, 0.0, 0.0)
 
     @inline
-    def collect(i, p, g, b, _s1, _s2, h, c):
+    def collect(i, p, g, b, _s1, _s2, _s3, h, c):
         gi = -g[i] if maximize else g[i]
         return p[i] * p[i], gi * gi, 0.0
 
@@ -413,7 +466,7 @@ def lars(maximize: bool, momentum_on: bool, nesterov: bool):
         return (trust if c[0] != 0 else 1.0, 0.0, 0.0, 0.0)
 
     @inline
-    def apply(i, p, g, b, _s1, _s2, h, c, r):
+    def apply(i, p, g, b, _s1, _s2, _s3, h, c, r):
         gi = -g[i] if maximize else g[i]
         pi = p[i]
         gi = (gi + h.weight_decay * pi) * r[0] if c[0] != 0 else gi
@@ -424,3 +477,44 @@ def lars(maximize: bool, momentum_on: bool, nesterov: bool):
         p[i] = pi + h.neg_lr * gi
 
     return scalars, collect, finish, apply
+
+
+# ---- Prodigy's first pass: its sums are over the whole optimizer --------------------------------
+@collecting
+def prodigy_collect(beta1_on: bool, coupled: bool, lr_on: bool):
+    """Prodigy's moments and its two sums (Mishchenko & Defazio 2023,
+    https://arxiv.org/abs/2306.06101) as ``prodigyopt`` computes them; the host adds the sums of
+    every parameter of every group into d's estimate, then ``kernels.optim.prodigy`` steps.
+
+    State: m (exp_avg, with beta1 > 0), v (exp_avg_sq), s, p0 (the parameter at its first
+    step).  ``S[j, 0]`` counts steps.  Host: ``b1``, ``m_alpha`` = d (1 - b1), ``b2``,
+    ``v_value`` = d^2 (1 - b2), ``b3``, ``s_alpha`` = (d / d0) dlr (or (d / d0) d with
+    safeguard warmup), ``weight_decay`` (lambda, coupled).  Per element (``lr_on``: the
+    group's lr > 0), its sums ``g (p0 - p)`` and ``|s|``::
+
+        g <- g + lambda p     (coupled decay);     p0 <- p at the parameter's first step
+        m <- b1 m + d (1 - b1) g;  v <- b2 v + d^2 (1 - b2) g^2;  s <- b3 s + s_alpha g
+    """
+    @inline
+    def scalars(s, h):
+        t = elementwise._next_step(s)
+        return (t, 0.0, 0.0, 0.0), ((t == 1.0) * 1.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def collect(i, p, g, m, v, s, p0, h, c):
+        gi = g[i]
+        pi = p[i]
+        if coupled:
+            gi = gi + h.weight_decay * pi
+        q = pi if c[0] != 0 else p0[i]
+        p0[i] = q
+        if not lr_on:
+            return 0.0, 0.0, 0.0
+        if beta1_on:
+            m[i] = m[i] * h.b1 + h.m_alpha * gi
+        v[i] = v[i] * h.b2 + h.v_value * gi * gi
+        si = s[i] * h.b3 + h.s_alpha * gi
+        s[i] = si
+        return gi * (q - pi), abs(si), 0.0
+
+    return scalars, collect

@@ -33,6 +33,7 @@ from tinyopt.optim.lion import Lion
 from tinyopt.optim.muon import Muon
 from tinyopt.optim.nadam import NAdam
 from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.prodigy import Prodigy
 from tinyopt.optim.radam import RAdam
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.rprop import Rprop
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
-__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "LARS", "Lamb", "Lion",
+__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "LARS", "Lamb", "Lion", "Prodigy",
             "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
 
 
