@@ -911,7 +911,7 @@ NOT_FUZZED = {
     "SGDScheduleFree": "tests/test_schedule_free.py", "AdamWScheduleFree": "the same",
     "RAdamScheduleFree": "the same", "Lion": "tests/test_lion.py", "ADOPT": "tests/test_adopt.py",
     "AdEMAMix": "tests/test_ademamix.py", "Lamb": "tests/test_lamb.py", "LARS": "tests/test_lars.py",
-    "Prodigy": "tests/test_prodigy.py",
+    "Prodigy": "tests/test_prodigy.py", "SOAP": "tests/test_soap.py",
 }
 
 

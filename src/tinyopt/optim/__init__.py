@@ -39,6 +39,7 @@ from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.rprop import Rprop
 from tinyopt.optim.schedule_free import AdamWScheduleFree, RAdamScheduleFree, SGDScheduleFree
 from tinyopt.optim.sgd import SGD
+from tinyopt.optim.soap import SOAP
 from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
@@ -50,7 +51,7 @@ __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax"
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
 __all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "LARS", "Lamb", "Lion", "Prodigy",
-            "RAdamScheduleFree", "SGDScheduleFree"]  # (issue 31)
+            "RAdamScheduleFree", "SGDScheduleFree", "SOAP"]  # (issue 31)
 
 
 def __getattr__(name: str):
