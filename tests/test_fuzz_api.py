@@ -912,6 +912,8 @@ NOT_FUZZED = {
     "RAdamScheduleFree": "the same", "Lion": "tests/test_lion.py", "ADOPT": "tests/test_adopt.py",
     "AdEMAMix": "tests/test_ademamix.py", "Lamb": "tests/test_lamb.py", "LARS": "tests/test_lars.py",
     "Prodigy": "tests/test_prodigy.py", "SOAP": "tests/test_soap.py",
+    "Adam8bit": "tests/test_eight_bit.py", "AdamW8bit": "the same", "Lion8bit": "the same",
+    "SGD8bit": "the same",
 }
 
 

@@ -26,6 +26,7 @@ from tinyopt.optim.adamw import AdamW
 from tinyopt.optim.ademamix import AdEMAMix
 from tinyopt.optim.adopt import ADOPT
 from tinyopt.optim.asgd import ASGD
+from tinyopt.optim.eight_bit import Adam8bit, AdamW8bit, Lion8bit, SGD8bit
 from tinyopt.optim.lamb import Lamb
 from tinyopt.optim.lars import LARS
 from tinyopt.optim.lbfgs import LBFGS
@@ -50,8 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
-__all__ += ["ADOPT", "AdEMAMix", "AdamWScheduleFree", "LARS", "Lamb", "Lion", "Prodigy",
-            "RAdamScheduleFree", "SGDScheduleFree", "SOAP"]  # (issue 31)
+__all__ += ["ADOPT", "AdEMAMix", "Adam8bit", "AdamW8bit", "AdamWScheduleFree", "LARS", "Lamb", "Lion", "Lion8bit",
+            "Prodigy", "RAdamScheduleFree", "SGD8bit", "SGDScheduleFree", "SOAP"]  # (issue 31)
 
 
 def __getattr__(name: str):

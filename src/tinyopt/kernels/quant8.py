@@ -1,0 +1,239 @@
+"""8-bit optimizer state: blockwise dynamic quantization (Dettmers et al. 2022,
+https://arxiv.org/abs/2110.02861) and the fused steps of the 8-bit optimizers.
+
+A state tensor is cut into blocks of ``BLOCK`` = 256 elements; block ``b`` keeps its largest
+magnitude ``absmax[b]`` (float32) and each element the index (uint8) of the nearest value of a
+256-entry code ``c`` to ``x / absmax[b]``: ``x ~ c[q] * absmax[b]``.  The codes are the dynamic
+maps of Dettmers (2016, https://arxiv.org/abs/1511.04561) as bitsandbytes builds them
+(:func:`dynamic_map`): signed for a first moment, unsigned for a second; decades 1e-6..1 with
+more fraction bits for the larger ones, so relative error stays near 1-2% from the block's
+maximum down to a millionth of it.
+
+A step (``kind[...]``, one kernel per algorithm and 16-bit mode) runs over the blocks of a
+group's flat buffers, parallel over chunks of ``BLOCKS_PER_CHUNK`` blocks (each block depends on
+itself alone: the same bits on any number of threads).  For a block of a quantized parameter:
+dequantize its states, update them and the parameter in float32 (the parameter from the updated
+float32 states, as bitsandbytes), then its new absmax and the requantized indices -- the one
+pass over the memory the step reads and writes (1 byte per state per element where float32
+Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
+and takes bitsandbytes' 32-bit update.
+
+Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
+empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
+their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
+block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
+range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
+``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
+``scratch`` (float32, ``(chunks, 2, BLOCK)``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _round_bf16, _round_bf16_sr, _round_f16,
+                                   _same_bf16, _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
+
+BLOCK = 256
+"""Elements per quantization block (bitsandbytes' blockwise optimizers)."""
+
+BLOCKS_PER_CHUNK = 64
+"""Blocks per parallel work item (16384 elements, the walkers' chunk)."""
+
+
+def _linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
+    """``torch.linspace(start, end, steps, dtype=torch.float32)`` as its scalar path computes it:
+    the ends rounded to float32, the values in double, the first half from ``start``, the
+    second from ``end`` (torch's vectorized path rounds some values to the other neighbour:
+    bitsandbytes' maps differ from these in a few codes, by one float32 ulp)."""
+    a, b = float(np.float32(start)), float(np.float32(end))
+    step = (b - a) / (steps - 1)
+    i = np.arange(steps, dtype=np.float64)
+    return np.where(i < steps // 2, a + step * i, b - step * (steps - 1 - i)).astype(np.float32)
+
+
+def dynamic_map(signed: bool) -> np.ndarray:
+    """The 256-value dynamic quantization code (float32, sorted) of bitsandbytes'
+    ``create_dynamic_map(signed)``: signed, -0.993..1 (no -1: a block's largest negative value
+    quantizes to -0.993 of itself); unsigned, 0..1.  (A few codes may differ from
+    bitsandbytes' by one ulp: see :func:`_linspace_f32`.)"""
+    data: list[float] = []
+    for i in range(7):
+        items = 2 ** i + 1 if signed else 2 ** (i + 1) + 1
+        bounds = _linspace_f32(0.1, 1.0, items)
+        means = (bounds[:-1] + bounds[1:]) / np.float32(2.0)
+        scale = 10.0 ** (-6 + i)
+        data += (means * np.float32(scale)).tolist()  # (a float32 tensor times a Python float)
+        if signed:
+            data += (means * np.float32(-scale)).tolist()
+    data += [0.0, 1.0]
+    return np.array(sorted(data), dtype=np.float32)
+
+
+@inline
+def _quantize(x, code):
+    """The index of the code value nearest ``x`` (the lower one on a tie): the largest ``i``
+    with ``code[i] <= x`` (a branch-free binary search; 0 below ``code[0]``), then its right
+    neighbour if strictly nearer.  NaN gives 0.  (bitsandbytes' CPU quantizer in 0.50 is not
+    exact: 0.1% of its signed and 3% of its unsigned indices are not the nearest code.)"""
+    i = 0
+    i = i + 128 if code[i + 128] <= x else i
+    i = i + 64 if code[i + 64] <= x else i
+    i = i + 32 if code[i + 32] <= x else i
+    i = i + 16 if code[i + 16] <= x else i
+    i = i + 8 if code[i + 8] <= x else i
+    i = i + 4 if code[i + 4] <= x else i
+    i = i + 2 if code[i + 2] <= x else i
+    i = i + 1 if code[i + 1] <= x else i
+    if i < 255 and abs(x - code[i + 1]) < abs(x - code[i]):
+        i += 1
+    return i
+
+
+@inline
+def _absmax(a, x):
+    """The running block maximum of ``|x|``; NaN once a NaN is seen (the block then dequantizes
+    to NaN: a NaN moment is not silently replaced by a number)."""
+    y = abs(x)
+    return y if (y > a or y != y) else a
+
+
+def _step_factory(functions: tuple, two: bool, mode: int, name: str):
+    """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
+    h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
+    ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
+    coefficients, u8, u32 = functions
+    widen = _widen_f16 if mode == F16 else _widen_bf16
+    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}.get(mode, _round_f16)
+    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
+    low = mode != 0
+
+    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, bj, blo, bhi, boff, kind8, flags,
+               steps, hs, scratch):
+        nb = bj.shape[0]
+        for ci in prange(scratch.shape[0]):
+            h = hs[0]
+            sc = scratch[ci]
+            for b in range(ci * BLOCKS_PER_CHUNK, min((ci + 1) * BLOCKS_PER_CHUNK, nb)):
+                j = bj[b]
+                if flags[j] == 0:
+                    continue
+                c = coefficients(float(steps[j]), h)
+                lo, n, so = blo[b], bhi[b] - blo[b], boff[b]
+                if low:  # a master whose 16-bit copy was written since takes the copy
+                    for k in range(n):
+                        x, qi = p[lo + k], q[lo + k]
+                        p[lo + k] = x if same(x, qi, lo + k) else widen(qi)
+                if kind8[j] != 0:
+                    m1 = np.float32(0.0)
+                    m2 = np.float32(0.0)
+                    s1 = a1[b]
+                    s2 = a2[b] if two else s1
+                    for k in range(n):
+                        x1 = code1[q1[so + k]] * s1
+                        x2 = code2[q2[so + k]] * s2 if two else x1
+                        pi, x1, x2 = u8(p[lo + k], g[lo + k], x1, x2, h, c)
+                        p[lo + k] = pi
+                        sc[0, k] = x1
+                        m1 = _absmax(m1, x1)
+                        if two:
+                            sc[1, k] = x2
+                            m2 = _absmax(m2, x2)
+                    a1[b] = m1
+                    for k in range(n):
+                        q1[so + k] = _quantize(sc[0, k] / m1, code1)
+                    if two:
+                        a2[b] = m2
+                        for k in range(n):
+                            q2[so + k] = _quantize(sc[1, k] / m2, code2)
+                else:
+                    for k in range(n):
+                        x1 = f1[so + k]
+                        x2 = f2[so + k] if two else x1
+                        pi, x1, x2 = u32(p[lo + k], g[lo + k], x1, x2, h, c)
+                        p[lo + k] = pi
+                        f1[so + k] = x1
+                        if two:
+                            f2[so + k] = x2
+                if low:
+                    for k in range(n):
+                        q[lo + k] = rnd(p[lo + k], lo + k)
+        return 0
+
+    kernel.__name__ = kernel.__qualname__ = f"{name}_8bit_low{mode}"
+    return parallel_kernel(kernel, sized_by=1)
+
+
+# ---- the algorithms, as bitsandbytes' CPU backend computes them ---------------------------------
+@inline
+def _adam_coefficients(t, h):
+    c1 = 1.0 - h.beta1 ** t
+    c2 = math.sqrt(1.0 - h.beta2 ** t)
+    # 8-bit: p + (-lr / c1) m / (sqrt(v) / c2 + eps);  32-bit: p + (-lr c2 / c1) m / (sqrt(v) + eps c2)
+    return (np.float32(-h.lr / c1), np.float32(c2), np.float32(-h.lr * c2 / c1),
+            np.float32(h.eps_wide * c2))
+
+
+@inline
+def _adam8(p, g, m, v, h, c):
+    m = m * h.b1 + h.one_minus_b1 * g
+    v = v * h.b2 + h.one_minus_b2 * g * g
+    d = math.sqrt(v) / c[1] + h.eps
+    p = p * h.decay
+    return p + c[0] * m / d, m, v
+
+
+@inline
+def _adam32(p, g, m, v, h, c):
+    m = m * h.b1 + h.one_minus_b1 * g
+    v = v * h.b2 + h.one_minus_b2 * g * g
+    p = p * h.decay
+    return p + c[2] * (m / (math.sqrt(v) + c[3])), m, v
+
+
+@inline
+def _lion_coefficients(t, h):
+    return (np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(0.0))
+
+
+@inline
+def _lion(p, g, m, v, h, c):
+    p = p * h.decay
+    x = m * h.b1 + g * h.one_minus_b1
+    u = h.one if x > 0 else h.zero
+    u = -h.one if x < 0 else u
+    return p + h.neg_lr * u, m * h.b2 + h.one_minus_b2 * g, v
+
+
+@inline
+def _momentum_coefficients(t, h):
+    first = np.float32(1.0) if t == 1.0 else np.float32(0.0)
+    return (first, np.float32(0.0), np.float32(0.0), np.float32(0.0))
+
+
+@inline
+def _momentum8(p, g, m, v, h, c):
+    g = g + h.weight_decay * p
+    m = g if c[0] != 0 else m * h.b1 + g
+    return p + h.neg_lr * m, m, v
+
+
+@inline
+def _momentum32(p, g, m, v, h, c):
+    g = g + h.weight_decay * p if h.wd_on != 0 else g
+    m = g if c[0] != 0 else m * h.b1 + g
+    return p + h.neg_lr * m, m, v
+
+
+ALGORITHMS = {
+    "adam": ((_adam_coefficients, _adam8, _adam32), True),
+    "lion": ((_lion_coefficients, _lion, _lion), False),
+    "momentum": ((_momentum_coefficients, _momentum8, _momentum32), False),
+}
+"""name -> ((coefficients, 8-bit update, 32-bit update), two states)."""
+
+step = specialized(lambda name, mode: _step_factory(*ALGORITHMS[name], mode, name))
+"""``step[name, mode]``: the 8-bit step of algorithm ``name`` (16-bit ``mode`` or 0)."""
