@@ -17,6 +17,7 @@ bitsandbytes state dict, whose codes match these to an ulp, loads too).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,9 +31,17 @@ from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import Optimizer, _cast_state
 
 CODES = {"signed": quant8.dynamic_map(True), "unsigned": quant8.dynamic_map(False)}
-_BNB = "__bnb_optimizer_quant_state__"
 for _code in CODES.values():
     _code.flags.writeable = False
+_BNB = "__bnb_optimizer_quant_state__"
+
+
+@functools.cache
+def _tables() -> tuple[np.ndarray, ...]:
+    """The kernels' codes and lookup tables (128 KiB each), made at the first 8-bit step:
+    ``(code1, code2, lut1, lut2)``."""
+    (c1, t1), (c2, t2) = quant8.tables(CODES["signed"]), quant8.tables(CODES["unsigned"])
+    return c1, c2, t1, t2
 
 
 class _Store:
@@ -170,10 +179,9 @@ class _Blockwise8bit(Optimizer):
                 kernel = quant8.step[self.algorithm, fb.mode]
                 q = fb.low.view(np.uint16) if fb.mode else np.zeros(0, np.uint16)
                 kernel(q, fb.data, fb.grad, st.q1, st.q2, st.f1, st.f2, st.a1, st.a2,
-                       CODES["signed"], CODES["unsigned"], st.bj, st.blo, st.bhi, st.boff,
-                       st.kind8, fb.flags, fb.steps, fb.host(host, ("lr", "beta1", "beta2",
-                                                                      "eps_wide")),
-                       st.scratch)
+                       *_tables(), st.bj, st.blo,
+                       st.bhi, st.boff, st.kind8, fb.flags, fb.steps,
+                       fb.host(host, ("lr", "beta1", "beta2", "eps_wide")), st.scratch, fb.coef)
         return loss
 
     def _bind(self, st: _Store, j: int) -> None:
