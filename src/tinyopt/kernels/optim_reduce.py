@@ -90,8 +90,8 @@ def collecting(factory) -> _Reducing:
 
 class _TwoPass:
     """A two-pass kernel called as a walker (``low``: its 16-bit variants): it adds an empty
-    fourth state slot and the scratch of the partial sums, allocated per call (a chunk count
-    plus a parameter count of rows: a few KB where the step moves MB)."""
+    fourth state slot and the scratch of the partial sums, allocated per call (a few KB where
+    the step moves MB: :func:`_part`)."""
 
     def __init__(self, kernel, low: Any = None, storage_first: bool = False):
         self._kernel = kernel
@@ -101,8 +101,7 @@ class _TwoPass:
     def __call__(self, *args) -> int:
         k = self._k
         chunk_seg, flags = args[-6], args[-4]
-        return self._kernel(*args[:k], args[k - 4][:0], *args[k:],
-                            np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
+        return self._kernel(*args[:k], args[k - 4][:0], *args[k:], _part(chunk_seg, flags),
                             np.empty((flags.shape[0], 3)))
 
 
@@ -116,8 +115,12 @@ class _Collect:
 
     def __call__(self, *args) -> int:
         chunk_seg, flags = args[-7], args[-5]
-        return self._kernel(*args[:-1], np.empty((chunk_seg.shape[0] + flags.shape[0], 3)),
-                            args[-1])
+        return self._kernel(*args[:-1], _part(chunk_seg, flags), args[-1])
+
+
+def _part(chunk_seg: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Pass 1's scratch: the pieces' sums (a chunk count plus a parameter count of rows)."""
+    return np.empty((chunk_seg.shape[0] + flags.shape[0], 3))
 
 
 @inline
@@ -218,11 +221,24 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
                         for i in range(e - i0):
                             x, qi = ps[i], qs[i]
                             ps[i] = x if same(x, qi, i0 + i) else widen(qi)
-                    for i in range(e - i0):
+                    # four interleaved partial sums (one sum is a chain of dependent adds, 4
+                    # cycles an element), then the rest
+                    u0 = u1 = u2 = v0 = v1 = v2 = w0 = w1 = w2 = 0.0
+                    m = e - i0
+                    full = m - m % 4
+                    for r in range(0, full, 4):
+                        x0, x1, x2 = collect(r, ps, gs, a, b, d, f, h, c)
+                        t0, t1, t2 = t0 + x0, t1 + x1, t2 + x2
+                        x0, x1, x2 = collect(r + 1, ps, gs, a, b, d, f, h, c)
+                        u0, u1, u2 = u0 + x0, u1 + x1, u2 + x2
+                        x0, x1, x2 = collect(r + 2, ps, gs, a, b, d, f, h, c)
+                        v0, v1, v2 = v0 + x0, v1 + x1, v2 + x2
+                        x0, x1, x2 = collect(r + 3, ps, gs, a, b, d, f, h, c)
+                        w0, w1, w2 = w0 + x0, w1 + x1, w2 + x2
+                    t0, t1, t2 = (t0 + u0) + (v0 + w0), (t1 + u1) + (v1 + w1), (t2 + u2) + (v2 + w2)
+                    for i in range(full, m):
                         x0, x1, x2 = collect(i, ps, gs, a, b, d, f, h, c)
-                        t0 += x0
-                        t1 += x1
-                        t2 += x2
+                        t0, t1, t2 = t0 + x0, t1 + x1, t2 + x2
                     part[ci + j, 0], part[ci + j, 1], part[ci + j, 2] = t0, t1, t2
                 i0 = e
                 j += 1
@@ -284,9 +300,8 @@ def cautious_lion(maximize: bool, wd_on: bool):
     def collect(i, p, g, m, _s1, _s2, _s3, h, c):
         gi = -g[i] if maximize else g[i]
         x = m[i] * h.beta1 + h.one_minus_beta1 * gi
-        u = h.one if x > 0 else h.zero
-        u = -h.one if x < 0 else u
-        return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
+        # sign(x) g > 0, as conversions of comparisons (selects here kept the loop scalar)
+        return np.float64((x > 0) & (gi > 0)) + np.float64((x < 0) & (gi < 0)), 0.0, 0.0
 
     @inline
     def apply(i, p, g, m, _s1, _s2, _s3, h, c, r):
@@ -318,7 +333,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
             if vi != vi or vi > a:
                 a = vi
             vhat[i] = a
-        return (1.0 if mi * gi > 0 else 0.0), 0.0, 0.0
+        return np.float64(mi * gi > 0), 0.0, 0.0
 
     @inline
     def apply(i, p, g, m, v, vhat, _s3, h, c, r):
@@ -362,7 +377,7 @@ def cautious_sgd(momentum_on: bool, nesterov: bool, maximize: bool, wd_on: bool)
     @inline
     def collect(i, p, g, b, _s1, _s2, _s3, h, c):
         u, gi = direction(i, p, g, b, h, c, True)
-        return (1.0 if u * gi > 0 else 0.0), 0.0, 0.0
+        return np.float64(u * gi > 0), 0.0, 0.0  # (a conversion, not a branch)
 
     @inline
     def apply(i, p, g, b, _s1, _s2, _s3, h, c, r):
