@@ -29,9 +29,10 @@ def ref_lars(p, g, st, h):
     return p + (-h["lr"]) * g
 
 
-CASES = [(dict(lr=0.1, weight_decay=0.01), dict(lr=0.2, momentum=0.5, dampening=0.2)),
-         (dict(lr=0.1, nesterov=True, trust_coefficient=0.02), dict(momentum=0.0)),
-         (dict(lr=0.1, maximize=True, weight_decay=0.1), dict(trust_coefficient=0.1))]
+# (maximize in the first group's options: pytorch-optimizer takes it for all groups)
+CASES = [(dict(lr=0.1, weight_decay=0.01, maximize=True),
+          dict(lr=0.2, momentum=0.5, dampening=0.2, trust_coefficient=0.1)),
+         (dict(lr=0.1, nesterov=True, trust_coefficient=0.02), dict(momentum=0.0))]
 GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enumerate(CASES)
         for dt in (np.float32, np.float64) if dt is np.float32 or k == 0]
 

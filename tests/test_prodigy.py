@@ -86,7 +86,7 @@ def _grads(rng, ps, t, dtype):
             for i, p in enumerate(ps)]
 
 
-CASES = [(dict(), dict(weight_decay=0.1)),
+CASES = [(dict(weight_decay=0.1), dict(eps=1e-6)),
          (dict(weight_decay=0.05, decouple=False, d_coef=2.0), dict(eps=1e-6)),
          (dict(betas=(0.0, 0.99), use_bias_correction=True, growth_rate=1.05),
           dict(safeguard_warmup=True, d0=1e-5)),
@@ -151,7 +151,7 @@ class _Package:
         self.opt.step()
 
 
-@pytest.mark.parametrize("o0,o1,dtype", GRID[:3])
+@pytest.mark.parametrize("o0,o1,dtype", [g for g in GRID if g.values[2] is np.float32][:3])
 def test_matches_prodigyopt(o0, o1, dtype):
     pytest.importorskip("torch")
     pytest.importorskip("prodigyopt")
