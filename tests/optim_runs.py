@@ -13,7 +13,6 @@ import copy
 from collections.abc import Callable
 
 import numpy as np
-import pytest
 
 from tinyopt import Parameter
 
@@ -128,6 +127,36 @@ def assert_close(ours: list, theirs: list, dtype, rtol: float | None = None,
     return worst
 
 
+def matches_reference(cls, ref_fn: Callable, o0: dict, o1: dict, dtype, steps: int,
+                      shapes=SHAPES) -> tuple:
+    """``cls`` and the numpy reference ``ref_fn`` (one parameter at a time) through ``steps``
+    steps: parameters and state close (:func:`assert_close`).  Returns ``(params, opt)``."""
+    params, opt = make(cls, o0, o1, dtype, shapes=shapes)
+    gs = grads(7, dtype, steps, shapes)
+    ref, states = run_reference(ref_fn, opt, params, gs)
+    run(opt, params, gs, range(steps))
+    assert_close([p.data for p in params], ref, dtype)
+    assert_state_close(opt, params, states, dtype)
+    return params, opt
+
+
+def matches_package(torch, cls, ref_cls, o0: dict, o1: dict, dtype, steps: int, shapes=SHAPES,
+                    none: bool = True, setup: Callable | None = None) -> tuple:
+    """``cls`` and the reference package's ``ref_cls`` through ``steps`` steps of the same
+    gradients (``none=False``: every parameter has one at every step, for a package that counts
+    steps per group; ``setup(topt)`` first): parameters close.  Returns ``(params, opt,
+    tparams, topt)``."""
+    params, opt = make(cls, o0, o1, dtype, shapes=shapes)
+    tparams, topt = torch_twin(torch, ref_cls, o0, o1, params)
+    if setup is not None:
+        setup(topt)
+    gs = grads(11, dtype, steps, shapes, none=none)
+    run(opt, params, gs, range(steps))
+    run_torch(torch, topt, tparams, gs, range(steps))
+    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+    return params, opt, tparams, topt
+
+
 def state_dict_halfway(cls, o0: dict, o1: dict, steps: int, each: Callable | None = None):
     """A state dict saved halfway and loaded into a fresh optimizer continues bit for bit."""
     gs = grads(3, np.float32, steps)
@@ -150,31 +179,3 @@ def state_dict_halfway(cls, o0: dict, o1: dict, steps: int, each: Callable | Non
         assert sd1["state"][k].keys() == sd2["state"][k].keys()
         for name, v in sd1["state"][k].items():
             np.testing.assert_array_equal(v, sd2["state"][k][name])
-
-
-def cut_steps_as_whole(cls, kw: dict, steps: int = 4, prepare: Callable | None = None) -> None:
-    """A parameter cut in two pieces (as ZeRO-1 cuts a shard) steps bit for bit as the whole, and
-    ZeroRedundancyOptimizer accepts the class (it then needs a process group)."""
-    rng = np.random.default_rng(3)
-    w = Parameter(rng.standard_normal((7, 5)).astype(np.float32))
-    a, b = (Parameter(w.data.numpy().ravel()[s].copy()) for s in (slice(0, 13), slice(13, 35)))
-    whole, cut = cls([w], **kw), cls([a, b], **kw)
-    for o in (whole, cut):
-        if prepare is not None:
-            prepare(o)
-    for _ in range(steps):
-        g = rng.standard_normal(35).astype(np.float32)
-        w.grad, a.grad, b.grad = g.reshape(7, 5), g[:13].copy(), g[13:].copy()
-        whole.step()
-        cut.step()
-    np.testing.assert_array_equal(np.concatenate([a.data.numpy(), b.data.numpy()]),
-                                  w.data.numpy().ravel())
-    for key, value in whole.state[w].items():
-        pieces = [np.asarray(cut.state[q][key]) for q in (a, b)]
-        if np.ndim(value) == 0:
-            assert pieces[0] == pieces[1] == np.asarray(value), key
-        else:
-            np.testing.assert_array_equal(np.concatenate(pieces), np.asarray(value).ravel())
-    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
-    with pytest.raises(ValueError, match="process group has not been initialized"):
-        ZeroRedundancyOptimizer([w], optimizer_class=cls)

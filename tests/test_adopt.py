@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optim_runs import (assert_close, assert_state_close, cut_steps_as_whole, grads, make, run,
-                        run_reference, run_torch, state_dict_halfway, torch_twin)
+from optim_runs import (assert_close, grads, make, matches_package,
+                       matches_reference, run, run_reference, state_dict_halfway)
 
 from tinyopt import Parameter, optim
 
@@ -50,12 +50,7 @@ GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enu
 
 @pytest.mark.parametrize("o0,o1,dtype", GRID)
 def test_matches_numpy_reference(o0, o1, dtype):
-    params, opt = make(optim.ADOPT, o0, o1, dtype)
-    gs = grads(7, dtype, STEPS)
-    ref, states = run_reference(ref_adopt, opt, params, gs)
-    run(opt, params, gs, range(STEPS))
-    assert_close([p.data for p in params], ref, dtype)
-    assert_state_close(opt, params, states, dtype)
+    matches_reference(optim.ADOPT, ref_adopt, o0, o1, dtype, STEPS)
 
 
 def test_a_custom_clip_and_none():
@@ -75,20 +70,12 @@ def test_matches_pytorch_optimizer(o0, o1, dtype):
     at every step (then the counts agree)."""
     torch = pytest.importorskip("torch")
     pytorch_optimizer = pytest.importorskip("pytorch_optimizer")
-    params, opt = make(optim.ADOPT, o0, o1, dtype)
-    tparams, topt = torch_twin(torch, pytorch_optimizer.ADOPT, o0, o1, params)
-    gs = grads(11, dtype, STEPS, none=False)
-    run(opt, params, gs, range(STEPS))
-    run_torch(torch, topt, tparams, gs, range(STEPS))
-    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+    matches_package(torch, optim.ADOPT, pytorch_optimizer.ADOPT, o0, o1, dtype, STEPS, none=False)
 
 
 def test_state_dict_saved_halfway_continues_identically():
     state_dict_halfway(optim.ADOPT, *CASES[1], STEPS)
 
-
-def test_a_cut_parameter_steps_as_the_whole():
-    cut_steps_as_whole(optim.ADOPT, CASES[0][0])
 
 
 @pytest.mark.parametrize("kw,msg", [

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optim_runs import (SHAPES, assert_close, assert_state_close, grads, make, run, run_reference,
-                        run_torch, state_dict_halfway, torch_twin)
+from optim_runs import SHAPES, matches_package, matches_reference, state_dict_halfway
 
 from tinyopt import Parameter, optim
 
@@ -39,24 +38,14 @@ GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enu
 
 @pytest.mark.parametrize("o0,o1,dtype", GRID)
 def test_matches_numpy_reference(o0, o1, dtype):
-    params, opt = make(optim.LARS, o0, o1, dtype, shapes=BIG)
-    gs = grads(7, dtype, STEPS, BIG)
-    ref, states = run_reference(ref_lars, opt, params, gs)
-    run(opt, params, gs, range(STEPS))
-    assert_close([p.data for p in params], ref, dtype)
-    assert_state_close(opt, params, states, dtype)
+    matches_reference(optim.LARS, ref_lars, o0, o1, dtype, STEPS, shapes=BIG)
 
 
 @pytest.mark.parametrize("o0,o1,dtype", GRID)
 def test_matches_pytorch_optimizer(o0, o1, dtype):
     torch = pytest.importorskip("torch")
     pytorch_optimizer = pytest.importorskip("pytorch_optimizer")
-    params, opt = make(optim.LARS, o0, o1, dtype, shapes=BIG)
-    tparams, topt = torch_twin(torch, pytorch_optimizer.LARS, o0, o1, params)
-    gs = grads(11, dtype, STEPS, BIG)
-    run(opt, params, gs, range(STEPS))
-    run_torch(torch, topt, tparams, gs, range(STEPS))
-    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+    matches_package(torch, optim.LARS, pytorch_optimizer.LARS, o0, o1, dtype, STEPS, shapes=BIG)
 
 
 def test_state_dict_saved_halfway_continues_identically():

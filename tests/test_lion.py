@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optim_runs import (assert_close, assert_state_close, cut_steps_as_whole, grads, make, run,
-                        run_reference, run_torch, state_dict_halfway, torch_twin)
+from optim_runs import (assert_close, matches_package, matches_reference,
+                       state_dict_halfway)
 
 from tinyopt import Parameter, optim
 
@@ -34,12 +34,7 @@ GRID = [pytest.param(o0, o1, dt, id=f"{k}-{dt.__name__}") for k, (o0, o1) in enu
 
 @pytest.mark.parametrize("o0,o1,dtype", GRID)
 def test_matches_numpy_reference(o0, o1, dtype):
-    params, opt = make(optim.Lion, o0, o1, dtype)
-    gs = grads(7, dtype, STEPS)
-    ref, states = run_reference(ref_lion, opt, params, gs)
-    run(opt, params, gs, range(STEPS))
-    assert_close([p.data for p in params], ref, dtype)
-    assert_state_close(opt, params, states, dtype)
+    matches_reference(optim.Lion, ref_lion, o0, o1, dtype, STEPS)
 
 
 @pytest.mark.parametrize("o0,o1,dtype", GRID)
@@ -48,12 +43,7 @@ def test_matches_lion_pytorch(o0, o1, dtype):
     lion_pytorch = pytest.importorskip("lion_pytorch")
     if o0.get("maximize"):  # (lion-pytorch has no maximize)
         pytest.skip("lion-pytorch has no maximize")
-    params, opt = make(optim.Lion, o0, o1, dtype)
-    tparams, topt = torch_twin(torch, lion_pytorch.Lion, o0, o1, params)
-    gs = grads(11, dtype, STEPS)
-    run(opt, params, gs, range(STEPS))
-    run_torch(torch, topt, tparams, gs, range(STEPS))
-    assert_close([p.data for p in params], [p.detach().numpy() for p in tparams], dtype)
+    _, opt, _, topt = matches_package(torch, optim.Lion, lion_pytorch.Lion, o0, o1, dtype, STEPS)
     tsd = topt.state_dict()["state"]
     assert opt.state_dict()["state"].keys() == tsd.keys()
     assert_close([opt.state_dict()["state"][k]["exp_avg"] for k in tsd],
@@ -63,9 +53,6 @@ def test_matches_lion_pytorch(o0, o1, dtype):
 def test_state_dict_saved_halfway_continues_identically():
     state_dict_halfway(optim.Lion, *CASES[1], STEPS)
 
-
-def test_a_cut_parameter_steps_as_the_whole():
-    cut_steps_as_whole(optim.Lion, CASES[1][0])
 
 
 def test_sign_of_zero_and_nan_is_zero_as_torch_sign():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from optim_runs import (GROUP_OF, SHAPES, assert_close, cut_steps_as_whole, grads, make, run,
+from optim_runs import (GROUP_OF, SHAPES, assert_close, grads, make, run,
                         run_torch, state_dict_halfway, torch_twin)
 
 from tinyopt import Parameter, optim
@@ -177,10 +177,6 @@ def test_state_dict_saved_halfway_continues_identically(kind):
         _swap(opt, t)
     state_dict_halfway(CLASSES[kind], o0, o1, STEPS, each)
 
-
-def test_a_cut_parameter_steps_as_the_whole():
-    cut_steps_as_whole(optim.AdamWScheduleFree, dict(lr=0.01, weight_decay=0.1),
-                       prepare=lambda o: o.train())
 
 
 def test_step_needs_train_mode_and_eval_train_move_only_parameters_with_state():

@@ -862,6 +862,15 @@ def schedule_free_swap(lerp_low: bool):
     return scalars, update
 
 
+@inline
+def _lion_sign(m, g, h):
+    """Lion's direction ``sign(b1 m + (1 - b1) g)`` in the buffer dtype (0 for 0 and NaN, as
+    ``torch.sign``), as lion-pytorch computes its argument."""
+    x = m * h.beta1 + h.one_minus_beta1 * g
+    u = h.one if x > 0 else h.zero
+    return -h.one if x < 0 else u
+
+
 @algorithm
 def lion(maximize: bool, wd_on: bool):
     """Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) as ``lion-pytorch`` computes it.
@@ -885,10 +894,7 @@ def lion(maximize: bool, wd_on: bool):
         gi = -g[i] if maximize else g[i]
         pi = p[i] * h.decay if wd_on else p[i]
         mi = m[i]
-        x = mi * h.beta1 + h.one_minus_beta1 * gi
-        u = h.one if x > 0 else h.zero
-        u = -h.one if x < 0 else u
-        p[i] = pi + h.neg_lr * u
+        p[i] = pi + h.neg_lr * _lion_sign(mi, gi, h)
         m[i] = mi * h.b2 + h.one_minus_b2 * gi
 
     return scalars, update

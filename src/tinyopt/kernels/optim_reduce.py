@@ -46,9 +46,9 @@ import numpy as np
 
 from tinyopt.kernels import optim as elementwise
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _moments, _overflowed, _round_bf16,
-                                   _round_bf16_sr, _round_f16, _same_bf16, _same_bf16_sr,
-                                   _same_f16, _widen_bf16, _widen_f16)
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _lion_sign, _moments, _overflowed,
+                                   _round_bf16, _round_bf16_sr, _round_f16, _same_bf16,
+                                   _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
 
 
 class _Reducing:
@@ -308,9 +308,7 @@ def cautious_lion(maximize: bool, wd_on: bool):
         gi = -g[i] if maximize else g[i]
         pi = p[i] * h.decay if wd_on else p[i]
         mi = m[i]
-        x = mi * h.beta1 + h.one_minus_beta1 * gi
-        u = h.one if x > 0 else h.zero
-        u = -h.one if x < 0 else u
+        u = _lion_sign(mi, gi, h)
         mask = r[0] if u * gi > 0 else h.zero
         p[i] = pi + h.neg_lr * (u * mask)
         m[i] = mi * h.b2 + h.one_minus_b2 * gi
