@@ -521,12 +521,14 @@ def _run_extra(pipes: dict, args) -> None:
             else:
                 row += f"{'-':>6} {'-':>5} | {'-':>9} | "
             ref = t.get("torch reference")
-            row += (f"{ref * 1e3:>12.3f} {ref / ours:>5.2f}x | " if ref else f"{'-':>12} {'':>6} | ")
+            row += (f"{ref * 1e3:>12.3f} {ref / ours:>5.2f}x | " if ref
+                    else f"{'-':>12} {'':>6} | ")
             fp32 = t.get("tinyopt fp32 AdamW")
             row += f"{fp32 * 1e3:>13.3f}" if fp32 else f"{'-':>13}"
             print(row, flush=True)
-    print("(x = reference time / tinyopt time: above 1 means tinyopt is faster; C-AdamW's reference "
-          "is torch's AdamW, without the cautious mask; GB/s from the bytes tinyopt's step moves)")
+    print("(x = reference time / tinyopt time: above 1 means tinyopt is faster; C-AdamW's "
+          "reference is torch's AdamW, without the cautious mask; GB/s from the bytes tinyopt's "
+          "step moves)")
 
 
 def _run_muon_lbfgs(pipes: dict, args, reps: int = 7) -> None:

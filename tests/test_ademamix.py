@@ -63,12 +63,12 @@ def test_matches_pytorch_optimizer(o0, o1, dtype):
     at every step (then the counts agree)."""
     torch = pytest.importorskip("torch")
     pytorch_optimizer = pytest.importorskip("pytorch_optimizer")
-    matches_package(torch, optim.AdEMAMix, pytorch_optimizer.AdEMAMix, o0, o1, dtype, STEPS, none=False)
+    matches_package(torch, optim.AdEMAMix, pytorch_optimizer.AdEMAMix, o0, o1, dtype, STEPS,
+                    none=False)
 
 
 def test_state_dict_saved_halfway_continues_identically():
     state_dict_halfway(optim.AdEMAMix, *CASES[1], STEPS)
-
 
 
 @pytest.mark.parametrize("kw,msg", [

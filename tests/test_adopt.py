@@ -77,7 +77,6 @@ def test_state_dict_saved_halfway_continues_identically():
     state_dict_halfway(optim.ADOPT, *CASES[1], STEPS)
 
 
-
 @pytest.mark.parametrize("kw,msg", [
     (dict(lr=-1.0), "Invalid learning rate: -1.0"),
     (dict(betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),

@@ -54,7 +54,6 @@ def test_state_dict_saved_halfway_continues_identically():
     state_dict_halfway(optim.Lion, *CASES[1], STEPS)
 
 
-
 def test_sign_of_zero_and_nan_is_zero_as_torch_sign():
     p = Parameter(np.ones(4, np.float32))
     opt = optim.Lion([p], lr=0.5, betas=(0.0, 0.5))

@@ -178,7 +178,6 @@ def test_state_dict_saved_halfway_continues_identically(kind):
     state_dict_halfway(CLASSES[kind], o0, o1, STEPS, each)
 
 
-
 def test_step_needs_train_mode_and_eval_train_move_only_parameters_with_state():
     a, b = Parameter(np.ones(3, np.float32)), Parameter(np.full(2, 5.0, np.float32))
     opt = optim.SGDScheduleFree([a, b], lr=0.1)

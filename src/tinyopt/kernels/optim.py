@@ -341,6 +341,20 @@ def _lerp(a, b, w, w_c, low):
 
 
 @inline
+def _decayed(i, p, g, h, maximize, wd_on, decoupled):
+    """Element ``i``'s parameter and gradient after the gradient's sign (maximize) and the weight
+    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p``."""
+    gi = -g[i] if maximize else g[i]
+    pi = p[i]
+    if wd_on:
+        if decoupled:
+            pi = pi * h.decay
+        else:
+            gi = gi + h.weight_decay * pi
+    return pi, gi
+
+
+@inline
 def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
     """Adam's first half, shared by Adam, NAdam and RAdam: element ``i``'s gradient (negated if
     maximize, plus lambda p unless decoupled), its parameter (times ``h.decay`` = 1 - lr lambda
@@ -349,13 +363,7 @@ def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
         m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
 
     Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
-    gi = -g[i] if maximize else g[i]
-    pi = p[i]
-    if wd_on:
-        if decoupled:
-            pi = pi * h.decay
-        else:
-            gi = gi + h.weight_decay * pi
+    pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
     mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
     m[i] = mi
     vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -926,13 +934,7 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = gi + h.weight_decay * pi
+        pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
         vi = v[i]
         d = math.sqrt(vi)
         d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN

@@ -46,9 +46,9 @@ import numpy as np
 
 from tinyopt.kernels import optim as elementwise
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _lion_sign, _moments, _overflowed,
-                                   _round_bf16, _round_bf16_sr, _round_f16, _same_bf16,
-                                   _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _decayed, _lion_sign, _moments,
+                                   _overflowed, _round_bf16, _round_bf16_sr, _round_f16,
+                                   _same_bf16, _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
 
 
 class _Reducing:
@@ -335,13 +335,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
 
     @inline
     def apply(i, p, g, m, v, vhat, _s3, h, c, r):
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = gi + h.weight_decay * pi
+        pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
         mi = m[i]
         vi = vhat[i] if amsgrad else v[i]
         mask = r[0] if mi * gi > 0 else h.zero
