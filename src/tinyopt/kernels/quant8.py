@@ -23,8 +23,8 @@ empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit p
 their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
 block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
 range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
-``lut1``, ``lut2`` (the codes' lookup tables; the codes padded, :func:`tables`), ``flags``
-(1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
+``lut1``, ``lut2``, ``thr1``, ``thr2`` (the codes' lookup tables, :func:`tables`),
+``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
 ``scratch`` (float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each
 parameter's coefficients of this step, computed first).
 """
@@ -81,53 +81,74 @@ def dynamic_map(signed: bool) -> np.ndarray:
 
 KEY_SHIFT = 15
 """A float32 ``x``'s lookup key is its pattern's top 17 bits (sign, exponent, 8 mantissa bits):
-a cell of relative width 2^-8, narrower than the codes' gaps (0.7% at least), so at most one
-code lies inside a cell (:func:`tables` checks it)."""
+a cell of relative width 2^-8, narrower than the gaps between the codes' midpoints (0.7% at
+least), so the nearest code changes at most once inside a cell (:func:`tables` checks it)."""
+
+_LOW = (1 << KEY_SHIFT) - 1
 
 
 @intrinsic
-def _key(typingctx, x):
-    """The lookup key of float32 ``x`` (see ``KEY_SHIFT``), as int64."""
+def _bits(typingctx, x):
+    """The pattern of float32 ``x`` as uint32."""
     if x != types.float32:
         return None
 
     def codegen(context, builder, signature, args):
-        bits = builder.bitcast(args[0], ir.IntType(32))
-        return builder.zext(builder.lshr(bits, ir.Constant(ir.IntType(32), KEY_SHIFT)),
-                            ir.IntType(64))
-    return types.int64(types.float32), codegen
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+def nearest(x: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """The index of the code value nearest each of ``x`` (float32), the lower one on a tie
+    (distances in float32), 0 for NaN: the quantizer's definition, in numpy."""
+    i = np.clip(np.searchsorted(code, x, side="right") - 1, 0, len(code) - 1)
+    j = np.minimum(i + 1, len(code) - 1)
+    with np.errstate(invalid="ignore"):
+        i = i + (np.abs(x - code[j]) < np.abs(x - code[i]))
+    return np.where(np.isnan(x), 0, i)
 
 
 def tables(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """What the kernels take for ``code``: the code padded with two +inf (so that the search
-    reads ``code[i + 1]`` without a bounds branch) and the lookup table: per key, the largest
-    ``i`` with ``code[i]`` at most the cell's least value (0 for NaN cells), uint8.  Raises if
-    a cell holds two codes (a key would need two corrections)."""
-    keys = np.arange(1 << (32 - KEY_SHIFT), dtype=np.uint32) << np.uint32(KEY_SHIFT)
-    negative = keys >= np.uint32(1 << 31)
-    lo = np.where(negative, keys | np.uint32((1 << KEY_SHIFT) - 1), keys).view(np.float32)
-    hi = np.where(negative, keys, keys | np.uint32((1 << KEY_SHIFT) - 1)).view(np.float32)
-    with np.errstate(invalid="ignore"):
-        first = np.searchsorted(code, lo, side="right") - 1
-        inside = np.searchsorted(code, hi, side="right") - 1 - first
-    finite = np.isfinite(lo) & np.isfinite(hi)
-    if np.any(inside[finite] > 1):
-        raise ValueError("a lookup cell holds two codes: use more key bits")
-    lut = np.where(finite, np.maximum(first, 0), 0).astype(np.uint8)
-    return np.append(code, np.full(2, np.inf, np.float32)), lut
+    """The quantizer's lookup tables for ``code``, per key (a cell of float32 patterns): the
+    nearest index at the cell's least value (uint8) and the position in the cell, counted from
+    its least value, where the nearest index becomes the next one (uint16; ``2^15``: nowhere).
+    Built by bisection with :func:`nearest`, so the kernel gives exactly its indices.  Raises if
+    the nearest index changes twice inside a cell."""
+    keys = np.arange(1 << (32 - KEY_SHIFT), dtype=np.uint32)
+    flip = np.where(keys >= (1 << (31 - KEY_SHIFT)), _LOW, 0).astype(np.uint32)
+
+    def value(t):  # the float at position t of each cell (t counted from its least value)
+        return ((keys << np.uint32(KEY_SHIFT)) | (t.astype(np.uint32) ^ flip)).view(np.float32)
+
+    first = nearest(value(np.zeros(len(keys), np.uint32)), code)
+    last = nearest(value(np.full(len(keys), _LOW, np.uint32)), code)
+    finite = np.isfinite(value(np.zeros(len(keys), np.uint32)))
+    finite &= np.isfinite(value(np.full(len(keys), _LOW, np.uint32)))
+    if np.any((last - first)[finite] > 1):
+        raise ValueError("the nearest code changes twice in a lookup cell: use more key bits")
+    lo, hi = np.zeros(len(keys), np.int64), np.full(len(keys), _LOW, np.int64)
+    moves = finite & (last > first)
+    for _ in range(KEY_SHIFT):  # the least position whose nearest index is the cell's last
+        mid = (lo + hi) // 2
+        at_last = nearest(value(mid), code) == last
+        hi = np.where(at_last, mid, hi)
+        lo = np.where(at_last, lo, mid)
+    threshold = np.where(moves, hi, 1 << KEY_SHIFT).astype(np.uint16)
+    return np.where(finite, first, 0).astype(np.uint8), threshold
 
 
 @inline
-def _quantize(x, code, lut):
-    """The index of the code value nearest ``x`` (the lower one on a tie; ``code`` padded, see
-    :func:`tables`): the largest ``i`` with ``code[i] <= x`` (the cell's from ``lut``, plus one
-    if a code lies between; 0 below ``code[0]``), then its right neighbour if strictly nearer.
-    NaN gives 0.  Selects, not branches: a moment's indices are as unpredictable as its values
-    (with branches, 30 ns an element; so, 2.5).  (bitsandbytes' CPU quantizer in 0.50 is not
-    exact: 0.1% of its signed and 3% of its unsigned indices are not the nearest code.)"""
-    i = lut[_key(x)]
-    i = i + (code[i + 1] <= x)
-    return i + (abs(x - code[i + 1]) < abs(x - code[i]))
+def _quantize(x, lut, threshold):
+    """The index of the code value nearest ``x`` (the lower one on a tie; NaN: 0), from the
+    lookup tables of :func:`tables`: the cell's index, plus one past its threshold.  Integer
+    arithmetic on the pattern, no branch and no search: a moment's indices are as
+    unpredictable as its values (a branchy binary search took 30 ns an element).
+    (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of its
+    unsigned indices are not the nearest code.)"""
+    b = _bits(x)
+    key = b >> KEY_SHIFT
+    t = (b & _LOW) ^ ((b >> 31) * _LOW)
+    return lut[key] + (t >= threshold[key])
 
 
 @intrinsic
@@ -176,8 +197,8 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
     low = mode != 0
 
-    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, lut1, lut2, bj, blo, bhi, boff,
-               kind8, flags, steps, hs, scratch, coef):
+    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, lut1, lut2, thr1, thr2, bj, blo,
+               bhi, boff, kind8, flags, steps, hs, scratch, coef):
         nb = bj.shape[0]
         for j in range(flags.shape[0]):  # each parameter's coefficients, once
             if flags[j] != 0:
@@ -216,14 +237,14 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     for k in range(n):
                         x1s[k] = x1s[k] / m1
                     for k in range(n):
-                        r1[k] = _quantize(x1s[k], code1, lut1)
+                        r1[k] = _quantize(x1s[k], lut1, thr1)
                     if two:
                         m2 = _absmax(x2s, n)
                         a2[b] = m2
                         for k in range(n):
                             x2s[k] = x2s[k] / m2
                         for k in range(n):
-                            r2[k] = _quantize(x2s[k], code2, lut2)
+                            r2[k] = _quantize(x2s[k], lut2, thr2)
                 else:
                     for k in range(n):
                         x1 = f1[so + k]
