@@ -302,3 +302,26 @@ def test_argument_checks(cls, kw, err, msg):
 def test_float64_parameters_are_refused():
     with pytest.raises(TypeError, match="float32, float16 and bfloat16"):
         optim.Adam8bit([Parameter(np.zeros(2))])
+
+
+def test_the_optimizer_contract_holds_hooks_schedulers_copies():
+    """Step hooks run, a scheduler's lr is the step's, zero_grad empties the gradients, and a
+    deep copy or a pickle steps on as the original."""
+    import pickle
+    p = Parameter(np.linspace(-1, 1, 5000).astype(np.float32))
+    opt = optim.AdamW8bit([p], lr=1e-2)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    calls = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: calls.append(o.param_groups[0]["lr"]))
+    _run(opt, [p], 1)
+    sched.step()
+    _run(opt, [p], 1)
+    assert calls == [1e-2, 5e-3]
+    twins = [copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))]
+    _run(opt, [p], 2, seed=9)
+    for twin in twins:
+        q = twin.param_groups[0]["params"][0]
+        _run(twin, [q], 2, seed=9)
+        np.testing.assert_array_equal(q.data.numpy(), p.data.numpy())
+    opt.zero_grad()
+    assert p.grad is None
