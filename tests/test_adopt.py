@@ -86,3 +86,13 @@ def test_state_dict_saved_halfway_continues_identically():
 def test_argument_checks(kw, msg):
     with pytest.raises(ValueError, match=msg):
         optim.ADOPT([Parameter(np.zeros(2, np.float32))], **kw)
+
+
+def test_copies_and_pickles_keep_the_clip_function():
+    import copy
+    import pickle
+    clip = lambda t: 0.5 + 0.1 * t  # noqa: E731
+    opt = optim.ADOPT([Parameter(np.zeros(2, np.float32))], clip_lambda=clip)
+    assert copy.deepcopy(opt).clip_lambda is clip
+    default = optim.ADOPT([Parameter(np.zeros(2, np.float32))])
+    assert pickle.loads(pickle.dumps(default)).clip_lambda is optim.adopt.adopt_clip

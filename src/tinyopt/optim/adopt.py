@@ -60,6 +60,19 @@ class ADOPT(FusedOptimizer):
                         maximize=maximize)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
+    # (the clip function is the optimizer's, not a hyperparameter: copies and pickles carry it)
+    def _restore(self, defaults, groups, state) -> None:
+        self.clip_lambda = getattr(self, "clip_lambda", adopt_clip)
+        super()._restore(defaults, groups, state)
+
+    def __deepcopy__(self, memo: dict) -> ADOPT:
+        new = super().__deepcopy__(memo)
+        new.clip_lambda = self.clip_lambda
+        return new
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (*super().__reduce_ex__(protocol), {"clip_lambda": self.clip_lambda})
+
     def _validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
