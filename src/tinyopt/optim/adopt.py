@@ -92,11 +92,12 @@ class ADOPT(FusedOptimizer):
                 bool(group["weight_decouple"]), self.clip_lambda is not None,
                 self.clip_lambda not in (None, adopt_clip), bool(host["w"] < 0.5))
 
-    def _call(self, kernel: Any, group: dict[str, Any], fb, args: tuple,
-              host: dict[str, Any]) -> None:
+    def _run(self, fb, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
+        # (an override: the step is not taken inside the backward plan, which would not write
+        # the clips)
         if self.clip_lambda not in (None, adopt_clip):  # this step's clip into S[j, 3]
             on = fb.flags != 0
             steps, where = np.unique(fb.steps[on] + np.float32(1), return_inverse=True)
             clips = np.array([self.clip_lambda(float(t)) for t in steps], np.float64)
             fb.scalars[on, 3] = clips[where]
-        super()._call(kernel, group, fb, args, host)
+        super()._run(fb, group, names)
