@@ -154,8 +154,9 @@ def _quantize(x, lut, threshold):
 @intrinsic
 def _abs_bits(typingctx, x):
     """The pattern of ``|x|`` (float32) as uint32: ordered as the magnitudes, a NaN above inf,
-    so an integer maximum is the absmax, NaN if one is NaN (and vectorizes, where a float
-    maximum that keeps NaN does not)."""
+    so an integer maximum is the absmax, NaN if one is NaN (a block with a NaN moment
+    dequantizes to NaN: not silently to a number), and it vectorizes, where a float maximum
+    that keeps NaN does not."""
     if x != types.float32:
         return None
 
@@ -174,17 +175,6 @@ def _float_of_bits(typingctx, u):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
     return types.float32(types.uint32), codegen
-
-
-@inline
-def _absmax(x, n):
-    """The largest ``|x[k]|`` of ``x[:n]`` (float32); NaN if one is NaN (a block with a NaN
-    moment dequantizes to NaN: not silently to a number)."""
-    m = np.uint32(0)
-    for k in range(n):
-        b = _abs_bits(x[k])
-        m = b if b > m else m
-    return _float_of_bits(m)
 
 
 def _step_factory(functions: tuple, two: bool, mode: int, name: str):
@@ -226,20 +216,25 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                         x1s[k] = code1[r1[k]] * s1
                         if two:
                             x2s[k] = code2[r2[k]] * s2
+                    b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
                     for k in range(n):  # update (the parameter from the float32 states)
                         pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k], h, c)
                         ps[k] = pi
                         x1s[k] = x1
+                        y = _abs_bits(x1)
+                        b1 = y if y > b1 else b1
                         if two:
                             x2s[k] = x2
-                    m1 = _absmax(x1s, n)  # requantize (the divisions: a loop that vectorizes)
+                            y = _abs_bits(x2)
+                            b2 = y if y > b2 else b2
+                    m1 = _float_of_bits(b1)  # requantize (the divisions: a loop that vectorizes)
                     a1[b] = m1
                     for k in range(n):
                         x1s[k] = x1s[k] / m1
                     for k in range(n):
                         r1[k] = _quantize(x1s[k], lut1, thr1)
                     if two:
-                        m2 = _absmax(x2s, n)
+                        m2 = _float_of_bits(b2)
                         a2[b] = m2
                         for k in range(n):
                             x2s[k] = x2s[k] / m2
