@@ -325,3 +325,15 @@ def test_the_optimizer_contract_holds_hooks_schedulers_copies():
         np.testing.assert_array_equal(q.data.numpy(), p.data.numpy())
     opt.zero_grad()
     assert p.grad is None
+
+
+def test_a_nan_moment_makes_its_block_nan_not_a_number():
+    p = Parameter(np.ones(5000, np.float32))
+    opt = optim.Adam8bit([p])
+    g = np.ones(5000, np.float32)
+    g[300] = np.nan  # block 1 (elements 256-511)
+    p.grad = g
+    opt.step()
+    absmax = opt.state[p]["absmax1"].numpy()
+    assert np.isnan(absmax[1]) and np.isfinite(np.delete(absmax, 1)).all()
+    assert np.isnan(p.data.numpy()[300]) and np.isfinite(np.delete(p.data.numpy(), 300)).all()
