@@ -518,6 +518,27 @@ def zero_adam_matches_single_process_with_half_the_state():
             assert "elementwise" in str(e), e
         else:
             raise AssertionError(f"{cls} accepted")
+    # cautious=True rescales each update by a count over the whole parameter: refused, whether
+    # asked for at construction, in an added group, or set on a group later
+    for make in (lambda: ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.AdamW,
+                                                 cautious=True),
+                 lambda: ZeroRedundancyOptimizer([{"params": list(ddp.parameters()),
+                                                   "cautious": True}],
+                                                 optimizer_class=optim.SGD, lr=0.1)):
+        try:
+            make()
+        except ValueError as e:
+            assert "cautious=True is not supported" in str(e), e
+        else:
+            raise AssertionError("a cautious ZeroRedundancyOptimizer was accepted")
+    zero.param_groups[0]["cautious"] = True
+    try:
+        zero.step()
+    except ValueError as e:
+        assert "cautious=True is not supported" in str(e), e
+    else:
+        raise AssertionError("a group made cautious after construction stepped")
+    del zero.param_groups[0]["cautious"]
 
 
 @check

@@ -143,7 +143,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             if np.dtype(p.dtype).kind != "f" or np.dtype(p.dtype).itemsize == 2:
                 raise TypeError(f"ZeroRedundancyOptimizer can only optimize float32 or float64 "
                                 f"parameters, but one has dtype {p.dtype}")
-        self._probe(hyper)
+        _check_elementwise_group(self._probe(hyper).param_groups[0])
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
@@ -183,6 +183,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None):
         """Reduce-scatter the gradients, step the local optimizer on this rank's shard, allgather
         the parameters (see the module docstring).  Call it on every rank."""
+        for group in self.param_groups:  # before anything moves (a user may set it on a group)
+            _check_elementwise_group(group)
         loss = self._call_closure(closure)
         pg, world = self.process_group, self.world_size
         self._steps += 1
@@ -373,6 +375,15 @@ def _elementwise(cls: Any) -> bool:
         return bool(declared)
     import tinyopt.optim as optim
     return any(cls is getattr(optim, name, None) for name in _ELEMENTWISE)
+
+
+def _check_elementwise_group(group: dict[str, Any]) -> None:
+    """A cautious group (``cautious=True``: the update is rescaled by a count over the whole
+    parameter) is not elementwise, so a piece of a parameter would not step as the whole does."""
+    if group.get("cautious", False):
+        raise ValueError("ZeroRedundancyOptimizer: cautious=True is not supported: its update is "
+                         "rescaled by a count over each whole parameter, and a shard may end "
+                         "inside a parameter")
 
 
 def _adopt_data(fb: FlatBuffer, storage: np.ndarray) -> None:
