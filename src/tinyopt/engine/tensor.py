@@ -48,6 +48,7 @@ from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
+from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, storage_of
 from tinyopt.engine.tensor_api import TensorMethods
 
 _ids = itertools.count(1)
@@ -102,8 +103,8 @@ class Tensor(TensorMethods):
     """
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "_grad", "_base", "_mutated", "_version_count", "_hooks", "_retains_grad",
-                 "_post_hooks", "_prev", "__weakref__")
+                 "_grad", "_base", "_storage", "_view", "_mutated", "_data_version", "_hooks",
+                 "_retains_grad", "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
     op: str
@@ -117,8 +118,9 @@ class Tensor(TensorMethods):
     _id: int                          # creation order (a fresh one after in-place autograd)
     _grad: Any
     _base: Tensor | None              # the tensor whose storage this one views
+    _storage: Storage                 # shared with the base and its views (made on first need)
+    _view: ViewInfo                   # how this view is made from its base (views only)
     _mutated: int                     # the stamp of the latest in-place write into the storage
-    _version_count: int
     _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
     _retains_grad: bool
     _post_hooks: dict[int, Callable[[Tensor], None]] | None
@@ -219,9 +221,18 @@ class Tensor(TensorMethods):
 
     @property
     def _version(self) -> int:
-        """How many times this tensor's storage was modified in place."""
-        root = _root(self)
-        return getattr(root, "_version_count", 0)
+        """How many times this tensor's storage was modified in place (torch's version counter,
+        shared by the base, its views and its ``detach()`` aliases)."""
+        info = getattr(self, "_view", None)
+        if info is not None and info.creation == "data":
+            return getattr(self, "_data_version", 0)
+        s = getattr(self, "_storage", None) or getattr(_root(self), "_storage", None)
+        return 0 if s is None else s.version
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (torch's ``Tensor._is_view``)."""
+        info = getattr(self, "_view", None)
+        return info is not None and info.creation not in ("alias", "data")
 
     def __len__(self) -> int:
         if not self.shape:
@@ -339,14 +350,12 @@ class Tensor(TensorMethods):
                               create_graph=create_graph)
 
     def detach(self) -> Tensor:
-        """This tensor's value cut from the graph (a concrete tensor sharing its storage; a graph
-        node is computed now)."""
-        if self.op in CONCRETE and not self.requires_grad:
-            return self
-        if self.op == "param" or self.op == "freed":
-            return _Alias._of(self)
-        arr = self.numpy()
-        t = _make("input", (), (), self.shape, self.dtype, False, arr)
+        """This tensor's value cut from the graph: a concrete tensor sharing its storage and
+        version counter (a graph node is computed now), so writing into it writes this one."""
+        if self.op == "param":
+            return _Alias._of(self, ALIAS)
+        t = _make("input", (), (), self.shape, self.dtype, False, self.numpy())
+        note_view(t, self, None, ALIAS)
         return t
 
     def detach_(self) -> Self:
@@ -437,10 +446,10 @@ class Tensor(TensorMethods):
     @property
     def data(self) -> Tensor:
         """This tensor's value, cut from autograd, sharing the storage (``p.data.add_(x)``
-        writes into ``p``)."""
-        if self.op in LEAF_OPS:
-            return _Alias._of(self)
-        return self.detach()
+        writes into ``p``) but not the version counter (torch's ``.data``)."""
+        t = _make("input", (), (), self.shape, self.dtype, False, self.numpy())
+        note_view(t, self, None, DATA)
+        return t
 
     @data.setter
     def data(self, value: Any) -> None:
@@ -468,22 +477,8 @@ class Tensor(TensorMethods):
     def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
                  check_cast: bool = True) -> Self:
         """Make this tensor hold ``build(self)``: an op over it (and ``operands``) of the same
-        shape, with PyTorch's in-place rules (see the module docstring)."""
-        grad_on = grad_mode.is_grad_enabled()
-        if grad_on and self.requires_grad and self.op in ("param", "input"):
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                               "operation.")
-        if grad_on and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
-                                                  for o in operands)):
-            _rebind(self, build, check_cast)
-            return self
-        target = _writable(self)
-        new = build(_Alias._of(self) if self.op == "param" else self)
-        _check_result(self, new, check_cast)
-        value = new.numpy()
-        if value is not target:
-            np.copyto(target, value, casting="unsafe")
-        _mark_mutated(self)
+        shape, with PyTorch's in-place rules (``engine/inplace.py``)."""
+        _write(self, build, operands, check_cast)
         return self
 
     def _fill_inplace(self, key: Any, value: Any) -> Tensor:
@@ -849,11 +844,16 @@ def _root(t: Tensor) -> Tensor:
 
 
 def _mark_mutated(t: Tensor) -> None:
-    """Record an in-place write into ``t``'s storage (see ``graph.check_versions``)."""
+    """Record a write into ``t``'s memory (see ``graph.check_versions``) and bump its storage's
+    version (a ``.data`` alias counts its own)."""
     stamp = next(_ids)
     root = _root(t)
     root._mutated = stamp
-    root._version_count = getattr(root, "_version_count", 0) + 1
+    info = getattr(t, "_view", None)
+    if info is not None and info.creation == DATA:
+        t._data_version = getattr(t, "_data_version", 0) + 1
+    else:
+        storage_of(root).bump(stamp)
     if root is not t:
         t._mutated = stamp
     MUTATIONS.last = stamp
@@ -868,44 +868,6 @@ def _freeze(t: Tensor, value: np.ndarray, op: str) -> None:
     t._value = value
 
 
-def _array_of(t: Tensor) -> np.ndarray:
-    if t.op not in LEAF_OPS:
-        _materialize(t)
-    return t._value
-
-
-def _materialize(t: Tensor) -> None:
-    """Make node ``t`` concrete: a view of a tensor becomes a view of its (materialized)
-    storage, so writing into it writes the viewed tensor; any other node is computed."""
-    from tinyopt.engine.op import OPS
-    opdef = OPS[t.op]
-    if opdef.view is not None and not t.requires_grad:
-        arrays = [_array_of(s) for s in t.srcs]
-        v = opdef.view(t)(*arrays)
-        src = t.srcs[0]
-        base = _root(src)
-        _freeze(t, v, "input")
-        if np.may_share_memory(v, arrays[0]):
-            t._base = base
-        return
-    from tinyopt.engine.realize import realize
-    realize([t])
-    if t.op not in LEAF_OPS:  # a node that requires grad, written under no_grad
-        _freeze(t, t._value, "freed")
-
-
-def _writable(t: Tensor) -> np.ndarray:
-    """The array that holds ``t``'s value, ready to be written in place."""
-    if t.op not in LEAF_OPS:
-        _materialize(t)
-    arr = t._value
-    if not arr.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
-                           "refers to a single memory location. Please clone() the tensor before "
-                           "performing the operation.")
-    return arr
-
-
 def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
     if new.shape != t.shape:
         raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape "
@@ -918,33 +880,6 @@ def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
 def _type_word(d: np.dtype) -> str:
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
             "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}[d.name]
-
-
-def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> Tensor:
-    """In place with autograd: ``t`` becomes a new node computing ``build(old t)``."""
-    if isinstance(t, (Parameter, _Alias)):
-        raise RuntimeError("an in-place operation with an operand that requires grad is not "
-                           "supported on a Parameter or its .data (use no_grad, or an "
-                           "out-of-place op)")
-    old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
-    old._id = t._id
-    old.name = t.name
-    old._prev = getattr(t, "_prev", None)
-    if getattr(t, "_base", None) is not None:
-        old._base = t._base
-    new = build(old)
-    _check_result(t, new, check_cast)
-    if new.dtype != t.dtype:
-        new = _F.to(new, t.dtype)
-    if new.op in LEAF_OPS or new is old:
-        new = _F.clone(new)
-    t.op, t.srcs, t.attrs, t.requires_grad = new.op, new.srcs, new.attrs, new.requires_grad
-    t._value = None
-    t._base = None
-    t._id = new._id
-    t._prev = old  # what nodes built before this read (``graph.resolve_sources``)
-    MUTATIONS.last = max(MUTATIONS.last, t._id)
-    return t
 
 
 def _grad_array(t: Tensor, value: Any) -> np.ndarray:
@@ -978,13 +913,17 @@ class _Alias(Tensor):
     _owner_ref: Tensor
 
     @staticmethod
-    def _of(owner: Tensor) -> Tensor:
-        if owner.op == "input" and not owner.requires_grad:
-            return owner
+    def _of(owner: Tensor, creation: str | None = None) -> Tensor:
+        """An alias of Parameter ``owner``: a user's (``creation``: ``ALIAS`` for ``detach()``,
+        ``DATA`` for ``.data``), recorded as a view of its storage, or (None) the library's own
+        short-lived window for computing a plain write."""
         t = _new(_Alias)
         _init(t, "input", (), (), owner.shape, owner.dtype, False, None)
         t._owner_ref = owner
-        t._base = _root(owner)
+        if creation is None:
+            t._base = owner
+        else:
+            note_view(t, owner, None, creation)
         return t
 
     @property  # type: ignore[override]
@@ -1069,7 +1008,7 @@ class Parameter(Tensor):
     @property
     def data(self) -> Tensor:
         """The parameter's value as a Tensor sharing its storage, cut from autograd."""
-        return _Alias._of(self)
+        return _Alias._of(self, DATA)
 
     @data.setter
     def data(self, value: Any) -> None:
@@ -1251,6 +1190,7 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
 
 
 from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
+from tinyopt.engine.inplace import write as _write  # noqa: E402  (it imports this module)
 from tinyopt.engine import tensor_api as _api  # noqa: E402
 
 _api._F = _F

@@ -29,8 +29,8 @@ import numpy as np
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
-                                   as_tensor, leaf)
+from tinyopt.engine.inplace import writable
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
 from tinyopt.kernels.gather import index_add_axis
 
 
@@ -223,7 +223,7 @@ def _slice_grad_forward(t):
     return fwd
 
 
-defop("slice", view=_slice_view,
+defop("slice", view=_slice_view, aliases=True,
       backward=lambda t, g: (node("slice_grad", (g, t.srcs[1]), t.srcs[0].shape, g.dtype,
                                   t.attrs), None))
 defop("slice_grad", forward=_slice_grad_forward)
@@ -357,10 +357,6 @@ def setitem(x: Tensor, key, value) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError("setitem: expected a Tensor")
     v = value if isinstance(value, Tensor) else None
-    grad_on = grad_mode.is_grad_enabled()
-    if grad_on and x.requires_grad and x.op in ("param", "input"):
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
     k = _parse(x.shape, key)
     region_shape = _advanced_shape(tuple(k.shape), tuple(k.positions), k.arrays) \
         if k.arrays else tuple(k.shape)
@@ -371,9 +367,12 @@ def setitem(x: Tensor, key, value) -> Tensor:
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
                                f"broadcast to indexing result of shape "
                                f"{list(region_shape)}") from None
-    if grad_on and (x.requires_grad or (v is not None and v.requires_grad)):
+    info = getattr(x, "_view", None)
+    if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
+                                      (info is not None and x._base.requires_grad))
+            or (x._base if info is not None else x).op not in LEAF_OPS):
         return _setitem_graph(x, k, value)
-    target = _writable(x)
+    target = writable(x)
     region = target[_basic(tuple(k.struct), np.array(k.starts, dtype=np.int64))] \
         if not k.identity else target
     values = v.numpy() if v is not None else np.asarray(value)
@@ -387,9 +386,7 @@ def setitem(x: Tensor, key, value) -> Tensor:
 
 
 def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
-    if isinstance(x, Parameter):
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
+    """``x[key] = value`` as a ``setitem`` node (``engine/inplace.py`` rebinds ``x``)."""
     positions = tuple(k.positions)
     if k.arrays:
         _check_bounds(tuple(k.shape), positions, k.arrays)
@@ -401,7 +398,7 @@ def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
         v = as_tensor(value).to(old.dtype) if isinstance(value, Tensor) else \
             leaf(np.asarray(value, dtype=old.dtype))
         return node("setitem", (old, v, st, *arrays), old.shape, old.dtype, attrs)
-    return _rebind(x, build, check_cast=False)
+    return x._inplace(build, value, check_cast=False)
 
 
 def masked_fill(x, mask, value) -> Tensor:

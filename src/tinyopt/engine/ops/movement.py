@@ -23,7 +23,7 @@ def _dim(op: str, d: int, ndim: int) -> int:
 
 
 # ---- reshape -----------------------------------------------------------------------------------
-defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)),
+defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)), aliases=True,
       backward=lambda t, g: (g.reshape(t.srcs[0].shape),))
 
 
@@ -114,7 +114,8 @@ def _permute_backward(t, g):
     return (permute(g, tuple(int(i) for i in np.argsort(t.attrs[0]))),)
 
 
-defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_permute_backward)
+defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_permute_backward,
+      aliases=True)
 
 
 def permute(x: Tensor, *dims) -> Tensor:
@@ -156,7 +157,8 @@ def _expand_backward(t, g):
     return (sum_to(g, t.srcs[0].shape),)
 
 
-defop("expand", view=lambda t: (lambda x: np.broadcast_to(x, t.shape)), backward=_expand_backward)
+defop("expand", view=lambda t: (lambda x: np.broadcast_to(x, t.shape)), backward=_expand_backward,
+      aliases=True)
 
 
 def expand(x: Tensor, *shape) -> Tensor:

@@ -1,0 +1,66 @@
+"""Writes through views as graph ops: ``view_scatter`` and ``alias`` (``engine/inplace.py``).
+
+``view_scatter(base, src, *extras)`` is ``base`` with the elements that a chain of view ops
+selects replaced by ``src`` (torch's ``slice_scatter``, ``select_scatter``, ``diagonal_scatter``
+and ``as_strided_scatter`` in one op): attrs ``(steps, through)``, where ``steps`` are the view
+ops ``(op, attrs, shape, dtype, n_extras)`` from the base to the view and ``extras`` their extra
+sources (a slice's run-time starts).  With ``V`` the view and ``through``:
+
+    out = base;  V(out) = src
+    d/dbase = g with V(g) = 0        d/dsrc = V(g)
+
+Without ``through`` (a write autograd does not see: ``no_grad``, ``detach()``, ``.data``) the
+gradient passes to ``base`` whole and ``src`` gets none.
+
+``alias(x)`` is ``x`` itself, a view with no gradient: a ``detach()`` alias regenerated over a new
+base.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tinyopt.engine.op import OPS, defop, node, view_node
+from tinyopt.engine.storage import ViewStep
+
+
+def _steps(t) -> list[tuple[ViewStep, int]]:
+    metas = t.attrs[0]
+    return [(ViewStep(op, attrs, shape, dtype, ()), n) for op, attrs, shape, dtype, n in metas]
+
+
+def _view_scatter_forward(t):
+    chain = [(OPS[step.op].view(step), n) for step, n in _steps(t)]
+
+    def fwd(out, base, src, *extras):
+        if not (out.ctypes.data == base.ctypes.data and out.strides == base.strides):
+            np.copyto(out, base)  # (the planner may give ``out`` base's dead buffer)
+        region, k = out, 0
+        for view, n in chain:
+            region = view(region, *extras[k:k + n])
+            k += n
+        region[...] = src
+    return fwd
+
+
+def _view_scatter_backward(t, g):
+    from tinyopt.engine.ops.creation import constant_node
+    base, src, *extras = t.srcs
+    through = t.attrs[1]
+    gb = gs = None
+    if base.requires_grad:
+        gb = g
+        if through:
+            zero = constant_node(src.shape, 0, g.dtype)
+            gb = node("view_scatter", (g, zero, *extras), g.shape, g.dtype, t.attrs)
+    if through and src.requires_grad:
+        gs, k = g, 0
+        for step, n in _steps(t):
+            gs = view_node(step._replace(dtype=g.dtype, extras=tuple(extras[k:k + n])), gs)
+            k += n
+    return (gb, gs) + (None,) * len(extras)
+
+
+defop("view_scatter", forward=_view_scatter_forward, backward=_view_scatter_backward,
+      inplace=True)
+defop("alias", view=lambda t: (lambda x: x), aliases=True)
