@@ -33,12 +33,12 @@ import numpy as np
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.op import node, view_array, view_node
-from tinyopt.engine.storage import (ALIAS, DATA, DEFAULT, MULTI, NO_GRAD, ViewInfo, ViewStep,
-                                    storage_of)
+from tinyopt.engine.storage import (MULTI, NO_GRAD, ViewInfo, ViewStep, storage_of,
+                                    version_counter)
 from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Tensor, _Alias, _check_result, _ids,
                                    _make, _mark_mutated)
 
-_OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation.")
 _MULTI_TAIL = (" This view is the output of a function that returns multiple views. Such "
                "functions do not allow the output views to be modified inplace. You should "
@@ -50,17 +50,18 @@ _NO_GRAD_TAIL = (" Given that this use case is ambiguous and error-prone, it is 
 
 
 def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
-          check_cast: bool = True) -> None:
-    """Make ``t`` hold ``build(t)`` in place (see the module docstring)."""
+          check_cast: bool = True, overlap_ok: bool = False) -> None:
+    """Make ``t`` hold ``build(t)`` in place (see the module docstring); ``overlap_ok`` when
+    the caller checked the written region's overlap itself (``x[key] = v``, ``fill_``)."""
     info: ViewInfo | None = getattr(t, "_view", None)
     root = t if info is None else t._base
     diff = grad_mode._state.enabled and (
-        t.requires_grad or (info is not None and root.requires_grad)
-        or any(isinstance(o, Tensor) and o.requires_grad for o in operands))
+        t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in operands)
+        or (info is not None and not info.alias and root.requires_grad))
     if diff:
         check_inplace(t, info)
     if not diff and root.op in LEAF_OPS:
-        target = writable(t)
+        target = writable(t, overlap_ok)
         new = build(_Alias._of(t) if t.op == "param" else t)
         _check_result(t, new, check_cast)
         value = new.numpy()
@@ -68,34 +69,37 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
             np.copyto(target, value, casting="unsafe")
         _mark_mutated(t)
         return
+    overlap = False
     if info is not None:
-        check_overlap(t)
-    through = diff and (info is None or info.creation not in (ALIAS, DATA))
+        overlap = _overlaps(*geometry(t)[:2])
+        if overlap and not overlap_ok:
+            raise RuntimeError(OVERLAP)
+    through = diff and (info is None or not info.alias)
     if not through and root.op in LEAF_OPS:
         # an alias written with autograd: its value goes into the memory now, and it becomes
         # a node of its own graph (torch: ``p.data.add_(w)`` is ``AddBackward0``, p changes)
         old_t = snapshot(t)
+        old_t._value = np.array(old_t._value)  # (the memory is about to change under it)
         new_t = _built(t, build, old_t, check_cast)
-        np.copyto(writable(t), new_t.numpy(), casting="unsafe")
+        np.copyto(writable(t, overlap_ok), new_t.numpy(), casting="unsafe")
         _mark_mutated(t)
         become(t, new_t, old_t)
         return
-    s = storage_of(root)
-    if info is None or info.creation != DATA:
-        stamp = next(_ids)  # before the new nodes: they see the written storage
-        s.bump(stamp)
-        MUTATIONS.last = max(MUTATIONS.last, stamp)
+    storage_of(root)
+    stamp = next(_ids)  # before the new nodes: they see the written storage
+    version_counter(t).bump(stamp)
+    MUTATIONS.last = max(MUTATIONS.last, stamp)
     old_root = snapshot(root)
     skip = None
     if info is None:
         new = _built(root, build, old_root, check_cast)
         if not diff and root.requires_grad:  # under no_grad: the gradient ignores the write
-            new = _scatter(old_root, new, (), through=False)
+            new = scatter(old_root, new, (), through=False)
         become(root, new, old_root)
     else:
         old_t = snapshot(t)
         new_t = _built(t, build, old_t, check_cast)
-        become(root, _scatter(old_root, new_t, info.steps, through), old_root)
+        become(root, scatter(old_root, new_t, info.steps, through, overlap), old_root)
         if diff and not through:  # a detach()/.data alias keeps the graph of its own write
             become(t, new_t, old_t)
             skip = t
@@ -104,7 +108,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
 
 def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
     """torch's checks before an in-place op that autograd records (``check_inplace``)."""
-    if info is not None and info.creation not in (ALIAS, DATA):
+    if info is not None:
         if info.creation in (NO_GRAD, MULTI):
             if info.creation == MULTI and info.name and t.requires_grad:
                 head = f"{info.name} is a view and is being modified inplace."
@@ -113,7 +117,7 @@ def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
                         "grad mode enabled.")
             raise RuntimeError(head + (_MULTI_TAIL if info.creation == MULTI else _NO_GRAD_TAIL))
         base = t._base
-        if base.requires_grad and base.op in ("input", "param"):
+        if not info.alias and base.requires_grad and base.op in ("input", "param"):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
     if t.requires_grad and t.op in ("input", "param"):
@@ -121,26 +125,34 @@ def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
                            "operation.")
 
 
-def writable(t: Tensor) -> np.ndarray:
-    """The numpy array a plain write into ``t`` goes to: its own value, or for a view that is
-    a graph node, the view of its base's memory."""
-    if t.op in LEAF_OPS:
+def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
+    """The numpy array a plain write into ``t`` goes to: for a view of concrete memory, the
+    view of its base's memory; else its own value."""
+    info = getattr(t, "_view", None)
+    if info is not None and t._base.op in LEAF_OPS:
+        arr = view_array(info.steps, t._base._value)
+    elif t.op in LEAF_OPS:
         arr = t._value
     else:
-        info = getattr(t, "_view", None)
-        if info is None:
-            raise AssertionError("writable: a graph node that is not a view of concrete memory")
-        arr = view_array(info.steps, t._base._value)
-    if not arr.flags.writeable or _overlaps(arr.shape, arr.strides):
-        raise RuntimeError(_OVERLAP)
+        raise AssertionError("writable: a graph node that is not a view of concrete memory")
+    if not arr.flags.writeable:
+        raise RuntimeError(OVERLAP)  # (memory numpy shares: a broadcast array)
+    if not overlap_ok and _overlaps(arr.shape, arr.strides):
+        raise RuntimeError(OVERLAP)
     return arr
 
 
-def check_overlap(t: Tensor) -> None:
-    """Raise torch's error if elements of view ``t`` share memory (an expanded dimension)."""
+def check_overlap(t: Tensor, key: tuple | None = None) -> None:
+    """Raise torch's error if elements of ``t`` (of ``t[key]``, a basic numpy key) share
+    memory (an expanded dimension)."""
     shape, strides = geometry(t)[:2]
+    if key is not None:
+        stand_in = np.lib.stride_tricks.as_strided(np.empty(1, t.dtype), shape, strides,
+                                                   writeable=False)  # (strides only)
+        region = stand_in[key]
+        shape, strides = region.shape, region.strides
     if _overlaps(shape, strides):
-        raise RuntimeError(_OVERLAP)
+        raise RuntimeError(OVERLAP)
 
 
 def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -153,11 +165,11 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     a graph node that is not a view is contiguous; a view's are computed by replaying its view
     ops over a stand-in array of the base's geometry that owns no memory (only strides are
     read, never elements)."""
-    if t.op in LEAF_OPS:
-        a = t._value
-        return a.shape, a.strides, 0
     info = getattr(t, "_view", None)
     if info is None:
+        if t.op in LEAF_OPS:
+            a = t._value
+            return a.shape, a.strides, 0
         return t.shape, _contiguous_strides(t.shape, t.dtype.itemsize), 0
     base = t._base
     if base.op in LEAF_OPS:
@@ -217,16 +229,19 @@ def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast
     return new
 
 
-def _scatter(base: Tensor, src: Tensor, steps: tuple[ViewStep, ...], through: bool) -> Tensor:
+def scatter(base: Tensor, src: Tensor, steps: tuple[ViewStep, ...] = (),
+            through: bool = True, overlap: bool = False) -> Tensor:
     """The node ``base`` with its view ``steps`` replaced by ``src`` (``ops/view_scatter.py``);
-    when not ``through``, ``src`` enters without a gradient and ``base``'s passes unchanged."""
+    when not ``through``, ``src`` enters without a gradient and ``base``'s passes unchanged.
+    ``overlap``: the view's elements share memory (a ``fill_`` of an expanded view), which
+    torch can write but not differentiate."""
     if not through:
         src = view_node(ViewStep("alias", (), src.shape, src.dtype, ()), src)
     extras = tuple(e for s in steps for e in s.extras)
     metas = tuple((s.op, s.attrs, s.shape, s.dtype, len(s.extras)) for s in steps)
     with grad_mode.enable_grad():
         return node("view_scatter", (base, src) + extras, base.shape, base.dtype,
-                    (metas, through))
+                    (metas, through, overlap))
 
 
 def regenerate(root: Tensor, skip: Tensor | None = None) -> None:
@@ -240,12 +255,19 @@ def regenerate(root: Tensor, skip: Tensor | None = None) -> None:
             continue
         info: ViewInfo = v._view
         old = snapshot(v)
-        with grad_mode.set_grad_enabled(info.creation in (DEFAULT, MULTI)):
+        with grad_mode.set_grad_enabled(info.creation != NO_GRAD and not info.alias):
             cur = root
             for step in info.steps:
                 cur = view_node(step, cur)
             if cur is root:
                 cur = view_node(ViewStep("alias", (), root.shape, root.dtype, ()), root)
+            if info.creation == MULTI and cur.requires_grad:  # torch: an error once used
+                head = (f"{info.name} is a view and its base or another view of its base has "
+                        f"been modified inplace." if old.requires_grad else
+                        "A view was created in no_grad mode and its base or another view of its "
+                        "base has been modified inplace with grad mode enabled.")
+                cur = view_node(ViewStep("rebased_multi_view", (head + _MULTI_TAIL,), cur.shape,
+                                         cur.dtype, ()), cur)
         become(v, cur, old)
 
 

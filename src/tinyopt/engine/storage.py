@@ -54,23 +54,30 @@ class ViewStep(NamedTuple):
     extras: tuple
 
 
-DEFAULT, NO_GRAD, MULTI, ALIAS, DATA = "default", "no_grad", "multi", "alias", "data"
+DEFAULT, NO_GRAD, MULTI = "default", "no_grad", "multi"
 """How a view was created (torch's ``CreationMeta``): in grad mode; under ``no_grad`` (writing
 it in place with grad mode on raises); by a function returning several views (``unbind``,
-``split``, ``chunk``: writing it in place with autograd raises); or as an alias autograd does not
-see through: ``detach()`` (it shares the memory and the version counter, and a write into it
-changes the base's values but not the base's gradient) and ``.data`` (the same, but with a
-version counter of its own, so its writes invalidate nothing: torch's "unsafe" ``.data``)."""
+``split``, ``chunk``: writing it in place with autograd raises)."""
+
+ALIAS, DATA = "detach", "data"
+"""The aliases autograd does not see through: ``detach()`` (it shares the memory and the version
+counter, and a write into it changes the base's values but not the base's gradient) and
+``.data`` (the same, with a version counter of its own, so its writes invalidate nothing:
+torch's "unsafe" ``.data``).  For autograd, an alias and its views have the alias as their
+base."""
 
 
 class ViewInfo(NamedTuple):
-    """How a view is made from its base: ``steps`` from the base to it, ``creation`` (one of
-    :data:`DEFAULT`, :data:`NO_GRAD`, :data:`MULTI`, :data:`ALIAS`) and, for a multi-output view,
-    ``name``, the function's name and the output's position as torch's errors say them
-    (``"Output 0 of Split"``)."""
+    """How a view is made from its base: ``steps`` from the base to it; ``creation`` (one of
+    :data:`DEFAULT`, :data:`NO_GRAD`, :data:`MULTI`) and for a multi-output view ``name``, the
+    output as torch's errors say it (``"Output 0 of Split"``); ``alias`` (:data:`ALIAS` or
+    :data:`DATA`, or ``""``) when the chain passes through an alias, and for a ``.data`` alias
+    and its views ``counter``, the version counter they share."""
     steps: tuple[ViewStep, ...]
     creation: str = DEFAULT
     name: str = ""
+    alias: str = ""
+    counter: Storage | None = None
 
 
 class Storage:
@@ -139,24 +146,52 @@ def storage_of(t: Tensor) -> Storage:
     return s
 
 
-def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, creation: str | None = None,
-              name: str = "") -> None:
-    """Record that ``t`` is ``step`` applied to ``parent`` (None: an alias of all of it), so it
-    shares ``parent``'s storage; ``creation`` defaults to torch's rule (a view of a
-    ``no_grad`` or multi-output view is one too; else grad mode decides)."""
+def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "") -> None:
+    """Record that ``t`` is ``step`` applied to ``parent``, so it shares ``parent``'s storage;
+    or, with ``alias`` (:data:`ALIAS`, :data:`DATA`) and no step, that ``t`` aliases all of it.
+    Its creation follows torch's rule: a view of a ``no_grad`` or multi-output view is one too;
+    else grad mode decides."""
     from tinyopt.engine import grad_mode
     info = getattr(parent, "_view", None)
     steps = () if info is None else info.steps
     if step is not None:
         steps = steps + (step,)
-    if creation is None:
-        if info is not None and info.creation in (NO_GRAD, MULTI):
-            creation, name = info.creation, info.name
-        else:
-            creation = DEFAULT if grad_mode._state.enabled else NO_GRAD
+    creation, name = DEFAULT if grad_mode._state.enabled else NO_GRAD, ""
+    inherited, counter = ("", None) if info is None else (info.alias, info.counter)
+    if alias:
+        creation = DEFAULT  # (an alias is a leaf of its own for autograd)
+        if alias == DATA:
+            counter = Storage(t)
+        inherited = inherited or alias
+    elif info is not None and info.creation != DEFAULT:
+        creation = info.creation
+        if creation == MULTI:  # torch names the last view op: "Output 0 of Select"
+            name = f"Output 0 of {_torch_name(step)}"
     base = getattr(parent, "_base", None)
     t._base = parent if base is None else base
     s = storage_of(t._base)
     t._storage = s
-    t._view = ViewInfo(steps, creation, name)
+    t._view = ViewInfo(steps, creation, name, inherited, counter)
     s.add_view(t)
+
+
+def version_counter(t: Tensor) -> Storage:
+    """The storage whose version ``t._version`` shows and its in-place writes bump: its own
+    storage's, or a ``.data`` alias's own counter."""
+    info = getattr(t, "_view", None)
+    if info is not None and info.counter is not None:
+        return info.counter
+    return storage_of(t)
+
+
+def _torch_name(step: ViewStep | None) -> str:
+    if step is None:
+        return "View"
+    if step.op == "slice" and any(e[0] == "i" for e in step.attrs[0]):
+        return "Select"
+    return _TORCH_NAMES.get(step.op, "View")
+
+
+_TORCH_NAMES = {"slice": "Slice", "reshape": "View", "permute": "Permute", "expand": "Expand",
+                "diagonal": "Diagonal", "unfold": "Unfold", "as_strided": "AsStrided"}
+"""The names of torch's view functions, for its errors about views of multi-output views."""

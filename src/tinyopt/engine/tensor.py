@@ -48,7 +48,7 @@ from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
-from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, storage_of
+from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, version_counter
 from tinyopt.engine.tensor_api import TensorMethods
 
 _ids = itertools.count(1)
@@ -103,8 +103,8 @@ class Tensor(TensorMethods):
     """
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "_grad", "_base", "_storage", "_view", "_mutated", "_data_version", "_hooks",
-                 "_retains_grad", "_post_hooks", "_prev", "__weakref__")
+                 "_grad", "_base", "_storage", "_view", "_mutated", "_hooks", "_retains_grad",
+                 "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
     op: str
@@ -224,15 +224,15 @@ class Tensor(TensorMethods):
         """How many times this tensor's storage was modified in place (torch's version counter,
         shared by the base, its views and its ``detach()`` aliases)."""
         info = getattr(self, "_view", None)
-        if info is not None and info.creation == "data":
-            return getattr(self, "_data_version", 0)
+        if info is not None and info.counter is not None:
+            return info.counter.version
         s = getattr(self, "_storage", None) or getattr(_root(self), "_storage", None)
         return 0 if s is None else s.version
 
     def _is_view(self) -> bool:
         """Whether this tensor is a view of another (torch's ``Tensor._is_view``)."""
         info = getattr(self, "_view", None)
-        return info is not None and info.creation not in ("alias", "data")
+        return info is not None and not (info.alias and not info.steps)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -354,7 +354,7 @@ class Tensor(TensorMethods):
         version counter (a graph node is computed now), so writing into it writes this one."""
         if self.op == "param":
             return _Alias._of(self, ALIAS)
-        t = _make("input", (), (), self.shape, self.dtype, False, self.numpy())
+        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
         note_view(t, self, None, ALIAS)
         return t
 
@@ -447,7 +447,7 @@ class Tensor(TensorMethods):
     def data(self) -> Tensor:
         """This tensor's value, cut from autograd, sharing the storage (``p.data.add_(x)``
         writes into ``p``) but not the version counter (torch's ``.data``)."""
-        t = _make("input", (), (), self.shape, self.dtype, False, self.numpy())
+        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
         note_view(t, self, None, DATA)
         return t
 
@@ -482,9 +482,11 @@ class Tensor(TensorMethods):
         return self
 
     def _fill_inplace(self, key: Any, value: Any) -> Tensor:
-        """``self[key] = value`` (key ``...`` for all of it) for a number or an array-like."""
+        """``self[key] = value`` (key ``...`` for all of it) for a number or an array-like; one
+        value may fill memory that several elements share (torch's ``fill_``/``zero_`` of an
+        expanded tensor)."""
         from tinyopt.engine.ops import indexing
-        return indexing.setitem(self, key, value)
+        return indexing.setitem(self, key, value, overlap_ok=True)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from tinyopt.engine.ops import indexing
@@ -502,9 +504,11 @@ class Tensor(TensorMethods):
         return self
 
     def copy_(self, src: Any, non_blocking: bool = False) -> Self:
-        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
-        return self._inplace(lambda x: _F.expand(_F.to(_F.as_tensor(src), x.dtype), x.shape),
-                             src, check_cast=False)
+        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
+        autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
+        from tinyopt.engine.inplace import scatter
+        return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
+                                                            x.shape)), src, check_cast=False)
 
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
@@ -843,17 +847,22 @@ def _root(t: Tensor) -> Tensor:
     return t if base is None else base
 
 
+def _shared_value(t: Tensor) -> np.ndarray:
+    """``t``'s value, as a view of its base's memory when it is a view of concrete memory (an
+    alias of it then shares that memory too); a graph node is computed."""
+    from tinyopt.engine.inplace import alias_value
+    if getattr(t, "_view", None) is not None and t._base.op in LEAF_OPS:
+        return alias_value(t)
+    return t.numpy()
+
+
 def _mark_mutated(t: Tensor) -> None:
     """Record a write into ``t``'s memory (see ``graph.check_versions``) and bump its storage's
     version (a ``.data`` alias counts its own)."""
     stamp = next(_ids)
     root = _root(t)
     root._mutated = stamp
-    info = getattr(t, "_view", None)
-    if info is not None and info.creation == DATA:
-        t._data_version = getattr(t, "_data_version", 0) + 1
-    else:
-        storage_of(root).bump(stamp)
+    version_counter(t).bump(stamp)
     if root is not t:
         t._mutated = stamp
     MUTATIONS.last = stamp
@@ -913,17 +922,17 @@ class _Alias(Tensor):
     _owner_ref: Tensor
 
     @staticmethod
-    def _of(owner: Tensor, creation: str | None = None) -> Tensor:
-        """An alias of Parameter ``owner``: a user's (``creation``: ``ALIAS`` for ``detach()``,
-        ``DATA`` for ``.data``), recorded as a view of its storage, or (None) the library's own
+    def _of(owner: Tensor, alias: str = "") -> Tensor:
+        """An alias of Parameter ``owner``: a user's (``alias``: ``ALIAS`` for ``detach()``,
+        ``DATA`` for ``.data``), recorded as a view of its storage, or (``""``) the library's own
         short-lived window for computing a plain write."""
         t = _new(_Alias)
         _init(t, "input", (), (), owner.shape, owner.dtype, False, None)
         t._owner_ref = owner
-        if creation is None:
+        if not alias:
             t._base = owner
         else:
-            note_view(t, owner, None, creation)
+            note_view(t, owner, None, alias)
         return t
 
     @property  # type: ignore[override]

@@ -514,6 +514,13 @@ class TensorMethods(TensorCasts):
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
         return _F.diagonal(self, offset, dim1, dim2)
 
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        return _F.unfold(self, dimension, size, step)
+
+    def as_strided(self, size: Sequence[int], stride: Sequence[int],
+                   storage_offset: int | None = None) -> Tensor:
+        return _F.as_strided(self, size, stride, storage_offset)
+
     def diag(self, diagonal: int = 0) -> Tensor:
         return _F.diag(self, diagonal)
 

@@ -44,7 +44,7 @@ if _typing.TYPE_CHECKING:
                                            ger, linear, matmul, mm, mv, outer)
     from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy,
                                          l1_loss, mse_loss, nll_loss, one_hot)
-    from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_shapes,
+    from tinyopt.engine.ops.movement import (as_strided, atleast_1d, atleast_2d, broadcast_shapes,
                                              broadcast_tensors, broadcast_to, cat, chunk,
                                              column_stack, contiguous, diag, diagonal, expand,
                                              flatten, flip, fliplr, flipud, hstack, meshgrid,
@@ -52,7 +52,7 @@ if _typing.TYPE_CHECKING:
                                              repeat_interleave, reshape, roll, select, split,
                                              squeeze, stack, swapaxes, swapdims, t, tensor_split,
                                              tile, trace, transpose, tril, triu, unbind,
-                                             unflatten, unsqueeze, view, vstack)
+                                             unflatten, unfold, unsqueeze, view, vstack)
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
@@ -88,11 +88,11 @@ _WHERE = _table({
     "tinyopt.engine.ops.loss": (
         "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
     "tinyopt.engine.ops.movement": (
-        "atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
+        "as_strided atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
         "column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack meshgrid "
         "moveaxis movedim narrow permute repeat repeat_interleave reshape roll select split "
         "squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu unbind "
-        "unflatten unsqueeze view vstack"),
+        "unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
     "tinyopt.engine.ops.reduce": (
@@ -119,7 +119,7 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
     "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
-    "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
     "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
     "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "ceil",
     "chunk", "clamp", "clamp_max", "clamp_min",

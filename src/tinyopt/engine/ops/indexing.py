@@ -29,7 +29,8 @@ import numpy as np
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.inplace import writable
+from tinyopt.engine.inplace import check_overlap, writable
+from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
 from tinyopt.kernels.gather import index_add_axis
 
@@ -352,8 +353,9 @@ defop("setitem", forward=_setitem_forward, backward=_setitem_backward)
 defop("setitem_grad_x", forward=_setitem_grad_x_forward)
 
 
-def setitem(x: Tensor, key, value) -> Tensor:
-    """``x[key] = value`` in place (see the module docstring); returns ``x``."""
+def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
+    """``x[key] = value`` in place (see the module docstring); returns ``x``.  The region
+    written must not have elements sharing memory unless ``overlap_ok`` (``fill_``)."""
     if not isinstance(x, Tensor):
         raise TypeError("setitem: expected a Tensor")
     v = value if isinstance(value, Tensor) else None
@@ -368,13 +370,24 @@ def setitem(x: Tensor, key, value) -> Tensor:
                                f"broadcast to indexing result of shape "
                                f"{list(region_shape)}") from None
     info = getattr(x, "_view", None)
+    root = x if info is None else x._base
     if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
-                                      (info is not None and x._base.requires_grad))
-            or (x._base if info is not None else x).op not in LEAF_OPS):
-        return _setitem_graph(x, k, value)
-    target = writable(x)
-    region = target[_basic(tuple(k.struct), np.array(k.starts, dtype=np.int64))] \
-        if not k.identity else target
+                                      (info is not None and not info.alias
+                                       and root.requires_grad))
+            or root.op not in LEAF_OPS):
+        if not k.identity:  # torch writes through the view x[key]
+            x_key = node("slice", (x, leaf(np.array(k.starts, dtype=int64))), tuple(k.shape),
+                         x.dtype, (tuple(k.struct),))
+            _setitem_graph(x_key, _whole(k), value, overlap_ok)
+        else:
+            _setitem_graph(x, k, value, overlap_ok)
+        return x
+    basic = _basic(tuple(k.struct), np.array(k.starts, dtype=np.int64)) \
+        if not k.identity else None
+    if not overlap_ok:
+        check_overlap(x, basic)
+    target = writable(x, overlap_ok=True)
+    region = target[basic] if basic is not None else target
     values = v.numpy() if v is not None else np.asarray(value)
     if k.arrays:
         _check_bounds(region.shape, tuple(k.positions), k.arrays)
@@ -385,7 +398,16 @@ def setitem(x: Tensor, key, value) -> Tensor:
     return x
 
 
-def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
+def _whole(k: _Key) -> _Key:
+    """The key's advanced part alone, over the view its basic part makes."""
+    w = _Key()
+    for n in k.shape:
+        _full(w, n)
+    w.arrays, w.positions = k.arrays, k.positions
+    return w
+
+
+def _setitem_graph(x: Tensor, k: _Key, value, overlap_ok: bool) -> None:
     """``x[key] = value`` as a ``setitem`` node (``engine/inplace.py`` rebinds ``x``)."""
     positions = tuple(k.positions)
     if k.arrays:
@@ -398,7 +420,7 @@ def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
         v = as_tensor(value).to(old.dtype) if isinstance(value, Tensor) else \
             leaf(np.asarray(value, dtype=old.dtype))
         return node("setitem", (old, v, st, *arrays), old.shape, old.dtype, attrs)
-    return x._inplace(build, value, check_cast=False)
+    _write(x, build, (value,), check_cast=False, overlap_ok=overlap_ok)
 
 
 def masked_fill(x, mask, value) -> Tensor:

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import nullcontext
 
 import numpy as np
 
 from tinyopt.engine.dtypes import result_type
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.grad_mode import no_grad
+from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.tensor import Size, Tensor, as_tensor
 
 
@@ -46,6 +48,8 @@ def reshape(x: Tensor, *shape) -> Tensor:
                            f"(input shape {x.shape})")
     if shape == x.shape:
         return x
+    if getattr(x, "_view", None) is not None and not _viewable(x, shape):
+        x = contiguous(x)  # torch's reshape copies exactly where view would raise
     return node("reshape", (x,), shape, x.dtype, (shape,))
 
 
@@ -55,14 +59,35 @@ def view(x: Tensor, *shape) -> Tensor:
     x = as_tensor(x)
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None:
         raise NotImplementedError("view(dtype) (reinterpreting the bytes) is not supported")
-    if x.op == "input" and not x._value.flags.c_contiguous:
-        try:
-            np.reshape(x._value, _target_shape(x, shape), copy=False)
-        except ValueError:
-            raise RuntimeError("view size is not compatible with input tensor's size and stride "
-                               "(at least one dimension spans across two contiguous subspaces). "
-                               "Use .reshape(...) instead.") from None
+    target = _target_shape(x, shape)
+    if not _viewable(x, target):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    if target == x.shape:  # still a new view, as torch's
+        return node("reshape", (x,), target, x.dtype, (target,))
     return reshape(x, *shape)
+
+
+def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
+    with ``shape`` without a copy."""
+    if x.op not in ("input", "freed") and getattr(x, "_view", None) is None:
+        return True  # a node's own buffer is contiguous
+    if x.op in ("input", "freed") and getattr(x, "_view", None) is None:
+        if x._value.flags.c_contiguous:
+            return True
+        stand_in = x._value
+    else:
+        from tinyopt.engine.inplace import geometry
+        shp, strides, _ = geometry(x)
+        stand_in = np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), shp, strides,
+                                                   writeable=False)  # (strides only)
+    try:
+        np.reshape(stand_in, shape, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
@@ -90,6 +115,8 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     if new == shape:
         return x
+    if getattr(x, "_view", None) is not None and not _viewable(x, new):
+        x = contiguous(x)  # (as reshape: a copy where a view cannot be made)
     return node("reshape", (x,), new, x.dtype, (new,))  # (reshape's checks hold by construction)
 
 
@@ -157,8 +184,16 @@ def _expand_backward(t, g):
     return (sum_to(g, t.srcs[0].shape),)
 
 
-defop("expand", view=lambda t: (lambda x: np.broadcast_to(x, t.shape)), backward=_expand_backward,
-      aliases=True)
+def _expand_view(t):
+    def view(x):  # (writable, unlike np.broadcast_to: a write through a view of it may be legal)
+        lead = len(t.shape) - x.ndim
+        strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                                      zip(x.shape, t.shape[lead:], x.strides))
+        return np.lib.stride_tricks.as_strided(x, t.shape, strides)
+    return view
+
+
+defop("expand", view=_expand_view, backward=_expand_backward, aliases=True)
 
 
 def expand(x: Tensor, *shape) -> Tensor:
@@ -282,11 +317,28 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
                                f"(input tensor's size at dimension {d}), but got "
                                f"split_sizes={sizes}")
+    return _multi(_pieces(x, d, sizes),
+                  "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes")
+
+
+def _pieces(x: Tensor, d: int, sizes: list[int]) -> list[Tensor]:
+    """The views of consecutive pieces of ``sizes`` along ``d``."""
     out, start = [], 0
     for n in sizes:
         out.append(_along(x, d, slice(start, start + n)))
         start += n
-    return tuple(out)
+    return out
+
+
+def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
+    """Mark ``views`` as the outputs of multi-output function ``name`` (torch forbids writing
+    them in place with autograd: ``engine/inplace.py``)."""
+    from tinyopt.engine.storage import MULTI
+    for i, v in enumerate(views):
+        info = getattr(v, "_view", None)
+        if info is not None:
+            v._view = info._replace(creation=MULTI, name=f"Output {i} of {name}")
+    return tuple(views)
 
 
 def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
@@ -307,7 +359,7 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
         n = indices_or_sections
         base, extra = divmod(size, n)
         sizes = [base + 1] * extra + [base] * (n - extra)
-        return split(x, sizes, d)
+        return tuple(_pieces(x, d, sizes))
     bounds = [0] + [min(max(int(i), 0), size) for i in indices_or_sections] + [size]
     return tuple(_along(x, d, slice(a, max(a, b))) for a, b in zip(bounds, bounds[1:]))
 
@@ -316,7 +368,7 @@ def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
     """The views of ``x`` at each index along ``dim`` (that dimension removed)."""
     x = as_tensor(x)
     d = _dim("unbind", dim, x.ndim)
-    return tuple(_along(x, d, i) for i in range(x.shape[d]))
+    return _multi([_along(x, d, i) for i in range(x.shape[d])], "Unbind")
 
 
 def movedim(x, source, destination) -> Tensor:
@@ -513,18 +565,149 @@ def triu(x, diagonal: int = 0) -> Tensor:
     return node("triu", (x,), x.shape, x.dtype, (int(diagonal),))
 
 
+# ---- strided views: diagonal, unfold, as_strided ------------------------------------------------
+# Their numpy views are made with ``as_strided`` from the source array's own strides (a diagonal
+# steps by the sum of two strides), inside the source's memory by construction; the gradient of
+# each is the generic ``view_grad``.
+def _strided(a: np.ndarray, start: tuple, shape: tuple[int, ...], strides: tuple[int, ...]):
+    """A view of the memory of ``a[start]`` (slices: a view, never a copied scalar) onwards with
+    ``shape`` and byte ``strides`` (writable when ``a`` is)."""
+    return np.lib.stride_tricks.as_strided(a[start], shape, strides)
+
+
+def _diagonal_view(t):
+    offset, d1, d2 = t.attrs
+
+    def view(a):
+        rest = [i for i in range(a.ndim) if i not in (d1, d2)]
+        start = [slice(None)] * a.ndim
+        n = t.shape[-1]
+        if n:  # (an empty diagonal starts nowhere)
+            start[d1], start[d2] = slice(max(0, -offset), None), slice(max(0, offset), None)
+        shape = tuple(a.shape[i] for i in rest) + (n,)
+        strides = tuple(a.strides[i] for i in rest) + (a.strides[d1] + a.strides[d2],)
+        return _strided(a, tuple(start), shape, strides)
+    return view
+
+
+def _unfold_view(t):
+    d, size, step = t.attrs
+
+    def view(a):
+        strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
+        return _strided(a, (slice(None),) * a.ndim, t.shape, strides)
+    return view
+
+
+def _as_strided_view(t):
+    size, stride, offset = t.attrs
+
+    def view(a):
+        flat = a.reshape(-1)  # (the source is contiguous: the base's own layout)
+        return _strided(flat, (slice(offset, None),), size,
+                        tuple(s * a.itemsize for s in stride))
+    return view
+
+
+def _view_grad_forward(t):
+    """``out`` = zeros of the source's shape with the view's gradient added at the elements the
+    view reads (several times where a view reads one element several times)."""
+    step = t.attrs[0]
+    index = OPS[step.op].view(step)(np.arange(math.prod(t.shape)).reshape(t.shape))
+    index = np.array(index).reshape(-1)
+
+    def fwd(out, g):
+        flat = out.reshape(-1)
+        flat[...] = 0
+        np.add.at(flat, index, np.asarray(g).reshape(-1))
+    return fwd
+
+
+defop("view_grad", forward=_view_grad_forward)
+
+
+def _view_backward(t, g):
+    from tinyopt.engine.storage import ViewStep
+    step = ViewStep(t.op, t.attrs, t.shape, t.dtype, ())
+    return (node("view_grad", (g,), t.srcs[0].shape, g.dtype, (step,)),)
+
+
+defop("diagonal", view=_diagonal_view, backward=_view_backward, aliases=True)
+defop("unfold", view=_unfold_view, backward=_view_backward, aliases=True)
+defop("as_strided", view=_as_strided_view, backward=_view_backward, aliases=True)
+
+
 def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """The diagonal of dimensions ``dim1`` and ``dim2`` (a copy), as the last dimension."""
-    from tinyopt.engine.tensor import leaf
+    """The view of the diagonal of dimensions ``dim1`` and ``dim2`` (``offset`` above it, or
+    below when negative), as the last dimension; writing into it writes ``x``."""
     x = as_tensor(x)
     d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
-    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
-    y = permute(x, tuple(rest) + (d1, d2))
-    n1, n2 = y.shape[-2], y.shape[-1]
-    i = np.arange(max(0, min(n1 - max(0, -offset), n2 - max(0, offset))))
-    rows, cols = i + max(0, -offset), i + max(0, offset)
-    from tinyopt.engine.ops.indexing import getitem
-    return getitem(y, (Ellipsis, leaf(rows), leaf(cols)))
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    offset = int(offset)
+    n1, n2 = x.shape[d1], x.shape[d2]
+    n = max(0, min(n1 - max(0, -offset), n2 - max(0, offset)))
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in (d1, d2)) + (n,)
+    return node("diagonal", (x,), shape, x.dtype, (offset, d1, d2))
+
+
+def unfold(x, dimension: int, size: int, step: int) -> Tensor:
+    """The view of all windows of ``size`` elements along ``dimension``, ``step`` apart, as a
+    new last dimension (``Tensor.unfold``)."""
+    x = as_tensor(x)
+    d = _dim("unfold", dimension, x.ndim)
+    length = x.shape[d] if x.ndim else 1
+    size, step = int(size), int(step)
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is "
+                           f"{size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if x.ndim == 0:
+        x = reshape(x, (1,))
+    shape = x.shape[:d] + ((length - size) // step + 1,) + x.shape[d + 1:] + (size,)
+    return node("unfold", (x,), shape, x.dtype, (d, size, step))
+
+
+def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
+    """The view of ``x``'s storage with ``size``, element ``stride`` and ``storage_offset``
+    (default: ``x``'s own), as ``torch.as_strided``: the storage is the base's memory in its
+    (contiguous) layout, and every element read must lie inside it."""
+    from tinyopt.engine.inplace import geometry
+    x = as_tensor(x)
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    info = getattr(x, "_view", None)
+    base = x if info is None else x._base
+    if base.op in ("input", "param", "freed") and not base._value.flags.c_contiguous:
+        raise NotImplementedError("as_strided of a tensor whose memory is not contiguous (a "
+                                  "non-contiguous numpy array): make it .contiguous() first")
+    if storage_offset is None:
+        storage_offset = geometry(x)[2] // x.dtype.itemsize if base is not x else 0
+    storage_offset = int(storage_offset)
+    if storage_offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {storage_offset}")
+    need = storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) \
+        if all(size) else 0
+    if need > base.numel():
+        item = x.dtype.itemsize
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {storage_offset}, and itemsize {item} requiring a storage "
+                           f"size of {need * item} are out of bounds for storage of size "
+                           f"{base.numel() * item}")
+    with no_grad() if info is not None and info.alias else nullcontext():
+        t = node("as_strided", (base,), size, x.dtype, (size, stride, storage_offset))
+    if info is not None and getattr(t, "_view", None) is not None:  # (as x's, but over the base)
+        name = "Output 0 of AsStrided" if info.creation == "multi" else ""
+        t._view = t._view._replace(creation=info.creation, name=name, alias=info.alias,
+                                   counter=info.counter)
+    return t
 
 
 def diag(x, diagonal: int = 0) -> Tensor:

@@ -2,9 +2,11 @@
 
 ``view_scatter(base, src, *extras)`` is ``base`` with the elements that a chain of view ops
 selects replaced by ``src`` (torch's ``slice_scatter``, ``select_scatter``, ``diagonal_scatter``
-and ``as_strided_scatter`` in one op): attrs ``(steps, through)``, where ``steps`` are the view
+and ``as_strided_scatter`` in one op): attrs ``(steps, through, overlap)``, where ``steps`` are the view
 ops ``(op, attrs, shape, dtype, n_extras)`` from the base to the view and ``extras`` their extra
-sources (a slice's run-time starts).  With ``V`` the view and ``through``:
+sources (a slice's run-time starts), ``overlap`` whether the view's elements share memory
+(torch writes one value into an expanded view, but cannot differentiate that write).  With ``V``
+the view and ``through``:
 
     out = base;  V(out) = src
     d/dbase = g with V(g) = 0        d/dsrc = V(g)
@@ -13,7 +15,8 @@ Without ``through`` (a write autograd does not see: ``no_grad``, ``detach()``, `
 gradient passes to ``base`` whole and ``src`` gets none.
 
 ``alias(x)`` is ``x`` itself, a view with no gradient: a ``detach()`` alias regenerated over a new
-base.
+base.  ``rebased_multi_view(x)`` is ``x`` too, but backpropagating through it raises torch's
+error: it is a multi-output view (``unbind``, ``split``) regenerated after a write to its base.
 """
 
 from __future__ import annotations
@@ -47,6 +50,9 @@ def _view_scatter_backward(t, g):
     from tinyopt.engine.ops.creation import constant_node
     base, src, *extras = t.srcs
     through = t.attrs[1]
+    if t.attrs[2] and through and base.requires_grad:
+        from tinyopt.engine.inplace import OVERLAP
+        raise RuntimeError(OVERLAP)
     gb = gs = None
     if base.requires_grad:
         gb = g
@@ -64,3 +70,10 @@ def _view_scatter_backward(t, g):
 defop("view_scatter", forward=_view_scatter_forward, backward=_view_scatter_backward,
       inplace=True)
 defop("alias", view=lambda t: (lambda x: x), aliases=True)
+
+
+def _rebased_backward(t, g):
+    raise RuntimeError(t.attrs[0])
+
+
+defop("rebased_multi_view", view=lambda t: (lambda x: x), backward=_rebased_backward)

@@ -1,0 +1,198 @@
+"""Differential fuzz of writes through views against torch (issue 25, points 1, 2 and 5).
+
+A case makes a base (a leaf that requires grad or not, or a non-leaf), takes a chain of one or
+two views of it, writes in place (through the view, into the base, or through a sibling view),
+then reads the base and the view and backpropagates a loss over both.  Values, gradients,
+``requires_grad``, version counters and error types (with the first words of the message) must
+equal torch 2.13's.  CI runs a fixed-seed sample of the grid; ``TINYOPT_FUZZ_FULL=1`` runs all
+of it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import random
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+
+torch = pytest.importorskip("torch")
+
+SHAPE = (4, 6)
+
+# view ops: (name, fn, applies(shape))
+VIEWS = [
+    ("select", lambda t: t[1], lambda s: len(s) >= 1 and s[0] > 1),
+    ("slice", lambda t: t[1:3], lambda s: len(s) >= 1 and s[0] >= 3),
+    ("step", lambda t: t[::2], lambda s: len(s) >= 1),
+    ("col", lambda t: t[:, 1], lambda s: len(s) >= 2 and s[1] > 1),
+    ("t", lambda t: t.t(), lambda s: len(s) == 2),
+    ("transpose", lambda t: t.transpose(0, -1), lambda s: len(s) >= 1),
+    ("permute", lambda t: t.permute(*reversed(range(t.dim()))), lambda s: len(s) >= 1),
+    ("view", lambda t: t.view(-1), lambda s: True),
+    ("reshape", lambda t: t.reshape(-1), lambda s: True),
+    ("flatten", lambda t: t.flatten(), lambda s: True),
+    ("narrow", lambda t: t.narrow(-1, 1, 2), lambda s: len(s) >= 1 and s[-1] >= 3),
+    ("diagonal", lambda t: t.diagonal(), lambda s: len(s) == 2),
+    ("diagonal1", lambda t: t.diagonal(1), lambda s: len(s) == 2 and s[1] > 1),
+    ("unsqueeze", lambda t: t.unsqueeze(0), lambda s: len(s) <= 2),
+    ("squeeze", lambda t: t[:1].squeeze(0), lambda s: len(s) >= 1),
+    ("expand", lambda t: t.unsqueeze(0).expand(2, *t.shape), lambda s: len(s) <= 2),
+    ("unfold", lambda t: t.unfold(-1, 2, 2), lambda s: len(s) >= 1 and s[-1] >= 2),
+    ("split", lambda t: t.split(1)[0], lambda s: len(s) >= 1),
+    ("chunk", lambda t: t.chunk(2)[1], lambda s: len(s) >= 1 and s[0] > 1),
+    ("unbind", lambda t: t.unbind(0)[1], lambda s: len(s) >= 1 and s[0] > 1),
+    ("as_strided", lambda t: t.as_strided((2, 2), (1, 2), 1), lambda s: True),
+    ("detach", lambda t: t.detach(), lambda s: True),
+    ("data", lambda t: t.data, lambda s: True),
+    ("view_as", lambda t: t.view_as(t), lambda s: True),
+    ("mT", lambda t: t.mT, lambda s: len(s) >= 2),
+    ("movedim", lambda t: t.movedim(0, -1), lambda s: len(s) >= 1),
+]
+
+
+def _w(lib, shape, rg, seed):
+    n = int(np.prod(shape))
+    data = (np.arange(n, dtype=np.float64).reshape(shape) % 5 + 1 + seed) / 4
+    return lib.tensor(data, dtype=lib.float64, requires_grad=rg)
+
+
+# in-place ops: (name, fn(v, w)); w has v's shape and may require grad
+INPLACE = [
+    ("add_", lambda v, w: v.add_(2.0)),
+    ("add_t", lambda v, w: v.add_(w)),
+    ("mul_", lambda v, w: v.mul_(3.0)),
+    ("mul_t", lambda v, w: v.mul_(w)),
+    ("sub_t", lambda v, w: v.sub_(w, alpha=2)),
+    ("div_", lambda v, w: v.div_(4.0)),
+    ("div_t", lambda v, w: v.div_(w)),
+    ("zero_", lambda v, w: v.zero_()),
+    ("fill_", lambda v, w: v.fill_(7.0)),
+    ("copy_", lambda v, w: v.copy_(w)),
+    ("clamp_", lambda v, w: v.clamp_(0.5, 2.0)),
+    ("setitem", lambda v, w: v.__setitem__(..., w)),
+    ("setitem0", lambda v, w: v.__setitem__(0, 5.0) if v.dim() else v.fill_(5.0)),
+    ("exp_", lambda v, w: v.exp_()),
+    ("neg_", lambda v, w: v.neg_()),
+    ("pow_", lambda v, w: v.pow_(2)),
+    ("iadd", lambda v, w: v.__iadd__(w)),
+]
+
+BASES = ["leaf", "leaf_rg", "nonleaf", "nonleaf_clone"]
+TARGETS = ["view", "base", "sibling"]
+
+
+def _chains():
+    out = [(v,) for v in VIEWS]
+    for a, b in itertools.product(VIEWS, VIEWS):
+        out.append((a, b))
+    return out
+
+
+def _applicable(chain) -> bool:
+    t = torch.empty(SHAPE)
+    for name, fn, ok in chain:
+        if not ok(tuple(t.shape)):
+            return False
+        try:
+            t = fn(t)
+        except RuntimeError:  # (the case compares the error)
+            return True
+    return True
+
+
+def run_case(lib, base: str, chain, op, w_rg: bool, target: str) -> dict:
+    """Run one case in ``lib`` (tinyopt or torch); what it observed (values, gradients, flags,
+    versions) or the error it raised and where."""
+    out: dict = {}
+    stage = "make"
+    try:
+        data = np.arange(24, dtype=np.float64).reshape(SHAPE) / 8 + 0.25
+        x = lib.tensor(data, dtype=lib.float64, requires_grad=base != "leaf")
+        y = {"leaf": x, "leaf_rg": x, "nonleaf": x * 1.5, "nonleaf_clone": x.clone()}[base]
+        stage = "view"
+        v = y
+        for _, fn, _ in chain:
+            v = fn(v)
+        sib = y[2:] if target == "sibling" else None
+        stage = "write"
+        w = _w(lib, v.shape if target != "base" else y.shape, w_rg, 1)
+        dest = {"view": v, "base": y, "sibling": v}[target]
+        op[1](dest, w)
+        stage = "read"
+        out["y"] = np.asarray(y.tolist())
+        out["v"] = np.asarray(v.tolist())
+        if sib is not None:
+            out["sib"] = np.asarray(sib.tolist())
+        out["rg"] = (y.requires_grad, v.requires_grad)
+        out["version"] = (y._version, v._version)
+        stage = "backward"
+        c1 = _w(lib, y.shape, False, 2)
+        c2 = _w(lib, v.shape, False, 3)
+        loss = (y * c1).sum() + (v * c2).sum()
+        if loss.requires_grad:
+            loss.backward()
+            for name, t in (("x.grad", x), ("w.grad", w)):
+                if t.requires_grad and t.grad is not None:
+                    out[name] = np.asarray(t.grad.tolist())
+    except Exception as e:  # the error is the observation
+        out["error"] = (stage, type(e).__name__, _words(str(e)))
+    return out
+
+
+def _words(message: str) -> str:
+    """An error's first words, with the view torch names in its multi-output view errors
+    ("Output 0 of Select") masked: torch names the last view function called (``squeeze``,
+    ``view_as``...), tinyopt the op that made the view (``reshape``)."""
+    return re.sub(r"^Output \d+ of \w+ ", "Output _ ", message)[:60]
+
+
+def _compare(a: dict, b: dict) -> str | None:
+    if set(a) != set(b):
+        return f"keys {sorted(a)} != {sorted(b)}: {a.get('error')} vs {b.get('error')}"
+    for k in a:
+        if k in ("rg", "version", "error"):
+            if a[k] != b[k]:
+                return f"{k}: {a[k]} != {b[k]}"
+        elif a[k].shape != b[k].shape or not np.allclose(a[k], b[k], equal_nan=True,
+                                                         rtol=1e-12, atol=1e-12):
+            return f"{k}: {a[k].tolist()} != {b[k].tolist()}"
+    return None
+
+
+def grid():
+    cases = []
+    for chain in _chains():
+        if not _applicable(chain):
+            continue
+        for base, op, w_rg, target in itertools.product(BASES, INPLACE, (False, True), TARGETS):
+            cases.append((base, chain, op, w_rg, target))
+    return cases
+
+
+def _name(case) -> str:
+    base, chain, op, w_rg, target = case
+    return f"{base}-{'.'.join(c[0] for c in chain)}-{op[0]}-{'wrg' if w_rg else 'w'}-{target}"
+
+
+def mismatches(cases) -> list[str]:
+    bad = []
+    for case in cases:
+        got = run_case(to, *case)
+        want = run_case(torch, *case)
+        why = _compare(got, want)
+        if why is not None:
+            bad.append(f"{_name(case)}: {why}")
+    return bad
+
+
+def test_writes_through_views_match_torch():
+    cases = grid()
+    if not os.environ.get("TINYOPT_FUZZ_FULL"):
+        cases = random.Random(25).sample(cases, 400)
+    bad = mismatches(cases)
+    assert not bad, f"{len(bad)} of {len(cases)} cases differ from torch:\n" + "\n".join(bad[:30])
