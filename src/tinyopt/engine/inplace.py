@@ -33,7 +33,7 @@ import numpy as np
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.op import node, view_array, view_node
-from tinyopt.engine.storage import (MULTI, NO_GRAD, ViewInfo, ViewStep, storage_of,
+from tinyopt.engine.storage import (MULTI, NO_GRAD, Storage, ViewInfo, ViewStep, storage_of,
                                     version_counter)
 from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Tensor, _Alias, _check_result, _ids,
                                    _make, _mark_mutated)
@@ -78,32 +78,32 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
     if not through and root.op in LEAF_OPS:
         # an alias written with autograd: its value goes into the memory now, and it becomes
         # a node of its own graph (torch: ``p.data.add_(w)`` is ``AddBackward0``, p changes)
-        old_t = snapshot(t)
-        old_t._value = np.array(old_t._value)  # (the memory is about to change under it)
+        old_t = _make("input", (), (), t.shape, t.dtype, False, np.array(writable(t, True)))
+        old_t._id = t._id  # (a private copy: the memory is about to change under it)
         new_t = _built(t, build, old_t, check_cast)
         np.copyto(writable(t, overlap_ok), new_t.numpy(), casting="unsafe")
         _mark_mutated(t)
         become(t, new_t, old_t)
         return
-    storage_of(root)
+    s = storage_of(root)
     stamp = next(_ids)  # before the new nodes: they see the written storage
     version_counter(t).bump(stamp)
     MUTATIONS.last = max(MUTATIONS.last, stamp)
-    old_root = snapshot(root)
+    old_root = snapshot(root, stamp)
     skip = None
     if info is None:
-        new = _built(root, build, old_root, check_cast)
+        new = _built(root, build, old_root, check_cast, s, stamp)
         if not diff and root.requires_grad:  # under no_grad: the gradient ignores the write
             new = scatter(old_root, new, (), through=False)
         become(root, new, old_root)
     else:
-        old_t = snapshot(t)
-        new_t = _built(t, build, old_t, check_cast)
+        old_t = snapshot(t, stamp)
+        new_t = _built(t, build, old_t, check_cast, s, stamp)
         become(root, scatter(old_root, new_t, info.steps, through, overlap), old_root)
         if diff and not through:  # a detach()/.data alias keeps the graph of its own write
             become(t, new_t, old_t)
             skip = t
-    regenerate(root, skip)
+    regenerate(root, skip, stamp)
 
 
 def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
@@ -193,11 +193,13 @@ def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...
 
 
 # ---- rebinding -----------------------------------------------------------------------------------
-def snapshot(t: Tensor) -> Tensor:
+def snapshot(t: Tensor, stamp: int = 0) -> Tensor:
     """A tensor holding ``t``'s current version (its node or value, id and storage), which
-    nodes built before the write keep reading."""
+    nodes built before the write at ``stamp`` keep reading (and the write's own node, as
+    torch's "original self": a copy no later write can reach, ``graph.check_saved``)."""
     old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
     old._id = t._id
+    old._superseded = stamp
     old.name = t.name
     old._prev = getattr(t, "_prev", None)
     s = getattr(t, "_storage", None)
@@ -216,11 +218,16 @@ def become(t: Tensor, new: Tensor, old: Tensor) -> None:
     MUTATIONS.last = max(MUTATIONS.last, t._id)
 
 
-def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast: bool) -> Tensor:
+def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast: bool,
+           storage: Storage | None = None, stamp: int = 0) -> Tensor:
     """``build(old)`` checked against ``t``, cast to its dtype, and a new node (never a leaf or
-    ``old`` itself, which would alias the version before the write)."""
+    ``old`` itself, which would alias the version before the write).  The op's own node (made
+    after ``stamp``, the write's) is what ``storage`` now holds: a later write into it
+    invalidates that node's saved output (``engine/saved.py``)."""
     from tinyopt.engine import ops as F
     new = build(old)
+    if storage is not None and new._id > stamp and getattr(new, "_storage", None) is None:
+        new._storage = storage
     _check_result(t, new, check_cast)
     if new.dtype != t.dtype:
         new = F.to(new, t.dtype)
@@ -244,7 +251,7 @@ def scatter(base: Tensor, src: Tensor, steps: tuple[ViewStep, ...] = (),
                     (metas, through, overlap))
 
 
-def regenerate(root: Tensor, skip: Tensor | None = None) -> None:
+def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0) -> None:
     """Rebind every live view of ``root``'s storage (but ``skip``) to its view ops replayed over
     ``root``'s new node: what reads a view after a write through another sees the write."""
     s = getattr(root, "_storage", None)
@@ -254,7 +261,7 @@ def regenerate(root: Tensor, skip: Tensor | None = None) -> None:
         if v is skip:
             continue
         info: ViewInfo = v._view
-        old = snapshot(v)
+        old = snapshot(v, stamp)
         with grad_mode.set_grad_enabled(info.creation != NO_GRAD and not info.alias):
             cur = root
             for step in info.steps:

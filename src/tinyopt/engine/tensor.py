@@ -103,8 +103,8 @@ class Tensor(TensorMethods):
     """
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "_grad", "_base", "_storage", "_view", "_mutated", "_hooks", "_retains_grad",
-                 "_post_hooks", "_prev", "__weakref__")
+                 "_grad", "_base", "_storage", "_view", "_mutated", "_superseded", "_hooks",
+                 "_retains_grad", "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
     op: str
@@ -121,6 +121,7 @@ class Tensor(TensorMethods):
     _storage: Storage                 # shared with the base and its views (made on first need)
     _view: ViewInfo                   # how this view is made from its base (views only)
     _mutated: int                     # the stamp of the latest in-place write into the storage
+    _superseded: int                  # (a version before a write) the stamp of that write
     _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
     _retains_grad: bool
     _post_hooks: dict[int, Callable[[Tensor], None]] | None
