@@ -379,3 +379,35 @@ def test_broadcast_shapes_and_tensors():
     assert a.shape == b.shape == (2, 3)
     with pytest.raises(RuntimeError):
         to.broadcast_shapes((2,), (3,))
+
+
+# ---- strided views: diagonal, unfold, as_strided (views since issue 25) -------------------------
+@pytest.mark.parametrize("offset, d1, d2", [(0, 0, 1), (1, 0, 1), (-2, 0, 1), (1, 2, 0),
+                                            (0, -1, -2), (5, 0, 1)])
+def test_diagonal(offset, d1, d2):
+    x = rand((3, 4, 5))
+    check(lambda t: t.diagonal(offset, d1, d2),
+          lambda a: np.diagonal(a, offset, d1, d2), x)
+
+
+@pytest.mark.parametrize("dim, size, step", [(1, 2, 2), (1, 3, 1), (0, 1, 2), (-1, 5, 1),
+                                             (1, 0, 1)])
+def test_unfold(dim, size, step):
+    x = rand((3, 5))
+
+    def ref(a):
+        d = dim % a.ndim
+        n = (a.shape[d] - size) // step + 1
+        wins = [np.moveaxis(np.take(a, range(i * step, i * step + size), axis=d), d, -1)
+                for i in range(n)]
+        return np.stack(wins, axis=d)
+    check(lambda t: t.unfold(dim, size, step), ref, x, grad=size > 0)
+
+
+@pytest.mark.parametrize("size, stride, offset", [((2, 3), (3, 1), 0), ((3, 3), (1, 1), 2),
+                                                  ((2, 2), (0, 1), 1), ((4,), (3,), 0)])
+def test_as_strided(size, stride, offset):
+    x = rand((3, 4))
+    check(lambda t: t.as_strided(size, stride, offset),
+          lambda a: np.lib.stride_tricks.as_strided(a.reshape(-1)[offset:], size,
+                                                    [s * a.itemsize for s in stride]), x)

@@ -135,10 +135,11 @@ def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
         arr = t._value
     else:
         raise AssertionError("writable: a graph node that is not a view of concrete memory")
-    if not arr.flags.writeable:
-        raise RuntimeError(OVERLAP)  # (memory numpy shares: a broadcast array)
     if not overlap_ok and _overlaps(arr.shape, arr.strides):
         raise RuntimeError(OVERLAP)
+    if not arr.flags.writeable:
+        raise RuntimeError("the tensor's memory is read-only (a read-only numpy array, or one "
+                           "numpy broadcast): clone() it before writing in place")
     return arr
 
 

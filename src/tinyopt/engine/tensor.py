@@ -196,16 +196,24 @@ class Tensor(TensorMethods):
         return False
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
-        if self.op in LEAF_OPS:
-            return bool(self._value.flags.c_contiguous)
-        return True  # a node's value is computed into a contiguous buffer
+        """Whether the elements lie in row-major order in memory (a view's in its base's, as
+        torch's strides say; a graph node that is not a view is computed contiguous)."""
+        expected = 1
+        for n, s in reversed(list(zip(self.shape, self.stride()))):
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
-        if self.op in LEAF_OPS:
-            strides = tuple(s // self.dtype.itemsize for s in self._value.strides)
-        else:
-            strides = tuple(int(np.prod(self.shape[i + 1:])) for i in range(self.ndim))
+        from tinyopt.engine.inplace import geometry
+        strides = tuple(s // self.dtype.itemsize for s in geometry(self)[1])
         return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
+
+    def storage_offset(self) -> int:
+        """Where this tensor starts in its storage, in elements."""
+        from tinyopt.engine.inplace import geometry
+        return geometry(self)[2] // self.dtype.itemsize
 
     @property
     def is_leaf(self) -> bool:
@@ -323,6 +331,20 @@ class Tensor(TensorMethods):
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of this tensor's memory (no copy): ``torch.from_dlpack(t)``,
+        ``torch.as_tensor(t)``, ``np.from_dlpack(t)`` share it.  A graph node is computed
+        first; a tensor that requires grad is refused, as torch refuses it."""
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                    ("dl_device", dl_device), ("copy", copy)) if v is not None}
+        return self.numpy().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # (kDLCPU, device 0)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         arr = self.numpy()
@@ -1189,6 +1211,31 @@ def from_numpy(arr: np.ndarray) -> Tensor:
         raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported "
                         f"types are: float64, float32, int64, int32, int16, int8, uint8, and bool.")
     return leaf(arr)
+
+
+def from_dlpack(ext: Any) -> Tensor:
+    """A Tensor sharing the memory of ``ext`` (writes to either show in both): any CPU object
+    with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
+    capsule (``torch.utils.dlpack.to_dlpack``; numpy reads those as read-only memory)."""
+    if type(ext).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
+        ext = _Capsule(ext)
+    arr = np.from_dlpack(ext)
+    if arr.dtype not in SUPPORTED:
+        raise TypeError(f"from_dlpack: unsupported dtype {arr.dtype}")
+    return leaf(arr)
+
+
+class _Capsule:
+    """A bare DLPack capsule as numpy's ``from_dlpack`` wants it (an object that exports it)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
 
 
 def _dim_index(op: str, d: int, ndim: int) -> int:

@@ -64,7 +64,7 @@ if _typing.TYPE_CHECKING:
                                               kthvalue, masked_select, median, msort, nonzero,
                                               scatter, scatter_add, searchsorted, sort, take,
                                               take_along_dim, topk, unique)
-    from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
+    from tinyopt.engine.tensor import as_tensor, from_dlpack, from_numpy, tensor
 
 _WHERE = _table({
     "tinyopt.engine.ops.conv": "avg_pool2d conv2d max_pool2d",
@@ -102,7 +102,7 @@ _WHERE = _table({
         "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
         "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
         "take_along_dim topk unique"),
-    "tinyopt.engine.tensor": "as_tensor from_numpy tensor",
+    "tinyopt.engine.tensor": "as_tensor from_dlpack from_numpy tensor",
 })
 
 __getattr__, __dir__ = _exports(__name__, globals(), _WHERE)
@@ -126,7 +126,7 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
     "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
     "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
-    "floor", "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "floor", "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge", "greater",
     "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
     "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
     "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
