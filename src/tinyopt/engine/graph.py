@@ -25,6 +25,7 @@ from operator import attrgetter
 from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine import autocast
 from tinyopt.engine.grad_mode import no_fold, no_grad
+from tinyopt.engine.inplace import OVERLAP
 from tinyopt.engine.op import OPS
 from tinyopt.engine.saved import saved
 from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
@@ -135,23 +136,26 @@ def check_saved(order: list[Tensor]) -> None:
     """Raise torch's error if a node of ``order`` (sorted by id) that a backward pass goes
     through saved a value written in place since it was built (``engine/saved.py``), or cannot
     be differentiated; the first error torch's backward pass would meet (it goes from the loss
-    backwards; a rebased multi-output view fails as soon as it is used)."""
-    for t in order:
-        if t.op == "rebased_multi_view" and t.requires_grad:
-            raise RuntimeError(t.attrs[0])
+    backwards; a rebased multi-output view fails as soon as it is used).  Only nodes made before
+    the latest write can fail (the nodes a write makes are dated before it ends too)."""
     last = MUTATIONS.last
-    for t in reversed(order):
-        if not t.requires_grad or not t.srcs:
-            continue
+    older = []
+    for t in order:
+        if t._id > last:
+            break
+        if t.requires_grad and t.srcs:
+            older.append(t)
+    for t in older:
+        if t.op == "rebased_multi_view":
+            raise RuntimeError(t.attrs[0])
+    for t in reversed(older):
         if t.op == "view_scatter" and t.attrs[2] and t.attrs[1] and t.srcs[0].requires_grad:
-            from tinyopt.engine.inplace import OVERLAP
             raise RuntimeError(OVERLAP)
-        if t._id < last:
-            for s in saved(t):  # (a version already superseded when t was made: a copy)
-                st = getattr(s, "_storage", None)
-                if (st is not None and st.written_since(t._id)
-                        and getattr(s, "_superseded", t._id) >= t._id):
-                    raise RuntimeError(version_error(s, t._id))
+        for s in saved(t):  # (a version already superseded when t was made: a copy)
+            st = getattr(s, "_storage", None)
+            if (st is not None and st.written_since(t._id)
+                    and getattr(s, "_superseded", t._id) >= t._id):
+                raise RuntimeError(version_error(s, t._id))
 
 
 def version_error(s: Tensor, since: int) -> str:

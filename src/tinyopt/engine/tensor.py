@@ -17,11 +17,14 @@ was computed from, not a recomputation with the updated weights.  ``backward()``
 (its held nodes become values; backpropagating through them again raises, as in PyTorch, unless
 ``retain_graph=True``).
 
-In-place ops (``add_``, ``x[i] = v``, ``p -= lr * g``...) follow PyTorch's rules.  Without autograd
-(under ``no_grad``, or when nothing involved requires grad) they write the new values into the
-tensor's storage at once; with autograd the tensor becomes a new graph node computing the updated
-value.  A node built from a tensor that was later modified in place raises PyTorch's "modified by
-an inplace operation" error when realized, instead of silently reading the new values.
+Storage is torch's (``engine/storage.py``): a view (``x[1:3]``, ``x.view(...)``, ``x.t()``,
+``x.diagonal()``, ``x.detach()``...) shares its base's storage and version counter, whether
+the two are concrete or graph nodes.  In-place ops (``add_``, ``x[i] = v``, ``p -= lr * g``...)
+follow PyTorch's rules (``engine/inplace.py``): without autograd they write the new values into
+the memory at once; with autograd the written tensor's base becomes a new graph node (a write
+through a view is a ``view_scatter`` into the base) and every view of it is regenerated, while
+nodes built before keep the versions they read; torch's errors guard leaves, multi-output and
+``no_grad`` views, overlapping memory and values saved for backward (``engine/saved.py``).
 
 Inside the library, storage is read and written as numpy through ``p._data``/``p._grad`` for
 Parameters and ``t._value`` for any concrete tensor (``Parameter._value`` is its ``_data``); the

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyopt.engine.inplace import OVERLAP
 from tinyopt.engine.op import OPS, defop, node, view_node
 from tinyopt.engine.storage import ViewStep
 
@@ -51,7 +52,6 @@ def _view_scatter_backward(t, g):
     base, src, *extras = t.srcs
     through = t.attrs[1]
     if t.attrs[2] and through and base.requires_grad:
-        from tinyopt.engine.inplace import OVERLAP
         raise RuntimeError(OVERLAP)
     gb = gs = None
     if base.requires_grad:
