@@ -143,3 +143,15 @@ def test_unfold_and_as_strided_check_their_arguments_as_torch():
     with pytest.raises(RuntimeError, match="Negative strides are not supported"):
         x.as_strided((2,), (-1,))
     assert x[1].as_strided((2,), (1,)).tolist() == [1.0, 1.0]  # offset: x[1]'s own
+
+
+def test_relocate_moves_the_memory_of_a_base_and_its_views():
+    x = to.tensor(np.arange(6.).reshape(2, 3))
+    row, d = x[1], x.detach()
+    shared = np.zeros((2, 3))
+    storage_of(x).relocate(shared)
+    row.add_(10)
+    d[0, 0] = -1
+    assert shared.tolist() == [[-1, 1, 2], [13, 14, 15]] == x.tolist()
+    with pytest.raises(ValueError, match="shape"):
+        storage_of(x).relocate(np.zeros(3))
