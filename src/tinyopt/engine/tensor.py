@@ -209,13 +209,11 @@ class Tensor(TensorMethods):
         return True
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
-        from tinyopt.engine.inplace import geometry
         strides = tuple(s // self.dtype.itemsize for s in geometry(self)[1])
         return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
 
     def storage_offset(self) -> int:
         """Where this tensor starts in its storage, in elements."""
-        from tinyopt.engine.inplace import geometry
         return geometry(self)[2] // self.dtype.itemsize
 
     @property
@@ -532,7 +530,6 @@ class Tensor(TensorMethods):
     def copy_(self, src: Any, non_blocking: bool = False) -> Self:
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
         autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
-        from tinyopt.engine.inplace import scatter
         return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
                                                             x.shape)), src, check_cast=False)
 
@@ -856,6 +853,8 @@ class _GradFn:
         self.op = op
 
     def name(self) -> str:
+        if self.op == "view_scatter":
+            return "CopySlices"  # (torch's name for a write through a view)
         return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
 
     def __repr__(self) -> str:
@@ -876,7 +875,6 @@ def _root(t: Tensor) -> Tensor:
 def _shared_value(t: Tensor) -> np.ndarray:
     """``t``'s value, as a view of its base's memory when it is a view of concrete memory (an
     alias of it then shares that memory too); a graph node is computed."""
-    from tinyopt.engine.inplace import alias_value
     if getattr(t, "_view", None) is not None and t._base.op in LEAF_OPS:
         return alias_value(t)
     return t.numpy()
@@ -1250,7 +1248,8 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
 
 
 from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
-from tinyopt.engine.inplace import write as _write  # noqa: E402  (it imports this module)
+from tinyopt.engine.inplace import alias_value, geometry, scatter  # noqa: E402  (they import
+from tinyopt.engine.inplace import write as _write  # noqa: E402   this module)
 from tinyopt.engine import tensor_api as _api  # noqa: E402
 
 _api._F = _F
