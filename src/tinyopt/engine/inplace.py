@@ -126,16 +126,16 @@ def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
 
 
 def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
-    """The numpy array a plain write into ``t`` goes to: for a view of concrete memory, the
-    view of its base's memory; else its own value."""
-    info = getattr(t, "_view", None)
-    if info is not None and t._base.op in LEAF_OPS:
-        arr = view_array(info.steps, t._base._value)
-    elif t.op in LEAF_OPS:
+    """The numpy array a plain write into ``t`` goes to: its value (a concrete view's is a view
+    of its base's memory), or for a view that is a graph node, its view of the base's memory."""
+    if t.op in LEAF_OPS:
         arr = t._value
     else:
-        raise AssertionError("writable: a graph node that is not a view of concrete memory")
-    if not overlap_ok and _overlaps(arr.shape, arr.strides):
+        info = getattr(t, "_view", None)
+        if info is None or t._base.op not in LEAF_OPS:
+            raise AssertionError("writable: a graph node that is not a view of concrete memory")
+        arr = view_array(info.steps, t._base._value)
+    if not overlap_ok and overlaps(arr):
         raise RuntimeError(OVERLAP)
     if not arr.flags.writeable:
         raise RuntimeError("the tensor's memory is read-only (a read-only numpy array, or one "
@@ -143,21 +143,13 @@ def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
     return arr
 
 
-def check_overlap(t: Tensor, key: tuple | None = None) -> None:
-    """Raise torch's error if elements of ``t`` (of ``t[key]``, a basic numpy key) share
-    memory (an expanded dimension)."""
-    shape, strides = geometry(t)[:2]
-    if key is not None:
-        stand_in = np.lib.stride_tricks.as_strided(np.empty(1, t.dtype), shape, strides,
-                                                   writeable=False)  # (strides only)
-        region = stand_in[key]
-        shape, strides = region.shape, region.strides
-    if _overlaps(shape, strides):
-        raise RuntimeError(OVERLAP)
+def overlaps(arr: np.ndarray) -> bool:
+    """Whether elements of ``arr`` share memory: torch's ``has_internal_overlap`` YES (a
+    dimension of size > 1 and stride 0)."""
+    return _overlaps(arr.shape, arr.strides)
 
 
 def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """torch's ``has_internal_overlap`` YES: a dimension of size > 1 and stride 0."""
     return any(n > 1 and s == 0 for n, s in zip(shape, strides))
 
 

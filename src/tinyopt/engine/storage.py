@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from tinyopt.engine import grad_mode
+
 if TYPE_CHECKING:
     from tinyopt.engine.tensor import Tensor
 
@@ -173,7 +175,6 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     or, with ``alias`` (:data:`ALIAS`, :data:`DATA`) and no step, that ``t`` aliases all of it.
     Its creation follows torch's rule: a view of a ``no_grad`` or multi-output view is one too;
     else grad mode decides."""
-    from tinyopt.engine import grad_mode
     info = getattr(parent, "_view", None)
     steps = () if info is None else info.steps
     if step is not None:

@@ -29,7 +29,7 @@ import numpy as np
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.inplace import check_overlap, writable
+from tinyopt.engine.inplace import OVERLAP, overlaps, writable
 from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
 from tinyopt.kernels.gather import index_add_axis
@@ -382,12 +382,11 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
         else:
             _setitem_graph(x, k, value, overlap_ok)
         return x
-    basic = _basic(tuple(k.struct), np.array(k.starts, dtype=np.int64)) \
-        if not k.identity else None
-    if not overlap_ok:
-        check_overlap(x, basic)
     target = writable(x, overlap_ok=True)
-    region = target[basic] if basic is not None else target
+    region = target[_basic(tuple(k.struct), np.array(k.starts, dtype=np.int64))] \
+        if not k.identity else target
+    if not overlap_ok and overlaps(region):
+        raise RuntimeError(OVERLAP)
     values = v.numpy() if v is not None else np.asarray(value)
     if k.arrays:
         _check_bounds(region.shape, tuple(k.positions), k.arrays)
