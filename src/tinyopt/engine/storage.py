@@ -105,7 +105,8 @@ class Storage:
 
     def views(self) -> list[Tensor]:
         """The views of this storage still alive, oldest first."""
-        alive = [t for t in (r() for r in self._views) if t is not None]
+        alive = [t for t in (r() for r in self._views)
+                 if t is not None and getattr(t, "_view", None) is not None]
         if len(alive) < len(self._views):
             self._views = [weakref.ref(t) for t in alive]
         return alive

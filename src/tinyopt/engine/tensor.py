@@ -483,6 +483,8 @@ class Tensor(TensorMethods):
         self._value = np.array(arr, dtype=arr.dtype if isinstance(value, Tensor) else self.dtype)
         self.shape = self._value.shape
         self.dtype = self._value.dtype
+        if getattr(self, "_view", None) is not None:  # new memory: no longer a view of its base
+            self._view = self._base = self._storage = None
         _mark_mutated(self)
 
     def _grad_dest(self) -> np.ndarray:
