@@ -62,9 +62,9 @@ def test_flatten(shape, data):
 def test_flatten_of_a_scalar_checks_its_dims_as_pytorch():
     x = to.tensor(2.0)
     assert x.flatten().shape == (1,) and x.flatten(-1, 0).shape == (1,)
-    with pytest.raises(IndexError, match="dimension out of range"):
+    with pytest.raises(IndexError, match="Dimension out of range"):
         x.flatten(1)
-    with pytest.raises(IndexError, match="dimension out of range"):
+    with pytest.raises(IndexError, match="Dimension out of range"):
         to.nn.Flatten()(x)  # start_dim=1
 
 

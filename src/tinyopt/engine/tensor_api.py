@@ -435,6 +435,9 @@ class TensorMethods(TensorCasts):
 
     @property
     def mT(self) -> Tensor:
+        if self.dim() < 2:
+            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                               f"Got {self.dim()}-D tensor.")
         return _F.transpose(self, -2, -1)
 
     def expand(self, *sizes: Any) -> Tensor:

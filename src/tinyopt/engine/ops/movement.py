@@ -19,7 +19,7 @@ from tinyopt.engine.tensor import Size, Tensor, as_tensor
 
 def _dim(op: str, d: int, ndim: int) -> int:
     if not -max(ndim, 1) <= d < max(ndim, 1):
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of "
+        raise IndexError(f"Dimension out of range (expected to be in range of "
                          f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
     return d % max(ndim, 1)
 
@@ -701,12 +701,25 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
                            f"offset {storage_offset}, and itemsize {item} requiring a storage "
                            f"size of {need * item} are out of bounds for storage of size "
                            f"{base.numel() * item}")
-    with no_grad() if info is not None and info.alias else nullcontext():
-        t = node("as_strided", (base,), size, x.dtype, (size, stride, storage_offset))
-    if info is not None and getattr(t, "_view", None) is not None:  # (as x's, but over the base)
-        name = "Output 0 of AsStrided" if info.creation == "multi" else ""
-        t._view = t._view._replace(creation=info.creation, name=name, alias=info.alias,
-                                   counter=info.counter)
+    attrs = (size, stride, storage_offset)
+    if info is None or not info.alias and not x.requires_grad:
+        return node("as_strided", (base,), size, x.dtype, attrs)
+    if info.alias:
+        with no_grad():
+            t = node("as_strided", (base,), size, x.dtype, attrs)
+    else:  # torch differentiates into x's elements only: read the base with x's gradient
+        from tinyopt.engine.inplace import scatter
+        from tinyopt.engine.storage import ViewStep, storage_of
+        from tinyopt.engine.op import view_node
+        seen = scatter(view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base), x,
+                       info.steps)
+        t = node("as_strided", (seen,), size, x.dtype, attrs)
+        t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
+        t._storage.add_view(t)
+        t._view = t._view._replace(steps=(ViewStep("as_strided", attrs, t.shape, x.dtype, ()),))
+    name = "Output 0 of AsStrided" if info.creation == "multi" else ""
+    t._view = t._view._replace(creation=info.creation, name=name, alias=info.alias,
+                               counter=info.counter)
     return t
 
 
