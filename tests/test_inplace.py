@@ -121,7 +121,7 @@ def test_diagonal_add_writes_the_matrix():
     np.testing.assert_array_equal(cov.numpy(), np.ones((3, 3)) + 0.5 * np.eye(3))
 
 
-# ---- torch's errors ------------------------------------------------------------------------------
+# ---- torch's errors -----------------------------------------------------------------------------
 LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 MULTI = ("is a view and is being modified inplace. This view is the output of a function that "
@@ -223,7 +223,7 @@ def test_torchs_original_self_of_an_in_place_op_is_its_own():
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0, 0], 16 * X[1]])
 
 
-# ---- against torch -------------------------------------------------------------------------------
+# ---- against torch ------------------------------------------------------------------------------
 def test_the_issue_snippets_match_torch():
     torch = pytest.importorskip("torch")
     snippets = [lambda y: y[0].mul_(10), lambda y: y[0].__setitem__(1, 0),

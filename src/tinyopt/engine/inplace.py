@@ -87,7 +87,8 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         return
     s = storage_of(root)
     stamp = next(_ids)  # before the new nodes: they see the written storage
-    version_counter(t).bump(stamp)
+    counter = version_counter(t)
+    counter.bump(stamp)
     MUTATIONS.last = max(MUTATIONS.last, stamp)
     old_root = snapshot(root, stamp)
     skip = None
@@ -103,7 +104,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         if diff and not through:  # a detach()/.data alias keeps the graph of its own write
             become(t, new_t, old_t)
             skip = t
-    regenerate(root, skip, stamp)
+    regenerate(root, skip, stamp, rebase=counter is s)
 
 
 def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
@@ -185,7 +186,7 @@ def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...
     return tuple(reversed(strides))
 
 
-# ---- rebinding -----------------------------------------------------------------------------------
+# ---- rebinding ----------------------------------------------------------------------------------
 def snapshot(t: Tensor, stamp: int = 0) -> Tensor:
     """A tensor holding ``t``'s current version (its node or value, id and storage), which
     nodes built before the write at ``stamp`` keep reading (and the write's own node, as
@@ -244,9 +245,12 @@ def scatter(base: Tensor, src: Tensor, steps: tuple[ViewStep, ...] = (),
                     (metas, through, overlap))
 
 
-def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0) -> None:
+def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
+               rebase: bool = True) -> None:
     """Rebind every live view of ``root``'s storage (but ``skip``) to its view ops replayed over
-    ``root``'s new node: what reads a view after a write through another sees the write."""
+    ``root``'s new node: what reads a view after a write through another sees the write.
+    ``rebase``: the storage's version moved (not a ``.data`` write), so a multi-output view can
+    no longer be differentiated, as in torch."""
     s = getattr(root, "_storage", None)
     if s is None:
         return
@@ -261,7 +265,7 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0) -> None
                 cur = view_node(step, cur)
             if cur is root:
                 cur = view_node(ViewStep("alias", (), root.shape, root.dtype, ()), root)
-            if info.creation == MULTI and cur.requires_grad:  # torch: an error once used
+            if rebase and info.creation == MULTI and cur.requires_grad:  # torch: an error on use
                 head = (f"{info.name} is a view and its base or another view of its base has "
                         f"been modified inplace." if old.requires_grad else
                         "A view was created in no_grad mode and its base or another view of its "

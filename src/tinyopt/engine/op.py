@@ -105,6 +105,8 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     rg = rg and state.enabled and opdef.backward is not None
     t = _make(op, srcs, attrs, shape, dtype, rg)
     if opdef.aliases:
+        if rg and srcs[0].op == "rebased_multi_view":  # (torch: its grad_fn cannot be made)
+            raise RuntimeError(srcs[0].attrs[0])
         step = ViewStep(op, attrs, t.shape, dtype, srcs[1:])
         if concrete and not rg:
             _run_now(t, opdef)
@@ -114,6 +116,21 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     elif concrete and not rg:
         _run_now(t, opdef)
     return t
+
+
+def _views(value: np.ndarray, src: np.ndarray) -> bool:
+    """Whether numpy made ``value`` a view of ``src`` (not a copy); an empty one has no memory
+    to compare, so its chain of bases decides."""
+    if np.may_share_memory(value, src):
+        return True
+    if value.size:
+        return False
+    b = value.base
+    while b is not None:
+        if b is src or b is src.base:
+            return True
+        b = b.base
+    return False
 
 
 def view_node(step: ViewStep, parent: Tensor) -> Tensor:
@@ -156,7 +173,7 @@ def _run_now(t: Tensor, opdef: OpDef) -> None:
     arrays = [s._value for s in t.srcs]
     if opdef.view is not None:
         value = opdef.view(t)(*arrays)
-        base = _root(t.srcs[0]) if t.srcs and np.may_share_memory(value, arrays[0]) else None
+        base = _root(t.srcs[0]) if t.srcs and _views(value, arrays[0]) else None
     else:
         value = np.empty(t.shape, t.dtype)
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch

@@ -65,8 +65,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
 def _view_of_values(t: Tensor, depth: int = 8) -> bool:
     """Compute ``t`` without a plan when it is a short chain of views over tensors that have
     values (``h_n`` of a recurrent layer read after ``backward`` freed the layer's workspace: an
-    RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would; whether it
-    did."""
+    RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would (a torch
+    view keeps the view: it shares its base's memory); whether it did."""
     if t._value is not None:
         return True
     if depth == 0 or id(t) in _PENDING:
@@ -74,7 +74,8 @@ def _view_of_values(t: Tensor, depth: int = 8) -> bool:
     op = OPS[t.op]
     if op.view is None or not all(_view_of_values(s, depth - 1) for s in t.srcs):
         return False
-    _keep(t, np.array(op.view(t)(*[s._value for s in t.srcs])), False)
+    value = op.view(t)(*[s._value for s in t.srcs])
+    _keep(t, value if getattr(t, "_view", None) is not None else np.array(value), False)
     return True
 
 

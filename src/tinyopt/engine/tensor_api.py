@@ -436,8 +436,10 @@ class TensorMethods(TensorCasts):
     @property
     def mT(self) -> Tensor:
         if self.dim() < 2:
-            raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
-                               f"Got {self.dim()}-D tensor.")
+            if self.dim() == 0:  # (torch's deprecated identity)
+                return _F.view(self, ())
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                               "Got 1-D tensor.")
         return _F.transpose(self, -2, -1)
 
     def expand(self, *sizes: Any) -> Tensor:

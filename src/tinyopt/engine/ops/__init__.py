@@ -88,11 +88,11 @@ _WHERE = _table({
     "tinyopt.engine.ops.loss": (
         "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
     "tinyopt.engine.ops.movement": (
-        "as_strided atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
-        "column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack meshgrid "
-        "moveaxis movedim narrow permute repeat repeat_interleave reshape roll select split "
-        "squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu unbind "
-        "unflatten unfold unsqueeze view vstack"),
+        "as_strided atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat "
+        "chunk column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack "
+        "meshgrid moveaxis movedim narrow permute repeat repeat_interleave reshape roll select "
+        "split squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu "
+        "unbind unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
     "tinyopt.engine.ops.reduce": (
@@ -119,14 +119,16 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
     "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
-    "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d",
+    "baddbmm",
     "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
     "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "ceil",
     "chunk", "clamp", "clamp_max", "clamp_min",
     "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
     "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
     "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
-    "floor", "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "floor", "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge",
+    "greater",
     "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
     "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
     "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",

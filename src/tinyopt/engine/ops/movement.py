@@ -12,6 +12,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from tinyopt.engine.dtypes import result_type
+from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.tensor import Size, Tensor, as_tensor
@@ -382,6 +383,8 @@ def movedim(x, source, destination) -> Tensor:
                            f"({list(dst)} dims)")
     src = tuple(_dim("movedim", d, x.ndim) for d in src)
     dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
+    if x.ndim == 0:
+        return x
     order = [d for d in range(x.ndim) if d not in src]
     for s_, d_ in sorted(zip(dst, src)):
         order.insert(s_, d_)
@@ -708,6 +711,8 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
         with no_grad():
             t = node("as_strided", (base,), size, x.dtype, attrs)
     else:  # torch differentiates into x's elements only: read the base with x's gradient
+        if x.op == "rebased_multi_view" and grad_mode._state.enabled:
+            raise RuntimeError(x.attrs[0])
         from tinyopt.engine.inplace import scatter
         from tinyopt.engine.storage import ViewStep, storage_of
         from tinyopt.engine.op import view_node

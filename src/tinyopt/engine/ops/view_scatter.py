@@ -2,9 +2,9 @@
 
 ``view_scatter(base, src, *extras)`` is ``base`` with the elements that a chain of view ops
 selects replaced by ``src`` (torch's ``slice_scatter``, ``select_scatter``, ``diagonal_scatter``
-and ``as_strided_scatter`` in one op): attrs ``(steps, through, overlap)``, where ``steps`` are the view
-ops ``(op, attrs, shape, dtype, n_extras)`` from the base to the view and ``extras`` their extra
-sources (a slice's run-time starts), ``overlap`` whether the view's elements share memory
+and ``as_strided_scatter`` in one op): attrs ``(steps, through, overlap)``, where ``steps`` are
+the view ops ``(op, attrs, shape, dtype, n_extras)`` from the base to the view, ``extras`` their
+extra sources (a slice's run-time starts), ``overlap`` whether the view's elements share memory
 (torch writes one value into an expanded view, but cannot differentiate that write).  With ``V``
 the view and ``through``:
 
