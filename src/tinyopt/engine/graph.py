@@ -165,7 +165,8 @@ def version_error(s: Tensor, since: int) -> str:
     then = 0 if st is None else st.version_at(since)
     what = f"[{tensor_type_name(s.dtype)} {list(s.shape)}]"
     owner = st.base if st is not None else None
-    if getattr(s, "_view", None) is not None and not s._view.alias:
+    view = getattr(s, "_view", None)
+    if view is not None and not view.alias:
         what += ", which is output 0 of AsStrided"
     elif owner is not None and owner.op not in LEAF_OPS:
         name = ("torch::autograd::CopySlices" if owner.op == "view_scatter" else

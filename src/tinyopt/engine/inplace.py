@@ -27,7 +27,7 @@ overlap in memory (expanded ones) raise torch's errors.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -54,7 +54,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
     """Make ``t`` hold ``build(t)`` in place (see the module docstring); ``overlap_ok`` when
     the caller checked the written region's overlap itself (``x[key] = v``, ``fill_``)."""
     info: ViewInfo | None = getattr(t, "_view", None)
-    root = t if info is None else t._base
+    root = t if info is None else _base(t)
     diff = grad_mode._state.enabled and (
         t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in operands)
         or (info is not None and not info.alias and root.requires_grad))
@@ -117,7 +117,7 @@ def check_inplace(t: Tensor, info: ViewInfo | None) -> None:
                 head = ("A view was created in no_grad mode and is being modified inplace with "
                         "grad mode enabled.")
             raise RuntimeError(head + (_MULTI_TAIL if info.creation == MULTI else _NO_GRAD_TAIL))
-        base = t._base
+        base = _base(t)
         if not info.alias and base.requires_grad and base.op in ("input", "param"):
             raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
                                "in-place operation.")
@@ -133,9 +133,9 @@ def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
         arr = t._value
     else:
         info = getattr(t, "_view", None)
-        if info is None or t._base.op not in LEAF_OPS:
+        if info is None or _base(t).op not in LEAF_OPS:
             raise AssertionError("writable: a graph node that is not a view of concrete memory")
-        arr = view_array(info.steps, t._base._value)
+        arr = view_array(info.steps, _base(t)._value)
     if not overlap_ok and overlaps(arr):
         raise RuntimeError(OVERLAP)
     if not arr.flags.writeable:
@@ -165,7 +165,7 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
             a = t._value
             return a.shape, a.strides, 0
         return t.shape, _contiguous_strides(t.shape, t.dtype.itemsize), 0
-    base = t._base
+    base = _base(t)
     if base.op in LEAF_OPS:
         arr = base._value
         shape, strides = arr.shape, arr.strides
@@ -176,6 +176,11 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     v = view_array(info.steps, stand_in)
     offset = v.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
     return v.shape, v.strides, offset
+
+
+def _base(t: Tensor) -> Tensor:
+    """The base of view ``t`` (set with its ``_view``)."""
+    return cast(Tensor, t._base)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -281,7 +286,7 @@ def alias_value(t: Tensor) -> Any:
     info = getattr(t, "_view", None)
     if info is None:
         return None
-    base = t._base
+    base = _base(t)
     bv = base._value
     if bv is None:
         return None

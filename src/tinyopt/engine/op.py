@@ -149,7 +149,9 @@ def view_node(step: ViewStep, parent: Tensor) -> Tensor:
 def view_array(steps: tuple[ViewStep, ...], arr: np.ndarray) -> np.ndarray:
     """The numpy view of ``arr`` that ``steps`` make (the extras are concrete)."""
     for step in steps:
-        arr = OPS[step.op].view(step)(arr, *[e._value for e in step.extras])
+        view = OPS[step.op].view
+        assert view is not None, step.op
+        arr = view(step)(arr, *[e._value for e in step.extras])
     return arr
 
 

@@ -150,8 +150,9 @@ class Storage:
         np.copyto(array, base._value)
         base._value = array
         for v in self.views():
-            if v._value is not None and not isinstance(v, _Alias):  # (a Parameter's follow it)
-                v._value = view_array(v._view.steps, array)
+            info = v._view
+            if info is not None and v._value is not None and not isinstance(v, _Alias):
+                v._value = view_array(info.steps, array)  # (a Parameter's aliases follow it)
 
     def __repr__(self) -> str:
         return f"Storage(version={self.version}, views={len(self.views())})"

@@ -121,8 +121,8 @@ class Tensor(TensorMethods):
     _id: int                          # creation order (a fresh one after in-place autograd)
     _grad: Any
     _base: Tensor | None              # the tensor whose storage this one views
-    _storage: Storage                 # shared with the base and its views (made on first need)
-    _view: ViewInfo                   # how this view is made from its base (views only)
+    _storage: Storage | None          # shared with the base and its views (made on first need)
+    _view: ViewInfo | None            # how this view is made from its base (views only)
     _mutated: int                     # the stamp of the latest in-place write into the storage
     _superseded: int                  # (a version before a write) the stamp of that write
     _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
@@ -201,8 +201,8 @@ class Tensor(TensorMethods):
     def is_contiguous(self, memory_format: Any = None) -> bool:
         """Whether the elements lie in row-major order in memory (a view's in its base's, as
         torch's strides say; a graph node that is not a view is computed contiguous)."""
-        expected = 1
-        for n, s in reversed(list(zip(self.shape, self.stride()))):
+        expected = self.dtype.itemsize
+        for n, s in reversed(list(zip(self.shape, geometry(self)[1]))):
             if n != 1 and s != expected:
                 return False
             expected *= n
@@ -340,8 +340,9 @@ class Tensor(TensorMethods):
         first; a tensor that requires grad is refused, as torch refuses it."""
         if self.requires_grad:
             raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
-        kwargs = {k: v for k, v in (("stream", stream), ("max_version", max_version),
-                                    ("dl_device", dl_device), ("copy", copy)) if v is not None}
+        kwargs: dict[str, Any] = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                                    ("dl_device", dl_device), ("copy", copy))
+                                  if v is not None}
         return self.numpy().__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -877,7 +878,8 @@ def _root(t: Tensor) -> Tensor:
 def _shared_value(t: Tensor) -> np.ndarray:
     """``t``'s value, as a view of its base's memory when it is a view of concrete memory (an
     alias of it then shares that memory too); a graph node is computed."""
-    if getattr(t, "_view", None) is not None and t._base.op in LEAF_OPS:
+    base = getattr(t, "_base", None)
+    if getattr(t, "_view", None) is not None and base is not None and base.op in LEAF_OPS:
         return alias_value(t)
     return t.numpy()
 

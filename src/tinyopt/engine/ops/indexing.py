@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import numpy as np
 
@@ -370,7 +371,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
                                f"broadcast to indexing result of shape "
                                f"{list(region_shape)}") from None
     info = getattr(x, "_view", None)
-    root = x if info is None else x._base
+    root = x if info is None else cast(Tensor, x._base)
     if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
                                       (info is not None and not info.alias
                                        and root.requires_grad))

@@ -14,7 +14,9 @@ import numpy as np
 from tinyopt.engine.dtypes import result_type
 from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
-from tinyopt.engine.op import OPS, defop, node
+from tinyopt.engine.inplace import geometry, scatter
+from tinyopt.engine.op import OPS, defop, node, view_node
+from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.tensor import Size, Tensor, as_tensor
 
 
@@ -80,7 +82,6 @@ def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
             return True
         stand_in = x._value
     else:
-        from tinyopt.engine.inplace import geometry
         shp, strides, _ = geometry(x)
         stand_in = np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), shp, strides,
                                                    writeable=False)  # (strides only)
@@ -334,7 +335,6 @@ def _pieces(x: Tensor, d: int, sizes: list[int]) -> list[Tensor]:
 def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
     """Mark ``views`` as the outputs of multi-output function ``name`` (torch forbids writing
     them in place with autograd: ``engine/inplace.py``)."""
-    from tinyopt.engine.storage import MULTI
     for i, v in enumerate(views):
         info = getattr(v, "_view", None)
         if info is not None:
@@ -630,7 +630,6 @@ defop("view_grad", forward=_view_grad_forward)
 
 
 def _view_backward(t, g):
-    from tinyopt.engine.storage import ViewStep
     step = ViewStep(t.op, t.attrs, t.shape, t.dtype, ())
     return (node("view_grad", (g,), t.srcs[0].shape, g.dtype, (step,)),)
 
@@ -678,7 +677,6 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
     """The view of ``x``'s storage with ``size``, element ``stride`` and ``storage_offset``
     (default: ``x``'s own), as ``torch.as_strided``: the storage is the base's memory in its
     (contiguous) layout, and every element read must lie inside it."""
-    from tinyopt.engine.inplace import geometry
     x = as_tensor(x)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
@@ -713,18 +711,18 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
     else:  # torch differentiates into x's elements only: read the base with x's gradient
         if x.op == "rebased_multi_view" and grad_mode._state.enabled:
             raise RuntimeError(x.attrs[0])
-        from tinyopt.engine.inplace import scatter
-        from tinyopt.engine.storage import ViewStep, storage_of
-        from tinyopt.engine.op import view_node
         seen = scatter(view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base), x,
                        info.steps)
         t = node("as_strided", (seen,), size, x.dtype, attrs)
         t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
         t._storage.add_view(t)
-        t._view = t._view._replace(steps=(ViewStep("as_strided", attrs, t.shape, x.dtype, ()),))
-    name = "Output 0 of AsStrided" if info.creation == "multi" else ""
-    t._view = t._view._replace(creation=info.creation, name=name, alias=info.alias,
-                               counter=info.counter)
+    view = t._view
+    assert view is not None
+    if not info.alias:
+        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, x.dtype, ()),))
+    name = "Output 0 of AsStrided" if info.creation == MULTI else ""
+    t._view = view._replace(creation=info.creation, name=name, alias=info.alias,
+                            counter=info.counter)
     return t
 
 
