@@ -6,7 +6,7 @@ the base of a view of a view is the first one's base).  The base and its views s
 :class:`Storage`, which holds what torch keeps per storage:
 
 - ``version``: torch's version counter (``t._version``), bumped by every in-place write through
-  the base or any view (``detach()`` and ``.data`` aliases included);
+  the base or any view (``detach()`` aliases included; a ``.data`` alias counts its own);
 - ``base``: the tensor owning the memory;
 - ``views()``: the views still alive (held weakly), each with its :class:`ViewInfo`: how it is
   made from the base (a chain of :class:`ViewStep`, one per view op) and how it was created
@@ -15,12 +15,13 @@ the base of a view of a view is the first one's base).  The base and its views s
 
 Concrete tensors share the memory itself (numpy views), so a write without autograd is a plain
 numpy write into the base's array.  A write *with* autograd is recorded the way torch's
-functionalization records it (``engine/tensor.py``, ``Tensor._inplace``): the view's new value is
+functionalization records it (``engine/inplace.py``): the view's new value is
 scattered into the base by a ``view_scatter`` node (torch's ``slice_scatter``/``select_scatter``/
 ``as_strided_scatter``; its gradient is ``g`` with the view's elements zeroed for the base and the
 view of ``g`` for the new value), the base becomes that node, and every live view is regenerated
-from the new base by replaying its :class:`ViewStep` chain.  Nothing here runs on a training
-step unless views are made or written.
+from the new base by replaying its :class:`ViewStep` chain.  Views of graph nodes are recorded
+the same way, so the model holds whether tensors are values or nodes; a training step pays for
+it only where it makes or writes views.
 
 Example::
 
