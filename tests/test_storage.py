@@ -155,3 +155,10 @@ def test_relocate_moves_the_memory_of_a_base_and_its_views():
     assert shared.tolist() == [[-1, 1, 2], [13, 14, 15]] == x.tolist()
     with pytest.raises(ValueError, match="shape"):
         storage_of(x).relocate(np.zeros(3))
+
+
+def test_the_module_docstring_example_holds():
+    import doctest
+
+    import tinyopt.engine.storage as storage
+    assert doctest.testmod(storage).failed == 0
