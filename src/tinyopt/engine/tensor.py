@@ -227,7 +227,10 @@ class Tensor(TensorMethods):
         """The op that made this tensor, for tensors that require grad and are not leaves."""
         if self.is_leaf:
             return None
-        return _GradFn(self.attrs[0] if self.op == "freed" and self.attrs else self.op)
+        t = self
+        while t.op == "view_scatter" and not t.attrs[1]:  # (a write autograd does not see)
+            t = t.srcs[0]
+        return _GradFn(t.attrs[0] if t.op == "freed" and t.attrs else t.op)
 
     @property
     def _version(self) -> int:
