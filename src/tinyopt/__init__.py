@@ -13,7 +13,8 @@ from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_g
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
-from tinyopt.engine.dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8,
+                                   uint16, uint32, uint64)
 from tinyopt.engine.dtypes import float16 as half
 from tinyopt.engine.dtypes import float32 as float
 from tinyopt.engine.dtypes import float64 as double
@@ -33,7 +34,7 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, cuda, data, distributions, linalg,
-                         nn, optim, utils)
+                         nn, optim, safetensors, torch_format, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
@@ -55,7 +56,7 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "serialization train utils"))
+    "safetensors serialization torch_format train utils"))
 
 __version__ = "0.1.0"
 
@@ -73,10 +74,12 @@ def set_default_dtype(d: object) -> None:
 
 
 def is_floating_point(input: Tensor) -> _builtins.bool:
+    """Whether ``input``'s dtype is a floating-point one."""
     return input.is_floating_point()
 
 
 def numel(input: Tensor) -> _builtins.int:
+    """The number of elements of ``input``."""
     return input.numel()
 
 
@@ -99,14 +102,16 @@ def can_cast(from_: object, to: object) -> _builtins.bool:
 
 def __getattr__(name: str):
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
-        from tinyopt.engine.dtypes import bfloat16
-        return bfloat16()
+        from tinyopt.engine.dtypes import bfloat16_or_name
+        return bfloat16_or_name()
     # the others, and the submodules (``tinyopt.distributed`` never imports mpi4py before
     # init_process_group)
     return _lazy_getattr(name)
 
 
-__all__ = sorted(set(_ops_all) | {
+# a literal list, then the ops' names: what type checkers need to see the exports (under
+# ``mypy --strict`` a name imported here is public only if a literal ``__all__`` lists it)
+__all__ = [
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
@@ -117,4 +122,5 @@ __all__ = sorted(set(_ops_all) | {
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
-    "uint8", "utils"})
+    "uint8", "uint16", "uint32", "uint64", "utils"]
+__all__ += [_name for _name in _ops_all if _name not in __all__]

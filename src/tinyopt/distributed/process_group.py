@@ -93,15 +93,18 @@ class ProcessGroup:
         self.broken: str | None = None             # why the group cannot be used any more
 
     def rank(self) -> int:
+        """This process's rank in the group (0 to ``size() - 1``)."""
         return self._rank
 
     def size(self) -> int:
+        """The number of processes in the group."""
         return self._size
 
     def __repr__(self) -> str:
         return f"ProcessGroup(backend='mpi', rank={self._rank}, size={self._size})"
 
     def free(self) -> None:
+        """Free the group's two MPI communicators (``destroy_process_group`` calls it)."""
         self.comm.Free()
         self.control.Free()
 
@@ -266,6 +269,7 @@ def is_initialized() -> bool:
 
 
 def is_mpi_available() -> bool:
+    """Whether the MPI backend can be used (mpi4py is installed)."""
     return is_available()
 
 
@@ -281,6 +285,7 @@ def _default(group: Any = None) -> ProcessGroup:
 
 
 def get_backend(group: Any = None) -> str:
+    """The backend of the default process group: ``"mpi"`` (raises if none is initialized)."""
     _default(group)
     return "mpi"
 
@@ -328,6 +333,8 @@ class Work:
             self._finish()
 
     def wait(self, timeout: timedelta | None = None) -> bool:
+        """Block until the collective is done and its result written (at most ``timeout``, default
+        the group's, then ``DistBackendError``); returns True."""
         if not self._done:
             seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else None
             watchdog.wait(self._pg, {}, [self._request], self._seq, self._what, seconds)
@@ -335,6 +342,7 @@ class Work:
         return True
 
     def is_completed(self) -> bool:
+        """Whether the collective is done, without blocking."""
         if not self._done and self._request.Test():
             self._complete()
         return self._done

@@ -85,6 +85,8 @@ class Size(tuple):
     """``torch.Size``: what ``Tensor.size()`` returns, a tuple of ints."""
 
     def numel(self) -> int:
+        """The number of elements of a tensor of this shape (the product of the sizes; 1 for
+        ``()``)."""
         return math.prod(self)
 
     def __repr__(self) -> str:
@@ -144,14 +146,17 @@ class Tensor(TensorMethods):
     # ---- metadata ---------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """The number of dimensions (``len(shape)``)."""
         return len(self.shape)
 
     def dim(self) -> int:
+        """The number of dimensions (``len(shape)``); ``ndimension()`` is the same."""
         return len(self.shape)
 
     ndimension = dim
 
     def numel(self) -> int:
+        """The number of elements (the product of the shape); ``nelement()`` is the same."""
         return math.prod(self.shape)
 
     nelement = numel
@@ -162,16 +167,20 @@ class Tensor(TensorMethods):
     def size(self, dim: int) -> int: ...
 
     def size(self, dim: int | None = None) -> Size | int:
+        """The shape as a ``Size``, or the size of dimension ``dim`` (negative counts from the
+        end)."""
         if dim is None:
             return Size(self.shape)
         return self.shape[_dim_index("size", dim, self.ndim)]
 
     @property
     def device(self) -> _device:
+        """Always ``device("cpu")``: tinyopt runs on the CPU."""
         return CPU
 
     @property
     def is_cuda(self) -> bool:
+        """Always False (no GPU)."""
         return False
 
     is_sparse = False
@@ -179,23 +188,33 @@ class Tensor(TensorMethods):
     is_meta = False
 
     def get_device(self) -> int:
+        """-1, PyTorch's answer for a CPU tensor."""
         return -1
 
     def element_size(self) -> int:
+        """Bytes per element of this dtype."""
         return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the elements (``numel() * element_size()``)."""
         return self.numel() * self.dtype.itemsize
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element of this dtype (as ``element_size()``)."""
         return self.dtype.itemsize
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point one (float16, bfloat16, float32, float64)."""
         return self.dtype.kind == "f" or is_low(self.dtype)  # (bfloat16's numpy kind is "V")
 
+    def is_signed(self) -> bool:
+        """False for bool, uint8 and uint16/32/64, True for every other dtype (as torch)."""
+        return self.dtype.kind not in "ub"
+
     def is_complex(self) -> bool:
+        """Always False: tinyopt has no complex dtypes."""
         return False
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
@@ -209,6 +228,8 @@ class Tensor(TensorMethods):
         return True
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The strides in elements, per dimension (or of dimension ``dim``), as
+        ``torch.Tensor.stride`` (a view's in its base's memory)."""
         strides = tuple(s // self.dtype.itemsize for s in geometry(self)[1])
         return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
 
@@ -326,7 +347,7 @@ class Tensor(TensorMethods):
         from tinyopt.engine.realize import realize
         return realize([self])[0]
 
-    def item(self) -> Any:
+    def item(self) -> int | float | bool:
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
@@ -334,6 +355,7 @@ class Tensor(TensorMethods):
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
+        """The value as nested Python lists of numbers (a number for a 0-d tensor)."""
         return self.numpy().tolist()
 
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
@@ -387,6 +409,8 @@ class Tensor(TensorMethods):
         return t
 
     def detach_(self) -> Self:
+        """Detach in place: this tensor becomes a leaf holding its current value, with
+        ``requires_grad=False``."""
         if self.op not in LEAF_OPS:
             arr = self.numpy()
             _freeze(self, arr, "input")
@@ -418,6 +442,8 @@ class Tensor(TensorMethods):
 
     @property
     def retains_grad(self) -> bool:
+        """Whether ``retain_grad()`` was called on this non-leaf tensor (its ``.grad`` is then
+        kept)."""
         return getattr(self, "_retains_grad", False)
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
@@ -523,10 +549,12 @@ class Tensor(TensorMethods):
         indexing.setitem(self, key, value)
 
     def zero_(self) -> Self:
+        """Fill with zeros in place; returns this tensor."""
         self._fill_inplace(Ellipsis, 0)
         return self
 
     def fill_(self, value: Any) -> Self:
+        """Fill with ``value`` (a number or a 0-d tensor) in place; returns this tensor."""
         if isinstance(value, Tensor) and value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
                                f"with {value.ndim} dimensions.")
@@ -568,10 +596,13 @@ class Tensor(TensorMethods):
         return out.clone() if copy and out is self else out
 
     def cpu(self, memory_format: Any = None) -> Tensor:
+        """This tensor itself (it is on the CPU already)."""
         return self
 
     def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None
              ) -> Tensor:
+        """Raises RuntimeError: tinyopt runs on the CPU only (the message says what to use
+        instead)."""
         check_device("cuda")
         return self
 
@@ -587,6 +618,7 @@ class Tensor(TensorMethods):
         return _F.to(self, as_dtype(dtype))
 
     def type_as(self, other: Tensor) -> Tensor:
+        """This tensor cast to ``other``'s dtype."""
         return _F.to(self, other.dtype)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
@@ -594,15 +626,19 @@ class Tensor(TensorMethods):
         return _F.clone(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
+        """This tensor if it is contiguous, else a contiguous copy (gradients flow back)."""
         return self if self.is_contiguous() else _F.contiguous(self)
 
     def pin_memory(self, device: Any = None) -> Tensor:
+        """This tensor itself: pinned memory only matters for GPU transfers."""
         return self
 
     def share_memory_(self) -> Self:
+        """This tensor itself; returns it."""
         return self
 
     def is_pinned(self, device: Any = None) -> bool:
+        """Always False (no GPU, nothing is pinned)."""
         return False
 
     # arithmetic operators
@@ -1165,6 +1201,9 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
         arr = np.asarray([_to_array(x) for x in data]) if data else np.zeros(0, float32)
     else:
         arr = np.asarray(data)
+        if not isinstance(data, np.generic) and (dtype is None or as_dtype(dtype) != np.uint64) \
+                and _int_overflow(data, arr):
+            raise ValueError("Overflow when unpacking long long")
         if arr.dtype == np.float64 and not isinstance(data, np.generic):
             arr = arr.astype(np.float32)  # Python floats: the default dtype
         elif arr.size == 0 and arr.dtype == np.float64:
@@ -1172,6 +1211,18 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     if dtype is not None:
         return arr.astype(as_dtype(dtype), copy=False)
     return arr.astype(default_dtype_for(arr), copy=False)
+
+
+def _int_overflow(data: Any, arr: np.ndarray) -> bool:
+    """Whether Python data holds an int outside int64 (numpy made it uint64, objects, or floats
+    beside negative ints), which torch refuses."""
+    if type(data) is int:
+        return not -2**63 <= data < 2**63
+    if not isinstance(data, (list, tuple)) or arr.dtype.kind not in "uOf" or not arr.size:
+        return False
+    if arr.dtype.kind != "O" and float(np.abs(arr).max()) < 2.0**63:
+        return False
+    return any(type(v) is int and not -2**63 <= v < 2**63 for v in _flat(data))
 
 
 def _flat(data: Any) -> Iterator[Any]:
@@ -1214,10 +1265,11 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A Tensor sharing ``arr``'s memory (writes to either show in both)."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
-    if arr.dtype not in (np.dtype(d) for d in ("float32", "float64", "int64", "int32", "int16",
-                                                  "int8", "uint8", "bool")):
-        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported "
-                        f"types are: float64, float32, int64, int32, int16, int8, uint8, and bool.")
+    if arr.dtype not in SUPPORTED and arr.dtype != np.float16:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The "
+                        f"only supported types are: float64, float32, float16, int64, int32, "
+                        f"int16, int8, uint64, uint32, uint16, uint8, and bool (tinyopt has no "
+                        f"complex dtypes).")
     return leaf(arr)
 
 
@@ -1287,4 +1339,5 @@ BoolTensor = _tensor_type("BoolTensor", np.dtype(np.bool_))
 
 
 def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a tinyopt Tensor (Parameters included)."""
     return isinstance(obj, Tensor)
