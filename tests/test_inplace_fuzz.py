@@ -110,16 +110,22 @@ def _applicable(chain) -> bool:
     return True
 
 
+def _make_base(lib, base: str):
+    """x (a leaf, requiring grad unless ``base`` is "leaf") and the base y made from it."""
+    data = np.arange(24, dtype=np.float64).reshape(SHAPE) / 8 + 0.25
+    x = lib.tensor(data, dtype=lib.float64, requires_grad=base != "leaf")
+    y = {"leaf": x, "leaf_rg": x, "nonleaf": x * 1.5, "nonleaf_clone": x.clone(),
+         "nonleaf_exp": x.exp()}[base]
+    return x, y
+
+
 def run_case(lib, base: str, chain, op, w_rg: bool, target: str) -> dict:
     """Run one case in ``lib`` (tinyopt or torch); what it observed (values, gradients, flags,
     versions) or the error it raised and where."""
     out: dict = {}
     stage = "make"
     try:
-        data = np.arange(24, dtype=np.float64).reshape(SHAPE) / 8 + 0.25
-        x = lib.tensor(data, dtype=lib.float64, requires_grad=base != "leaf")
-        y = {"leaf": x, "leaf_rg": x, "nonleaf": x * 1.5, "nonleaf_clone": x.clone(),
-             "nonleaf_exp": x.exp()}[base]
+        x, y = _make_base(lib, base)
         stage = "view"
         v = y
         for _, fn, _ in chain:
@@ -242,10 +248,7 @@ def run_program(lib, base: str, steps: list[tuple]) -> dict:
     out: dict = {}
     stage = "make"
     try:
-        data = np.arange(24, dtype=np.float64).reshape(SHAPE) / 8 + 0.25
-        x = lib.tensor(data, dtype=lib.float64, requires_grad=base != "leaf")
-        y = {"leaf": x, "leaf_rg": x, "nonleaf": x * 1.5, "nonleaf_clone": x.clone(),
-             "nonleaf_exp": x.exp()}[base]
+        x, y = _make_base(lib, base)
         aliases, ws = [y], []
         for i, step in enumerate(steps):
             stage = f"step {i}"
