@@ -171,11 +171,16 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         shape, strides = arr.shape, arr.strides
     else:
         shape, strides = base.shape, _contiguous_strides(base.shape, base.dtype.itemsize)
-    stand_in = np.lib.stride_tricks.as_strided(np.empty(1, base.dtype), shape, strides,
-                                               writeable=False)
-    v = view_array(info.steps, stand_in)
-    offset = v.__array_interface__["data"][0] - stand_in.__array_interface__["data"][0]
+    origin = stand_in(shape, strides, base.dtype)
+    v = view_array(info.steps, origin)
+    offset = v.__array_interface__["data"][0] - origin.__array_interface__["data"][0]
     return v.shape, v.strides, offset
+
+
+def stand_in(shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A read-only array of ``shape`` and ``strides`` over one element of memory: numpy view ops
+    over it compute strides and offsets, and nothing may read its elements."""
+    return np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, strides, writeable=False)
 
 
 def _base(t: Tensor) -> Tensor:

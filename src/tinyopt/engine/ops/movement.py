@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from contextlib import nullcontext
 
 import numpy as np
 
 from tinyopt.engine.dtypes import result_type
 from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
-from tinyopt.engine.inplace import geometry, scatter
+from tinyopt.engine.inplace import geometry, scatter, stand_in
 from tinyopt.engine.op import OPS, defop, node, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.tensor import Size, Tensor, as_tensor
@@ -75,18 +74,14 @@ def view(x: Tensor, *shape) -> Tensor:
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
     """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
     with ``shape`` without a copy."""
-    if x.op not in ("input", "freed") and getattr(x, "_view", None) is None:
-        return True  # a node's own buffer is contiguous
-    if x.op in ("input", "freed") and getattr(x, "_view", None) is None:
+    if getattr(x, "_view", None) is None:
+        if x.op not in ("input", "freed"):
+            return True  # a node's own buffer is contiguous
         if x._value.flags.c_contiguous:
             return True
-        stand_in = x._value
-    else:
-        shp, strides, _ = geometry(x)
-        stand_in = np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), shp, strides,
-                                                   writeable=False)  # (strides only)
+    shp, strides, _ = geometry(x)
     try:
-        np.reshape(stand_in, shape, copy=False)
+        np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
     except ValueError:
         return False
     return True
