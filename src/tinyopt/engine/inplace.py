@@ -282,6 +282,8 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
                         "base has been modified inplace with grad mode enabled.")
                 cur = view_node(ViewStep("rebased_multi_view", (head + _MULTI_TAIL,), cur.shape,
                                          cur.dtype, ()), cur)
+        if info.alias and old.requires_grad:  # an alias with a graph of its own keeps it
+            cur = scatter(old, cur, (), through=False)
         become(v, cur, old)
 
 

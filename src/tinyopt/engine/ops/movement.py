@@ -26,6 +26,14 @@ def _dim(op: str, d: int, ndim: int) -> int:
     return d % max(ndim, 1)
 
 
+def _same(x: Tensor) -> Tensor:
+    """``x`` itself, for a view op that changes nothing; torch makes a view even then, which a
+    multi-output view whose base was written since cannot give (it raises at once)."""
+    if x.op == "rebased_multi_view" and x.requires_grad and grad_mode._state.enabled:
+        raise RuntimeError(x.attrs[0])
+    return x
+
+
 # ---- reshape -----------------------------------------------------------------------------------
 defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)), aliases=True,
       backward=lambda t, g: (g.reshape(t.srcs[0].shape),))
@@ -49,7 +57,7 @@ def reshape(x: Tensor, *shape) -> Tensor:
         raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
                            f"(input shape {x.shape})")
     if shape == x.shape:
-        return x
+        return _same(x)
     if getattr(x, "_view", None) is not None and not _viewable(x, shape):
         x = contiguous(x)  # torch's reshape copies exactly where view would raise
     return node("reshape", (x,), shape, x.dtype, (shape,))
@@ -112,7 +120,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     if new == shape:
-        return x
+        return _same(x)
     if getattr(x, "_view", None) is not None and not _viewable(x, new):
         x = contiguous(x)  # (as reshape: a copy where a view cannot be made)
     return node("reshape", (x,), new, x.dtype, (new,))  # (reshape's checks hold by construction)
@@ -157,7 +165,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the input dims")
     if dims == tuple(range(x.ndim)):
-        return x
+        return _same(x)
     return node("permute", (x,), tuple(x.shape[d] for d in dims), x.dtype, (dims,))
 
 
@@ -166,7 +174,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     x = as_tensor(x)
     d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
     if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
-        return x
+        return _same(x)
     dims = list(range(x.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(x, tuple(dims))
@@ -177,7 +185,7 @@ def t(x: Tensor) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
+    return transpose(x, 0, 1) if x.ndim == 2 else _same(x)
 
 
 # ---- expand ------------------------------------------------------------------------------------
@@ -217,7 +225,7 @@ def expand(x: Tensor, *shape) -> Tensor:
         full.append(s)
     full = tuple(full)
     if full == x.shape:
-        return x
+        return _same(x)
     return node("expand", (x,), full, x.dtype, (full,))
 
 
@@ -387,7 +395,7 @@ def movedim(x, source, destination) -> Tensor:
     src = tuple(_dim("movedim", d, x.ndim) for d in src)
     dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
     if x.ndim == 0:
-        return x
+        return _same(x)
     order = [d for d in range(x.ndim) if d not in src]
     for s_, d_ in sorted(zip(dst, src)):
         order.insert(s_, d_)
