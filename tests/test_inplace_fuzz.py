@@ -232,14 +232,22 @@ def _program(rng: random.Random) -> tuple[str, list[tuple]]:
 
 
 def _excluded(base: str, steps: list[tuple]) -> bool:
-    """The combinations this fuzz leaves out: a .data write into exp's saved output (above); and
+    """The combinations this fuzz leaves out: a .data write into exp's saved output (above);
     a view made of a base that did not require grad, written after a write made the base
-    require grad: torch raises "a leaf Variable ..." there unless the view's grad_fn was read in
-    between (its lazily regenerated grad_fn), where tinyopt always differentiates the write."""
+    require grad (torch raises "a leaf Variable ..." there unless the view's grad_fn was read in
+    between: its lazily regenerated grad_fn; tinyopt always differentiates the write); and a
+    write with an operand that requires grad into a detach()/.data alias or a view of one (torch
+    then makes the alias itself a CopySlices node and rebases the views made of it; tinyopt
+    differentiates the written tensor, and the alias keeps no gradient: docs/porting.md)."""
     writes = [s for s in steps if s[0] == "write"]
+    behind_alias = [False]  # per alias: made through a detach()/.data
+    for s in steps:
+        if s[0] == "view":
+            behind_alias.append(behind_alias[s[1]] or VIEWS[s[2]][0] in ("detach", "data"))
     return (base == "nonleaf_exp" and any(s[0] == "view" and VIEWS[s[2]][0] == "data"
                                           for s in steps)
-            or base == "leaf" and any(s[3] for s in writes[:-1]))
+            or base == "leaf" and any(s[3] for s in writes[:-1])
+            or any(s[3] and behind_alias[s[1]] for s in writes))
 
 
 def run_program(lib, base: str, steps: list[tuple]) -> dict:

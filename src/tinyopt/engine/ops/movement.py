@@ -13,8 +13,8 @@ import numpy as np
 from tinyopt.engine.dtypes import result_type
 from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
-from tinyopt.engine.inplace import geometry, scatter, stand_in
-from tinyopt.engine.op import OPS, defop, node, view_node
+from tinyopt.engine.inplace import geometry, stand_in
+from tinyopt.engine.op import OPS, defop, node, view_array, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.tensor import Size, Tensor, as_tensor
 
@@ -727,11 +727,14 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
     if info.alias:
         with no_grad():
             t = node("as_strided", (base,), size, x.dtype, attrs)
-    else:  # torch differentiates into x's elements only: read the base with x's gradient
-        if x.op == "rebased_multi_view" and grad_mode._state.enabled:
-            raise RuntimeError(x.attrs[0])
-        seen = scatter(view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base), x,
-                       info.steps)
+    else:  # torch differentiates into x's elements only: the base's gradient outside is zero
+        from tinyopt.engine.ops.elementwise import where
+        from tinyopt.engine.tensor import leaf
+        _same(x)
+        covered = np.zeros(base.shape, np.bool_)
+        view_array(info.steps, covered)[...] = True
+        seen = where(leaf(covered), base,
+                     view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base))
         t = node("as_strided", (seen,), size, x.dtype, attrs)
         t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
         t._storage.add_view(t)
