@@ -232,7 +232,7 @@ def _program(rng: random.Random) -> tuple[str, list[tuple]]:
 
 
 def _excluded(base: str, steps: list[tuple]) -> bool:
-    """The combinations this fuzz leaves out: a .data write into exp's saved output (above);
+    """The combinations this fuzz leaves out: a .data write into a saved output (exp's, above);
     a view made of a base that did not require grad, written after a write made the base
     require grad (torch raises "a leaf Variable ..." there unless the view's grad_fn was read in
     between: its lazily regenerated grad_fn; tinyopt always differentiates the write); and a
@@ -244,8 +244,8 @@ def _excluded(base: str, steps: list[tuple]) -> bool:
     for s in steps:
         if s[0] == "view":
             behind_alias.append(behind_alias[s[1]] or VIEWS[s[2]][0] in ("detach", "data"))
-    return (base == "nonleaf_exp" and any(s[0] == "view" and VIEWS[s[2]][0] == "data"
-                                          for s in steps)
+    saves_output = base == "nonleaf_exp" or any(INPLACE[s[2]][0] == "exp_" for s in writes)
+    return (saves_output and any(s[0] == "view" and VIEWS[s[2]][0] == "data" for s in steps)
             or base == "leaf" and any(s[3] for s in writes[:-1])
             or any(s[3] and behind_alias[s[1]] for s in writes))
 

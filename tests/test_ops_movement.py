@@ -128,7 +128,9 @@ def test_transpose_2d_and_degenerate():
     check(lambda t: t.T.exp(), lambda a: np.exp(a.T), x)  # a computed op on a strided view
     check(lambda t: t.mT.sum(0), lambda a: a.T.sum(0), x, grad=False)  # a reduction on one
     s = to.tensor(3.0)
-    assert s.T is s and s.transpose(0, -1) is s and s.permute() is s
+    assert s.T is s and s.transpose(0, -1) is s and s.permute(()) is s
+    with pytest.raises(TypeError, match='missing 1 required positional arguments: "dims"'):
+        s.permute()  # (as torch's)
     v = to.tensor([1.0, 2.0])
     assert v.T is v and v.transpose(0, -1) is v
 
@@ -414,3 +416,17 @@ def test_as_strided(size, stride, offset):
     check(lambda t: t.as_strided(size, stride, offset),
           lambda a: np.lib.stride_tricks.as_strided(a.reshape(-1)[offset:], size,
                                                     [s * a.itemsize for s in stride]), x)
+
+
+@pytest.mark.parametrize("f, error, words", [
+    (lambda x: x.chunk(2), RuntimeError, "chunk expects at least a 1-dimensional tensor"),
+    (lambda x: x.split(1), RuntimeError, "split expects at least a 1-dimensional tensor"),
+    (lambda x: x.unbind(0), IndexError, "Dimension specified as 0 but tensor has no dimensions"),
+    (lambda x: x.narrow(0, 0, 1), RuntimeError, r"narrow\(\) cannot be applied to a 0-dim"),
+    (lambda x: x.select(0, 0), IndexError, r"select\(\) cannot be applied to a 0-dim tensor"),
+    (lambda x: x.tensor_split(2), RuntimeError, "tensor_split expected at least a 1-dimensional"),
+])
+def test_views_of_a_0d_tensor_raise_torchs_errors(f, error, words):
+    with pytest.raises(error, match=words):
+        f(to.tensor(3.0))
+    assert to.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]  # (its one window)

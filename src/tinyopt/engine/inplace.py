@@ -99,7 +99,11 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         become(root, new, old_root)
     else:
         old_t = snapshot(t, stamp)
-        new_t = _built(t, build, old_t, check_cast, s, stamp)
+        if through:  # torch's CopySlices: the op reads the base's region, its gradient goes there
+            region = old_root
+            for step in info.steps:
+                region = view_node(step, region)
+        new_t = _built(t, build, region if through else old_t, check_cast, s, stamp)
         become(root, scatter(old_root, new_t, info.steps, through, overlap), old_root)
         if diff and not through:  # a detach()/.data alias keeps the graph of its own write
             become(t, new_t, old_t)

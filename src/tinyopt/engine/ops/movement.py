@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -156,6 +157,8 @@ defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_p
 def permute(x: Tensor, *dims) -> Tensor:
     """``x`` with its dimensions reordered as ``dims`` (a view)."""
     x = as_tensor(x)
+    if not dims:
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != x.ndim:
@@ -295,6 +298,8 @@ def _along(x: Tensor, dim: int, key) -> Tensor:
 def narrow(x, dim: int, start: int, length: int) -> Tensor:
     """The view ``x[..., start:start + length, ...]`` along ``dim``."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _dim("narrow", dim, x.ndim)
     start = int(start)
     size = x.shape[d]
@@ -309,6 +314,8 @@ def narrow(x, dim: int, start: int, length: int) -> Tensor:
 def select(x, dim: int, index: int) -> Tensor:
     """The view of ``x`` at ``index`` along ``dim`` (that dimension removed)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
     return _along(x, _dim("select", dim, x.ndim), int(index))
 
 
@@ -316,6 +323,8 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
     smaller), or of the sizes in a list."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = _dim("split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -335,10 +344,12 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 def _pieces(x: Tensor, d: int, sizes: list[int]) -> list[Tensor]:
-    """The views of consecutive pieces of ``sizes`` along ``d``."""
+    """The views of consecutive pieces of ``sizes`` along ``d`` (a piece that is all of ``x``
+    is a new view of it too)."""
     out, start = [], 0
     for n in sizes:
-        out.append(_along(x, d, slice(start, start + n)))
+        piece = _along(x, d, slice(start, start + n))
+        out.append(view(x, x.shape) if piece is x else piece)
         start += n
     return out
 
@@ -356,6 +367,8 @@ def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
 def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (PyTorch's rule)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     size = x.shape[_dim("chunk", dim, x.ndim)]
@@ -365,6 +378,9 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """``torch.tensor_split``: ``n`` pieces as equal as possible, or pieces between indices."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor "
+                           "with 0 dims")
     d = _dim("tensor_split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(indices_or_sections, int):
@@ -379,6 +395,8 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
 def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
     """The views of ``x`` at each index along ``dim`` (that dimension removed)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _dim("unbind", dim, x.ndim)
     return _multi([_along(x, d, i) for i in range(x.shape[d])], "Unbind")
 
@@ -686,8 +704,8 @@ def unfold(x, dimension: int, size: int, step: int) -> Tensor:
                            f"{size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
-    if x.ndim == 0:
-        x = reshape(x, (1,))
+    if x.ndim == 0:  # (torch: the 0-d tensor as its one window, or none)
+        return _along(reshape(x, (1,)), 0, slice(0, size))
     shape = x.shape[:d] + ((length - size) // step + 1,) + x.shape[d + 1:] + (size,)
     return node("unfold", (x,), shape, x.dtype, (d, size, step))
 
@@ -722,11 +740,13 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
                            f"size of {need * item} are out of bounds for storage of size "
                            f"{base.numel() * item}")
     attrs = (size, stride, storage_offset)
-    if info is None or not info.alias and not x.requires_grad:
+    if info is None:
         return node("as_strided", (base,), size, x.dtype, attrs)
-    if info.alias:
-        with no_grad():
+    if info.alias or not x.requires_grad:
+        with no_grad() if info.alias else nullcontext():
             t = node("as_strided", (base,), size, x.dtype, attrs)
+        if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
+            return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
         from tinyopt.engine.ops.elementwise import where
         from tinyopt.engine.tensor import leaf
