@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tinyopt as to
+from tinyopt.engine.inplace import relocate
 from tinyopt.engine.storage import storage_of
 
 VIEWS = {  # torch's view ops, each applied to a (3, 4) tensor
@@ -149,12 +150,12 @@ def test_relocate_moves_the_memory_of_a_base_and_its_views():
     x = to.tensor(np.arange(6.).reshape(2, 3))
     row, d = x[1], x.detach()
     shared = np.zeros((2, 3))
-    storage_of(x).relocate(shared)
+    relocate(storage_of(x), shared)
     row.add_(10)
     d[0, 0] = -1
     assert shared.tolist() == [[-1, 1, 2], [13, 14, 15]] == x.tolist()
     with pytest.raises(ValueError, match="shape"):
-        storage_of(x).relocate(np.zeros(3))
+        relocate(storage_of(x), np.zeros(3))
 
 
 def test_the_module_docstring_example_holds():

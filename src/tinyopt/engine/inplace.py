@@ -32,6 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 from tinyopt.engine import grad_mode
+from tinyopt.engine import ops as F
 from tinyopt.engine.op import node, view_array, view_node
 from tinyopt.engine.storage import (MULTI, NO_GRAD, Storage, ViewInfo, ViewStep, storage_of,
                                     version_counter)
@@ -232,7 +233,6 @@ def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast
     ``old`` itself, which would alias the version before the write).  The op's own node (made
     after ``stamp``, the write's) is what ``storage`` now holds: a later write into it
     invalidates that node's saved output (``engine/saved.py``)."""
-    from tinyopt.engine import ops as F
     new = build(old)
     if storage is not None and new._id > stamp and getattr(new, "_storage", None) is None:
         new._storage = storage
@@ -289,6 +289,25 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
         if info.alias and old.requires_grad:  # an alias with a graph of its own keeps it
             cur = scatter(old, cur, (), through=False)
         become(v, cur, old)
+
+
+def relocate(s: Storage, array: np.ndarray) -> None:
+    """Move the memory of storage ``s``'s concrete base to ``array`` (its shape and dtype; the
+    values are copied in): the base and every view of it read and write ``array`` from now on
+    (what ``share_memory_`` needs).  Views that are graph nodes follow by themselves."""
+    base = s.base
+    if base is None or base._value is None:
+        raise RuntimeError("relocate: the storage's base has no memory of its own (a graph "
+                           "node, or gone)")
+    if array.shape != base.shape or array.dtype != base.dtype:
+        raise ValueError(f"relocate: an array of shape {base.shape} and dtype {base.dtype} "
+                         f"is needed, got {array.shape} {array.dtype}")
+    np.copyto(array, base._value)
+    base._value = array
+    for v in s.views():
+        info = v._view
+        if info is not None and v._value is not None and not isinstance(v, _Alias):
+            v._value = view_array(info.steps, array)  # (a Parameter's aliases follow it)
 
 
 def alias_value(t: Tensor) -> Any:

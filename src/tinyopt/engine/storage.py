@@ -40,8 +40,6 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from tinyopt.engine import grad_mode
 
 if TYPE_CHECKING:
@@ -89,8 +87,8 @@ class Storage:
     """The storage a base tensor shares with its views (see the module docstring).
 
     Attributes: ``version`` (int, torch's version counter), ``base`` (the tensor owning the
-    memory, or None once it is gone), :meth:`views` (the live views) and :meth:`relocate`
-    (move the memory)."""
+    memory, or None once it is gone) and :meth:`views` (the live views).
+    ``engine.inplace.relocate`` moves the memory."""
 
     __slots__ = ("_base", "version", "_views", "_stamps", "__weakref__")
 
@@ -134,26 +132,6 @@ class Storage:
     def written_since(self, stamp: int) -> bool:
         """Whether an in-place write reached this storage after ``stamp``."""
         return bool(self._stamps) and self._stamps[-1] > stamp
-
-    def relocate(self, array: np.ndarray) -> None:
-        """Move the memory of a concrete base to ``array`` (its shape and dtype; the values are
-        copied in): the base and every view of it read and write ``array`` from now on (what
-        ``share_memory_`` needs).  Views that are graph nodes follow by themselves."""
-        from tinyopt.engine.op import view_array
-        from tinyopt.engine.tensor import _Alias
-        base = self.base
-        if base is None or base._value is None:
-            raise RuntimeError("relocate: the storage's base has no memory of its own (a graph "
-                               "node, or gone)")
-        if array.shape != base.shape or array.dtype != base.dtype:
-            raise ValueError(f"relocate: an array of shape {base.shape} and dtype {base.dtype} "
-                             f"is needed, got {array.shape} {array.dtype}")
-        np.copyto(array, base._value)
-        base._value = array
-        for v in self.views():
-            info = v._view
-            if info is not None and v._value is not None and not isinstance(v, _Alias):
-                v._value = view_array(info.steps, array)  # (a Parameter's aliases follow it)
 
     def __repr__(self) -> str:
         return f"Storage(version={self.version}, views={len(self.views())})"

@@ -221,7 +221,8 @@ class Tensor(TensorMethods):
         """Whether the elements lie in row-major order in memory (a view's in its base's, as
         torch's strides say; a graph node that is not a view is computed contiguous)."""
         expected = self.dtype.itemsize
-        for n, s in reversed(list(zip(self.shape, geometry(self)[1]))):
+        strides = (_INPLACE or _inplace_module()).geometry(self)[1]
+        for n, s in reversed(list(zip(self.shape, strides))):
             if n != 1 and s != expected:
                 return False
             expected *= n
@@ -230,12 +231,13 @@ class Tensor(TensorMethods):
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The strides in elements, per dimension (or of dimension ``dim``), as
         ``torch.Tensor.stride`` (a view's in its base's memory)."""
-        strides = tuple(s // self.dtype.itemsize for s in geometry(self)[1])
+        strides = tuple(s // self.dtype.itemsize
+                        for s in (_INPLACE or _inplace_module()).geometry(self)[1])
         return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
 
     def storage_offset(self) -> int:
         """Where this tensor starts in its storage, in elements."""
-        return geometry(self)[2] // self.dtype.itemsize
+        return (_INPLACE or _inplace_module()).geometry(self)[2] // self.dtype.itemsize
 
     @property
     def is_leaf(self) -> bool:
@@ -534,7 +536,7 @@ class Tensor(TensorMethods):
                  check_cast: bool = True) -> Self:
         """Make this tensor hold ``build(self)``: an op over it (and ``operands``) of the same
         shape, with PyTorch's in-place rules (``engine/inplace.py``)."""
-        _write(self, build, operands, check_cast)
+        (_INPLACE or _inplace_module()).write(self, build, operands, check_cast)
         return self
 
     def _fill_inplace(self, key: Any, value: Any) -> Tensor:
@@ -564,6 +566,7 @@ class Tensor(TensorMethods):
     def copy_(self, src: Any, non_blocking: bool = False) -> Self:
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
         autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
+        scatter = (_INPLACE or _inplace_module()).scatter
         return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
                                                             x.shape)), src, check_cast=False)
 
@@ -852,6 +855,15 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
 
 
 _BACKWARD: tuple | None = None  # (engine.autograd, realize.realize) once loaded
+_INPLACE: Any = None  # engine.inplace once loaded (it imports this module)
+
+
+def _inplace_module() -> Any:
+    """``engine.inplace``, loaded on the first in-place write or view geometry."""
+    global _INPLACE
+    from tinyopt.engine import inplace
+    _INPLACE = inplace
+    return inplace
 
 
 def _backward_modules() -> tuple:
@@ -919,7 +931,7 @@ def _shared_value(t: Tensor) -> np.ndarray:
     alias of it then shares that memory too); a graph node is computed."""
     base = getattr(t, "_base", None)
     if getattr(t, "_view", None) is not None and base is not None and base.op in LEAF_OPS:
-        return alias_value(t)
+        return (_INPLACE or _inplace_module()).alias_value(t)
     return t.numpy()
 
 
@@ -1307,8 +1319,6 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
 
 
 from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
-from tinyopt.engine.inplace import alias_value, geometry, scatter  # noqa: E402  (they import
-from tinyopt.engine.inplace import write as _write  # noqa: E402   this module)
 from tinyopt.engine import tensor_api as _api  # noqa: E402
 
 _api._F = _F

@@ -17,7 +17,8 @@ from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
 from tinyopt.engine.op import OPS, defop, node, view_array, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
-from tinyopt.engine.tensor import Size, Tensor, as_tensor
+from tinyopt.engine.ops.elementwise import where
+from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf
 
 
 def _dim(op: str, d: int, ndim: int) -> int:
@@ -525,7 +526,6 @@ def repeat_interleave(x, repeats, dim: int | None = None, *, output_size=None) -
                            f"repeats.size(0) = {counts.size} and input.size({d}) = {x.shape[d]}")
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
-    from tinyopt.engine.tensor import leaf
     return _along(x, d, leaf(np.repeat(np.arange(x.shape[d]), counts)))
 
 
@@ -748,8 +748,6 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
         if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
             return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
-        from tinyopt.engine.ops.elementwise import where
-        from tinyopt.engine.tensor import leaf
         _same(x)
         covered = np.zeros(base.shape, np.bool_)
         view_array(info.steps, covered)[...] = True
@@ -772,7 +770,6 @@ def diag(x, diagonal: int = 0) -> Tensor:
     """A 1-D tensor's values on the ``diagonal`` of a square matrix, or a matrix's diagonal."""
     from tinyopt.engine.ops.indexing import setitem
     from tinyopt.engine.ops.creation import zeros
-    from tinyopt.engine.tensor import leaf
     x = as_tensor(x)
     if x.ndim == 2:
         return globals()["diagonal"](x, diagonal)

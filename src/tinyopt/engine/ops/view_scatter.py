@@ -25,6 +25,7 @@ import numpy as np
 
 from tinyopt.engine.inplace import OVERLAP
 from tinyopt.engine.op import OPS, defop, node, view_node
+from tinyopt.engine.ops.creation import constant_node
 from tinyopt.engine.storage import ViewStep
 
 
@@ -48,7 +49,6 @@ def _view_scatter_forward(t):
 
 
 def _view_scatter_backward(t, g):
-    from tinyopt.engine.ops.creation import constant_node
     base, src, *extras = t.srcs
     through = t.attrs[1]
     if t.attrs[2] and through and base.requires_grad:
