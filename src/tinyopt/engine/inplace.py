@@ -7,13 +7,15 @@
    Parameter or a view of one): the new value is computed and written into the base's memory
    through the view (numpy), and the storage's version is bumped.
 2. *A recorded write* (grad mode on and the tensor or an operand requires grad), torch's
-   functionalization: the written tensor's new value is ``build(old view)``; the base becomes a
-   ``view_scatter`` node putting it into the old base (torch's ``CopySlices``; for a write to the
-   base itself, the base simply becomes the new node), and every live view of the storage is
-   regenerated from the new base by replaying its view ops.  Each rebound tensor keeps its
+   functionalization: the written view's new value is ``build`` of the old base's region (the
+   view ops replayed over it, so the op's gradient goes to the base, as torch's ``CopySlices``
+   sends it); the base becomes a ``view_scatter`` node putting it into the old base (for a write
+   to the base itself, the base simply becomes the new node), and every live view of the storage
+   is regenerated from the new base by replaying its view ops.  Each rebound tensor keeps its
    previous version in ``_prev``, so graph nodes built before the write still read what they read
-   then (``graph.resolve_sources``), as torch's saved values do, and the version counters let
-   ``graph.check_versions`` raise torch's error where torch does.
+   then (``graph.resolve_sources``); each write is stamped on the engine's clock, so
+   ``graph.check_saved`` raises torch's error where a value saved for backward was written
+   (``engine/saved.py``).
 3. *A write autograd does not see* (a write under ``no_grad`` into a tensor that requires grad
    and is not concrete, or through a ``detach()``/``.data`` alias): as 2, with a ``view_scatter``
    whose gradient ignores the written value, so the base's values change and its gradient does
