@@ -62,9 +62,9 @@ def test_flatten(shape, data):
 def test_flatten_of_a_scalar_checks_its_dims_as_pytorch():
     x = to.tensor(2.0)
     assert x.flatten().shape == (1,) and x.flatten(-1, 0).shape == (1,)
-    with pytest.raises(IndexError, match="dimension out of range"):
+    with pytest.raises(IndexError, match="Dimension out of range"):
         x.flatten(1)
-    with pytest.raises(IndexError, match="dimension out of range"):
+    with pytest.raises(IndexError, match="Dimension out of range"):
         to.nn.Flatten()(x)  # start_dim=1
 
 
@@ -128,7 +128,9 @@ def test_transpose_2d_and_degenerate():
     check(lambda t: t.T.exp(), lambda a: np.exp(a.T), x)  # a computed op on a strided view
     check(lambda t: t.mT.sum(0), lambda a: a.T.sum(0), x, grad=False)  # a reduction on one
     s = to.tensor(3.0)
-    assert s.T is s and s.transpose(0, -1) is s and s.permute() is s
+    assert s.T is s and s.transpose(0, -1) is s and s.permute(()) is s
+    with pytest.raises(TypeError, match='missing 1 required positional arguments: "dims"'):
+        s.permute()  # (as torch's)
     v = to.tensor([1.0, 2.0])
     assert v.T is v and v.transpose(0, -1) is v
 
@@ -382,3 +384,49 @@ def test_broadcast_shapes_and_tensors():
     assert a.shape == b.shape == (2, 3)
     with pytest.raises(RuntimeError):
         to.broadcast_shapes((2,), (3,))
+
+
+# ---- strided views: diagonal, unfold, as_strided (views since issue 25) -------------------------
+@pytest.mark.parametrize("offset, d1, d2", [(0, 0, 1), (1, 0, 1), (-2, 0, 1), (1, 2, 0),
+                                            (0, -1, -2), (5, 0, 1)])
+def test_diagonal(offset, d1, d2):
+    x = rand((3, 4, 5))
+    check(lambda t: t.diagonal(offset, d1, d2),
+          lambda a: np.diagonal(a, offset, d1, d2), x)
+
+
+@pytest.mark.parametrize("dim, size, step", [(1, 2, 2), (1, 3, 1), (0, 1, 2), (-1, 5, 1),
+                                             (1, 0, 1)])
+def test_unfold(dim, size, step):
+    x = rand((3, 5))
+
+    def ref(a):
+        d = dim % a.ndim
+        n = (a.shape[d] - size) // step + 1
+        wins = [np.moveaxis(np.take(a, range(i * step, i * step + size), axis=d), d, -1)
+                for i in range(n)]
+        return np.stack(wins, axis=d)
+    check(lambda t: t.unfold(dim, size, step), ref, x, grad=size > 0)
+
+
+@pytest.mark.parametrize("size, stride, offset", [((2, 3), (3, 1), 0), ((3, 3), (1, 1), 2),
+                                                  ((2, 2), (0, 1), 1), ((4,), (3,), 0)])
+def test_as_strided(size, stride, offset):
+    x = rand((3, 4))
+    check(lambda t: t.as_strided(size, stride, offset),
+          lambda a: np.lib.stride_tricks.as_strided(a.reshape(-1)[offset:], size,
+                                                    [s * a.itemsize for s in stride]), x)
+
+
+@pytest.mark.parametrize("f, error, words", [
+    (lambda x: x.chunk(2), RuntimeError, "chunk expects at least a 1-dimensional tensor"),
+    (lambda x: x.split(1), RuntimeError, "split expects at least a 1-dimensional tensor"),
+    (lambda x: x.unbind(0), IndexError, "Dimension specified as 0 but tensor has no dimensions"),
+    (lambda x: x.narrow(0, 0, 1), RuntimeError, r"narrow\(\) cannot be applied to a 0-dim"),
+    (lambda x: x.select(0, 0), IndexError, r"select\(\) cannot be applied to a 0-dim tensor"),
+    (lambda x: x.tensor_split(2), RuntimeError, "tensor_split expected at least a 1-dimensional"),
+])
+def test_views_of_a_0d_tensor_raise_torchs_errors(f, error, words):
+    with pytest.raises(error, match=words):
+        f(to.tensor(3.0))
+    assert to.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]  # (its one window)

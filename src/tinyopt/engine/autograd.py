@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.engine.graph import backward_graph, toposort
+from tinyopt.engine.graph import backward_graph, check_saved, toposort
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, as_tensor, leaf
 
 
 class _Watched:
@@ -173,6 +173,8 @@ def _explicit(loss: Tensor, wrt: list[Tensor], *, retain_graph: bool,
     grad when empty); accumulate into ``.grad`` or return the values."""
     from tinyopt.engine.realize import backward_done, freeze_after_backward, realize
     fwd = toposort([loss])
+    if fwd and MUTATIONS.last > fwd[0]._id:
+        check_saved(fwd)
     if not wrt:
         wrt = [t for t in fwd if t.op in ("param", "input") and t.requires_grad]
     retained = [t for t in fwd if getattr(t, "_retains_grad", False) and t.op not in LEAF_OPS]

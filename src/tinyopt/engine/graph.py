@@ -6,14 +6,14 @@ captures everything a compiled plan depends on (ops, attributes, shapes, dtypes,
 leaves are parameters and which are inputs) and nothing it does not (the values of the leaves), so
 a new batch of the same shape finds the same plan.
 
-Versions.  A node reads its sources when the graph runs, not when it was built, so a source
-modified in place in between would give it the new values.  Every in-place write stamps the
-modified storage with a fresh id (creation ids and stamps share one counter), and a tensor that
-in-place autograd turns into a new node gets a fresh id too: a node whose source is newer than
-itself was built before that write, and ``check_versions`` raises PyTorch's "modified by an
-inplace operation" error instead.  Views are exempt (a view of a tensor reads its storage as it
-is, as in PyTorch); their consumers are not.  Graphs whose nodes are all newer than the latest
-write skip the check.
+Versions.  A node reads its sources when the graph runs, not when it was built.  A write with
+autograd rebinds the written tensors to new nodes (``engine/inplace.py``) and the nodes built
+before keep reading the versions they were built from (``resolve_sources``); a plain write into
+concrete memory cannot be undone, so a node built before it that reads that memory raises
+instead (``check_versions``).  Every write stamps the storage with the engine's clock (creation
+ids and stamps share one counter), which also dates what each node saved for its backward pass:
+``check_saved`` raises torch's "modified by an inplace operation" error where torch does
+(``engine/saved.py``).  Graphs whose nodes are all newer than the latest write skip both checks.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from operator import attrgetter
 from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine import autocast
 from tinyopt.engine.grad_mode import no_fold, no_grad
+from tinyopt.engine.inplace import OVERLAP
 from tinyopt.engine.op import OPS
+from tinyopt.engine.saved import saved
 from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
 
 
@@ -113,8 +115,8 @@ def _version(t: Tensor) -> int:
 
 
 def check_versions(order: list[Tensor]) -> None:
-    """Raise if a node of ``order`` (sorted by id) reads a source modified in place after the
-    node was built."""
+    """Raise if a node of ``order`` (sorted by id) reads concrete memory written in place after
+    the node was built: it would compute with the new values."""
     last = MUTATIONS.last
     for t in order:
         if t._id >= last:
@@ -124,12 +126,56 @@ def check_versions(order: list[Tensor]) -> None:
         for s in t.srcs:
             if _version(s) > t._id:
                 raise RuntimeError(
-                    f"one of the variables needed for gradient computation has been modified by "
-                    f"an inplace operation: [{tensor_type_name(s.dtype)} {list(s.shape)}], an "
-                    f"input of {t.op}, is at a newer version than when {t.op} read it. tinyopt "
-                    f"computes graph nodes when their value is needed, so a node built before an "
-                    f"in-place change of its input would see the new values: compute it first "
-                    f"(.item(), .numpy(), .detach()) or use an out-of-place op.")
+                    version_error(s, t._id) + " (tinyopt computes graph nodes when their value "
+                    "is needed, so a node built before an in-place write into memory it reads "
+                    "would see the new values: compute it first with .item(), .numpy() or "
+                    ".detach(), or use an out-of-place op.)")
+
+
+def check_saved(order: list[Tensor]) -> None:
+    """Raise torch's error if a node of ``order`` (sorted by id) that a backward pass goes
+    through saved a value written in place since it was built (``engine/saved.py``), or cannot
+    be differentiated; the first error torch's backward pass would meet (it goes from the loss
+    backwards; a rebased multi-output view fails as soon as it is used).  Only nodes made before
+    the latest write can fail (the nodes a write makes are dated before it ends too)."""
+    last = MUTATIONS.last
+    older = []
+    for t in order:
+        if t._id > last:
+            break
+        if t.requires_grad and t.srcs:
+            older.append(t)
+    for t in older:
+        if t.op == "rebased_multi_view":
+            raise RuntimeError(t.attrs[0])
+    for t in reversed(older):
+        if t.op == "view_scatter" and t.attrs[2] and t.attrs[1] and t.srcs[0].requires_grad:
+            raise RuntimeError(OVERLAP)
+        for s in saved(t):  # (a version already superseded when t was made: a copy)
+            st = getattr(s, "_storage", None)
+            if (st is not None and st.written_since(t._id)
+                    and getattr(s, "_superseded", t._id) >= t._id):
+                raise RuntimeError(version_error(s, t._id))
+
+
+def version_error(s: Tensor, since: int) -> str:
+    """torch's words for ``s`` modified in place after ``since`` (the engine's clock)."""
+    st = getattr(s, "_storage", None) or getattr(getattr(s, "_base", None) or s, "_storage", None)
+    now = 0 if st is None else st.version
+    then = 0 if st is None else st.version_at(since)
+    what = f"[{tensor_type_name(s.dtype)} {list(s.shape)}]"
+    owner = st.base if st is not None else None
+    view = getattr(s, "_view", None)
+    if view is not None and not view.alias:
+        what += ", which is output 0 of AsStrided"
+    elif owner is not None and owner.op not in LEAF_OPS:
+        name = ("torch::autograd::CopySlices" if owner.op == "view_scatter" else
+                "".join(p.capitalize() for p in owner.op.split("_")))
+        what += f", which is output 0 of {name}"
+    return (f"one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: {what} is at version {now}; expected version {then} instead. "
+            f"Hint: enable anomaly detection to find the operation that failed to compute its "
+            f"gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False).")
 
 
 def held_candidates(sig: tuple, roots: set[int]) -> list[tuple[int, int]]:

@@ -12,6 +12,10 @@ An op is registered once with :func:`defop`:
   graphs themselves, as in ggml, so they are planned and cached like the forward pass.
 - ``inplace``: the output may reuse the buffer of source 0 when that source is dead afterwards
   (elementwise ops with equal shape and dtype).
+- ``aliases``: a view op that is a torch view (``reshape``, ``permute``, ``expand``, ``slice``,
+  ``diagonal``, ``unfold``, ``as_strided``, ``alias``): its result shares its source's storage
+  (``engine/storage.py``), so writes through it reach the source.  Other view ops (the parts of a
+  multi-output node) are plumbing, not torch views.
 
 :func:`node` records a node, or, when every source is concrete and no gradient is needed, runs
 the op at once with the same forward (or view) function and returns a concrete tensor: eager
@@ -32,6 +36,7 @@ import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
+from tinyopt.engine.storage import ViewStep, note_view
 from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
 
@@ -42,6 +47,7 @@ class OpDef:
     backward: Callable | None
     view: Callable | None
     inplace: bool
+    aliases: bool
     # the elementwise kernel (``kernels.jit.ufunc``) its forward calls as ``kernel(*srcs,
     # out=out)`` for float operands and no attrs, so a plan can bind the call once
     # (``kernel.bound``); None for other ops
@@ -63,14 +69,16 @@ OPS: dict[str, OpDef] = _OpTable()
 
 
 def defop(name: str, *, forward: Callable | None = None, backward: Callable | None = None,
-          view: Callable | None = None, inplace: bool = False,
+          view: Callable | None = None, inplace: bool = False, aliases: bool = False,
           elementwise: Callable | None = None) -> OpDef:
     """Register op ``name`` (see the module docstring)."""
     if (forward is None) == (view is None):
         raise ValueError(f"op {name}: give exactly one of forward and view")
+    if aliases and view is None:
+        raise ValueError(f"op {name}: only a view op can alias its source")
     if name in OPS:
         raise ValueError(f"op {name} is already registered")
-    op = OpDef(name, forward, backward, view, inplace, elementwise)
+    op = OpDef(name, forward, backward, view, inplace, aliases, elementwise)
     OPS[name] = op
     return op
 
@@ -103,12 +111,58 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
         return _in_float32(op, srcs, shape, dtype, attrs)
     rg = rg and state.enabled and opdef.backward is not None
     t = _make(op, srcs, attrs, shape, dtype, rg)
-    if concrete and not rg:
+    if opdef.aliases:
+        if rg and srcs[0].op == "rebased_multi_view":  # (torch: its grad_fn cannot be made)
+            raise RuntimeError(srcs[0].attrs[0])
+        step = ViewStep(op, attrs, t.shape, dtype, srcs[1:])
+        if concrete and not rg:
+            _run_now(t, opdef)
+            if getattr(t, "_base", None) is None:  # numpy had to copy: not a view
+                return t
+        note_view(t, srcs[0], step)
+    elif concrete and not rg:
         _run_now(t, opdef)
     return t
 
 
-_STORES = frozenset(("cast", "clone", "contiguous"))
+def _views(value: np.ndarray, src: np.ndarray) -> bool:
+    """Whether numpy made ``value`` a view of ``src`` (not a copy); an empty one has no memory
+    to compare, so its chain of bases decides."""
+    if np.may_share_memory(value, src):
+        return True
+    if value.size:
+        return False
+    b = value.base
+    while b is not None:
+        if b is src or b is src.base:
+            return True
+        b = b.base
+    return False
+
+
+def view_node(step: ViewStep, parent: Tensor) -> Tensor:
+    """``step`` replayed over ``parent`` (a node, or a concrete view when ``parent`` is concrete
+    and no gradient is recorded), not recorded as a view: regenerating a view from a new base
+    (``engine/inplace.py``) gives the view itself the result's place."""
+    opdef = OPS[step.op]
+    srcs = (parent,) + step.extras
+    rg = parent.requires_grad and grad_mode._state.enabled and opdef.backward is not None
+    t = _make(step.op, srcs, step.attrs, step.shape, step.dtype, rg)
+    if not rg and parent.op in CONCRETE and grad_mode._state.fold:
+        _run_now(t, opdef)
+    return t
+
+
+def view_array(steps: tuple[ViewStep, ...], arr: np.ndarray) -> np.ndarray:
+    """The numpy view of ``arr`` that ``steps`` make (the extras are concrete)."""
+    for step in steps:
+        view = OPS[step.op].view
+        assert view is not None, step.op
+        arr = view(step)(arr, *[e._value for e in step.extras])
+    return arr
+
+
+_STORES = frozenset(("cast", "clone", "contiguous", "view_scatter"))
 """Ops that store 16-bit values as they are (the views do too)."""
 
 _SHELL_OPS = _STORES | frozenset((
@@ -159,7 +213,7 @@ def _run_now(t: Tensor, opdef: OpDef) -> None:
     arrays = [s._value for s in t.srcs]
     if opdef.view is not None:
         value = opdef.view(t)(*arrays)
-        base = _root(t.srcs[0]) if t.srcs and np.may_share_memory(value, arrays[0]) else None
+        base = _root(t.srcs[0]) if t.srcs and _views(value, arrays[0]) else None
     else:
         value = np.empty(t.shape, t.dtype)
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch

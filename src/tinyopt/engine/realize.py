@@ -17,10 +17,11 @@ import weakref
 
 import numpy as np
 
-from tinyopt.engine.graph import toposort, toposort_signed
+from tinyopt.engine.graph import check_saved, toposort, toposort_signed
+from tinyopt.engine.inplace import alias_value
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan import CACHE, Plan
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, _freeze
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, _freeze
 
 
 def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
@@ -37,6 +38,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
             return [t._value for t in outputs]
     roots = list(outputs) + ([loss] if loss is not None else [])
     fwd, index, sig = toposort_signed(roots)
+    if loss is not None and fwd and MUTATIONS.last > fwd[0]._id:
+        check_saved(fwd)
     effects = _effects_in(fwd) if _PENDING else []
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
@@ -50,6 +53,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     free = loss is not None and not retain_graph
     for t, v in zip(wanted + kept, values):
         _keep(t, v, free)
+    _share_views(wanted + kept)
     if loss is not None:
         _keep(loss, values[-1], free)
         if BACKWARD_HOOKS:
@@ -61,8 +65,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
 def _view_of_values(t: Tensor, depth: int = 8) -> bool:
     """Compute ``t`` without a plan when it is a short chain of views over tensors that have
     values (``h_n`` of a recurrent layer read after ``backward`` freed the layer's workspace: an
-    RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would; whether it
-    did."""
+    RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would (a torch
+    view keeps the view: it shares its base's memory); whether it did."""
     if t._value is not None:
         return True
     if depth == 0 or id(t) in _PENDING:
@@ -70,8 +74,19 @@ def _view_of_values(t: Tensor, depth: int = 8) -> bool:
     op = OPS[t.op]
     if op.view is None or not all(_view_of_values(s, depth - 1) for s in t.srcs):
         return False
-    _keep(t, np.array(op.view(t)(*[s._value for s in t.srcs])), False)
+    value = op.view(t)(*[s._value for s in t.srcs])
+    _keep(t, value if getattr(t, "_view", None) is not None else np.array(value), False)
     return True
+
+
+def _share_views(tensors: list[Tensor]) -> None:
+    """Make the values of views among ``tensors`` views of their base's value, so the memory is
+    shared as in torch (a later plain write into the base shows in them)."""
+    for t in tensors:
+        if getattr(t, "_view", None) is not None and t._value is not None:
+            v = alias_value(t)
+            if v is not None:
+                t._value = v
 
 
 def _keep(t: Tensor, value: np.ndarray, free: bool) -> None:

@@ -17,11 +17,14 @@ was computed from, not a recomputation with the updated weights.  ``backward()``
 (its held nodes become values; backpropagating through them again raises, as in PyTorch, unless
 ``retain_graph=True``).
 
-In-place ops (``add_``, ``x[i] = v``, ``p -= lr * g``...) follow PyTorch's rules.  Without autograd
-(under ``no_grad``, or when nothing involved requires grad) they write the new values into the
-tensor's storage at once; with autograd the tensor becomes a new graph node computing the updated
-value.  A node built from a tensor that was later modified in place raises PyTorch's "modified by
-an inplace operation" error when realized, instead of silently reading the new values.
+Storage is torch's (``engine/storage.py``): a view (``x[1:3]``, ``x.view(...)``, ``x.t()``,
+``x.diagonal()``, ``x.detach()``...) shares its base's storage and version counter, whether
+the two are concrete or graph nodes.  In-place ops (``add_``, ``x[i] = v``, ``p -= lr * g``...)
+follow PyTorch's rules (``engine/inplace.py``): without autograd they write the new values into
+the memory at once; with autograd the written tensor's base becomes a new graph node (a write
+through a view is a ``view_scatter`` into the base) and every view of it is regenerated, while
+nodes built before keep the versions they read; torch's errors guard leaves, multi-output and
+``no_grad`` views, overlapping memory and values saved for backward (``engine/saved.py``).
 
 Inside the library, storage is read and written as numpy through ``p._data``/``p._grad`` for
 Parameters and ``t._value`` for any concrete tensor (``Parameter._value`` is its ``_data``); the
@@ -48,6 +51,7 @@ from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
+from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, version_counter
 from tinyopt.engine.tensor_api import TensorMethods
 
 _ids = itertools.count(1)
@@ -104,8 +108,8 @@ class Tensor(TensorMethods):
     """
 
     __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "_grad", "_base", "_mutated", "_version_count", "_hooks", "_retains_grad",
-                 "_post_hooks", "_prev", "__weakref__")
+                 "_grad", "_base", "_storage", "_view", "_mutated", "_superseded", "_hooks",
+                 "_retains_grad", "_post_hooks", "_prev", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
     op: str
@@ -119,8 +123,10 @@ class Tensor(TensorMethods):
     _id: int                          # creation order (a fresh one after in-place autograd)
     _grad: Any
     _base: Tensor | None              # the tensor whose storage this one views
+    _storage: Storage | None          # shared with the base and its views (made on first need)
+    _view: ViewInfo | None            # how this view is made from its base (views only)
     _mutated: int                     # the stamp of the latest in-place write into the storage
-    _version_count: int
+    _superseded: int                  # (a version before a write) the stamp of that write
     _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
     _retains_grad: bool
     _post_hooks: dict[int, Callable[[Tensor], None]] | None
@@ -212,20 +218,26 @@ class Tensor(TensorMethods):
         return False
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
-        """Whether the elements are laid out row-major without gaps (a computed value always is; a
-        leaf or view as its array is)."""
-        if self.op in LEAF_OPS:
-            return bool(self._value.flags.c_contiguous)
-        return True  # a node's value is computed into a contiguous buffer
+        """Whether the elements lie in row-major order in memory (a view's in its base's, as
+        torch's strides say; a graph node that is not a view is computed contiguous)."""
+        expected = self.dtype.itemsize
+        strides = (_INPLACE or _inplace_module()).geometry(self)[1]
+        for n, s in reversed(list(zip(self.shape, strides))):
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The strides in elements, per dimension (or of dimension ``dim``), as
-        ``torch.Tensor.stride``."""
-        if self.op in LEAF_OPS:
-            strides = tuple(s // self.dtype.itemsize for s in self._value.strides)
-        else:
-            strides = tuple(int(np.prod(self.shape[i + 1:])) for i in range(self.ndim))
+        ``torch.Tensor.stride`` (a view's in its base's memory)."""
+        strides = tuple(s // self.dtype.itemsize
+                        for s in (_INPLACE or _inplace_module()).geometry(self)[1])
         return strides if dim is None else strides[_dim_index("stride", dim, self.ndim)]
+
+    def storage_offset(self) -> int:
+        """Where this tensor starts in its storage, in elements."""
+        return (_INPLACE or _inplace_module()).geometry(self)[2] // self.dtype.itemsize
 
     @property
     def is_leaf(self) -> bool:
@@ -238,13 +250,25 @@ class Tensor(TensorMethods):
         """The op that made this tensor, for tensors that require grad and are not leaves."""
         if self.is_leaf:
             return None
-        return _GradFn(self.attrs[0] if self.op == "freed" and self.attrs else self.op)
+        t = self
+        while t.op == "view_scatter" and not t.attrs[1]:  # (a write autograd does not see)
+            t = t.srcs[0]
+        return _GradFn(t.attrs[0] if t.op == "freed" and t.attrs else t.op)
 
     @property
     def _version(self) -> int:
-        """How many times this tensor's storage was modified in place."""
-        root = _root(self)
-        return getattr(root, "_version_count", 0)
+        """How many times this tensor's storage was modified in place (torch's version counter,
+        shared by the base, its views and its ``detach()`` aliases)."""
+        info = getattr(self, "_view", None)
+        if info is not None and info.counter is not None:
+            return info.counter.version
+        s = getattr(self, "_storage", None) or getattr(_root(self), "_storage", None)
+        return 0 if s is None else s.version
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (torch's ``Tensor._is_view``)."""
+        info = getattr(self, "_view", None)
+        return info is not None and not (info.alias and not info.steps)
 
     def __len__(self) -> int:
         if not self.shape:
@@ -336,6 +360,21 @@ class Tensor(TensorMethods):
         """The value as nested Python lists of numbers (a number for a 0-d tensor)."""
         return self.numpy().tolist()
 
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: Any = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of this tensor's memory (no copy): ``torch.from_dlpack(t)``,
+        ``torch.as_tensor(t)``, ``np.from_dlpack(t)`` share it.  A graph node is computed
+        first; a tensor that requires grad is refused, as torch refuses it."""
+        if self.requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        kwargs: dict[str, Any] = {k: v for k, v in (("stream", stream), ("max_version", max_version),
+                                                    ("dl_device", dl_device), ("copy", copy))
+                                  if v is not None}
+        return self.numpy().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # (kDLCPU, device 0)
+
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         arr = self.numpy()
         if dtype is not None and np.dtype(dtype) != arr.dtype:
@@ -363,14 +402,12 @@ class Tensor(TensorMethods):
                               create_graph=create_graph)
 
     def detach(self) -> Tensor:
-        """This tensor's value cut from the graph (a concrete tensor sharing its storage; a graph
-        node is computed now)."""
-        if self.op in CONCRETE and not self.requires_grad:
-            return self
-        if self.op == "param" or self.op == "freed":
-            return _Alias._of(self)
-        arr = self.numpy()
-        t = _make("input", (), (), self.shape, self.dtype, False, arr)
+        """This tensor's value cut from the graph: a concrete tensor sharing its storage and
+        version counter (a graph node is computed now), so writing into it writes this one."""
+        if self.op == "param":
+            return _Alias._of(self, ALIAS)
+        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
+        note_view(t, self, None, ALIAS)
         return t
 
     def detach_(self) -> Self:
@@ -465,10 +502,10 @@ class Tensor(TensorMethods):
     @property
     def data(self) -> Tensor:
         """This tensor's value, cut from autograd, sharing the storage (``p.data.add_(x)``
-        writes into ``p``)."""
-        if self.op in LEAF_OPS:
-            return _Alias._of(self)
-        return self.detach()
+        writes into ``p``) but not the version counter (torch's ``.data``)."""
+        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
+        note_view(t, self, None, DATA)
+        return t
 
     @data.setter
     def data(self, value: Any) -> None:
@@ -478,6 +515,8 @@ class Tensor(TensorMethods):
         self._value = np.array(arr, dtype=arr.dtype if isinstance(value, Tensor) else self.dtype)
         self.shape = self._value.shape
         self.dtype = self._value.dtype
+        if getattr(self, "_view", None) is not None:  # new memory: no longer a view of its base
+            self._view = self._base = self._storage = None
         _mark_mutated(self)
 
     def _grad_dest(self) -> np.ndarray:
@@ -496,28 +535,16 @@ class Tensor(TensorMethods):
     def _inplace(self, build: Callable[[Tensor], Tensor], *operands: Any,
                  check_cast: bool = True) -> Self:
         """Make this tensor hold ``build(self)``: an op over it (and ``operands``) of the same
-        shape, with PyTorch's in-place rules (see the module docstring)."""
-        grad_on = grad_mode.is_grad_enabled()
-        if grad_on and self.requires_grad and self.op in ("param", "input"):
-            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                               "operation.")
-        if grad_on and (self.requires_grad or any(isinstance(o, Tensor) and o.requires_grad
-                                                  for o in operands)):
-            _rebind(self, build, check_cast)
-            return self
-        target = _writable(self)
-        new = build(_Alias._of(self) if self.op == "param" else self)
-        _check_result(self, new, check_cast)
-        value = new.numpy()
-        if value is not target:
-            np.copyto(target, value, casting="unsafe")
-        _mark_mutated(self)
+        shape, with PyTorch's in-place rules (``engine/inplace.py``)."""
+        (_INPLACE or _inplace_module()).write(self, build, operands, check_cast)
         return self
 
     def _fill_inplace(self, key: Any, value: Any) -> Tensor:
-        """``self[key] = value`` (key ``...`` for all of it) for a number or an array-like."""
+        """``self[key] = value`` (key ``...`` for all of it) for a number or an array-like; one
+        value may fill memory that several elements share (torch's ``fill_``/``zero_`` of an
+        expanded tensor)."""
         from tinyopt.engine.ops import indexing
-        return indexing.setitem(self, key, value)
+        return indexing.setitem(self, key, value, overlap_ok=True)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from tinyopt.engine.ops import indexing
@@ -537,9 +564,11 @@ class Tensor(TensorMethods):
         return self
 
     def copy_(self, src: Any, non_blocking: bool = False) -> Self:
-        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor."""
-        return self._inplace(lambda x: _F.expand(_F.to(_F.as_tensor(src), x.dtype), x.shape),
-                             src, check_cast=False)
+        """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
+        autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
+        scatter = (_INPLACE or _inplace_module()).scatter
+        return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
+                                                            x.shape)), src, check_cast=False)
 
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
@@ -826,6 +855,15 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
 
 
 _BACKWARD: tuple | None = None  # (engine.autograd, realize.realize) once loaded
+_INPLACE: Any = None  # engine.inplace once loaded (it imports this module)
+
+
+def _inplace_module() -> Any:
+    """``engine.inplace``, loaded on the first in-place write or view geometry."""
+    global _INPLACE
+    from tinyopt.engine import inplace
+    _INPLACE = inplace
+    return inplace
 
 
 def _backward_modules() -> tuple:
@@ -869,6 +907,8 @@ class _GradFn:
         self.op = op
 
     def name(self) -> str:
+        if self.op == "view_scatter":
+            return "CopySlices"  # (torch's name for a write through a view)
         return "".join(p.capitalize() for p in self.op.split("_")) + "Backward0"
 
     def __repr__(self) -> str:
@@ -886,12 +926,22 @@ def _root(t: Tensor) -> Tensor:
     return t if base is None else base
 
 
+def _shared_value(t: Tensor) -> np.ndarray:
+    """``t``'s value, as a view of its base's memory when it is a view of concrete memory (an
+    alias of it then shares that memory too); a graph node is computed."""
+    base = getattr(t, "_base", None)
+    if getattr(t, "_view", None) is not None and base is not None and base.op in LEAF_OPS:
+        return (_INPLACE or _inplace_module()).alias_value(t)
+    return t.numpy()
+
+
 def _mark_mutated(t: Tensor) -> None:
-    """Record an in-place write into ``t``'s storage (see ``graph.check_versions``)."""
+    """Record a write into ``t``'s memory (see ``graph.check_versions``) and bump its storage's
+    version (a ``.data`` alias counts its own)."""
     stamp = next(_ids)
     root = _root(t)
     root._mutated = stamp
-    root._version_count = getattr(root, "_version_count", 0) + 1
+    version_counter(t).bump(stamp)
     if root is not t:
         t._mutated = stamp
     MUTATIONS.last = stamp
@@ -906,44 +956,6 @@ def _freeze(t: Tensor, value: np.ndarray, op: str) -> None:
     t._value = value
 
 
-def _array_of(t: Tensor) -> np.ndarray:
-    if t.op not in LEAF_OPS:
-        _materialize(t)
-    return t._value
-
-
-def _materialize(t: Tensor) -> None:
-    """Make node ``t`` concrete: a view of a tensor becomes a view of its (materialized)
-    storage, so writing into it writes the viewed tensor; any other node is computed."""
-    from tinyopt.engine.op import OPS
-    opdef = OPS[t.op]
-    if opdef.view is not None and not t.requires_grad:
-        arrays = [_array_of(s) for s in t.srcs]
-        v = opdef.view(t)(*arrays)
-        src = t.srcs[0]
-        base = _root(src)
-        _freeze(t, v, "input")
-        if np.may_share_memory(v, arrays[0]):
-            t._base = base
-        return
-    from tinyopt.engine.realize import realize
-    realize([t])
-    if t.op not in LEAF_OPS:  # a node that requires grad, written under no_grad
-        _freeze(t, t._value, "freed")
-
-
-def _writable(t: Tensor) -> np.ndarray:
-    """The array that holds ``t``'s value, ready to be written in place."""
-    if t.op not in LEAF_OPS:
-        _materialize(t)
-    arr = t._value
-    if not arr.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor "
-                           "refers to a single memory location. Please clone() the tensor before "
-                           "performing the operation.")
-    return arr
-
-
 def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
     if new.shape != t.shape:
         raise RuntimeError(f"output with shape {list(t.shape)} doesn't match the broadcast shape "
@@ -956,33 +968,6 @@ def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
 def _type_word(d: np.dtype) -> str:
     return {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
             "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}[d.name]
-
-
-def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> Tensor:
-    """In place with autograd: ``t`` becomes a new node computing ``build(old t)``."""
-    if isinstance(t, (Parameter, _Alias)):
-        raise RuntimeError("an in-place operation with an operand that requires grad is not "
-                           "supported on a Parameter or its .data (use no_grad, or an "
-                           "out-of-place op)")
-    old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
-    old._id = t._id
-    old.name = t.name
-    old._prev = getattr(t, "_prev", None)
-    if getattr(t, "_base", None) is not None:
-        old._base = t._base
-    new = build(old)
-    _check_result(t, new, check_cast)
-    if new.dtype != t.dtype:
-        new = _F.to(new, t.dtype)
-    if new.op in LEAF_OPS or new is old:
-        new = _F.clone(new)
-    t.op, t.srcs, t.attrs, t.requires_grad = new.op, new.srcs, new.attrs, new.requires_grad
-    t._value = None
-    t._base = None
-    t._id = new._id
-    t._prev = old  # what nodes built before this read (``graph.resolve_sources``)
-    MUTATIONS.last = max(MUTATIONS.last, t._id)
-    return t
 
 
 def _grad_array(t: Tensor, value: Any) -> np.ndarray:
@@ -1016,13 +1001,17 @@ class _Alias(Tensor):
     _owner_ref: Tensor
 
     @staticmethod
-    def _of(owner: Tensor) -> Tensor:
-        if owner.op == "input" and not owner.requires_grad:
-            return owner
+    def _of(owner: Tensor, alias: str = "") -> Tensor:
+        """An alias of Parameter ``owner``: a user's (``alias``: ``ALIAS`` for ``detach()``,
+        ``DATA`` for ``.data``), recorded as a view of its storage, or (``""``) the library's own
+        short-lived window for computing a plain write."""
         t = _new(_Alias)
         _init(t, "input", (), (), owner.shape, owner.dtype, False, None)
         t._owner_ref = owner
-        t._base = _root(owner)
+        if not alias:
+            t._base = owner
+        else:
+            note_view(t, owner, None, alias)
         return t
 
     @property  # type: ignore[override]
@@ -1107,7 +1096,7 @@ class Parameter(Tensor):
     @property
     def data(self) -> Tensor:
         """The parameter's value as a Tensor sharing its storage, cut from autograd."""
-        return _Alias._of(self)
+        return _Alias._of(self, DATA)
 
     @data.setter
     def data(self, value: Any) -> None:
@@ -1294,6 +1283,31 @@ def from_numpy(arr: np.ndarray) -> Tensor:
                         f"int16, int8, uint64, uint32, uint16, uint8, and bool (tinyopt has no "
                         f"complex dtypes).")
     return leaf(arr)
+
+
+def from_dlpack(ext: Any) -> Tensor:
+    """A Tensor sharing the memory of ``ext`` (writes to either show in both): any CPU object
+    with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
+    capsule (``torch.utils.dlpack.to_dlpack``; numpy reads those as read-only memory)."""
+    if type(ext).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
+        ext = _Capsule(ext)
+    arr = np.from_dlpack(ext)
+    if arr.dtype not in SUPPORTED:
+        raise TypeError(f"from_dlpack: unsupported dtype {arr.dtype}")
+    return leaf(arr)
+
+
+class _Capsule:
+    """A bare DLPack capsule as numpy's ``from_dlpack`` wants it (an object that exports it)."""
+
+    def __init__(self, capsule: Any) -> None:
+        self.capsule = capsule
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        return self.capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
 
 
 def _dim_index(op: str, d: int, ndim: int) -> int:

@@ -441,6 +441,11 @@ class TensorMethods(TensorCasts):
 
     @property
     def mT(self) -> Tensor:
+        if self.dim() < 2:
+            if self.dim() == 0:  # (torch's deprecated identity)
+                return _F.view(self, ())
+            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices. "
+                               "Got 1-D tensor.")
         return _F.transpose(self, -2, -1)
 
     def expand(self, *sizes: Any) -> Tensor:
@@ -519,6 +524,13 @@ class TensorMethods(TensorCasts):
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
         return _F.diagonal(self, offset, dim1, dim2)
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        return _F.unfold(self, dimension, size, step)
+
+    def as_strided(self, size: Sequence[int], stride: Sequence[int],
+                   storage_offset: int | None = None) -> Tensor:
+        return _F.as_strided(self, size, stride, storage_offset)
 
     def diag(self, diagonal: int = 0) -> Tensor:
         return _F.diag(self, diagonal)

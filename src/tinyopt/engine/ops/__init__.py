@@ -45,7 +45,7 @@ if _typing.TYPE_CHECKING:
                                            ger, linear, matmul, mm, mv, outer)
     from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy,
                                          l1_loss, mse_loss, nll_loss, one_hot)
-    from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_shapes,
+    from tinyopt.engine.ops.movement import (as_strided, atleast_1d, atleast_2d, broadcast_shapes,
                                              broadcast_tensors, broadcast_to, cat, chunk,
                                              column_stack, contiguous, diag, diagonal, expand,
                                              flatten, flip, fliplr, flipud, hstack, meshgrid,
@@ -53,7 +53,7 @@ if _typing.TYPE_CHECKING:
                                              repeat_interleave, reshape, roll, select, split,
                                              squeeze, stack, swapaxes, swapdims, t, tensor_split,
                                              tile, trace, transpose, tril, triu, unbind,
-                                             unflatten, unsqueeze, view, vstack)
+                                             unflatten, unfold, unsqueeze, view, vstack)
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
@@ -65,7 +65,7 @@ if _typing.TYPE_CHECKING:
                                               kthvalue, masked_select, median, msort, nonzero,
                                               scatter, scatter_add, searchsorted, sort, take,
                                               take_along_dim, topk, unique)
-    from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
+    from tinyopt.engine.tensor import as_tensor, from_dlpack, from_numpy, tensor
 
 _WHERE = _table({
     "tinyopt.engine.ops.conv": "avg_pool2d conv2d max_pool2d",
@@ -89,11 +89,11 @@ _WHERE = _table({
     "tinyopt.engine.ops.loss": (
         "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
     "tinyopt.engine.ops.movement": (
-        "atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
-        "column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack meshgrid "
-        "moveaxis movedim narrow permute repeat repeat_interleave reshape roll select split "
-        "squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu unbind "
-        "unflatten unsqueeze view vstack"),
+        "as_strided atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat "
+        "chunk column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack "
+        "meshgrid moveaxis movedim narrow permute repeat repeat_interleave reshape roll select "
+        "split squeeze stack swapaxes swapdims t tensor_split tile trace transpose tril triu "
+        "unbind unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
     "tinyopt.engine.ops.reduce": (
@@ -103,7 +103,7 @@ _WHERE = _table({
         "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
         "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
         "take_along_dim topk unique"),
-    "tinyopt.engine.tensor": "as_tensor from_numpy tensor",
+    "tinyopt.engine.tensor": "as_tensor from_dlpack from_numpy tensor",
 })
 
 __getattr__, __dir__ = _exports(__name__, globals(), _WHERE)
@@ -120,14 +120,16 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
     "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
-    "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d",
+    "baddbmm",
     "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
     "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "ceil",
     "chunk", "clamp", "clamp_max", "clamp_min",
     "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
     "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
     "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
-    "floor", "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "floor", "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge",
+    "greater",
     "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
     "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
     "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",

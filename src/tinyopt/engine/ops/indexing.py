@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import cast
 
 import numpy as np
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64, scalar_array
+from tinyopt.engine.inplace import OVERLAP, overlaps, writable
+from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
-                                   as_tensor, leaf)
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
 from tinyopt.kernels.gather import index_add_axis
 
 
@@ -300,7 +302,7 @@ def _slice_grad_forward(t):
     return fwd
 
 
-defop("slice", view=_slice_view,
+defop("slice", view=_slice_view, aliases=True,
       backward=lambda t, g: (node("slice_grad", (g, t.srcs[1]), t.srcs[0].shape, g.dtype,
                                   t.attrs), None))
 defop("slice_grad", forward=_slice_grad_forward)
@@ -453,15 +455,12 @@ defop("setitem", forward=_setitem_forward, backward=_setitem_backward)
 defop("setitem_grad_x", forward=_setitem_grad_x_forward)
 
 
-def setitem(x: Tensor, key, value) -> Tensor:
-    """``x[key] = value`` in place (see the module docstring); returns ``x``."""
+def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
+    """``x[key] = value`` in place (see the module docstring); returns ``x``.  The region
+    written must not have elements sharing memory unless ``overlap_ok`` (``fill_``)."""
     if not isinstance(x, Tensor):
         raise TypeError("setitem: expected a Tensor")
     v = value if isinstance(value, Tensor) else None
-    grad_on = grad_mode.is_grad_enabled()
-    if grad_on and x.requires_grad and x.op in ("param", "input"):
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
     if key is False:
         return x  # torch writes nothing, and checks nothing
     k = _parse(x.shape, key, fill=v is None or v.numel() == 1)
@@ -472,11 +471,24 @@ def setitem(x: Tensor, key, value) -> Tensor:
     if k.arrays and (v is None or v.numel() == 1) and _byte_mask(key):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            "unsigned char")
-    if grad_on and (x.requires_grad or (v is not None and v.requires_grad)):
-        return _setitem_graph(x, k, value)
-    target = _writable(x)
+    info = getattr(x, "_view", None)
+    root = x if info is None else cast(Tensor, x._base)
+    if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
+                                      (info is not None and not info.alias
+                                       and root.requires_grad))
+            or root.op not in LEAF_OPS):
+        if not k.identity:  # torch writes through the view x[key]
+            x_key = node("slice", (x, leaf(np.array(k.starts, dtype=int64))), tuple(k.shape),
+                         x.dtype, (tuple(k.struct),))
+            _setitem_graph(x_key, _whole(k), value, overlap_ok)
+        else:
+            _setitem_graph(x, k, value, overlap_ok)
+        return x
+    target = writable(x, overlap_ok=True)
     region = target[_basic(tuple(k.struct), np.array(k.starts, dtype=np.int64))] \
         if not k.identity else target
+    if not overlap_ok and overlaps(region):
+        raise RuntimeError(OVERLAP)
     values = v.numpy() if v is not None else np.asarray(value)
     if k.arrays:
         _check_bounds(region.shape, tuple(k.positions), k.arrays)
@@ -520,10 +532,17 @@ def _check_value_shape(v: tuple[int, ...], region: tuple[int, ...], advanced: bo
                        f"Target sizes: {list(region)}.  Tensor sizes: {list(trimmed)}")
 
 
-def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
-    if isinstance(x, Parameter):
-        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
+def _whole(k: _Key) -> _Key:
+    """The key's advanced part alone, over the view its basic part makes."""
+    w = _Key()
+    for n in k.shape:
+        _full(w, n)
+    w.arrays, w.positions = k.arrays, k.positions
+    return w
+
+
+def _setitem_graph(x: Tensor, k: _Key, value, overlap_ok: bool) -> None:
+    """``x[key] = value`` as a ``setitem`` node (``engine/inplace.py`` rebinds ``x``)."""
     positions = tuple(k.positions)
     if k.arrays:
         _check_bounds(tuple(k.shape), positions, k.arrays)
@@ -536,7 +555,7 @@ def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
             leaf(scalar_array(value, old.dtype) if type(value) is int else
                  np.asarray(value, dtype=old.dtype))
         return node("setitem", (old, v, st, *arrays), old.shape, old.dtype, attrs)
-    return _rebind(x, build, check_cast=False)
+    _write(x, build, (value,), check_cast=False, overlap_ok=overlap_ok)
 
 
 def masked_fill(x, mask, value) -> Tensor:

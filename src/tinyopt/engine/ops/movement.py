@@ -7,23 +7,37 @@ from __future__ import annotations
 
 import math
 import numbers
+from contextlib import nullcontext
 
 import numpy as np
 
 from tinyopt.engine.dtypes import result_type
-from tinyopt.engine.op import defop, node
-from tinyopt.engine.tensor import Size, Tensor, as_tensor
+from tinyopt.engine import grad_mode
+from tinyopt.engine.grad_mode import no_grad
+from tinyopt.engine.inplace import geometry, stand_in
+from tinyopt.engine.op import OPS, defop, node, view_array, view_node
+from tinyopt.engine.storage import MULTI, ViewStep, storage_of
+from tinyopt.engine.ops.elementwise import where
+from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf
 
 
 def _dim(op: str, d: int, ndim: int) -> int:
     if not -max(ndim, 1) <= d < max(ndim, 1):
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of "
+        raise IndexError(f"Dimension out of range (expected to be in range of "
                          f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
     return d % max(ndim, 1)
 
 
+def _same(x: Tensor) -> Tensor:
+    """``x`` itself, for a view op that changes nothing; torch makes a view even then, which a
+    multi-output view whose base was written since cannot give (it raises at once)."""
+    if x.op == "rebased_multi_view" and x.requires_grad and grad_mode._state.enabled:
+        raise RuntimeError(x.attrs[0])
+    return x
+
+
 # ---- reshape -----------------------------------------------------------------------------------
-defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)),
+defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)), aliases=True,
       backward=lambda t, g: (g.reshape(t.srcs[0].shape),))
 
 
@@ -45,7 +59,9 @@ def reshape(x: Tensor, *shape) -> Tensor:
         raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
                            f"(input shape {x.shape})")
     if shape == x.shape:
-        return x
+        return _same(x)
+    if getattr(x, "_view", None) is not None and not _viewable(x, shape):
+        x = contiguous(x)  # torch's reshape copies exactly where view would raise
     return node("reshape", (x,), shape, x.dtype, (shape,))
 
 
@@ -55,14 +71,30 @@ def view(x: Tensor, *shape) -> Tensor:
     x = as_tensor(x)
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int)) and shape[0] is not None:
         raise NotImplementedError("view(dtype) (reinterpreting the bytes) is not supported")
-    if x.op == "input" and not x._value.flags.c_contiguous:
-        try:
-            np.reshape(x._value, _target_shape(x, shape), copy=False)
-        except ValueError:
-            raise RuntimeError("view size is not compatible with input tensor's size and stride "
-                               "(at least one dimension spans across two contiguous subspaces). "
-                               "Use .reshape(...) instead.") from None
+    target = _target_shape(x, shape)
+    if not _viewable(x, target):
+        raise RuntimeError("view size is not compatible with input tensor's size and stride "
+                           "(at least one dimension spans across two contiguous subspaces). "
+                           "Use .reshape(...) instead.")
+    if target == x.shape:  # still a new view, as torch's
+        return node("reshape", (x,), target, x.dtype, (target,))
     return reshape(x, *shape)
+
+
+def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
+    with ``shape`` without a copy."""
+    if getattr(x, "_view", None) is None:
+        if x.op not in ("input", "freed"):
+            return True  # a node's own buffer is contiguous
+        if x._value.flags.c_contiguous:
+            return True
+    shp, strides, _ = geometry(x)
+    try:
+        np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
@@ -90,7 +122,9 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     if new == shape:
-        return x
+        return _same(x)
+    if getattr(x, "_view", None) is not None and not _viewable(x, new):
+        x = contiguous(x)  # (as reshape: a copy where a view cannot be made)
     return node("reshape", (x,), new, x.dtype, (new,))  # (reshape's checks hold by construction)
 
 
@@ -117,12 +151,15 @@ def _permute_backward(t, g):
     return (permute(g, tuple(int(i) for i in np.argsort(t.attrs[0]))),)
 
 
-defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_permute_backward)
+defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_permute_backward,
+      aliases=True)
 
 
 def permute(x: Tensor, *dims) -> Tensor:
     """``x`` with its dimensions reordered as ``dims`` (a view)."""
     x = as_tensor(x)
+    if not dims:
+        raise TypeError('permute() missing 1 required positional arguments: "dims"')
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     if len(dims) != x.ndim:
@@ -132,7 +169,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the input dims")
     if dims == tuple(range(x.ndim)):
-        return x
+        return _same(x)
     return node("permute", (x,), tuple(x.shape[d] for d in dims), x.dtype, (dims,))
 
 
@@ -141,7 +178,7 @@ def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     x = as_tensor(x)
     d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
     if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
-        return x
+        return _same(x)
     dims = list(range(x.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(x, tuple(dims))
@@ -152,7 +189,7 @@ def t(x: Tensor) -> Tensor:
     x = as_tensor(x)
     if x.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
+    return transpose(x, 0, 1) if x.ndim == 2 else _same(x)
 
 
 # ---- expand ------------------------------------------------------------------------------------
@@ -161,7 +198,16 @@ def _expand_backward(t, g):
     return (sum_to(g, t.srcs[0].shape),)
 
 
-defop("expand", view=lambda t: (lambda x: np.broadcast_to(x, t.shape)), backward=_expand_backward)
+def _expand_view(t):
+    def view(x):  # (writable, unlike np.broadcast_to: a write through a view of it may be legal)
+        lead = len(t.shape) - x.ndim
+        strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                                      zip(x.shape, t.shape[lead:], x.strides))
+        return np.lib.stride_tricks.as_strided(x, t.shape, strides)
+    return view
+
+
+defop("expand", view=_expand_view, backward=_expand_backward, aliases=True)
 
 
 def expand(x: Tensor, *shape) -> Tensor:
@@ -183,7 +229,7 @@ def expand(x: Tensor, *shape) -> Tensor:
         full.append(s)
     full = tuple(full)
     if full == x.shape:
-        return x
+        return _same(x)
     return node("expand", (x,), full, x.dtype, (full,))
 
 
@@ -253,6 +299,8 @@ def _along(x: Tensor, dim: int, key) -> Tensor:
 def narrow(x, dim: int, start: int, length: int) -> Tensor:
     """The view ``x[..., start:start + length, ...]`` along ``dim``."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = _dim("narrow", dim, x.ndim)
     start = int(start)
     size = x.shape[d]
@@ -267,6 +315,8 @@ def narrow(x, dim: int, start: int, length: int) -> Tensor:
 def select(x, dim: int, index: int) -> Tensor:
     """The view of ``x`` at ``index`` along ``dim`` (that dimension removed)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
     return _along(x, _dim("select", dim, x.ndim), int(index))
 
 
@@ -274,6 +324,8 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
     smaller), or of the sizes in a list."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = _dim("split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -288,16 +340,36 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
             raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
                                f"(input tensor's size at dimension {d}), but got "
                                f"split_sizes={sizes}")
+    return _multi(_pieces(x, d, sizes),
+                  "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes")
+
+
+def _pieces(x: Tensor, d: int, sizes: list[int]) -> list[Tensor]:
+    """The views of consecutive pieces of ``sizes`` along ``d`` (a piece that is all of ``x``
+    is a new view of it too)."""
     out, start = [], 0
     for n in sizes:
-        out.append(_along(x, d, slice(start, start + n)))
+        piece = _along(x, d, slice(start, start + n))
+        out.append(view(x, x.shape) if piece is x else piece)
         start += n
-    return tuple(out)
+    return out
+
+
+def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
+    """Mark ``views`` as the outputs of multi-output function ``name`` (torch forbids writing
+    them in place with autograd: ``engine/inplace.py``)."""
+    for i, v in enumerate(views):
+        info = getattr(v, "_view", None)
+        if info is not None:
+            v._view = info._replace(creation=MULTI, name=f"Output {i} of {name}")
+    return tuple(views)
 
 
 def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (PyTorch's rule)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     size = x.shape[_dim("chunk", dim, x.ndim)]
@@ -307,13 +379,16 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
 def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """``torch.tensor_split``: ``n`` pieces as equal as possible, or pieces between indices."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor "
+                           "with 0 dims")
     d = _dim("tensor_split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
         base, extra = divmod(size, n)
         sizes = [base + 1] * extra + [base] * (n - extra)
-        return split(x, sizes, d)
+        return tuple(_pieces(x, d, sizes))
     bounds = [0] + [min(max(int(i), 0), size) for i in indices_or_sections] + [size]
     return tuple(_along(x, d, slice(a, max(a, b))) for a, b in zip(bounds, bounds[1:]))
 
@@ -321,8 +396,10 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
 def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
     """The views of ``x`` at each index along ``dim`` (that dimension removed)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
     d = _dim("unbind", dim, x.ndim)
-    return tuple(_along(x, d, i) for i in range(x.shape[d]))
+    return _multi([_along(x, d, i) for i in range(x.shape[d])], "Unbind")
 
 
 def movedim(x, source, destination) -> Tensor:
@@ -336,6 +413,8 @@ def movedim(x, source, destination) -> Tensor:
                            f"({list(dst)} dims)")
     src = tuple(_dim("movedim", d, x.ndim) for d in src)
     dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
+    if x.ndim == 0:
+        return _same(x)
     order = [d for d in range(x.ndim) if d not in src]
     for s_, d_ in sorted(zip(dst, src)):
         order.insert(s_, d_)
@@ -447,7 +526,6 @@ def repeat_interleave(x, repeats, dim: int | None = None, *, output_size=None) -
                            f"repeats.size(0) = {counts.size} and input.size({d}) = {x.shape[d]}")
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
-    from tinyopt.engine.tensor import leaf
     return _along(x, d, leaf(np.repeat(np.arange(x.shape[d]), counts)))
 
 
@@ -527,25 +605,171 @@ def triu(x, diagonal: int = 0) -> Tensor:
     return node("triu", (x,), x.shape, x.dtype, (int(diagonal),))
 
 
+# ---- strided views: diagonal, unfold, as_strided ------------------------------------------------
+# Their numpy views are made with ``as_strided`` from the source array's own strides (a diagonal
+# steps by the sum of two strides), inside the source's memory by construction; the gradient of
+# each is the generic ``view_grad``.
+def _strided(a: np.ndarray, start: tuple, shape: tuple[int, ...], strides: tuple[int, ...]):
+    """A view of the memory of ``a[start]`` (slices: a view, never a copied scalar) onwards with
+    ``shape`` and byte ``strides`` (writable when ``a`` is)."""
+    return np.lib.stride_tricks.as_strided(a[start], shape, strides)
+
+
+def _diagonal_view(t):
+    offset, d1, d2 = t.attrs
+
+    def view(a):
+        rest = [i for i in range(a.ndim) if i not in (d1, d2)]
+        start = [slice(None)] * a.ndim
+        n = t.shape[-1]
+        if n:  # (an empty diagonal starts nowhere)
+            start[d1], start[d2] = slice(max(0, -offset), None), slice(max(0, offset), None)
+        shape = tuple(a.shape[i] for i in rest) + (n,)
+        strides = tuple(a.strides[i] for i in rest) + (a.strides[d1] + a.strides[d2],)
+        return _strided(a, tuple(start), shape, strides)
+    return view
+
+
+def _unfold_view(t):
+    d, size, step = t.attrs
+
+    def view(a):
+        strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
+        return _strided(a, (slice(None),) * a.ndim, t.shape, strides)
+    return view
+
+
+def _as_strided_view(t):
+    size, stride, offset = t.attrs
+
+    def view(a):
+        flat = a.reshape(-1)  # (the source is contiguous: the base's own layout)
+        return _strided(flat, (slice(offset, None),), size,
+                        tuple(s * a.itemsize for s in stride))
+    return view
+
+
+def _view_grad_forward(t):
+    """``out`` = zeros of the source's shape with the view's gradient added at the elements the
+    view reads (several times where a view reads one element several times)."""
+    step = t.attrs[0]
+    index = OPS[step.op].view(step)(np.arange(math.prod(t.shape)).reshape(t.shape))
+    index = np.array(index).reshape(-1)
+
+    def fwd(out, g):
+        flat = out.reshape(-1)
+        flat[...] = 0
+        np.add.at(flat, index, np.asarray(g).reshape(-1))
+    return fwd
+
+
+defop("view_grad", forward=_view_grad_forward)
+
+
+def _view_backward(t, g):
+    step = ViewStep(t.op, t.attrs, t.shape, t.dtype, ())
+    return (node("view_grad", (g,), t.srcs[0].shape, g.dtype, (step,)),)
+
+
+defop("diagonal", view=_diagonal_view, backward=_view_backward, aliases=True)
+defop("unfold", view=_unfold_view, backward=_view_backward, aliases=True)
+defop("as_strided", view=_as_strided_view, backward=_view_backward, aliases=True)
+
+
 def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """The diagonal of dimensions ``dim1`` and ``dim2`` (a copy), as the last dimension."""
-    from tinyopt.engine.tensor import leaf
+    """The view of the diagonal of dimensions ``dim1`` and ``dim2`` (``offset`` above it, or
+    below when negative), as the last dimension; writing into it writes ``x``."""
     x = as_tensor(x)
     d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
-    rest = [i for i in range(x.ndim) if i not in (d1, d2)]
-    y = permute(x, tuple(rest) + (d1, d2))
-    n1, n2 = y.shape[-2], y.shape[-1]
-    i = np.arange(max(0, min(n1 - max(0, -offset), n2 - max(0, offset))))
-    rows, cols = i + max(0, -offset), i + max(0, offset)
-    from tinyopt.engine.ops.indexing import getitem
-    return getitem(y, (Ellipsis, leaf(rows), leaf(cols)))
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    offset = int(offset)
+    n1, n2 = x.shape[d1], x.shape[d2]
+    n = max(0, min(n1 - max(0, -offset), n2 - max(0, offset)))
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in (d1, d2)) + (n,)
+    return node("diagonal", (x,), shape, x.dtype, (offset, d1, d2))
+
+
+def unfold(x, dimension: int, size: int, step: int) -> Tensor:
+    """The view of all windows of ``size`` elements along ``dimension``, ``step`` apart, as a
+    new last dimension (``Tensor.unfold``)."""
+    x = as_tensor(x)
+    d = _dim("unfold", dimension, x.ndim)
+    length = x.shape[d] if x.ndim else 1
+    size, step = int(size), int(step)
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > length:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {length} but size is "
+                           f"{size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    if x.ndim == 0:  # (torch: the 0-d tensor as its one window, or none)
+        return _along(reshape(x, (1,)), 0, slice(0, size))
+    shape = x.shape[:d] + ((length - size) // step + 1,) + x.shape[d + 1:] + (size,)
+    return node("unfold", (x,), shape, x.dtype, (d, size, step))
+
+
+def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
+    """The view of ``x``'s storage with ``size``, element ``stride`` and ``storage_offset``
+    (default: ``x``'s own), as ``torch.as_strided``: the storage is the base's memory in its
+    (contiguous) layout, and every element read must lie inside it."""
+    x = as_tensor(x)
+    size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got "
+                           f"strides: {list(stride)}")
+    info = getattr(x, "_view", None)
+    base = x if info is None else x._base
+    if base.op in ("input", "param", "freed") and not base._value.flags.c_contiguous:
+        raise NotImplementedError("as_strided of a tensor whose memory is not contiguous (a "
+                                  "non-contiguous numpy array): make it .contiguous() first")
+    if storage_offset is None:
+        storage_offset = geometry(x)[2] // x.dtype.itemsize if base is not x else 0
+    storage_offset = int(storage_offset)
+    if storage_offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {storage_offset}")
+    need = storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) \
+        if all(size) else 0
+    if need > base.numel():
+        item = x.dtype.itemsize
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                           f"offset {storage_offset}, and itemsize {item} requiring a storage "
+                           f"size of {need * item} are out of bounds for storage of size "
+                           f"{base.numel() * item}")
+    attrs = (size, stride, storage_offset)
+    if info is None:
+        return node("as_strided", (base,), size, x.dtype, attrs)
+    if info.alias or not x.requires_grad:
+        with no_grad() if info.alias else nullcontext():
+            t = node("as_strided", (base,), size, x.dtype, attrs)
+        if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
+            return t
+    else:  # torch differentiates into x's elements only: the base's gradient outside is zero
+        _same(x)
+        covered = np.zeros(base.shape, np.bool_)
+        view_array(info.steps, covered)[...] = True
+        seen = where(leaf(covered), base,
+                     view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base))
+        t = node("as_strided", (seen,), size, x.dtype, attrs)
+        t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
+        t._storage.add_view(t)
+    view = t._view
+    assert view is not None
+    if not info.alias:
+        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, x.dtype, ()),))
+    name = "Output 0 of AsStrided" if info.creation == MULTI else ""
+    t._view = view._replace(creation=info.creation, name=name, alias=info.alias,
+                            counter=info.counter)
+    return t
 
 
 def diag(x, diagonal: int = 0) -> Tensor:
     """A 1-D tensor's values on the ``diagonal`` of a square matrix, or a matrix's diagonal."""
     from tinyopt.engine.ops.indexing import setitem
     from tinyopt.engine.ops.creation import zeros
-    from tinyopt.engine.tensor import leaf
     x = as_tensor(x)
     if x.ndim == 2:
         return globals()["diagonal"](x, diagonal)
