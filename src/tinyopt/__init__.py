@@ -54,8 +54,8 @@ _WHERE = _table({
     "tinyopt.engine.ops": " ".join(_ops_all),
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
-    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "serialization train utils"))
+    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg "
+    "multiprocessing nn optim serialization train utils"))
 
 __version__ = "0.1.0"
 

@@ -60,6 +60,7 @@ import numba
 import numpy as np
 
 from tinyopt.kernels import half
+from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
@@ -131,7 +132,7 @@ class _SharedPoolWalker:
         self.low = kernel.low
 
     def __call__(self, *args):
-        size = args[0].size
+        size = flat_size(args)
         if (size < self._shared_min or not _FORK["openmp_started"]
                 or numba.config.NUMBA_NUM_THREADS == 1):
             return self._kernel(*args)
@@ -162,6 +163,12 @@ class _SharedPoolWalker:
 
     def parallel(self, *args):
         return self._kernel.parallel(*args)
+
+
+def flat_size(args: tuple) -> int:
+    """The elements a walker call steps: ``seg[-1]`` (its arguments' sixth)."""
+    seg = args[5]
+    return int(seg[seg.shape[0] - 1])
 
 
 def walker(scalars, update, name: str):
@@ -195,11 +202,11 @@ def walker(scalars, update, name: str):
     prologue.__qualname__ = f"{name}_prologue"
     subroutine(prologue)
 
-    def kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+    def kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
-        n = p.shape[0]
+        n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
             start = ci * chunk
@@ -211,7 +218,10 @@ def walker(scalars, update, name: str):
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
-                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    ps = at(pa[j], size, s0)[lo:lo + e - i0]
+                    gs = at(ga[j], size, s0)[lo:lo + e - i0]
+                    a, b, d = s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
                         update(i, ps, gs, a, b, d, h, c)
                 i0 = e
@@ -219,7 +229,7 @@ def walker(scalars, update, name: str):
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
-    fused = parallel_kernel(kernel, sized_by=0)
+    fused = parallel_kernel(kernel, sized_by=flat_size)
     fused.low = specialized(lambda mode: _low_walker(prologue, update, mode, name))
     return fused
 
@@ -249,7 +259,7 @@ def _low_walker(prologue, update, mode, name: str):
     # whether q is still the rounding of its master (a NaN master may take q: it is NaN too)
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}[mode]
 
-    def kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+    def kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
@@ -264,7 +274,10 @@ def _low_walker(prologue, update, mode, name: str):
                 e = min(seg[j + 1], end)
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
-                    qs, ps, gs, a, b, d = q[i0:e], p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    qs = at(qa[j], size, np.uint16)[lo:lo + e - i0]
+                    gs = at(ga[j], size, p)[lo:lo + e - i0]
+                    ps, a, b, d = p[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
                         x, qi = ps[i], qs[i]
                         ps[i] = x if same(x, qi, i0 + i) else widen(qi)  # a store, not a branch
@@ -275,7 +288,7 @@ def _low_walker(prologue, update, mode, name: str):
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_low{mode}_kernel"
-    return parallel_kernel(kernel, sized_by=0)
+    return parallel_kernel(kernel, sized_by=1)
 
 
 @inline

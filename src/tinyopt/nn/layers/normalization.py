@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from tinyopt.engine import arena
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
 from tinyopt.nn import init
@@ -43,9 +44,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(np.empty(self.normalized_shape, dtype=dt))
+            self.weight = Parameter(arena.empty(self.normalized_shape, dtype=dt))
             if bias:
-                self.bias = Parameter(np.empty(self.normalized_shape, dtype=dt))
+                self.bias = Parameter(arena.empty(self.normalized_shape, dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -82,9 +83,9 @@ class _BatchNorm(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(np.empty((num_features,), dtype=dt))
+            self.weight = Parameter(arena.empty((num_features,), dtype=dt))
             if bias:
-                self.bias = Parameter(np.empty((num_features,), dtype=dt))
+                self.bias = Parameter(arena.empty((num_features,), dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -170,9 +171,9 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = Parameter(np.empty((num_channels,), dtype=dt))
+            self.weight = Parameter(arena.empty((num_channels,), dtype=dt))
             if bias:
-                self.bias = Parameter(np.empty((num_channels,), dtype=dt))
+                self.bias = Parameter(arena.empty((num_channels,), dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:

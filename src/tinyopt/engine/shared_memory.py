@@ -1,0 +1,111 @@
+"""Shared memory: storage that forked and spawned processes see and write, as torch's.
+
+``t.share_memory_()`` moves a tensor's storage into a shared mapping (an anonymous memory file,
+``memfd_create`` on Linux, an unlinked temporary file elsewhere); ``Module.share_memory()`` does
+it for every parameter and buffer.  A process forked afterwards writes into the very same pages
+(the pytorch/examples ``mnist_hogwild`` pattern: workers train one model, each with its own
+optimizer stepping the shared storage in place).  A spawned process gets a shared tensor through
+``multiprocessing``'s pickler by handle, as torch's reductions do: the file descriptor travels
+(``multiprocessing.reduction.DupFd``) and the child maps the same memory; nothing is copied.
+
+``register_reductions()`` installs that handle-passing reduction in ``multiprocessing``'s
+``ForkingPickler`` (``tinyopt.multiprocessing`` does at import, and ``share_memory_`` at its
+first call, so plain ``multiprocessing`` queues and spawned ``Process`` arguments send shared
+tensors by handle too).  Tensors whose storage is not shared are pickled by value, as by
+``pickle``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+import weakref
+from typing import Any
+
+import numpy as np
+
+
+class SharedMapping(mmap.mmap):
+    """A shared mapping of an anonymous memory file, with the descriptor that names it (kept
+    open while the mapping lives: what a spawned process receives)."""
+
+    fd: int
+
+
+def _memory_file(nbytes: int) -> int:
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("tinyopt-shared", 0)
+    else:  # an unlinked temporary file (macOS): the descriptor alone names it
+        fd, path = tempfile.mkstemp(prefix="tinyopt-shared-")
+        os.unlink(path)
+    os.ftruncate(fd, max(nbytes, 1))
+    return fd
+
+
+def _mapping(fd: int, nbytes: int) -> SharedMapping:
+    m = SharedMapping(fd, max(nbytes, 1))
+    m.fd = fd
+    weakref.finalize(m, os.close, fd)
+    return m
+
+
+def shared_copy(arr: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of ``arr`` in new shared memory."""
+    m = _mapping(_memory_file(arr.nbytes), arr.nbytes)
+    out = np.ndarray(arr.shape, dtype=arr.dtype, buffer=m)
+    out[...] = arr
+    return out
+
+
+def mapping_of(arr: np.ndarray) -> SharedMapping | None:
+    """The shared mapping ``arr``'s memory belongs to, or None."""
+    base: Any = arr
+    while isinstance(base, np.ndarray):
+        base = base.base
+    if isinstance(base, memoryview):  # (np.frombuffer's)
+        base = base.obj
+    return base if isinstance(base, SharedMapping) else None
+
+
+def is_shared(arr: np.ndarray) -> bool:
+    return mapping_of(arr) is not None
+
+
+# ---- pickling by handle -------------------------------------------------------------------------
+def _rebuild_shared(dupfd: Any, nbytes: int, offset: int, dtype: str, shape: tuple,
+                    strides: tuple, requires_grad: bool) -> Any:
+    from tinyopt.engine.tensor import leaf
+    m = _mapping(dupfd.detach(), nbytes)
+    arr = np.ndarray(shape, dtype=np.dtype(dtype), buffer=m, offset=offset, strides=strides)
+    t = leaf(arr)
+    if requires_grad:
+        t.requires_grad_()
+    return t
+
+
+def reduce_tensor(t: Any) -> Any:
+    """``ForkingPickler``'s reduction of a Tensor: by handle when its storage is shared."""
+    arr = t._value if t.op == "input" else None
+    m = mapping_of(arr) if isinstance(arr, np.ndarray) else None
+    if m is None:
+        return t.__reduce_ex__(4)
+    from multiprocessing.reduction import DupFd
+    start = np.ndarray((len(m),), dtype=np.uint8, buffer=m).ctypes.data
+    return _rebuild_shared, (DupFd(m.fd), len(m), arr.ctypes.data - start, arr.dtype.str,
+                             arr.shape, arr.strides, bool(t.requires_grad))
+
+
+_REGISTERED: list[bool] = []
+
+
+def register_reductions() -> None:
+    """Make ``multiprocessing`` send shared tensors by handle (see the module docstring)."""
+    if _REGISTERED:
+        return
+    from multiprocessing.reduction import ForkingPickler
+
+    from tinyopt.engine.tensor import Tensor, _Alias
+    for cls in (Tensor, _Alias):
+        ForkingPickler.register(cls, reduce_tensor)
+    _REGISTERED.append(True)
