@@ -117,13 +117,10 @@ class SlotTable:
         self.grad_ref: list[np.ndarray | None] = [None] * n
         self.version = 0  # counts storage rebinds (what a cached layout of the storage checks)
         base = grad.ctypes.data
-        step = grad.itemsize
-        self.slots = []
-        for j, p in enumerate(params):
-            lo, hi = int(seg[j]), int(seg[j + 1])
-            view = grad[lo:hi].reshape(p.shape)
-            self.grad_addr[j] = base + lo * step
-            self.slots.append(Slot(self, j, view))
+        self._own = [base + int(lo) * grad.itemsize for lo in seg[:-1]]  # the grad_views'
+        self.grad_addr[:] = self._own
+        self.slots = [Slot(self, j, grad[seg[j]:seg[j + 1]].reshape(p.shape))
+                      for j, p in enumerate(params)]
         for slot, p in zip(self.slots, params):
             p._attach_slot(slot)
 
@@ -143,9 +140,8 @@ class SlotTable:
             self.flags[j] = 0
             self.foreign[j] = 0
             return
-        slot = self.slots[j]
-        if arr is slot.grad_view:
-            self.grad_addr[j] = self.grad.ctypes.data + int(self.seg[j]) * self.grad.itemsize
+        if arr is self.slots[j].grad_view:  # (the common case: a fresh gradient, every step)
+            self.grad_addr[j] = self._own[j]
             self.grad_ref[j] = None
             self.foreign[j] = 0
         else:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
@@ -590,6 +591,12 @@ class Tensor(TensorMethods):
             raise RuntimeError("share_memory_(): this tensor views another tensor's storage "
                                "(a slice, view or transpose of it); call share_memory_() on the "
                                "tensor it views, before taking views of it")
+        # a view of the storage (or an array from .numpy()) holds the array: it would keep the
+        # old memory, so refuse (references: this tensor's, ``arr``, getrefcount's argument)
+        if sys.getrefcount(arr) > 3:
+            raise RuntimeError("share_memory_(): views of this tensor (or other tensors or "
+                               "arrays sharing its storage) are alive and would keep the old "
+                               "memory; call share_memory_() before taking views of it")
         self._value = shared_memory.shared_copy(arr)
         return self
 

@@ -1,9 +1,12 @@
 """Fused optimizer steps: one walker over a group's flat buffers, and each algorithm's math.
 
-An optimizer step updates every parameter of a group in one call.  The group lives in flat
-buffers (``tinyopt.optim.flat.FlatBuffer``): ``p`` (parameters), ``g`` (gradients) and up to
-three vector state buffers ``s0, s1, s2``, 1-d, C-contiguous, all of one float dtype, parameter
-``j`` occupying ``[seg[j], seg[j+1])``.  Per parameter:
+An optimizer step updates every parameter of a group in one call.  The group is laid out as one
+index space (``tinyopt.optim.flat.FlatBuffer``), parameter ``j`` occupying ``[seg[j],
+seg[j+1])``: up to three vector state buffers ``s0, s1, s2`` are flat (1-d, C-contiguous, one
+float dtype), while the parameters and gradients stay where they are, reached through segment
+tables of addresses (``pa[j]``, ``ga[j]``: where parameter ``j``'s storage and gradient start,
+``kernels/address.py``), so the user's arrays, shared memory and views taken before are stepped
+in place.  Per parameter:
 
 - ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
   are skipped exactly as PyTorch skips a parameter whose grad is None: nothing is read or
@@ -172,8 +175,9 @@ def flat_size(args: tuple) -> int:
 
 
 def walker(scalars, update, name: str):
-    """The fused step of one algorithm: ``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
-    S, coef, hs) -> int`` (see the module docstring; ``hs`` is a 1-element record array).
+    """The fused step of one algorithm: ``kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk,
+    flags, S, coef, hs) -> int`` (see the module docstring; ``pa``/``ga`` int64 address tables,
+    ``hs`` a 1-element record array).
 
     ``name`` names the compiled functions: numba names a function's machine code after its
     qualified name, and two cached kernels whose subroutines share one (every walker's
@@ -245,9 +249,10 @@ LOW_MODES = {"float16": F16, "bfloat16": BF16}
 def _low_walker(prologue, update, mode, name: str):
     """``kernel.low[mode]``: the same step over float32 master weights, state and gradients,
     which also writes each updated parameter rounded to 16 bits (DeepSpeed's step-plus-copy):
-    ``kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with ``q``
-    the parameters' uint16 storage (float16 or bfloat16 bit patterns, ``mode`` F16, BF16 or
-    BF16_SR for stochastic rounding) and ``p`` their float32 masters.
+    ``kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with
+    ``qa`` the addresses of the parameters' 16-bit storage (float16 or bfloat16 bit patterns,
+    read as uint16; ``mode`` F16, BF16 or BF16_SR for stochastic rounding) and ``p`` their
+    float32 masters (flat).
 
     ``q`` is what users see and write: an element whose ``q`` is no longer the rounding of its
     master (a loaded model state dict, ``p.data[...] = x``) takes ``q``, widened, as its master

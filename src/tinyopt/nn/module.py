@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from typing_extensions import Self
 
+from tinyopt.engine import shared_memory
 from tinyopt.engine.device import check_device
 from tinyopt.engine.device import device as device_type
 from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_name
@@ -482,8 +483,9 @@ class Module:
         pytorch/examples' ``mnist_hogwild``."""
         for p in self.parameters():
             p.share_memory_()
-            if p.grad is not None:
-                p.grad = p.grad.share_memory_()
+            g = p.grad
+            if g is not None and not g.is_shared():  # (the gradient becomes that tensor)
+                p.grad = leaf(shared_memory.shared_copy(g.numpy()))
         for b in self.buffers():
             b.share_memory_()
         return self
