@@ -215,3 +215,19 @@ def test_layers_allocate_parameters_end_to_end():
     assert flat is not None and flat.size == sum(p.numel() for p in model.parameters())
     assert all(np.shares_memory(p._data, flat) for p in model.parameters())
     assert fb.data is flat
+
+
+def test_set_makes_a_tensors_storage_the_parameters_and_the_slots_follow():
+    p = nn.Parameter(to.zeros(3))
+    opt = optim.SGD([p], lr=1.0)
+    arr = np.full(3, 5.0, np.float32)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        p.set_(to.from_numpy(arr))
+    with to.no_grad():
+        assert p.set_(to.from_numpy(arr)) is p
+    assert p._data is arr and opt._flat[0][0].slots.data_addr[0] == arr.ctypes.data
+    p.grad = np.ones(3, np.float32)
+    opt.step()
+    np.testing.assert_array_equal(arr, 4.0)
+    with to.no_grad(), pytest.raises(ValueError, match="whose storage an optimizer manages"):
+        p.set_(to.zeros(4))

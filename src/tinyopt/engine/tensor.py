@@ -1174,6 +1174,32 @@ class Parameter(Tensor):
         self._grad = None
         _mark_mutated(self)
 
+    def set_(self, source: Tensor | None = None, storage_offset: int = 0, size: Any = None,
+             stride: Any = None) -> Self:
+        """Make ``source``'s storage this parameter's (``torch.Tensor.set_``: nothing is copied;
+        under ``no_grad``).  The slots holding the parameter follow.  Only ``source``: no
+        ``storage_offset``, ``size`` or ``stride``."""
+        if not isinstance(source, Tensor) or storage_offset or size is not None \
+                or stride is not None:
+            raise NotImplementedError("Parameter.set_ takes a source tensor only (no "
+                                      "storage_offset, size or stride)")
+        if self.requires_grad and grad_mode.is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        arr = source.detach().numpy()
+        if arr.dtype != self.dtype or not arr.flags.c_contiguous:
+            raise RuntimeError(f"set_: the source must be a contiguous {torch_name(self.dtype)} "
+                               f"tensor, got {torch_name(arr.dtype)}")
+        if arr.shape != self.shape and self.slot is not None:
+            raise ValueError(f"cannot assign data of shape {arr.shape} to a parameter of shape "
+                             f"{self.shape} whose storage an optimizer manages")
+        if arr.shape != self.shape:
+            self._grad = None
+        self._data = arr
+        self.shape = arr.shape
+        _mark_mutated(self)
+        return self
+
     # ---- grad ---------------------------------------------------------------------------------
     @property
     def grad(self) -> Tensor | None:

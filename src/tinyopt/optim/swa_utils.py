@@ -329,7 +329,8 @@ class AveragedModel(Module):
                     view = flat[i:i + arr.size].reshape(arr.shape)
                     view[...] = arr
                     if kind == "p":
-                        item._data = view
+                        with no_grad():
+                            item.set_(leaf(view))
                     else:
                         item[0]._buffers[item[1]] = leaf(view)  # buffers are Tensors
                     i += arr.size
