@@ -170,7 +170,7 @@ def test_custom_multi_avg_fn_gets_lists_per_dtype_and_a_count():
 
 def test_one_fused_kernel_call_per_update(monkeypatch):
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(10)])
-    optim.SGD(model.parameters(), lr=0.1)  # packs the 20 parameters end to end
+    optim.SGD(model.parameters(), lr=0.1)  # (the layers allocated the 20 parameters end to end)
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.99))
     ema.update_parameters(model)
     calls = []

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import tempfile
 import weakref
 from typing import Any
 
@@ -37,6 +36,7 @@ def _memory_file(nbytes: int) -> int:
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("tinyopt-shared", 0)
     else:  # an unlinked temporary file (macOS): the descriptor alone names it
+        import tempfile  # (here: ``import tinyopt`` does not load it)
         fd, path = tempfile.mkstemp(prefix="tinyopt-shared-")
         os.unlink(path)
     os.ftruncate(fd, max(nbytes, 1))

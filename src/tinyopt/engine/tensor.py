@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 import numpy as np
 from typing_extensions import Self
 
-from tinyopt.engine import arena, grad_mode
+from tinyopt.engine import arena, grad_mode, shared_memory
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
@@ -579,7 +579,6 @@ class Tensor(TensorMethods):
         """Move this tensor's storage to shared memory (``engine/shared_memory.py``): processes
         forked afterwards write into the same memory, and spawned ones receive it by handle
         through ``tinyopt.multiprocessing``.  Nothing happens if it is shared already."""
-        from tinyopt.engine import shared_memory
         shared_memory.register_reductions()
         arr = self._value
         if arr is None:
@@ -602,9 +601,8 @@ class Tensor(TensorMethods):
 
     def is_shared(self) -> bool:
         """Whether the storage is in shared memory (``share_memory_()``)."""
-        from tinyopt.engine.shared_memory import is_shared
         arr = self._value
-        return arr is not None and is_shared(arr)
+        return arr is not None and shared_memory.is_shared(arr)
 
     def is_pinned(self, device: Any = None) -> bool:
         return False
@@ -1258,7 +1256,6 @@ class Parameter(Tensor):
     def share_memory_(self) -> Self:
         """Move the storage to shared memory (see ``Tensor.share_memory_``); the optimizers that
         hold this parameter step it there from now on, and ``p.data``/``p.detach()`` follow."""
-        from tinyopt.engine import shared_memory
         shared_memory.register_reductions()
         if not shared_memory.is_shared(self._arr):
             self._data = shared_memory.shared_copy(self._arr)

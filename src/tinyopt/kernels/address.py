@@ -11,8 +11,8 @@ C-contiguous, of the kernel's dtype and of its segment's size (``engine/slot.py`
 exactly ``seg[j + 1] - seg[j]`` elements from ``addr[j]``, so a table that is right is never out
 of bounds.
 
-:func:`gather` and :func:`scatter` copy between such storage and a flat buffer, for algorithms
-that work on the group as one vector (LBFGS, Adafactor's kernel, ZeRO's allgather).
+:func:`copy_segments` copies between such storage and a flat buffer, for algorithms that work
+on the group as one vector (LBFGS, Adafactor's kernel, ZeRO's allgather).
 """
 
 from __future__ import annotations
@@ -44,25 +44,15 @@ def at(addr, n, like):
 
 
 @kernel
-def gather(flat, addr, seg, flags):
-    """``flat[seg[j]:seg[j + 1]] <- storage j`` for every ``j`` with ``flags[j] != 0`` (``flat``
-    1-d C-contiguous, the storage of ``flat``'s dtype at ``addr[j]``)."""
+def copy_segments(flat, addr, seg, flags, into_flat):
+    """For every ``j`` with ``flags[j] != 0``: ``flat[seg[j]:seg[j + 1]] <- storage j`` if
+    ``into_flat`` (gather), else ``storage j <- flat[seg[j]:seg[j + 1]]`` (scatter); ``flat``
+    1-d C-contiguous, the storage of ``flat``'s dtype at ``addr[j]``."""
     for j in range(addr.shape[0]):
         if flags[j] != 0:
             lo, hi = seg[j], seg[j + 1]
-            src = at(addr[j], hi - lo, flat)
-            dst = flat[lo:hi]
-            for i in range(hi - lo):
-                dst[i] = src[i]
-
-
-@kernel
-def scatter(flat, addr, seg, flags):
-    """``storage j <- flat[seg[j]:seg[j + 1]]`` for every ``j`` with ``flags[j] != 0``."""
-    for j in range(addr.shape[0]):
-        if flags[j] != 0:
-            lo, hi = seg[j], seg[j + 1]
-            dst = at(addr[j], hi - lo, flat)
-            src = flat[lo:hi]
-            for i in range(hi - lo):
-                dst[i] = src[i]
+            storage = at(addr[j], hi - lo, flat)
+            if into_flat:
+                flat[lo:hi] = storage
+            else:
+                storage[:] = flat[lo:hi]

@@ -201,7 +201,8 @@ class FlatBuffer:
         16-bit parameters): copies it in unless ``adopted``."""
         flat = self._storage_flat()
         if flat is not self.adopted:
-            address.gather(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones)
+            address.copy_segments(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones,
+                                  True)
         return flat
 
     def scatter_params(self) -> None:
@@ -209,20 +210,23 @@ class FlatBuffer:
         back into the parameters' storage (nothing to do when ``adopted``)."""
         flat = self._storage_flat()
         if flat is not self.adopted:
-            address.scatter(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones)
+            address.copy_segments(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones,
+                                  False)
 
     def gather_grads(self) -> np.ndarray:
         """``grad`` with every present gradient in it: gradients the user assigned (their own
         arrays) are copied into their part of ``grad`` (which is otherwise unused then)."""
         if self.slots.foreign.any():
-            address.gather(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign)
+            address.copy_segments(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign,
+                                  True)
         return self.grad
 
     def scatter_grads(self) -> None:
         """Write the parts of ``grad`` of gradients the user assigned back into their arrays
         (after :meth:`gather_grads` and a change to ``grad``: an unscale, a reduction)."""
         if self.slots.foreign.any():
-            address.scatter(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign)
+            address.copy_segments(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign,
+                                  False)
 
     def param_view(self, j: int) -> np.ndarray:
         """Parameter ``j``'s storage (its own array, shaped)."""

@@ -169,7 +169,7 @@ class FusedOptimizer(Optimizer):
 
     def _empty(self) -> None:
         self._flat: list[list[FlatBuffer]] = []
-        # per group: its params list and that list's version when packed; and per buffer, how
+        # per group: its params list and that list's version when laid out; and per buffer, how
         # many times each parameter is listed (None: once each)
         self._layout: list[tuple[list, int]] = []
         self._repeats: list[list[np.ndarray | None]] = []
@@ -258,7 +258,7 @@ class FusedOptimizer(Optimizer):
         by_dtype: dict[np.dtype, list[Parameter]] = {}
         seen: set[int] = set()
         for p in group["params"]:
-            if id(p) not in seen:  # a duplicate (warned about) is packed and updated once
+            if id(p) not in seen:  # a duplicate (warned about) is laid out and updated once
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
@@ -396,9 +396,9 @@ class FusedOptimizer(Optimizer):
             fb.flags[:] = flags
 
     def _follow_groups(self) -> None:
-        """Re-pack when ``param_groups`` changed in place since the last step (a parameter
-        appended to a group's ``params``, a list or group replaced or appended), as torch's
-        optimizers read ``param_groups`` afresh at every step."""
+        """Lay the groups out again when ``param_groups`` changed in place since the last step
+        (a parameter appended to a group's ``params``, a list or group replaced or appended), as
+        torch's optimizers read ``param_groups`` afresh at every step."""
         if len(self._layout) == len(self.param_groups) and all(
                 g["params"] is ref and getattr(ref, "version", 0) == v
                 for g, (ref, v) in zip(self.param_groups, self._layout)):

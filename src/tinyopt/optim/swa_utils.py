@@ -24,8 +24,8 @@ An :class:`AveragedModel` keeps its weights in flat buffers (one per dtype, para
 buffers apart), so the built-in averages (the default, :func:`get_swa_multi_avg_fn`,
 :func:`get_ema_multi_avg_fn`) update a whole model in one fused kernel call
 (``kernels/averaging.py``), reading the model's weights in place when they lie end to end (as
-after ``optimizer = SGD(model.parameters())``, which packs them into one flat buffer) and through
-one gathering copy otherwise.  The values are PyTorch's bit for bit, floating point and integer
+``tinyopt.nn``'s layers allocate them, ``engine/arena.py``) and through one gathering copy
+otherwise.  The values are PyTorch's bit for bit, floating point and integer
 buffers alike.  A custom ``avg_fn`` (per tensor) or ``multi_avg_fn`` (per list) gets tinyopt
 Tensors sharing the weights' storage, as PyTorch passes tensors.
 """
