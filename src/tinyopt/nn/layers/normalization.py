@@ -55,6 +55,7 @@ class LayerNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``elementwise_affine``)."""
         if self.elementwise_affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -182,6 +183,7 @@ class GroupNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``affine``)."""
         if self.affine:
             init.ones_(self.weight)
             if self.bias is not None:
