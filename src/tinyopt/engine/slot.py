@@ -52,33 +52,56 @@ class Slot:
     - ``grad_view``: its part of the table's flat gradient buffer, shaped like the parameter.
       :meth:`use_grad_view` makes that the parameter's gradient, as it is (a collective or a
       kernel wrote the values there).
+
+    A slot holds its table weakly (the table holds its slots): an optimizer that is dropped is
+    freed at once, with no reference cycle.
     """
 
-    __slots__ = ("table", "index", "grad_view", "__weakref__")
+    __slots__ = ("_table", "index", "grad_view", "__weakref__")
 
     def __init__(self, table: SlotTable, index: int, grad_view: np.ndarray) -> None:
-        self.table = table
+        self._table = weakref.ref(table)
         self.index = index
         self.grad_view = grad_view
 
     @property
+    def table(self) -> SlotTable | None:
+        return self._table()
+
+    @property
     def owner(self) -> Any:
-        return self.table.owner()
+        table = self._table()
+        return None if table is None else table.owner()
 
     @property
     def param(self) -> Parameter:
-        return self.table.params[self.index]
+        return self._table().params[self.index]
 
     @property
     def data(self) -> np.ndarray:
         """The parameter's storage."""
-        return self.table.data_ref[self.index]
+        return self._table().data_ref[self.index]
 
     def use_grad_view(self) -> np.ndarray:
         """Make :attr:`grad_view` (its values as they are) the parameter's gradient; return it."""
-        p = self.param
-        p._grad = self.grad_view
+        self.param._grad = self.grad_view
         return self.grad_view
+
+    # ---- what the parameter tells its slots (``Parameter._data`` / ``_grad`` setters) ----------
+    def check_data(self, arr: np.ndarray) -> None:
+        table = self._table()
+        if table is not None:
+            table.check_data(self.index, arr)
+
+    def bind_data(self, arr: np.ndarray) -> None:
+        table = self._table()
+        if table is not None:
+            table.bind_data(self.index, arr)
+
+    def bind_grad(self, arr: np.ndarray | None) -> None:
+        table = self._table()
+        if table is not None:
+            table.bind_grad(self.index, arr)
 
     def __repr__(self) -> str:
         return f"Slot({self.index} of {type(self.owner).__name__})"
@@ -136,20 +159,18 @@ class SlotTable:
 
     def bind_grad(self, j: int, arr: np.ndarray | None) -> None:
         """Parameter ``j``'s gradient is now ``arr`` (None: it has none)."""
-        if arr is None:
-            self.flags[j] = 0
-            self.foreign[j] = 0
+        if arr is None or arr is self.slots[j].grad_view:  # (every step: kept short)
+            if self.grad_ref[j] is not None:  # it was an array of its own until now
+                self.grad_addr[j] = self._own[j]
+                self.grad_ref[j] = None
+                self.foreign[j] = 0
+            self.flags[j] = arr is not None
             return
-        if arr is self.slots[j].grad_view:  # (the common case: a fresh gradient, every step)
-            self.grad_addr[j] = self._own[j]
-            self.grad_ref[j] = None
-            self.foreign[j] = 0
-        else:
-            _check(arr, self.grad_dtype, int(self.seg[j + 1] - self.seg[j]), "gradient",
-                   self.params[j])
-            self.grad_ref[j] = arr
-            self.grad_addr[j] = arr.ctypes.data if arr.size else self.grad.ctypes.data
-            self.foreign[j] = 1
+        _check(arr, self.grad_dtype, int(self.seg[j + 1] - self.seg[j]), "gradient",
+               self.params[j])
+        self.grad_ref[j] = arr
+        self.grad_addr[j] = arr.ctypes.data if arr.size else self._own[j]
+        self.foreign[j] = 1
         self.flags[j] = 1
 
 

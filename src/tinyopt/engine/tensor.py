@@ -1120,10 +1120,10 @@ class Parameter(Tensor):
     def _data(self, arr: np.ndarray) -> None:
         slots = self._live_slots() if self._slots else ()
         for slot in slots:
-            slot.table.check_data(slot.index, arr)
+            slot.check_data(arr)
         self._arr = arr
         for slot in slots:
-            slot.table.bind_data(slot.index, arr)
+            slot.bind_data(arr)
 
     @property  # type: ignore[override]
     def _value(self) -> np.ndarray:
@@ -1144,7 +1144,7 @@ class Parameter(Tensor):
         for ref in self._slots:
             slot = ref()
             if slot is not None:
-                slot.table.bind_grad(slot.index, g)
+                slot.bind_grad(g)
 
     @property
     def slot(self) -> Slot | None:
@@ -1152,21 +1152,21 @@ class Parameter(Tensor):
         DDP's), or None (``engine/slot.py``)."""
         for ref in reversed(self._slots):
             slot = ref()
-            if slot is not None and slot.table.owner() is not None:
+            if slot is not None and slot.owner is not None:
                 return slot
         return None
 
     def _live_slots(self) -> list[Slot]:
         return [s for s in (ref() for ref in self._slots)
-                if s is not None and s.table.owner() is not None]
+                if s is not None and s.owner is not None]
 
     def _attach_slot(self, slot: Slot) -> None:
         """Called by a new :class:`~tinyopt.engine.slot.SlotTable` for its slot of this
         parameter: bind the storage and gradient as they are (nothing moves)."""
-        slot.table.check_data(slot.index, self._arr)
+        slot.check_data(self._arr)
         self._slots = tuple(ref for ref in self._slots if ref() is not None) + (weakref.ref(slot),)
-        slot.table.bind_data(slot.index, self._arr)
-        slot.table.bind_grad(slot.index, self._g)
+        slot.bind_data(self._arr)
+        slot.bind_grad(self._g)
 
     def _printable(self) -> np.ndarray:
         return self._data
