@@ -161,7 +161,8 @@ class FlatBuffer:
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
         self._args: dict[tuple, tuple] = {}
         if self.masters is not None:  # the masters start as the parameters (exactly)
-            self.masters[...] = self.gather_params()
+            for j in range(len(params)):
+                self.view(self.masters, j)[...] = self.param_view(j)
 
     # ---- the parameters' storage ----------------------------------------------------------------
     @property
