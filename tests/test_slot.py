@@ -85,7 +85,7 @@ def test_torch_cpu_memory_through_numpy_stays_in_sync():
 
 def test_low_precision_storage_is_the_users_and_masters_stay_float32():
     arr = np.linspace(-1, 1, 12).astype(np.float16)
-    p = nn.Parameter(arr)  # (an array: shared, as from_numpy)
+    p = nn.Parameter(to.from_numpy(arr))
     opt = optim.Adam([p], lr=0.01)
     p.grad = np.ones(12, np.float32)
     opt.step()
@@ -207,8 +207,22 @@ def test_a_dead_optimizers_slot_is_not_the_parameters():
     assert p.grad is not None
 
 
+def test_a_parameter_of_an_array_is_a_copy_end_to_end_with_the_previous_one():
+    arr = np.ones(3, np.float32)
+    for _ in range(2):  # (the arena's chunk may end between the first two: then a new one)
+        p, q = nn.Parameter(arr), nn.Parameter(np.zeros(2, np.float32))
+        if q._data.ctypes.data == p._data.ctypes.data + p._data.nbytes:
+            break
+    else:
+        raise AssertionError("two parameters made one after the other are not end to end")
+    assert not np.shares_memory(p._data, arr)  # as to.tensor(arr); to.from_numpy(arr) shares
+
+
 def test_layers_allocate_parameters_end_to_end():
-    model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+    for _ in range(2):  # (the arena's chunk may end inside the first model: then a new one)
+        model = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 3))
+        if FlatBuffer(list(model.parameters()), np.dtype(np.float32)).adopted is not None:
+            break
     opt = optim.LBFGS(model.parameters())
     (fb,) = opt._flats
     flat = fb.adopted  # the parameters' storage itself: LBFGS's vector is no copy

@@ -1073,10 +1073,11 @@ class Parameter(Tensor):
     """A leaf tensor that requires grad (``torch.nn.Parameter``).
 
     ``Parameter(t)`` of a Tensor shares ``t``'s storage, as in torch (``nn.Parameter(
-    to.from_numpy(arr))`` is ``arr``'s memory); of an array-like, it holds that array (a numpy
-    array is shared, as ``from_numpy`` does; a non-contiguous one is copied).  The storage never
-    moves: an optimizer steps it where it is, and a numpy array taken from ``p`` (``p.detach()
-    .numpy()``) stays in sync.  ``p.data`` and ``p.grad`` are Tensors sharing the parameter's
+    to.from_numpy(arr))`` is ``arr``'s memory; a non-contiguous ``t`` is copied); of an array or
+    other data (``Parameter(np.empty(shape))``, as the layers make theirs), it holds a copy, as
+    ``to.tensor`` does, placed end to end with the previous one (``engine/arena.py``).  The
+    storage never moves: an optimizer steps it where it is, and a numpy array taken from ``p``
+    (``p.detach().numpy()``) stays in sync.  ``p.data`` and ``p.grad`` are Tensors sharing the parameter's
     storage and gradient; assigning a same-shaped value to ``p.data`` copies into the storage.
     Inside the library the storage is ``p._data`` and the gradient ``p._grad`` (numpy).
 
@@ -1101,8 +1102,10 @@ class Parameter(Tensor):
             arr = np.empty((0,), dtype=float32)
         elif isinstance(data, Tensor):
             arr = data.detach().numpy()  # (its storage, as torch's Parameter(t))
-        else:
-            arr = _to_array(data, dtype)
+        else:  # a copy, as ``to.tensor``, in the arena: end to end with the previous one
+            src = _to_array(data, dtype)
+            arr = arena.empty(src.shape, src.dtype)
+            np.copyto(arr, src)
         if dtype is not None:
             arr = arr.astype(as_dtype(dtype), copy=False)
         arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
@@ -1281,9 +1284,7 @@ class Parameter(Tensor):
         return self
 
     def __deepcopy__(self, memo: dict) -> Parameter:
-        data = arena.empty(self.shape, self.dtype)  # (a copied model's are end to end too)
-        data[...] = self._data
-        p = Parameter(data, requires_grad=self.requires_grad)
+        p = Parameter(self._data, requires_grad=self.requires_grad)  # (a copy, in the arena)
         p.name = self.name
         if self._grad is not None:
             p._grad = self._grad.copy()

@@ -57,7 +57,7 @@ import numpy as np
 
 from tinyopt.distributed.fingerprint import Purpose
 from tinyopt.distributed.process_group import _default
-from tinyopt.engine.tensor import Parameter
+from tinyopt.engine.tensor import Parameter, leaf
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim.optimizer import Optimizer, StateDict
@@ -160,7 +160,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         for sh in shards:  # this rank's pieces: views of its shard of the flat parameters, which
             seg = sh.buffer.seg  # the local kernel updates in place and the allgather sends
             flat = sh.buffer.gather_params()
-            pieces.append([Parameter(flat[seg[j] + a:seg[j] + b] if j >= 0
+            pieces.append([Parameter(leaf(flat[seg[j] + a:seg[j] + b]) if j >= 0
                                      else np.zeros(0, sh.buffer.dtype)) for j, a, b in sh.mine])
         local_group = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         local_group["params"] = [p for ps in pieces for p in ps]

@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn import functional as F
 from tinyopt.nn.layers._factory import param_dtype
@@ -248,7 +247,7 @@ class PReLU(Module):
         super().__init__()
         self.num_parameters = num_parameters
         self.init = init
-        self.weight = Parameter(arena.empty(num_parameters, dtype=param_dtype(device, dtype)))
+        self.weight = Parameter(np.empty(num_parameters, dtype=param_dtype(device, dtype)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.ops.movement import permute
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
@@ -82,10 +81,10 @@ class Conv2d(Module):
             self._pad4 = tuple(pads)
         else:
             self._pad4 = (padding_[0], padding_[0], padding_[1], padding_[1])
-        self.weight = Parameter(arena.empty((out_channels, in_channels // groups) + kernel_size_,
+        self.weight = Parameter(np.empty((out_channels, in_channels // groups) + kernel_size_,
                                          dtype=dt))
         if bias:
-            self.bias = Parameter(arena.empty((out_channels,), dtype=dt))
+            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -204,9 +203,9 @@ class Conv1d(Module):
             self._pad2 = (total // 2, total - total // 2)
         else:
             self._pad2 = (padding_[0], padding_[0])
-        self.weight = Parameter(arena.empty((out_channels, in_channels // groups, k), dtype=dt))
+        self.weight = Parameter(np.empty((out_channels, in_channels // groups, k), dtype=dt))
         if bias:
-            self.bias = Parameter(arena.empty((out_channels,), dtype=dt))
+            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

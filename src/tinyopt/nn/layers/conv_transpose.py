@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.ops.conv_transpose import output_size as _output_size
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
@@ -55,10 +54,10 @@ class ConvTranspose2d(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         self.transposed = True
-        self.weight = Parameter(arena.empty((in_channels, out_channels // groups) + self.kernel_size,
+        self.weight = Parameter(np.empty((in_channels, out_channels // groups) + self.kernel_size,
                                          dtype=dt))
         if bias:
-            self.bias = Parameter(arena.empty((out_channels,), dtype=dt))
+            self.bias = Parameter(np.empty((out_channels,), dtype=dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
@@ -42,9 +41,9 @@ class Linear(Module):
                 raise ValueError(f"Linear: {name} must be a non-negative int, got {v!r}")
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        self.weight = Parameter(arena.empty((self.out_features, self.in_features), dtype=dt))
+        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dt))
         if bias:
-            self.bias = Parameter(arena.empty((self.out_features,), dtype=dt))
+            self.bias = Parameter(np.empty((self.out_features,), dtype=dt))
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

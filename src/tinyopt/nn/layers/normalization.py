@@ -21,7 +21,6 @@ import warnings
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
 from tinyopt.nn import init
@@ -44,9 +43,9 @@ class LayerNorm(Module):
         self.eps = eps
         self.elementwise_affine = elementwise_affine
         if elementwise_affine:
-            self.weight = Parameter(arena.empty(self.normalized_shape, dtype=dt))
+            self.weight = Parameter(np.empty(self.normalized_shape, dtype=dt))
             if bias:
-                self.bias = Parameter(arena.empty(self.normalized_shape, dtype=dt))
+                self.bias = Parameter(np.empty(self.normalized_shape, dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -84,9 +83,9 @@ class _BatchNorm(Module):
         self.affine = affine
         self.track_running_stats = track_running_stats
         if affine:
-            self.weight = Parameter(arena.empty((num_features,), dtype=dt))
+            self.weight = Parameter(np.empty((num_features,), dtype=dt))
             if bias:
-                self.bias = Parameter(arena.empty((num_features,), dtype=dt))
+                self.bias = Parameter(np.empty((num_features,), dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:
@@ -144,6 +143,13 @@ class _BatchNorm(Module):
                 f"track_running_stats={self.track_running_stats}")
 
 
+def is_batch_norm(module: Module) -> bool:
+    """Whether ``module`` is a batch norm layer (its running statistics estimate the data's, as
+    ``tinyopt.optim.swa_utils.update_bn`` recomputes them); an instance norm is not, as in
+    PyTorch, although tinyopt derives it from the batch norm class."""
+    return isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm)
+
+
 class BatchNorm1d(_BatchNorm):
     """Batch normalization of (N, C) or (N, C, L) inputs, per channel C."""
 
@@ -172,9 +178,9 @@ class GroupNorm(Module):
         self.eps = eps
         self.affine = affine
         if affine:
-            self.weight = Parameter(arena.empty((num_channels,), dtype=dt))
+            self.weight = Parameter(np.empty((num_channels,), dtype=dt))
             if bias:
-                self.bias = Parameter(arena.empty((num_channels,), dtype=dt))
+                self.bias = Parameter(np.empty((num_channels,), dtype=dt))
             else:
                 self.register_parameter("bias", None)
         else:

@@ -20,7 +20,6 @@ import warnings
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.ops.movement import cat, stack
 from tinyopt.engine.ops.nn import dropout as _dropout
 from tinyopt.engine.ops.rnn import gather_rows, rnn_scan, scatter_rows
@@ -99,7 +98,7 @@ class RNNBase(Module):
                 names = []
                 for fmt, shape in shapes:
                     name = fmt.format(layer, suffix)
-                    setattr(self, name, Parameter(arena.empty(shape, dtype=dt)))
+                    setattr(self, name, Parameter(np.empty(shape, dtype=dt)))
                     names.append(name)
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
@@ -335,11 +334,11 @@ class RNNCellBase(Module):
         self.hidden_size = hidden_size
         self.bias = bias
         G = num_chunks * hidden_size
-        self.weight_ih = Parameter(arena.empty((G, input_size), dtype=dt))
-        self.weight_hh = Parameter(arena.empty((G, hidden_size), dtype=dt))
+        self.weight_ih = Parameter(np.empty((G, input_size), dtype=dt))
+        self.weight_hh = Parameter(np.empty((G, hidden_size), dtype=dt))
         if bias:
-            self.bias_ih = Parameter(arena.empty((G,), dtype=dt))
-            self.bias_hh = Parameter(arena.empty((G,), dtype=dt))
+            self.bias_ih = Parameter(np.empty((G,), dtype=dt))
+            self.bias_hh = Parameter(np.empty((G,), dtype=dt))
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)

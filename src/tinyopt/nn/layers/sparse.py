@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.nn import functional as F
@@ -44,7 +43,7 @@ class Embedding(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.sparse = sparse
         if _weight is None:
-            self.weight = Parameter(arena.empty((num_embeddings, embedding_dim), dtype=dt),
+            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt),
                                     requires_grad=not _freeze)
             self.reset_parameters()
         else:
@@ -130,7 +129,7 @@ class EmbeddingBag(Module):
         self.scale_grad_by_freq = scale_grad_by_freq
         self.padding_idx = _padding_idx(padding_idx, num_embeddings)
         if _weight is None:
-            self.weight = Parameter(arena.empty((num_embeddings, embedding_dim), dtype=dt))
+            self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))
             self.reset_parameters()
         else:
             w = _weight_array(_weight, dt, dtype)

@@ -22,7 +22,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinyopt.engine import arena
 from tinyopt.engine.ops.attention import additive_mask, attention
 from tinyopt.engine.ops.movement import cat
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
@@ -93,23 +92,23 @@ class MultiheadAttention(Module):
             raise AssertionError("embed_dim must be divisible by num_heads")
         E = embed_dim
         if not self._qkv_same_embed_dim:
-            self.q_proj_weight = Parameter(arena.empty((E, E), dt))
-            self.k_proj_weight = Parameter(arena.empty((E, self.kdim), dt))
-            self.v_proj_weight = Parameter(arena.empty((E, self.vdim), dt))
+            self.q_proj_weight = Parameter(np.empty((E, E), dt))
+            self.k_proj_weight = Parameter(np.empty((E, self.kdim), dt))
+            self.v_proj_weight = Parameter(np.empty((E, self.vdim), dt))
             self.register_parameter("in_proj_weight", None)
         else:
-            self.in_proj_weight = Parameter(arena.empty((3 * E, E), dt))
+            self.in_proj_weight = Parameter(np.empty((3 * E, E), dt))
             self.register_parameter("q_proj_weight", None)
             self.register_parameter("k_proj_weight", None)
             self.register_parameter("v_proj_weight", None)
         if bias:
-            self.in_proj_bias = Parameter(arena.empty((3 * E,), dt))
+            self.in_proj_bias = Parameter(np.empty((3 * E,), dt))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = NonDynamicallyQuantizableLinear(E, E, bias=bias, dtype=dt)
         if add_bias_kv:
-            self.bias_k = Parameter(arena.empty((1, 1, E), dt))
-            self.bias_v = Parameter(arena.empty((1, 1, E), dt))
+            self.bias_k = Parameter(np.empty((1, 1, E), dt))
+            self.bias_v = Parameter(np.empty((1, 1, E), dt))
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
