@@ -258,9 +258,10 @@ class FlatBuffer:
         return args
 
     def walker_args(self, *states: np.ndarray, plain: bool = False) -> tuple:
-        """:meth:`kernel_args` with the arrays ``states`` (up to 3; the rest passed empty) in the
-        state slots, for an algorithm that passes scratch there (Muon).  ``plain=True``: the
-        arguments of the plain walker also for 16-bit parameters (over their masters)."""
+        """:meth:`kernel_args` with the arrays ``states`` (3 or fewer: the rest passed empty; 4
+        for a two-pass kernel's pass 1, ``kernels/optim_reduce.py``) in the state slots, for an
+        algorithm that passes scratch there (Muon).  ``plain=True``: the arguments of the plain
+        walker also for 16-bit parameters (over their masters)."""
         states = states + (self.empty,) * (3 - len(states))
         t = self.slots
         tail = (*states, self.seg, self.chunk_seg, CHUNK, self.flags, self.scalars, self.coef)
