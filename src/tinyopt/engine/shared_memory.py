@@ -17,6 +17,7 @@ tensors by handle too).  Tensors whose storage is not shared are pickled by valu
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import weakref
@@ -32,12 +33,16 @@ class SharedMapping(mmap.mmap):
     fd: int
 
 
+_files = itertools.count()
+
+
 def _memory_file(nbytes: int) -> int:
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("tinyopt-shared", 0)
-    else:  # an unlinked temporary file (macOS): the descriptor alone names it
-        import tempfile  # (here: ``import tinyopt`` does not load it)
-        fd, path = tempfile.mkstemp(prefix="tinyopt-shared-")
+    else:  # an unlinked file of the temporary folder (macOS): the descriptor alone names it
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                            f"tinyopt-shared-{os.getpid()}-{next(_files)}")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         os.unlink(path)
     os.ftruncate(fd, max(nbytes, 1))
     return fd
@@ -75,10 +80,10 @@ def is_shared(arr: np.ndarray) -> bool:
 # ---- pickling by handle -------------------------------------------------------------------------
 def _rebuild_shared(dupfd: Any, nbytes: int, offset: int, dtype: str, shape: tuple,
                     strides: tuple, requires_grad: bool) -> Any:
-    from tinyopt.engine.tensor import leaf
+    register_reductions()  # (a spawned process: unpickling this brings the tensor module in)
     m = _mapping(dupfd.detach(), nbytes)
     arr = np.ndarray(shape, dtype=np.dtype(dtype), buffer=m, offset=offset, strides=strides)
-    t = leaf(arr)
+    t = _LOADED["leaf"](arr)
     if requires_grad:
         t.requires_grad_()
     return t
@@ -90,22 +95,25 @@ def reduce_tensor(t: Any) -> Any:
     m = mapping_of(arr) if isinstance(arr, np.ndarray) else None
     if m is None:
         return t.__reduce_ex__(4)
-    from multiprocessing.reduction import DupFd
     start = np.ndarray((len(m),), dtype=np.uint8, buffer=m).ctypes.data
-    return _rebuild_shared, (DupFd(m.fd), len(m), arr.ctypes.data - start, arr.dtype.str,
-                             arr.shape, arr.strides, bool(t.requires_grad))
+    return _rebuild_shared, (_LOADED["DupFd"](m.fd), len(m), arr.ctypes.data - start,
+                             arr.dtype.str, arr.shape, arr.strides, bool(t.requires_grad))
 
 
-_REGISTERED: list[bool] = []
+_LOADED: dict[str, Any] = {}  # the tensor module's (set_tensor_types), and multiprocessing's
+
+
+def set_tensor_types(leaf: Any, classes: tuple[type, ...]) -> None:
+    """Called by the tensor module (which imports this one): how to make a tensor of an array,
+    and the tensor classes to pickle by handle."""
+    _LOADED.update(leaf=leaf, classes=classes)
 
 
 def register_reductions() -> None:
     """Make ``multiprocessing`` send shared tensors by handle (see the module docstring)."""
-    if _REGISTERED:
+    if "DupFd" in _LOADED:
         return
-    from multiprocessing.reduction import ForkingPickler
-
-    from tinyopt.engine.tensor import Tensor, _Alias
-    for cls in (Tensor, _Alias):
-        ForkingPickler.register(cls, reduce_tensor)
-    _REGISTERED.append(True)
+    from multiprocessing import reduction  # (here: it would add to ``import tinyopt``'s time)
+    for cls in _LOADED["classes"]:
+        reduction.ForkingPickler.register(cls, reduce_tensor)
+    _LOADED["DupFd"] = reduction.DupFd

@@ -1305,6 +1305,9 @@ class Parameter(Tensor):
         return (_rebuild_parameter, (leaf(self._arr), self.requires_grad, self.name))
 
 
+shared_memory.set_tensor_types(leaf, (Tensor, _Alias))
+
+
 def _rebuild_parameter(data: Tensor, requires_grad: bool, name: str) -> Parameter:
     p = Parameter(data, requires_grad=requires_grad)
     p.name = name
