@@ -65,7 +65,8 @@ def _optimizer_bytes(opt: optim.Adam) -> int:
     total = 0
     for buffers in opt._flat:
         for fb in buffers:
-            arrays = [fb.data, fb.grad, fb.low, *fb.vectors.values()]
+            arrays = [fb.masters, fb.grad, *fb.vectors.values(),
+                      *(fb.param_view(j) for j in range(len(fb.params)))]
             total += sum(a.nbytes for a in arrays if a is not None)
     return total
 

@@ -214,9 +214,11 @@ def _aliasing(n: int, reps: int) -> dict[str, float]:
         hs = fb.host(host)
         kernel = adam.kernel[adam._switches(group, host)]
 
+        pa, ga = (np.array([a.ctypes.data], np.int64) for a in (p, g))  # (the segment tables)
+
         def run():
             scalars[0, 0] = 0
-            kernel(p, g, m, v, empty, seg, chunk_seg, CHUNK, flags, scalars, coef, hs)
+            kernel(pa, ga, m, v, empty, seg, chunk_seg, CHUNK, flags, scalars, coef, hs)
         offsets = sorted({a.ctypes.data % 4096 for a in (p, g, m, v)})
         dt = _median_times({label: run}, reps)[label]
         out[f"{label} (offsets {offsets})"] = 28 * n / dt / 1e9

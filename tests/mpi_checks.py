@@ -493,6 +493,46 @@ def state_bytes(opt) -> int:
     return sum(v.nbytes for st in opt.state.values() for k, v in st.items() if k != "step")
 
 
+def on_own_arrays(model: nn.Module) -> list[np.ndarray]:
+    """Make ``model``'s parameters Parameters over arrays of the user's own (``from_numpy``: not
+    end to end); return the arrays."""
+    arrays = [p.detach().numpy().copy() for p in model.parameters()]
+    for (name, _), a in zip(list(model.named_parameters()), arrays):
+        mod, attr = name.rsplit(".", 1)
+        setattr(model.get_submodule(mod), attr, nn.Parameter(to.from_numpy(a)))
+    return arrays
+
+
+@check
+def zero_and_ddp_step_the_users_own_arrays():
+    """ZeRO reads parameters that do not lie end to end into its flat buffer and writes them
+    back; DDP averages a gradient assigned by hand in the user's own tensor."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    model = mlp(300)
+    arrays = on_own_arrays(model)
+    ref = copy.deepcopy(model)
+    ddp = DDP(model)
+    zero = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.Adam, lr=1e-2)
+    plain = optim.Adam(ref.parameters(), lr=1e-2)
+    for x, y in batches(6, seed=11):
+        train_step(ref, plain, x, y)
+        train_step(ddp, zero, half(x), half(y))
+    assert all(p._data is a for p, a in zip(model.parameters(), arrays))
+    assert max_diff(arrays, params(ref)) < 1e-5, max_diff(arrays, params(ref))
+    assert_ranks_identical(ddp)
+    other = mlp(301)
+    on_own_arrays(other)
+    ddp = DDP(other)  # (no optimizer: its own buckets)
+    p = next(iter(ddp.parameters()))
+    mine = to.from_numpy(np.full(p.shape, float(rank() + 1), np.float32))
+    p.grad = mine  # the user's tensor: the backward adds into it, then DDP averages it there
+    (x, y), = batches(1, seed=12)
+    nn.functional.cross_entropy(ddp(half(x)), to.from_numpy(half(y))).backward()
+    assert p.grad is mine
+    every = gather(mine.numpy().copy())
+    assert np.array_equal(every[0], every[-1]) and every[0].any()
+
+
 @check
 def zero_adam_matches_single_process_with_half_the_state():
     ddp, ref, zero, plain = zero_pair()

@@ -7,6 +7,7 @@ import tinyopt as to
 from tinyopt.engine import cache_clear, cache_info
 from tinyopt.engine.graph import signature, toposort, use_counts
 from tinyopt.engine.ops import cross_entropy, linear, relu
+from tinyopt.engine.slot import SlotTable
 
 
 def test_ggml_example_and_replay_without_new_plan():
@@ -106,19 +107,27 @@ def test_cache_is_bounded_lru():
 
 
 def test_plans_follow_moved_parameter_storage():
-    # An optimizer may move .data into a flat buffer: the cached plan must read the new array.
+    # share_memory_ moves the storage: the cached plan must read the new array, and the table
+    # of the slots holding the parameter follows; a fresh gradient goes into its flat slot
     p = to.Parameter(np.array([1.0, 2.0]))
     (p * 2).sum().backward()
-    flat_data, flat_grad = np.zeros(4), np.zeros(4)
-    flags = np.zeros(1, np.uint8)
-    p._pack(flat_data[1:3], flat_grad[1:3], flags, 0)
+
+    class Owner:
+        pass
+
+    owner, flat_grad = Owner(), np.zeros(4)
+    table = SlotTable(owner, [p], np.array([0, 2]), flat_grad[1:3])
+    assert p.slot is table.slots[0] and table.flags[0] == 1  # the gradient it had: kept
     p.grad = None
+    assert table.flags[0] == 0
+    p.share_memory_()
     p.data = np.array([5.0, 7.0])
+    assert table.data_addr[0] == p._data.ctypes.data
     y = (p * p).sum()
     y.backward()
     assert y.item() == 74.0
     np.testing.assert_array_equal(flat_grad, [0, 10, 14, 0])
-    assert flags[0] == 1
+    assert table.flags[0] == 1 and p.grad._value is p.slot.grad_view
 
 
 def test_signature_ignores_values_but_not_structure():

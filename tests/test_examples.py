@@ -26,17 +26,14 @@ ELSEWHERE = {
     "char_lstm": "test_seq_training.py",     # trains, samples, checkpoints, resumes exactly
     "tiny_gpt": "test_seq_training.py",
     "mnist_ddp": "mpi_checks.py",            # on 2 MPI ranks (skips without the mpi extra)
+    "optim_standalone": "test_example_optim_standalone.py",  # and that it steps the user's arrays
 }
 RUN_HERE = {"mnist_cnn", "char_lstm", "tiny_gpt"}
-# examples/optim_standalone.py is tested by the change that mends it (issue 25/26)
-NOT_HERE = {"optim_standalone"}
 
 
 def test_every_example_is_run_by_a_test():
     for path in sorted(EXAMPLES.glob("*.py")):
         name = path.stem
-        if name in NOT_HERE:
-            continue
         assert name in RUN_HERE or name in ELSEWHERE, f"examples/{path.name} is run by no test"
         if name in ELSEWHERE:
             text = (HERE / ELSEWHERE[name]).read_text(encoding="utf-8")

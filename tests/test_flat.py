@@ -29,7 +29,8 @@ def test_every_piece_of_state_is_a_view_into_the_buffer():
     opt.step()
     (fb,) = opt._flat[0]
     for j, p in enumerate(ps):
-        assert np.shares_memory(p._data, fb.data) or p.numel() == 0
+        assert fb.param_view(j) is p._data  # the storage stays the parameter's own
+        assert np.shares_memory(p._grad, fb.grad) or p.numel() == 0
         st = opt.state[p]
         for name in fb.vectors:
             assert np.shares_memory(st[name], fb.vectors[name]) or p.numel() == 0

@@ -125,11 +125,12 @@ def test_the_shared_pool_walker_takes_the_faster_build_and_tries_the_other(monke
 
     walker = K._SharedPoolWalker(Builds(), shared_min=100)
     x = np.empty(1000, np.float32)
+    args = (x, x, x, x, x, np.array([0, x.size], np.int64))  # (seg, args[5], sizes the call)
 
     def calls(n: int) -> str:
         del took[:]
         for _ in range(n):
-            assert walker(x) == -1
+            assert walker(*args) == -1
         return "".join(took)
 
     delay.update(call=0.02, parallel=0.005)  # two threads: faster
@@ -141,7 +142,8 @@ def test_the_shared_pool_walker_takes_the_faster_build_and_tries_the_other(monke
     assert walker._gap == K.TRY_MAX  # the losing build's tries backed off to every 16 calls
     delay.update(parallel=0.005)
     assert calls(40)[-15:].count("p") >= 11  # faster again: taken again after a try
-    assert walker(np.empty(10, np.float32)) == -1 and took[-1] == "s"  # below shared_min
+    small = np.array([0, 10], np.int64)  # below shared_min
+    assert walker(*args[:5], small) == -1 and took[-1] == "s"
 
 
 class _Spy:

@@ -170,7 +170,12 @@ def test_custom_multi_avg_fn_gets_lists_per_dtype_and_a_count():
 
 def test_one_fused_kernel_call_per_update(monkeypatch):
     model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(10)])
-    optim.SGD(model.parameters(), lr=0.1)  # packs the 20 parameters end to end
+    flat = np.concatenate([p.detach().numpy().ravel() for p in model.parameters()])
+    at = 0
+    with to.no_grad():  # the 20 parameters end to end in one array (the layers' usual layout)
+        for p in model.parameters():
+            p.set_(to.from_numpy(flat[at:at + p.numel()].reshape(p.shape)))
+            at += p.numel()
     ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.99))
     ema.update_parameters(model)
     calls = []

@@ -55,8 +55,8 @@ _WHERE = _table({
     "tinyopt.engine.ops": " ".join(_ops_all),
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
-    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "safetensors serialization torch_format train utils"))
+    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg "
+    "multiprocessing nn optim safetensors serialization torch_format train utils"))
 
 __version__ = "0.1.0"
 

@@ -291,10 +291,10 @@ def _unscale_grads(optimizer: Optimizer, inv_scale: np.float32) -> int:
     if isinstance(optimizer, FusedOptimizer):
         for buffers in optimizer._flat:
             for fb in buffers:
-                if fb.stale:  # a parameter shared with another optimizer: take it back
-                    fb.pack()
-                found += kernels.unscale(fb.grad, fb.seg, fb.chunk_seg, CHUNK, fb.flags,
-                                         fb.grad.dtype.type(inv_scale))
+                grad = fb.gather_grads()  # (a gradient the user assigned: theirs, unscaled)
+                found += kernels.unscale(grad, fb.seg, fb.chunk_seg, CHUNK, fb.flags,
+                                         grad.dtype.type(inv_scale))
+                fb.scatter_grads()
                 done.update(id(p) for p in fb.params)
     for group in optimizer.param_groups:
         for p in group["params"]:

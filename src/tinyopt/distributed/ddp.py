@@ -14,10 +14,11 @@ What is reduced, and when:
   statistics) are broadcast at every forward in training mode, as in PyTorch;
 - after every backward that follows a forward of this module (outside ``no_sync()``), the
   gradients are summed over the ranks and divided by the world size: one ``MPI_Allreduce`` per
-  flat gradient buffer.  The flat buffers are those of the optimizer that packed the parameters
-  (``tinyopt.optim`` keeps each group's gradients in one contiguous array), so an MLP under Adam
-  reduces all its gradients in ONE call with no copy; parameters no optimizer has packed are packed
-  by this module into buckets of at most ``bucket_cap_mb`` megabytes.  Buffers whose gradients a
+  flat gradient buffer.  The flat buffers are those of the optimizer holding the parameters'
+  newest slots (``p.slot``, ``engine/slot.py``: ``tinyopt.optim`` writes each group's fresh
+  gradients into one contiguous array), so an MLP under Adam reduces all its gradients in ONE
+  call with no copy; parameters no optimizer holds get slots in buckets of at most
+  ``bucket_cap_mb`` megabytes made by this module.  Buffers whose gradients a
   ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.  Each reduction
   carries the number of backwards this module has seen (inside ``no_sync()`` or not), so ranks
   that disagree (a backward under ``no_sync()`` on some ranks only) get a RuntimeError at once.
@@ -68,8 +69,8 @@ class DistributedDataParallel(Module):
         broadcast_buffers: broadcast rank 0's buffers at every forward in training mode.
         init_sync: broadcast rank 0's parameters and buffers at construction.
         process_group: None or the default group (tinyopt has only that one).
-        bucket_cap_mb: the largest bucket (MiB) this module packs parameters into when no optimizer
-            has packed them (default 25, as PyTorch).
+        bucket_cap_mb: the largest bucket (MiB) this module makes for parameters no optimizer
+            holds (default 25, as PyTorch).
         find_unused_parameters: allow parameters without a gradient (module docstring).
         gradient_as_bucket_view, static_graph, check_reduction, dim: accepted for compatibility
             (gradients are always views of flat buffers; plans are static).
@@ -120,7 +121,7 @@ class DistributedDataParallel(Module):
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         d["_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
-        d["_buckets"] = []          # the buckets this module packed (FlatBuffers without state)
+        d["_buckets"] = []          # the buckets this module made (FlatBuffers without state)
         d["_owners"] = None         # each parameter's flat buffer when the ranges were made
         d["_ranges"] = []           # the gradient views to Allreduce, one call each
         d["_flags"] = np.zeros(len(self._params), dtype=np.uint8)
@@ -179,7 +180,7 @@ class DistributedDataParallel(Module):
             raise RuntimeError(prefix + diffs[q])
 
     def _pack_unowned(self) -> None:
-        """Pack the parameters that no optimizer has packed into buckets of ``bucket_cap_mb``
+        """Put the parameters that no optimizer holds into buckets of ``bucket_cap_mb``
         (in reverse registration order, as PyTorch: the last layers' gradients come first)."""
         loose = [p for p in self._params if _owner(p) is None]
         if not loose:
@@ -196,18 +197,18 @@ class DistributedDataParallel(Module):
 
     def _reduction_ranges(self) -> list[np.ndarray]:
         """The contiguous gradient ranges to Allreduce, one per flat buffer holding this module's
-        parameters (remade when an optimizer has packed the parameters since)."""
+        parameters (remade when an optimizer has taken the parameters since)."""
         owners = [_owner(p) for p in self._params]
         cached = self._owners
         if cached is not None and all(a is b for a, b in zip(owners, cached)):
             return self._ranges
-        if any(o is None for o in owners):  # an optimizer that packed them is gone
+        if any(o is None for o in owners):  # an optimizer that held them is gone
             self._pack_unowned()
             owners = [_owner(p) for p in self._params]
         self._buckets[:] = [b for b in self._buckets if any(o is b for o in owners)]
         groups: dict[int, tuple[Any, list[int]]] = {}
         for p, o in zip(self._params, owners):  # parameter order: the same on every rank
-            groups.setdefault(id(o), (o, []))[1].append(p._grad_index)
+            groups.setdefault(id(o), (o, []))[1].append(p.slot.index)
         ranges = []
         for o, slots in groups.values():
             if getattr(o, "reduces_grads", False):  # ZeroRedundancyOptimizer reduces these
@@ -250,19 +251,25 @@ class DistributedDataParallel(Module):
         ranges = self._reduction_ranges()
         if local is not None:
             for k in np.flatnonzero(local == 0):  # a zero contribution, not stale memory
-                params[k]._grad_view[...] = 0
+                params[k].slot.grad_view[...] = 0
+        owners = list({id(o): o for o in self._owners}.values())
         if pg.size() > 1:
+            for o in owners:  # (a gradient assigned by hand is reduced in its own array too)
+                o.gather_grads()
             for grad in ranges:
                 pg.allreduce_(grad, purpose=Purpose.DDP_GRADS, step=self._backwards)
                 np.divide(grad, pg.size(), out=grad)
+            for o in owners:
+                o.scatter_grads()
         if local is not None:
             for k in np.flatnonzero((local == 0) & (flags == 1)):
-                params[k]._grad_dest()  # marks the (reduced) gradient as present
+                params[k].slot.use_grad_view()  # marks the (reduced) gradient as present
 
 
 def _owner(p: Parameter) -> Any:
-    ref = p._owner
-    return ref() if ref is not None else None
+    """The flat buffer holding ``p``'s newest slot (an optimizer's or a bucket), or None."""
+    slot = p.slot
+    return None if slot is None else slot.owner
 
 
 def _model_description(module: Module) -> tuple[list, list]:

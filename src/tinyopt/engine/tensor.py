@@ -36,6 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 import numpy as np
 from typing_extensions import Self
 
-from tinyopt.engine import grad_mode
+from tinyopt.engine import arena, grad_mode, shared_memory
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
@@ -53,6 +54,9 @@ from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, version_counter
 from tinyopt.engine.tensor_api import TensorMethods
+
+if TYPE_CHECKING:
+    from tinyopt.engine.slot import Slot
 
 _ids = itertools.count(1)
 _new = object.__new__
@@ -637,8 +641,33 @@ class Tensor(TensorMethods):
         return self
 
     def share_memory_(self) -> Self:
-        """This tensor itself; returns it."""
+        """Move this tensor's storage to shared memory (``engine/shared_memory.py``): processes
+        forked afterwards write into the same memory, and spawned ones receive it by handle
+        through ``tinyopt.multiprocessing``.  Nothing happens if it is shared already."""
+        shared_memory.register_reductions()
+        arr = self._value
+        if arr is None:
+            raise RuntimeError("share_memory_(): this tensor is a node of a graph, computed on "
+                               "demand; call it on a leaf tensor (or on .detach().clone())")
+        if shared_memory.is_shared(arr):
+            return self
+        if getattr(self, "_base", None) is not None:
+            raise RuntimeError("share_memory_(): this tensor views another tensor's storage "
+                               "(a slice, view or transpose of it); call share_memory_() on the "
+                               "tensor it views, before taking views of it")
+        # a view of the storage (or an array from .numpy()) holds the array: it would keep the
+        # old memory, so refuse (references: this tensor's, ``arr``, getrefcount's argument)
+        if sys.getrefcount(arr) > 3:
+            raise RuntimeError("share_memory_(): views of this tensor (or other tensors or "
+                               "arrays sharing its storage) are alive and would keep the old "
+                               "memory; call share_memory_() before taking views of it")
+        self._value = shared_memory.shared_copy(arr)
         return self
+
+    def is_shared(self) -> bool:
+        """Whether the storage is in shared memory (``share_memory_()``)."""
+        arr = self._value
+        return arr is not None and shared_memory.is_shared(arr)
 
     def is_pinned(self, device: Any = None) -> bool:
         """Always False (no GPU, nothing is pinned)."""
@@ -1023,25 +1052,32 @@ class _Alias(Tensor):
         if value is not None:
             raise AttributeError("the storage of an alias is its owner's")
 
+    def share_memory_(self) -> Self:
+        self._owner_ref.share_memory_()  # (the storage is the owner's: it follows)
+        return self
+
 
 # ---- Parameter --------------------------------------------------------------------------------
 class Parameter(Tensor):
-    """A leaf tensor that requires grad and owns its storage (``torch.nn.Parameter``).
+    """A leaf tensor that requires grad (``torch.nn.Parameter``).
 
-    ``p.data`` and ``p.grad`` are Tensors sharing the parameter's storage and gradient; assigning
-    a Tensor or numpy array of the same shape to either copies into the existing storage, which
-    an optimizer may have *packed* (made a view into its contiguous flat buffers), so packing is
-    invisible to users.  Inside the library the storage is ``p._data`` and ``p._grad`` (numpy).
+    ``Parameter(t)`` of a Tensor shares ``t``'s storage, as in torch (``nn.Parameter(
+    to.from_numpy(arr))`` is ``arr``'s memory; a non-contiguous ``t`` is copied); of an array or
+    other data (``Parameter(np.empty(shape))``, as the layers make theirs), it holds a copy, as
+    ``to.tensor`` does, placed end to end with the previous one (``engine/arena.py``).  The
+    storage never moves: an optimizer steps it where it is, and a numpy array taken from ``p``
+    (``p.detach().numpy()``) stays in sync.  ``p.data`` and ``p.grad`` are Tensors sharing the parameter's
+    storage and gradient; assigning a same-shaped value to ``p.data`` copies into the storage.
+    Inside the library the storage is ``p._data`` and the gradient ``p._grad`` (numpy).
 
-    Packing protocol (used by ``tinyopt.optim``): ``_pack(data_view, grad_view, grad_flags, index,
-    owner)`` moves the storage into the given views; ``grad_flags[index]`` is kept equal to
-    ``grad is not None`` so a fused optimizer kernel knows which parameters to skip without a
-    Python loop over parameters.  When a later ``_pack`` moves the storage again (a second
-    optimizer over the same parameter), the previous ``owner`` gets ``owner.stale = True``: its
-    views no longer hold this parameter, and it must pack it back before using them.
+    Slots (``engine/slot.py``): the flat buffers of optimizers and DDP hold the parameter in a
+    :class:`~tinyopt.engine.slot.Slot` (``p.slot``: the newest); every change of ``_data`` or
+    ``_grad`` reaches all of them at once, and a fresh gradient (``backward`` into a None
+    ``grad``) is written into the newest slot's part of its flat gradient buffer.  A gradient
+    assigned as a Tensor (``p.grad = t``) is that tensor (``p.grad is t``), as in torch.
     """
 
-    __slots__ = ("_data", "_grad_view", "_grad_flags", "_grad_index", "_owner", "_grad_t")
+    __slots__ = ("_arr", "_g", "_slots", "_grad_t")
     _grad_t: Tensor | None
 
     # Parameters compare by identity, so ``p in params`` and ``list.index`` never build graph
@@ -1054,31 +1090,79 @@ class Parameter(Tensor):
         if data is None:
             arr = np.empty((0,), dtype=float32)
         elif isinstance(data, Tensor):
-            arr = np.array(data.numpy())
-        else:
-            arr = _to_array(data, dtype)
+            arr = data.detach().numpy()  # (its storage, as torch's Parameter(t))
+        else:  # a copy, as ``to.tensor``, in the arena: end to end with the previous one
+            src = _to_array(data, dtype)
+            arr = arena.empty(src.shape, src.dtype)
+            np.copyto(arr, src)
         if dtype is not None:
             arr = arr.astype(as_dtype(dtype), copy=False)
         arr = np.asarray(arr, order="C")  # keeps 0-d (ascontiguousarray makes it 1-d)
         if requires_grad and arr.dtype not in FLOATS and not is_low(arr.dtype):
             raise RuntimeError(f"Only Tensors of floating point dtype can require gradients, "
                                f"got {arr.dtype}")
+        self._slots: tuple = ()
+        self._g = None
         _init(self, "param", (), (), arr.shape, arr.dtype, bool(requires_grad), None)
-        self._data = arr
-        self._grad_view: np.ndarray | None = None
-        self._grad_flags: np.ndarray | None = None
-        self._grad_index = 0
-        self._owner: Any = None
+        self._arr = arr
         self._grad_t = None
+
+    # ---- storage and slots ----------------------------------------------------------------------
+    @property
+    def _data(self) -> np.ndarray:
+        return self._arr
+
+    @_data.setter
+    def _data(self, arr: np.ndarray) -> None:
+        slots = self._live_slots() if self._slots else ()
+        for slot in slots:
+            slot.check_data(arr)
+        self._arr = arr
+        for slot in slots:
+            slot.bind_data(arr)
 
     @property  # type: ignore[override]
     def _value(self) -> np.ndarray:
-        return self._data
+        return self._arr
 
     @_value.setter
     def _value(self, value: np.ndarray | None) -> None:
         if value is not None:
             self._data = value
+
+    @property  # type: ignore[override]
+    def _grad(self) -> np.ndarray | None:
+        return self._g
+
+    @_grad.setter
+    def _grad(self, g: np.ndarray | None) -> None:
+        self._g = g
+        for ref in self._slots:
+            slot = ref()
+            if slot is not None:
+                slot.bind_grad(g)
+
+    @property
+    def slot(self) -> Slot | None:
+        """The newest slot that holds this parameter in a live flat buffer (an optimizer's, or
+        DDP's), or None (``engine/slot.py``)."""
+        for ref in reversed(self._slots):
+            slot = ref()
+            if slot is not None and slot.owner is not None:
+                return slot
+        return None
+
+    def _live_slots(self) -> list[Slot]:
+        return [s for s in (ref() for ref in self._slots)
+                if s is not None and s.owner is not None]
+
+    def _attach_slot(self, slot: Slot) -> None:
+        """Called by a new :class:`~tinyopt.engine.slot.SlotTable` for its slot of this
+        parameter: bind the storage and gradient as they are (nothing moves)."""
+        slot.check_data(self._arr)
+        self._slots = tuple(ref for ref in self._slots if ref() is not None) + (weakref.ref(slot),)
+        slot.bind_data(self._arr)
+        slot.bind_grad(self._g)
 
     def _printable(self) -> np.ndarray:
         return self._data
@@ -1109,7 +1193,7 @@ class Parameter(Tensor):
             np.copyto(self._data, arr, casting="same_kind")
             _mark_mutated(self)
             return
-        if self._grad_flags is not None:
+        if self.slot is not None:
             raise ValueError(f"cannot assign data of shape {arr.shape} to a parameter of shape "
                              f"{self.shape} whose storage an optimizer manages")
         self._data = np.asarray(arr, dtype=self.dtype, order="C")
@@ -1117,11 +1201,37 @@ class Parameter(Tensor):
         self._grad = None
         _mark_mutated(self)
 
+    def set_(self, source: Tensor | None = None, storage_offset: int = 0, size: Any = None,
+             stride: Any = None) -> Self:
+        """Make ``source``'s storage this parameter's (``torch.Tensor.set_``: nothing is copied;
+        under ``no_grad``).  The slots holding the parameter follow.  Only ``source``: no
+        ``storage_offset``, ``size`` or ``stride``."""
+        if not isinstance(source, Tensor) or storage_offset or size is not None \
+                or stride is not None:
+            raise NotImplementedError("Parameter.set_ takes a source tensor only (no "
+                                      "storage_offset, size or stride)")
+        if self.requires_grad and grad_mode.is_grad_enabled():
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        arr = source.detach().numpy()
+        if arr.dtype != self.dtype or not arr.flags.c_contiguous:
+            raise RuntimeError(f"set_: the source must be a contiguous {torch_name(self.dtype)} "
+                               f"tensor, got {torch_name(arr.dtype)}")
+        if arr.shape != self.shape and self.slot is not None:
+            raise ValueError(f"cannot assign data of shape {arr.shape} to a parameter of shape "
+                             f"{self.shape} whose storage an optimizer manages")
+        if arr.shape != self.shape:
+            self._grad = None
+        self._data = arr
+        self.shape = arr.shape
+        _mark_mutated(self)
+        return self
+
     # ---- grad ---------------------------------------------------------------------------------
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient as a Tensor sharing its storage, or None."""
-        g = self._grad
+        g = self._g
         return None if g is None else _grad_tensor(self, g)
 
     @grad.setter
@@ -1129,17 +1239,19 @@ class Parameter(Tensor):
         forget_rows(self)  # a new gradient (or none) has no rows looked up yet
         if value is None:
             self._grad = None
-            if self._grad_flags is not None:
-                self._grad_flags[self._grad_index] = 0
             return
         arr = _grad_array(self, value)
-        if self._grad_view is not None:
-            if arr is not self._grad_view:
-                np.copyto(self._grad_view, arr, casting="same_kind")
-            self._grad = self._grad_view
-            self._grad_flags[self._grad_index] = 1
+        gd = grad_dtype(self.dtype)  # float32 for a 16-bit parameter
+        if isinstance(value, Tensor) and arr.dtype == gd and arr.flags.c_contiguous:
+            self._grad = arr  # that tensor is the gradient (``p.grad is value``), as in torch
+            self._grad_t = value
+            return
+        slot = self.slot if self._slots else None
+        if slot is not None:  # (an array: its values, in the flat gradient buffer)
+            if arr is not slot.grad_view:
+                np.copyto(slot.grad_view, arr, casting="same_kind")
+            self._grad = slot.grad_view
         else:
-            gd = grad_dtype(self.dtype)  # float32 for a 16-bit parameter
             self._grad = arr if arr.dtype == gd else arr.astype(gd)
 
     def _grad_dest(self) -> np.ndarray:
@@ -1147,29 +1259,12 @@ class Parameter(Tensor):
 
         The caller must fully overwrite the returned array.  Only valid while ``grad is None``.
         """
-        if self._grad_view is not None:
-            self._grad_flags[self._grad_index] = 1
-            self._grad = self._grad_view
+        slot = self.slot if self._slots else None
+        if slot is not None:
+            self._grad = slot.grad_view
         else:
             self._grad = np.empty(self.shape, dtype=grad_dtype(self.dtype))
-        return self._grad
-
-    def _pack(self, data_view: np.ndarray, grad_view: np.ndarray, grad_flags: np.ndarray,
-              index: int, owner: Any = None) -> None:
-        """Move storage into ``owner``'s flat-buffer views (see the class docstring)."""
-        previous = self._owner() if self._owner is not None else None
-        if previous is not None and previous is not owner:
-            previous.stale = True
-        self._owner = weakref.ref(owner) if owner is not None else None  # no reference cycle
-        np.copyto(data_view, self._data)
-        self._data = data_view
-        if self._grad is not None:
-            np.copyto(grad_view, self._grad)
-            self._grad = grad_view
-        self._grad_view = grad_view
-        self._grad_flags = grad_flags
-        self._grad_index = index
-        grad_flags[index] = self._grad is not None
+        return self._g
 
     def requires_grad_(self, requires_grad: bool = True) -> Self:
         if requires_grad and self.dtype not in FLOATS and not is_low(self.dtype):
@@ -1178,15 +1273,34 @@ class Parameter(Tensor):
         return self
 
     def __deepcopy__(self, memo: dict) -> Parameter:
-        p = Parameter(self._data.copy(), requires_grad=self.requires_grad)
+        p = Parameter(self._data, requires_grad=self.requires_grad)  # (a copy, in the arena)
         p.name = self.name
         if self._grad is not None:
             p._grad = self._grad.copy()
         memo[id(self)] = p
         return p
 
+    def share_memory_(self) -> Self:
+        """Move the storage to shared memory (see ``Tensor.share_memory_``); the optimizers that
+        hold this parameter step it there from now on, and ``p.data``/``p.detach()`` follow."""
+        shared_memory.register_reductions()
+        if not shared_memory.is_shared(self._arr):
+            self._data = shared_memory.shared_copy(self._arr)
+        return self
+
     def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
-        raise TypeError("tinyopt Parameters are not pickled; use state_dict() and tinyopt.save()")
+        # as torch's: the data (a Tensor sharing the storage: by handle through
+        # ``tinyopt.multiprocessing`` when it is shared, else by value), requires_grad, the name
+        return (_rebuild_parameter, (leaf(self._arr), self.requires_grad, self.name))
+
+
+shared_memory.set_tensor_types(leaf, (Tensor, _Alias))
+
+
+def _rebuild_parameter(data: Tensor, requires_grad: bool, name: str) -> Parameter:
+    p = Parameter(data, requires_grad=requires_grad)
+    p.name = name
+    return p
 
 
 # ---- making tensors ---------------------------------------------------------------------------

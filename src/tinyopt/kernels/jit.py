@@ -37,6 +37,7 @@ import tempfile
 import threading
 import types
 import warnings
+from typing import Any
 
 import numba
 import numba.extending
@@ -193,7 +194,7 @@ class _ParallelKernel:
     build skips numba's thread pool altogether, which costs about 25 us a call when it is told to
     use one thread."""
 
-    def __init__(self, fn, sized_by: int | None = None, shared_min: int | None = None):
+    def __init__(self, fn, sized_by: Any = None, shared_min: int | None = None):
         self._sized_by = sized_by
         self._shared_min = shared_min
         self._parallel = _njit(fn, parallel=True)
@@ -213,7 +214,9 @@ class _ParallelKernel:
         if self._shared_min is not None and _FORK["openmp_started"]:
             least = min(least, self._shared_min)
         if self._sized_by is not None:
-            if args[self._sized_by].size >= least:
+            sized_by = self._sized_by
+            size = args[sized_by].size if type(sized_by) is int else sized_by(args)
+            if size >= least:
                 return self._run_parallel(args)
             return self._serial(*args)
         for a in args:
@@ -269,11 +272,12 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def parallel_kernel(fn=None, *, sized_by: int | None = None, shared_min: int | None = None):
+def parallel_kernel(fn=None, *, sized_by: Any = None, shared_min: int | None = None):
     """Compile ``fn`` with numba on first use, with ``prange`` loops run in parallel.
 
     ``sized_by=k``: argument ``k`` alone decides between the builds (the largest array; checking
-    one argument instead of all of a dozen saves about 1 us a call).  ``shared_min=n``: where
+    one argument instead of all of a dozen saves about 1 us a call); or ``sized_by=f``:
+    ``f(args)`` is the size (a kernel whose storage is reached through addresses).  ``shared_min=n``: where
     numpy's BLAS runs on numba's OpenMP threads (``kernels/shared_threads.py``: no second pool
     to fight), the parallel build already from ``n`` elements (the lower of ``n`` and
     ``PARALLEL_MIN_ELEMENTS``).

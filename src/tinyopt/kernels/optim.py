@@ -1,9 +1,12 @@
 """Fused optimizer steps: one walker over a group's flat buffers, and each algorithm's math.
 
-An optimizer step updates every parameter of a group in one call.  The group lives in flat
-buffers (``tinyopt.optim.flat.FlatBuffer``): ``p`` (parameters), ``g`` (gradients) and up to
-three vector state buffers ``s0, s1, s2``, 1-d, C-contiguous, all of one float dtype, parameter
-``j`` occupying ``[seg[j], seg[j+1])``.  Per parameter:
+An optimizer step updates every parameter of a group in one call.  The group is laid out as one
+index space (``tinyopt.optim.flat.FlatBuffer``), parameter ``j`` occupying ``[seg[j],
+seg[j+1])``: up to three vector state buffers ``s0, s1, s2`` are flat (1-d, C-contiguous, one
+float dtype), while the parameters and gradients stay where they are, reached through segment
+tables of addresses (``pa[j]``, ``ga[j]``: where parameter ``j``'s storage and gradient start,
+``kernels/address.py``), so the user's arrays, shared memory and views taken before are stepped
+in place.  Per parameter:
 
 - ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
   are skipped exactly as PyTorch skips a parameter whose grad is None: nothing is read or
@@ -60,6 +63,7 @@ import numba
 import numpy as np
 
 from tinyopt.kernels import half
+from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
@@ -131,7 +135,7 @@ class _SharedPoolWalker:
         self.low = kernel.low
 
     def __call__(self, *args):
-        size = args[0].size
+        size = flat_size(args)
         if (size < self._shared_min or not _FORK["openmp_started"]
                 or numba.config.NUMBA_NUM_THREADS == 1):
             return self._kernel(*args)
@@ -164,9 +168,16 @@ class _SharedPoolWalker:
         return self._kernel.parallel(*args)
 
 
+def flat_size(args: tuple) -> int:
+    """The elements a walker call steps: ``seg[-1]`` (its arguments' sixth)."""
+    seg = args[5]
+    return int(seg[seg.shape[0] - 1])
+
+
 def walker(scalars, update, name: str):
-    """The fused step of one algorithm: ``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
-    S, coef, hs) -> int`` (see the module docstring; ``hs`` is a 1-element record array).
+    """The fused step of one algorithm: ``kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk,
+    flags, S, coef, hs) -> int`` (see the module docstring; ``pa``/``ga`` int64 address tables,
+    ``hs`` a 1-element record array).
 
     ``name`` names the compiled functions: numba names a function's machine code after its
     qualified name, and two cached kernels whose subroutines share one (every walker's
@@ -195,11 +206,11 @@ def walker(scalars, update, name: str):
     prologue.__qualname__ = f"{name}_prologue"
     subroutine(prologue)
 
-    def kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+    def kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
-        n = p.shape[0]
+        n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
             start = ci * chunk
@@ -211,7 +222,10 @@ def walker(scalars, update, name: str):
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
-                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    ps = at(pa[j], size, s0)[lo:lo + e - i0]
+                    gs = at(ga[j], size, s0)[lo:lo + e - i0]
+                    a, b, d = s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
                         update(i, ps, gs, a, b, d, h, c)
                 i0 = e
@@ -219,7 +233,7 @@ def walker(scalars, update, name: str):
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
-    fused = parallel_kernel(kernel, sized_by=0)
+    fused = parallel_kernel(kernel, sized_by=flat_size)
     fused.low = specialized(lambda mode: _low_walker(prologue, update, mode, name))
     return fused
 
@@ -235,9 +249,10 @@ LOW_MODES = {"float16": F16, "bfloat16": BF16}
 def _low_walker(prologue, update, mode, name: str):
     """``kernel.low[mode]``: the same step over float32 master weights, state and gradients,
     which also writes each updated parameter rounded to 16 bits (DeepSpeed's step-plus-copy):
-    ``kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with ``q``
-    the parameters' uint16 storage (float16 or bfloat16 bit patterns, ``mode`` F16, BF16 or
-    BF16_SR for stochastic rounding) and ``p`` their float32 masters.
+    ``kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs) -> int`` with
+    ``qa`` the addresses of the parameters' 16-bit storage (float16 or bfloat16 bit patterns,
+    read as uint16; ``mode`` F16, BF16 or BF16_SR for stochastic rounding) and ``p`` their
+    float32 masters (flat).
 
     ``q`` is what users see and write: an element whose ``q`` is no longer the rounding of its
     master (a loaded model state dict, ``p.data[...] = x``) takes ``q``, widened, as its master
@@ -249,7 +264,7 @@ def _low_walker(prologue, update, mode, name: str):
     # whether q is still the rounding of its master (a NaN master may take q: it is NaN too)
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}[mode]
 
-    def kernel(q, p, g, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+    def kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
@@ -264,7 +279,10 @@ def _low_walker(prologue, update, mode, name: str):
                 e = min(seg[j + 1], end)
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
-                    qs, ps, gs, a, b, d = q[i0:e], p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    qs = at(qa[j], size, np.uint16)[lo:lo + e - i0]
+                    gs = at(ga[j], size, p)[lo:lo + e - i0]
+                    ps, a, b, d = p[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
                         x, qi = ps[i], qs[i]
                         ps[i] = x if same(x, qi, i0 + i) else widen(qi)  # a store, not a branch
@@ -275,7 +293,7 @@ def _low_walker(prologue, update, mode, name: str):
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_low{mode}_kernel"
-    return parallel_kernel(kernel, sized_by=0)
+    return parallel_kernel(kernel, sized_by=1)
 
 
 @inline

@@ -23,15 +23,16 @@ are cut by the fixed chunk grid, not by the threads) writes its own partial sums
 added per parameter in chunk order: the same sums, to the bit, on any number of threads.
 
 ``reducing(factory)`` declares one, as ``kernels.optim.algorithm`` does: ``name[switches]`` is
-a kernel with the walker's arguments (``kernel(p, g, s0, s1, s2, seg, chunk_seg, chunk, flags,
-S, coef, hs) -> int``, and ``kernel.low[mode]`` for 16-bit parameters with float32 masters), so
+a kernel with the walker's arguments (``kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags,
+S, coef, hs) -> int``: the parameters and gradients through their address tables, as the
+walker's; and ``kernel.low[mode]`` for 16-bit parameters with float32 masters), so
 an optimizer calls it where it would call its walker.  The two passes cost one more read of the
 state than a walker (pass 2 reads back what pass 1 wrote); the sums are computed in the pass
 that updates the moments.
 
 ``collecting(factory)`` declares pass 1 alone, ``factory(*switches) -> (scalars, collect)``,
 for sums the host combines over several buffers (Prodigy's, over the whole optimizer):
-``kernel(p, g, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, sums) -> int``
+``kernel(pa, ga, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, sums) -> int``
 leaves each parameter's sums in ``sums`` (float64, ``(len(flags), 3)``); ``kernel.low[mode]``
 takes the 16-bit storage first.
 """
@@ -45,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.kernels import optim as elementwise
+from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _decayed, _lion_sign, _moments,
                                    _overflowed, _round_bf16, _round_bf16_sr, _round_f16,
@@ -101,7 +103,7 @@ class _TwoPass:
     def __call__(self, *args) -> int:
         k = self._k
         chunk_seg, flags = args[-6], args[-4]
-        return self._kernel(*args[:k], args[k - 4][:0], *args[k:], _part(chunk_seg, flags),
+        return self._kernel(*args[:k], args[k - 1][:0], *args[k:], _part(chunk_seg, flags),
                             np.empty((flags.shape[0], 3)))
 
 
@@ -116,6 +118,12 @@ class _Collect:
     def __call__(self, *args) -> int:
         chunk_seg, flags = args[-7], args[-5]
         return self._kernel(*args[:-1], _part(chunk_seg, flags), args[-1])
+
+
+def _flat_size(args: tuple) -> int:
+    """The elements a two-pass call steps: ``seg[-1]`` (``seg`` is its eighth argument)."""
+    seg = args[7]
+    return int(seg[seg.shape[0] - 1])
 
 
 def _part(chunk_seg: np.ndarray, flags: np.ndarray) -> np.ndarray:
@@ -198,11 +206,11 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
     low = mode != 0
 
-    def kernel(q, p, g, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
+    def kernel(qa, p, ga, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
         bad = prologue(flags, S, coef, hs[0])
         if bad >= 0:
             return bad
-        n = p.shape[0]
+        n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # (read in the loop: numba's parallel regions mistype an outer record)
             start = ci * chunk
@@ -213,11 +221,17 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
                 e = min(seg[j + 1], end)
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
-                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    gs = at(ga[j], size, s0)[lo:lo + e - i0]
+                    if low:  # the float32 masters (flat); the 16-bit storage at qa
+                        ps = p[i0:e]
+                    else:  # the parameters' storage at qa
+                        ps = at(qa[j], size, s0)[lo:lo + e - i0]
+                    a, b, d = s0[i0:e], s1[i0:e], s2[i0:e]
                     f = s3[i0:e]
                     t0 = t1 = t2 = 0.0
                     if low:  # a master whose 16-bit copy was written since takes the copy
-                        qs = q[i0:e]
+                        qs = at(qa[j], size, np.uint16)[lo:lo + e - i0]
                         for i in range(e - i0):
                             x, qi = ps[i], qs[i]
                             ps[i] = x if same(x, qi, i0 + i) else widen(qi)
@@ -256,12 +270,18 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     r = (coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7])
-                    ps, gs, a, b, d = p[i0:e], g[i0:e], s0[i0:e], s1[i0:e], s2[i0:e]
+                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
+                    gs = at(ga[j], size, s0)[lo:lo + e - i0]
+                    if low:
+                        ps = p[i0:e]
+                    else:
+                        ps = at(qa[j], size, s0)[lo:lo + e - i0]
+                    a, b, d = s0[i0:e], s1[i0:e], s2[i0:e]
                     f = s3[i0:e]
                     for i in range(e - i0):
                         apply(i, ps, gs, a, b, d, f, h, c, r)
                     if low:
-                        qs = q[i0:e]
+                        qs = at(qa[j], size, np.uint16)[lo:lo + e - i0]
                         for i in range(e - i0):
                             qs[i] = rnd(ps[i], i0 + i)
                 i0 = e
@@ -269,11 +289,11 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_two_pass"
-    compiled = parallel_kernel(kernel, sized_by=1)
+    compiled = parallel_kernel(kernel, sized_by=_flat_size)
     if low:
         return compiled
-    empty = np.zeros(0, np.uint16)
-    return lambda *args: compiled(empty, *args)
+    # over the parameters' storage: their addresses where the 16-bit ones' go, no masters
+    return lambda pa, *args: compiled(pa, args[1][:0], *args)
 
 
 # ---- the cautious option (Liang et al. 2024, https://arxiv.org/abs/2411.16085) -------------------

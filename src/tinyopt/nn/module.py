@@ -21,7 +21,7 @@ statistics) and child modules, all registered by plain attribute assignment::
 Names are dotted paths in registration order (``named_parameters()``), a parameter shared by two
 modules is yielded once, and ``state_dict()``/``load_state_dict()`` follow PyTorch's key layout and
 error messages.  Loading copies into each parameter's
-existing storage, so an optimizer that made ``p.data`` a view into its flat buffer keeps working.
+existing storage, which the optimizers step where it is, so they keep working.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from typing_extensions import Self
 
+from tinyopt.engine import shared_memory
 from tinyopt.engine.device import check_device
 from tinyopt.engine.device import device as device_type
 from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_name
@@ -455,7 +456,7 @@ class Module:
         params = [(n, p) for n, p in self.named_parameters() if _floating(p.dtype)
                   and p.dtype != dtype]
         for name, p in params:
-            if p._grad_flags is not None:
+            if p.slot is not None:
                 raise RuntimeError(f"cannot change the dtype of parameter '{name}': an optimizer "
                                    f"manages its storage (convert the model before creating the "
                                    f"optimizer)")
@@ -489,6 +490,19 @@ class Module:
 
     def cpu(self) -> Self:
         """This module itself (everything is on the CPU)."""
+        return self
+
+    def share_memory(self) -> Self:
+        """Move every parameter (and its gradient) and buffer to shared memory
+        (``Tensor.share_memory_``): processes forked afterwards train this very model, as in
+        pytorch/examples' ``mnist_hogwild``."""
+        for p in self.parameters():
+            p.share_memory_()
+            g = p.grad
+            if g is not None and not g.is_shared():  # (the gradient becomes that tensor)
+                p.grad = leaf(shared_memory.shared_copy(g.numpy()))
+        for b in self.buffers():
+            b.share_memory_()
         return self
 
     # ---- state dict ---------------------------------------------------------------------------

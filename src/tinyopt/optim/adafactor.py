@@ -97,7 +97,10 @@ class Adafactor(FusedOptimizer):
         # float64 product, the same bits (kernels/adafactor.py)
         recip = fb.dtype == np.float32 and float(np.float32(eps1 * eps1)) >= _F32_TINY
         kernel = kernels.adafactor[bool(group["maximize"]), wd != 0, fb.mode, recip]
+        fb.gather_params()  # (the kernel takes the group as one flat vector)
+        fb.gather_grads()
         kernel(*_arguments(fb), host)
+        fb.scatter_params()
         if fb.scratch["bad"].any():
             fb.scratch["bad"][:] = 0
             raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")

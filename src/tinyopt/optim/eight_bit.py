@@ -168,8 +168,6 @@ class _Blockwise8bit(Optimizer):
             host = self._host(group)
             for st in stores:
                 fb = st.fb
-                if fb.stale:
-                    fb.pack()
                 on = fb.flags != 0
                 if not on.any():
                     continue
@@ -177,11 +175,13 @@ class _Blockwise8bit(Optimizer):
                     self._bind(st, int(j))
                 fb.steps[on] += np.float32(1)
                 kernel = quant8.step[self.algorithm, fb.mode]
-                q = fb.low.view(np.uint16) if fb.mode else np.zeros(0, np.uint16)
-                kernel(q, fb.data, fb.grad, st.q1, st.q2, st.f1, st.f2, st.a1, st.a2,
-                       *_tables(), st.bj, st.blo,
+                storage = fb.gather_params()  # (the group as one flat vector: the parameters'
+                q = storage.view(np.uint16) if fb.mode else np.zeros(0, np.uint16)  # own when
+                kernel(q, fb.data, fb.gather_grads(), st.q1, st.q2, st.f1, st.f2, st.a1,  # end
+                       st.a2, *_tables(), st.bj, st.blo,  # to end, else a copy written back)
                        st.bhi, st.boff, st.kind8, fb.flags, fb.steps,
                        fb.host(host, ("lr", "beta1", "beta2", "eps_wide")), st.scratch, fb.coef)
+                fb.scatter_params()
         return loss
 
     def _bind(self, st: _Store, j: int) -> None:
@@ -189,7 +189,7 @@ class _Blockwise8bit(Optimizer):
         fb = st.fb
         entry = {"step": leaf(fb.scalars[j, 0, ...])}
         entry.update({k: leaf(v) for k, v in st.views(j).items()})
-        if fb.low is not None:
+        if fb.mode:
             entry["master_param"] = leaf(fb.view(fb.data, j))
         self.state[fb.params[j]] = entry
         fb.started[j] = True
@@ -264,9 +264,9 @@ class _Blockwise8bit(Optimizer):
                 for j, p in enumerate(fb.params):
                     st.reset(j)
                     s = state.get(p) or {}
-                    if fb.low is not None:
+                    if fb.mode:
                         master = s.get("master_param")
-                        fb.view(fb.data, j)[...] = (fb.view(fb.low, j) if master is None
+                        fb.view(fb.data, j)[...] = (fb.param_view(j) if master is None
                                                     else np.asarray(master))
                     if not s:
                         continue

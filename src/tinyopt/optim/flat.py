@@ -1,21 +1,28 @@
-"""Flat storage: a parameter group's parameters, gradients and all optimizer state, contiguous.
+"""Flat buffers: a parameter group's gradients and all optimizer state, contiguous, and its
+parameters' storage reached in place.
 
-For each group and each dtype in it, a :class:`FlatBuffer` lays the parameters end to end::
+For each group and each dtype in it, a :class:`FlatBuffer` lays the parameters out end to end in
+one index space (parameter ``j`` is ``[seg[j], seg[j + 1])``)::
 
-    data     [ p0 ........ | p1 .. | p2 ............ ]   Parameter storage (p._data) are views
-    grad     [ g0 ........ | g1 .. | g2 ............ ]   Parameter gradients (p._grad) are views
+    storage  p0 ........   p1 ..   p2 ............   the parameters' own arrays, wherever they
+                                                     are: reached through ``slots.data_addr``
+    grad     [ g0 ........ | g1 .. | g2 ............ ]   fresh gradients are written here (a
+                                                         gradient the user assigned stays theirs:
+                                                         ``slots.grad_addr``)
     vectors  exp_avg, exp_avg_sq, ...                    one buffer per state name, same layout
     seg      [0, n0, n0 + n1, n0 + n1 + n2]              where each parameter starts
-    flags    [has_grad(p0), has_grad(p1), has_grad(p2)]  kept up to date by Parameter itself
+    flags    [has_grad(p0), has_grad(p1), has_grad(p2)]  kept up to date by the slots
     scalars  [[step, mu_product, ...] per parameter]     per-parameter scalar state, float32
     sides    row_var [ r0 ... | r2 .. ]                  state of other shapes (Adafactor's
                                                          factors), each with its own seg
 
 so a fused kernel updates the whole group in one call with no Python loop over parameters, and
-``optimizer.state[p][name]`` are views into these buffers (0-d views for scalar state).
+``optimizer.state[p][name]`` are views into these buffers (0-d views for scalar state).  The
+parameters' storage never moves (``engine/slot.py``): a user's array, shared memory or a view
+taken before the optimizer was built is what the kernel updates.
 
-Start addresses are staggered: buffer ``k`` of a group starts at ``k * 640`` bytes past a 4 KiB
-boundary (mod 4096).  Streams whose addresses agree in their low 12 bits make the CPU's
+Start addresses are staggered: buffer ``k`` of a group starts at ``k * 640`` bytes past the
+parameters' storage (mod 4096).  Streams whose addresses agree in their low 12 bits make the CPU's
 memory disambiguation see false store-to-load dependencies (4K aliasing); on the machine where
 the optimizer issue was written, an Adam-shaped kernel over four such arrays ran at 17 GB/s
 against 54 GB/s staggered.  How much it matters depends on the CPU: ``benchmarks/bench_optim.py``
@@ -29,7 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.slot import SlotTable
 from tinyopt.engine.tensor import Parameter
+from tinyopt.kernels import address
 from tinyopt.kernels.optim import LOW_MODES
 
 CHUNK = 16384
@@ -46,15 +55,16 @@ _PAGE = 4096
 _INF = float("inf")
 
 
-def staggered_zeros(n: int, dtype, slot: int, stagger: int = STAGGER) -> np.ndarray:
-    """A zeroed 1-d array of ``n`` elements starting at ``(slot * stagger) % 4096`` past a 4 KiB boundary.
+def staggered_zeros(n: int, dtype, slot: int, stagger: int = STAGGER, base: int = 0) -> np.ndarray:
+    """A zeroed 1-d array of ``n`` elements starting at ``(base + slot * stagger) % 4096`` past a
+    4 KiB boundary.
 
     ``stagger=0`` gives the aliased layout (every array at the same offset), for benchmarks.
     """
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     raw = np.zeros(nbytes + 2 * _PAGE, dtype=np.uint8)
-    want = (slot * stagger) % _PAGE
+    want = (base + slot * stagger) % _PAGE
     off = (want - raw.ctypes.data) % _PAGE
     return raw[off:off + nbytes].view(dtype)
 
@@ -73,9 +83,16 @@ class FlatBuffer:
 
     - ``params``, ``dtype``, ``numel``; ``seg`` (int64, ``len(params) + 1``): parameter ``j``
       occupies ``[seg[j], seg[j + 1])`` of every flat buffer.
-    - ``data``, ``grad``: the flat parameter and gradient storage; each parameter's ``_data`` and
-      ``_grad`` are views into them (a gradient reduction over ``grad`` is one collective per
-      buffer).  ``flags`` (uint8): 1 where the parameter has a gradient (``_grad`` not None).
+    - ``slots``: the :class:`~tinyopt.engine.slot.SlotTable` of the parameters (``slots.slots[j]``
+      is parameter ``j``'s :class:`~tinyopt.engine.slot.Slot`, ``p.slot`` while this buffer is
+      its newest).  ``grad``: the flat gradient buffer, where fresh gradients are written (a
+      reduction over it is one collective per buffer); ``flags`` (uint8): 1 where the parameter
+      has a gradient.  A gradient the user assigned stays their array (``slots.foreign[j]``);
+      :meth:`gather_grads` copies such gradients into ``grad``, :meth:`scatter_grads` back.
+    - ``data``: the parameters' storage as one flat array, for algorithms that treat the group
+      as one vector (LBFGS, Adafactor's kernel, ZeRO): the storage itself when the parameters
+      lie end to end in one array (``adopted``), otherwise a copy that :meth:`gather_params`
+      fills and :meth:`scatter_params` writes back.  The fused kernels never need it.
     - ``vectors``: state name -> flat state buffer (same layout); :meth:`add_vectors` allocates.
       ``scalars`` (float32, ``(len(params), 4)``): per-parameter scalar state, column ``k``
       named ``scalar_names[k]``; ``steps`` is column 0.
@@ -87,16 +104,15 @@ class FlatBuffer:
       ``state_view(name, j)`` / ``state_views(j)``: its part of a vector or side state.
     - ``kernel_args(names)``: the arrays a fused kernel takes; ``host(values, wide)``: the
       record of named host scalars it reads.
-    - ``pack()``: make the parameters' storage views into ``data``/``grad`` again (after another
-      optimizer packed one of them: ``stale`` is then True; or after replacing ``data``, as
-      ZeRO-1 does to make a shard of a bigger buffer the storage).
 
     Low precision: for float16 and bfloat16 parameters (``storage``), ``dtype`` is float32 and
-    ``data`` holds their float32 master weights; ``low`` is the 16-bit flat buffer the
-    parameters' storage views, which the walker's ``kernel.low[mode]`` rewrites (rounded) in the
-    same pass that updates the masters; ``grad`` and ``vectors`` are float32 (a 16-bit
-    parameter's gradient is float32).  ``mode`` is the kernel mode (``kernels.optim.F16`` or
-    ``BF16``), 0 for float32/float64 buffers, whose ``low`` is None.
+    ``data`` holds their float32 master weights (always this buffer's own); ``low`` is the
+    parameters' 16-bit storage as one flat array (the storage itself when ``adopted``, otherwise
+    the copy :meth:`gather_params` / :meth:`scatter_params` fill and write back), which the
+    walker's ``kernel.low[mode]`` rewrites (rounded, in place through the slots) in the same pass
+    that updates the masters; ``grad`` and ``vectors`` are float32 (a 16-bit parameter's
+    gradient is float32).  ``mode`` is the kernel mode (``kernels.optim.F16`` or ``BF16``), 0 for
+    float32/float64 buffers, whose ``low`` is None.
     """
 
     def __init__(self, params: list[Parameter], dtype: np.dtype,
@@ -116,11 +132,17 @@ class FlatBuffer:
         starts = np.arange(0, self.numel, CHUNK, dtype=np.int64)
         self.chunk_seg = (np.searchsorted(self.seg, starts, side="right") - 1).astype(np.int64)
         self._slots = 0
-        self.data = self._alloc()
+        # staggered against the storage of the first parameter (the others' are anywhere)
+        self._base = params[0]._data.ctypes.data % _PAGE if params else 0
         self.grad = self._alloc()
-        self.low = (staggered_zeros(self.numel, self.storage, self._alloc_slot()) if self.mode
-                    else None)
-        self.flags = np.zeros(len(params), dtype=np.uint8)
+        self.slots = SlotTable(self, params, self.seg, self.grad)
+        self.flags = self.slots.flags
+        self._layout: tuple[int, np.ndarray | None] = (-1, None)  # (slots.version, adopted)
+        self._copy: np.ndarray | None = None  # the storage's flat copy when not adopted
+        self._ones = np.ones(len(params), dtype=np.uint8)
+        self.masters = self._alloc() if self.mode else None
+        self._master_addr = (None if self.masters is None else
+                             self.masters.ctypes.data + self.seg[:-1] * self.dtype.itemsize)
         self.scalars = np.zeros((len(params), SCALAR_SLOTS), dtype=np.float32)
         self.steps = self.scalars[:, 0]
         self.coef = np.zeros((len(params), 2 * SCALAR_SLOTS), dtype=self.dtype)
@@ -133,52 +155,121 @@ class FlatBuffer:
         self.names: tuple[str | None, ...] = ()  # the slots of the last step
         self.started = np.zeros(len(params), dtype=bool)
         self.all_started = len(params) == 0
-        self.stale = False  # set by a Parameter whose storage another optimizer took over
         self._host: dict[tuple, tuple[np.ndarray, list[int]]] = {}
         self._max = float(np.finfo(self.dtype).max)
         self._type = self.dtype.type
         self._ctype = {"float32": "float", "float64": "double"}.get(self.dtype.name, self.dtype.name)
         self._args: dict[tuple, tuple] = {}
-        self.pack()
-        if self.low is not None:
-            self.data[...] = self.low  # the masters start as the parameters (exactly)
+        if self.masters is not None:  # the masters start as the parameters (exactly)
+            for j in range(len(params)):
+                self.view(self.masters, j)[...] = self.param_view(j)
 
-    # ---- layout ---------------------------------------------------------------------------------
-    def pack(self) -> None:
-        """Make the parameters' data and grads views into this buffer again, copying in their
-        current values (they may have moved to another optimizer's buffer meanwhile)."""
-        storage = self.data if self.low is None else self.low
-        for j, p in enumerate(self.params):
-            p._pack(self.view(storage, j), self.view(self.grad, j), self.flags, j, self)
-        self.stale = False
-        self._args.clear()  # ``data`` may have been replaced (ZeRO adopts a shard as storage)
+    # ---- the parameters' storage ----------------------------------------------------------------
+    @property
+    def adopted(self) -> np.ndarray | None:
+        """The parameters' storage as one flat array when they lie end to end, in order, in one
+        array (a flat view of it: nothing copied), else None."""
+        version, flat = self._layout
+        if version != self.slots.version:
+            flat = end_to_end(self.slots.data_ref)
+            self._layout = (self.slots.version, flat)
+        return flat
+
+    @property
+    def data(self) -> np.ndarray:
+        """The float32 masters of 16-bit parameters; otherwise the parameters' storage as one
+        flat array (see the class docstring)."""
+        if self.masters is not None:
+            return self.masters
+        return self._storage_flat()
+
+    @property
+    def low(self) -> np.ndarray | None:
+        """The 16-bit parameters' storage as one flat array (None for float32/float64)."""
+        return self._storage_flat() if self.mode else None
+
+    def _storage_flat(self) -> np.ndarray:
+        flat = self.adopted
+        if flat is not None:
+            return flat
+        if self._copy is None:
+            self._copy = staggered_zeros(self.numel, self.storage, self._alloc_slot(),
+                                         base=self._base)
+        return self._copy
+
+    def gather_params(self) -> np.ndarray:
+        """The parameters' storage as one flat array, up to date (``data``, or ``low`` for
+        16-bit parameters): copies it in unless ``adopted``."""
+        flat = self._storage_flat()
+        if flat is not self.adopted:
+            address.copy_segments(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones,
+                                  True)
+        return flat
+
+    def scatter_params(self) -> None:
+        """Write the flat copy of the storage (after :meth:`gather_params` and a change to it)
+        back into the parameters' storage (nothing to do when ``adopted``)."""
+        flat = self._storage_flat()
+        if flat is not self.adopted:
+            address.copy_segments(_kernel_view(flat), self.slots.data_addr, self.seg, self._ones,
+                                  False)
+
+    def gather_grads(self) -> np.ndarray:
+        """``grad`` with every present gradient in it: gradients the user assigned (their own
+        arrays) are copied into their part of ``grad`` (which is otherwise unused then)."""
+        if self.slots.foreign.any():
+            address.copy_segments(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign,
+                                  True)
+        return self.grad
+
+    def scatter_grads(self) -> None:
+        """Write the parts of ``grad`` of gradients the user assigned back into their arrays
+        (after :meth:`gather_grads` and a change to ``grad``: an unscale, a reduction)."""
+        if self.slots.foreign.any():
+            address.copy_segments(self.grad, self.slots.grad_addr, self.seg, self.slots.foreign,
+                                  False)
+
+    def param_view(self, j: int) -> np.ndarray:
+        """Parameter ``j``'s storage (its own array, shaped)."""
+        return self.slots.data_ref[j]
 
     def _alloc(self) -> np.ndarray:
-        return staggered_zeros(self.numel, self.dtype, self._alloc_slot())
+        return staggered_zeros(self.numel, self.dtype, self._alloc_slot(), base=self._base)
 
     def _alloc_slot(self) -> int:
         self._slots += 1
-        return self._slots - 1
+        return self._slots
 
     def view(self, flat: np.ndarray, j: int) -> np.ndarray:
         """Parameter ``j``'s part of ``flat``, shaped like the parameter."""
         return flat[self.seg[j]:self.seg[j + 1]].reshape(self.params[j].shape)
 
     def kernel_args(self, names: tuple[str | None, ...]) -> tuple:
-        """``(p, g, s0, s1, s2, seg, chunk_seg, CHUNK, flags, S, coef)`` for a fused kernel of
-        ``kernels/optim.py``, with vector state ``names`` in slots ``s0..s2`` (None: unused,
-        passed empty); for a low-precision buffer, preceded by ``low`` as uint16 (the arguments
-        of ``kernel.low[mode]``)."""
+        """``(pa, ga, s0, s1, s2, seg, chunk_seg, CHUNK, flags, S, coef)`` for a fused kernel of
+        ``kernels/optim.py`` (``pa``, ``ga``: the addresses of the parameters' storage and
+        gradients), with vector state ``names`` in slots ``s0..s2`` (None: unused, passed
+        empty); for a low-precision buffer ``(qa, masters, ga, s0, ...)``, the arguments of
+        ``kernel.low[mode]`` (``qa``: the addresses of the 16-bit storage)."""
         args = self._args.get(names)
         if args is None:
             states = [self.vectors[n] if n is not None else self.empty for n in names]
-            states += [self.empty] * (3 - len(states))
-            args = (self.data, self.grad, *states, self.seg, self.chunk_seg, CHUNK, self.flags,
-                    self.scalars, self.coef)
-            if self.low is not None:
-                args = (self.low.view(np.uint16), *args)
+            args = self.walker_args(*states)
             self._args[names] = args
         return args
+
+    def walker_args(self, *states: np.ndarray, plain: bool = False) -> tuple:
+        """:meth:`kernel_args` with the arrays ``states`` (3 or fewer: the rest passed empty; 4
+        for a two-pass kernel's pass 1, ``kernels/optim_reduce.py``) in the state slots, for an
+        algorithm that passes scratch there (Muon).  ``plain=True``: the arguments of the plain
+        walker also for 16-bit parameters (over their masters)."""
+        states = states + (self.empty,) * (3 - len(states))
+        t = self.slots
+        tail = (*states, self.seg, self.chunk_seg, CHUNK, self.flags, self.scalars, self.coef)
+        if self.mode and plain:
+            return (self._master_addr, t.grad_addr, *tail)
+        if self.mode:
+            return (t.data_addr, self.masters, t.grad_addr, *tail)
+        return (t.data_addr, t.grad_addr, *tail)
 
     def host(self, values: dict[str, float | np.floating], wide: tuple[str, ...] = ()) -> np.ndarray:
         """The 1-element record array a kernel reads its named host scalars from, filled with
@@ -268,3 +359,33 @@ class FlatBuffer:
             buf[self.seg[j]:self.seg[j + 1]] = init.get(name, 0)
         for name, (flat, seg) in self.sides.items():
             flat[seg[j]:seg[j + 1]] = init.get(name, 0)
+
+
+def _kernel_view(flat: np.ndarray) -> np.ndarray:
+    """``flat`` as kernels take it (16-bit storage as uint16 bit patterns)."""
+    return flat.view(np.uint16) if flat.dtype.itemsize == 2 and flat.dtype.kind != "u" else flat
+
+
+def end_to_end(arrays: list[np.ndarray]) -> np.ndarray | None:
+    """A 1-d view over ``arrays`` when they lie end to end in one allocation (C-contiguous, one
+    dtype, each starting where the previous one ends), else None."""
+    if not arrays:
+        return None
+    dtype = arrays[0].dtype
+    root = arrays[0]
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    start = arrays[0].__array_interface__["data"][0]
+    pos = start
+    for a in arrays:
+        if a.dtype != dtype or not a.flags.c_contiguous or \
+                a.__array_interface__["data"][0] != pos:
+            return None
+        pos += a.nbytes
+    lo = root.__array_interface__["data"][0]
+    if start < lo or pos > lo + root.nbytes:
+        return None
+    raw = root.reshape(-1).view(np.uint8)
+    return raw[start - lo:pos - lo].view(dtype)

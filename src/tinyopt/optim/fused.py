@@ -20,8 +20,9 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
   scalars alone, so a piece of a parameter steps exactly as the whole one
   (``distributed.optim.ZeroRedundancyOptimizer`` accepts only such optimizers).
 
-This class packs each group into :class:`~tinyopt.optim.flat.FlatBuffer` s (the parameters'
-storage, gradients and every ``state[p][name]`` become views), keeps ``state`` PyTorch-shaped (an
+This class lays each group out in :class:`~tinyopt.optim.flat.FlatBuffer` s (fresh gradients
+and every ``state[p][name]`` are views into them; the parameters' storage stays where it is and
+the kernel reaches it through the buffer's slots), keeps ``state`` PyTorch-shaped (an
 entry appears when a parameter first steps, scalar state as 0-d float32 views), runs the kernel,
 and loads state dicts into the buffers.
 
@@ -88,7 +89,7 @@ class StateEntry(dict):
             pass
         elif name in self._shown:
             view = fb.scalars[j, fb.scalar_names.index(name), ...]
-        elif name == MASTER and fb.low is not None:
+        elif name == MASTER and fb.mode:
             view = fb.view(fb.data, j)
         else:  # not state the kernel keeps: stored as given (saved in the state dict)
             dict.__setitem__(self, name, value)
@@ -168,7 +169,7 @@ class FusedOptimizer(Optimizer):
 
     def _empty(self) -> None:
         self._flat: list[list[FlatBuffer]] = []
-        # per group: its params list and that list's version when packed; and per buffer, how
+        # per group: its params list and that list's version when laid out; and per buffer, how
         # many times each parameter is listed (None: once each)
         self._layout: list[tuple[list, int]] = []
         self._repeats: list[list[np.ndarray | None]] = []
@@ -257,7 +258,7 @@ class FusedOptimizer(Optimizer):
         by_dtype: dict[np.dtype, list[Parameter]] = {}
         seen: set[int] = set()
         for p in group["params"]:
-            if id(p) not in seen:  # a duplicate (warned about) is packed and updated once
+            if id(p) not in seen:  # a duplicate (warned about) is laid out and updated once
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
@@ -292,7 +293,7 @@ class FusedOptimizer(Optimizer):
                 entry._bind(name, fb.scalars[j, k, ...])
             for name, view in fb.state_views(j).items():
                 entry._bind(name, view)
-            if fb.low is not None:
+            if fb.mode:
                 entry._bind(MASTER, fb.view(fb.data, j))
             fb.started[j] = True
         fb.all_started = bool(fb.started.all())
@@ -315,8 +316,6 @@ class FusedOptimizer(Optimizer):
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
             names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
-                if fb.stale:  # a parameter shared with another optimizer: take it back
-                    fb.pack()
                 if names != fb.names and fb.add_vectors(names, self._state_init(group)):
                     self._start(fb, np.flatnonzero(fb.started))  # add the new views
                 fb.names = names
@@ -397,9 +396,9 @@ class FusedOptimizer(Optimizer):
             fb.flags[:] = flags
 
     def _follow_groups(self) -> None:
-        """Re-pack when ``param_groups`` changed in place since the last step (a parameter
-        appended to a group's ``params``, a list or group replaced or appended), as torch's
-        optimizers read ``param_groups`` afresh at every step."""
+        """Lay the groups out again when ``param_groups`` changed in place since the last step
+        (a parameter appended to a group's ``params``, a list or group replaced or appended), as
+        torch's optimizers read ``param_groups`` afresh at every step."""
         if len(self._layout) == len(self.param_groups) and all(
                 g["params"] is ref and getattr(ref, "version", 0) == v
                 for g, (ref, v) in zip(self.param_groups, self._layout)):
@@ -482,15 +481,15 @@ class FusedOptimizer(Optimizer):
                 for st in loaded:
                     names += [k for k, v in st.items() if k not in fb.scalar_names
                               and v is not None and k not in names and k not in fb.sides
-                              and not (k == MASTER and fb.low is not None)]
+                              and not (k == MASTER and fb.mode)]
                 fb.add_vectors(names, init)
                 fb.started[:] = False
                 for j, st in enumerate(loaded):
                     fb.reset(j, init)
-                    if fb.low is not None:  # without saved masters: the parameters as they are
+                    if fb.mode:  # without saved masters: the parameters as they are
                         st = dict(st)
                         master = st.pop(MASTER, None)
-                        fb.view(fb.data, j)[...] = fb.view(fb.low, j) if master is None else master
+                        fb.view(fb.data, j)[...] = fb.param_view(j) if master is None else master
                     if st:
                         if "step" not in st:  # SGD's momentum buffer: one momentum step taken
                             fb.steps[j] = 1

@@ -109,8 +109,6 @@ class PlanStep:
         for group, buffers in zip(opt.param_groups, opt._flat):
             names = opt._state_names(group)
             for fb in buffers:
-                if fb.stale:  # as step: a parameter shared with another optimizer, taken back
-                    fb.pack()
                 if names != fb.names and fb.add_vectors(names, opt._state_init(group)):
                     opt._start(fb, np.flatnonzero(fb.started))
                 fb.names = names
@@ -155,11 +153,14 @@ class PlanStep:
     def outer(self, p: Parameter, a: np.ndarray, b: np.ndarray, grad: np.ndarray) -> None:
         buf, j = self.where[id(p)]
         fb = buf.fb
-        if fb.seg[j + 1] - fb.seg[j] < OUTER_MIN:  # small: stepped after the run
+        lo, hi = int(fb.seg[j]), int(fb.seg[j + 1])
+        if hi - lo < OUTER_MIN:  # small: stepped after the run
             outer_product(a, b, grad)  # the gradient's own kernel
             return
-        pf, gf, s0, s1, s2 = buf.args[:5]
-        buf.kernels[3](a, b, pf, gf, s0, s1, s2, fb.seg[j], j, fb.coef, buf.rec)
+        # the parameter's storage and gradient where they are, its part of the state
+        s0, s1, s2 = (s[lo:hi] if s.size else s for s in buf.args[2:5])
+        buf.kernels[3](a, b, fb.param_view(j).reshape(-1), grad.reshape(-1), s0, s1, s2, 0, j,
+                       fb.coef, buf.rec)
         buf.done[j] = 1
 
     def ready(self, p: Parameter) -> None:

@@ -132,21 +132,20 @@ class LBFGS(Optimizer):
 
     # ---- flat vectors ---------------------------------------------------------------------------
     def _take_back(self) -> None:
-        """Make the buffers the parameters' storage (a parameter shared with another optimizer)
+        """Read the parameters' storage into the flat vectors (unless they are that storage),
         and adopt, as masters, 16-bit values written from outside since the last step."""
         for fb in self._flats:
-            if fb.stale:
-                fb.pack()
-            if fb.low is not None:
-                changed = fb.data.astype(fb.storage).view(np.uint16) != fb.low.view(np.uint16)
+            flat = fb.gather_params()
+            if fb.mode:
+                changed = fb.data.astype(fb.storage).view(np.uint16) != flat.view(np.uint16)
                 if changed.any():
-                    fb.data[changed] = fb.low[changed].astype(np.float32)
+                    fb.data[changed] = flat[changed].astype(np.float32)
 
     def _bind_masters(self) -> None:
         """``state[p]["master_param"]``: each 16-bit parameter's masters (a view of its part of
         the buffer)."""
         for fb in self._flats:
-            if fb.low is not None:
+            if fb.mode:
                 for j, p in enumerate(fb.params):
                     self.state[p][MASTER] = fb.view(fb.data, j)
 
@@ -154,7 +153,7 @@ class LBFGS(Optimizer):
         """The gradients, flat (zeros for a parameter whose grad is None), as a new array."""
         parts = []
         for fb in self._flats:
-            g = fb.grad.astype(self._dtype)
+            g = fb.gather_grads().astype(self._dtype)
             for j in np.flatnonzero(fb.flags == 0):
                 g[fb.seg[j]:fb.seg[j + 1]] = 0
             parts.append(g)
@@ -171,10 +170,10 @@ class LBFGS(Optimizer):
             if fb.dtype == self._dtype:
                 vec.axpy(fb.data, t, update[k:k + fb.numel])
             else:  # a float32 buffer of a float64 group: the sum in float64, stored in float32
-                fb.data += t * update[k:k + fb.numel]
+                data = fb.data
+                data += t * update[k:k + fb.numel]
             k += fb.numel
-            if fb.low is not None:
-                fb.low[...] = fb.data
+            _store(fb)
 
     def _flat_params(self) -> list[np.ndarray]:
         return [fb.data.copy() for fb in self._flats]
@@ -182,8 +181,7 @@ class LBFGS(Optimizer):
     def _set_params(self, x: list[np.ndarray]) -> None:
         for fb, xb in zip(self._flats, x):
             fb.data[...] = xb
-            if fb.low is not None:
-                fb.low[...] = fb.data
+            _store(fb)
 
     def _directional_evaluate(self, closure: Callable, x: list[np.ndarray], t, d: np.ndarray):
         self._add_grad(t, d)
@@ -346,7 +344,7 @@ class LBFGS(Optimizer):
             del state[p]  # (a float32 parameter's saved master: it is its own master)
         super()._set_state(state, groups)
         for fb in self._flats:
-            if fb.low is not None:
+            if fb.mode:
                 for j, p in enumerate(fb.params):
                     if masters.get(id(p)) is not None:
                         fb.view(fb.data, j)[...] = masters[id(p)]
@@ -505,3 +503,11 @@ def _strong_wolfe(obj_func, x, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_chang
             bracket[low_pos], bracket_f[low_pos] = t, f_new
             bracket_g[low_pos], bracket_gtd[low_pos] = g_new.copy(), gtd_new
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
+
+
+def _store(fb: FlatBuffer) -> None:
+    """Write ``fb.data`` (changed) into the parameters' storage (16-bit: rounded from the
+    masters)."""
+    if fb.mode:
+        fb.low[...] = fb.data
+    fb.scatter_params()

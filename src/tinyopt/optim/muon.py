@@ -111,9 +111,8 @@ class Muon(FusedOptimizer):
         if u is None:
             u = self._scratch[id(fb)] = staggered_zeros(fb.numel, fb.dtype, len(fb.vectors) + 3)
         host = self._host(group, fb.round)
-        args = (fb.data, fb.grad, fb.vectors["momentum_buffer"], u, fb.empty, fb.seg,
-                fb.chunk_seg, CHUNK, fb.flags, fb.scalars, fb.coef)
         # the first pass does not write the parameters: the plain walker also for 16-bit ones
+        args = fb.walker_args(fb.vectors["momentum_buffer"], u, plain=True)
         self.kernel[self._switches(group, host)](*args, fb.host(host))
         lr, coefficients = float(group["lr"]), group["ns_coefficients"]
         for j in np.flatnonzero(fb.flags):
@@ -123,10 +122,7 @@ class Muon(FusedOptimizer):
                                                 group["eps"], self._ns_work)
             np.multiply(fb.dtype.type(-lr_j), ortho, out=view)  # (add_'s alpha, then the add)
         wd = float(group["weight_decay"])
-        args = (fb.data, fb.grad, u, fb.empty, fb.empty, fb.seg, fb.chunk_seg, CHUNK, fb.flags,
-                fb.scalars, fb.coef)
-        if fb.mode:
-            args = (fb.low.view(np.uint16), *args)
+        args = fb.walker_args(u)
         self._call(kernels.muon_apply[wd != 0], group, fb, args, dict(decay=1.0 - lr * wd))
 
 

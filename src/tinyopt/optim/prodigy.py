@@ -10,7 +10,7 @@ import numpy as np
 
 from tinyopt.kernels import optim as kernels
 from tinyopt.kernels import optim_reduce
-from tinyopt.optim.flat import CHUNK, FlatBuffer
+from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -151,12 +151,9 @@ class Prodigy(FusedOptimizer):
                     s_alpha=(d / d0) * (d if group["safeguard_warmup"] else ph["dlr"]),
                     weight_decay=wd)
         kernel = self.kernel[beta1 > 0, coupled, group["lr"] > 0]
-        states = [fb.vectors[n] if n is not None else fb.empty for n in names]
-        args = (fb.data, fb.grad, *states, fb.seg, fb.chunk_seg, CHUNK, fb.flags, fb.scalars,
-                fb.coef)
+        args = fb.walker_args(*(fb.vectors[n] if n is not None else fb.empty for n in names))
         if fb.mode:
             kernel = kernel.low[fb.mode]
-            args = (fb.low.view(np.uint16), *args)
         sums = np.zeros((len(fb.params), 3))
         if kernel(*args, fb.host(host), sums) >= 0:
             raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")

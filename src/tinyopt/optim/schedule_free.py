@@ -121,8 +121,6 @@ class _ScheduleFree(FusedOptimizer):
             for fb in buffers:
                 if not fb.started.any():
                     continue
-                if fb.stale:
-                    fb.pack()
                 if names != fb.names and fb.add_vectors(names, {}):
                     self._start(fb, np.flatnonzero(fb.started))
                 fb.names = names

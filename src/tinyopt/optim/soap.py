@@ -99,11 +99,12 @@ class SOAP(FusedOptimizer):
         sb = group["shampoo_beta"] if group["shampoo_beta"] is not None else b2
         lr, wd, eps = float(group["lr"]), float(group["weight_decay"]), group["eps"]
         w1, w2 = fb.dtype.type(1.0 - b1), fb.dtype.type(1.0 - b2)
+        fb.gather_grads()  # (a gradient the user assigned: into its part of fb.grad)
         if fb.mode:
             _take_written_copies(fb)
         for j in np.flatnonzero(fb.flags):
             j = int(j)
-            p = fb.view(fb.data, j)
+            p = fb.view(fb.data, j) if fb.mode else fb.param_view(j)  # (masters, or storage)
             g = fb.view(fb.grad, j)
             if group["maximize"]:
                 g = -g
@@ -136,6 +137,7 @@ class SOAP(FusedOptimizer):
                 _power_iteration(GG, Q, v)
         if fb.mode:  # the 16-bit storage: the masters rounded
             fb.low[...] = fb.data.astype(fb.storage)
+            fb.scatter_params()
 
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
         """``GG<i>``/``Q<i>`` are square matrices of axis ``i``'s size; the rest as usual."""
@@ -155,8 +157,9 @@ class SOAP(FusedOptimizer):
 def _take_written_copies(fb: FlatBuffer) -> None:
     """16-bit parameters: a master whose 16-bit copy was written since (a loaded model state,
     ``p.data[...] = x``) takes the copy, as the walkers' ``low`` variants do."""
-    written = fb.data.astype(fb.storage).view(np.uint16) != fb.low.view(np.uint16)
-    fb.data[written] = fb.low[written].astype(np.float32)
+    low = fb.gather_params()
+    written = fb.data.astype(fb.storage).view(np.uint16) != low.view(np.uint16)
+    fb.data[written] = low[written].astype(np.float32)
 
 
 def _preconditioned(shape: tuple[int, ...], group: dict[str, Any]) -> list[int]:

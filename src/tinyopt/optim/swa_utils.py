@@ -24,8 +24,8 @@ An :class:`AveragedModel` keeps its weights in flat buffers (one per dtype, para
 buffers apart), so the built-in averages (the default, :func:`get_swa_multi_avg_fn`,
 :func:`get_ema_multi_avg_fn`) update a whole model in one fused kernel call
 (``kernels/averaging.py``), reading the model's weights in place when they lie end to end (as
-after ``optimizer = SGD(model.parameters())``, which packs them into one flat buffer) and through
-one gathering copy otherwise.  The values are PyTorch's bit for bit, floating point and integer
+``tinyopt.nn``'s layers allocate them, ``engine/arena.py``) and through one gathering copy
+otherwise.  The values are PyTorch's bit for bit, floating point and integer
 buffers alike.  A custom ``avg_fn`` (per tensor) or ``multi_avg_fn`` (per list) gets tinyopt
 Tensors sharing the weights' storage, as PyTorch passes tensors.
 """
@@ -46,7 +46,7 @@ from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels import averaging as kernels
 from tinyopt.nn.layers.normalization import is_batch_norm
 from tinyopt.nn.module import Module
-from tinyopt.optim.flat import staggered_zeros
+from tinyopt.optim.flat import end_to_end, staggered_zeros
 from tinyopt.optim.lr_scheduler.base import LRScheduler, per_group
 from tinyopt.optim.optimizer import Optimizer
 
@@ -219,31 +219,6 @@ class _Mean(_MultiAverage):
 
 
 # ---- flat storage -----------------------------------------------------------------------------
-def _end_to_end(arrays: list[np.ndarray]) -> np.ndarray | None:
-    """A 1-d view over ``arrays`` when they lie end to end in one allocation (C-contiguous, one
-    dtype, each starting where the previous one ends), else None."""
-    if not arrays:
-        return None
-    dtype = arrays[0].dtype
-    root = arrays[0]
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if not root.flags.c_contiguous:
-        return None
-    start = arrays[0].__array_interface__["data"][0]
-    pos = start
-    for a in arrays:
-        if a.dtype != dtype or not a.flags.c_contiguous or \
-                a.__array_interface__["data"][0] != pos:
-            return None
-        pos += a.nbytes
-    lo = root.__array_interface__["data"][0]
-    if start < lo or pos > lo + root.nbytes:
-        return None
-    raw = root.reshape(-1).view(np.uint8)
-    return raw[start - lo:pos - lo].view(dtype)
-
-
 class _Flat:
     """One group of arrays (one dtype) seen as one flat 1-d array: a view when they lie end to
     end (found once per set of arrays), else a staging copy (gathered before and scattered
@@ -259,7 +234,7 @@ class _Flat:
         if len(arrays) != len(self._arrays) or any(a is not b for a, b in zip(arrays,
                                                                               self._arrays)):
             self._arrays = tuple(arrays)
-            view = _end_to_end(arrays)
+            view = end_to_end(arrays)
             self._view = view if view is not None and view.dtype == dtype else None
         if self._view is not None:
             return self._view, False
@@ -345,7 +320,7 @@ class AveragedModel(Module):
             by_dtype: dict[np.dtype, list] = {}
             for item in items:
                 arr = item._data if kind == "p" else item[0]._buffers[item[1]].numpy()
-                if arr.dtype.kind == "f" and not (kind == "p" and item._grad_flags is not None):
+                if arr.dtype.kind == "f" and not (kind == "p" and item.slot is not None):
                     by_dtype.setdefault(arr.dtype, []).append((item, arr))
             for slot, (dtype, members) in enumerate(by_dtype.items()):
                 flat = staggered_zeros(sum(a.size for _, a in members), dtype, slot)
@@ -354,7 +329,8 @@ class AveragedModel(Module):
                     view = flat[i:i + arr.size].reshape(arr.shape)
                     view[...] = arr
                     if kind == "p":
-                        item._data = view
+                        with no_grad():
+                            item.set_(leaf(view))
                     else:
                         item[0]._buffers[item[1]] = leaf(view)  # buffers are Tensors
                     i += arr.size
@@ -443,7 +419,7 @@ class AveragedModel(Module):
 
 def _packable(params: list[Parameter]) -> bool:
     """Whether the copy's parameters may be moved into new storage (no optimizer holds them)."""
-    return all(p._grad_flags is None for p in params)
+    return all(p.slot is None for p in params)
 
 
 def _check_pairs(own: list[np.ndarray], src: list[np.ndarray], what: str) -> None:

@@ -8,8 +8,10 @@
     tinyopt.save("ckpt.tinyopt", model=model, optimizer=opt)   # a plain Adam state dict
 
 As DeepSpeed's ZeRO-1 (Rajbhandari et al. 2020, https://arxiv.org/abs/1910.02054): each param
-group is packed (per dtype) into one flat buffer holding parameters and gradients, laid out as
-``tinyopt.optim`` lays out its own.  Of a buffer of ``n`` elements, rank ``r`` owns the contiguous
+group is laid out (per dtype) as one flat buffer of parameters and gradients, as ``tinyopt.optim``
+lays out its own (the parameters' storage stays theirs: the flat parameters are a copy that
+is read at every step and written back after it, unless the parameters lie end to end in one
+array, which then is the flat buffer).  Of a buffer of ``n`` elements, rank ``r`` owns the contiguous
 shard ``[lo_r, hi_r)`` (``n // N`` elements, one more for the first ``n % N`` ranks), cutting
 across parameter boundaries.  ``optim``, the local optimizer (an ``optimizer_class``), works on
 one Parameter per piece of a parameter inside the shard: its flat parameter storage IS the
@@ -53,10 +55,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.distributed.ddp import _owner
 from tinyopt.distributed.fingerprint import Purpose
 from tinyopt.distributed.process_group import _default
-from tinyopt.engine.tensor import Parameter
+from tinyopt.engine.tensor import Parameter, leaf
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim.optimizer import Optimizer, StateDict
@@ -156,9 +157,10 @@ class ZeroRedundancyOptimizer(Optimizer):
         shards = [_Shard(ps, dt, self.world_size, self.rank) for dt, ps in by_dtype.items()]
         self._shards.append(shards)
         pieces = []
-        for sh in shards:
-            seg = sh.buffer.seg
-            pieces.append([Parameter(sh.buffer.data[seg[j] + a:seg[j] + b].copy() if j >= 0
+        for sh in shards:  # this rank's pieces: views of its shard of the flat parameters, which
+            seg = sh.buffer.seg  # the local kernel updates in place and the allgather sends
+            flat = sh.buffer.gather_params()
+            pieces.append([Parameter(leaf(flat[seg[j] + a:seg[j] + b]) if j >= 0
                                      else np.zeros(0, sh.buffer.dtype)) for j, a, b in sh.mine])
         local_group = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         local_group["params"] = [p for ps in pieces for p in ps]
@@ -167,8 +169,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         else:
             self.optim.add_param_group(local_group)
         for sh, ps in zip(shards, pieces):
-            sh.local = _owner(ps[0])  # the local optimizer's flat buffer of the shard
-            _adopt_data(sh.local, sh.buffer.data[sh.lo:sh.hi])
+            sh.local = ps[0].slot.owner  # the local optimizer's flat buffer of the shard
         self._flags = np.zeros(sum(len(sh.buffer.params) for g in self._shards for sh in g),
                                dtype=np.uint8)
 
@@ -192,9 +193,8 @@ class ZeroRedundancyOptimizer(Optimizer):
         shards = [sh for g in self._shards for sh in g]
         flags, at = self._flags, 0
         for sh in shards:
-            if sh.buffer.stale:  # a parameter shared with another optimizer: take it back
-                sh.buffer.pack()
-            k = len(sh.buffer.params)
+            sh.buffer.gather_params()  # (the parameters as they are now, unless the flat
+            k = len(sh.buffer.params)  # parameters are their storage)
             flags[at:at + k] = sh.buffer.flags
             at += k
         local_flags = flags.copy()
@@ -204,6 +204,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         at = 0
         for sh in shards:
             fb, k = sh.buffer, len(sh.buffer.params)
+            fb.gather_grads()
             for j in np.flatnonzero(local_flags[at:at + k] == 0):  # contributes zeros
                 fb.grad[fb.seg[j]:fb.seg[j + 1]] = 0
             if world > 1:
@@ -215,14 +216,15 @@ class ZeroRedundancyOptimizer(Optimizer):
             has = flags[at:at + k]
             for piece, j in zip(sh.local.params, sh.piece_param):
                 if j >= 0 and has[j]:
-                    piece._grad_dest()  # the reduced shard is already in place
+                    piece.slot.use_grad_view()  # the reduced shard is already in place
                 else:
                     piece.grad = None
             at += k
         self.optim.step()
-        if world > 1:
-            for sh in shards:
+        for sh in shards:
+            if world > 1:
                 pg.allgather_(sh.buffer.data, sh.counts, purpose=Purpose.ZERO_PARAMS, step=step)
+            sh.buffer.scatter_params()
         return loss
 
     # ---- state dict ---------------------------------------------------------------------------
@@ -384,11 +386,3 @@ def _check_elementwise_group(group: dict[str, Any]) -> None:
         raise ValueError("ZeroRedundancyOptimizer: cautious=True is not supported: its update is "
                          "rescaled by a count over each whole parameter, and a shard may end "
                          "inside a parameter")
-
-
-def _adopt_data(fb: FlatBuffer, storage: np.ndarray) -> None:
-    """Make ``storage`` (the shard of the big parameter buffer) ``fb``'s parameter storage, so the
-    local kernel updates the shard in place and the allgather sends it without a copy."""
-    storage[...] = fb.data
-    fb.data = storage
-    fb.pack()

@@ -6,7 +6,7 @@ Example::
     total = clip_grad_norm_(model.parameters(), max_norm=1.0)   # returns the norm before clipping
     opt.step()
 
-Gradients are scaled in place, so parameters packed by an optimizer keep their flat storage.
+Gradients are scaled in place, so gradients in an optimizer's flat buffer stay there.
 """
 
 from __future__ import annotations

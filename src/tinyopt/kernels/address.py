@@ -1,0 +1,58 @@
+"""Arrays reached through a table of addresses: storage that lives where its owner put it.
+
+An optimizer steps a group's parameters in one kernel call, but their storage is wherever the
+user's arrays are (``nn.Parameter(to.from_numpy(arr))``, shared memory, a torch tensor's memory
+through numpy): a segment table gives the kernel, per parameter ``j``, the address of its first
+element (``addr[j]``, int64) and its extent in the flat layout (``[seg[j], seg[j + 1])``), and
+:func:`at` turns one entry back into an array inside the kernel.  Nothing is copied.
+
+Who makes a table keeps every array whose address is in it alive, checks that each is
+C-contiguous, of the kernel's dtype and of its segment's size (``engine/slot.py``): a kernel reads
+exactly ``seg[j + 1] - seg[j]`` elements from ``addr[j]``, so a table that is right is never out
+of bounds.
+
+:func:`copy_segments` copies between such storage and a flat buffer, for algorithms that work
+on the group as one vector (LBFGS, Adafactor's kernel, ZeRO's allgather).
+"""
+
+from __future__ import annotations
+
+import numba
+from numba import types
+from numba.extending import intrinsic
+
+from tinyopt.kernels.jit import inline, kernel
+
+
+@intrinsic
+def _pointer(typingctx, addr, like):
+    """A typed pointer (to ``like``'s dtype: an array's, or a numpy scalar type's) at ``addr``."""
+    dtype = like.dtype if isinstance(like, types.Array) else like.instance_type
+    sig = types.CPointer(dtype)(types.int64, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
+
+    return sig, codegen
+
+
+@inline
+def at(addr, n, like):
+    """The 1-d C-contiguous array of ``n`` elements at ``addr``, of ``like``'s dtype (an array,
+    or a numpy scalar type such as ``np.uint16``)."""
+    return numba.carray(_pointer(addr, like), n)
+
+
+@kernel
+def copy_segments(flat, addr, seg, flags, into_flat):
+    """For every ``j`` with ``flags[j] != 0``: ``flat[seg[j]:seg[j + 1]] <- storage j`` if
+    ``into_flat`` (gather), else ``storage j <- flat[seg[j]:seg[j + 1]]`` (scatter); ``flat``
+    1-d C-contiguous, the storage of ``flat``'s dtype at ``addr[j]``."""
+    for j in range(addr.shape[0]):
+        if flags[j] != 0:
+            lo, hi = seg[j], seg[j + 1]
+            storage = at(addr[j], hi - lo, flat)
+            if into_flat:
+                flat[lo:hi] = storage
+            else:
+                storage[:] = flat[lo:hi]
