@@ -992,3 +992,68 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         torch.manual_seed(0)
         probs = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]) / 0.7, dim=-1)
         result = probs""")
+    # ---- names public scripts meet first (issue 28) -----------------------------------------------
+    idiom("cudnn_flags_dcgan", """
+        import importlib
+        cudnn = importlib.import_module(torch.__name__ + ".backends.cudnn")
+        cudnn.benchmark = True
+        result = [cudnn.is_available(), torch.backends.cudnn.benchmark]
+        cudnn.benchmark = False""")
+    idiom("compile_returns_a_callable_model", """
+        m = seed_weights(nn.Linear(4, 2))
+        cm = torch.compile(m)
+        result = cm(torch.tensor(X[:3]))""")
+    idiom("compile_decorator", """
+        @torch.compile(mode="max-autotune")
+        def f(x):
+            return x.sin() + 1
+        result = f(torch.tensor(X[:2]))""")
+    idiom("num_threads", """
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        one = torch.get_num_threads()
+        torch.set_num_threads(n)
+        result = [one, torch.get_num_threads() == n]""")
+    idiom("sum_keepdims_numpy_spelling", """
+        x = torch.tensor(X)
+        result = [x.sum(1, keepdims=True), torch.mean(x, dim=0, keepdims=True).shape,
+                  x.amax(-1, keepdims=True).shape]""")
+    idiom("add_deprecated_alpha_first", """
+        import warnings
+        p = torch.tensor(X[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p.add_(-0.1, torch.ones(4))
+        result = p""")
+    idiom("range_index_and_assign", """
+        logits = torch.tensor(X[:5, :3])
+        y = torch.tensor(Y[:5])
+        picked = logits[range(5), y]
+        d = torch.zeros_like(logits)
+        d[range(5), y] = -1.0 / 5
+        result = [picked, d]""")
+    idiom("random_sampler_replacement_huge", """
+        ds = TensorDataset(torch.tensor(X), torch.tensor(Y))
+        sampler = torch.utils.data.RandomSampler(ds, replacement=True, num_samples=int(1e10))
+        loader = DataLoader(ds, batch_size=4, sampler=sampler)
+        xb, yb = next(iter(loader))
+        result = [len(sampler), tuple(xb.shape)]""")
+    idiom("save_whole_model", """
+        m = seed_weights(nn.Sequential(nn.Linear(4, 3), nn.Tanh()))
+        torch.save(m, "model.pt")
+        back = torch.load("model.pt", weights_only=False)
+        result = back(torch.tensor(X[:2]))""")
+    idiom("whole_model_refused_by_default", """
+        import pickle
+        torch.save(nn.Linear(4, 3), "model.pt")
+        try:
+            torch.load("model.pt")
+            result = "loaded"
+        except pickle.UnpicklingError as e:
+            result = str(e).split(".")[0]""")
+    idiom("load_state_dict_file", """
+        m = seed_weights(nn.Linear(4, 3))
+        torch.save(m.state_dict(), "lenet.pth")
+        m2 = nn.Linear(4, 3)
+        m2.load_state_dict(torch.load("lenet.pth", map_location="cpu", weights_only=True))
+        result = m2(torch.tensor(X[:2]))""")

@@ -128,3 +128,12 @@ def test_index_tensors_may_be_computed_in_the_graph():
     out.sum().backward()
     np.testing.assert_array_equal(idx.numpy(), [1, 3, 3, 3])
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0, 1, 0, 3])
+
+
+def test_python_range_indexes_and_assigns_like_a_list():
+    x = to.zeros(4, 5)
+    y = to.tensor([1, 0, 4, 2])
+    x[range(4), y] = 2.0
+    np.testing.assert_array_equal(x[range(4), y].numpy(), [2.0] * 4)
+    assert x[range(1, 3)].shape == (2, 5) and x[:, range(0)].shape == (4, 0)
+    np.testing.assert_array_equal(x[range(3, 0, -1), 1].numpy(), x.numpy()[[3, 2, 1], 1])

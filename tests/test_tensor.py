@@ -362,3 +362,15 @@ def test_tensor_constructors_and_legacy_types():
     assert to.is_tensor(t) and not to.is_tensor(a)
     x = to.randn(3, requires_grad=True)
     assert x.requires_grad and x.is_leaf and x.grad_fn is None
+
+
+def test_deprecated_alpha_first_overloads_warn_and_compute_as_torch():
+    for name in ("add", "add_", "sub", "sub_"):
+        x = to.tensor([1.0, 2.0])
+        with pytest.warns(UserWarning, match=rf"This overload of {name} is deprecated"):
+            out = getattr(x, name)(2.0, to.tensor([1.0, 1.0]))
+        sign = 1 if name.startswith("add") else -1
+        np.testing.assert_array_equal(out.numpy(), [1 + sign * 2, 2 + sign * 2])
+        assert (out is x) == name.endswith("_")
+    with pytest.raises(TypeError, match="invalid combination"):
+        to.ones(2).add_(to.ones(2), to.ones(2))

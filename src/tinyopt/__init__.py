@@ -32,30 +32,34 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # Everything else is imported on first use (``tinyopt.engine.lazy``): ``import tinyopt`` loads
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
-    from tinyopt import (accelerator, amp, autograd, backends, cuda, data, distributions, linalg,
-                         nn, optim, utils)
+    from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
+                         distributions, linalg, nn, optim, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
+    from tinyopt.compiler import compile
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
     from tinyopt.engine.plan import CacheInfo
     from tinyopt.engine.printing import set_printoptions
     from tinyopt.engine.typeinfo import finfo, iinfo
+    from tinyopt.kernels.num_threads import get_num_threads, set_num_threads
     from tinyopt.serialization import load, save
     from tinyopt.train import evaluate, fit
 
 _WHERE = _table({
     "tinyopt.amp": "autocast get_autocast_dtype is_autocast_enabled",
     "tinyopt.checkpoint": "CheckpointError load_into",
+    "tinyopt.compiler": "compile",
     "tinyopt.engine.plan": "CacheInfo",
     "tinyopt.engine.printing": "set_printoptions",
     "tinyopt.engine.typeinfo": "finfo iinfo",
+    "tinyopt.kernels.num_threads": "get_num_threads set_num_threads",
     "tinyopt.serialization": "load save",
     "tinyopt.train": "evaluate fit",
     "tinyopt.engine.ops": " ".join(_ops_all),
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
-    "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "serialization train utils"))
+    "accelerator amp autograd backends checkpoint compiler cuda data distributions kernels linalg "
+    "nn optim serialization train utils"))
 
 __version__ = "0.1.0"
 
@@ -109,12 +113,15 @@ def __getattr__(name: str):
 __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
-    "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
+    "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast",
+    "compile", "compiler", "cuda",
     "data", "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit",
     "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
+    "get_num_threads",
     "get_rng_state", "half", "iinfo", "inference_mode", "initial_seed", "int", "int16", "int32",
     "int64", "int8", "is_autocast_enabled", "is_floating_point", "is_grad_enabled",
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
-    "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
+    "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads", "set_printoptions",
+    "set_rng_state", "short",
     "uint8", "utils"})

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from tinyopt.backends import cudnn
+
 
 def _false() -> bool:
     return False
@@ -15,8 +17,6 @@ def _true() -> bool:
     return True
 
 
-cudnn = SimpleNamespace(is_available=_false, enabled=True, benchmark=False, deterministic=False,
-                        allow_tf32=True, version=lambda: None)
 mps = SimpleNamespace(is_available=_false, is_built=_false)
 cuda = SimpleNamespace(is_built=_false, matmul=SimpleNamespace(allow_tf32=False,
                                                               allow_fp16_reduced_precision_reduction=True),

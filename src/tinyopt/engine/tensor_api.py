@@ -83,10 +83,15 @@ class TensorMethods(TensorCasts):
         def dim(self) -> int: ...
 
     # ---- arithmetic -------------------------------------------------------------------------
-    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def add(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self + alpha * other (also torch's deprecated ``add(alpha, other)``, with its
+        warning)."""
+        other, alpha = _alpha_first("add", other, deprecated, alpha)
         return _F.add(self, other, alpha=alpha)
 
-    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def sub(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self - alpha * other (also the deprecated ``sub(alpha, other)``)."""
+        other, alpha = _alpha_first("sub", other, deprecated, alpha)
         return _F.sub(self, other, alpha=alpha)
 
     subtract = sub
@@ -334,38 +339,43 @@ class TensorMethods(TensorCasts):
         return _F.masked_fill(self, mask, value)
 
     # ---- reductions -------------------------------------------------------------------------
-    def sum(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.sum(self, dim, keepdim, dtype=dtype)
+    def sum(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.sum(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
-    def mean(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.mean(self, dim, keepdim, dtype=dtype)
+    def mean(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.mean(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
     def var(self, dim: _Dims = None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:
-        return _F.var(self, dim, unbiased, keepdim, correction=correction)
+            correction: Any = None, keepdims: bool | None = None) -> Tensor:
+        return _F.var(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
 
     def std(self, dim: _Dims = None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:
-        return _F.std(self, dim, unbiased, keepdim, correction=correction)
+            correction: Any = None, keepdims: bool | None = None) -> Tensor:
+        return _F.std(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def max(self, dim: Any = None, keepdim: bool = False, *, keepdims: bool | None = None) -> Any:
         """The largest element; with ``dim`` (an int) ``(values, indices)``; with a tensor, the
         elementwise maximum."""
-        return _F.max(self, dim, keepdim)
+        return _F.max(self, dim, keepdim, keepdims=keepdims)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False, *, keepdims: bool | None = None) -> Any:
         """The smallest element; with ``dim`` (an int) ``(values, indices)``; with a tensor, the
         elementwise minimum."""
-        return _F.min(self, dim, keepdim)
+        return _F.min(self, dim, keepdim, keepdims=keepdims)
 
-    def any(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
-        return _F.any(self, dim, keepdim)
+    def any(self, dim: _Dims = None, keepdim: bool = False, *,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.any(self, dim, keepdim, keepdims=keepdims)
 
-    def all(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
-        return _F.all(self, dim, keepdim)
+    def all(self, dim: _Dims = None, keepdim: bool = False, *,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.all(self, dim, keepdim, keepdims=keepdims)
 
-    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.prod(self, dim, keepdim, dtype=dtype)
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.prod(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
     def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
         return _F.cumsum(self, dim, dtype=dtype)
@@ -376,24 +386,29 @@ class TensorMethods(TensorCasts):
     def logcumsumexp(self, dim: int) -> Tensor:
         return _F.logcumsumexp(self, dim)
 
-    def amax(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
-        return _F.amax(self, dim, keepdim)
+    def amax(self, dim: _Dims = (), keepdim: bool = False, *,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.amax(self, dim, keepdim, keepdims=keepdims)
 
-    def amin(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
-        return _F.amin(self, dim, keepdim)
+    def amin(self, dim: _Dims = (), keepdim: bool = False, *,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.amin(self, dim, keepdim, keepdims=keepdims)
 
     def norm(self, p: Any = "fro", dim: _Dims = None, keepdim: bool = False,
              dtype: Any = None) -> Tensor:
         return _F.norm(self, p, dim, keepdim, dtype)
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _F.argmax(self, dim, keepdim)
+    def argmax(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Tensor:
+        return _F.argmax(self, dim, keepdim, keepdims=keepdims)
 
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _F.argmin(self, dim, keepdim)
+    def argmin(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Tensor:
+        return _F.argmin(self, dim, keepdim, keepdims=keepdims)
 
-    def logsumexp(self, dim: _Dims, keepdim: bool = False) -> Tensor:
-        return _F.logsumexp(self, dim, keepdim)
+    def logsumexp(self, dim: _Dims, keepdim: bool = False, *,
+                  keepdims: bool | None = None) -> Tensor:
+        return _F.logsumexp(self, dim, keepdim, keepdims=keepdims)
 
     def softmax(self, dim: int, dtype: Any = None) -> Tensor:
         return _F.softmax(self, dim, dtype)
@@ -629,9 +644,10 @@ class TensorMethods(TensorCasts):
         """``(values, indices)``."""
         return _F.kthvalue(self, k, dim, keepdim)
 
-    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+    def median(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Any:
         """The lower median, or ``(values, indices)`` along ``dim``."""
-        return _F.median(self, dim, keepdim)
+        return _F.median(self, dim, keepdim, keepdims=keepdims)
 
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         return _F.nonzero(self, as_tuple=as_tuple)
@@ -650,10 +666,13 @@ class TensorMethods(TensorCasts):
         return _F.count_nonzero(self, dim)
 
     # ---- in place (``x.op_(...)`` is ``x.copy_(x.op(...))`` with PyTorch's rules) ------------
-    def add_(self, other: Any, *, alpha: Any = 1) -> Self:
+    def add_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Self:
+        """Also torch's deprecated ``add_(alpha, other)`` (makemore's ``p.data.add_(-lr, g)``)."""
+        other, alpha = _alpha_first("add_", other, deprecated, alpha)
         return self._inplace(lambda x: _F.add(x, other, alpha=alpha), other)
 
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Self:
+    def sub_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Self:
+        other, alpha = _alpha_first("sub_", other, deprecated, alpha)
         return self._inplace(lambda x: _F.sub(x, other, alpha=alpha), other)
 
     subtract_ = sub_
@@ -844,3 +863,19 @@ class TensorMethods(TensorCasts):
                 ) -> Self:
         return _F.fill_random(self, "integers", from_, to, generator)
 
+
+def _alpha_first(name: str, other: Any, deprecated: tuple, alpha: Any) -> tuple[Any, Any]:
+    """``(other, alpha)`` of a call to ``name``: torch's deprecated overload ``name(Number alpha,
+    Tensor other)`` when a second positional argument is given, with torch's warning."""
+    if not deprecated:
+        return other, alpha
+    import numbers
+    import warnings
+    if len(deprecated) > 1 or not isinstance(other, numbers.Number) or alpha != 1:
+        raise TypeError(f"{name}() received an invalid combination of arguments: expected "
+                        f"(Tensor other, *, Number alpha) or the deprecated (Number alpha, "
+                        f"Tensor other)")
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)"
+                  f"\nConsider using one of the following signatures instead:\n\t{name}(Tensor "
+                  f"other, *, Number alpha = 1)", UserWarning, stacklevel=3)
+    return deprecated[0], other

@@ -72,7 +72,7 @@ def _parse(shape: tuple[int, ...], key) -> _Key:
         elif isinstance(k, numbers.Integral):
             entries.append(int(k))
             used += 1
-        elif isinstance(k, (Tensor, np.ndarray, list, tuple)):
+        elif isinstance(k, (Tensor, np.ndarray, list, tuple, range)):
             t = _index_tensor(k)
             if t.dtype == bool_ or t.dtype == np.uint8:
                 entries.append(("mask", t))

@@ -78,8 +78,10 @@ def _sum_backward(t, g):
 defop("sum_run", forward=_sum_forward, backward=_sum_backward)
 
 
-def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+        keepdims: bool | None = None) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all dimensions)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -95,7 +97,9 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return r
 
 
-def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+         keepdims: bool | None = None) -> Tensor:
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -106,9 +110,10 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 
 def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: float | None = None) -> Tensor:
+        correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
     ``unbiased=False`` is correction 0)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     _require_float("var", x)
     if correction is None:
@@ -121,8 +126,9 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
 
 
 def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: float | None = None) -> Tensor:
+        correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Standard deviation: the square root of ``var`` (same arguments)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
@@ -211,32 +217,38 @@ defop("max_all", forward=_all_forward(True), backward=_all_backward)
 defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
-def max(x: Tensor, dim=None, keepdim: bool = False):
+def max(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The largest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise maximum (``torch.max(a, b)``)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
         from tinyopt.engine.ops.elementwise import maximum
         return maximum(x, dim)
     return _extreme("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim=None, keepdim: bool = False):
+def min(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The smallest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise minimum."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
         from tinyopt.engine.ops.elementwise import minimum
         return minimum(x, dim)
     return _extreme("min", x, dim, keepdim)
 
 
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           keepdims: bool | None = None) -> Tensor:
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dim is None:
         return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("max", x, dim, keepdim)[1]
 
 
-def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           keepdims: bool | None = None) -> Tensor:
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dim is None:
         return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
@@ -274,7 +286,8 @@ defop("softmax_grad", forward=_axis_grad_forward(K.softmax_axis_grad))
 defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
-def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+def logsumexp(x: Tensor, dim, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     _require_float("logsumexp", x)
     dims = _dims("logsumexp", x, dim)
@@ -331,13 +344,15 @@ def _logical(op: str, x, dim, keepdim: bool) -> Tensor:
     return node(op, (x,), shape, np.dtype(np.bool_), (dims, bool(keepdim)))
 
 
-def any(x, dim=None, keepdim: bool = False) -> Tensor:
+def any(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether any element (along ``dim``) is nonzero: a bool tensor."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _logical("any", x, dim, keepdim)
 
 
-def all(x, dim=None, keepdim: bool = False) -> Tensor:
+def all(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether every element (along ``dim``) is nonzero: a bool tensor."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _logical("all", x, dim, keepdim)
 
 
@@ -390,9 +405,10 @@ defop("prod_run", forward=_prod_forward,
 defop("prod_grad", forward=_prod_grad_forward)
 
 
-def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def prod(x, dim=None, keepdim: bool = False, *, dtype=None, keepdims: bool | None = None) -> Tensor:
     """The product of the elements (over one ``dim`` if given); integers and bools give int64.
     The gradient is exact with zeros in the input (no division)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(autocast.fp32(x)[0])
     if dtype is not None:
         x = x.to(dtype)
@@ -487,14 +503,16 @@ def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     return r if keepdim else r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
 
-def amax(x, dim=(), keepdim: bool = False) -> Tensor:
+def amax(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The largest values over ``dim`` (all dimensions by default); the gradient is split evenly
     among equal maxima."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _extreme_of("amax", x, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim: bool = False) -> Tensor:
+def amin(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The smallest values over ``dim``; the gradient is split evenly among equal minima."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _extreme_of("amin", x, dim, keepdim)
 
 

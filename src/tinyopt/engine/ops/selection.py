@@ -415,8 +415,9 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     return MaxMin((v, i) if keepdim else (v.squeeze(d), i.squeeze(d)))
 
 
-def median(input, dim: int | None = None, keepdim: bool = False):
+def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(input)
     if dim is None:
         flat = x.reshape(-1)
