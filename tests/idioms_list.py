@@ -1057,3 +1057,35 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         m2 = nn.Linear(4, 3)
         m2.load_state_dict(torch.load("lenet.pth", map_location="cpu", weights_only=True))
         result = m2(torch.tensor(X[:2]))""")
+    idiom("autograd_function_legendre", """
+        class LegendrePolynomial3(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, input):
+                ctx.save_for_backward(input)
+                return 0.5 * (5 * input ** 3 - 3 * input)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                input, = ctx.saved_tensors
+                return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+        x = torch.linspace(-1, 1, 50)
+        c = torch.tensor(0.1, requires_grad=True)
+        d = torch.tensor(0.3, requires_grad=True)
+        loss = (LegendrePolynomial3.apply(c + d * x) - x).pow(2).sum()
+        loss.backward()
+        result = [loss.item(), c.grad, d.grad]""")
+    idiom("autograd_function_straight_through", """
+        class RoundSTE(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.round()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        lin = seed_weights(nn.Linear(4, 3))
+        out = RoundSTE.apply(lin(torch.tensor(X)) * 4)
+        F.cross_entropy(out, torch.tensor(Y)).backward()
+        result = lin.weight.grad""")
