@@ -1089,3 +1089,12 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         out = RoundSTE.apply(lin(torch.tensor(X)) * 4)
         F.cross_entropy(out, torch.tensor(Y)).backward()
         result = lin.weight.grad""")
+    idiom("onnx_export_word_language_model_flag", """
+        import importlib
+        onnx_module = importlib.import_module(torch.__name__ + ".onnx")
+        model = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)))
+        model.eval()
+        onnx_module.export(model, (torch.tensor(X[:2]),), "model.onnx", input_names=["x"],
+                           output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                           opset_version=18, dynamo=False)
+        result = os.path.getsize("model.onnx") > 0""")

@@ -33,7 +33,7 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
-                         distributions, linalg, nn, optim, utils)
+                         distributions, linalg, nn, onnx, optim, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
@@ -59,7 +59,7 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint compiler cuda data distributions kernels linalg "
-    "nn optim serialization train utils"))
+    "nn onnx optim serialization train utils"))
 
 __version__ = "0.1.0"
 
@@ -121,7 +121,7 @@ __all__ = sorted(set(_ops_all) | {
     "get_rng_state", "half", "iinfo", "inference_mode", "initial_seed", "int", "int16", "int32",
     "int64", "int8", "is_autocast_enabled", "is_floating_point", "is_grad_enabled",
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
-    "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
+    "manual_seed", "nn", "no_grad", "numel", "onnx", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads", "set_printoptions",
     "set_rng_state", "short",
     "uint8", "utils"})
