@@ -1098,3 +1098,22 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                            output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
                            opset_version=18, dynamo=False)
         result = os.path.getsize("model.onnx") > 0""")
+    idiom("spatial_transformer_stn", """
+        class STN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc_loc = nn.Sequential(nn.Linear(16, 8), nn.ReLU(True), nn.Linear(8, 6))
+                self.fc_loc[2].weight.data.zero_()
+                self.fc_loc[2].bias.data.copy_(torch.tensor([1, 0, 0, 0, 1, 0], dtype=torch.float))
+
+            def forward(self, x):
+                theta = self.fc_loc(x.view(-1, 16)).view(-1, 2, 3)
+                grid = F.affine_grid(theta, x.size(), align_corners=False)
+                return F.grid_sample(x, grid, align_corners=False)
+
+        net = STN()
+        seed_weights(net.fc_loc[0])
+        x = torch.tensor(X.reshape(4, 1, 4, 4))
+        out = net(x)
+        out.pow(2).mean().backward()
+        result = [out, net.fc_loc[2].weight.grad]""")
