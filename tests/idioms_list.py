@@ -1117,3 +1117,18 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         out = net(x)
         out.pow(2).mean().backward()
         result = [out, net.fc_loc[2].weight.grad]""")
+    idiom("gcn_sparse_adjacency", """
+        edges = np.array([[i, (i + 1) % 16] for i in range(16)] + [[i, i] for i in range(16)]).T
+        adj = torch.sparse_coo_tensor(torch.tensor(edges), torch.ones(edges.shape[1]) / 2, (16, 16))
+        lin = seed_weights(nn.Linear(4, 3))
+        out = torch.sparse.mm(adj, lin(torch.tensor(X)))
+        loss = F.cross_entropy(out, torch.tensor(Y))
+        loss.backward()
+        result = [loss.item(), lin.weight.grad]""")
+    idiom("dense_to_sparse_spmm", """
+        A = torch.tensor((np.eye(16) + np.eye(16, k=1)).astype(np.float32)).to_sparse()
+        h = torch.spmm(A, torch.tensor(X))
+        result = [A._nnz(), A.is_sparse, h, A.to_dense().sum().item()]""")
+    idiom("sparse_coalesce_values", """
+        s = torch.sparse_coo_tensor([[0, 1, 0], [1, 0, 1]], [1.0, 2.0, 3.0], (2, 2)).coalesce()
+        result = [s.indices(), s.values(), s.to_dense()]""")

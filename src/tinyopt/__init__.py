@@ -33,13 +33,14 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
-                         distributions, linalg, nn, onnx, optim, utils)
+                         distributions, linalg, nn, onnx, optim, sparse, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
     from tinyopt.engine.plan import CacheInfo
     from tinyopt.engine.printing import set_printoptions
+    from tinyopt.engine.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
     from tinyopt.engine.typeinfo import finfo, iinfo
     from tinyopt.kernels.num_threads import get_num_threads, set_num_threads
     from tinyopt.serialization import load, save
@@ -51,6 +52,7 @@ _WHERE = _table({
     "tinyopt.compiler": "compile",
     "tinyopt.engine.plan": "CacheInfo",
     "tinyopt.engine.printing": "set_printoptions",
+    "tinyopt.engine.sparse": "sparse_coo sparse_coo_tensor spmm strided",
     "tinyopt.engine.typeinfo": "finfo iinfo",
     "tinyopt.kernels.num_threads": "get_num_threads set_num_threads",
     "tinyopt.serialization": "load save",
@@ -59,7 +61,7 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint compiler cuda data distributions kernels linalg "
-    "nn onnx optim serialization train utils"))
+    "nn onnx optim serialization sparse train utils"))
 
 __version__ = "0.1.0"
 
@@ -123,5 +125,5 @@ __all__ = sorted(set(_ops_all) | {
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "onnx", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads", "set_printoptions",
-    "set_rng_state", "short",
+    "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor", "spmm", "strided",
     "uint8", "utils"})

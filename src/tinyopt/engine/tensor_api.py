@@ -665,6 +665,16 @@ class TensorMethods(TensorCasts):
     def count_nonzero(self, dim: _Dims = None) -> Tensor:
         return _F.count_nonzero(self, dim)
 
+    def to_sparse(self, sparse_dim: int | None = None) -> Any:
+        """A sparse COO tensor of the nonzero entries (``tinyopt.engine.sparse``); its values are
+        differentiable in this tensor."""
+        from tinyopt.engine.sparse import to_sparse
+        return to_sparse(self, sparse_dim)
+
+    def to_dense(self, dtype: Any = None) -> Tensor:
+        """This tensor (already dense), or a copy in ``dtype``."""
+        return self if dtype is None else _F.to(self, as_dtype(dtype))
+
     # ---- in place (``x.op_(...)`` is ``x.copy_(x.op(...))`` with PyTorch's rules) ------------
     def add_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Self:
         """Also torch's deprecated ``add_(alpha, other)`` (makemore's ``p.data.add_(-lr, g)``)."""
