@@ -1132,3 +1132,18 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("sparse_coalesce_values", """
         s = torch.sparse_coo_tensor([[0, 1, 0], [1, 0, 1]], [1.0, 2.0, 3.0], (2, 2)).coalesce()
         result = [s.indices(), s.values(), s.to_dense()]""")
+    idiom("rmsnorm_llama_block", """
+        norm = nn.RMSNorm(4, eps=1e-6)
+        fc = seed_weights(nn.Linear(4, 4))
+        h = torch.tensor(X)
+        out = h + fc(norm(h))
+        out.sum().backward()
+        result = [out, norm.weight.grad, F.rms_norm(h, (4,))]""")
+    idiom("activation_checkpoint_block", """
+        import importlib
+        cp = importlib.import_module(torch.__name__ + ".utils.checkpoint")
+        block = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4)))
+        x = torch.tensor(X)
+        y = cp.checkpoint(block, x, use_reentrant=False)
+        y.pow(2).mean().backward()
+        result = [y, block[0].weight.grad]""")

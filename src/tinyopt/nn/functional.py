@@ -50,7 +50,7 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "affine_grid", "avg_poo
            "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
            "margin_ranking_loss", "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss",
            "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle",
-           "prelu", "relu", "relu6", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
+           "prelu", "relu", "relu6", "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
            "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
 
 
@@ -331,6 +331,24 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest",
 
 
 # ---- norms and distances ---------------------------------------------------------------------------
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` dimensions
+    (``eps`` None: the dtype's machine epsilon), as ``torch.nn.functional.rms_norm``."""
+    x = as_tensor(input)
+    _ew._require_float("rms_norm", x)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else \
+        tuple(int(s) for s in normalized_shape)
+    if not ns or x.shape[x.ndim - len(ns):] != ns or len(ns) > x.ndim:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*, {', '.join(map(str, ns))}], but got input of size"
+                           f"{list(x.shape)}")
+    if eps is None:
+        eps = float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else x.dtype).eps)
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    y = x * _ew.rsqrt(_reduce.mean(x * x, dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """x / max(||x||_p, eps) along ``dim``."""
     if out is not None:

@@ -1,7 +1,7 @@
 """``tinyopt.utils``: PyTorch's ``torch.utils`` paths.  ``tinyopt.utils.data`` *is*
 ``tinyopt.data`` (the same module object, and ``tinyopt.utils.data.<submodule>`` the same
 submodules), so ``from torch.utils.data import DataLoader`` ports by changing ``torch`` to
-``tinyopt``."""
+``tinyopt``; ``tinyopt.utils.checkpoint`` is ``torch.utils.checkpoint``."""
 
 from __future__ import annotations
 
@@ -39,4 +39,10 @@ if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _AliasFinder())
 sys.modules[_ALIAS] = data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
+
+
+def __getattr__(name: str):
+    if name == "checkpoint":  # (imported on first use, as torch.utils.checkpoint is there)
+        return importlib.import_module(__name__ + ".checkpoint")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

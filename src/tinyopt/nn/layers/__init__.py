@@ -41,8 +41,9 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
                                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
                                         MarginRankingLoss, MSELoss, NLLLoss, SmoothL1Loss,
                                         TripletMarginLoss)
-    from tinyopt.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, GroupNorm,
-                                                 InstanceNorm1d, InstanceNorm2d, LayerNorm)
+    from tinyopt.nn.layers.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d,
+                                                 GroupNorm, InstanceNorm1d, InstanceNorm2d,
+                                                 LayerNorm, RMSNorm)
     from tinyopt.nn.layers.padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,
                                            ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                                            ZeroPad1d, ZeroPad2d)
@@ -71,7 +72,8 @@ __getattr__, __dir__ = _exports(__name__, globals(), _table({
         "BCELoss BCEWithLogitsLoss CosineEmbeddingLoss CrossEntropyLoss HuberLoss KLDivLoss "
         "L1Loss MarginRankingLoss MSELoss NLLLoss SmoothL1Loss TripletMarginLoss"),
     "tinyopt.nn.layers.normalization": (
-        "BatchNorm1d BatchNorm2d GroupNorm InstanceNorm1d InstanceNorm2d LayerNorm"),
+        "BatchNorm1d BatchNorm2d BatchNorm3d GroupNorm InstanceNorm1d InstanceNorm2d LayerNorm "
+        "RMSNorm"),
     "tinyopt.nn.layers.padding": (
         "ConstantPad1d ConstantPad2d ReflectionPad1d ReflectionPad2d ReplicationPad1d "
         "ReplicationPad2d ZeroPad1d ZeroPad2d"),
@@ -100,4 +102,5 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "TripletMarginLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "Conv1d", "MaxPool1d",
            "AvgPool1d", "EmbeddingBag", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
-           "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+           "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+           "RMSNorm", "BatchNorm3d"]
