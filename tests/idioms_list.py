@@ -1147,3 +1147,8 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         y = cp.checkpoint(block, x, use_reentrant=False)
         y.pow(2).mean().backward()
         result = [y, block[0].weight.grad]""")
+    idiom("unsqueeze_in_place_batch_dim", """
+        img = torch.tensor(X[0])
+        img.unsqueeze_(0)
+        m = seed_weights(nn.Linear(4, 2))
+        result = [img.shape, m(img)]""")

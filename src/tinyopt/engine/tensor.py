@@ -514,6 +514,10 @@ class Tensor(TensorMethods):
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
 
+    def _rebind_view(self, build: Callable[[Tensor], Tensor]) -> Self:
+        _rebind_view(self, build)
+        return self
+
     # ---- the graph API (ops defined in tinyopt.engine.ops) ----------------------------------
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``: this tensor with
@@ -943,6 +947,33 @@ def _rebind(t: Tensor, build: Callable[[Tensor], Tensor], check_cast: bool) -> T
     t._base = None
     t._id = new._id
     t._prev = old  # what nodes built before this read (``graph.resolve_sources``)
+    MUTATIONS.last = max(MUTATIONS.last, t._id)
+    return t
+
+
+def _rebind_view(t: Tensor, build: Callable[[Tensor], Tensor]) -> Tensor:
+    """``t.unsqueeze_(0)`` and the other in-place shape methods: ``t`` becomes the view
+    ``build(old t)`` of its own storage (nodes built before keep reading the old ``t``, through
+    ``_prev``, as after ``_rebind``)."""
+    if isinstance(t, (Parameter, _Alias)):
+        raise RuntimeError("in-place shape changes are not supported on a Parameter or its .data "
+                           "(use an out-of-place view such as unsqueeze)")
+    if grad_mode.is_grad_enabled() and t.requires_grad and t.op in ("param", "input"):
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
+    old._id = t._id
+    old.name = t.name
+    old._prev = getattr(t, "_prev", None)
+    if getattr(t, "_base", None) is not None:
+        old._base = t._base
+    new = build(old)
+    t.shape = new.shape
+    t.op, t.srcs, t.attrs, t.requires_grad = new.op, new.srcs, new.attrs, new.requires_grad
+    t._value = new._value
+    t._base = getattr(new, "_base", None) if new.op in LEAF_OPS else None
+    t._id = new._id
+    t._prev = old
     MUTATIONS.last = max(MUTATIONS.last, t._id)
     return t
 

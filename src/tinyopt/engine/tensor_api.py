@@ -80,6 +80,8 @@ class TensorMethods(TensorCasts):
         def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any,
                            **kwargs: Any) -> Self: ...
 
+        def _rebind_view(self, build: Callable[[Tensor], Tensor]) -> Self: ...
+
         def dim(self) -> int: ...
 
     # ---- arithmetic -------------------------------------------------------------------------
@@ -664,6 +666,59 @@ class TensorMethods(TensorCasts):
 
     def count_nonzero(self, dim: _Dims = None) -> Tensor:
         return _F.count_nonzero(self, dim)
+
+    # ---- in-place shape changes: this tensor becomes a view of its own storage ---------------
+    def unsqueeze_(self, dim: int) -> Self:
+        return self._rebind_view(lambda x: _F.unsqueeze(x, dim))
+
+    def squeeze_(self, dim: _Dims = None) -> Self:
+        return self._rebind_view(lambda x: _F.squeeze(x, dim))
+
+    def t_(self) -> Self:
+        return self._rebind_view(_F.t)
+
+    def transpose_(self, dim0: int, dim1: int) -> Self:
+        return self._rebind_view(lambda x: _F.transpose(x, dim0, dim1))
+
+    swapaxes_ = transpose_
+    swapdims_ = transpose_
+
+    def resize_(self, *sizes: Any, memory_format: Any = None) -> Self:
+        """This tensor with shape ``sizes``: its first elements (in memory order) when the count
+        is no larger, else those followed by zeros in new storage.  Concrete tensors only."""
+        shape = tuple(int(s) for s in (sizes[0] if len(sizes) == 1 and not isinstance(
+            sizes[0], (int, np.integer)) else sizes))
+        if self.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        flat = np.ascontiguousarray(self.numpy()).reshape(-1)
+        n = int(np.prod(shape, dtype=np.int64))
+        if n <= flat.size:
+            return self._rebind_view(lambda x: _F.as_tensor(flat[:n].reshape(shape)))
+        grown = np.zeros(n, self.dtype)
+        grown[:flat.size] = flat
+        return self._rebind_view(lambda x: _F.as_tensor(grown.reshape(shape)))
+
+    def as_strided_(self, size: Sequence[int], stride: Sequence[int],
+                    storage_offset: int | None = None) -> Self:
+        """This tensor as the strided view (``size``, ``stride`` in elements, from
+        ``storage_offset``) of its own contiguous memory; concrete tensors only, and the view
+        must lie inside that memory."""
+        arr = self.numpy()
+        if self.requires_grad or not arr.flags.c_contiguous:
+            raise RuntimeError("as_strided_: tinyopt supports it on contiguous tensors that do "
+                               "not require grad")
+        size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+        off = int(storage_offset or 0)
+        if len(size) != len(stride) or off < 0 or min(stride, default=0) < 0 or \
+                (all(size) and off + sum((n - 1) * st for n, st in zip(size, stride))
+                 >= arr.size):
+            raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                               f"offset {off} are out of bounds for a storage of {arr.size} "
+                               f"elements")
+        flat = arr.reshape(-1)
+        view = np.lib.stride_tricks.as_strided(flat[off:] if all(size) else flat[:0], size,
+                                               tuple(st * arr.itemsize for st in stride))
+        return self._rebind_view(lambda x: _F.as_tensor(view))
 
     def to_sparse(self, sparse_dim: int | None = None) -> Any:
         """A sparse COO tensor of the nonzero entries (``tinyopt.engine.sparse``); its values are
