@@ -1152,3 +1152,23 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         img.unsqueeze_(0)
         m = seed_weights(nn.Linear(4, 2))
         result = [img.shape, m(img)]""")
+    idiom("weight_norm_parametrization", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.weight_norm(seed_weights(nn.Linear(4, 3)))
+        out = m(torch.tensor(X)).sum()
+        out.backward()
+        result = [sorted(m.state_dict()), out.item(), m.parametrizations.weight.original0.grad]""")
+    idiom("spectral_norm_discriminator_eval", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.spectral_norm(seed_weights(nn.Linear(4, 3)))
+        m.eval()
+        u = m.parametrizations.weight[0]._u
+        result = [sorted(m.state_dict()), tuple(u.shape), type(m).__name__]""")
+    idiom("orthogonal_rnn_weight", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.orthogonal(nn.Linear(4, 4, bias=False))
+        w = m.weight
+        result = torch.allclose(w @ w.t(), torch.eye(4), atol=1e-5)""")
