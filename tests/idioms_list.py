@@ -1172,3 +1172,12 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         m = P.orthogonal(nn.Linear(4, 4, bias=False))
         w = m.weight
         result = torch.allclose(w @ w.t(), torch.eye(4), atol=1e-5)""")
+    idiom("video_conv3d_block", """
+        net = seed_weights(nn.Sequential(
+            nn.Conv3d(1, 2, 3, padding=1), nn.BatchNorm3d(2), nn.ReLU(), nn.MaxPool3d(2),
+            nn.ConvTranspose3d(2, 2, 2, stride=2), nn.AvgPool3d(2), nn.AdaptiveAvgPool3d(1),
+            nn.Flatten(), nn.Linear(2, 3)))
+        clip = torch.tensor(np.linspace(-1, 1, 2 * 4 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4, 4))
+        loss = F.cross_entropy(net(clip), torch.tensor([0, 2]))
+        loss.backward()
+        result = [loss.item(), net[0].weight.grad]""", rtol=1e-4)

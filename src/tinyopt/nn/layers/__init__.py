@@ -57,6 +57,8 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
                                                TransformerEncoderLayer)
     from tinyopt.nn.layers.upsampling import (PixelShuffle, PixelUnshuffle, Upsample,
                                               UpsamplingBilinear2d, UpsamplingNearest2d)
+    from tinyopt.nn.layers.volume import (AdaptiveAvgPool3d, AvgPool3d, Conv3d, ConvTranspose3d,
+                                          MaxPool3d)
 
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.nn.layers.activation": (
@@ -86,6 +88,7 @@ __getattr__, __dir__ = _exports(__name__, globals(), _table({
         "TransformerEncoder TransformerEncoderLayer"),
     "tinyopt.nn.layers.upsampling": (
         "PixelShuffle PixelUnshuffle Upsample UpsamplingBilinear2d UpsamplingNearest2d"),
+    "tinyopt.nn.layers.volume": "AdaptiveAvgPool3d AvgPool3d Conv3d ConvTranspose3d MaxPool3d",
 }))
 
 __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgPool2d",
@@ -103,4 +106,5 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "AvgPool1d", "EmbeddingBag", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
-           "RMSNorm", "BatchNorm3d"]
+           "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
+           "AdaptiveAvgPool3d"]
