@@ -1181,3 +1181,21 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         loss = F.cross_entropy(net(clip), torch.tensor([0, 2]))
         loss.backward()
         result = [loss.item(), net[0].weight.grad]""", rtol=1e-4)
+    idiom("timm_style_jit_guards", """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.act = nn.Hardswish()
+
+            def forward(self, x):
+                if torch.jit.is_scripting() or torch.jit.is_tracing():
+                    return self.fc(x)
+                return self.act(self.fc(x)) + x
+
+        m = seed_weights(Block())
+        result = m(torch.tensor(X))""")
+    idiom("testing_assert_close_in_a_check", """
+        a = torch.tensor(X)
+        torch.testing.assert_close(a * 2, a + a)
+        result = [torch.pi, torch.version.cuda, str(a.layout)]""")

@@ -268,3 +268,25 @@ def test_torch_loads_what_the_legacy_format_refusal_names(tmp_path):
     torch.save({"w": torch.ones(2)}, path, _use_new_zipfile_serialization=False)
     with pytest.raises(CheckpointError, match="legacy format"):
         to.load(path)
+
+
+class Config:
+    """A user class saved inside a checkpoint (weights_only needs add_safe_globals for it)."""
+
+    def __init__(self, depth=0):
+        self.depth = depth
+
+
+def test_add_safe_globals_allows_a_trusted_class(tmp_path):
+    torch = _torch()
+    path = tmp_path / "cfg.pt"
+    torch.save({"cfg": Config(3), "w": torch.ones(2)}, path)
+    with pytest.raises(pickle.UnpicklingError, match="(?s)Unsupported global.*Config.*"
+                                                     "add_safe_globals"):
+        to.load(path)
+    with to.serialization.safe_globals([Config]):
+        got = to.load(path)
+    assert isinstance(got["cfg"], Config) and got["cfg"].depth == 3
+    assert Config not in to.serialization.get_safe_globals()  # (only inside the block)
+    with pytest.raises(pickle.UnpicklingError):
+        to.load(path)

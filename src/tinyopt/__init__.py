@@ -9,6 +9,8 @@ namespaces (no GPU: their ``is_available()`` is False).
 import builtins as _builtins
 import typing as _typing
 
+import numpy as _np
+
 from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_grad,
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
@@ -33,14 +35,18 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
-                         distributions, linalg, nn, onnx, optim, sparse, utils)
+                         distributions, jit, linalg, nn, onnx, optim, sparse, testing, utils,
+                         version)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
     from tinyopt.engine.plan import CacheInfo
     from tinyopt.engine.printing import set_printoptions
-    from tinyopt.engine.sparse import sparse_coo, sparse_coo_tensor, spmm, strided
+    from tinyopt.engine.layout import (channels_last, channels_last_3d, contiguous_format,
+                                       layout, memory_format, preserve_format, sparse_coo,
+                                       strided)
+    from tinyopt.engine.sparse import sparse_coo_tensor, spmm
     from tinyopt.engine.typeinfo import finfo, iinfo
     from tinyopt.kernels.num_threads import get_num_threads, set_num_threads
     from tinyopt.serialization import load, save
@@ -52,7 +58,9 @@ _WHERE = _table({
     "tinyopt.compiler": "compile",
     "tinyopt.engine.plan": "CacheInfo",
     "tinyopt.engine.printing": "set_printoptions",
-    "tinyopt.engine.sparse": "sparse_coo sparse_coo_tensor spmm strided",
+    "tinyopt.engine.layout": ("channels_last channels_last_3d contiguous_format layout "
+                              "memory_format preserve_format sparse_coo strided"),
+    "tinyopt.engine.sparse": "sparse_coo_tensor spmm",
     "tinyopt.engine.typeinfo": "finfo iinfo",
     "tinyopt.kernels.num_threads": "get_num_threads set_num_threads",
     "tinyopt.serialization": "load save",
@@ -60,10 +68,23 @@ _WHERE = _table({
     "tinyopt.engine.ops": " ".join(_ops_all),
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
-    "accelerator amp autograd backends checkpoint compiler cuda data distributions kernels linalg "
-    "nn onnx optim serialization sparse train utils"))
+    "accelerator amp autograd backends checkpoint compiler cuda data distributions jit kernels "
+    "linalg nn onnx optim serialization sparse testing train utils version"))
 
 __version__ = "0.1.0"
+
+
+pi = 3.141592653589793
+e = 2.718281828459045
+inf = _builtins.float("inf")
+nan = _builtins.float("nan")
+newaxis = None
+dtype = _np.dtype  # tinyopt's dtypes are numpy's: isinstance(x.dtype, torch.dtype) holds
+
+
+def is_complex(input: Tensor) -> _builtins.bool:
+    """False: tinyopt has no complex tensors."""
+    return False
 
 
 def get_default_dtype() -> float32.__class__:
@@ -116,14 +137,14 @@ __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast",
-    "compile", "compiler", "cuda",
-    "data", "device", "distributions", "double", "enable_grad", "evaluate", "finfo", "fit",
-    "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
-    "get_num_threads",
-    "get_rng_state", "half", "iinfo", "inference_mode", "initial_seed", "int", "int16", "int32",
-    "int64", "int8", "is_autocast_enabled", "is_floating_point", "is_grad_enabled",
-    "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
-    "manual_seed", "nn", "no_grad", "numel", "onnx", "optim", "promote_types", "result_type", "save",
-    "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads", "set_printoptions",
-    "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor", "spmm", "strided",
-    "uint8", "utils"})
+    "channels_last", "channels_last_3d", "compile", "compiler", "contiguous_format", "cuda",
+    "data", "device", "distributions", "double", "dtype", "e", "enable_grad", "evaluate", "finfo",
+    "fit", "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
+    "get_num_threads", "get_rng_state", "half", "iinfo", "inf", "inference_mode", "initial_seed",
+    "int", "int16", "int32", "int64", "int8", "is_autocast_enabled", "is_complex",
+    "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "is_tensor", "jit",
+    "layout", "linalg", "load", "load_into", "long", "manual_seed", "memory_format", "nan",
+    "newaxis", "nn", "no_grad", "numel", "onnx", "optim", "pi", "preserve_format", "promote_types",
+    "result_type", "save", "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads",
+    "set_printoptions", "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor",
+    "spmm", "strided", "testing", "uint8", "utils", "version"})

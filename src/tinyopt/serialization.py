@@ -38,8 +38,10 @@ import numpy as np
 from tinyopt import checkpoint, torch_zip
 from tinyopt.checkpoint import CheckpointError
 from tinyopt.engine.tensor import Parameter, as_tensor
+from tinyopt.torch_zip import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 
-__all__ = ["convert_torch_file", "load", "save"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "convert_torch_file", "get_safe_globals",
+           "load", "safe_globals", "save"]
 
 OBJECT = "$object"  # the entry that holds ``obj`` (not a Python identifier: no keyword can clash)
 

@@ -56,7 +56,8 @@ from tinyopt.engine.device import device
 from tinyopt.engine.dtypes import SUPPORTED, float16
 from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor
 
-__all__ = ["is_torch_zip", "load", "save_pickled"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "is_torch_zip", "load",
+           "safe_globals", "save_pickled"]
 
 _MAX_DIMS = 64
 
@@ -315,6 +316,46 @@ def _parameter(data: Any, requires_grad: Any = True, hooks: Any = None, state: A
     return Parameter(data.numpy(), requires_grad=bool(requires_grad))
 
 
+# ---- the globals a user allows (``torch.serialization.add_safe_globals``) ------------------------
+_USER_GLOBALS: dict[str, Any] = {}
+
+
+def add_safe_globals(safe_globals: list[Any]) -> None:
+    """Let the weights-only loader build these classes and call these functions too (each an
+    object, or ``(object, "module.name")``), as ``torch.serialization.add_safe_globals``: only
+    for code you trust, since their ``__reduce__``/``__setstate__`` run."""
+    for g in safe_globals:
+        obj, name = g if isinstance(g, tuple) else (g, f"{g.__module__}.{g.__qualname__}")
+        _USER_GLOBALS[name] = obj
+
+
+def get_safe_globals() -> list[Any]:
+    return list(_USER_GLOBALS.values())
+
+
+def clear_safe_globals() -> None:
+    _USER_GLOBALS.clear()
+
+
+class safe_globals:  # noqa: N801 - torch's name
+    """``with safe_globals([...]):`` the globals are allowed inside the block only."""
+
+    def __init__(self, safe_globals: list[Any]):
+        self._globals = safe_globals
+
+    def __enter__(self) -> None:
+        self._saved = dict(_USER_GLOBALS)
+        add_safe_globals(self._globals)
+
+    def __exit__(self, *exc: Any) -> None:
+        _USER_GLOBALS.clear()
+        _USER_GLOBALS.update(self._saved)
+
+
+def _user_allowed(obj: Any) -> bool:
+    return any(obj is g for g in _USER_GLOBALS.values())
+
+
 # ---- the weights-only interpreter ----------------------------------------------------------------
 _ERROR_HEAD = ("Weights only load failed. This file can still be loaded, to do so you have two "
                "options, do those steps only if you trust the source of the checkpoint.\n\t(1) "
@@ -382,10 +423,12 @@ class _WeightsUnpickler:
                 return _StorageType(name, _LEGACY_STORAGES[name])
             if name in ("UntypedStorage", "TypedStorage") or name in _QUANTIZED:
                 return _StorageType(name, None)
-        fn = self.globals.get((module, name))
+        fn = self.globals.get((module, name), _USER_GLOBALS.get(f"{module}.{name}"))
         if fn is None:
             self.fail(f"Unsupported global: GLOBAL {module}.{name} was not an allowed global by "
-                      f"default.")
+                      f"default. Please use `tinyopt.serialization.add_safe_globals([{name}])` or "
+                      f"`with tinyopt.serialization.safe_globals([{name}]):` to allowlist this "
+                      f"global if you trust it.")
         return fn
 
     def load(self) -> Any:  # noqa: C901 - one branch per opcode, as pickle's own loop
@@ -527,14 +570,24 @@ class _WeightsUnpickler:
                     raise pickle.UnpicklingError(f"malformed record: {e}") from None
             elif op == b"\x81":  # NEWOBJ: only the allowed container classes
                 args, cls = pop(), pop()
-                if cls not in (OrderedDict, Counter, set, frozenset) or not isinstance(args,
-                                                                                       tuple):
+                if not isinstance(args, tuple) or not (
+                        any(cls is c for c in (OrderedDict, Counter, set, frozenset)) or
+                        isinstance(cls, type) and _user_allowed(cls)):
                     self.fail(f"NEWOBJ of {cls!r:.60}")
-                stack.append(cls(*args))
+                stack.append(cls.__new__(cls, *args) if _user_allowed(cls) else cls(*args))
             elif op == b"b":  # BUILD: only a state dict's ``_metadata`` on an OrderedDict
                 state = pop()
                 inst = top("BUILD")
                 if isinstance(inst, Parameter) and state in (None, {}):
+                    continue
+                if _user_allowed(type(inst)):
+                    if hasattr(inst, "__setstate__"):
+                        inst.__setstate__(state)
+                    elif isinstance(state, dict):
+                        inst.__dict__.update(state)
+                    else:
+                        self.fail(f"BUILD of a {type(inst).__name__} with "
+                                  f"{type(state).__name__}")
                     continue
                 if type(inst) is not OrderedDict or not isinstance(state, dict) or \
                         set(state) - {"_metadata"}:
@@ -557,6 +610,7 @@ def _callable_global(fn: Any) -> bool:
     """Whether ``fn`` is one of the callables the interpreter hands out (never user data)."""
     return any(fn is g for g in (OrderedDict, Counter, set, frozenset, bytearray, complex,
                                  _encode, _size, _device, _parameter, _from_type)) or \
+        _user_allowed(fn) or \
         type(getattr(fn, "__self__", None)) is _WeightsUnpickler  # its _v2 and _v3
 
 

@@ -22,21 +22,11 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.dtypes import as_dtype, torch_name
+from tinyopt.engine.layout import sparse_coo
 from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf, tensor
 
 __all__ = ["SparseCOOTensor", "is_sparse", "sparse_coo_tensor", "spmm"]
 
-
-class _Layout:
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"torch.{self.name}"
-
-
-strided = _Layout("strided")
-sparse_coo = _Layout("sparse_coo")
 
 _SUPPORTED = ("to_dense, coalesce, indices, values, _nnz, size, shape, dim, t, mm, @, "
               "multiplication by a number, to")

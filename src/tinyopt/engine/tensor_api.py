@@ -563,6 +563,48 @@ class TensorMethods(TensorCasts):
         return _F.tensor(data, dtype=dtype or self.dtype, device=device,
                          requires_grad=requires_grad)
 
+    def new(self, *args: Any) -> Tensor:
+        """The legacy constructor: ``x.new(2, 3)`` (uninitialized in PyTorch: zeros here) or
+        ``x.new(data)``, in this tensor's dtype."""
+        if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            return _F.tensor(args[0], dtype=self.dtype)
+        return _F.zeros(*args, dtype=self.dtype)
+
+    # ---- what it is -----------------------------------------------------------------------------
+    @property
+    def is_cpu(self) -> bool:
+        return True
+
+    @property
+    def layout(self) -> Any:
+        from tinyopt.engine.layout import strided
+        return strided
+
+    def data_ptr(self) -> int:
+        """The address of the first element (of the computed value)."""
+        return int(self.numpy().__array_interface__["data"][0])
+
+    # ---- windows and differences ----------------------------------------------------------------
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        """Every window of ``size`` elements along ``dimension``, ``step`` apart, as a new last
+        dimension (``dimension`` then counts the windows); differentiable."""
+        d = dimension % max(self.ndim, 1)
+        n = self.shape[d] if self.ndim else 1
+        if size > n:
+            raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is "
+                               f"{size}")
+        if step <= 0:
+            raise RuntimeError(f"step is {step} but must be > 0")
+        count = (n - size) // step + 1
+        idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+        x = self if self.ndim else _F.reshape(self, (1,))
+        picked = _F.index_select(x, d, _F.as_tensor(idx.astype(np.int64)))
+        shape = x.shape[:d] + (count, size) + x.shape[d + 1:]
+        return _F.movedim(_F.reshape(picked, shape), d + 1, -1)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
+        return _F.diff(self, n, dim, prepend, append)
+
     # ---- products -----------------------------------------------------------------------------
     def mm(self, mat2: Any) -> Tensor:
         return _F.mm(self, mat2)

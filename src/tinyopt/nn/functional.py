@@ -49,13 +49,13 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", 
            "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv3d",
            "conv_transpose2d", "conv_transpose3d", "cosine_embedding_loss", "cosine_similarity",
            "cross_entropy", "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding",
-           "embedding_bag", "gelu", "grid_sample", "group_norm", "hardtanh", "huber_loss",
-           "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
-           "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool2d",
-           "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
-           "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu", "relu6",
-           "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
-           "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
+           "embedding_bag", "gelu", "grid_sample", "group_norm", "hardsigmoid", "hardswish",
+           "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
+           "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "margin_ranking_loss",
+           "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize",
+           "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu",
+           "relu", "relu6", "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
+           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------
@@ -222,6 +222,18 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 def relu6(input, inplace: bool = False) -> Tensor:
     """min(max(x, 0), 6)."""
     return _act.hardtanh(input, 0.0, 6.0)
+
+
+def hardsigmoid(input, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6 (the gradient 1/6 strictly inside (-3, 3))."""
+    return _act.hardtanh(as_tensor(input) + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardswish(input, inplace: bool = False) -> Tensor:
+    """x relu6(x + 3) / 6 (Howard et al. 2019, https://arxiv.org/abs/1905.02244): 0 up to -3, x
+    from 3; PyTorch's gradient (2x + 3) / 6 strictly between."""
+    x = as_tensor(input)
+    return _ew.where(x <= -3.0, x * 0.0, _ew.where(x < 3.0, x * (x + 3.0) / 6.0, x))
 
 
 def logsigmoid(input) -> Tensor:

@@ -22,6 +22,7 @@ if _typing.TYPE_CHECKING:
                                              multinomial, normal, ones, ones_like, rand,
                                              rand_like, randint, randint_like, randn, randn_like,
                                              randperm, zeros, zeros_like)
+    from tinyopt.engine.ops.differences import diff
     from tinyopt.engine.ops.distance import vector_norm
     from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose,
                                                 arccos, arcsin, arctan, asin, atan, bitwise_and,
@@ -72,6 +73,7 @@ _WHERE = _table({
         "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
         "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
         "randperm zeros zeros_like"),
+    "tinyopt.engine.ops.differences": "diff",
     "tinyopt.engine.ops.distance": "vector_norm",
     "tinyopt.engine.ops.elementwise": (
         "abs acos add addcdiv addcmul allclose arccos arcsin arctan asin atan bitwise_and "
@@ -124,7 +126,7 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "ceil",
     "chunk", "clamp", "clamp_max", "clamp_min",
     "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
-    "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
+    "cumsum", "diag", "diagonal", "diff", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
     "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
     "floor", "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
     "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",

@@ -28,9 +28,10 @@ from tinyopt.engine.lazy import exports as _exports
 from tinyopt.engine.lazy import table as _table
 
 if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
-    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardtanh, LeakyReLU,
-                                              LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
-                                              Sigmoid, SiLU, Softmax, Softplus, Tanh)
+    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish,
+                                              Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
+                                              PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
+                                              Softplus, Tanh)
     from tinyopt.nn.layers.conv import Conv1d, Conv2d
     from tinyopt.nn.layers.conv_transpose import ConvTranspose2d
     from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
@@ -62,8 +63,8 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
 
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.nn.layers.activation": (
-        "CELU ELU GELU SELU Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish PReLU ReLU ReLU6 "
-        "Sigmoid SiLU Softmax Softplus Tanh"),
+        "CELU ELU GELU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish "
+        "PReLU ReLU ReLU6 Sigmoid SiLU Softmax Softplus Tanh"),
     "tinyopt.nn.layers.conv": "Conv1d Conv2d",
     "tinyopt.nn.layers.conv_transpose": "ConvTranspose2d",
     "tinyopt.nn.layers.distance": "CosineSimilarity PairwiseDistance",
@@ -107,4 +108,4 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
-           "AdaptiveAvgPool3d"]
+           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid"]

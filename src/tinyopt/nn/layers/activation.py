@@ -216,6 +216,28 @@ class ReLU6(Hardtanh):
         return _inplace_repr(self.inplace)
 
 
+class Hardsigmoid(Module):
+    """relu6(x + 3) / 6."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.hardsigmoid(input)
+
+
+class Hardswish(Module):
+    """x relu6(x + 3) / 6 (MobileNetV3's activation)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.hardswish(input)
+
+
 class LogSigmoid(Module):
     """log(sigmoid(x)), computed stably."""
 

@@ -1,0 +1,74 @@
+"""The small torch names scripts and model code meet (``tinyopt.jit``, ``tinyopt.testing``,
+``tinyopt.version``, constants, layouts and memory formats, ``diff``, ``Tensor.unfold``,
+``Tensor.new``, ``hardswish``), against PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from gradcheck import gradcheck
+
+import tinyopt as to
+import tinyopt.nn.functional as F
+from tinyopt import nn
+
+torch = pytest.importorskip("torch")
+
+
+def test_torchscript_names_leave_code_eager():
+    m = nn.Linear(2, 2)
+    assert to.jit.script(m) is m and to.jit.trace(m, to.ones(1, 2)) is m
+    assert not to.jit.is_scripting() and not to.jit.is_tracing()
+
+    @to.jit.ignore
+    def f(x):
+        return x + 1
+
+    assert f(1) == 2 and to.jit.ignore(drop=True)(f) is f and to.jit.unused(f) is f
+    with pytest.raises(NotImplementedError, match="TorchScript"):
+        to.jit.load("m.pt")
+
+
+def test_constants_layouts_and_versions_as_torch():
+    assert (to.pi, to.e, to.inf) == (torch.pi, torch.e, torch.inf) and math.isnan(to.nan)
+    assert repr(to.strided) == repr(torch.strided) and repr(to.channels_last) == \
+        repr(torch.channels_last)
+    assert to.ones(2).layout is to.strided and to.ones(2).is_cpu
+    assert isinstance(to.float32, to.dtype) and to.version.cuda is None and \
+        not to.is_complex(to.ones(1))
+    x = to.arange(3.0)
+    assert x.data_ptr() == x.numpy().ctypes.data
+
+
+def test_assert_close_tolerances_and_messages_match_torch():
+    to.testing.assert_close(to.ones(3), to.ones(3) + 1e-6)
+    for a, b in ((np.ones(3, np.float32), np.ones(3, np.float32) + 1e-3),
+                 (np.ones(3, np.float32), np.ones(3)), (np.ones(3), np.ones(2))):
+        with pytest.raises(AssertionError) as theirs:
+            torch.testing.assert_close(torch.tensor(a), torch.tensor(b))
+        with pytest.raises(AssertionError) as ours:
+            to.testing.assert_close(to.tensor(a), to.tensor(b))
+        assert str(ours.value).split("\n")[:3] == str(theirs.value).split("\n")[:3]
+    to.testing.assert_close({"a": [to.ones(2)]}, {"a": [to.ones(2)]})
+
+
+def test_diff_unfold_new_hardswish_match_torch():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 7))
+    cases = [lambda lib, t: lib.diff(t), lambda lib, t: lib.diff(t, 2, 0),
+             lambda lib, t: t.diff(dim=1, prepend=t[:, :1], append=t[:, -2:]),
+             lambda lib, t: t.unfold(1, 3, 2), lambda lib, t: t.unfold(0, 2, 1),
+             lambda lib, t: lib.nn.functional.hardswish(t * 4),
+             lambda lib, t: lib.nn.functional.hardsigmoid(t * 4),
+             lambda lib, t: t.new([1.0, 2.0]), lambda lib, t: lib.tensor(t.new(2, 3).shape)]
+    for f in cases:
+        np.testing.assert_array_equal(f(to, to.tensor(x)).numpy(),
+                                      f(torch, torch.tensor(x)).numpy())
+    gradcheck(lambda t: t.unfold(1, 3, 2) * 2, x)
+    gradcheck(lambda t: to.diff(t, 2, 1), x)
+    assert to.diff(to.tensor([True, False, False])).tolist() == [True, False]
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 1 is 7"):
+        to.tensor(x).unfold(1, 8, 1)
+    assert repr(nn.Hardswish()) == repr(torch.nn.Hardswish())
