@@ -1199,3 +1199,22 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         a = torch.tensor(X)
         torch.testing.assert_close(a * 2, a + a)
         result = [torch.pi, torch.version.cuda, str(a.layout)]""")
+    idiom("pretrained_weights_from_url", """
+        import pathlib
+        m = seed_weights(nn.Linear(4, 3))
+        torch.save(m.state_dict(), "lenet.pth")
+        url = pathlib.Path("lenet.pth").resolve().as_uri()
+        sd = torch.hub.load_state_dict_from_url(url, model_dir="hub", progress=False)
+        m2 = nn.Linear(4, 3)
+        m2.load_state_dict(sd)
+        result = m2(torch.tensor(X))""")
+    idiom("data_parallel_wrapper_and_module_path", """
+        model = seed_weights(nn.Linear(4, 3))
+        if torch.cuda.device_count() > 1 or True:
+            model = nn.DataParallel(model)
+        torch.use_deterministic_algorithms(True)
+        torch.set_float32_matmul_precision("high")
+        out = model(torch.tensor(X))
+        torch.use_deterministic_algorithms(False)
+        torch.set_float32_matmul_precision("highest")
+        result = [sorted(model.state_dict()), out, model.module.weight.shape]""")

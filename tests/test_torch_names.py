@@ -72,3 +72,45 @@ def test_diff_unfold_new_hardswish_match_torch():
     with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 1 is 7"):
         to.tensor(x).unfold(1, 8, 1)
     assert repr(nn.Hardswish()) == repr(torch.nn.Hardswish())
+
+
+def test_more_functions_match_torch():
+    import warnings
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((4, 3))
+    cases = [lambda lib, x, y: lib.cross(x, y[:2], dim=1),
+             lambda lib, x, y: lib.linalg.cross(x, y[:2]),
+             lambda lib, x, y: lib.cdist(x, y), lambda lib, x, y: lib.cdist(x, y, p=1),
+             lambda lib, x, y: lib.std_mean(x, 1)[0], lambda lib, x, y: lib.var_mean(x, 0)[1],
+             lambda lib, x, y: lib.isin(lib.tensor([1, 2, 3, 4]), lib.tensor([2, 4])),
+             lambda lib, x, y: x.clone().gt_(0.1), lambda lib, x, y: x.H,
+             lambda lib, x, y: x.dist(y[:2], p=3), lambda lib, x, y: lib.special.sinc(x),
+             lambda lib, x, y: lib.special.expit(x), lambda lib, x, y: lib.zeros(5, 2)
+             .fill_diagonal_(1.0, wrap=True)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for f in cases:
+            np.testing.assert_allclose(f(to, to.tensor(a), to.tensor(b)).numpy(),
+                                       f(torch, torch.tensor(a), torch.tensor(b)).numpy(),
+                                       rtol=1e-12, atol=1e-12)
+    gradcheck(lambda x, y: to.cross(x, y, dim=1).sum(1) + to.cdist(x, y).sum(1), a, b[:2])
+
+
+def test_switches_devices_and_wrappers_as_torch():
+    to.use_deterministic_algorithms(True)
+    assert to.are_deterministic_algorithms_enabled()
+    to.use_deterministic_algorithms(False)
+    to.set_float32_matmul_precision("high")
+    assert to.get_float32_matmul_precision() == "high"
+    to.set_float32_matmul_precision("highest")
+    assert str(to.get_default_device()) == "cpu"
+    with pytest.raises(RuntimeError, match="CPU only"):
+        to.set_default_device("cuda")
+    assert to.cpu.is_available() and not to.xpu.is_available() and not to.mps.is_available()
+    assert not to.cuda.is_bf16_supported() and not to.onnx.is_in_onnx_export()
+    m = nn.DataParallel(nn.Linear(2, 3))
+    t = torch.nn.DataParallel(torch.nn.Linear(2, 3))
+    assert list(m.state_dict()) == list(t.state_dict()) and repr(m) == repr(t)
+    from tinyopt.nn.modules.batchnorm import _BatchNorm
+    assert isinstance(nn.BatchNorm2d(2), _BatchNorm) and to.nn.modules.linear.Linear is nn.Linear
+    assert to.nn.parameter.Parameter is nn.Parameter

@@ -35,8 +35,9 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
-                         distributions, jit, linalg, nn, onnx, optim, sparse, testing, utils,
-                         version)
+                         distributions, hub, jit, linalg, nn, onnx, optim, sparse, special,
+                         testing, utils, version)
+    from tinyopt import cpu, mps, xpu
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
@@ -50,6 +51,11 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.typeinfo import finfo, iinfo
     from tinyopt.kernels.num_threads import get_num_threads, set_num_threads
     from tinyopt.serialization import load, save
+    from tinyopt.switches import (are_deterministic_algorithms_enabled, get_default_device,
+                                  get_float32_matmul_precision,
+                                  is_deterministic_algorithms_warn_only_enabled,
+                                  set_default_device, set_float32_matmul_precision,
+                                  use_deterministic_algorithms)
     from tinyopt.train import evaluate, fit
 
 _WHERE = _table({
@@ -64,12 +70,17 @@ _WHERE = _table({
     "tinyopt.engine.typeinfo": "finfo iinfo",
     "tinyopt.kernels.num_threads": "get_num_threads set_num_threads",
     "tinyopt.serialization": "load save",
+    "tinyopt.switches": (
+        "are_deterministic_algorithms_enabled get_default_device get_float32_matmul_precision "
+        "is_deterministic_algorithms_warn_only_enabled set_default_device "
+        "set_float32_matmul_precision use_deterministic_algorithms"),
     "tinyopt.train": "evaluate fit",
     "tinyopt.engine.ops": " ".join(_ops_all),
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
-    "accelerator amp autograd backends checkpoint compiler cuda data distributions jit kernels "
-    "linalg nn onnx optim serialization sparse testing train utils version"))
+    "accelerator amp autograd backends checkpoint compiler cpu cuda data distributions hub jit "
+    "kernels linalg mps nn onnx optim serialization sparse special switches testing train utils "
+    "version xpu"))
 
 __version__ = "0.1.0"
 
@@ -136,15 +147,18 @@ def __getattr__(name: str):
 __all__ = sorted(set(_ops_all) | {
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
-    "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast",
-    "channels_last", "channels_last_3d", "compile", "compiler", "contiguous_format", "cuda",
-    "data", "device", "distributions", "double", "dtype", "e", "enable_grad", "evaluate", "finfo",
-    "fit", "float", "float16", "float32", "float64", "get_autocast_dtype", "get_default_dtype",
-    "get_num_threads", "get_rng_state", "half", "iinfo", "inf", "inference_mode", "initial_seed",
-    "int", "int16", "int32", "int64", "int8", "is_autocast_enabled", "is_complex",
+    "Tensor", "accelerator", "amp", "are_deterministic_algorithms_enabled", "autocast", "autograd",
+    "backends", "bool", "can_cast", "channels_last", "channels_last_3d", "compile", "compiler",
+    "contiguous_format", "cpu", "cuda", "data", "device", "distributions", "double", "dtype", "e",
+    "enable_grad", "evaluate", "finfo", "fit", "float", "float16", "float32", "float64",
+    "get_autocast_dtype", "get_default_device", "get_default_dtype",
+    "get_float32_matmul_precision", "get_num_threads", "get_rng_state", "half", "hub", "iinfo",
+    "inf", "inference_mode", "initial_seed", "int", "int16", "int32", "int64", "int8",
+    "is_autocast_enabled", "is_complex", "is_deterministic_algorithms_warn_only_enabled",
     "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "is_tensor", "jit",
-    "layout", "linalg", "load", "load_into", "long", "manual_seed", "memory_format", "nan",
+    "layout", "linalg", "load", "load_into", "long", "manual_seed", "memory_format", "mps", "nan",
     "newaxis", "nn", "no_grad", "numel", "onnx", "optim", "pi", "preserve_format", "promote_types",
-    "result_type", "save", "seed", "set_default_dtype", "set_grad_enabled", "set_num_threads",
-    "set_printoptions", "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor",
-    "spmm", "strided", "testing", "uint8", "utils", "version"})
+    "result_type", "save", "seed", "set_default_device", "set_default_dtype",
+    "set_float32_matmul_precision", "set_grad_enabled", "set_num_threads", "set_printoptions",
+    "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor", "special", "spmm",
+    "strided", "testing", "uint8", "use_deterministic_algorithms", "utils", "version", "xpu"})

@@ -36,6 +36,11 @@ def empty_cache() -> None:
     """No device memory to release: a no-op."""
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: there is no CUDA device."""
+    return False
+
+
 def manual_seed(seed: int) -> None:
     """No CUDA generators to seed: a no-op (``tinyopt.manual_seed`` seeds the CPU one)."""
 
@@ -45,4 +50,4 @@ def manual_seed_all(seed: int) -> None:
 
 
 __all__ = ["current_device", "device_count", "empty_cache", "get_device_name", "is_available",
-           "is_initialized", "manual_seed", "manual_seed_all", "set_device", "synchronize"]
+           "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all", "set_device", "synchronize"]

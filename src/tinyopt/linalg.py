@@ -77,6 +77,12 @@ def matrix_exp(A: Any) -> Tensor:
     return t
 
 
+def cross(input: Any, other: Any, *, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (``torch.linalg.cross``)."""
+    from tinyopt.engine.ops.vector_products import cross as _cross
+    return _cross(input, other, dim)
+
+
 def householder_product(A: Any, tau: Any) -> Tensor:
     """The first n columns of H_1 H_2 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th
     column of A (m x n) below the diagonal and a 1 on it (``torch.linalg.householder_product``,
@@ -101,5 +107,5 @@ def householder_product(A: Any, tau: Any) -> Tensor:
     return q[:, :n]
 
 
-__all__ = ["householder_product", "matmul", "matrix_exp", "matrix_norm", "multi_dot", "norm",
+__all__ = ["cross", "householder_product", "matmul", "matrix_exp", "matrix_norm", "multi_dot", "norm",
            "vecdot", "vector_norm"]

@@ -584,6 +584,73 @@ class TensorMethods(TensorCasts):
         """The address of the first element (of the computed value)."""
         return int(self.numpy().__array_interface__["data"][0])
 
+    @property
+    def is_xpu(self) -> bool:
+        return False
+
+    # ---- real tensors: the complex views are the tensor itself --------------------------------
+    @property
+    def real(self) -> Tensor:
+        return self  # type: ignore[return-value]
+
+    def conj(self) -> Tensor:
+        return self  # type: ignore[return-value]
+
+    @property
+    def H(self) -> Tensor:
+        """The (conjugate) transpose of a matrix."""
+        if self.ndim != 2:
+            raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                               f"{self.ndim}-D tensor. For batches of matrices, consider using "
+                               f"tensor.mH")
+        return _F.transpose(self, 0, 1)
+
+    @property
+    def mH(self) -> Tensor:
+        return _F.transpose(self, -2, -1)
+
+    def dist(self, other: Any, p: float = 2) -> Tensor:
+        """The p-norm of ``self - other``."""
+        return _F.vector_norm(_F.sub(self, other), p)
+
+    def cross(self, other: Any, dim: int | None = None) -> Tensor:
+        return _F.cross(self, other, dim)
+
+    # ---- in-place comparisons: 1 where true, 0 elsewhere, in this tensor's dtype ----------------
+    def eq_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.eq(x, other), x.dtype), other, check_cast=False)
+
+    def ne_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.ne(x, other), x.dtype), other, check_cast=False)
+
+    def gt_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.gt(x, other), x.dtype), other, check_cast=False)
+
+    def ge_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.ge(x, other), x.dtype), other, check_cast=False)
+
+    def lt_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.lt(x, other), x.dtype), other, check_cast=False)
+
+    def le_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(_F.le(x, other), x.dtype), other, check_cast=False)
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Self:
+        """Write ``fill_value`` on the main diagonal (of every 2-D slice of equal sizes; a tall
+        matrix restarts the diagonal after each N + 1 rows with ``wrap``), in place."""
+        if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+            raise RuntimeError("all dimensions of input must be of equal length")
+        rows, cols = self.shape[0], self.shape[1]
+        if self.ndim == 2:
+            step = cols + 1
+            end = rows * cols if wrap else min(rows, cols) * cols
+            flat = np.arange(0, end, step)
+            idx = tuple(np.unravel_index(flat[flat < rows * cols], (rows, cols)))
+        else:
+            idx = tuple(np.arange(self.shape[0]) for _ in range(self.ndim))
+        self[tuple(_F.as_tensor(i.astype(np.int64)) for i in idx)] = fill_value
+        return self
+
     # ---- windows and differences ----------------------------------------------------------------
     def unfold(self, dimension: int, size: int, step: int) -> Tensor:
         """Every window of ``size`` elements along ``dimension``, ``step`` apart, as a new last

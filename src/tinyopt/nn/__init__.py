@@ -13,11 +13,12 @@ from tinyopt.nn.module import Module
 
 if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
     from tinyopt.nn import functional, init, utils
+    from tinyopt.nn.data_parallel import DataParallel
     from tinyopt.nn.layers import *  # noqa: F403
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-           "ParameterDict", "init", "functional", "utils"] + _layers
+           "ParameterDict", "init", "functional", "utils", "DataParallel"] + _layers
 
 # a layer on first use; ``nn.parallel`` brings in tinyopt.distributed (not mpi4py)
-__getattr__, __dir__ = _exports(__name__, globals(), dict.fromkeys(_layers, "tinyopt.nn.layers"),
-                                submodules="functional init parallel utils")
+__getattr__, __dir__ = _exports(__name__, globals(), dict.fromkeys(_layers, "tinyopt.nn.layers") | {
+    "DataParallel": "tinyopt.nn.data_parallel"}, submodules="functional init modules parallel utils")

@@ -33,8 +33,9 @@ import numpy as np
 from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.tensor import Tensor, leaf
 
-__all__ = ["export"]
+__all__ = ["export", "is_in_onnx_export"]
 
+_EXPORTING = [0]  # exports in progress (model code may ask: ``torch.onnx.is_in_onnx_export()``)
 _MIN_OPSET = 17  # LayerNormalization
 _DEFAULT_OPSET = 18
 
@@ -83,9 +84,11 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
     try:
         for m, _ in modes:
             m.training = False
+        _EXPORTING[0] += 1
         with no_grad(), no_fold():
             out = model(*inputs, **(kwargs or {}))
     finally:
+        _EXPORTING[0] -= 1
         for m, mode in modes:
             m.training = mode
     outputs = _flatten(out)
@@ -115,6 +118,11 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
             with open(f, "wb") as fh:
                 fh.write(data)
     return proto
+
+
+def is_in_onnx_export() -> bool:
+    """Whether an ``export`` is running the model now."""
+    return _EXPORTING[0] > 0
 
 
 def _argument_names(model: Any, n: int) -> list[str]:

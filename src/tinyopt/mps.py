@@ -1,0 +1,22 @@
+"""``torch.mps`` probes (Apple GPUs): no such device (``is_available()`` is False; using one
+raises, as ``device("mps")`` does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyopt.engine.device import check_device
+
+__all__ = ["device_count", "is_available", "synchronize"]
+
+
+def is_available() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 0
+
+
+def synchronize(device: Any = None) -> None:
+    check_device("mps")
