@@ -151,3 +151,31 @@ def test_writes_a_path_and_matches_torchs_signature(tmp_path):
     theirs = inspect.signature(torch.onnx.export).parameters
     assert list(ours) == list(theirs)
     assert [p.kind for p in ours.values()] == [p.kind for p in theirs.values()]
+
+
+def test_nested_inputs_an_lstm_with_its_state():
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 6)
+            self.rnn = nn.LSTM(6, 5, 2)
+            self.out = nn.Linear(5, 10)
+
+        def forward(self, x, hidden):
+            y, hidden = self.rnn(self.emb(x), hidden)
+            return self.out(y), hidden
+
+    to.manual_seed(0)
+    m = LM()
+    x = RNG.integers(0, 10, (4, 3))
+    h = (RNG.standard_normal((2, 3, 5)).astype(np.float32),
+         RNG.standard_normal((2, 3, 5)).astype(np.float32))
+    buf = io.BytesIO()
+    tinyopt.onnx.export(m, (to.tensor(x), tuple(to.tensor(a) for a in h)), buf)
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    assert [i.name for i in sess.get_inputs()] == ["x", "hidden.0", "hidden.1"]
+    got = sess.run(None, {"x": x, "hidden.0": h[0], "hidden.1": h[1]})
+    m.eval()
+    want, (hn, cn) = m(to.tensor(x), tuple(to.tensor(a) for a in h))
+    for g, w in zip(got, (want, hn, cn)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)

@@ -290,3 +290,25 @@ def test_add_safe_globals_allows_a_trusted_class(tmp_path):
     assert Config not in to.serialization.get_safe_globals()  # (only inside the block)
     with pytest.raises(pickle.UnpicklingError):
         to.load(path)
+
+
+def test_whole_model_loads_weights_only_with_its_classes_allowed(tmp_path):
+    """word_language_model's pattern: torch.save(model), then load under safe_globals."""
+    to.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(5, 4), nn.Dropout(0.1), nn.Linear(4, 3))
+    path = tmp_path / "model.pt"
+    to.save(model, path)
+    allowed = [to.nn.modules.container.Sequential, to.nn.modules.sparse.Embedding,
+               to.nn.modules.dropout.Dropout, to.nn.modules.linear.Linear]
+    with to.serialization.safe_globals(allowed):
+        back = to.load(path)
+    back.eval()
+    model.eval()
+    x = to.tensor([[1, 2], [3, 4]])
+    np.testing.assert_array_equal(back(x).numpy(), model(x).numpy())
+    torch = pytest.importorskip("torch")
+    with zipfile.ZipFile(path) as zf:  # the file is torch's format: torch reads its tensors
+        names = zf.namelist()
+    assert "archive/data.pkl" in names and "archive/data/0" in names
+    sd = torch.load(path, weights_only=False)
+    assert isinstance(sd, nn.Sequential)

@@ -655,8 +655,6 @@ class _FullUnpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
     def persistent_load(self, pid: Any) -> Any:
-        if isinstance(pid, tuple) and pid and pid[0] == "tinyopt.array":
-            return _array_record(self._loader.archive, pid)
         return self._loader.storage(pid)
 
 
@@ -674,49 +672,99 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
 
 
 # ---- pickling whole objects ---------------------------------------------------------------------------
-class _Pickler(pickle.Pickler):
-    """Pickles ``obj`` with every numpy array (a tensor's values) as an entry of its own."""
+class _Global:
+    """A global name written into the pickle as it is (``torch._utils._rebuild_tensor_v2``),
+    whether or not it can be imported here."""
 
-    def __init__(self, file: BinaryIO, arrays: list[np.ndarray]):
+    def __init__(self, module: str, name: str):
+        self.module, self.name = module, name
+
+    def __call__(self, *args: Any) -> Any:  # (the pickler wants a callable; never called here)
+        raise TypeError(f"{self.module}.{self.name} is only written into pickles")
+
+
+_REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
+_REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
+_ORDERED_DICT = _Global("collections", "OrderedDict")
+_STORAGE_NAMES = {np.dtype(v) if v != "bfloat16" else v: k for k, v in
+                  _LEGACY_STORAGES.items() if not k.startswith("Complex")}
+
+
+class _StorageRef:
+    """A tensor's values, written as a storage entry (``data/<key>``)."""
+
+    def __init__(self, arr: np.ndarray):
+        self.arr = np.ascontiguousarray(arr)
+
+
+class _TorchPickler(pickle._Pickler):  # type: ignore[name-defined]
+    """Pickles ``obj`` as ``torch.save`` does: tensors as ``_rebuild_tensor_v2`` of a storage
+    (``("storage", torch.<Type>Storage, key, "cpu", numel)``), Parameters as
+    ``_rebuild_parameter``, everything else by its own reduction.  (Python's pure pickler, whose
+    dispatch table can write the ``torch.*`` globals without importing torch.)"""
+
+    dispatch = dict(pickle._Pickler.dispatch)  # type: ignore[attr-defined]
+
+    def _save_global(self, obj: _Global) -> None:
+        self.write(pickle.GLOBAL + f"{obj.module}\n{obj.name}\n".encode("utf-8"))
+
+    dispatch[_Global] = _save_global
+
+    def __init__(self, file: BinaryIO, storages: list[np.ndarray]):
         super().__init__(file, protocol=2)
-        self._arrays = arrays
-        self._ids: dict[int, int] = {}
+        self._storages = storages
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, Parameter):
-            return _rebuild_parameter, (np.array(obj._data), obj.requires_grad)
+            return _REBUILD_PARAMETER, (_tensor_record(obj._data, False), obj.requires_grad,
+                                        _ordered())
+        if isinstance(obj, Tensor):
+            return _tensor_record(obj.numpy(), obj.requires_grad).__reduce__()
         return NotImplemented
 
     def persistent_id(self, obj: Any) -> Any:
-        if type(obj) is not np.ndarray or obj.dtype.hasobject:
+        if not isinstance(obj, _StorageRef):
             return None
-        key = self._ids.get(id(obj))
-        if key is None:
-            key = self._ids[id(obj)] = len(self._arrays)
-            self._arrays.append(obj)
-        return ("tinyopt.array", str(key), obj.dtype.str, tuple(obj.shape))
+        arr = obj.arr
+        name = _STORAGE_NAMES.get("bfloat16" if arr.dtype.name == "bfloat16" else arr.dtype)
+        if name is None:
+            raise pickle.PicklingError(f"cannot save a tensor of dtype {arr.dtype}")
+        self._storages.append(arr)
+        return ("storage", _Global("torch", name), str(len(self._storages) - 1), "cpu",
+                int(arr.size))
 
 
-def _rebuild_parameter(arr: np.ndarray, requires_grad: bool) -> Parameter:
-    return Parameter(arr, requires_grad=requires_grad)
+def _ordered() -> Any:
+    """An empty ``collections.OrderedDict()``, as torch writes a tensor's hooks."""
+    return _Reduced(_ORDERED_DICT, ())
 
 
-def _array_record(archive: _Archive, pid: tuple) -> np.ndarray:
-    _, key, dtype, shape = pid
-    d = np.dtype(dtype)
-    n = int(np.prod(shape, dtype=np.int64)) * d.itemsize
-    if archive.size_of(f"data/{key}") != n:
-        archive.fail(f"array {key!r} declares {n} bytes, its entry holds another size")
-    return np.frombuffer(bytearray(archive.read(f"data/{key}")), d).reshape(shape)
+class _Reduced:
+    """``func(*args)`` for the pickler (``__reduce__`` of an object that is only written)."""
+
+    def __init__(self, func: _Global, args: tuple):
+        self.func, self.args = func, args
+
+    def __reduce__(self) -> tuple:
+        return self.func, self.args
+
+
+def _tensor_record(arr: np.ndarray, requires_grad: bool) -> _Reduced:
+    arr = np.asarray(arr)
+    strides = tuple(int(s) for s in np.cumprod((1,) + arr.shape[:0:-1])[::-1]) if arr.ndim \
+        else ()
+    return _Reduced(_REBUILD_TENSOR, (_StorageRef(arr), 0, tuple(arr.shape), strides,
+                                      bool(requires_grad), _ordered()))
 
 
 def save_pickled(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
-    """Pickle ``obj`` (a whole Module, optimizer or any picklable object) into a torch-style zip
-    (``archive/data.pkl`` plus one stored ``archive/data/<k>`` per array).  Loading it takes
-    ``load(f, weights_only=False)``: a pickle can run code, so the default refuses it."""
+    """Pickle ``obj`` (a whole Module, optimizer or any picklable object) in ``torch.save``'s
+    format (``archive/data.pkl`` plus one stored ``archive/data/<k>`` per tensor).  Loading it
+    takes ``load(f, weights_only=False)``, or the weights-only loader with its classes allowed
+    (``safe_globals``), as in PyTorch."""
     buf = io.BytesIO()
     arrays: list[np.ndarray] = []
-    _Pickler(buf, arrays).dump(obj)
+    _TorchPickler(buf, arrays).dump(obj)
     own = not hasattr(f, "write")
     out: Any = open(f, "wb") if own else f
     try:

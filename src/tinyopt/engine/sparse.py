@@ -8,8 +8,9 @@ against the size when made) and ``values`` (a Tensor (nnz, *dense_dims), which m
 and be any graph node).  What works: ``to_dense``, ``coalesce`` (sorted, duplicates summed),
 ``indices()``/``values()`` (``_indices``/``_values``), ``_nnz``, ``is_coalesced``, ``size``,
 ``shape``, ``dim``, ``sparse_dim``/``dense_dim``, ``t``/``transpose(0, 1)`` of a matrix,
-``mm``/``@`` with a dense matrix (``torch.sparse.mm``, ``torch.spmm``, ``torch.mm``,
-``torch.matmul``), multiplying or dividing by a number, ``to``/``float``/``double``,
+``mm``/``@`` with a dense matrix on either side (``torch.sparse.mm``, ``torch.spmm``,
+``torch.mm``, ``torch.matmul``), ``+`` (with a sparse tensor: sparse; with a dense one: dense),
+multiplying or dividing by a number, ``to``/``float``/``double``,
 ``requires_grad_`` and ``grad``, ``detach``.  Other tensor methods raise an ``AttributeError``
 naming these.
 """
@@ -184,6 +185,24 @@ class SparseCOOTensor:
 
     def __matmul__(self, other: Any) -> Tensor:
         return spmm(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        """dense @ sparse, as (sparse^T @ dense^T)^T."""
+        return spmm(self.t(), as_tensor(other).t()).t()
+
+    def __add__(self, other: Any) -> Any:
+        """sparse + sparse: the entries of both (uncoalesced); sparse + dense: dense."""
+        if isinstance(other, SparseCOOTensor):
+            if tuple(other.shape) != tuple(self.shape):
+                raise RuntimeError(f"add: expected sizes to match, got {tuple(self.shape)} and "
+                                   f"{tuple(other.shape)}")
+            from tinyopt.engine.ops.movement import cat
+            return SparseCOOTensor(np.concatenate([self._idx, other._idx], 1),
+                                   cat([self._vals, other._vals.to(self._vals.dtype)], 0),
+                                   tuple(self.shape))
+        return self.to_dense() + other
+
+    __radd__ = __add__
 
     def __mul__(self, other: Any) -> SparseCOOTensor:
         if not isinstance(other, numbers.Number):

@@ -74,19 +74,21 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
     args = args if isinstance(args, tuple) else (args,)
     if args and isinstance(args[-1], dict) and kwargs is None:
         args, kwargs = args[:-1], args[-1]
-    inputs = [leaf(np.array(a.numpy() if isinstance(a, Tensor) else np.asarray(a)))
-              for a in args]
+    inputs: list[Tensor] = []
+    default_names: list[str] = []
+    args = tuple(_graph_inputs(a, inputs, default_names, n)
+                 for a, n in zip(args, _argument_names(model, len(args))))
     names = list(input_names or [])
     if len(names) > len(inputs):
         raise ValueError(f"tinyopt.onnx.export: {len(names)} input_names for {len(inputs)} inputs")
-    names += _argument_names(model, len(inputs))[len(names):]
+    names += default_names[len(names):]
     modes = [(m, m.training) for m in model.modules()] if hasattr(model, "modules") else []
     try:
         for m, _ in modes:
             m.training = False
         _EXPORTING[0] += 1
         with no_grad(), no_fold():
-            out = model(*inputs, **(kwargs or {}))
+            out = model(*args, **(kwargs or {}))
     finally:
         _EXPORTING[0] -= 1
         for m, mode in modes:
@@ -123,6 +125,21 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
 def is_in_onnx_export() -> bool:
     """Whether an ``export`` is running the model now."""
     return _EXPORTING[0] > 0
+
+
+def _graph_inputs(value: Any, found: list[Tensor], names: list[str], name: str) -> Any:
+    """``value`` with each tensor (or array) replaced by a fresh input leaf, appended to
+    ``found`` (and its default name, ``name`` or ``name.i`` inside a nested tuple or list such as
+    an LSTM's ``(h, c)``, to ``names``) in order."""
+    if isinstance(value, (Tensor, np.ndarray)):
+        t = leaf(np.array(value.numpy() if isinstance(value, Tensor) else value))
+        found.append(t)
+        names.append(name)
+        return t
+    if isinstance(value, (tuple, list)):
+        return type(value)(_graph_inputs(v, found, names, f"{name}.{i}")
+                           for i, v in enumerate(value))
+    return value
 
 
 def _argument_names(model: Any, n: int) -> list[str]:

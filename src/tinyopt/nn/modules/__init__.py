@@ -12,12 +12,14 @@ import sys
 import types
 from typing import Any
 
-# PyTorch's file -> (tinyopt module, the names that file defines)
+# PyTorch's file -> (tinyopt module, the names that file defines; "module:Name" for a name that
+# lives elsewhere)
 _FILES: dict[str, tuple[str, str]] = {
     "module": ("tinyopt.nn.module", "Module"),
     "container": ("tinyopt.nn.containers",
                   "Sequential ModuleList ModuleDict ParameterList ParameterDict"),
-    "linear": ("tinyopt.nn.layers.linear", "Linear Identity"),
+    "linear": ("tinyopt.nn", "Linear Identity "
+               "tinyopt.nn.layers.transformer:NonDynamicallyQuantizableLinear"),
     "conv": ("tinyopt.nn", "Conv1d Conv2d Conv3d ConvTranspose2d ConvTranspose3d"),
     "pooling": ("tinyopt.nn", "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d "
                 "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d"),
@@ -47,21 +49,26 @@ _FILES: dict[str, tuple[str, str]] = {
 
 
 def _submodule(file: str) -> types.ModuleType:
-    source, names = _FILES[file]
     mod = types.ModuleType(f"{__name__}.{file}", f"torch.nn.modules.{file} (tinyopt's)")
-    wanted = names.split()
+    wanted = _where(file)
 
     def __getattr__(name: str) -> Any:
         if name not in wanted:
             raise AttributeError(f"module 'torch.nn.modules.{file}' has no attribute {name!r} "
                                  f"in tinyopt")
-        value = getattr(importlib.import_module(source), name)
+        value = getattr(importlib.import_module(wanted[name]), name)
         setattr(mod, name, value)
         return value
 
     mod.__getattr__ = __getattr__  # type: ignore[method-assign]
     mod.__all__ = [n for n in wanted if not n.startswith("_")]
     return mod
+
+
+def _where(file: str) -> dict[str, str]:
+    """{name: the tinyopt module it is read from} for one of PyTorch's files."""
+    source, names = _FILES[file]
+    return {n.rpartition(":")[2]: n.rpartition(":")[0] or source for n in names.split()}
 
 
 for _file in _FILES:
@@ -71,9 +78,10 @@ for _file in _FILES:
 
 
 def __getattr__(name: str) -> Any:
-    for source, names in _FILES.values():
-        if name in names.split():
-            return getattr(importlib.import_module(source), name)
+    for file in _FILES:
+        where = _where(file)
+        if name in where:
+            return getattr(importlib.import_module(where[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
