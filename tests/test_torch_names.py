@@ -114,3 +114,12 @@ def test_switches_devices_and_wrappers_as_torch():
     from tinyopt.nn.modules.batchnorm import _BatchNorm
     assert isinstance(nn.BatchNorm2d(2), _BatchNorm) and to.nn.modules.linear.Linear is nn.Linear
     assert to.nn.parameter.Parameter is nn.Parameter
+
+
+def test_deprecated_cuda_amp_names_warn_and_disable_as_torch():
+    with pytest.warns(FutureWarning, match=r"torch.cuda.amp.GradScaler\(args...\)` is deprecated"):
+        scaler = to.cuda.amp.GradScaler(enabled=True)
+    assert not scaler.is_enabled()  # (no CUDA: disabled, as PyTorch's CPU build does)
+    with pytest.warns(FutureWarning, match=r"torch.cuda.amp.autocast\(args...\)` is deprecated"):
+        with to.cuda.amp.autocast():
+            pass
