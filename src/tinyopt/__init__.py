@@ -34,10 +34,9 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # Everything else is imported on first use (``tinyopt.engine.lazy``): ``import tinyopt`` loads
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
-    from tinyopt import (accelerator, amp, autograd, backends, compiler, cuda, data,
-                         distributions, hub, jit, linalg, nn, onnx, optim, sparse, special,
-                         testing, utils, version)
-    from tinyopt import cpu, mps, xpu
+    from tinyopt import (accelerator, amp, autograd, backends, compiler, cpu, cuda, data,
+                         distributions, hub, jit, linalg, mps, nn, onnx, optim, safetensors,
+                         sparse, special, testing, torch_format, utils, version, xpu)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
@@ -79,8 +78,8 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint compiler cpu cuda data distributions hub jit "
-    "kernels linalg mps nn onnx optim serialization sparse special switches testing train utils "
-    "version xpu"))
+    "kernels linalg mps nn onnx optim safetensors serialization sparse special switches testing "
+    "torch_format train utils version xpu"))
 
 __version__ = "0.1.0"
 
@@ -111,10 +110,12 @@ def set_default_dtype(d: object) -> None:
 
 
 def is_floating_point(input: Tensor) -> _builtins.bool:
+    """Whether ``input``'s dtype is a floating-point one."""
     return input.is_floating_point()
 
 
 def numel(input: Tensor) -> _builtins.int:
+    """The number of elements of ``input``."""
     return input.numel()
 
 
@@ -144,7 +145,9 @@ def __getattr__(name: str):
     return _lazy_getattr(name)
 
 
-__all__ = sorted(set(_ops_all) | {
+# a literal list, then the ops' names: what type checkers need to see the exports (under
+# ``mypy --strict`` a name imported here is public only if a literal ``__all__`` lists it)
+__all__ = [
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "are_deterministic_algorithms_enabled", "autocast", "autograd",
@@ -161,4 +164,5 @@ __all__ = sorted(set(_ops_all) | {
     "result_type", "save", "seed", "set_default_device", "set_default_dtype",
     "set_float32_matmul_precision", "set_grad_enabled", "set_num_threads", "set_printoptions",
     "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor", "special", "spmm",
-    "strided", "testing", "uint8", "use_deterministic_algorithms", "utils", "version", "xpu"})
+    "strided", "testing", "uint8", "use_deterministic_algorithms", "utils", "version", "xpu"]
+__all__ += [_name for _name in _ops_all if _name not in __all__]

@@ -10,14 +10,17 @@ __all__ = ["amp", "current_device", "device_count", "is_available", "synchronize
 
 
 def is_available() -> bool:
+    """True: tinyopt runs on the CPU."""
     return True
 
 
 def device_count() -> int:
+    """1: the CPU."""
     return 1
 
 
 def current_device() -> str:
+    """``"cpu"``."""
     return "cpu"
 
 

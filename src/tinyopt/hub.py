@@ -34,6 +34,7 @@ def get_dir() -> str:
 
 
 def set_dir(d: str | os.PathLike) -> None:
+    """Use ``d`` as the hub cache folder from now on."""
     _hub_dir[:] = [os.path.expanduser(os.fspath(d))]
 
 

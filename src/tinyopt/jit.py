@@ -69,11 +69,13 @@ def annotate(the_type: Any, the_value: Any) -> Any:
 
 
 def save(m: Any, f: Any, _extra_files: Any = None) -> None:
+    """Refused: tinyopt has no TorchScript archives."""
     raise NotImplementedError("torch.jit.save: tinyopt has no TorchScript archives; save the "
                               "state_dict() (tinyopt.save), or export ONNX (tinyopt.onnx.export)")
 
 
 def load(f: Any, map_location: Any = None, _extra_files: Any = None) -> Any:
+    """Refused: tinyopt cannot run TorchScript archives."""
     raise NotImplementedError("torch.jit.load: tinyopt cannot run TorchScript archives; load a "
                               "state_dict saved with torch.save instead")
 

@@ -11,12 +11,15 @@ __all__ = ["device_count", "is_available", "synchronize"]
 
 
 def is_available() -> bool:
+    """False: there is no such device."""
     return False
 
 
 def device_count() -> int:
+    """0: there is no such device."""
     return 0
 
 
 def synchronize(device: Any = None) -> None:
+    """Refused: there is no such device."""
     check_device("mps")

@@ -31,10 +31,12 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 
 def are_deterministic_algorithms_enabled() -> bool:
+    """Whether ``use_deterministic_algorithms(True)`` was called last."""
     return bool(_STATE["deterministic"])
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """The ``warn_only`` of the last ``use_deterministic_algorithms``."""
     return bool(_STATE["warn_only"])
 
 
@@ -48,6 +50,7 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 
 def get_float32_matmul_precision() -> str:
+    """The precision last set (``"highest"`` by default)."""
     return str(_STATE["precision"])
 
 
@@ -58,4 +61,5 @@ def set_default_device(device: Any) -> None:
 
 
 def get_default_device() -> _device:
+    """The CPU: the only device."""
     return _device("cpu")

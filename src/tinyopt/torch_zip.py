@@ -330,10 +330,12 @@ def add_safe_globals(safe_globals: list[Any]) -> None:
 
 
 def get_safe_globals() -> list[Any]:
+    """The objects ``add_safe_globals`` allowed."""
     return list(_USER_GLOBALS.values())
 
 
 def clear_safe_globals() -> None:
+    """Forget every object ``add_safe_globals`` allowed."""
     _USER_GLOBALS.clear()
 
 
@@ -686,8 +688,6 @@ class _Global:
 _REBUILD_TENSOR = _Global("torch._utils", "_rebuild_tensor_v2")
 _REBUILD_PARAMETER = _Global("torch._utils", "_rebuild_parameter")
 _ORDERED_DICT = _Global("collections", "OrderedDict")
-_STORAGE_NAMES = {np.dtype(v) if v != "bfloat16" else v: k for k, v in
-                  _LEGACY_STORAGES.items() if not k.startswith("Complex")}
 
 
 class _StorageRef:
@@ -725,8 +725,9 @@ class _TorchPickler(pickle._Pickler):  # type: ignore[name-defined]
     def persistent_id(self, obj: Any) -> Any:
         if not isinstance(obj, _StorageRef):
             return None
+        from tinyopt.torch_format import STORAGE
         arr = obj.arr
-        name = _STORAGE_NAMES.get("bfloat16" if arr.dtype.name == "bfloat16" else arr.dtype)
+        name = STORAGE.get(arr.dtype.name)
         if name is None:
             raise pickle.PicklingError(f"cannot save a tensor of dtype {arr.dtype}")
         self._storages.append(arr)
@@ -759,21 +760,24 @@ def _tensor_record(arr: np.ndarray, requires_grad: bool) -> _Reduced:
 
 def save_pickled(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
     """Pickle ``obj`` (a whole Module, optimizer or any picklable object) in ``torch.save``'s
-    format (``archive/data.pkl`` plus one stored ``archive/data/<k>`` per tensor).  Loading it
-    takes ``load(f, weights_only=False)``, or the weights-only loader with its classes allowed
+    format, in ``tinyopt.torch_format``'s archive (``archive/data.pkl`` plus one aligned
+    ``archive/data/<k>`` per tensor; a path is written atomically).  Loading it takes
+    ``load(f, weights_only=False)``, or the weights-only loader with its classes allowed
     (``safe_globals``), as in PyTorch."""
+    from tinyopt import checkpoint, torch_format
     buf = io.BytesIO()
-    arrays: list[np.ndarray] = []
-    _TorchPickler(buf, arrays).dump(obj)
-    own = not hasattr(f, "write")
-    out: Any = open(f, "wb") if own else f
-    try:
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
-            zf.writestr("archive/data.pkl", buf.getvalue())
-            zf.writestr("archive/byteorder", sys.byteorder)
-            zf.writestr("archive/version", "3\n")
-            for k, arr in enumerate(arrays):
-                zf.writestr(f"archive/data/{k}", np.ascontiguousarray(arr).tobytes())
-    finally:
-        if own:
-            out.close()
+    storages: list[np.ndarray] = []
+    _TorchPickler(buf, storages).dump(obj)
+    record = _Pickled(buf.getvalue()[:-1], storages)  # (torch_format's writer adds the STOP)
+    if hasattr(f, "write"):
+        torch_format._write(f, record)
+    else:
+        checkpoint.write_atomically(os.fspath(f), lambda out: torch_format._write(out, record))
+
+
+class _Pickled:
+    """A finished pickle (without its STOP) and its storages, as ``torch_format._write`` takes
+    them."""
+
+    def __init__(self, out: bytes, storages: list[np.ndarray]):
+        self.out, self.storages = out, storages

@@ -61,6 +61,7 @@ class FunctionCtx:
         self.to_save = tensors
 
     def save_for_forward(self, *tensors: Any) -> None:
+        """Refused: tinyopt has no forward-mode AD."""
         raise NotImplementedError("tinyopt has no forward-mode AD: save_for_forward is not "
                                   "supported")
 
@@ -77,6 +78,7 @@ class FunctionCtx:
         self.materialize_grads = bool(value)
 
     def mark_dirty(self, *args: Tensor) -> None:
+        """Refused: forward may not write into its inputs."""
         raise NotImplementedError("custom Functions that modify their inputs in place "
                                   "(mark_dirty) are not supported by tinyopt; return a new tensor")
 
@@ -99,15 +101,18 @@ class Function:
 
     @staticmethod
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        """The op's outputs from its inputs; override it (a staticmethod)."""
         raise NotImplementedError("You must implement the forward function for custom "
                                   "autograd.Function.")
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
+        """Fill ``ctx`` from the inputs and output (with a ``forward`` without ctx)."""
         raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        """The gradients of the inputs from those of the outputs; override it."""
         raise NotImplementedError("You must implement either the backward or vjp method for "
                                   "your custom autograd.Function to use it with backward mode "
                                   "AD.")

@@ -62,6 +62,7 @@ class SparseCOOTensor:
         return self._vals.requires_grad
 
     def requires_grad_(self, requires_grad: bool = True) -> SparseCOOTensor:
+        """Let the values require grad (in place)."""
         self._vals.requires_grad_(requires_grad)
         return self
 
@@ -73,32 +74,39 @@ class SparseCOOTensor:
                                                        self._coalesced)
 
     def size(self, dim: int | None = None) -> Any:
+        """The shape, or its ``dim`` entry."""
         return self.shape if dim is None else self.shape[dim]
 
     def dim(self) -> int:
+        """The number of dimensions (sparse and dense)."""
         return len(self.shape)
 
     ndim = property(dim)
 
     def sparse_dim(self) -> int:
+        """The number of dimensions the indices address."""
         return self._idx.shape[0]
 
     def dense_dim(self) -> int:
+        """The number of dimensions of each value."""
         return len(self.shape) - self._idx.shape[0]
 
     def _nnz(self) -> int:
         return self._idx.shape[1]
 
     def is_coalesced(self) -> bool:
+        """Whether the indices are sorted and unique."""
         return self._coalesced
 
     def indices(self) -> Tensor:
+        """The (sparse_dim, nnz) int64 indices of a coalesced tensor."""
         if not self._coalesced:
             raise RuntimeError("Cannot get indices on an uncoalesced tensor, please call "
                                ".coalesce() first")
         return self._indices
 
     def values(self) -> Tensor:
+        """The (nnz, *dense_dims) values of a coalesced tensor."""
         if not self._coalesced:
             raise RuntimeError("Cannot get values on an uncoalesced tensor, please call "
                                ".coalesce() first")
@@ -141,46 +149,57 @@ class SparseCOOTensor:
         return SparseCOOTensor(idx, vals, tuple(self.shape), True)
 
     def to_sparse(self, *args: Any, **kwargs: Any) -> SparseCOOTensor:
+        """Itself (already sparse)."""
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> SparseCOOTensor:
+        """The values converted as ``Tensor.to`` does; the indices kept."""
         return SparseCOOTensor(self._idx, self._vals.to(*args, **kwargs), tuple(self.shape),
                                self._coalesced)
 
     def float(self) -> SparseCOOTensor:
+        """The values as float32."""
         return self.to(np.float32)
 
     def double(self) -> SparseCOOTensor:
+        """The values as float64."""
         return self.to(np.float64)
 
     def cpu(self) -> SparseCOOTensor:
+        """Itself (everything is on the CPU)."""
         return self
 
     def detach(self) -> SparseCOOTensor:
+        """The same entries, cut from autograd."""
         return SparseCOOTensor(self._idx, self._vals.detach(), tuple(self.shape),
                                self._coalesced)
 
     def clone(self) -> SparseCOOTensor:
+        """A copy of the indices and values."""
         return SparseCOOTensor(self._idx.copy(), self._vals.clone(), tuple(self.shape),
                                self._coalesced)
 
     # ---- arithmetic ----------------------------------------------------------------------------
     def t(self) -> SparseCOOTensor:
+        """The transposed matrix."""
         if len(self.shape) != 2 or self.sparse_dim() != 2:
             raise RuntimeError(f"t() expects a 2-D sparse matrix, got size {tuple(self.shape)}")
         return SparseCOOTensor(self._idx[::-1].copy(), self._vals,
                                (self.shape[1], self.shape[0]))
 
     def transpose(self, dim0: int, dim1: int) -> SparseCOOTensor:
+        """The transposed matrix (dims 0 and 1 only)."""
         if sorted((dim0 % 2, dim1 % 2)) != [0, 1] or len(self.shape) != 2:
             raise NotImplementedError("tinyopt's sparse tensors transpose matrices only "
                                       "(dims 0 and 1)")
         return self.t()
 
     def mm(self, mat2: Any) -> Tensor:
+        """``self @ mat2`` for a dense matrix ``mat2``."""
         return spmm(self, mat2)
 
     def matmul(self, other: Any) -> Tensor:
+        """``self @ other`` for a dense matrix ``other``."""
         return spmm(self, other)
 
     def __matmul__(self, other: Any) -> Tensor:
@@ -222,6 +241,7 @@ class SparseCOOTensor:
 
 
 def is_sparse(x: Any) -> bool:
+    """Whether ``x`` is a sparse COO tensor."""
     return isinstance(x, SparseCOOTensor)
 
 

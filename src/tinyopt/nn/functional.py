@@ -91,6 +91,7 @@ def sigmoid(input) -> Tensor:
 
 
 def tanh(input) -> Tensor:
+    """The hyperbolic tangent, elementwise."""
     return _ew.tanh(input)
 
 

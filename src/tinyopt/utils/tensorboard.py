@@ -113,6 +113,7 @@ class SummaryWriter:
         self.flush()
 
     def get_logdir(self) -> str:
+        """The folder the event file is in."""
         return self.log_dir
 
     def _write(self, event: bytes) -> None:
@@ -140,6 +141,7 @@ class SummaryWriter:
             self.add_scalar(f"{main_tag}/{key}", value, global_step, walltime)
 
     def _unsupported(self, *args: Any, **kwargs: Any) -> None:
+        """Refused: only scalars are recorded (``add_scalar``, ``add_scalars``)."""
         raise NotImplementedError("tinyopt's SummaryWriter records scalars only (add_scalar, "
                                   "add_scalars)")
 
@@ -147,11 +149,13 @@ class SummaryWriter:
         add_figure = add_hparams = add_pr_curve = add_audio = add_video = _unsupported
 
     def flush(self) -> None:
+        """Write what is buffered to the event file."""
         if self._file is not None:
             self._file.flush()
             self._pending = 0
 
     def close(self) -> None:
+        """Flush and close the event file."""
         if self._file is not None:
             self._file.flush()
             self._file.close()

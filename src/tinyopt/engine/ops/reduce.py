@@ -99,6 +99,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
 
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
          keepdims: bool | None = None) -> Tensor:
+    """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dtype is not None:
@@ -239,6 +240,8 @@ def min(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = N
 
 def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
            keepdims: bool | None = None) -> Tensor:
+    """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the largest."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dim is None:
@@ -248,6 +251,8 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
 
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
            keepdims: bool | None = None) -> Tensor:
+    """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the smallest."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dim is None:
@@ -287,6 +292,7 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
 def logsumexp(x: Tensor, dim, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+    """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     _require_float("logsumexp", x)
@@ -318,10 +324,13 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x), dim)`` along ``dim``, computed stably (the maximum is subtracted
+    first)."""
     return _normalized("softmax", x, dim, dtype)
 
 
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``log(softmax(x, dim))``, computed stably: ``x - logsumexp(x, dim)``."""
     return _normalized("log_softmax", x, dim, dtype)
 
 
@@ -517,5 +526,6 @@ def amin(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> T
 
 
 def count_nonzero(x, dim=None) -> Tensor:
+    """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
     from tinyopt.engine.ops.elementwise import ne
     return sum(ne(as_tensor(x), 0), dim)

@@ -54,6 +54,7 @@ class LayerNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``elementwise_affine``)."""
         if self.elementwise_affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -89,6 +90,7 @@ class RMSNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """``weight`` to ones."""
         if self.elementwise_affine:
             init.ones_(self.weight)
 
@@ -220,6 +222,7 @@ class GroupNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``affine``)."""
         if self.affine:
             init.ones_(self.weight)
             if self.bias is not None:
