@@ -49,7 +49,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("model_to_device", """
         m = nn.Linear(4, 2).to("cpu")
         result = sum(p.numel() for p in m.parameters())""")
-    # ---- creation ---------------------------------------------------------------------------------
+    # ---- creation --------------------------------------------------------------------------------
     idiom("tensor_float", """
         result = torch.tensor([1.0, 2.5]).dtype""")
     idiom("tensor_int", """
@@ -101,7 +101,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = x.grad""")
     idiom("new_zeros", """
         result = torch.tensor(X).new_zeros((2, 2)).dtype""")
-    # ---- shape ------------------------------------------------------------------------------------
+    # ---- shape -----------------------------------------------------------------------------------
     idiom("view", """
         result = torch.tensor(X).view(8, 8).shape""")
     idiom("view_minus_one", """
@@ -161,7 +161,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.zeros(2, 3, 4).mT.shape""")
     idiom("swapaxes", """
         result = torch.zeros(2, 3).swapaxes(0, 1).shape""")
-    # ---- indexing ---------------------------------------------------------------------------------
+    # ---- indexing --------------------------------------------------------------------------------
     idiom("slice_columns", """
         result = torch.tensor(X)[:, 1:3]""")
     idiom("index_row", """
@@ -205,7 +205,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("where_tensors", """
         x = torch.tensor(X)
         result = torch.where(x > 0, x, torch.zeros_like(x))""")
-    # ---- math -------------------------------------------------------------------------------------
+    # ---- math ------------------------------------------------------------------------------------
     idiom("arith_broadcast", """
         x = torch.tensor(X)
         result = (x * 2 + 1) / 3 - x ** 2""")
@@ -302,7 +302,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.tensor(X).softmax(dim=-1)""")
     idiom("log_softmax_fn", """
         result = F.log_softmax(torch.tensor(X), dim=1)""")
-    # ---- dtypes and conversion --------------------------------------------------------------------
+    # ---- dtypes and conversion -------------------------------------------------------------------
     idiom("float_long", """
         x = torch.tensor(X)
         result = [x.long().dtype, x.long().float().dtype, x.double().dtype]""")
@@ -332,7 +332,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = str(torch.tensor([1.0, 2.0]))""")
     idiom("float_of_tensor", """
         result = float(torch.tensor(X).sum())""")
-    # ---- autograd ---------------------------------------------------------------------------------
+    # ---- autograd --------------------------------------------------------------------------------
     idiom("backward_grad", """
         w = torch.tensor([1.0, 2.0], requires_grad=True)
         (w * w).sum().backward()
@@ -385,7 +385,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         with torch.set_grad_enabled(False):
             y = nn.Linear(4, 1)(torch.tensor(X))
         result = y.requires_grad""")
-    # ---- in-place updates -------------------------------------------------------------------------
+    # ---- in-place updates ------------------------------------------------------------------------
     idiom("manual_sgd", """
         m = seed_weights(nn.Linear(4, 3))
         loss = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y))
@@ -457,7 +457,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                 nn.init.zeros_(mod.bias)
         m = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1)).apply(init)
         result = m(torch.ones(1, 2))""")
-    # ---- modules ----------------------------------------------------------------------------------
+    # ---- modules ---------------------------------------------------------------------------------
     idiom("custom_module", """
         class Net(nn.Module):
             def __init__(self):
@@ -538,7 +538,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         head.weight = emb.weight
         m = nn.ModuleList([emb, head])
         result = len(list(m.parameters()))""")
-    # ---- layers (the functional and module additions of this issue) -------------------------------
+    # ---- layers (the functional and module additions of this issue) ------------------------------
     idiom("conv_pool_stack", """
         m = seed_weights(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)))
@@ -611,7 +611,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                   F.nll_loss(F.log_softmax(logits, 1), y, reduction="sum")]""")
     idiom("cross_entropy_ignore_index", """
         result = F.cross_entropy(torch.tensor(X[:, :3]), torch.tensor(np.where(Y == 0, -100, Y)))""")
-    # ---- optimizers and schedulers ----------------------------------------------------------------
+    # ---- optimizers and schedulers ---------------------------------------------------------------
     idiom("train_mlp_sgd", """
         m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
         opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
@@ -684,7 +684,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
         opt.zero_grad()
         result = [p.grad is None for p in m.parameters()]""")
-    # ---- data -------------------------------------------------------------------------------------
+    # ---- data ------------------------------------------------------------------------------------
     idiom("dataloader_loop", """
         loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=5)
         result = [(xb.shape, yb.shape) for xb, yb in loader]""")
@@ -741,7 +741,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                 return {"x": np.ones(2, np.float32) * i, "y": i}
         b = next(iter(DataLoader(D(), batch_size=4)))
         result = [b["x"].shape, b["y"].tolist()]""")
-    # ---- saving -----------------------------------------------------------------------------------
+    # ---- saving ----------------------------------------------------------------------------------
     idiom("save_load_state_dict", """
         m = seed_weights(nn.Linear(4, 2))
         torch.save(m.state_dict(), "model.pt")
@@ -763,7 +763,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("save_list_of_tensors", """
         torch.save([torch.arange(3), torch.zeros(2)], "l.pt")
         result = torch.load("l.pt")""")
-    # ---- full small scripts ---------------------------------------------------------------------------
+    # ---- full small scripts ----------------------------------------------------------------------
     idiom("eval_loop_accuracy", """
         m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
         m.eval()
@@ -992,7 +992,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         torch.manual_seed(0)
         probs = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]) / 0.7, dim=-1)
         result = probs""")
-    # ---- names public scripts meet first (issue 28) -----------------------------------------------
+    # ---- names public scripts meet first (issue 28) ----------------------------------------------
     idiom("cudnn_flags_dcgan", """
         import importlib
         cudnn = importlib.import_module(torch.__name__ + ".backends.cudnn")
@@ -1177,7 +1177,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
             nn.Conv3d(1, 2, 3, padding=1), nn.BatchNorm3d(2), nn.ReLU(), nn.MaxPool3d(2),
             nn.ConvTranspose3d(2, 2, 2, stride=2), nn.AvgPool3d(2), nn.AdaptiveAvgPool3d(1),
             nn.Flatten(), nn.Linear(2, 3)))
-        clip = torch.tensor(np.linspace(-1, 1, 2 * 4 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4, 4))
+        clip = torch.tensor(np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 1, 4, 4, 4))
         loss = F.cross_entropy(net(clip), torch.tensor([0, 2]))
         loss.backward()
         result = [loss.item(), net[0].weight.grad]""", rtol=1e-4)

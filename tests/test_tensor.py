@@ -67,7 +67,7 @@ def test_boolean_masks_index_assign_and_backpropagate_as_torch():
         to.tensor(a)[to.tensor([True, False])]
 
 
-# ---- values, storage and in place ------------------------------------------------------------------
+# ---- values, storage and in place ----------------------------------------------------------------
 def test_ops_over_concrete_tensors_run_at_once_and_views_share_storage():
     x = to.zeros(3, 4)
     row = x[1]
@@ -293,7 +293,7 @@ def test_repr_matches_torch():
     assert f"{to.tensor(2.3456):+.2f}" == "+2.35"
 
 
-# ---- dtypes and devices ---------------------------------------------------------------------------
+# ---- dtypes and devices --------------------------------------------------------------------------
 @needs_torch
 def test_dtype_names_casts_and_promotion_match_torch():
     for name in ("float32", "float", "float64", "double", "int64", "long", "int32", "int",

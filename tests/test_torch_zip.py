@@ -30,7 +30,8 @@ def _storage_pickle(numel: int, size: tuple, stride: tuple, offset: int = 0,
     """data.pkl of one tensor, as torch writes it (GLOBAL, BINPERSID, REDUCE)."""
     p = b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\nq\x00((X\x07\x00\x00\x00storageq\x01ctorch\n"
     p += storage.encode() + b"\nq\x02X\x01\x00\x00\x000X\x03\x00\x00\x00cpuq\x03"
-    p += b"J" + struct.pack("<i", numel) if numel < 2**31 else b"\x8a\x08" + struct.pack("<q", numel)
+    p += b"J" + struct.pack("<i", numel) if numel < 2**31 else \
+        b"\x8a\x08" + struct.pack("<q", numel)
     p += b"tQ" + b"J" + struct.pack("<i", offset)
     p += b"(" + b"".join(b"J" + struct.pack("<i", s) for s in size) + b"t"
     p += b"(" + b"".join(b"J" + struct.pack("<i", s) for s in stride) + b"t"

@@ -107,5 +107,5 @@ def householder_product(A: Any, tau: Any) -> Tensor:
     return q[:, :n]
 
 
-__all__ = ["cross", "householder_product", "matmul", "matrix_exp", "matrix_norm", "multi_dot", "norm",
-           "vecdot", "vector_norm"]
+__all__ = ["cross", "householder_product", "matmul", "matrix_exp", "matrix_norm", "multi_dot",
+           "norm", "vecdot", "vector_norm"]

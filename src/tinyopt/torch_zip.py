@@ -208,7 +208,7 @@ class _Archive:
         self.close()
 
 
-# ---- storages and tensors --------------------------------------------------------------------------
+# ---- storages and tensors ------------------------------------------------------------------------
 class _StorageType:
     """``torch.FloatStorage`` (a legacy class: its dtype) or ``torch.UntypedStorage`` (bytes)."""
 
@@ -493,19 +493,16 @@ class _WeightsUnpickler:
                 stack.append(int.from_bytes(self.take(n), "little", signed=True))
             elif op == b"G":  # BINFLOAT
                 stack.append(struct.unpack(">d", self.take(8))[0])
-            elif op in (b"X", b"\x8c", b"\x8d"):  # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
-                n = {b"X": lambda: struct.unpack("<I", self.take(4))[0],
-                     b"\x8c": lambda: self.take(1)[0],
-                     b"\x8d": lambda: struct.unpack("<Q", self.take(8))[0]}[op]()
-                try:
-                    stack.append(self.take(n).decode("utf-8", "surrogatepass"))
-                except UnicodeDecodeError as e:
-                    raise pickle.UnpicklingError(f"bad string: {e}") from None
-            elif op in (b"B", b"C", b"\x8e"):  # BINBYTES, SHORT_BINBYTES, BINBYTES8
-                n = {b"B": lambda: struct.unpack("<I", self.take(4))[0],
-                     b"C": lambda: self.take(1)[0],
-                     b"\x8e": lambda: struct.unpack("<Q", self.take(8))[0]}[op]()
-                stack.append(self.take(n))
+            elif op in _LENGTHS:  # (SHORT_)BINUNICODE(8), (SHORT_)BINBYTES(8)
+                size, fmt = _LENGTHS[op]
+                data = self.take(struct.unpack(fmt, self.take(size))[0])
+                if op in b"X\x8c\x8d":
+                    try:
+                        stack.append(data.decode("utf-8", "surrogatepass"))
+                    except UnicodeDecodeError as e:
+                        raise pickle.UnpicklingError(f"bad string: {e}") from None
+                else:
+                    stack.append(data)
             elif op == b"U":  # SHORT_BINSTRING (protocol-2 str of a Python 2 pickle)
                 stack.append(self.take(self.take(1)[0]).decode("latin1"))
             elif op == b"t":
@@ -599,6 +596,10 @@ class _WeightsUnpickler:
                 self.fail(f"Unsupported operand {op[0]}")
 
 
+_LENGTHS = {b"X": (4, "<I"), b"\x8c": (1, "<B"), b"\x8d": (8, "<Q"),  # strings
+            b"B": (4, "<I"), b"C": (1, "<B"), b"\x8e": (8, "<Q")}  # bytes
+"""The opcodes of a string or bytes value: (bytes of its length, the length's struct format)."""
+
 _TENSOR_TYPE = object()  # ``torch.Tensor`` as the type argument of ``_rebuild_from_type_v2``
 
 
@@ -638,7 +639,7 @@ def _torch_dtype_name(d: np.dtype | _DType) -> str:
     return d.name  # numpy's and ml_dtypes' names are torch's
 
 
-# ---- the full unpickler (weights_only=False) ------------------------------------------------------
+# ---- the full unpickler (weights_only=False) -----------------------------------------------------
 class _FullUnpickler(pickle.Unpickler):
     """Python's unpickler, with torch's tensor records built as tinyopt's (it runs whatever the
     file asks: only for trusted files)."""
@@ -660,7 +661,7 @@ class _FullUnpickler(pickle.Unpickler):
         return self._loader.storage(pid)
 
 
-# ---- loading ----------------------------------------------------------------------------------------
+# ---- loading -------------------------------------------------------------------------------------
 def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
          weights_only: bool = True) -> Any:
     """The object in the torch zip file ``f`` (see the module docstring); ``map_location`` has
@@ -673,7 +674,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, *,
         return _FullUnpickler(data, loader).load()
 
 
-# ---- pickling whole objects ---------------------------------------------------------------------------
+# ---- pickling whole objects ----------------------------------------------------------------------
 class _Global:
     """A global name written into the pickle as it is (``torch._utils._rebuild_tensor_v2``),
     whether or not it can be imported here."""

@@ -13,8 +13,9 @@ The order of an epoch comes from the ``sampler`` (default: ``SequentialSampler``
 argument, or one seeded from tinyopt's global generator when the first shuffled epoch starts, so
 ``tinyopt.manual_seed`` makes the order reproducible).  ``batch_sampler`` gives whole batches of
 indices instead.  An epoch's indices are drawn when it starts, which is what makes the position
-saveable (a sampler without ``__len__``, or of more than ``sampler.EAGER_MAX`` samples, is
-iterated lazily, and has no saveable mid-epoch position).  ``IterableDataset``s are batched as their iterator yields.
+saveable (a sampler without ``__len__``, or of more than ``sampler.EAGER_MAX`` samples, is iterated
+lazily, and has no saveable mid-epoch position).  ``IterableDataset``s are batched as their iterator
+yields.
 
 Batches of a ``TensorDataset`` (or a ``Subset`` of one, such as ``random_split`` returns) are
 fetched by indexing its arrays with the batch's indices: one numpy gather per array per batch.

@@ -32,7 +32,8 @@ __all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler",
 T_co = TypeVar("T_co", covariant=True)
 
 CHUNK = 1 << 16
-"""Indices a sampler draws at a time (numpy's streams give the same numbers in chunks as at once)."""
+"""Indices a sampler draws at a time (numpy's streams give the same numbers in chunks as at
+once)."""
 EAGER_MAX = 1 << 24
 """The largest epoch ``DataLoader`` draws whole (128 MiB of indices); larger ones are iterated."""
 

@@ -617,23 +617,26 @@ class TensorMethods(TensorCasts):
         return _F.cross(self, other, dim)
 
     # ---- in-place comparisons: 1 where true, 0 elsewhere, in this tensor's dtype ----------------
+    def _compare_(self, compare: Callable[[Any, Any], Tensor], other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(compare(x, other), x.dtype), other, check_cast=False)
+
     def eq_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.eq(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.eq, other)
 
     def ne_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.ne(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.ne, other)
 
     def gt_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.gt(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.gt, other)
 
     def ge_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.ge(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.ge, other)
 
     def lt_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.lt(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.lt, other)
 
     def le_(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.to(_F.le(x, other), x.dtype), other, check_cast=False)
+        return self._compare_(_F.le, other)
 
     def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Self:
         """Write ``fill_value`` on the main diagonal (of every 2-D slice of equal sizes; a tall

@@ -8,11 +8,11 @@ Arrays are C-contiguous float32/float64: ``x`` (N, C, H, W), ``grid`` (N, Ho, Wo
     otherwise:      ((g + 1) size - 1) / 2          (-1 and 1 are the corner pixels' edges)
 
 then ``padding`` 0 (zeros: points outside read 0), 1 (border: clipped to [0, size - 1]) or 2
-(reflection: reflected about the border, then clipped); a NaN coordinate clips to 0.  Bilinear reads the four neighbours
-``floor`` and ``floor + 1`` with weights (1 - fx, fx) (1 - fy, fy); nearest reads the neighbour
-at ``nearbyint`` (ties to even).  Every read is checked against the array's bounds (a neighbour
-outside reads 0; with zeros padding a NaN or infinite coordinate gives NaN, as PyTorch's
-bilinear kernel does), so no grid makes a kernel read or write outside ``x``.
+(reflection: reflected about the border, then clipped); a NaN coordinate clips to 0.  Bilinear reads
+the four neighbours ``floor`` and ``floor + 1`` with weights (1 - fx, fx) (1 - fy, fy); nearest
+reads the neighbour at ``nearbyint`` (ties to even).  Every read is checked against the array's
+bounds (a neighbour outside reads 0; with zeros padding a NaN or infinite coordinate gives NaN, as
+PyTorch's bilinear kernel does), so no grid makes a kernel read or write outside ``x``.
 
 ``grid_sample_grad`` gives dL/dx (scattered to the neighbours read) and dL/dgrid (bilinear: the
 weights' derivatives times the chain rule of the coordinate map; nearest: 0).  The parallel
@@ -105,6 +105,19 @@ def _nearest_index(c, limit):
     return int(round(c))
 
 
+@subroutine
+def _bilinear(ix, iy, H, W):
+    """The top-left neighbour (x0, y0), the fractions (fx, fy), the four weights and which of the
+    four neighbours lie inside (x0 = -2 when the point is far outside or not finite)."""
+    x0 = _floor_index(ix, W)
+    y0 = _floor_index(iy, H)
+    fx = ix - x0
+    fy = iy - y0
+    return (x0, y0, fx, fy, (1.0 - fx) * (1.0 - fy), fx * (1.0 - fy), (1.0 - fx) * fy, fx * fy,
+            _inside(y0, x0, H, W), _inside(y0, x0 + 1, H, W), _inside(y0 + 1, x0, H, W),
+            _inside(y0 + 1, x0 + 1, H, W))
+
+
 @parallel_kernel
 def grid_sample(x, grid, mode, padding, align, out):
     N, C, H, W = x.shape
@@ -120,19 +133,13 @@ def grid_sample(x, grid, mode, padding, align, out):
                     for c in range(C):
                         out[n, c, i, j] = x[n, c, yi, xi] if ok else 0.0
                     continue
-                x0 = _floor_index(ix, W)
-                y0 = _floor_index(iy, H)
+                (x0, y0, fx, fy, w00, w01, w10, w11, in00, in01, in10,
+                 in11) = _bilinear(ix, iy, H, W)
                 if x0 == -2 or y0 == -2:  # outside: 0; a NaN or infinite coordinate: NaN
                     v = 0.0 if math.isfinite(ix) and math.isfinite(iy) else math.nan
                     for c in range(C):
                         out[n, c, i, j] = v
                     continue
-                fx = ix - x0
-                fy = iy - y0
-                w00, w01 = (1.0 - fx) * (1.0 - fy), fx * (1.0 - fy)
-                w10, w11 = (1.0 - fx) * fy, fx * fy
-                in00, in01 = _inside(y0, x0, H, W), _inside(y0, x0 + 1, H, W)
-                in10, in11 = _inside(y0 + 1, x0, H, W), _inside(y0 + 1, x0 + 1, H, W)
                 for c in range(C):
                     v = 0.0
                     if in00:
@@ -167,19 +174,13 @@ def grid_sample_grad(g, x, grid, mode, padding, align, gx, ggrid):
                         for c in range(C):
                             gx[n, c, yi, xi] += g[n, c, i, j]
                     continue
-                x0 = _floor_index(ix, W)
-                y0 = _floor_index(iy, H)
+                (x0, y0, fx, fy, w00, w01, w10, w11, in00, in01, in10,
+                 in11) = _bilinear(ix, iy, H, W)
                 if x0 == -2 or y0 == -2:
                     if not (math.isfinite(ix) and math.isfinite(iy)):
                         ggrid[n, i, j, 0] = math.nan
                         ggrid[n, i, j, 1] = math.nan
                     continue
-                fx = ix - x0
-                fy = iy - y0
-                w00, w01 = (1.0 - fx) * (1.0 - fy), fx * (1.0 - fy)
-                w10, w11 = (1.0 - fx) * fy, fx * fy
-                in00, in01 = _inside(y0, x0, H, W), _inside(y0, x0 + 1, H, W)
-                in10, in11 = _inside(y0 + 1, x0, H, W), _inside(y0 + 1, x0 + 1, H, W)
                 gix = 0.0
                 giy = 0.0
                 for c in range(C):

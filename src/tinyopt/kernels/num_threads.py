@@ -3,10 +3,11 @@ numpy's BLAS use.
 
 ``set_num_threads(n)`` sets numba's count (``numba.set_num_threads``: the ``prange`` kernels) and
 the count of the OpenBLAS numpy loaded (``openblas_set_num_threads``: every matmul), as PyTorch's
-sets its one intra-op pool.  numba's pool is made once, at ``NUMBA_NUM_THREADS`` threads (the
-core count unless that environment variable says otherwise), so ``n`` above it means all of them,
-for both (more threads than cores only wait for each other).  numba keeps its count per Python
-thread; the BLAS count is the whole process's.  ``get_num_threads()`` is numba's count for the calling thread.
+sets its one intra-op pool.  numba's pool is made once, at ``NUMBA_NUM_THREADS`` threads (the core
+count unless that environment variable says otherwise), so ``n`` above it means all of them, for
+both (more threads than cores only wait for each other).  numba keeps its count per Python thread;
+the BLAS count is the whole process's.  ``get_num_threads()`` is numba's count for the calling
+thread.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.kernels.jit import parallel_kernel, prange
+from tinyopt.kernels.jit import parallel_kernel, prange, subroutine
 
 
 @parallel_kernel
@@ -173,6 +173,28 @@ def max_pool3d_grad(g, idx, out):
                         out[n, c, i // (H * W), (i // W) % H, i % W] += g[n, c, oz, oy, ox]
 
 
+@subroutine
+def _avg_window(o, s, p, k, n):
+    """The window of output position ``o`` along one axis: (first, end) inside the input and
+    its extent within the padded input (what ``count_include_pad`` divides by)."""
+    lo = o * s - p
+    hi = min(lo + k, n + p)
+    return max(lo, 0), min(hi, n), hi - lo
+
+
+@subroutine
+def _avg_divisor(count_pad, divisor, padded, inside):
+    if divisor > 0:
+        return divisor
+    return padded if count_pad else inside
+
+
+@subroutine
+def _adaptive_window(o, n, on):
+    """Rows floor(o n / on) .. ceil((o + 1) n / on) - 1 of ``n`` for output cell ``o`` of ``on``."""
+    return (o * n) // on, -((-(o + 1) * n) // on)
+
+
 @parallel_kernel
 def avg_pool3d(x, k, s, p, count_pad, divisor, out):
     N, C, D, H, W = x.shape
@@ -180,29 +202,18 @@ def avg_pool3d(x, k, s, p, count_pad, divisor, out):
     for job in prange(N * C):
         n, c = job // C, job % C
         for oz in range(OD):
-            z0 = oz * s[0] - p[0]
-            z1 = min(z0 + k[0], D + p[0])
+            a0, a1, ez = _avg_window(oz, s[0], p[0], k[0], D)
             for oy in range(OH):
-                y0 = oy * s[1] - p[1]
-                y1 = min(y0 + k[1], H + p[1])
+                b0, b1, ey = _avg_window(oy, s[1], p[1], k[1], H)
                 for ox in range(OW):
-                    x0 = ox * s[2] - p[2]
-                    x1 = min(x0 + k[2], W + p[2])
-                    pool = (z1 - z0) * (y1 - y0) * (x1 - x0)
-                    a0, a1 = max(z0, 0), min(z1, D)
-                    b0, b1 = max(y0, 0), min(y1, H)
-                    c0, c1 = max(x0, 0), min(x1, W)
+                    c0, c1, ex = _avg_window(ox, s[2], p[2], k[2], W)
                     acc = 0.0
                     for iz in range(a0, a1):
                         for iy in range(b0, b1):
                             for ix in range(c0, c1):
                                 acc += x[n, c, iz, iy, ix]
-                    if divisor > 0:
-                        div = divisor
-                    elif count_pad:
-                        div = pool
-                    else:
-                        div = (a1 - a0) * (b1 - b0) * (c1 - c0)
+                    div = _avg_divisor(count_pad, divisor, ez * ey * ex,
+                                       (a1 - a0) * (b1 - b0) * (c1 - c0))
                     out[n, c, oz, oy, ox] = acc / div if div > 0 else 0.0
 
 
@@ -217,24 +228,13 @@ def avg_pool3d_grad(g, k, s, p, count_pad, divisor, out):
                 for ix in range(W):
                     out[n, c, iz, iy, ix] = 0.0
         for oz in range(OD):
-            z0 = oz * s[0] - p[0]
-            z1 = min(z0 + k[0], D + p[0])
+            a0, a1, ez = _avg_window(oz, s[0], p[0], k[0], D)
             for oy in range(OH):
-                y0 = oy * s[1] - p[1]
-                y1 = min(y0 + k[1], H + p[1])
+                b0, b1, ey = _avg_window(oy, s[1], p[1], k[1], H)
                 for ox in range(OW):
-                    x0 = ox * s[2] - p[2]
-                    x1 = min(x0 + k[2], W + p[2])
-                    pool = (z1 - z0) * (y1 - y0) * (x1 - x0)
-                    a0, a1 = max(z0, 0), min(z1, D)
-                    b0, b1 = max(y0, 0), min(y1, H)
-                    c0, c1 = max(x0, 0), min(x1, W)
-                    if divisor > 0:
-                        div = divisor
-                    elif count_pad:
-                        div = pool
-                    else:
-                        div = (a1 - a0) * (b1 - b0) * (c1 - c0)
+                    c0, c1, ex = _avg_window(ox, s[2], p[2], k[2], W)
+                    div = _avg_divisor(count_pad, divisor, ez * ey * ex,
+                                       (a1 - a0) * (b1 - b0) * (c1 - c0))
                     if div <= 0:
                         continue
                     share = g[n, c, oz, oy, ox] / div
@@ -251,11 +251,11 @@ def adaptive_avg3d(x, out):
     for job in prange(N * C):
         n, c = job // C, job % C
         for oz in range(OD):
-            z0, z1 = (oz * D) // OD, -((-(oz + 1) * D) // OD)
+            z0, z1 = _adaptive_window(oz, D, OD)
             for oy in range(OH):
-                y0, y1 = (oy * H) // OH, -((-(oy + 1) * H) // OH)
+                y0, y1 = _adaptive_window(oy, H, OH)
                 for ox in range(OW):
-                    x0, x1 = (ox * W) // OW, -((-(ox + 1) * W) // OW)
+                    x0, x1 = _adaptive_window(ox, W, OW)
                     acc = 0.0
                     for iz in range(z0, z1):
                         for iy in range(y0, y1):
@@ -275,11 +275,11 @@ def adaptive_avg3d_grad(g, out):
                 for ix in range(W):
                     out[n, c, iz, iy, ix] = 0.0
         for oz in range(OD):
-            z0, z1 = (oz * D) // OD, -((-(oz + 1) * D) // OD)
+            z0, z1 = _adaptive_window(oz, D, OD)
             for oy in range(OH):
-                y0, y1 = (oy * H) // OH, -((-(oy + 1) * H) // OH)
+                y0, y1 = _adaptive_window(oy, H, OH)
                 for ox in range(OW):
-                    x0, x1 = (ox * W) // OW, -((-(ox + 1) * W) // OW)
+                    x0, x1 = _adaptive_window(ox, W, OW)
                     share = g[n, c, oz, oy, ox] / ((z1 - z0) * (y1 - y0) * (x1 - x0))
                     for iz in range(z0, z1):
                         for iy in range(y0, y1):

@@ -22,5 +22,6 @@ __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "Par
 __all__ += _layers
 
 # a layer on first use; ``nn.parallel`` brings in tinyopt.distributed (not mpi4py)
-__getattr__, __dir__ = _exports(__name__, globals(), dict.fromkeys(_layers, "tinyopt.nn.layers") | {
-    "DataParallel": "tinyopt.nn.data_parallel"}, submodules="functional init modules parallel utils")
+_WHERE = dict.fromkeys(_layers, "tinyopt.nn.layers") | {"DataParallel": "tinyopt.nn.data_parallel"}
+__getattr__, __dir__ = _exports(__name__, globals(), _WHERE,
+                                submodules="functional init modules parallel utils")

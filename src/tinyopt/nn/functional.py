@@ -253,7 +253,7 @@ def prelu(input, weight) -> Tensor:
     return _act.prelu(input, weight)
 
 
-# ---- channel dropout and pooling -------------------------------------------------------------------
+# ---- channel dropout and pooling -----------------------------------------------------------------
 def _check_p(p) -> None:
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -347,7 +347,7 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest",
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-# ---- norms and distances ---------------------------------------------------------------------------
+# ---- norms and distances -------------------------------------------------------------------------
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
     """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` dimensions
     (``eps`` None: the dtype's machine epsilon), as ``torch.nn.functional.rms_norm``."""
@@ -393,7 +393,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     return _dist.vector_norm(a - b + eps, p, max(a.ndim, b.ndim) - 1, keepdim)
 
 
-# ---- more losses -----------------------------------------------------------------------------------
+# ---- more losses ---------------------------------------------------------------------------------
 def _reduced(loss: Tensor, reduction: str, op: str) -> Tensor:
     _loss._check_reduction(op, reduction)
     return _loss._reduce(loss, reduction)

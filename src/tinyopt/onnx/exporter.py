@@ -266,7 +266,7 @@ class _Exporter:
         return self.op("Reshape", [x, self.ints(target)])
 
 
-# ---- converters: one per op -------------------------------------------------------------------------
+# ---- converters: one per op ----------------------------------------------------------------------
 Converter = Callable[[_Exporter, Tensor], str]
 _CONVERTERS: dict[str, Converter] = {}
 
@@ -524,7 +524,7 @@ def _adaptive_avg(ex: _Exporter, t: Tensor) -> str:
     return ex.op("AveragePool", [ex.value(x)], kernel_shape=list(k), strides=list(k))
 
 
-# ---- attention: the fused op as MatMul, Softmax, MatMul --------------------------------------------
+# ---- attention: the fused op as MatMul, Softmax, MatMul ------------------------------------------
 def _heads(ex: _Exporter, src: Tensor, kind: str, off: int, A: int, B: int, D: int) -> str:
     x = ex.value(src)
     if kind == "4d":

@@ -168,7 +168,7 @@ def linear(input, weight, bias=None) -> Tensor:
     return node("linear", srcs, xs[:-1] + (ws[0],), x.dtype)
 
 
-# ---- named products: mm, bmm, mv, dot, outer, addmm and friends -----------------------------------
+# ---- named products: mm, bmm, mv, dot, outer, addmm and friends ----------------------------------
 def mm(input, mat2) -> Tensor:
     """The product of two matrices (2-D only, no broadcasting); ``input`` may be a sparse COO
     matrix (``torch.sparse.mm``)."""
@@ -260,7 +260,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1) -> Tensor:
     return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
 
 
-# ---- einsum ---------------------------------------------------------------------------------------
+# ---- einsum --------------------------------------------------------------------------------------
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 

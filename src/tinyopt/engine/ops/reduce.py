@@ -377,7 +377,7 @@ def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
 
 
-# ---- products and scans ----------------------------------------------------------------------------
+# ---- products and scans --------------------------------------------------------------------------
 def _exclusive_products(x: np.ndarray, axis: int) -> np.ndarray:
     """prod_{i != k} x_i along ``axis`` for every k, exactly (no division): the product of the
     elements before k times the product of those after."""
@@ -492,7 +492,7 @@ def logcumsumexp(x, dim: int) -> Tensor:
     return cumsum((x - m).exp(), dim).log() + m
 
 
-# ---- amax / amin: the gradient shared by ties -----------------------------------------------------
+# ---- amax / amin: the gradient shared by ties ----------------------------------------------------
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     from tinyopt.engine.ops.elementwise import eq
     x = as_tensor(x)

@@ -75,7 +75,7 @@ def _prefix(x: Tensor, idx_shape: tuple[int, ...], d: int) -> Tensor:
     return getitem(x, _region(x.shape, idx_shape, d))
 
 
-# ---- gather ----------------------------------------------------------------------------------------
+# ---- gather --------------------------------------------------------------------------------------
 def _gather_forward(t):
     d = t.attrs[0]
     A, R, B = _arb(t.srcs[0].shape, d)
@@ -164,7 +164,7 @@ def take(input, index) -> Tensor:
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
 
-# ---- scatter / scatter_add --------------------------------------------------------------------------
+# ---- scatter / scatter_add -----------------------------------------------------------------------
 def _scatter_forward(assign: bool):
     def compile(t):
         d = t.attrs[0]
@@ -250,7 +250,7 @@ def scatter_add(input, dim: int, index, src) -> Tensor:
     return node("scatter_add", (x, idx, s), x.shape, x.dtype, (d,))
 
 
-# ---- index_select / index_add / index_fill / index_copy --------------------------------------------
+# ---- index_select / index_add / index_fill / index_copy ------------------------------------------
 def _index_1d(op: str, index, size: int) -> Tensor:
     i = as_tensor(index)
     if i.dtype.kind not in "iu":
@@ -349,7 +349,7 @@ def masked_select(input, mask) -> Tensor:
     return x.expand(shape)[m.expand(shape)]
 
 
-# ---- sorting ---------------------------------------------------------------------------------------
+# ---- sorting -------------------------------------------------------------------------------------
 def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable sorting indices along ``axis``; NaN counts as the largest value (PyTorch)."""
     if not descending:
@@ -431,7 +431,7 @@ def msort(input) -> Tensor:
     return sort(input, 0)[0]
 
 
-# ---- data-dependent shapes: computed now --------------------------------------------------------------
+# ---- data-dependent shapes: computed now ---------------------------------------------------------
 def nonzero(input, *, as_tuple: bool = False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per
     dimension with ``as_tuple=True``."""

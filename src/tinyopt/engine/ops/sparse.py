@@ -16,13 +16,15 @@ def _c(x: np.ndarray) -> np.ndarray:
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
+def _rows_cols(idx: np.ndarray, transpose: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The entries' (rows, columns), of the matrix or of its transpose."""
+    rows, cols = (idx[1], idx[0]) if transpose else (idx[0], idx[1])
+    return _c(rows), _c(cols)
+
+
 def _mm_forward(t):
     transpose = t.attrs[0]
-
-    def fwd(out, vals, x, idx):
-        rows, cols = (idx[1], idx[0]) if transpose else (idx[0], idx[1])
-        K.coo_mm(_c(rows), _c(cols), _c(vals), _c(x), out)
-    return fwd
+    return lambda out, vals, x, idx: K.coo_mm(*_rows_cols(idx, transpose), _c(vals), _c(x), out)
 
 
 def _mm_backward(t, g):
@@ -37,11 +39,8 @@ def _mm_backward(t, g):
 
 def _grad_values_forward(t):
     transpose = t.attrs[0]
-
-    def fwd(out, g, x, idx):
-        rows, cols = (idx[1], idx[0]) if transpose else (idx[0], idx[1])
-        K.coo_mm_grad_values(_c(rows), _c(cols), _c(g), _c(x), out)
-    return fwd
+    return lambda out, g, x, idx: K.coo_mm_grad_values(*_rows_cols(idx, transpose), _c(g), _c(x),
+                                                       out)
 
 
 defop("coo_mm", forward=_mm_forward, backward=_mm_backward)

@@ -45,7 +45,7 @@ def _done(y: Tensor, unbatched: bool) -> Tensor:
     return y.reshape(y.shape[1:]) if unbatched else y
 
 
-# ---- convolution ------------------------------------------------------------------------------------
+# ---- convolution ---------------------------------------------------------------------------------
 def _geometry(t):
     return t.attrs[:4]  # s, p, d, groups
 
@@ -205,7 +205,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
                  unbatched)
 
 
-# ---- pooling ----------------------------------------------------------------------------------------
+# ---- pooling -------------------------------------------------------------------------------------
 def _pool_size(op: str, x: Tensor, k, s, p, d, ceil_mode: bool) -> tuple[int, int, int]:
     out = []
     for n, kk, ss, pp, dd in zip(x.shape[2:], k, s, p, d):

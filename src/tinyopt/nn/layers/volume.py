@@ -4,13 +4,11 @@ lives with the other norms)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn import functional as F
-from tinyopt.nn import init
+from tinyopt.nn.layers.conv import Conv2d
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
@@ -56,14 +54,7 @@ class _ConvNd3(Module):
             self.register_parameter("bias", None)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """PyTorch's: kaiming_uniform_(a=sqrt(5)) and a bias in U(-1/sqrt(fan_in), ...)."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+    reset_parameters = Conv2d.reset_parameters  # (PyTorch's initialisation, for every rank)
 
     def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "

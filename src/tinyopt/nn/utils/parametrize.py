@@ -181,32 +181,14 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
         plist = module.parametrizations[tensor_name]
         if not unsafe:
             y = getattr(module, tensor_name)
-            x = parametrization(y)
-            if not isinstance(x, Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got "
-                                 f"{type(x).__name__}.")
-            if x.dtype != y.dtype or x.shape != y.shape:
-                raise ValueError(f"Registering a parametrization may not change the shape of "
-                                 f"the tensor, unless `unsafe` flag is enabled.\nunparametrized "
-                                 f"dtype: {y.dtype}\nparametrized dtype: {x.dtype}\n"
-                                 f"unparametrized shape: {y.shape}\nparametrized shape: "
-                                 f"{x.shape}")
+            _check_unchanged(y, parametrization(y))
         plist.append(parametrization)
         plist.unsafe |= unsafe
     elif tensor_name in module._buffers or tensor_name in module._parameters:
         original = getattr(module, tensor_name)
         plist = ParametrizationList([parametrization], original, unsafe=unsafe)
         if not unsafe:
-            x = plist()
-            if not isinstance(x, Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got "
-                                 f"{type(x).__name__}.")
-            if x.dtype != original.dtype or x.shape != original.shape:
-                raise ValueError(f"Registering a parametrization may not change the shape of "
-                                 f"the tensor, unless `unsafe` flag is enabled.\nunparametrized "
-                                 f"dtype: {original.dtype}\nparametrized dtype: {x.dtype}\n"
-                                 f"unparametrized shape: {original.shape}\nparametrized shape: "
-                                 f"{x.shape}")
+            _check_unchanged(original, plist())
         delattr(module, tensor_name)
         if not is_parametrized(module):
             _inject_new_class(module)
@@ -217,6 +199,17 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
         raise ValueError(f"Module '{module}' does not have a parameter, a buffer, or a "
                          f"parametrized element with name '{tensor_name}'")
     return module
+
+
+def _check_unchanged(y: Tensor, x: Any) -> None:
+    """PyTorch's check that a parametrization keeps its tensor's dtype and shape."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"A parametrization must return a tensor. Got {type(x).__name__}.")
+    if x.dtype != y.dtype or x.shape != y.shape:
+        raise ValueError(f"Registering a parametrization may not change the shape of the "
+                         f"tensor, unless `unsafe` flag is enabled.\nunparametrized dtype: "
+                         f"{y.dtype}\nparametrized dtype: {x.dtype}\nunparametrized shape: "
+                         f"{y.shape}\nparametrized shape: {x.shape}")
 
 
 def remove_parametrizations(module: Module, tensor_name: str,
