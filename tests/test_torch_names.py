@@ -123,3 +123,16 @@ def test_deprecated_cuda_amp_names_warn_and_disable_as_torch():
     with pytest.warns(FutureWarning, match=r"torch.cuda.amp.autocast\(args...\)` is deprecated"):
         with to.cuda.amp.autocast():
             pass
+
+
+def test_histogram_and_histc_match_torch():
+    x = np.random.default_rng(2).standard_normal(50)
+    for f in (lambda lib, t: lib.histogram(t, bins=7), lambda lib, t: lib.histogram(
+                  t, 5, range=(-1.0, 1.0), density=True),
+              lambda lib, t: lib.histogram(t, lib.tensor([-2.0, 0.0, 0.5, 2.0], dtype=t.dtype))):
+        for a, b in zip(f(to, to.tensor(x)), f(torch, torch.tensor(x))):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(to.histc(to.tensor(x), 6, -1, 1).numpy(),
+                                  torch.histc(torch.tensor(x), 6, -1, 1).numpy())
+    with pytest.raises(NotImplementedError, match="not implemented for"):
+        to.histogram(to.tensor([1, 2]), 2)

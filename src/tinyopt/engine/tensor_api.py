@@ -672,6 +672,13 @@ class TensorMethods(TensorCasts):
         shape = x.shape[:d] + (count, size) + x.shape[d + 1:]
         return _F.movedim(_F.reshape(picked, shape), d + 1, -1)
 
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,
+                  density: bool = False) -> Any:
+        return _F.histogram(self, bins, range=range, weight=weight, density=density)
+
+    def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+        return _F.histc(self, bins, min, max)
+
     def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
         return _F.diff(self, n, dim, prepend, append)
 
