@@ -136,3 +136,30 @@ def test_histogram_and_histc_match_torch():
                                   torch.histc(torch.tensor(x), 6, -1, 1).numpy())
     with pytest.raises(NotImplementedError, match="not implemented for"):
         to.histogram(to.tensor([1, 2]), 2)
+
+
+def test_unfold_fold_block_diag_combinations_apply_match_torch():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 5, 6))
+    for kw in (dict(kernel_size=(2, 3), padding=1, stride=(2, 1)), dict(kernel_size=3,
+                                                                         dilation=2)):
+        u = F.unfold(to.tensor(x), **kw)
+        tu = torch.nn.functional.unfold(torch.tensor(x), **kw)
+        np.testing.assert_array_equal(u.numpy(), tu.numpy())
+        np.testing.assert_allclose(F.fold(u, (5, 6), **kw).numpy(),
+                                   torch.nn.functional.fold(tu, (5, 6), **kw).numpy(), rtol=1e-12)
+    gradcheck(lambda t: F.unfold(t, 2, padding=1, stride=2), x[:1, :2])
+    assert repr(nn.Fold((4, 5), (2, 3))) == repr(torch.nn.Fold((4, 5), (2, 3)))
+    parts = [np.ones((2, 2)), np.full((1, 3), 2.0), np.array([5.0])]
+    np.testing.assert_array_equal(to.block_diag(*map(to.tensor, parts)).numpy(),
+                                  torch.block_diag(*map(torch.tensor, parts)).numpy())
+    for r, rep in ((2, False), (3, True)):
+        np.testing.assert_array_equal(to.combinations(to.tensor([4, 5, 6, 7]), r, rep).numpy(),
+                                      torch.combinations(torch.tensor([4, 5, 6, 7]), r,
+                                                         rep).numpy())
+    a = to.tensor([1.0, 2.0]).apply_(lambda v: v * 10 + 1)
+    assert a.tolist() == torch.tensor([1.0, 2.0]).apply_(lambda v: v * 10 + 1).tolist()
+    from tinyopt.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
+        pass
+    assert int(SDPBackend.CUDNN_ATTENTION) == int(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)

@@ -638,6 +638,17 @@ class TensorMethods(TensorCasts):
     def le_(self, other: Any) -> Self:
         return self._compare_(_F.le, other)
 
+    def apply_(self, callable: Callable[[Any], Any]) -> Self:
+        """Replace every element by ``callable(element)`` (a Python function of a number, called
+        once per element: slow, as in PyTorch), in place."""
+        if self.requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        values = np.asarray(self.numpy())
+        out = np.array([callable(v) for v in values.reshape(-1).tolist()], dtype=self.dtype)
+        self[...] = _F.as_tensor(out.reshape(values.shape))
+        return self
+
     def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Self:
         """Write ``fill_value`` on the main diagonal (of every 2-D slice of equal sizes; a tall
         matrix restarts the diagonal after each N + 1 rows with ``wrap``), in place."""

@@ -24,4 +24,4 @@ __all__ += _layers
 # a layer on first use; ``nn.parallel`` brings in tinyopt.distributed (not mpi4py)
 _WHERE = dict.fromkeys(_layers, "tinyopt.nn.layers") | {"DataParallel": "tinyopt.nn.data_parallel"}
 __getattr__, __dir__ = _exports(__name__, globals(), _WHERE,
-                                submodules="functional init modules parallel utils")
+                                submodules="attention functional init modules parallel utils")

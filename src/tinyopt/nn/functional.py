@@ -33,6 +33,7 @@ from tinyopt.engine.ops.conv1d import avg_pool1d, conv1d, max_pool1d
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.conv_transpose import conv_transpose2d
 from tinyopt.engine.ops.grid_sample import affine_grid, grid_sample
+from tinyopt.engine.ops.patches import fold, unfold
 from tinyopt.engine.ops.volume import (adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d,
                                        max_pool3d)
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
@@ -49,13 +50,14 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", 
            "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv3d",
            "conv_transpose2d", "conv_transpose3d", "cosine_embedding_loss", "cosine_similarity",
            "cross_entropy", "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding",
-           "embedding_bag", "gelu", "grid_sample", "group_norm", "hardsigmoid", "hardswish",
+           "embedding_bag", "fold", "gelu", "grid_sample", "group_norm", "hardsigmoid", "hardswish",
            "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
            "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "margin_ranking_loss",
            "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize",
            "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu",
            "relu", "relu6", "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
-           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
+           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold",
+           "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------

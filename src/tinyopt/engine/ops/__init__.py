@@ -22,6 +22,7 @@ if _typing.TYPE_CHECKING:
                                              multinomial, normal, ones, ones_like, rand,
                                              rand_like, randint, randint_like, randn, randn_like,
                                              randperm, zeros, zeros_like)
+    from tinyopt.engine.ops.combine import block_diag, combinations
     from tinyopt.engine.ops.differences import diff
     from tinyopt.engine.ops.distance import vector_norm
     from tinyopt.engine.ops.histograms import histc, histogram
@@ -75,6 +76,7 @@ _WHERE = _table({
         "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
         "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
         "randperm zeros zeros_like"),
+    "tinyopt.engine.ops.combine": "block_diag combinations",
     "tinyopt.engine.ops.differences": "diff",
     "tinyopt.engine.ops.distance": "vector_norm",
     "tinyopt.engine.ops.histograms": "histc histogram",
@@ -126,27 +128,27 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
     "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
     "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
-    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
-    "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "cdist", "ceil",
-    "chunk", "clamp", "clamp_max", "clamp_min", "clip", "clone", "column_stack", "cos", "cosh",
-    "count_nonzero", "cross", "cumprod", "cumsum", "diag", "diagonal", "diff", "div", "divide",
-    "dot", "einsum", "empty", "empty_like", "eq", "equal", "erf", "exp", "expm1", "eye", "fix",
-    "flatten", "flip", "fliplr", "flipud", "floor", "floor_divide", "fmod", "from_numpy", "full",
-    "full_like", "gather", "ge", "greater", "greater_equal", "gt", "histc", "histogram", "hstack",
-    "hypot", "index_add", "index_copy", "index_fill", "index_select", "isclose", "isfinite",
-    "isin", "isinf", "isnan", "isneginf", "isposinf", "kthvalue", "le", "lerp", "less",
-    "less_equal", "linspace", "log", "log10", "log1p", "log2", "log_softmax", "logaddexp",
-    "logcumsumexp", "logical_and", "logical_not", "logical_or", "logical_xor", "logspace",
-    "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max", "maximum", "mean",
-    "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim", "msort", "mul",
-    "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg", "negative", "nonzero",
-    "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute", "positive", "pow",
-    "prod", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm",
-    "reciprocal", "relu", "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt",
-    "scatter", "scatter_add", "searchsorted", "select", "sigmoid", "sign", "sin", "sinh",
-    "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub",
-    "subtract", "sum", "swapaxes", "swapdims", "t", "take", "take_along_dim", "tan", "tanh",
-    "tensor", "tensor_split", "tile", "topk", "trace", "transpose", "tril", "triu", "true_divide",
-    "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean", "vstack", "where",
-    "xlogy", "zeros", "zeros_like"
+    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
+    "block_diag", "bmm", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize",
+    "cat", "cdist", "ceil", "chunk", "clamp", "clamp_max", "clamp_min", "clip", "clone",
+    "column_stack", "combinations", "cos", "cosh", "count_nonzero", "cross", "cumprod", "cumsum",
+    "diag", "diagonal", "diff", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
+    "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud", "floor",
+    "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "greater_equal", "gt", "histc", "histogram", "hstack", "hypot", "index_add", "index_copy",
+    "index_fill", "index_select", "isclose", "isfinite", "isin", "isinf", "isnan", "isneginf",
+    "isposinf", "kthvalue", "le", "lerp", "less", "less_equal", "linspace", "log", "log10",
+    "log1p", "log2", "log_softmax", "logaddexp", "logcumsumexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select",
+    "matmul", "max", "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis",
+    "movedim", "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne",
+    "neg", "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer",
+    "permute", "positive", "pow", "prod", "rand", "rand_like", "randint", "randint_like", "randn",
+    "randn_like", "randperm", "reciprocal", "relu", "remainder", "repeat_interleave", "reshape",
+    "roll", "round", "rsqrt", "scatter", "scatter_add", "searchsorted", "select", "sigmoid",
+    "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",
+    "std_mean", "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take", "take_along_dim",
+    "tan", "tanh", "tensor", "tensor_split", "tile", "topk", "trace", "transpose", "tril", "triu",
+    "true_divide", "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean",
+    "vstack", "where", "xlogy", "zeros", "zeros_like"
 ]

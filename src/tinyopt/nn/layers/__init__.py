@@ -37,6 +37,7 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
     from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
     from tinyopt.nn.layers.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
     from tinyopt.nn.layers.flatten import Flatten, Unflatten
+    from tinyopt.nn.layers.fold import Fold, Unfold
     from tinyopt.nn.layers.linear import Identity, Linear
     from tinyopt.nn.layers.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
                                         CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
@@ -70,6 +71,7 @@ __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.nn.layers.distance": "CosineSimilarity PairwiseDistance",
     "tinyopt.nn.layers.dropout": "Dropout Dropout1d Dropout2d Dropout3d",
     "tinyopt.nn.layers.flatten": "Flatten Unflatten",
+    "tinyopt.nn.layers.fold": "Fold Unfold",
     "tinyopt.nn.layers.linear": "Identity Linear",
     "tinyopt.nn.layers.loss": (
         "BCELoss BCEWithLogitsLoss CosineEmbeddingLoss CrossEntropyLoss HuberLoss KLDivLoss "
@@ -108,4 +110,4 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
-           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid"]
+           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold"]
