@@ -179,3 +179,31 @@ def test_nested_inputs_an_lstm_with_its_state():
     want, (hn, cn) = m(to.tensor(x), tuple(to.tensor(a) for a in h))
     for g, w in zip(got, (want, hn, cn)):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-6)
+
+
+class _MoreLayers(nn.Module):
+    """Transposed conv, padding, upsampling, group and instance norm, more activations, 1-d
+    layers, advanced indexing and reductions with indices."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.pad = nn.ReflectionPad2d(1)
+        self.near = nn.Upsample(scale_factor=2, mode="nearest")
+        self.bil = nn.Upsample(size=(7, 9), mode="bilinear", align_corners=False)
+        self.gn = nn.GroupNorm(2, 4)
+        self.inorm = nn.InstanceNorm2d(4, affine=True)
+        self.acts = nn.Sequential(nn.Softplus(), nn.ELU(), nn.LeakyReLU(0.2), nn.PReLU(4),
+                                  nn.Mish(), nn.SELU(), nn.Hardtanh(), nn.LogSigmoid())
+        self.conv1 = nn.Conv1d(4, 2, 3, padding=1)
+
+    def forward(self, x):
+        y = self.inorm(self.gn(self.up(x)))                  # (N, 4, 8, 8)
+        y = self.bil(self.near(self.pad(self.acts(y))))      # (N, 4, 7, 9)
+        z = self.conv1(y.flatten(2))                         # (N, 2, 63)
+        return z[:, [1, 0]].max(dim=2).values, y.amin(1).argmax(-1)
+
+
+def test_more_layers():
+    to.manual_seed(2)
+    _check(_MoreLayers(), RNG.standard_normal((2, 3, 4, 4)).astype(np.float32))

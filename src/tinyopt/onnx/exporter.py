@@ -7,9 +7,10 @@
 - every node that does not depend on them (parameters, buffers, masks, a batch norm's running
   statistics) is computed once by tinyopt and stored as an initializer (constant folding);
 - every other node is translated by the converter registered for its op in ``_CONVERTERS``,
-  emitting the ONNX nodes that compute the same values (linear, conv, pooling, batch/layer norm,
-  activations, softmax, embedding, attention, LSTM/GRU/RNN layers, reshapes, slices, cat,
-  reductions and the elementwise ops).  An op without a converter is refused with its name.
+  emitting the ONNX nodes that compute the same values (linear, conv and transposed conv, pooling,
+  batch/layer/group/instance norm, activations, softmax, embedding, attention, LSTM/GRU/RNN
+  layers, padding, nearest and bilinear upsampling, reshapes, slices, indexing, cat, reductions
+  and the elementwise ops).  An op without a converter is refused with its name.
 
 Exported values equal tinyopt's forward to float32 rounding (the tests run the MLP, CNN, LSTM
 language model and small GPT in onnxruntime).  Dynamic axes name dimensions of the inputs and
@@ -477,8 +478,7 @@ def _conv2d(ex: _Exporter, t: Tensor) -> str:
 def _conv_gemm(ex: _Exporter, t: Tensor) -> str:
     col = t.srcs[0]
     if col.op != "im2col":
-        raise NotImplementedError("tinyopt.onnx.export: conv_gemm over something other than "
-                                  "im2col")
+        return _grouped_gemm(ex, t)
     kh, kw, sh, sw, ph, pw, dh, dw = col.attrs
     x = col.srcs[0]
     groups = t.attrs[0]
@@ -487,6 +487,32 @@ def _conv_gemm(ex: _Exporter, t: Tensor) -> str:
     y = ex.op("Conv", [ex.value(x)] + [ex.value(s) for s in t.srcs[1:]], group=int(groups),
               **attrs)
     return ex.op("Transpose", [y], perm=[1, 0, 2, 3])  # conv_gemm's (OC, N, OH, OW) layout
+
+
+@_converts("col2im")
+def _col2im(ex: _Exporter, t: Tensor) -> str:
+    """A transposed convolution's (or ``F.fold``'s) columns (C*kH*kW, N, H, W) summed into the
+    image: ONNX's Col2Im over the columns laid out as (N, C*kH*kW, H*W)."""
+    kh, kw, sh, sw, ph, pw, dh, dw = t.attrs
+    col = t.srcs[0]
+    CK, N, H, W = col.shape
+    cols = ex.op("Reshape", [ex.op("Transpose", [ex.value(col)], perm=[1, 0, 2, 3]),
+                             ex.ints([N, CK, H * W])])
+    return ex.op("Col2Im", [cols, ex.ints(t.shape[2:]), ex.ints([kh, kw])],
+                 dilations=[dh, dw], pads=[ph, pw, ph, pw], strides=[sh, sw])
+
+
+def _grouped_gemm(ex: _Exporter, t: Tensor) -> str:
+    """``conv_gemm`` over columns that are not ``im2col``'s (a transposed convolution's input):
+    per group, W (OC/G, K) @ cols (K, N*H*W), as one batched MatMul."""
+    G, OCg, K, L = t.attrs
+    cols, w = t.srcs[0], t.srcs[1]
+    x = ex.op("Reshape", [ex.value(cols), ex.ints([G, K, L])])
+    y = ex.op("MatMul", [ex.op("Reshape", [ex.value(w), ex.ints([G, OCg, K])]), x])
+    y = ex.op("Reshape", [y, ex.ints(t.shape)])
+    if len(t.srcs) > 2:
+        y = ex.op("Add", [y, ex.op("Reshape", [ex.value(t.srcs[2]), ex.ints([-1, 1, 1, 1])])])
+    return y
 
 
 @_converts("pool_gather")
@@ -522,6 +548,147 @@ def _adaptive_avg(ex: _Exporter, t: Tensor) -> str:
                                   f"{(h, w)} to {(oh, ow)} (not a whole number of windows)")
     k = (h // oh, w // ow)
     return ex.op("AveragePool", [ex.value(x)], kernel_shape=list(k), strides=list(k))
+
+
+@_converts("gather3")
+def _gather3(ex: _Exporter, t: Tensor) -> str:
+    """Padding and nearest interpolation: index maps along the (D, H, W) of the (B, D, H, W) view,
+    a -1 reading the fill value (a slot appended to each axis)."""
+    from tinyopt.engine.ops.resample import _maps, _view4
+    attrs, fill = t.attrs[:-1], t.attrs[-1]
+    k = attrs[1]
+    x = t.srcs[0]
+    in4, out4 = _view4(x.shape, k), _view4(t.shape, k)
+    maps = _maps(attrs, in4, out4)
+    y = ex.op("Reshape", [ex.value(x), ex.ints(in4)])
+    if any((m < 0).any() for m in maps):
+        y = ex.op("Pad", [y, ex.ints([0, 0, 0, 0, 0, 1, 1, 1]),
+                          ex.const(np.asarray(fill, dtype=x.dtype))])
+    for axis, m in enumerate(maps, start=1):
+        idx = np.where(m < 0, in4[axis], m).astype(np.int64)
+        if not np.array_equal(idx, np.arange(in4[axis])):
+            y = ex.op("Gather", [y, ex.const(idx, "index")], axis=axis)
+    return ex.op("Reshape", [y, ex.ints(t.shape)])
+
+
+@_converts("lerp2")
+def _lerp2(ex: _Exporter, t: Tensor) -> str:
+    """Bilinear interpolation, term by term as the kernel computes it."""
+    from tinyopt.engine.ops.resample import _lerp_tables, _planes3
+    x = t.srcs[0]
+    h0, h1, lh, w0, w1, lw = _lerp_tables(x.shape, t.shape, t.attrs, t.dtype)
+    y = ex.op("Reshape", [ex.value(x), ex.ints(_planes3(x.shape))])
+    rows = [ex.op("Gather", [y, ex.const(h, "index")], axis=1) for h in (h0, h1)]
+    corner = {(a, b): ex.op("Gather", [rows[a], ex.const(w, "index")], axis=2)
+              for a in (0, 1) for b, w in ((0, w0), (1, w1))}
+    dt = t.dtype
+    lw_, lh_ = ex.const(lw.reshape(1, 1, -1)), ex.const(lh.reshape(1, -1, 1))
+    one_lw = ex.const((1 - lw).astype(dt).reshape(1, 1, -1))
+    one_lh = ex.const((1 - lh).astype(dt).reshape(1, -1, 1))
+
+    def row(a: int) -> str:
+        return ex.op("Add", [ex.op("Mul", [one_lw, corner[a, 0]]),
+                             ex.op("Mul", [lw_, corner[a, 1]])])
+    out = ex.op("Add", [ex.op("Mul", [one_lh, row(0)]), ex.op("Mul", [lh_, row(1)])])
+    return ex.op("Reshape", [out, ex.ints(t.shape)])
+
+
+@_converts("hardtanh")
+def _hardtanh(ex: _Exporter, t: Tensor) -> str:
+    lo, hi = t.attrs
+    dt = t.dtype.type
+    return ex.op("Clip", [ex.src(t, 0), ex.const(dt(lo)), ex.const(dt(hi))])
+
+
+@_converts("softplus")
+def _softplus(ex: _Exporter, t: Tensor) -> str:
+    """log(1 + exp(beta x)) / beta, x itself where beta x > threshold."""
+    beta, threshold = t.attrs
+    x = ex.src(t, 0)
+    dt = t.dtype.type
+    z = ex.op("Mul", [x, ex.const(dt(beta))])
+    soft = ex.op("Div", [ex.op("Softplus", [z]), ex.const(dt(beta))])
+    return ex.op("Where", [ex.op("Greater", [z, ex.const(dt(threshold))]), x, soft])
+
+
+@_converts("elu")
+def _elu(ex: _Exporter, t: Tensor) -> str:
+    """scale x for x > 0, else scale alpha (exp(input_scale x) - 1) (ELU, SELU, CELU)."""
+    alpha, scale, input_scale = t.attrs
+    x = ex.src(t, 0)
+    dt = t.dtype.type
+    neg = ex.op("Mul", [ex.op("Sub", [ex.op("Exp", [ex.op("Mul", [x, ex.const(dt(input_scale))])]),
+                                      ex.const(dt(1))]), ex.const(dt(alpha * scale))])
+    return ex.op("Where", [ex.op("Greater", [x, ex.const(dt(0))]),
+                           ex.op("Mul", [x, ex.const(dt(scale))]), neg])
+
+
+@_converts("mish")
+def _mish(ex: _Exporter, t: Tensor) -> str:
+    x = ex.src(t, 0)
+    return ex.op("Mul", [x, ex.op("Tanh", [ex.op("Softplus", [x])])])
+
+
+@_converts("prelu")
+def _prelu(ex: _Exporter, t: Tensor) -> str:
+    x, w = t.srcs
+    slope = ex.value(w)
+    if w.numel() > 1 and x.ndim > 2:  # one weight per channel (dimension 1)
+        slope = ex.op("Reshape", [slope, ex.ints((-1,) + (1,) * (x.ndim - 2))])
+    return ex.op("PRelu", [ex.value(x), slope])
+
+
+@_converts("index")
+def _index(ex: _Exporter, t: Tensor) -> str:
+    """Advanced indexing by one integer array (``x[:, idx]``): Gather along its dimension, with
+    negative indices wrapped."""
+    (positions,) = t.attrs
+    if len(t.srcs) != 2 or len(positions) != 1:
+        raise NotImplementedError("tinyopt.onnx.export: indexing with several index arrays")
+    x, idx = t.srcs
+    d = positions[0]
+    i = ex.value(idx) if ex.depends(idx) else \
+        ex.const(np.asarray(idx.numpy()) % max(x.shape[d], 1), "index")
+    return ex.op("Gather", [ex.value(x), i], axis=int(d))
+
+
+@_converts("log_sigmoid")
+def _log_sigmoid(ex: _Exporter, t: Tensor) -> str:
+    return ex.op("Neg", [ex.op("Softplus", [ex.op("Neg", [ex.src(t, 0)])])])
+
+
+@_converts("group_norm")
+def _group_norm(ex: _Exporter, t: Tensor) -> str:
+    """(x - mean) / sqrt(var + eps) over each (sample, group), then the channel's affine."""
+    G, has_w, has_b = t.attrs
+    x, stats = t.srcs[0], t.srcs[1]
+    eps = stats.attrs[1]
+    N, C = x.shape[:2]
+    g = ex.op("Reshape", [ex.value(x), ex.ints([N, G, -1])])
+    mu = ex.op("ReduceMean", [g, ex.ints([2])], keepdims=1)
+    centered = ex.op("Sub", [g, mu])
+    var = ex.op("ReduceMean", [ex.op("Mul", [centered, centered]), ex.ints([2])], keepdims=1)
+    rstd = ex.op("Reciprocal", [ex.op("Sqrt", [ex.op("Add", [var, ex.const(
+        np.asarray(eps, x.dtype))])])])
+    y = ex.op("Reshape", [ex.op("Mul", [centered, rstd]), ex.ints(x.shape)])
+    rest = list(t.srcs[2:])
+    shape = (C,) + (1,) * (x.ndim - 2)
+    if has_w:
+        y = ex.op("Mul", [y, ex.op("Reshape", [ex.value(rest.pop(0)), ex.ints(shape)])])
+    if has_b:
+        y = ex.op("Add", [y, ex.op("Reshape", [ex.value(rest.pop(0)), ex.ints(shape)])])
+    return y
+
+
+@_converts("max_vals", "min_vals", "max_idx", "min_idx")
+def _extreme(ex: _Exporter, t: Tensor) -> str:
+    """The maximum (minimum) along one dimension, kept, or its first index."""
+    (d,) = t.attrs
+    op = {"max_vals": "ReduceMax", "min_vals": "ReduceMin", "max_idx": "ArgMax",
+          "min_idx": "ArgMin"}[t.op]
+    if op.startswith("Reduce"):
+        return ex.op(op, [ex.src(t, 0), ex.ints([d])], keepdims=1)
+    return ex.op(op, [ex.src(t, 0)], axis=int(d), keepdims=1, select_last_index=0)
 
 
 # ---- attention: the fused op as MatMul, Softmax, MatMul ------------------------------------------
