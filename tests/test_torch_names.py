@@ -163,3 +163,22 @@ def test_unfold_fold_block_diag_combinations_apply_match_torch():
     with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.MATH]):
         pass
     assert int(SDPBackend.CUDNN_ATTENTION) == int(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
+
+
+def test_foreach_functions_match_torch():
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(3), rng.standard_normal((2, 2))]
+
+    def run(lib):
+        xs = [lib.tensor(a) for a in arrays]
+        out = lib._foreach_add(xs, xs, alpha=2) + lib._foreach_mul(xs, [2.0, 3.0]) + \
+            lib._foreach_norm(xs) + lib._foreach_maximum(xs, 0.1)
+        f64 = lib.float64
+        lib._foreach_addcdiv_(xs, xs, [lib.ones(3, dtype=f64) * 2, lib.ones(2, 2, dtype=f64)],
+                              value=0.5)
+        lib._foreach_lerp_(xs, [lib.zeros(3, dtype=f64), lib.zeros(2, 2, dtype=f64)], 0.25)
+        lib._foreach_sqrt_(lib._foreach_abs(xs))
+        return [t.numpy() for t in list(out) + xs]
+
+    for a, b in zip(run(to), run(torch)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

@@ -137,6 +137,10 @@ def can_cast(from_: object, to: object) -> _builtins.bool:
 
 
 def __getattr__(name: str):
+    if name.startswith("_foreach_"):  # torch's private list ops (``engine/ops/foreach.py``)
+        from tinyopt.engine.ops import foreach
+        if name in foreach.__all__:
+            return getattr(foreach, name)
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
         from tinyopt.engine.dtypes import bfloat16
         return bfloat16()
