@@ -78,6 +78,6 @@ def _amp_autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool =
 
 amp = SimpleNamespace(GradScaler=_amp_grad_scaler, autocast=_amp_autocast)
 
-__all__ = ["OutOfMemoryError", "amp", "current_device", "device_count", "empty_cache", "get_device_name",
-           "is_available", "is_bf16_supported", "is_initialized", "manual_seed", "manual_seed_all",
-           "set_device", "synchronize"]
+__all__ = ["OutOfMemoryError", "amp", "current_device", "device_count", "empty_cache",
+           "get_device_name", "is_available", "is_bf16_supported", "is_initialized",
+           "manual_seed", "manual_seed_all", "set_device", "synchronize"]
