@@ -182,3 +182,35 @@ def test_foreach_functions_match_torch():
 
     for a, b in zip(run(to), run(torch)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_quantile_adaptive_max_pool_and_dense_sparse_methods_match_torch():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 7))
+    for kw in (dict(q=0.3), dict(q=0.3, dim=1), dict(q=0.25, dim=1, interpolation="nearest"),
+               dict(q=0.75, keepdim=True, interpolation="midpoint"),
+               dict(q=0.5, dim=0, interpolation="higher")):
+        np.testing.assert_allclose(to.quantile(to.tensor(a), **kw).numpy(),
+                                   torch.quantile(torch.tensor(a), **kw).numpy(), rtol=1e-12)
+    q = np.array([0.1, 0.5, 0.95])
+    np.testing.assert_allclose(to.tensor(a).quantile(to.tensor(q), 0, True).numpy(),
+                               torch.tensor(a).quantile(torch.tensor(q), 0, True).numpy(),
+                               rtol=1e-12)
+    gradcheck(lambda t: to.quantile(t, 0.4, dim=1), a)
+    with pytest.raises(RuntimeError, match=r"q must be in the range \[0, 1\] but got 1.5"):
+        to.quantile(to.tensor(a), 1.5)
+    img = rng.standard_normal((2, 3, 5, 7))
+    for size in ((2, 3), (5, 1), 1):
+        ours = F.adaptive_max_pool2d(to.tensor(img), size, return_indices=True)
+        theirs = torch.nn.functional.adaptive_max_pool2d(torch.tensor(img), size, True)
+        for o, t in zip(ours, theirs):
+            np.testing.assert_array_equal(o.numpy(), t.numpy())
+    gradcheck(lambda t: F.adaptive_max_pool2d(t, (2, 3)), img[:1, :1])
+    for name in ("values", "indices", "coalesce", "is_coalesced"):
+        with pytest.raises(RuntimeError) as ours_err:
+            getattr(to.ones(2), name)()
+        with pytest.raises(RuntimeError) as theirs_err:
+            getattr(torch.ones(2), name)()
+        assert str(ours_err.value) == str(theirs_err.value)
+    with pytest.warns(FutureWarning, match="assert_allclose\\(\\)` is deprecated"):
+        to.testing.assert_allclose(to.ones(2), [1.0, 1.0])

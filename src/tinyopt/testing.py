@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["assert_close"]
+__all__ = ["assert_allclose", "assert_close"]
 
 # rtol, atol by dtype name: PyTorch's defaults (integers and bools: exact)
 _TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
@@ -86,6 +86,25 @@ def assert_close(actual: Any, expected: Any, *, allow_subclasses: bool = True,
              f"Greatest relative difference: {float(rel[ir]) if rel.ndim else float(rel)} at "
              f"index {tuple(int(i) for i in ir)} (up to {rtol} allowed)"]
     _fail("\n".join(lines), msg)
+
+
+def assert_allclose(actual: Any, expected: Any, rtol: float | None = None,
+                    atol: float | None = None, equal_nan: bool = True,
+                    msg: str = "") -> None:
+    """The deprecated ``torch.testing.assert_allclose``: ``assert_close`` without the dtype
+    check (``expected`` may be a number or a list), with PyTorch's FutureWarning."""
+    import warnings
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed "
+                  "in a future release. Please use `torch.testing.assert_close()` instead. You "
+                  "can find detailed upgrade instructions in "
+                  "https://github.com/pytorch/pytorch/issues/61844.", FutureWarning, stacklevel=2)
+    a = np.asarray(actual.numpy() if hasattr(actual, "numpy") else actual)
+    e = np.broadcast_to(np.asarray(expected.numpy() if hasattr(expected, "numpy") else expected,
+                                   dtype=a.dtype if a.dtype.kind in "fc" else None), a.shape)
+    if rtol is None and atol is None:
+        rtol, atol = _TOLERANCES.get(a.dtype.name, (0.0, 0.0))
+    assert_close(a, np.array(e), rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=equal_nan,
+                 check_dtype=False, msg=msg or None)
 
 
 def _fail(text: str, msg: str | Callable[[str], str] | None) -> None:

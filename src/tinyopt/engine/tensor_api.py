@@ -683,6 +683,34 @@ class TensorMethods(TensorCasts):
         shape = x.shape[:d] + (count, size) + x.shape[d + 1:]
         return _F.movedim(_F.reshape(picked, shape), d + 1, -1)
 
+    def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                 interpolation: str = "linear") -> Tensor:
+        return _F.quantile(self, q, dim, keepdim, interpolation=interpolation)
+
+    # ---- sparse-only methods: a dense tensor refuses them, with PyTorch's words -----------------
+    def to_sparse_coo(self) -> Any:
+        """``to_sparse()``."""
+        return self.to_sparse()
+
+    def _sparse_only(self, name: str, kind: str = "sparse coordinate tensor") -> Any:
+        raise RuntimeError(f"{name} expected {kind} layout but got Strided")
+
+    def values(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("values", "sparse tensor")
+
+    def indices(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("indices")
+
+    def coalesce(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("coalesce")
+
+    def is_coalesced(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("is_coalesced")
+
     def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,
                   density: bool = False) -> Any:
         return _F.histogram(self, bins, range=range, weight=weight, density=density)

@@ -33,7 +33,7 @@ from tinyopt.engine.ops.conv1d import avg_pool1d, conv1d, max_pool1d
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.conv_transpose import conv_transpose2d
 from tinyopt.engine.ops.grid_sample import affine_grid, grid_sample
-from tinyopt.engine.ops.patches import fold, unfold
+from tinyopt.engine.ops.patches import adaptive_max_pool2d, fold, unfold
 from tinyopt.engine.ops.volume import (adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d,
                                        max_pool3d)
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
@@ -45,19 +45,19 @@ from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, 
 from tinyopt.engine.random import default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "affine_grid",
-           "avg_pool1d", "avg_pool2d", "avg_pool3d", "batch_norm", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv3d",
-           "conv_transpose2d", "conv_transpose3d", "cosine_embedding_loss", "cosine_similarity",
-           "cross_entropy", "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding",
-           "embedding_bag", "fold", "gelu", "grid_sample", "group_norm", "hardsigmoid", "hardswish",
-           "hardtanh", "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss",
-           "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid", "margin_ranking_loss",
-           "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize",
-           "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu",
-           "relu", "relu6", "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
-           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold",
-           "upsample"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
+           "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
+           "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
+           "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag", "fold", "gelu",
+           "grid_sample", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
+           "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
+           "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool2d",
+           "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
+           "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu", "relu6",
+           "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
+           "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold", "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------

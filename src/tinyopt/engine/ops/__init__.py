@@ -59,6 +59,7 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+    from tinyopt.engine.ops.quantile import quantile
     from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
                                            cumprod, cumsum, log_softmax, logcumsumexp, logsumexp,
                                            max, mean, min, norm, prod, softmax, std, sum, var)
@@ -102,6 +103,7 @@ _WHERE = _table({
         "unflatten unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
+    "tinyopt.engine.ops.quantile": "quantile",
     "tinyopt.engine.ops.reduce": (
         "all amax amin any argmax argmin count_nonzero cumprod cumsum log_softmax logcumsumexp "
         "logsumexp max mean min norm prod softmax std sum var"),
@@ -143,12 +145,12 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "matmul", "max", "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis",
     "movedim", "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne",
     "neg", "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer",
-    "permute", "positive", "pow", "prod", "rand", "rand_like", "randint", "randint_like", "randn",
-    "randn_like", "randperm", "reciprocal", "relu", "remainder", "repeat_interleave", "reshape",
-    "roll", "round", "rsqrt", "scatter", "scatter_add", "searchsorted", "select", "sigmoid",
-    "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",
-    "std_mean", "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take", "take_along_dim",
-    "tan", "tanh", "tensor", "tensor_split", "tile", "topk", "trace", "transpose", "tril", "triu",
-    "true_divide", "trunc", "unbind", "unflatten", "unique", "unsqueeze", "var", "var_mean",
-    "vstack", "where", "xlogy", "zeros", "zeros_like"
+    "permute", "positive", "pow", "prod", "quantile", "rand", "rand_like", "randint",
+    "randint_like", "randn", "randn_like", "randperm", "reciprocal", "relu", "remainder",
+    "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add",
+    "searchsorted", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt",
+    "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum", "swapaxes",
+    "swapdims", "t", "take", "take_along_dim", "tan", "tanh", "tensor", "tensor_split", "tile",
+    "topk", "trace", "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten",
+    "unique", "unsqueeze", "var", "var_mean", "vstack", "where", "xlogy", "zeros", "zeros_like"
 ]

@@ -49,8 +49,9 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
     from tinyopt.nn.layers.padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d,
                                            ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                                            ZeroPad1d, ZeroPad2d)
-    from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d,
-                                           AvgPool2d, MaxPool1d, MaxPool2d)
+    from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                                           AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
+                                           MaxPool2d)
     from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
                                        RNNCellBase)
     from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
@@ -83,7 +84,8 @@ __getattr__, __dir__ = _exports(__name__, globals(), _table({
         "ConstantPad1d ConstantPad2d ReflectionPad1d ReflectionPad2d ReplicationPad1d "
         "ReplicationPad2d ZeroPad1d ZeroPad2d"),
     "tinyopt.nn.layers.pooling": (
-        "AdaptiveAvgPool1d AdaptiveAvgPool2d AvgPool1d AvgPool2d MaxPool1d MaxPool2d"),
+        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveMaxPool2d AvgPool1d AvgPool2d MaxPool1d "
+        "MaxPool2d"),
     "tinyopt.nn.layers.rnn": "GRU LSTM RNN GRUCell LSTMCell RNNBase RNNCell RNNCellBase",
     "tinyopt.nn.layers.sparse": "Embedding EmbeddingBag",
     "tinyopt.nn.layers.transformer": (
@@ -110,4 +112,4 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
-           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold"]
+           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold", "AdaptiveMaxPool2d"]
