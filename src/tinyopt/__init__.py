@@ -15,7 +15,8 @@ from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_g
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
-from tinyopt.engine.dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8,
+                                   uint16, uint32, uint64)
 from tinyopt.engine.dtypes import float16 as half
 from tinyopt.engine.dtypes import float32 as float
 from tinyopt.engine.dtypes import float64 as double
@@ -142,8 +143,8 @@ def __getattr__(name: str):
         if name in foreach.__all__:
             return getattr(foreach, name)
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
-        from tinyopt.engine.dtypes import bfloat16
-        return bfloat16()
+        from tinyopt.engine.dtypes import bfloat16_or_name
+        return bfloat16_or_name()
     # the others, and the submodules (``tinyopt.distributed`` never imports mpi4py before
     # init_process_group)
     return _lazy_getattr(name)
@@ -168,5 +169,6 @@ __all__ = [
     "result_type", "save", "seed", "set_default_device", "set_default_dtype",
     "set_float32_matmul_precision", "set_grad_enabled", "set_num_threads", "set_printoptions",
     "set_rng_state", "short", "sparse", "sparse_coo", "sparse_coo_tensor", "special", "spmm",
-    "strided", "testing", "uint8", "use_deterministic_algorithms", "utils", "version", "xpu"]
+    "strided", "testing", "uint16", "uint32", "uint64", "uint8", "use_deterministic_algorithms",
+    "utils", "version", "xpu"]
 __all__ += [_name for _name in _ops_all if _name not in __all__]

@@ -15,7 +15,9 @@ works too); writing to a path is atomic, as for every tinyopt checkpoint.
 Anything else -- a whole Module (``torch.save(model, "model.pt")``), an optimizer, an object of
 yours -- is pickled as ``torch.save`` pickles it (``tinyopt.torch_zip``), and loading it takes
 ``load(f, weights_only=False)``, as in PyTorch since 2.6: unpickling can run code, so the default
-(``weights_only=True``) refuses it with torch's error.
+(``weights_only=True``) refuses it with torch's error.  A subclass of a type the safe format
+holds (a namedtuple, an ``IntEnum``, a ``defaultdict``, a masked array) is refused at save time
+instead, since it would load as its base type; save ``x._asdict()``, ``dict(x)`` and so on.
 
 Files written by ``torch.save`` load without PyTorch (``tinyopt.torch_zip``): state dicts,
 optimizer state dicts, nested containers of tensors, with storage sharing and views kept, through
@@ -36,8 +38,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from tinyopt import checkpoint, torch_zip
-from tinyopt.checkpoint import CheckpointError
-from tinyopt.engine.tensor import Parameter, as_tensor
+from tinyopt.checkpoint import CheckpointError, archive
+from tinyopt.checkpoint.format import Encoder, UnsupportedValue
+from tinyopt.engine.tensor import Parameter, Size, as_tensor
 from tinyopt.torch_zip import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 
 __all__ = ["add_safe_globals", "clear_safe_globals", "convert_torch_file", "get_safe_globals",
@@ -69,13 +72,13 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO | None = None, /, **objects: 
     if unknown:
         raise TypeError(f"save(obj, f) got unexpected keyword arguments {sorted(unknown)} (the "
                         f"keyword form is save(path, name=object, ...))")
-    encoder = checkpoint._Encoder(tensors=True)
+    encoder = Encoder(tensors=True)
     try:
         entries = {OBJECT: {"kind": "value", "value": encoder.encode(obj, "obj")}}
-    except TypeError:  # an object the safe format has no place for: pickled, as torch does
+    except UnsupportedValue:  # an object the safe format has no place for: pickled, as torch does
         torch_zip.save_pickled(obj, f)
         return
-    checkpoint._write(f if hasattr(f, "write") else os.fspath(f), entries, encoder)
+    archive.write(f if hasattr(f, "write") else os.fspath(f), entries, encoder)
 
 
 def _check_map_location(map_location: Any) -> None:
@@ -113,7 +116,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, pickle_modul
         return torch_zip.load(f, map_location, weights_only=weights_only is not False)
     start = f.tell() if hasattr(f, "read") else 0
     try:
-        records, values = checkpoint._read(f)
+        records, values = archive.read(f)
     except CheckpointError as e:
         if _written_by_torch(f, start):
             raise CheckpointError(e.path, _torch_file_hint(e.path)) from e
@@ -148,7 +151,10 @@ def _torch_file_hint(path: str) -> str:
 
 def _from_torch(v: Any) -> Any:
     """A torch-loaded value with tensors as tinyopt Tensors (bfloat16 as float32; a Parameter as a
-    Parameter), ``torch.Size`` as a tuple and optimizer state dicts in tinyopt's layout."""
+    Parameter, requires_grad kept), ``torch.Size`` as ``Size``, an OrderedDict as one and
+    optimizer state dicts in tinyopt's layout."""
+    import torch
+
     from tinyopt.optim.torch_compat import from_torch
 
     if type(v).__module__.startswith("torch") and hasattr(v, "detach"):
@@ -156,13 +162,16 @@ def _from_torch(v: Any) -> Any:
         if t.dtype.is_floating_point and t.element_size() == 2 and str(t.dtype) != "torch.float16":
             t = t.float()
         arr = np.array(t.numpy(), copy=True)
-        return Parameter(arr) if v.requires_grad else as_tensor(arr)
+        if isinstance(v, torch.nn.Parameter):
+            return Parameter(arr, requires_grad=v.requires_grad)
+        out = as_tensor(arr)
+        return out.requires_grad_() if v.requires_grad else out
     if isinstance(v, dict):
         if "state" in v and "param_groups" in v:
             return from_torch(v)
-        return {k: _from_torch(x) for k, x in v.items()}
-    if isinstance(v, tuple) and type(v).__module__.startswith("torch"):  # torch.Size
-        return tuple(v)
+        return type(v)((k, _from_torch(x)) for k, x in v.items())
+    if isinstance(v, torch.Size):
+        return Size(v)
     if isinstance(v, (list, tuple)):
         return type(v)(_from_torch(x) for x in v)
     return v

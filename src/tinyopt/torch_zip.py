@@ -26,9 +26,9 @@ hostile or truncated file is refused before memory is allocated for it
 the pickle).
 
 What comes back: a tensor of a dtype tinyopt's ``Tensor`` has (float32/64, float16, bfloat16,
-int8/16/32/64, uint8, bool) is a ``Tensor`` (a ``Parameter`` as a ``Parameter``); other dtypes
-come back as numpy arrays of the same values -- complex64/128, uint16/32/64, and (with
-ml_dtypes) the float8 formats as the matching numpy dtype; complex32 as float16 pairs in a last
+int8/16/32/64, uint8/16/32/64, bool) is a ``Tensor`` (a ``Parameter`` as a ``Parameter``); other
+dtypes come back as numpy arrays of the same values -- complex64/128, and (with ml_dtypes) the
+float8 formats as the matching numpy dtype; complex32 as float16 pairs in a last
 dimension of 2, float4_e2m1fn_x2 and the bits types as their raw bytes (uint8/uint16).  Quantized
 tensors are refused.  ``torch.Size`` is ``tinyopt.Size``, ``torch.device`` ``tinyopt.device``,
 a dtype the numpy dtype tinyopt uses for it.

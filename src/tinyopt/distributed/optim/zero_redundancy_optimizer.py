@@ -252,9 +252,6 @@ class ZeroRedundancyOptimizer(Optimizer):
         A collective: every rank checks what it was given, then the ranks compare verdicts, and
         unless every rank accepted it, none keeps it (each raises; the ranks that accepted it
         name the rank that did not)."""
-        if isinstance(state_dict, dict) and "zero_rank_state" in state_dict:
-            self._restore_rollback(state_dict)
-            return
         before = self._rollback_state()
         error: Exception | None = None
         try:
@@ -278,9 +275,15 @@ class ZeroRedundancyOptimizer(Optimizer):
     def _scalar_keys(self) -> tuple[str, ...]:
         return self.optim._scalar_keys()
 
+    def restore_point(self) -> Callable[[], None]:
+        """A function that puts this rank's shard of the state back as it is now (the rollback
+        protocol of ``tinyopt.load_into``, see ``tinyopt.checkpoint.restore``; a copy of
+        ``state_dict()`` would need every rank)."""
+        saved = self._rollback_state()
+        return lambda: self._restore_rollback(saved)
+
     def _rollback_state(self) -> dict[str, Any]:
-        """What ``tinyopt.load_into`` restores when a load fails: this rank's shard of the state
-        (``state_dict()`` would need every rank)."""
+        """This rank's shard of the state and the hyperparameters, as they are now."""
         return {"zero_rank_state": self.optim.state_dict(),
                 "param_groups": [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
                                  for g in self.param_groups]}
