@@ -1218,3 +1218,12 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         torch.use_deterministic_algorithms(False)
         torch.set_float32_matmul_precision("highest")
         result = [sorted(model.state_dict()), out, model.module.weight.shape]""")
+    idiom("angle_of_2d_points_and_bare_grad_decorators", """
+        @torch.no_grad
+        def angles(p):
+            return torch.atan2(p[:, 1], p[:, 0])
+
+        p = torch.tensor(X[:, :2], requires_grad=True)
+        theta = p[:, 1].atan2(p[:, 0])
+        theta.sum().backward()
+        result = [angles(p), angles(p).requires_grad, p.grad]""")

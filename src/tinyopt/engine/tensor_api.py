@@ -185,9 +185,13 @@ class TensorMethods(TensorCasts):
     def atan(self) -> Tensor:
         return _F.atan(self)
 
+    def atan2(self, other: Any) -> Tensor:
+        return _F.atan2(self, other)
+
     arcsin = asin
     arccos = acos
     arctan = atan
+    arctan2 = atan2
 
     def tanh(self) -> Tensor:
         return _F.tanh(self)
@@ -925,6 +929,11 @@ class TensorMethods(TensorCasts):
 
     def fmod_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.fmod(x, other), other)
+
+    def atan2_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.atan2(x, other), other)
+
+    arctan2_ = atan2_
 
     def pow_(self, exponent: Any) -> Self:
         return self._inplace(lambda x: _F.pow(x, exponent), exponent)

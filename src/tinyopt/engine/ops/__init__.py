@@ -27,7 +27,8 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.distance import vector_norm
     from tinyopt.engine.ops.histograms import histc, histogram
     from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose,
-                                                arccos, arcsin, arctan, asin, atan, bitwise_and,
+                                                arccos, arcsin, arctan, arctan2, asin, atan,
+                                                atan2, bitwise_and,
                                                 bitwise_not, bitwise_or, bitwise_xor, ceil,
                                                 clamp, clamp_max, clamp_min, clip, clone, cos,
                                                 cosh, div, divide, eq, equal, erf, exp, expm1,
@@ -83,7 +84,8 @@ _WHERE = _table({
     "tinyopt.engine.ops.distance": "vector_norm",
     "tinyopt.engine.ops.histograms": "histc histogram",
     "tinyopt.engine.ops.elementwise": (
-        "abs acos add addcdiv addcmul allclose arccos arcsin arctan asin atan bitwise_and "
+        "abs acos add addcdiv addcmul allclose arccos arcsin arctan arctan2 asin atan atan2 "
+        "bitwise_and "
         "bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone cos cosh "
         "div divide eq equal erf exp expm1 fix floor floor_divide fmod ge gelu greater "
         "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
@@ -129,8 +131,9 @@ def load_all() -> None:
 __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
-    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
-    "argsort", "argwhere", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d", "baddbmm",
+    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "arctan2",
+    "argmax", "argmin", "argsort", "argwhere", "as_tensor", "asin", "atan", "atan2", "atleast_1d",
+    "atleast_2d", "baddbmm",
     "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
     "block_diag", "bmm", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize",
     "cat", "cdist", "ceil", "chunk", "clamp", "clamp_max", "clamp_min", "clip", "clone",

@@ -771,6 +771,35 @@ def hypot(a, b) -> Tensor:
     return sqrt(square(a) + square(b))
 
 
+def _atan2_backward(t, g):
+    a, b = t.srcs
+    r2 = square(a) + square(b)
+    recip = where(eq(r2, 0.0), 0.0, reciprocal(r2))  # 0 where r^2 is 0 (or underflows), as torch
+    return (sum_to(g * b * recip, a.shape) if a.requires_grad else None,
+            sum_to(g * neg(a) * recip, b.shape) if b.requires_grad else None)
+
+
+defop("atan2", forward=lambda t: (lambda out, a, b: np.arctan2(a, b, out=out)),
+      backward=_atan2_backward, inplace=True)
+
+
+@in_float32
+def atan2(input, other) -> Tensor:
+    """The angle of the point (``other``, ``input``) in radians, in [-pi, pi]: arctan(input /
+    other) moved to the quadrant of both signs (C's ``atan2``, signed zeros and infinities
+    included).  Integer and bool operands compute in float32.  Gradients: ``other / r^2`` in
+    ``input`` and ``-input / r^2`` in ``other``, r^2 = input^2 + other^2."""
+    a, b = _operands("atan2", input, other)
+    if not is_float(a.dtype):
+        a, b = to(a, float32), to(b, float32)
+    return node("atan2", (a, b), broadcast_shape("atan2", a.shape, b.shape), a.dtype)
+
+
+def arctan2(input, other) -> Tensor:
+    """``atan2(input, other)`` (NumPy's name)."""
+    return atan2(input, other)
+
+
 def positive(x) -> Tensor:
     """``x`` itself (``+x``)."""
     return as_tensor(x)
