@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -29,6 +30,10 @@ def test_torchscript_names_leave_code_eager():
     assert f(1) == 2 and to.jit.ignore(drop=True)(f) is f and to.jit.unused(f) is f
     with pytest.raises(NotImplementedError, match="TorchScript"):
         to.jit.load("m.pt")
+    with warnings.catch_warnings():  # an export script's filter (YOLOv5's export.py)
+        warnings.filterwarnings("ignore", category=to.jit.TracerWarning)
+        assert issubclass(to.jit.TracerWarning, Warning) and \
+            to.jit.TracerWarning.__name__ == torch.jit.TracerWarning.__name__
 
 
 def test_constants_layouts_and_versions_as_torch():

@@ -12,8 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["Final", "annotate", "export", "ignore", "interface", "is_scripting", "is_tracing",
-           "load", "save", "script", "trace", "unused"]
+__all__ = ["Final", "TracerWarning", "annotate", "export", "ignore", "interface", "is_scripting",
+           "is_tracing", "load", "save", "script", "trace", "unused"]
+
+
+class TracerWarning(Warning):
+    """PyTorch's category of the TorchScript tracer's warnings, for export scripts' filters
+    (``warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)`` in YOLOv5 and
+    segment-anything).  tinyopt has no tracer (``onnx.export`` reads the recorded graph), so
+    nothing issues it."""
 
 
 def script(obj: Any, optimize: None = None, _frames_up: int = 0, _rcb: Any = None,
