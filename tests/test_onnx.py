@@ -68,6 +68,26 @@ def test_mlp_with_a_dynamic_batch():
     assert sess.get_inputs()[0].shape[0] == "batch"
 
 
+def test_training_mode_and_operator_types_as_torch_or_refused(tmp_path):
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    x = np.ones((2, 4), np.float32)
+    for kind in (to.onnx.OperatorExportTypes.ONNX, to.onnx.OperatorExportTypes.ONNX_ATEN_FALLBACK):
+        to.onnx.export(model, (x,), tmp_path / "m.onnx", training=to.onnx.TrainingMode.EVAL,
+                       operator_export_type=kind)
+    with pytest.raises(NotImplementedError, match="eval-mode"):
+        to.onnx.export(model, (x,), training=to.onnx.TrainingMode.TRAINING)
+    with pytest.raises(NotImplementedError, match="eval-mode"):
+        to.onnx.export(model, (x,), training=to.onnx.TrainingMode.PRESERVE)
+    to.onnx.export(model.eval(), (x,), training=to.onnx.TrainingMode.PRESERVE)
+    with pytest.raises(NotImplementedError, match="ONNX_ATEN"):
+        to.onnx.export(model, (x,), operator_export_type=to.onnx.OperatorExportTypes.ONNX_ATEN)
+    torch = pytest.importorskip("torch")
+    for ours, theirs in ((to.onnx.TrainingMode, torch.onnx.TrainingMode),
+                         (to.onnx.OperatorExportTypes, torch.onnx.OperatorExportTypes)):
+        assert {k: int(v) for k, v in ours.__members__.items()} == \
+            {k: int(v) for k, v in theirs.__members__.items()}
+
+
 def test_cnn_example():
     _, build_model, _ = _examples()
     to.manual_seed(0)

@@ -10,6 +10,6 @@ does not.  See :func:`tinyopt.onnx.exporter.export`.
 
 from __future__ import annotations
 
-from tinyopt.onnx.exporter import export, is_in_onnx_export
+from tinyopt.onnx.exporter import OperatorExportTypes, TrainingMode, export, is_in_onnx_export
 
-__all__ = ["export", "is_in_onnx_export"]
+__all__ = ["OperatorExportTypes", "TrainingMode", "export", "is_in_onnx_export"]

@@ -17,11 +17,12 @@ language model and small GPT in onnxruntime).  Dynamic axes name dimensions of t
 outputs; reshapes keep the dimensions they share with their input (ONNX's ``0``), so a dynamic
 batch works through flatten and the attention's head split; other shapes are those of ``args``.
 Only the forward pass in eval mode is exported (a model in training mode is put in eval mode for
-the export and restored).
+the export and restored; ``training=TrainingMode.TRAINING`` is refused).
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
 import io
 import math
@@ -35,6 +36,28 @@ from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.tensor import Tensor, leaf
 
 __all__ = ["export", "is_in_onnx_export"]
+
+class TrainingMode(enum.IntEnum):
+    """``export``'s ``training``: EVAL exports the eval-mode forward (the default); PRESERVE, the
+    model's own mode (refused for a model in training mode); TRAINING is refused (tinyopt exports
+    dropout and batch norm in their inference form only)."""
+
+    EVAL = 0
+    PRESERVE = 1
+    TRAINING = 2
+
+
+class OperatorExportTypes(enum.IntEnum):
+    """``export``'s ``operator_export_type``: every op is exported as ONNX operators, or refused
+    with an error naming it.  ONNX (the default), ONNX_ATEN_FALLBACK and ONNX_FALLTHROUGH
+    therefore give the same graph (their fallbacks are for ops without an ONNX form); ONNX_ATEN
+    (every op as an ATen operator) is refused."""
+
+    ONNX = 0
+    ONNX_ATEN = 1
+    ONNX_ATEN_FALLBACK = 2
+    ONNX_FALLTHROUGH = 3
+
 
 _EXPORTING = [0]  # exports in progress (model code may ask: ``torch.onnx.is_in_onnx_export()``)
 _MIN_OPSET = 17  # LayerNormalization
@@ -72,6 +95,7 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
     if not export_params:
         raise NotImplementedError("tinyopt.onnx.export: export_params=False is not supported "
                                   "(the parameters are the graph's initializers)")
+    _check_modes(model, training, operator_export_type)
     args = args if isinstance(args, tuple) else (args,)
     if args and isinstance(args[-1], dict) and kwargs is None:
         args, kwargs = args[:-1], args[-1]
@@ -121,6 +145,20 @@ def export(model: Any, args: Any = (), f: str | os.PathLike | io.BufferedIOBase 
             with open(f, "wb") as fh:
                 fh.write(data)
     return proto
+
+
+def _check_modes(model: Any, training: Any, operator_export_type: Any) -> None:
+    """Refuse the ``training``/``operator_export_type`` values whose graph tinyopt cannot write."""
+    mode = TrainingMode.EVAL if training is None else TrainingMode(int(training))
+    in_training = any(m.training for m in model.modules()) if hasattr(model, "modules") else False
+    if mode == TrainingMode.TRAINING or (mode == TrainingMode.PRESERVE and in_training):
+        raise NotImplementedError("tinyopt.onnx.export: only the eval-mode forward is exported "
+                                  "(training=TrainingMode.EVAL, or PRESERVE with model.eval())")
+    kind = OperatorExportTypes.ONNX if operator_export_type is None else \
+        OperatorExportTypes(int(operator_export_type))
+    if kind == OperatorExportTypes.ONNX_ATEN:
+        raise NotImplementedError("tinyopt.onnx.export: operator_export_type=ONNX_ATEN is not "
+                                  "supported (ops are exported as ONNX operators)")
 
 
 def is_in_onnx_export() -> bool:
