@@ -117,15 +117,14 @@ def test_spectral_norm_power_iteration_matches_torch():
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5)])
-def test_orthogonal_matches_torch(shape):
+@pytest.mark.parametrize("orthogonal_map", [None, "cayley"])
+def test_orthogonal_matches_torch(shape, orthogonal_map):
     t, o = _pair(lambda n: n.Linear, shape[1], shape[0], bias=False)
-    torch.nn.utils.parametrizations.orthogonal(t)
-    P.orthogonal(o)
+    torch.nn.utils.parametrizations.orthogonal(t, orthogonal_map=orthogonal_map)
+    P.orthogonal(o, orthogonal_map=orthogonal_map)
     pt, po = t.parametrizations.weight[0], o.parametrizations.weight[0]
     po.base = to.tensor(pt.base.numpy())  # (its random completion of a non-square matrix)
     w = o.weight.numpy()
     small = w.T @ w if shape[0] >= shape[1] else w @ w.T
     np.testing.assert_allclose(small, np.eye(min(shape)), atol=1e-12)
     _run(t, o, RNG.standard_normal((2, shape[1])))
-    with pytest.raises(NotImplementedError, match="cayley"):
-        P.orthogonal(nn.Linear(3, 3), orthogonal_map="cayley")

@@ -1,5 +1,6 @@
-"""``tinyopt.linalg``: norms and products with PyTorch's names (``torch.linalg``), and the
-matrix exponential and Householder product (graphs of matrix products, so differentiable)."""
+"""``tinyopt.linalg``: norms and products with PyTorch's names (``torch.linalg``), the inverse
+and linear solves (``tinyopt.engine.ops.matrix_inverse``), and the matrix exponential and
+Householder product (graphs of matrix products, so differentiable)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.ops.distance import vector_norm
+from tinyopt.engine.ops.matrix_inverse import LinAlgError, inv, solve
 from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.ops.reduce import sum
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -107,5 +109,5 @@ def householder_product(A: Any, tau: Any) -> Tensor:
     return q[:, :n]
 
 
-__all__ = ["cross", "householder_product", "matmul", "matrix_exp", "matrix_norm", "multi_dot",
-           "norm", "vecdot", "vector_norm"]
+__all__ = ["LinAlgError", "cross", "householder_product", "inv", "matmul", "matrix_exp",
+           "matrix_norm", "multi_dot", "norm", "solve", "vecdot", "vector_norm"]

@@ -749,6 +749,9 @@ class TensorMethods(TensorCasts):
 
     ger = outer
 
+    def inverse(self) -> Tensor:
+        return _F.inverse(self)
+
     def addmm(self, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         return _F.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
 

@@ -49,6 +49,7 @@ if _typing.TYPE_CHECKING:
                                            ger, linear, matmul, mm, mv, outer)
     from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy,
                                          l1_loss, mse_loss, nll_loss, one_hot)
+    from tinyopt.engine.ops.matrix_inverse import inv as inverse
     from tinyopt.engine.ops.movement import (atleast_1d, atleast_2d, broadcast_shapes,
                                              broadcast_tensors, broadcast_to, cat, chunk,
                                              column_stack, contiguous, diag, diagonal, expand,
@@ -98,6 +99,7 @@ _WHERE = _table({
         "addbmm addmm addmv addr baddbmm bmm dot einsum ger linear matmul mm mv outer"),
     "tinyopt.engine.ops.loss": (
         "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
+    "tinyopt.engine.ops.matrix_inverse:inv": "inverse",
     "tinyopt.engine.ops.movement": (
         "atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat chunk "
         "column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack meshgrid "
@@ -142,7 +144,8 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud", "floor",
     "floor_divide", "fmod", "from_numpy", "full", "full_like", "gather", "ge", "greater",
     "greater_equal", "gt", "histc", "histogram", "hstack", "hypot", "index_add", "index_copy",
-    "index_fill", "index_select", "isclose", "isfinite", "isin", "isinf", "isnan", "isneginf",
+    "index_fill", "index_select", "inverse", "isclose", "isfinite", "isin", "isinf", "isnan",
+    "isneginf",
     "isposinf", "kthvalue", "le", "lerp", "less", "less_equal", "linspace", "log", "log10",
     "log1p", "log2", "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and",
     "logical_not", "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill",

@@ -6,8 +6,9 @@
 
     m = orthogonal(nn.Linear(20, 20))       # weight = base @ matrix_exp(A), A skew-symmetric
 
-``orthogonal`` supports ``matrix_exp`` and ``householder`` with ``use_trivialization=True`` (the
-defaults); ``cayley`` and ``use_trivialization=False`` raise ``NotImplementedError``.
+``orthogonal`` supports ``matrix_exp``, ``cayley`` and ``householder`` with
+``use_trivialization=True`` (the default); ``use_trivialization=False`` raises
+``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -152,18 +153,23 @@ class _Orthogonal(Module):
             self.register_buffer("base", None)
 
     def forward(self, X: Tensor) -> Tensor:
-        from tinyopt.linalg import householder_product, matrix_exp
+        from tinyopt.linalg import householder_product, matrix_exp, solve
         n, k = X.shape[-2], X.shape[-1]
         transposed = n < k
         if transposed:
             X = X.transpose(-2, -1)
             n, k = k, n
-        if self.orthogonal_map == "matrix_exp":
+        if self.orthogonal_map in ("matrix_exp", "cayley"):
             X = X.tril()
             if n != k:
                 from tinyopt.engine.ops.movement import cat
                 X = cat([X, as_tensor(np.zeros(X.shape[:-1] + (n - k,), X.dtype))], -1)
-            Q = matrix_exp(X - X.transpose(-2, -1))
+            A = X - X.transpose(-2, -1)
+            if self.orthogonal_map == "matrix_exp":
+                Q = matrix_exp(A)
+            else:  # the Cayley map (I - A/2)^{-1} (I + A/2)
+                eye = as_tensor(np.eye(n, dtype=A.dtype))
+                Q = solve(eye - A * 0.5, eye + A * 0.5)
             if n != k:
                 Q = Q[..., :k]
         else:
@@ -219,9 +225,6 @@ def orthogonal(module: Module, name: str = "weight", orthogonal_map: str | None 
     if orthogonal_map not in ("matrix_exp", "cayley", "householder"):
         raise ValueError(f'orthogonal_map has to be one of "matrix_exp", "cayley", '
                          f'"householder". Got: {orthogonal_map}')
-    if orthogonal_map == "cayley":
-        raise NotImplementedError("orthogonal_map='cayley' is not supported by tinyopt (it "
-                                  "needs linalg.solve); use 'matrix_exp' or 'householder'")
     if not use_trivialization:
         raise NotImplementedError("orthogonal(use_trivialization=False) is not supported by "
                                   "tinyopt")
