@@ -1227,3 +1227,11 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         theta = p[:, 1].atan2(p[:, 0])
         theta.sum().backward()
         result = [angles(p), angles(p).requires_grad, p.grad]""")
+    idiom("least_squares_by_normal_equations_and_inverse", """
+        A = torch.tensor(X, requires_grad=True)
+        y = torch.tensor(X[:, :1] * 2 - X[:, 1:2])
+        G = A.T @ A + 0.1 * torch.eye(A.shape[1])
+        w = torch.linalg.solve(G, A.T @ y)
+        w2 = torch.inverse(G) @ (A.T @ y)
+        ((A @ w - y) ** 2).mean().backward()
+        result = [w, w2, A.grad]""", rtol=1e-4)
