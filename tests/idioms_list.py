@@ -1235,3 +1235,13 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         w2 = torch.inverse(G) @ (A.T @ y)
         ((A @ w - y) ** 2).mean().backward()
         result = [w, w2, A.grad]""", rtol=1e-4)
+    idiom("feature_statistics_and_gated_units", """
+        feats = torch.tensor(X)
+        feats[0, 1] = float("nan")
+        centre = feats.nanmean(0, keepdim=True)
+        clean = torch.nan_to_num(feats - centre)
+        corr = torch.corrcoef(clean.T)
+        gate = nn.GLU(dim=1)(torch.cat([clean, clean], 1))
+        window = torch.hann_window(8)
+        area = torch.trapezoid(clean, dim=1)
+        result = [centre, corr, gate, window, area]""", rtol=1e-5)

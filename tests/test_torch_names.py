@@ -219,3 +219,35 @@ def test_quantile_adaptive_max_pool_and_dense_sparse_methods_match_torch():
         assert str(ours_err.value) == str(theirs_err.value)
     with pytest.warns(FutureWarning, match="assert_allclose\\(\\)` is deprecated"):
         to.testing.assert_allclose(to.ones(2), [1.0, 1.0])
+
+
+def test_glu_inner_cartesian_prod_frac_and_inplace_activations_match_torch():
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 4, 3)), rng.standard_normal((5, 3))
+    cases = [lambda lib, x, y: lib.nn.functional.glu(x, 1),
+             lambda lib, x, y: lib.nn.GLU()(y[:, :2]),
+             lambda lib, x, y: lib.inner(x, y), lambda lib, x, y: y.inner(y[0]),
+             lambda lib, x, y: lib.inner(lib.tensor(2.0, dtype=lib.float64), y),
+             lambda lib, x, y: lib.cartesian_prod(y[0], y[1, :2], y[2, :2]),
+             lambda lib, x, y: lib.cartesian_prod(y[0]), lambda lib, x, y: (x * 3).frac(),
+             lambda lib, x, y: lib.nn.functional.elu_(x.clone()),
+             lambda lib, x, y: lib.nn.functional.leaky_relu_(x.clone(), 0.2),
+             lambda lib, x, y: lib.nn.functional.relu_(x.clone())]
+    for f in cases:
+        np.testing.assert_allclose(f(to, to.tensor(a), to.tensor(b)).numpy(),
+                                   f(torch, torch.tensor(a), torch.tensor(b)).numpy(),
+                                   rtol=1e-12, atol=1e-12)
+    gradcheck(lambda x, y: to.inner(x, y) + 0 * F.glu(x, 1).sum(), a, b)
+    gradcheck(lambda x: F.glu(x, 1), a)
+    gradcheck(lambda x, y: to.cartesian_prod(x[0, 0], y[0]), a, b)
+    gradcheck(lambda x: (x * 3).frac(), a)
+    x = to.tensor([-1.0, 2.0])
+    assert F.elu_(x) is x and x.tolist()[1] == 2.0 and x.tolist()[0] < 0
+    assert repr(nn.GLU(1)) == repr(torch.nn.GLU(1))
+    with pytest.raises(RuntimeError, match="Halving dimension must be even, but dimension 1 is "
+                                           "size 3"):
+        F.glu(to.ones(2, 3), 1)
+    with pytest.raises(RuntimeError, match="last dimension must match"):
+        to.inner(to.ones(2, 3), to.ones(4, 2))
+    with pytest.raises(NotImplementedError, match="frac_cpu"):
+        to.tensor([1, 2]).frac()

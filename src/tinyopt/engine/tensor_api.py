@@ -188,6 +188,9 @@ class TensorMethods(TensorCasts):
     def atan2(self, other: Any) -> Tensor:
         return _F.atan2(self, other)
 
+    def frac(self) -> Tensor:
+        return _F.frac(self)
+
     arcsin = asin
     arccos = acos
     arctan = atan
@@ -752,6 +755,21 @@ class TensorMethods(TensorCasts):
     def inverse(self) -> Tensor:
         return _F.inverse(self)
 
+    def inner(self, other: Any) -> Tensor:
+        return _F.inner(self, other)
+
+    def cov(self, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:
+        return _F.cov(self, correction=correction, fweights=fweights, aweights=aweights)
+
+    def corrcoef(self) -> Tensor:
+        return _F.corrcoef(self)
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F.nansum(self, dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F.nanmean(self, dim, keepdim, dtype=dtype)
+
     def addmm(self, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         return _F.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
 
@@ -932,6 +950,9 @@ class TensorMethods(TensorCasts):
 
     def fmod_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.fmod(x, other), other)
+
+    def frac_(self) -> Self:
+        return self._unary_inplace(_F.frac)
 
     def atan2_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.atan2(x, other), other)

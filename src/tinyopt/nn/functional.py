@@ -50,12 +50,13 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
            "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
            "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
-           "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag", "fold", "gelu",
-           "grid_sample", "group_norm", "hardsigmoid", "hardswish", "hardtanh", "huber_loss",
-           "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
-           "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool2d",
-           "max_pool3d", "mish", "mse_loss", "nll_loss", "normalize", "one_hot", "pad",
-           "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "prelu", "relu", "relu6",
+           "dropout2d", "dropout3d", "elu", "elu_", "embedding", "embedding_bag", "fold",
+           "gelu", "glu", "grid_sample", "group_norm", "hardsigmoid", "hardswish", "hardtanh",
+           "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
+           "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+           "margin_ranking_loss", "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss",
+           "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle",
+           "pixel_unshuffle", "prelu", "relu", "relu_", "relu6",
            "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
            "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold", "upsample"]
 
@@ -69,6 +70,29 @@ def relu(input, inplace: bool = False) -> Tensor:
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x if x >= 0 else negative_slope * x."""
     return _ew.leaky_relu(input, negative_slope)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """``relu`` in place: ``input`` itself, rectified."""
+    return input.relu_()
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``leaky_relu`` in place."""
+    return input._unary_inplace(leaky_relu, negative_slope)
+
+
+def glu(input, dim: int = -1) -> Tensor:
+    """The gated linear unit a * sigmoid(b), a and b the two halves of ``input`` along ``dim``
+    (Dauphin et al. 2016, https://arxiv.org/abs/1612.08083)."""
+    x = as_tensor(input)
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if x.shape[dim] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % x.ndim} is "
+                           f"size {x.shape[dim]}")
+    a, b = x.chunk(2, dim)
+    return a * _ew.sigmoid(b)
 
 
 def gelu(input, approximate: str = "none") -> Tensor:
@@ -202,6 +226,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None,
 def elu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x for x > 0, else alpha (exp(x) - 1) (Clevert et al. 2015, https://arxiv.org/abs/1511.07289)."""
     return _act.elu(input, alpha)
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``elu`` in place."""
+    return input._unary_inplace(elu, alpha)
 
 
 def selu(input, inplace: bool = False) -> Tensor:

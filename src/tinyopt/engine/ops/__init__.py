@@ -22,7 +22,7 @@ if _typing.TYPE_CHECKING:
                                              multinomial, normal, ones, ones_like, rand,
                                              rand_like, randint, randint_like, randn, randn_like,
                                              randperm, zeros, zeros_like)
-    from tinyopt.engine.ops.combine import block_diag, combinations
+    from tinyopt.engine.ops.combine import block_diag, cartesian_prod, combinations
     from tinyopt.engine.ops.differences import diff
     from tinyopt.engine.ops.distance import vector_norm
     from tinyopt.engine.ops.histograms import histc, histogram
@@ -32,7 +32,7 @@ if _typing.TYPE_CHECKING:
                                                 bitwise_not, bitwise_or, bitwise_xor, ceil,
                                                 clamp, clamp_max, clamp_min, clip, clone, cos,
                                                 cosh, div, divide, eq, equal, erf, exp, expm1,
-                                                fix, floor, floor_divide, fmod, ge, gelu,
+                                                fix, floor, floor_divide, fmod, frac, ge, gelu,
                                                 greater, greater_equal, gt, hypot, isclose,
                                                 isfinite, isinf, isnan, isneginf, isposinf, le,
                                                 leaky_relu, lerp, less, less_equal, log, log1p,
@@ -71,7 +71,11 @@ if _typing.TYPE_CHECKING:
                                               kthvalue, masked_select, median, msort, nonzero,
                                               scatter, scatter_add, searchsorted, sort, take,
                                               take_along_dim, topk, unique)
-    from tinyopt.engine.ops.vector_products import cdist, cross, isin, std_mean, var_mean
+    from tinyopt.engine.ops.statistics import (corrcoef, cov, cumulative_trapezoid, nanmean,
+                                               nansum, trapezoid)
+    from tinyopt.engine.ops.vector_products import cdist, cross, inner, isin, std_mean, var_mean
+    from tinyopt.engine.ops.windows import (bartlett_window, blackman_window, hamming_window,
+                                            hann_window, kaiser_window)
     from tinyopt.engine.tensor import as_tensor, from_numpy, tensor
 
 _WHERE = _table({
@@ -80,7 +84,7 @@ _WHERE = _table({
         "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
         "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
         "randperm zeros zeros_like"),
-    "tinyopt.engine.ops.combine": "block_diag combinations",
+    "tinyopt.engine.ops.combine": "block_diag cartesian_prod combinations",
     "tinyopt.engine.ops.differences": "diff",
     "tinyopt.engine.ops.distance": "vector_norm",
     "tinyopt.engine.ops.histograms": "histc histogram",
@@ -88,7 +92,7 @@ _WHERE = _table({
         "abs acos add addcdiv addcmul allclose arccos arcsin arctan arctan2 asin atan atan2 "
         "bitwise_and "
         "bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone cos cosh "
-        "div divide eq equal erf exp expm1 fix floor floor_divide fmod ge gelu greater "
+        "div divide eq equal erf exp expm1 fix floor floor_divide fmod frac ge gelu greater "
         "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
         "less less_equal log log1p log2 log10 logaddexp logaddexp2 logical_and logical_not "
         "logical_or logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative "
@@ -116,7 +120,11 @@ _WHERE = _table({
         "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
         "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
         "take_along_dim topk unique"),
-    "tinyopt.engine.ops.vector_products": "cdist cross isin std_mean var_mean",
+    "tinyopt.engine.ops.statistics": (
+        "corrcoef cov cumulative_trapezoid nanmean nansum trapezoid"),
+    "tinyopt.engine.ops.vector_products": "cdist cross inner isin std_mean var_mean",
+    "tinyopt.engine.ops.windows": (
+        "bartlett_window blackman_window hamming_window hann_window kaiser_window"),
     "tinyopt.engine.tensor": "as_tensor from_numpy tensor",
 })
 
@@ -160,5 +168,8 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "swapaxes", "swapdims", "t", "take", "take_along_dim", "tan", "tanh", "tensor", "tensor_split",
     "tile", "topk", "trace", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
     "unflatten", "unique", "unsqueeze", "var", "var_mean", "vstack", "where", "xlogy", "zeros",
-    "zeros_like"
+    "zeros_like",
+    "bartlett_window", "blackman_window", "cartesian_prod", "corrcoef", "cov",
+    "cumulative_trapezoid", "frac", "hamming_window", "hann_window", "inner", "kaiser_window",
+    "nanmean", "nansum", "trapezoid",
 ]

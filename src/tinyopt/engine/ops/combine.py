@@ -1,5 +1,6 @@
-"""Tensors assembled from others: ``block_diag`` (matrices on a diagonal) and ``combinations``
-(r-subsets of a vector's elements), built from differentiable ops."""
+"""Tensors assembled from others: ``block_diag`` (matrices on a diagonal), ``combinations``
+(r-subsets of a vector's elements) and ``cartesian_prod`` (all tuples of elements of several
+vectors), built from differentiable ops."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import itertools
 import numpy as np
 
 from tinyopt.engine.dtypes import promote
-from tinyopt.engine.ops.movement import cat, stack
+from tinyopt.engine.ops.movement import cat, meshgrid, stack
 from tinyopt.engine.ops.resample import pad
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 
-__all__ = ["block_diag", "combinations"]
+__all__ = ["block_diag", "cartesian_prod", "combinations"]
 
 
 def block_diag(*tensors) -> Tensor:
@@ -55,3 +56,15 @@ def combinations(input, r: int = 2, with_replacement: bool = False) -> Tensor:
         itertools.combinations
     idx = np.array(list(pick(range(x.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     return stack([x[leaf(np.ascontiguousarray(idx[:, j]))] for j in range(r)], 1)
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """The rows (a_i, b_j, ...) of every combination of elements of the 1-D ``tensors``, the
+    last varying fastest (``itertools.product``); one tensor comes back as it is."""
+    ts = [as_tensor(t) for t in tensors]
+    for t in ts:
+        if t.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(ts) == 1:
+        return ts[0]
+    return stack([g.reshape(-1) for g in meshgrid(*ts, indexing="ij")], 1)

@@ -633,6 +633,15 @@ def round(x, *, decimals: int = 0) -> Tensor:
     return _round(x * scale) / scale
 
 
+def frac(x) -> Tensor:
+    """The fractional part x - trunc(x), with x's sign (gradient 1)."""
+    x = as_tensor(x)
+    if not is_float(x.dtype):
+        raise NotImplementedError(f'"frac_cpu" not implemented for '
+                                  f"'{scalar_type_name(x.dtype)}'")
+    return x - trunc(x)
+
+
 def gelu(x, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit: x * Phi(x), or its tanh approximation."""
     if approximate == "none":

@@ -1,5 +1,6 @@
 """Functions of the tensor API built from other ops (so their gradients come with them): the
-cross product, pairwise distances ``cdist``, the ``std_mean``/``var_mean`` pairs and ``isin``."""
+cross product, the inner product over the last dimensions, pairwise distances ``cdist``, the
+``std_mean``/``var_mean`` pairs and ``isin``."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import warnings
 
 from tinyopt.engine.ops.distance import vector_norm
 from tinyopt.engine.ops.elementwise import _operands, _require_float, eq
+from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.ops.movement import stack
 from tinyopt.engine.ops.reduce import any as _any
 from tinyopt.engine.ops.reduce import mean, std, var
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["cdist", "cross", "isin", "std_mean", "var_mean"]
+__all__ = ["cdist", "cross", "inner", "isin", "std_mean", "var_mean"]
 
 
 def cross(input, other, dim: int | None = None) -> Tensor:
@@ -36,6 +38,20 @@ def cross(input, other, dim: int | None = None) -> Tensor:
     bi = [b.select(d, i) for i in range(3)]
     return stack([ai[1] * bi[2] - ai[2] * bi[1], ai[2] * bi[0] - ai[0] * bi[2],
                   ai[0] * bi[1] - ai[1] * bi[0]], d)
+
+
+def inner(input, other) -> Tensor:
+    """sum_k a[..., k] b[..., k] for every pair of leading indices: shape ``a.shape[:-1] +
+    b.shape[:-1]`` (a 0-d operand multiplies instead)."""
+    a, b = _operands("inner", input, other)
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    if a.shape[-1] != b.shape[-1]:
+        raise RuntimeError(f"inner() the last dimension must match on both input tensors but got "
+                           f"shapes {list(a.shape)} and {list(b.shape)}")
+    n = a.shape[-1]
+    out = matmul(a.reshape(-1, n), b.reshape(-1, n).transpose(0, 1))
+    return out.reshape(*a.shape[:-1], *b.shape[:-1])
 
 
 def cdist(x1, x2, p: float = 2.0,

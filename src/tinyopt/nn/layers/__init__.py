@@ -28,7 +28,7 @@ from tinyopt.engine.lazy import exports as _exports
 from tinyopt.engine.lazy import table as _table
 
 if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
-    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, SELU, Hardsigmoid, Hardswish,
+    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish,
                                               Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
                                               PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
                                               Softplus, Tanh)
@@ -65,7 +65,7 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
 
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.nn.layers.activation": (
-        "CELU ELU GELU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish "
+        "CELU ELU GELU GLU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish "
         "PReLU ReLU ReLU6 Sigmoid SiLU Softmax Softplus Tanh"),
     "tinyopt.nn.layers.conv": "Conv1d Conv2d",
     "tinyopt.nn.layers.conv_transpose": "ConvTranspose2d",
@@ -112,4 +112,5 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "LSTMCell", "GRUCell", "MultiheadAttention", "TransformerEncoderLayer",
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
-           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold", "AdaptiveMaxPool2d"]
+           "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold", "AdaptiveMaxPool2d",
+           "GLU"]

@@ -239,6 +239,21 @@ class Hardswish(Module):
         return F.hardswish(input)
 
 
+class GLU(Module):
+    """The gated linear unit: ``F.glu(x, dim)``, the first half of x along ``dim`` times the
+    sigmoid of the second."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input) -> Tensor:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class LogSigmoid(Module):
     """log(sigmoid(x)), computed stably."""
 

@@ -28,7 +28,7 @@ _FILES: dict[str, tuple[str, str]] = {
     "instancenorm": ("tinyopt.nn.layers.normalization",
                      "InstanceNorm1d InstanceNorm2d _InstanceNorm"),
     "normalization": ("tinyopt.nn.layers.normalization", "LayerNorm GroupNorm RMSNorm"),
-    "activation": ("tinyopt.nn", "CELU ELU GELU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU "
+    "activation": ("tinyopt.nn", "CELU ELU GELU GLU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU "
                    "LogSigmoid LogSoftmax Mish PReLU ReLU ReLU6 Sigmoid SiLU Softmax Softplus "
                    "Tanh MultiheadAttention"),
     "dropout": ("tinyopt.nn.layers.dropout", "Dropout Dropout1d Dropout2d Dropout3d _DropoutNd"),
