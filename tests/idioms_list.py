@@ -49,7 +49,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("model_to_device", """
         m = nn.Linear(4, 2).to("cpu")
         result = sum(p.numel() for p in m.parameters())""")
-    # ---- creation ---------------------------------------------------------------------------------
+    # ---- creation --------------------------------------------------------------------------------
     idiom("tensor_float", """
         result = torch.tensor([1.0, 2.5]).dtype""")
     idiom("tensor_int", """
@@ -101,7 +101,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = x.grad""")
     idiom("new_zeros", """
         result = torch.tensor(X).new_zeros((2, 2)).dtype""")
-    # ---- shape ------------------------------------------------------------------------------------
+    # ---- shape -----------------------------------------------------------------------------------
     idiom("view", """
         result = torch.tensor(X).view(8, 8).shape""")
     idiom("view_minus_one", """
@@ -161,7 +161,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.zeros(2, 3, 4).mT.shape""")
     idiom("swapaxes", """
         result = torch.zeros(2, 3).swapaxes(0, 1).shape""")
-    # ---- indexing ---------------------------------------------------------------------------------
+    # ---- indexing --------------------------------------------------------------------------------
     idiom("slice_columns", """
         result = torch.tensor(X)[:, 1:3]""")
     idiom("index_row", """
@@ -205,7 +205,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("where_tensors", """
         x = torch.tensor(X)
         result = torch.where(x > 0, x, torch.zeros_like(x))""")
-    # ---- math -------------------------------------------------------------------------------------
+    # ---- math ------------------------------------------------------------------------------------
     idiom("arith_broadcast", """
         x = torch.tensor(X)
         result = (x * 2 + 1) / 3 - x ** 2""")
@@ -302,7 +302,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = torch.tensor(X).softmax(dim=-1)""")
     idiom("log_softmax_fn", """
         result = F.log_softmax(torch.tensor(X), dim=1)""")
-    # ---- dtypes and conversion --------------------------------------------------------------------
+    # ---- dtypes and conversion -------------------------------------------------------------------
     idiom("float_long", """
         x = torch.tensor(X)
         result = [x.long().dtype, x.long().float().dtype, x.double().dtype]""")
@@ -332,7 +332,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         result = str(torch.tensor([1.0, 2.0]))""")
     idiom("float_of_tensor", """
         result = float(torch.tensor(X).sum())""")
-    # ---- autograd ---------------------------------------------------------------------------------
+    # ---- autograd --------------------------------------------------------------------------------
     idiom("backward_grad", """
         w = torch.tensor([1.0, 2.0], requires_grad=True)
         (w * w).sum().backward()
@@ -385,7 +385,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         with torch.set_grad_enabled(False):
             y = nn.Linear(4, 1)(torch.tensor(X))
         result = y.requires_grad""")
-    # ---- in-place updates -------------------------------------------------------------------------
+    # ---- in-place updates ------------------------------------------------------------------------
     idiom("manual_sgd", """
         m = seed_weights(nn.Linear(4, 3))
         loss = F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y))
@@ -457,7 +457,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                 nn.init.zeros_(mod.bias)
         m = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 1)).apply(init)
         result = m(torch.ones(1, 2))""")
-    # ---- modules ----------------------------------------------------------------------------------
+    # ---- modules ---------------------------------------------------------------------------------
     idiom("custom_module", """
         class Net(nn.Module):
             def __init__(self):
@@ -538,7 +538,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         head.weight = emb.weight
         m = nn.ModuleList([emb, head])
         result = len(list(m.parameters()))""")
-    # ---- layers (the functional and module additions of this issue) -------------------------------
+    # ---- layers (the functional and module additions of this issue) ------------------------------
     idiom("conv_pool_stack", """
         m = seed_weights(nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)))
@@ -611,7 +611,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                   F.nll_loss(F.log_softmax(logits, 1), y, reduction="sum")]""")
     idiom("cross_entropy_ignore_index", """
         result = F.cross_entropy(torch.tensor(X[:, :3]), torch.tensor(np.where(Y == 0, -100, Y)))""")
-    # ---- optimizers and schedulers ----------------------------------------------------------------
+    # ---- optimizers and schedulers ---------------------------------------------------------------
     idiom("train_mlp_sgd", """
         m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
         opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
@@ -684,7 +684,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         F.cross_entropy(m(torch.tensor(X)), torch.tensor(Y)).backward()
         opt.zero_grad()
         result = [p.grad is None for p in m.parameters()]""")
-    # ---- data -------------------------------------------------------------------------------------
+    # ---- data ------------------------------------------------------------------------------------
     idiom("dataloader_loop", """
         loader = DataLoader(TensorDataset(torch.tensor(X), torch.tensor(Y)), batch_size=5)
         result = [(xb.shape, yb.shape) for xb, yb in loader]""")
@@ -741,7 +741,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
                 return {"x": np.ones(2, np.float32) * i, "y": i}
         b = next(iter(DataLoader(D(), batch_size=4)))
         result = [b["x"].shape, b["y"].tolist()]""")
-    # ---- saving -----------------------------------------------------------------------------------
+    # ---- saving ----------------------------------------------------------------------------------
     idiom("save_load_state_dict", """
         m = seed_weights(nn.Linear(4, 2))
         torch.save(m.state_dict(), "model.pt")
@@ -763,7 +763,7 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
     idiom("save_list_of_tensors", """
         torch.save([torch.arange(3), torch.zeros(2)], "l.pt")
         result = torch.load("l.pt")""")
-    # ---- full small scripts ---------------------------------------------------------------------------
+    # ---- full small scripts ----------------------------------------------------------------------
     idiom("eval_loop_accuracy", """
         m = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
         m.eval()
@@ -992,3 +992,256 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         torch.manual_seed(0)
         probs = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]) / 0.7, dim=-1)
         result = probs""")
+    # ---- names public scripts meet first (issue 28) ----------------------------------------------
+    idiom("cudnn_flags_dcgan", """
+        import importlib
+        cudnn = importlib.import_module(torch.__name__ + ".backends.cudnn")
+        cudnn.benchmark = True
+        result = [cudnn.is_available(), torch.backends.cudnn.benchmark]
+        cudnn.benchmark = False""")
+    idiom("compile_returns_a_callable_model", """
+        m = seed_weights(nn.Linear(4, 2))
+        cm = torch.compile(m)
+        result = cm(torch.tensor(X[:3]))""")
+    idiom("compile_decorator", """
+        @torch.compile(mode="max-autotune")
+        def f(x):
+            return x.sin() + 1
+        result = f(torch.tensor(X[:2]))""")
+    idiom("num_threads", """
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        one = torch.get_num_threads()
+        torch.set_num_threads(n)
+        result = [one, torch.get_num_threads() == n]""")
+    idiom("sum_keepdims_numpy_spelling", """
+        x = torch.tensor(X)
+        result = [x.sum(1, keepdims=True), torch.mean(x, dim=0, keepdims=True).shape,
+                  x.amax(-1, keepdims=True).shape]""")
+    idiom("add_deprecated_alpha_first", """
+        import warnings
+        p = torch.tensor(X[0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p.add_(-0.1, torch.ones(4))
+        result = p""")
+    idiom("range_index_and_assign", """
+        logits = torch.tensor(X[:5, :3])
+        y = torch.tensor(Y[:5])
+        picked = logits[range(5), y]
+        d = torch.zeros_like(logits)
+        d[range(5), y] = -1.0 / 5
+        result = [picked, d]""")
+    idiom("random_sampler_replacement_huge", """
+        ds = TensorDataset(torch.tensor(X), torch.tensor(Y))
+        sampler = torch.utils.data.RandomSampler(ds, replacement=True, num_samples=int(1e10))
+        loader = DataLoader(ds, batch_size=4, sampler=sampler)
+        xb, yb = next(iter(loader))
+        result = [len(sampler), tuple(xb.shape)]""")
+    idiom("save_whole_model", """
+        m = seed_weights(nn.Sequential(nn.Linear(4, 3), nn.Tanh()))
+        torch.save(m, "model.pt")
+        back = torch.load("model.pt", weights_only=False)
+        result = back(torch.tensor(X[:2]))""")
+    idiom("whole_model_refused_by_default", """
+        import pickle
+        torch.save(nn.Linear(4, 3), "model.pt")
+        try:
+            torch.load("model.pt")
+            result = "loaded"
+        except pickle.UnpicklingError as e:
+            result = str(e).split(".")[0]""")
+    idiom("load_state_dict_file", """
+        m = seed_weights(nn.Linear(4, 3))
+        torch.save(m.state_dict(), "lenet.pth")
+        m2 = nn.Linear(4, 3)
+        m2.load_state_dict(torch.load("lenet.pth", map_location="cpu", weights_only=True))
+        result = m2(torch.tensor(X[:2]))""")
+    idiom("autograd_function_legendre", """
+        class LegendrePolynomial3(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, input):
+                ctx.save_for_backward(input)
+                return 0.5 * (5 * input ** 3 - 3 * input)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                input, = ctx.saved_tensors
+                return grad_output * 1.5 * (5 * input ** 2 - 1)
+
+        x = torch.linspace(-1, 1, 50)
+        c = torch.tensor(0.1, requires_grad=True)
+        d = torch.tensor(0.3, requires_grad=True)
+        loss = (LegendrePolynomial3.apply(c + d * x) - x).pow(2).sum()
+        loss.backward()
+        result = [loss.item(), c.grad, d.grad]""")
+    idiom("autograd_function_straight_through", """
+        class RoundSTE(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.round()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        lin = seed_weights(nn.Linear(4, 3))
+        out = RoundSTE.apply(lin(torch.tensor(X)) * 4)
+        F.cross_entropy(out, torch.tensor(Y)).backward()
+        result = lin.weight.grad""")
+    idiom("onnx_export_word_language_model_flag", """
+        import importlib
+        onnx_module = importlib.import_module(torch.__name__ + ".onnx")
+        model = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3)))
+        model.eval()
+        onnx_module.export(model, (torch.tensor(X[:2]),), "model.onnx", input_names=["x"],
+                           output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+                           opset_version=18, dynamo=False)
+        result = os.path.getsize("model.onnx") > 0""")
+    idiom("spatial_transformer_stn", """
+        class STN(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc_loc = nn.Sequential(nn.Linear(16, 8), nn.ReLU(True), nn.Linear(8, 6))
+                self.fc_loc[2].weight.data.zero_()
+                self.fc_loc[2].bias.data.copy_(torch.tensor([1, 0, 0, 0, 1, 0], dtype=torch.float))
+
+            def forward(self, x):
+                theta = self.fc_loc(x.view(-1, 16)).view(-1, 2, 3)
+                grid = F.affine_grid(theta, x.size(), align_corners=False)
+                return F.grid_sample(x, grid, align_corners=False)
+
+        net = STN()
+        seed_weights(net.fc_loc[0])
+        x = torch.tensor(X.reshape(4, 1, 4, 4))
+        out = net(x)
+        out.pow(2).mean().backward()
+        result = [out, net.fc_loc[2].weight.grad]""")
+    idiom("gcn_sparse_adjacency", """
+        edges = np.array([[i, (i + 1) % 16] for i in range(16)] + [[i, i] for i in range(16)]).T
+        adj = torch.sparse_coo_tensor(torch.tensor(edges), torch.ones(edges.shape[1]) / 2, (16, 16))
+        lin = seed_weights(nn.Linear(4, 3))
+        out = torch.sparse.mm(adj, lin(torch.tensor(X)))
+        loss = F.cross_entropy(out, torch.tensor(Y))
+        loss.backward()
+        result = [loss.item(), lin.weight.grad]""")
+    idiom("dense_to_sparse_spmm", """
+        A = torch.tensor((np.eye(16) + np.eye(16, k=1)).astype(np.float32)).to_sparse()
+        h = torch.spmm(A, torch.tensor(X))
+        result = [A._nnz(), A.is_sparse, h, A.to_dense().sum().item()]""")
+    idiom("sparse_coalesce_values", """
+        s = torch.sparse_coo_tensor([[0, 1, 0], [1, 0, 1]], [1.0, 2.0, 3.0], (2, 2)).coalesce()
+        result = [s.indices(), s.values(), s.to_dense()]""")
+    idiom("rmsnorm_llama_block", """
+        norm = nn.RMSNorm(4, eps=1e-6)
+        fc = seed_weights(nn.Linear(4, 4))
+        h = torch.tensor(X)
+        out = h + fc(norm(h))
+        out.sum().backward()
+        result = [out, norm.weight.grad, F.rms_norm(h, (4,))]""")
+    idiom("activation_checkpoint_block", """
+        import importlib
+        cp = importlib.import_module(torch.__name__ + ".utils.checkpoint")
+        block = seed_weights(nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4)))
+        x = torch.tensor(X)
+        y = cp.checkpoint(block, x, use_reentrant=False)
+        y.pow(2).mean().backward()
+        result = [y, block[0].weight.grad]""")
+    idiom("unsqueeze_in_place_batch_dim", """
+        img = torch.tensor(X[0])
+        img.unsqueeze_(0)
+        m = seed_weights(nn.Linear(4, 2))
+        result = [img.shape, m(img)]""")
+    idiom("weight_norm_parametrization", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.weight_norm(seed_weights(nn.Linear(4, 3)))
+        out = m(torch.tensor(X)).sum()
+        out.backward()
+        result = [sorted(m.state_dict()), out.item(), m.parametrizations.weight.original0.grad]""")
+    idiom("spectral_norm_discriminator_eval", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.spectral_norm(seed_weights(nn.Linear(4, 3)))
+        m.eval()
+        u = m.parametrizations.weight[0]._u
+        result = [sorted(m.state_dict()), tuple(u.shape), type(m).__name__]""")
+    idiom("orthogonal_rnn_weight", """
+        from importlib import import_module
+        P = import_module(torch.__name__ + ".nn.utils.parametrizations")
+        m = P.orthogonal(nn.Linear(4, 4, bias=False))
+        w = m.weight
+        result = torch.allclose(w @ w.t(), torch.eye(4), atol=1e-5)""")
+    idiom("video_conv3d_block", """
+        net = seed_weights(nn.Sequential(
+            nn.Conv3d(1, 2, 3, padding=1), nn.BatchNorm3d(2), nn.ReLU(), nn.MaxPool3d(2),
+            nn.ConvTranspose3d(2, 2, 2, stride=2), nn.AvgPool3d(2), nn.AdaptiveAvgPool3d(1),
+            nn.Flatten(), nn.Linear(2, 3)))
+        clip = torch.tensor(np.linspace(-1, 1, 128, dtype=np.float32).reshape(2, 1, 4, 4, 4))
+        loss = F.cross_entropy(net(clip), torch.tensor([0, 2]))
+        loss.backward()
+        result = [loss.item(), net[0].weight.grad]""", rtol=1e-4)
+    idiom("timm_style_jit_guards", """
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+                self.act = nn.Hardswish()
+
+            def forward(self, x):
+                if torch.jit.is_scripting() or torch.jit.is_tracing():
+                    return self.fc(x)
+                return self.act(self.fc(x)) + x
+
+        m = seed_weights(Block())
+        result = m(torch.tensor(X))""")
+    idiom("testing_assert_close_in_a_check", """
+        a = torch.tensor(X)
+        torch.testing.assert_close(a * 2, a + a)
+        result = [torch.pi, torch.version.cuda, str(a.layout)]""")
+    idiom("pretrained_weights_from_url", """
+        import pathlib
+        m = seed_weights(nn.Linear(4, 3))
+        torch.save(m.state_dict(), "lenet.pth")
+        url = pathlib.Path("lenet.pth").resolve().as_uri()
+        sd = torch.hub.load_state_dict_from_url(url, model_dir="hub", progress=False)
+        m2 = nn.Linear(4, 3)
+        m2.load_state_dict(sd)
+        result = m2(torch.tensor(X))""")
+    idiom("data_parallel_wrapper_and_module_path", """
+        model = seed_weights(nn.Linear(4, 3))
+        if torch.cuda.device_count() > 1 or True:
+            model = nn.DataParallel(model)
+        torch.use_deterministic_algorithms(True)
+        torch.set_float32_matmul_precision("high")
+        out = model(torch.tensor(X))
+        torch.use_deterministic_algorithms(False)
+        torch.set_float32_matmul_precision("highest")
+        result = [sorted(model.state_dict()), out, model.module.weight.shape]""")
+    idiom("angle_of_2d_points_and_bare_grad_decorators", """
+        @torch.no_grad
+        def angles(p):
+            return torch.atan2(p[:, 1], p[:, 0])
+
+        p = torch.tensor(X[:, :2], requires_grad=True)
+        theta = p[:, 1].atan2(p[:, 0])
+        theta.sum().backward()
+        result = [angles(p), angles(p).requires_grad, p.grad]""")
+    idiom("least_squares_by_normal_equations_and_inverse", """
+        A = torch.tensor(X, requires_grad=True)
+        y = torch.tensor(X[:, :1] * 2 - X[:, 1:2])
+        G = A.T @ A + 0.1 * torch.eye(A.shape[1])
+        w = torch.linalg.solve(G, A.T @ y)
+        w2 = torch.inverse(G) @ (A.T @ y)
+        ((A @ w - y) ** 2).mean().backward()
+        result = [w, w2, A.grad]""", rtol=1e-4)
+    idiom("feature_statistics_and_gated_units", """
+        feats = torch.tensor(X)
+        feats[0, 1] = float("nan")
+        centre = feats.nanmean(0, keepdim=True)
+        clean = torch.nan_to_num(feats - centre)
+        corr = torch.corrcoef(clean.T)
+        gate = nn.GLU(dim=1)(torch.cat([clean, clean], 1))
+        window = torch.hann_window(8)
+        area = torch.trapezoid(clean, dim=1)
+        result = [centre, corr, gate, window, area]""", rtol=1e-5)

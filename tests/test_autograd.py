@@ -158,3 +158,16 @@ def test_grad_mode_context_managers_and_decorators():
     to.set_grad_enabled(False)
     assert not to.is_grad_enabled()
     to.set_grad_enabled(True)
+
+    @to.no_grad  # without parentheses, as PyTorch allows (for enable_grad too)
+    def g():
+        return (x * 2).requires_grad
+
+    @to.enable_grad
+    def h():
+        return (x * 2).requires_grad
+    assert g() is False and g.__name__ == "g"
+    with to.no_grad():
+        assert h() is True
+    with pytest.raises(TypeError, match="function to decorate"):
+        to.no_grad(5)

@@ -137,6 +137,15 @@ def test_index_tensors_may_be_computed_in_the_graph():
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0, 1, 0, 3])
 
 
+def test_python_range_indexes_and_assigns_like_a_list():
+    x = to.zeros(4, 5)
+    y = to.tensor([1, 0, 4, 2])
+    x[range(4), y] = 2.0
+    np.testing.assert_array_equal(x[range(4), y].numpy(), [2.0] * 4)
+    assert x[range(1, 3)].shape == (2, 5) and x[:, range(0)].shape == (4, 0)
+    np.testing.assert_array_equal(x[range(3, 0, -1), 1].numpy(), x.numpy()[[3, 2, 1], 1])
+
+
 # ---- hostile keys: a differential fuzz against torch (issue 25.14) -------------------------------
 # Every key is built from the atoms below (out-of-range and negative integers, huge ones, Python
 # and 0-d bools, floats, strings, slices with zero, negative or float steps, None and several

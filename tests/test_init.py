@@ -167,3 +167,33 @@ def test_float64_parameters_are_filled_in_float64():
     p = param(10, 10, dtype=np.float64)
     init.uniform_(p)
     assert p.data.dtype == np.float64 and len(np.unique(p.data)) == 100
+
+
+@pytest.mark.parametrize("shape, groups", [((6, 3, 3), 1), ((4, 2, 3, 5), 2), ((3, 5, 2, 3, 3), 1)])
+def test_dirac_is_torchs_identity_convolution(shape, groups):
+    w = init.dirac_(param(*shape), groups=groups).data.numpy()
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(w, torch.nn.init.dirac_(torch.empty(shape), groups).numpy())
+    with pytest.raises(ValueError, match="divisible by groups"):
+        init.dirac_(param(5, 2, 3), groups=2)
+    with pytest.raises(ValueError, match="3, 4, or 5"):
+        init.dirac_(param(2, 2))
+
+
+def test_sparse_zeroes_that_many_rows_of_every_column():
+    w = init.sparse_(param(40, 30), sparsity=0.3, std=0.5).data.numpy()
+    assert ((w == 0).sum(axis=0) == 12).all()  # ceil(0.3 * 40) a column
+    assert np.std(w[w != 0]) == pytest.approx(0.5, rel=0.1)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        init.sparse_(param(2, 2, 2), 0.5)
+
+
+@pytest.mark.parametrize("name", ["uniform", "normal", "constant", "eye", "dirac", "xavier_uniform",
+                                  "xavier_normal", "kaiming_uniform", "kaiming_normal",
+                                  "orthogonal", "sparse"])
+def test_names_without_underscore_are_deprecated_aliases(name):
+    args = {"constant": (0.5,), "sparse": (0.5,)}.get(name, ())
+    p = param(4, 4, 3) if name == "dirac" else param(4, 4)
+    with pytest.warns(FutureWarning, match=f"`nn.init.{name}` is now deprecated in favor of "
+                                           f"`nn.init.{name}_`"):
+        assert getattr(init, name)(p, *args) is p

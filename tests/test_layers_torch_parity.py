@@ -207,3 +207,37 @@ def test_instance_norm_checks():
         nn.InstanceNorm2d(3)(np.zeros((2, 4, 3, 3), np.float32))
     unbatched = nn.InstanceNorm2d(4)(X4[0].astype(np.float32))
     assert unbatched.shape == (4, 6, 6)
+
+
+def test_rms_norm_and_batch_norm_3d_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float64)
+    for shape, eps, affine in (((5,), None, True), ((4, 5), 1e-3, False)):
+        tm = torch.nn.RMSNorm(shape, eps=eps, elementwise_affine=affine).double()
+        om = to.nn.RMSNorm(shape, eps=eps, elementwise_affine=affine)
+        om.to(np.float64)
+        if affine:
+            w = rng.standard_normal(shape)
+            tm.weight.data = torch.tensor(w)
+            om.weight.data[...] = w
+        tx, ox = torch.tensor(x, requires_grad=True), to.tensor(x, requires_grad=True)
+        tm(tx).pow(3).sum().backward()
+        om(ox).pow(3).sum().backward()
+        np.testing.assert_allclose(om(ox).numpy(), tm(tx).detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(ox.grad.numpy(), tx.grad.numpy(), rtol=1e-10)
+        if affine:
+            np.testing.assert_allclose(om.weight.grad.numpy(), tm.weight.grad.numpy(), rtol=1e-10)
+        assert repr(om) == repr(tm)
+    with pytest.raises(RuntimeError, match=r"expected input with shape \[\*, 4\]"):
+        to.nn.functional.rms_norm(to.ones(2, 3), (4,))
+    x5 = rng.standard_normal((3, 2, 2, 3, 4)).astype(np.float32)
+    tb, ob = torch.nn.BatchNorm3d(2), to.nn.BatchNorm3d(2)
+    for train in (True, False):
+        tb.train(train)
+        ob.train(train)
+        np.testing.assert_allclose(ob(x5).numpy(), tb(torch.tensor(x5)).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ob.running_var.numpy(), tb.running_var.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="expected 5D input"):
+        ob(to.ones(2, 2, 3))

@@ -332,6 +332,9 @@ def test_to_double_keeps_parameter_identity():
         net.to(np.int64)
     with pytest.raises(RuntimeError, match="CPU only"):  # as torch without CUDA: at once
         net.to("cuda")
+    for move in (net.cuda, lambda: net.cuda(0), net.xpu):
+        with pytest.raises(RuntimeError, match="CPU only"):
+            move()
 
 
 def test_deepcopy_keeps_sharing_and_copies_storage():

@@ -543,6 +543,7 @@ MATH_CASES = {
     "masked_fill": (lambda L, x: x.masked_fill(x < 0, 0.5), Q),
     "addcmul": (lambda L, x: x.addcmul(x, x, value=0.5), Q), "addcdiv": (lambda L, x: L.addcdiv(x, x, x + 3), P),
     "xlogy": (lambda L, x: L.xlogy(x, x), P), "logaddexp": (lambda L, x: L.logaddexp(x, -x), Q),
+    "atan2": (lambda L, x: L.atan2(x, x.flip(0) - 0.2), Q),
     "hypot": (lambda L, x: L.hypot(x, x * 2), P), "div trunc": (lambda L, x: x.div(0.3, rounding_mode="trunc"), Q),
     "div floor": (lambda L, x: L.div(x, 0.3, rounding_mode="floor"), Q),
     "abs": (lambda L, x: x.abs(), Q), "neg": (lambda L, x: -x, Q), "square": (lambda L, x: x.square(), Q),
@@ -600,6 +601,35 @@ def test_logaddexp_of_equal_infinities_is_that_infinity(name):
     torch = pytest.importorskip("torch")
     np.testing.assert_allclose(got, getattr(torch, name)(torch.tensor(a), torch.tensor(b)).numpy(),
                                rtol=1e-6)
+
+
+def test_atan2_quadrants_signed_zeros_infinities_and_origin_gradient():
+    """C's atan2 on every pair of special values; the gradient at the origin (where r^2 is 0,
+    or underflows) is 0 with torch's signs, not NaN; integers compute in float32."""
+    vals = np.array([0.0, -0.0, 1.0, -1.0, INF, -INF, NAN, 2.5], np.float32)
+    a, b = (v.ravel() for v in np.meshgrid(vals, vals))
+    got = to.atan2(to.tensor(a), to.tensor(b)).numpy()
+    want = np.arctan2(a, b)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert np.array_equal(np.signbit(got[~np.isnan(got)]), np.signbit(want[~np.isnan(want)]))
+    y = to.tensor([0.0, -0.0, 0.0, 1e-30, -2.0], requires_grad=True)
+    x = to.tensor([0.0, 0.0, -0.0, 0.0, 0.3], requires_grad=True)
+    to.atan2(y, x).sum().backward()
+    gy, gx = y.grad.numpy(), x.grad.numpy()
+    assert list(gy[:4]) == [0.0] * 4 and list(np.signbit(gy[:4])) == [False, False, True, False]
+    assert list(gx[:4]) == [0.0] * 4 and list(np.signbit(gx[:4])) == [True, False, True, True]
+    np.testing.assert_allclose([gy[4], gx[4]], [0.3 / 4.09, 2.0 / 4.09], rtol=1e-6)
+    assert to.atan2(to.tensor([1, 2]), to.tensor([3, 0])).dtype == to.float32
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        to.tensor([1, 2]).atan2_(to.tensor([1, 1]))
+    t = to.tensor([1.0, -1.0])
+    t.arctan2_(to.tensor([-1.0, -1.0]))
+    np.testing.assert_allclose(t.numpy(), [0.75 * np.pi, -0.75 * np.pi], rtol=1e-6)
+    torch = pytest.importorskip("torch")
+    yt, xt = (torch.tensor(v.detach().numpy(), requires_grad=True) for v in (y, x))
+    torch.atan2(yt, xt).sum().backward()
+    assert np.array_equal(np.signbit(yt.grad.numpy()), np.signbit(gy))
+    assert np.array_equal(np.signbit(xt.grad.numpy()), np.signbit(gx))
 
 
 def test_logsumexp_of_infinities_is_torchs():

@@ -366,6 +366,18 @@ def test_softmax_of_a_0d_input_is_pytorchs(op):
         f(to.tensor(np.float32(1)), dim=1)
 
 
+def test_keepdims_is_numpys_spelling_of_keepdim():
+    x = to.tensor(np.arange(24.0).reshape(2, 3, 4))
+    for name in ("sum", "mean", "amax", "amin", "prod", "logsumexp", "var", "std", "argmax",
+                 "argmin", "any", "all"):
+        a = getattr(to, name)(x, 1, keepdims=True)
+        b = getattr(x, name)(1, keepdim=True)
+        assert a.shape == b.shape == (2, 1, 4), name
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert x.max(2, keepdims=True)[0].shape == (2, 3, 1)
+    assert x.median(0, keepdims=True)[1].shape == (1, 3, 4)
+
+
 _ZERO_D = ["prod(0)", "prod(-1, keepdim=True)", "logcumsumexp(0)", "max(0)", "min(-1)",
            "argmax(0)", "argmin(0, keepdim=True)", "cumsum(0)", "sum(0)", "amax(0)",
            "logsumexp(0)"]

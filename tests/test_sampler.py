@@ -142,3 +142,30 @@ def test_custom_sampler_subclass():
     assert list(BatchSampler(Evens(7), 2, False)) == [[0, 2], [4, 6]]
     with pytest.raises(NotImplementedError):
         iter(Sampler())
+
+
+def test_samplers_draw_lazily_and_iterating_equals_the_epoch_array():
+    import itertools
+    import tracemalloc
+    from tinyopt.data import DataLoader, TensorDataset
+    huge = int(1e10)
+    tracemalloc.start()
+    for s in (RandomSampler(range(20), replacement=True, num_samples=huge),
+              WeightedRandomSampler(np.ones(20), num_samples=huge)):
+        first = list(itertools.islice(iter(s), 100))
+        assert len(first) == 100 and all(0 <= i < 20 for i in first) and len(s) == huge
+    ds = TensorDataset(np.arange(20, dtype=np.float32))
+    loader = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds, True, huge))
+    (xb,) = next(iter(loader))
+    assert xb.shape == (4,)
+    assert tracemalloc.get_traced_memory()[1] < 64 * 2**20  # (74.5 GiB when drawn whole)
+    tracemalloc.stop()
+    # chunked draws are the same numbers as one draw of the epoch (orders seeded today stay)
+    for make in (lambda k: RandomSampler(range(7), True, k), lambda k: RandomSampler(range(7),
+                 False, k), lambda k: WeightedRandomSampler(np.arange(1.0, 8.0), k)):
+        for k in (3, 7, 20, 70_000):
+            tinyopt.manual_seed(5)
+            lazy = list(make(k))
+            tinyopt.manual_seed(5)
+            whole = make(k)._indices().tolist()
+            assert lazy == whole and len(lazy) == k

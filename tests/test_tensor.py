@@ -67,7 +67,7 @@ def test_boolean_masks_index_assign_and_backpropagate_as_torch():
         to.tensor(a)[to.tensor([True, False])]
 
 
-# ---- values, storage and in place ------------------------------------------------------------------
+# ---- values, storage and in place ----------------------------------------------------------------
 def test_ops_over_concrete_tensors_run_at_once_and_views_share_storage():
     x = to.zeros(3, 4)
     row = x[1]
@@ -293,7 +293,7 @@ def test_repr_matches_torch():
     assert f"{to.tensor(2.3456):+.2f}" == "+2.35"
 
 
-# ---- dtypes and devices ---------------------------------------------------------------------------
+# ---- dtypes and devices --------------------------------------------------------------------------
 @needs_torch
 def test_dtype_names_casts_and_promotion_match_torch():
     for name in ("float32", "float", "float64", "double", "int64", "long", "int32", "int",
@@ -362,3 +362,55 @@ def test_tensor_constructors_and_legacy_types():
     assert to.is_tensor(t) and not to.is_tensor(a)
     x = to.randn(3, requires_grad=True)
     assert x.requires_grad and x.is_leaf and x.grad_fn is None
+
+
+def test_deprecated_alpha_first_overloads_warn_and_compute_as_torch():
+    for name in ("add", "add_", "sub", "sub_"):
+        x = to.tensor([1.0, 2.0])
+        with pytest.warns(UserWarning, match=rf"This overload of {name} is deprecated"):
+            out = getattr(x, name)(2.0, to.tensor([1.0, 1.0]))
+        sign = 1 if name.startswith("add") else -1
+        np.testing.assert_array_equal(out.numpy(), [1 + sign * 2, 2 + sign * 2])
+        assert (out is x) == name.endswith("_")
+    with pytest.raises(TypeError, match="invalid combination"):
+        to.ones(2).add_(to.ones(2), to.ones(2))
+
+
+def test_in_place_shape_methods_match_torch():
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        out = []
+        y = lib.arange(6.0).reshape(2, 3)
+        z = y[0]
+        y.t_()
+        y[0, 1] = 100.0
+        out += [y.clone(), z.clone()]  # a view taken before keeps its old shape and storage
+        a = lib.arange(6.0)
+        a.resize_(2, 2)
+        out.append(a.clone())
+        b = lib.arange(6.0)
+        b.as_strided_((2, 2), (1, 2))
+        out.append(b.clone())
+        c = lib.ones(3, 1)
+        c.squeeze_()
+        c.unsqueeze_(0).transpose_(0, 1)
+        out.append(c.clone())
+        w = lib.ones(2, 3, requires_grad=True)
+        h = w * 2
+        g = h * 3  # built before the in-place change: reads h as (2, 3)
+        h.t_()
+        (h * lib.arange(2.0)).sum().backward(retain_graph=True)
+        g.sum().backward()
+        out += [w.grad.clone(), lib.tensor(list(h.shape))]
+        return [np.asarray(t.detach().numpy()) for t in out]
+
+    for ours, theirs in zip(run(to), run(torch)):
+        np.testing.assert_array_equal(ours, theirs)
+    x = to.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        x.unsqueeze_(0)
+    with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
+        x.resize_(3)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        to.ones(4).as_strided_((3,), (2,))

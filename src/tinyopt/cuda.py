@@ -3,9 +3,15 @@ raises at once (as PyTorch built without CUDA does)."""
 
 from __future__ import annotations
 
+import warnings
+from types import SimpleNamespace
 from typing import Any
 
 from tinyopt.engine.device import check_device
+
+
+class OutOfMemoryError(RuntimeError):
+    """``torch.cuda.OutOfMemoryError``: never raised (no CUDA); there for ``except`` clauses."""
 
 
 def is_available() -> bool:
@@ -36,6 +42,11 @@ def empty_cache() -> None:
     """No device memory to release: a no-op."""
 
 
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """False: there is no CUDA device."""
+    return False
+
+
 def manual_seed(seed: int) -> None:
     """No CUDA generators to seed: a no-op (``tinyopt.manual_seed`` seeds the CPU one)."""
 
@@ -44,5 +55,29 @@ def manual_seed_all(seed: int) -> None:
     """No CUDA generators to seed: a no-op."""
 
 
-__all__ = ["current_device", "device_count", "empty_cache", "get_device_name", "is_available",
-           "is_initialized", "manual_seed", "manual_seed_all", "set_device", "synchronize"]
+def _amp_grad_scaler(init_scale: float = 2.0**16, growth_factor: float = 2.0,
+                     backoff_factor: float = 0.5, growth_interval: int = 2000,
+                     enabled: bool = True) -> Any:
+    """The deprecated ``torch.cuda.amp.GradScaler(...)``: ``tinyopt.amp.GradScaler("cuda", ...)``
+    (disabled, with PyTorch's warnings: there is no CUDA)."""
+    from tinyopt.amp import GradScaler
+    warnings.warn("`torch.cuda.amp.GradScaler(args...)` is deprecated. Please use "
+                  "`torch.amp.GradScaler('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+    return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval,
+                      enabled)
+
+
+def _amp_autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool = True) -> Any:
+    """The deprecated ``torch.cuda.amp.autocast(...)``: ``tinyopt.autocast("cuda", ...)``
+    (disabled, with PyTorch's warning: there is no CUDA)."""
+    from tinyopt.amp import autocast
+    warnings.warn("`torch.cuda.amp.autocast(args...)` is deprecated. Please use "
+                  "`torch.amp.autocast('cuda', args...)` instead.", FutureWarning, stacklevel=2)
+    return autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+
+amp = SimpleNamespace(GradScaler=_amp_grad_scaler, autocast=_amp_autocast)
+
+__all__ = ["OutOfMemoryError", "amp", "current_device", "device_count", "empty_cache",
+           "get_device_name", "is_available", "is_bf16_supported", "is_initialized",
+           "manual_seed", "manual_seed_all", "set_device", "synchronize"]

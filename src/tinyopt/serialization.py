@@ -10,32 +10,41 @@ write them, in tinyopt's safe checkpoint format (never pickle)::
 numbers, strings, bools and None (what ``torch.save(model.state_dict(), f)`` users save); it
 comes back as it was saved: Tensors as Tensors (a Parameter as a Parameter), numpy arrays as numpy
 arrays, tuples as tuples, key types intact.  ``f`` is a path or a binary file object (``io.BytesIO``
-works too); writing to a path is atomic, as for every tinyopt checkpoint.  Modules, optimizers
-and other objects are not pickled: save their ``state_dict()``.
+works too); writing to a path is atomic, as for every tinyopt checkpoint.
+
+Anything else -- a whole Module (``torch.save(model, "model.pt")``), an optimizer, an object of
+yours -- is pickled as ``torch.save`` pickles it (``tinyopt.torch_zip``), and loading it takes
+``load(f, weights_only=False)``, as in PyTorch since 2.6: unpickling can run code, so the default
+(``weights_only=True``) refuses it with torch's error.  A subclass of a type the safe format
+holds (a namedtuple, an ``IntEnum``, a ``defaultdict``, a masked array) is refused at save time
+instead, since it would load as its base type; save ``x._asdict()``, ``dict(x)`` and so on.
+
+Files written by ``torch.save`` load without PyTorch (``tinyopt.torch_zip``): state dicts,
+optimizer state dicts, nested containers of tensors, with storage sharing and views kept, through
+a loader that can only build tensors, containers and plain values (``weights_only=True``).
 
 The keyword form ``to.save(path, model=..., optimizer=...)`` (see ``tinyopt.checkpoint``) keeps
-working, and ``to.load`` of such a checkpoint returns its ``{name: state}`` dict.  A file written
-by ``torch.save`` (a zip of pickles) is refused with the one-line conversion, which runs where
-PyTorch is installed: ``convert_torch_file("model.pt", "model.tinyopt")``.
+working, and ``to.load`` of such a checkpoint returns its ``{name: state}`` dict.
 
 File format: a tinyopt checkpoint (see ``tinyopt.checkpoint``) whose one entry, ``$object``,
-holds ``obj``.
+holds ``obj`` (a torch-style zip for pickled objects).
 """
 
 from __future__ import annotations
 
 import os
-import zipfile
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from tinyopt import checkpoint
+from tinyopt import checkpoint, torch_zip
 from tinyopt.checkpoint import CheckpointError, archive
-from tinyopt.checkpoint.format import Encoder
+from tinyopt.checkpoint.format import Encoder, UnsupportedValue
 from tinyopt.engine.tensor import Parameter, Size, as_tensor
+from tinyopt.torch_zip import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 
-__all__ = ["convert_torch_file", "load", "save"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "convert_torch_file", "get_safe_globals",
+           "load", "safe_globals", "save"]
 
 OBJECT = "$object"  # the entry that holds ``obj`` (not a Python identifier: no keyword can clash)
 
@@ -51,7 +60,8 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO | None = None, /, **objects: 
     optimizers, schedulers, loaders and values by name, and the global generator).
 
     ``torch.save``'s ``pickle_protocol`` (and private) options are accepted and change nothing;
-    ``pickle_module`` is refused.  Unsupported values raise ``TypeError`` before ``f`` is touched.
+    ``pickle_module`` is refused.  An ``obj`` holding anything but tensors, arrays, containers
+    and plain values is pickled (see the module docstring).
     """
     if f is None:
         checkpoint.save(obj, **objects)
@@ -62,25 +72,13 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO | None = None, /, **objects: 
     if unknown:
         raise TypeError(f"save(obj, f) got unexpected keyword arguments {sorted(unknown)} (the "
                         f"keyword form is save(path, name=object, ...))")
-    _refuse_objects(obj, "obj")
     encoder = Encoder(tensors=True)
-    entries = {OBJECT: {"kind": "value", "value": encoder.encode(obj, "obj")}}
+    try:
+        entries = {OBJECT: {"kind": "value", "value": encoder.encode(obj, "obj")}}
+    except UnsupportedValue:  # an object the safe format has no place for: pickled, as torch does
+        torch_zip.save_pickled(obj, f)
+        return
     archive.write(f if hasattr(f, "write") else os.fspath(f), entries, encoder)
-
-
-def _refuse_objects(v: Any, where: str) -> None:
-    """A clear error for the objects ``torch.save`` would pickle and tinyopt will not."""
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _refuse_objects(x, f"{where}[{k!r}]")
-    elif isinstance(v, (list, tuple)):
-        for i, x in enumerate(v):
-            _refuse_objects(x, f"{where}[{i}]")
-    elif callable(getattr(v, "state_dict", None)) and not isinstance(v, type):
-        raise TypeError(f"save: {where} is a {type(v).__name__} object; tinyopt never pickles "
-                        f"objects (torch.save would). Save its state instead: "
-                        f"save({where}.state_dict(), f), and restore it with "
-                        f"load_state_dict(tinyopt.load(f))")
 
 
 def _check_map_location(map_location: Any) -> None:
@@ -101,16 +99,21 @@ def _check_map_location(map_location: Any) -> None:
 def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, pickle_module: Any = None, *,
          weights_only: bool | None = None, mmap: bool | None = None,
          **pickle_load_args: Any) -> Any:
-    """Read what ``save`` wrote: the saved object for ``save(obj, f)``, the ``{name: state}``
-    dict for a keyword checkpoint.  Nothing in the file can run code, so ``weights_only`` (either
-    value), ``mmap`` and unpickling options change nothing; ``map_location`` may only name the CPU.
+    """Read what ``save`` (or ``torch.save``) wrote: the saved object for ``save(obj, f)``, the
+    ``{name: state}`` dict for a keyword checkpoint.  A tinyopt checkpoint cannot run code; a
+    torch zip file is read by a loader that builds only tensors, containers and plain values
+    (``weights_only=True``, the default, as in PyTorch), or, with ``weights_only=False``, by
+    Python's ``pickle`` (only for files you trust: whole pickled objects need it).  ``mmap`` and
+    unpickling options change nothing; ``map_location`` may only name the CPU.
 
-    Raises ``CheckpointError`` (a ValueError) for a truncated, corrupted or foreign file; for a
-    file written by ``torch.save``, with the command that converts it.
+    Raises ``CheckpointError`` (a ValueError) for a truncated, corrupted or foreign file and
+    ``pickle.UnpicklingError`` for a torch file holding what ``weights_only`` refuses.
     """
     if pickle_module is not None:
         raise TypeError("load: tinyopt never unpickles, so pickle_module is not supported")
     _check_map_location(map_location)
+    if torch_zip.is_torch_zip(f):
+        return torch_zip.load(f, map_location, weights_only=weights_only is not False)
     start = f.tell() if hasattr(f, "read") else 0
     try:
         records, values = archive.read(f)
@@ -124,34 +127,26 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, pickle_modul
 
 
 def _written_by_torch(f: Any, start: int) -> bool:
-    """Whether ``f`` looks like a ``torch.save`` file: a zip with ``<name>/data.pkl``, or a bare
-    pickle (the legacy format)."""
+    """Whether ``f`` looks like a ``torch.save`` file of the legacy format (a bare pickle)."""
     try:
         if hasattr(f, "read"):
             f.seek(start)
-            head = f.read(4)
+            head = f.read(1)
             f.seek(start)
-            src = f
         else:
             with open(f, "rb") as fh:
-                head = fh.read(4)
-            src = os.fspath(f)
-        if head[:1] == b"\x80":
-            return True
-        if head != b"PK\x03\x04":
-            return False
-        with zipfile.ZipFile(src) as zf:
-            return any(n.endswith("/data.pkl") for n in zf.namelist())
-    except (OSError, zipfile.BadZipFile, ValueError):
+                head = fh.read(1)
+        return head == b"\x80"
+    except (OSError, ValueError):
         return False
 
 
 def _torch_file_hint(path: str) -> str:
-    return (f"this file was written by torch.save (pickles, which tinyopt never loads because "
-            f"unpickling can run code). Convert it once where PyTorch is installed: "
+    return (f"this file was written by torch.save in its legacy format (before PyTorch 1.6, or "
+            f"with _use_new_zipfile_serialization=False), which tinyopt does not read. Re-save it "
+            f"with torch.save's default format, or convert it once where PyTorch is installed: "
             f"python -c \"import tinyopt.serialization as s; s.convert_torch_file('{path}', "
-            f"'{path}.tinyopt')\", then tinyopt.load('{path}.tinyopt'). An optimizer state dict "
-            f"inside is converted as tinyopt.optim.torch_compat.from_torch does.")
+            f"'{path}.tinyopt')\".")
 
 
 def _from_torch(v: Any) -> Any:

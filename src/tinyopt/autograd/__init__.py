@@ -1,10 +1,13 @@
-"""``tinyopt.autograd``: ``backward``, ``grad`` (first order), ``Variable`` (PyTorch's legacy name
-for a tensor) and the anomaly-detection switches (accepted, no effect)."""
+"""``tinyopt.autograd``: ``backward``, ``grad`` (first order), ``Function`` (custom ops with a
+Python backward), ``Variable`` (PyTorch's legacy name for a tensor) and the anomaly-detection
+switches (accepted, no effect)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tinyopt.autograd import function
+from tinyopt.autograd.function import Function, once_differentiable
 from tinyopt.engine.autograd import backward, grad
 from tinyopt.engine.grad_mode import (enable_grad, inference_mode, no_grad,
                                       set_grad_enabled)
@@ -36,5 +39,6 @@ def set_detect_anomaly(mode: bool, check_nan: bool = True) -> None:
     """Accepted for compatibility (a no-op)."""
 
 
-__all__ = ["Variable", "backward", "detect_anomaly", "enable_grad", "grad", "inference_mode",
-           "no_grad", "set_detect_anomaly", "set_grad_enabled"]
+__all__ = ["Function", "Variable", "backward", "detect_anomaly", "enable_grad", "function", "grad",
+           "inference_mode", "no_grad", "once_differentiable", "set_detect_anomaly",
+           "set_grad_enabled"]

@@ -50,6 +50,15 @@ def tensor_array(t: Tensor) -> np.ndarray:
     """The array a Tensor saves: its storage (a graph node's computed value)."""
     return t.numpy()
 
+class UnsupportedValue(TypeError):
+    """A value of a type the format has no place for at all (not a subclass of a type it holds).
+
+    ``tinyopt.save(obj, f)`` pickles such an object, as ``torch.save`` does; the other
+    ``TypeError``s (a subclass that would load as its base, a bad dict key, an object array)
+    are refusals.
+    """
+
+
 class Encoder:
     """Turns a nested value into JSON, collecting its arrays (each object once) for .npy entries.
 
@@ -123,7 +132,7 @@ class Encoder:
                 raise TypeError(f"cannot save {where}: a {kind.__module__}.{kind.__qualname__} "
                                 f"would load as a plain {base.__name__} (loading never imports "
                                 f"a class, so that it cannot run code); save {hint} instead")
-        raise TypeError(f"cannot save {where}: values of type {type(v).__module__}."
+        raise UnsupportedValue(f"cannot save {where}: values of type {type(v).__module__}."
                         f"{type(v).__qualname__} are not supported (a checkpoint holds numpy "
                         f"arrays and scalars, None, bool, int, float, str, and lists, tuples and "
                         f"dicts of these)")

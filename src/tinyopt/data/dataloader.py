@@ -13,8 +13,9 @@ The order of an epoch comes from the ``sampler`` (default: ``SequentialSampler``
 argument, or one seeded from tinyopt's global generator when the first shuffled epoch starts, so
 ``tinyopt.manual_seed`` makes the order reproducible).  ``batch_sampler`` gives whole batches of
 indices instead.  An epoch's indices are drawn when it starts, which is what makes the position
-saveable (a sampler without ``__len__`` is iterated lazily, and has no saveable mid-epoch
-position).  ``IterableDataset``s are batched as their iterator yields.
+saveable (a sampler without ``__len__``, or of more than ``sampler.EAGER_MAX`` samples, is iterated
+lazily, and has no saveable mid-epoch position).  ``IterableDataset``s are batched as their iterator
+yields.
 
 Batches of a ``TensorDataset`` (or a ``Subset`` of one, such as ``random_split`` returns) are
 fetched by indexing its arrays with the batch's indices: one numpy gather per array per batch.
@@ -37,7 +38,8 @@ import numpy as np
 
 from tinyopt.data.collate import as_tensors, collate_arrays, default_collate, default_convert
 from tinyopt.data.dataset import IterableDataset, _array_source
-from tinyopt.data.sampler import BatchSampler, RandomSampler, SequentialSampler, as_generator
+from tinyopt.data.sampler import (EAGER_MAX, BatchSampler, RandomSampler, SequentialSampler,
+                                  as_generator)
 from tinyopt.data.worker import WorkerPool, _Exhausted
 from tinyopt.engine import random
 
@@ -100,6 +102,12 @@ class _IterableBatch:
         if not batch or (self.drop_last and len(batch) < self.batch_size):
             return _Exhausted()
         return self.collate_fn(batch)
+
+
+def _drawable(sampler: Any, per_item: int) -> bool:
+    """Whether an epoch of ``sampler`` (of ``per_item`` indices an item, at most) is drawn when it
+    starts: it has a length, and at most ``EAGER_MAX`` indices."""
+    return hasattr(sampler, "__len__") and len(sampler) * per_item <= EAGER_MAX
 
 
 def _materialize(indices: Any) -> np.ndarray | list:
@@ -221,13 +229,13 @@ class DataLoader:
             raise ValueError("batch_size=None option disables auto-batching and is mutually "
                              "exclusive with drop_last")
 
-        # what an epoch's order comes from
+        # what an epoch's order comes from (an epoch too long to draw whole is iterated)
         if iterable:
             self._kind = "iterable"
         elif batch_sampler is not None:
-            self._kind = "batch_sampler" if hasattr(batch_sampler, "__len__") else "lazy"
+            self._kind = "batch_sampler" if _drawable(batch_sampler, 64) else "lazy"
         elif sampler is not None:
-            self._kind = "sampler" if hasattr(sampler, "__len__") else "lazy"
+            self._kind = "sampler" if _drawable(sampler, 1) else "lazy"
         else:
             self._kind = "shuffle" if shuffle else "sequential"
         if sampler is None and not iterable:
@@ -415,8 +423,9 @@ class DataLoader:
             raise TypeError("DataLoader.state_dict: a DataLoader over an IterableDataset has no "
                             "resumable position")
         if self._kind == "lazy" and self._epoch > 0:
-            raise TypeError("DataLoader.state_dict: the sampler has no __len__, so its epochs are "
-                            "iterated lazily and have no saveable position")
+            raise TypeError("DataLoader.state_dict: the sampler has no __len__ (or more than "
+                            "sampler.EAGER_MAX samples), so its epochs are iterated lazily and "
+                            "have no saveable position")
         gen = self._shuffle_gen
         state = {
             "epoch": self._epoch,
@@ -436,7 +445,8 @@ class DataLoader:
             raise TypeError(f"{where}: expected a dict, got {type(state_dict).__name__}")
         if self._kind in ("iterable", "lazy"):
             raise TypeError(f"{where}: this DataLoader has no resumable position (an "
-                            f"IterableDataset, or a sampler without __len__)")
+                            f"IterableDataset, or a sampler without __len__ or of more than "
+                            f"sampler.EAGER_MAX samples)")
         expected = {"epoch", "index", "length", "order", "generator"}
         if self._kind == "batch_sampler":
             expected.add("sizes")

@@ -8,8 +8,11 @@ A sampler is any iterable of indices (a batch sampler: of lists of indices), pre
 ``Generator``); without one, each ``iter`` seeds a fresh generator from tinyopt's global one, as
 PyTorch's ``RandomSampler`` does, so ``tinyopt.manual_seed`` makes the order reproducible.
 
-The built-in samplers also give a whole epoch's indices as one int64 array (``_indices()``), which
-``DataLoader`` uses instead of iterating index by index.
+Iterating a sampler draws lazily, a chunk of indices at a time, as PyTorch's samplers do:
+``RandomSampler(ds, replacement=True, num_samples=int(1e10))`` (makemore, minGPT's trainer)
+holds 64 Ki indices, not 74.5 GiB.  The built-in samplers also give a whole epoch's indices as one
+int64 array (``_indices()``, the same numbers as iterating), which ``DataLoader`` uses for epochs
+of up to ``EAGER_MAX`` samples instead of iterating index by index.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ __all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler",
            "SubsetRandomSampler", "WeightedRandomSampler"]
 
 T_co = TypeVar("T_co", covariant=True)
+
+CHUNK = 1 << 16
+"""Indices a sampler draws at a time (numpy's streams give the same numbers in chunks as at
+once)."""
+EAGER_MAX = 1 << 24
+"""The largest epoch ``DataLoader`` draws whole (128 MiB of indices); larger ones are iterated."""
 
 GeneratorLike = random.Generator | np.random.Generator
 
@@ -123,15 +132,21 @@ class RandomSampler(Sampler[int]):
         return len(self.data_source) if self._num_samples is None else int(self._num_samples)
 
     def _indices(self) -> np.ndarray:
+        return np.concatenate(list(self._chunks())).astype(np.int64, copy=False)
+
+    def _chunks(self) -> Iterator[np.ndarray]:
+        """The epoch's indices, ``CHUNK`` draws (or one permutation) at a time."""
         n, k = len(self.data_source), self.num_samples
         rng = _epoch_rng(self.generator)
-        if self.replacement:
-            return rng.integers(0, n, size=k, dtype=np.int64)
-        perms = [rng.permutation(n) for _ in range(-(-k // n))]
-        return np.concatenate(perms)[:k].astype(np.int64, copy=False)
+        for start in range(0, k, CHUNK if self.replacement else n):
+            if self.replacement:
+                yield rng.integers(0, n, size=min(CHUNK, k - start), dtype=np.int64)
+            else:
+                yield rng.permutation(n)[:k - start]
 
     def __iter__(self) -> Iterator[int]:
-        yield from self._indices().tolist()
+        for chunk in self._chunks():
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples
@@ -191,12 +206,21 @@ class WeightedRandomSampler(Sampler[int]):
         self.generator = as_generator(generator, "WeightedRandomSampler")
 
     def _indices(self) -> np.ndarray:
+        return np.concatenate(list(self._chunks())).astype(np.int64, copy=False)
+
+    def _chunks(self) -> Iterator[np.ndarray]:
+        """The epoch's indices, ``CHUNK`` at a time (all at once without replacement: at most
+        ``len(weights)``)."""
         rng = _epoch_rng(self.generator)
-        return rng.choice(self.weights.size, size=self.num_samples, replace=self.replacement,
-                          p=self.weights / self.weights.sum()).astype(np.int64, copy=False)
+        p = self.weights / self.weights.sum()
+        step = CHUNK if self.replacement else self.num_samples
+        for start in range(0, self.num_samples, step):
+            yield rng.choice(self.weights.size, size=min(step, self.num_samples - start),
+                             replace=self.replacement, p=p)
 
     def __iter__(self) -> Iterator[int]:
-        yield from self._indices().tolist()
+        for chunk in self._chunks():
+            yield from chunk.tolist()
 
     def __len__(self) -> int:
         return self.num_samples

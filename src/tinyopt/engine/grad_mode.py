@@ -61,13 +61,26 @@ class _Mode:
         return type(self)()
 
 
-class no_grad(_Mode):
+class _BareMode(_Mode):
+    """A mode that also decorates without parentheses: ``@no_grad`` as ``@no_grad()``, as in
+    PyTorch (``orig_func``, the decorated function, is what the bare form passes)."""
+
+    def __new__(cls, orig_func: Callable[..., Any] | None = None) -> Any:
+        if orig_func is None:
+            return super().__new__(cls)
+        if not callable(orig_func):
+            raise TypeError(f"{cls.__name__}: expected a function to decorate, got "
+                             f"{type(orig_func).__name__}")
+        return cls()(orig_func)
+
+
+class no_grad(_BareMode):
     """Ops inside build tensors that do not require grad."""
 
     _mode = False
 
 
-class enable_grad(_Mode):
+class enable_grad(_BareMode):
     """Turn gradient recording back on (inside ``no_grad``)."""
 
     _mode = True

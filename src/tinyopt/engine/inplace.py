@@ -38,7 +38,8 @@ from tinyopt.engine import ops as F
 from tinyopt.engine.op import node, view_array, view_node
 from tinyopt.engine.storage import (MULTI, NO_GRAD, Storage, ViewInfo, ViewStep, storage_of,
                                     version_counter)
-from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Tensor, _Alias, _check_result, _ids,
+from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Parameter, Tensor, _Alias, _check_result,
+                                   _ids,
                                    _make, _mark_mutated)
 
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
@@ -291,6 +292,36 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
         if info.alias and old.requires_grad:  # an alias with a graph of its own keeps it
             cur = scatter(old, cur, (), through=False)
         become(v, cur, old)
+
+
+def reshape(t: Tensor, build: Callable[[Tensor], Tensor]) -> None:
+    """``t.unsqueeze_(0)``, ``t.t_()`` and the other in-place shape changes: ``t`` becomes
+    ``build(t)``, a view of its own storage (or for ``resize_``/``as_strided_``, a concrete
+    tensor over its memory); nodes built before keep reading the old ``t`` through ``_prev``.
+    A tensor other live tensors view is refused: their view steps are made against its shape."""
+    if isinstance(t, (Parameter, _Alias)):
+        raise RuntimeError("in-place shape changes are not supported on a Parameter or its .data "
+                           "(use an out-of-place view such as unsqueeze)")
+    if grad_mode._state.enabled and t.requires_grad and t.op in ("param", "input"):
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    info: ViewInfo | None = getattr(t, "_view", None)
+    s = getattr(t, "_storage", None)
+    if info is None and s is not None and any(v is not t for v in s.views()):
+        raise RuntimeError("tinyopt does not support an in-place shape change (unsqueeze_, t_, "
+                           "resize_...) of a tensor that other live tensors view: use the "
+                           "out-of-place op (x = x.unsqueeze(0))")
+    old = snapshot(t)
+    if info is not None:  # so the new view's steps start from t's base, as t's do
+        old._view, old._base = info, t._base
+    new = build(old)
+    if new.op in LEAF_OPS and getattr(new, "_view", None) is None and info is not None:
+        raise RuntimeError("tinyopt supports resize_ and as_strided_ only on a tensor that is "
+                           "not a view (clone() it first)")
+    become(t, new, old)
+    t.shape = new.shape
+    if info is not None:
+        t._view, t._base = new._view, new._base
 
 
 def relocate(s: Storage, array: np.ndarray) -> None:

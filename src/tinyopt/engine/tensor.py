@@ -577,6 +577,10 @@ class Tensor(TensorMethods):
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
 
+    def _rebind_view(self, build: Callable[[Tensor], Tensor]) -> Self:
+        (_INPLACE or _inplace_module()).reshape(self, build)
+        return self
+
     # ---- the graph API (ops defined in tinyopt.engine.ops) ----------------------------------
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``: this tensor with

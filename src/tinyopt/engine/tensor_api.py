@@ -80,13 +80,20 @@ class TensorMethods(TensorCasts):
         def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any,
                            **kwargs: Any) -> Self: ...
 
+        def _rebind_view(self, build: Callable[[Tensor], Tensor]) -> Self: ...
+
         def dim(self) -> int: ...
 
     # ---- arithmetic -------------------------------------------------------------------------
-    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def add(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self + alpha * other (also torch's deprecated ``add(alpha, other)``, with its
+        warning)."""
+        other, alpha = _alpha_first("add", other, deprecated, alpha)
         return _F.add(self, other, alpha=alpha)
 
-    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+    def sub(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Tensor:
+        """self - alpha * other (also the deprecated ``sub(alpha, other)``)."""
+        other, alpha = _alpha_first("sub", other, deprecated, alpha)
         return _F.sub(self, other, alpha=alpha)
 
     subtract = sub
@@ -178,9 +185,16 @@ class TensorMethods(TensorCasts):
     def atan(self) -> Tensor:
         return _F.atan(self)
 
+    def atan2(self, other: Any) -> Tensor:
+        return _F.atan2(self, other)
+
+    def frac(self) -> Tensor:
+        return _F.frac(self)
+
     arcsin = asin
     arccos = acos
     arctan = atan
+    arctan2 = atan2
 
     def tanh(self) -> Tensor:
         return _F.tanh(self)
@@ -340,38 +354,43 @@ class TensorMethods(TensorCasts):
         return _F.masked_fill(self, mask, value)
 
     # ---- reductions -------------------------------------------------------------------------
-    def sum(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.sum(self, dim, keepdim, dtype=dtype)
+    def sum(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.sum(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
-    def mean(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.mean(self, dim, keepdim, dtype=dtype)
+    def mean(self, dim: _Dims = None, keepdim: bool = False, *, dtype: Any = None,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.mean(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
     def var(self, dim: _Dims = None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:
-        return _F.var(self, dim, unbiased, keepdim, correction=correction)
+            correction: Any = None, keepdims: bool | None = None) -> Tensor:
+        return _F.var(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
 
     def std(self, dim: _Dims = None, unbiased: bool | None = None, keepdim: bool = False, *,
-            correction: Any = None) -> Tensor:
-        return _F.std(self, dim, unbiased, keepdim, correction=correction)
+            correction: Any = None, keepdims: bool | None = None) -> Tensor:
+        return _F.std(self, dim, unbiased, keepdim, correction=correction, keepdims=keepdims)
 
-    def max(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def max(self, dim: Any = None, keepdim: bool = False, *, keepdims: bool | None = None) -> Any:
         """The largest element; with ``dim`` (an int) ``(values, indices)``; with a tensor, the
         elementwise maximum."""
-        return _F.max(self, dim, keepdim)
+        return _F.max(self, dim, keepdim, keepdims=keepdims)
 
-    def min(self, dim: Any = None, keepdim: bool = False) -> Any:
+    def min(self, dim: Any = None, keepdim: bool = False, *, keepdims: bool | None = None) -> Any:
         """The smallest element; with ``dim`` (an int) ``(values, indices)``; with a tensor, the
         elementwise minimum."""
-        return _F.min(self, dim, keepdim)
+        return _F.min(self, dim, keepdim, keepdims=keepdims)
 
-    def any(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
-        return _F.any(self, dim, keepdim)
+    def any(self, dim: _Dims = None, keepdim: bool = False, *,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.any(self, dim, keepdim, keepdims=keepdims)
 
-    def all(self, dim: _Dims = None, keepdim: bool = False) -> Tensor:
-        return _F.all(self, dim, keepdim)
+    def all(self, dim: _Dims = None, keepdim: bool = False, *,
+            keepdims: bool | None = None) -> Tensor:
+        return _F.all(self, dim, keepdim, keepdims=keepdims)
 
-    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
-        return _F.prod(self, dim, keepdim, dtype=dtype)
+    def prod(self, dim: int | None = None, keepdim: bool = False, *, dtype: Any = None,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.prod(self, dim, keepdim, dtype=dtype, keepdims=keepdims)
 
     def cumsum(self, dim: int, *, dtype: Any = None) -> Tensor:
         return _F.cumsum(self, dim, dtype=dtype)
@@ -382,24 +401,29 @@ class TensorMethods(TensorCasts):
     def logcumsumexp(self, dim: int) -> Tensor:
         return _F.logcumsumexp(self, dim)
 
-    def amax(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
-        return _F.amax(self, dim, keepdim)
+    def amax(self, dim: _Dims = (), keepdim: bool = False, *,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.amax(self, dim, keepdim, keepdims=keepdims)
 
-    def amin(self, dim: _Dims = (), keepdim: bool = False) -> Tensor:
-        return _F.amin(self, dim, keepdim)
+    def amin(self, dim: _Dims = (), keepdim: bool = False, *,
+             keepdims: bool | None = None) -> Tensor:
+        return _F.amin(self, dim, keepdim, keepdims=keepdims)
 
     def norm(self, p: Any = "fro", dim: _Dims = None, keepdim: bool = False,
              dtype: Any = None) -> Tensor:
         return _F.norm(self, p, dim, keepdim, dtype)
 
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _F.argmax(self, dim, keepdim)
+    def argmax(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Tensor:
+        return _F.argmax(self, dim, keepdim, keepdims=keepdims)
 
-    def argmin(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        return _F.argmin(self, dim, keepdim)
+    def argmin(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Tensor:
+        return _F.argmin(self, dim, keepdim, keepdims=keepdims)
 
-    def logsumexp(self, dim: _Dims, keepdim: bool = False) -> Tensor:
-        return _F.logsumexp(self, dim, keepdim)
+    def logsumexp(self, dim: _Dims, keepdim: bool = False, *,
+                  keepdims: bool | None = None) -> Tensor:
+        return _F.logsumexp(self, dim, keepdim, keepdims=keepdims)
 
     def softmax(self, dim: int, dtype: Any = None) -> Tensor:
         return _F.softmax(self, dim, dtype)
@@ -564,6 +588,146 @@ class TensorMethods(TensorCasts):
         return _F.tensor(data, dtype=dtype or self.dtype, device=device,
                          requires_grad=requires_grad)
 
+    def new(self, *args: Any) -> Tensor:
+        """The legacy constructor: ``x.new(2, 3)`` (uninitialized in PyTorch: zeros here) or
+        ``x.new(data)``, in this tensor's dtype."""
+        if len(args) == 1 and not isinstance(args[0], (int, np.integer)):
+            return _F.tensor(args[0], dtype=self.dtype)
+        return _F.zeros(*args, dtype=self.dtype)
+
+    # ---- what it is -----------------------------------------------------------------------------
+    @property
+    def is_cpu(self) -> bool:
+        return True
+
+    @property
+    def layout(self) -> Any:
+        from tinyopt.engine.layout import strided
+        return strided
+
+    def data_ptr(self) -> int:
+        """The address of the first element (of the computed value)."""
+        return int(self.numpy().__array_interface__["data"][0])
+
+    @property
+    def is_xpu(self) -> bool:
+        return False
+
+    # ---- real tensors: the complex views are the tensor itself --------------------------------
+    @property
+    def real(self) -> Tensor:
+        return self  # type: ignore[return-value]
+
+    def conj(self) -> Tensor:
+        return self  # type: ignore[return-value]
+
+    @property
+    def H(self) -> Tensor:
+        """The (conjugate) transpose of a matrix."""
+        if self.ndim != 2:
+            raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                               f"{self.ndim}-D tensor. For batches of matrices, consider using "
+                               f"tensor.mH")
+        return _F.transpose(self, 0, 1)
+
+    @property
+    def mH(self) -> Tensor:
+        return _F.transpose(self, -2, -1)
+
+    def dist(self, other: Any, p: float = 2) -> Tensor:
+        """The p-norm of ``self - other``."""
+        return _F.vector_norm(_F.sub(self, other), p)
+
+    def cross(self, other: Any, dim: int | None = None) -> Tensor:
+        return _F.cross(self, other, dim)
+
+    # ---- in-place comparisons: 1 where true, 0 elsewhere, in this tensor's dtype ----------------
+    def _compare_(self, compare: Callable[[Any, Any], Tensor], other: Any) -> Self:
+        return self._inplace(lambda x: _F.to(compare(x, other), x.dtype), other, check_cast=False)
+
+    def eq_(self, other: Any) -> Self:
+        return self._compare_(_F.eq, other)
+
+    def ne_(self, other: Any) -> Self:
+        return self._compare_(_F.ne, other)
+
+    def gt_(self, other: Any) -> Self:
+        return self._compare_(_F.gt, other)
+
+    def ge_(self, other: Any) -> Self:
+        return self._compare_(_F.ge, other)
+
+    def lt_(self, other: Any) -> Self:
+        return self._compare_(_F.lt, other)
+
+    def le_(self, other: Any) -> Self:
+        return self._compare_(_F.le, other)
+
+    def apply_(self, callable: Callable[[Any], Any]) -> Self:
+        """Replace every element by ``callable(element)`` (a Python function of a number, called
+        once per element: slow, as in PyTorch), in place."""
+        if self.requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                               "operation.")
+        values = np.asarray(self.numpy())
+        out = np.array([callable(v) for v in values.reshape(-1).tolist()], dtype=self.dtype)
+        self[...] = _F.as_tensor(out.reshape(values.shape))
+        return self
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Self:
+        """Write ``fill_value`` on the main diagonal (of every 2-D slice of equal sizes; a tall
+        matrix restarts the diagonal after each N + 1 rows with ``wrap``), in place."""
+        if self.ndim < 2 or (self.ndim > 2 and len(set(self.shape)) != 1):
+            raise RuntimeError("all dimensions of input must be of equal length")
+        rows, cols = self.shape[0], self.shape[1]
+        if self.ndim == 2:
+            step = cols + 1
+            end = rows * cols if wrap else min(rows, cols) * cols
+            flat = np.arange(0, end, step)
+            idx = tuple(np.unravel_index(flat[flat < rows * cols], (rows, cols)))
+        else:
+            idx = tuple(np.arange(self.shape[0]) for _ in range(self.ndim))
+        self[tuple(_F.as_tensor(i.astype(np.int64)) for i in idx)] = fill_value
+        return self
+
+    def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                 interpolation: str = "linear") -> Tensor:
+        return _F.quantile(self, q, dim, keepdim, interpolation=interpolation)
+
+    # ---- sparse-only methods: a dense tensor refuses them, with PyTorch's words -----------------
+    def to_sparse_coo(self) -> Any:
+        """``to_sparse()``."""
+        return self.to_sparse()
+
+    def _sparse_only(self, name: str, kind: str = "sparse coordinate tensor") -> Any:
+        raise RuntimeError(f"{name} expected {kind} layout but got Strided")
+
+    def values(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("values", "sparse tensor")
+
+    def indices(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("indices")
+
+    def coalesce(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("coalesce")
+
+    def is_coalesced(self) -> Any:
+        """Refused on a dense tensor (sparse tensors have it)."""
+        return self._sparse_only("is_coalesced")
+
+    def histogram(self, bins: Any = 100, *, range: Any = None, weight: Any = None,
+                  density: bool = False) -> Any:
+        return _F.histogram(self, bins, range=range, weight=weight, density=density)
+
+    def histc(self, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+        return _F.histc(self, bins, min, max)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Any = None, append: Any = None) -> Tensor:
+        return _F.diff(self, n, dim, prepend, append)
+
     # ---- products -----------------------------------------------------------------------------
     def mm(self, mat2: Any) -> Tensor:
         return _F.mm(self, mat2)
@@ -581,6 +745,24 @@ class TensorMethods(TensorCasts):
         return _F.outer(self, vec2)
 
     ger = outer
+
+    def inverse(self) -> Tensor:
+        return _F.inverse(self)
+
+    def inner(self, other: Any) -> Tensor:
+        return _F.inner(self, other)
+
+    def cov(self, *, correction: int = 1, fweights: Any = None, aweights: Any = None) -> Tensor:
+        return _F.cov(self, correction=correction, fweights=fweights, aweights=aweights)
+
+    def corrcoef(self) -> Tensor:
+        return _F.corrcoef(self)
+
+    def nansum(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F.nansum(self, dim, keepdim, dtype=dtype)
+
+    def nanmean(self, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+        return _F.nanmean(self, dim, keepdim, dtype=dtype)
 
     def addmm(self, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
         return _F.addmm(self, mat1, mat2, beta=beta, alpha=alpha)
@@ -647,9 +829,10 @@ class TensorMethods(TensorCasts):
         """``(values, indices)``."""
         return _F.kthvalue(self, k, dim, keepdim)
 
-    def median(self, dim: int | None = None, keepdim: bool = False) -> Any:
+    def median(self, dim: int | None = None, keepdim: bool = False, *,
+               keepdims: bool | None = None) -> Any:
         """The lower median, or ``(values, indices)`` along ``dim``."""
-        return _F.median(self, dim, keepdim)
+        return _F.median(self, dim, keepdim, keepdims=keepdims)
 
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         return _F.nonzero(self, as_tuple=as_tuple)
@@ -667,11 +850,77 @@ class TensorMethods(TensorCasts):
     def count_nonzero(self, dim: _Dims = None) -> Tensor:
         return _F.count_nonzero(self, dim)
 
+    # ---- in-place shape changes: this tensor becomes a view of its own storage ---------------
+    def unsqueeze_(self, dim: int) -> Self:
+        return self._rebind_view(lambda x: _F.unsqueeze(x, dim))
+
+    def squeeze_(self, dim: _Dims = None) -> Self:
+        return self._rebind_view(lambda x: _F.squeeze(x, dim))
+
+    def t_(self) -> Self:
+        return self._rebind_view(_F.t)
+
+    def transpose_(self, dim0: int, dim1: int) -> Self:
+        return self._rebind_view(lambda x: _F.transpose(x, dim0, dim1))
+
+    swapaxes_ = transpose_
+    swapdims_ = transpose_
+
+    def resize_(self, *sizes: Any, memory_format: Any = None) -> Self:
+        """This tensor with shape ``sizes``: its first elements (in memory order) when the count
+        is no larger, else those followed by zeros in new storage.  Concrete tensors only."""
+        shape = tuple(int(s) for s in (sizes[0] if len(sizes) == 1 and not isinstance(
+            sizes[0], (int, np.integer)) else sizes))
+        if self.requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        flat = np.ascontiguousarray(self.numpy()).reshape(-1)
+        n = int(np.prod(shape, dtype=np.int64))
+        if n <= flat.size:
+            return self._rebind_view(lambda x: _F.as_tensor(flat[:n].reshape(shape)))
+        grown = np.zeros(n, self.dtype)
+        grown[:flat.size] = flat
+        return self._rebind_view(lambda x: _F.as_tensor(grown.reshape(shape)))
+
+    def as_strided_(self, size: Sequence[int], stride: Sequence[int],
+                    storage_offset: int | None = None) -> Self:
+        """This tensor as the strided view (``size``, ``stride`` in elements, from
+        ``storage_offset``) of its own contiguous memory; concrete tensors only, and the view
+        must lie inside that memory."""
+        arr = self.numpy()
+        if self.requires_grad or not arr.flags.c_contiguous:
+            raise RuntimeError("as_strided_: tinyopt supports it on contiguous tensors that do "
+                               "not require grad")
+        size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
+        off = int(storage_offset or 0)
+        if len(size) != len(stride) or off < 0 or min(stride, default=0) < 0 or \
+                (all(size) and off + sum((n - 1) * st for n, st in zip(size, stride))
+                 >= arr.size):
+            raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
+                               f"offset {off} are out of bounds for a storage of {arr.size} "
+                               f"elements")
+        flat = arr.reshape(-1)
+        view = np.lib.stride_tricks.as_strided(flat[off:] if all(size) else flat[:0], size,
+                                               tuple(st * arr.itemsize for st in stride))
+        return self._rebind_view(lambda x: _F.as_tensor(view))
+
+    def to_sparse(self, sparse_dim: int | None = None) -> Any:
+        """A sparse COO tensor of the nonzero entries (``tinyopt.engine.sparse``); its values are
+        differentiable in this tensor."""
+        from tinyopt.engine.sparse import to_sparse
+        return to_sparse(self, sparse_dim)
+
+    def to_dense(self, dtype: Any = None) -> Tensor:
+        """This tensor (already dense), or a copy in ``dtype``."""
+        return self if dtype is None else _F.to(self, as_dtype(dtype))
+
     # ---- in place (``x.op_(...)`` is ``x.copy_(x.op(...))`` with PyTorch's rules) ------------
-    def add_(self, other: Any, *, alpha: Any = 1) -> Self:
+    def add_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Self:
+        """Also torch's deprecated ``add_(alpha, other)`` (makemore's ``p.data.add_(-lr, g)``)."""
+        other, alpha = _alpha_first("add_", other, deprecated, alpha)
         return self._inplace(lambda x: _F.add(x, other, alpha=alpha), other)
 
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Self:
+    def sub_(self, other: Any, *deprecated: Any, alpha: Any = 1) -> Self:
+        other, alpha = _alpha_first("sub_", other, deprecated, alpha)
         return self._inplace(lambda x: _F.sub(x, other, alpha=alpha), other)
 
     subtract_ = sub_
@@ -695,6 +944,14 @@ class TensorMethods(TensorCasts):
 
     def fmod_(self, other: Any) -> Self:
         return self._inplace(lambda x: _F.fmod(x, other), other)
+
+    def frac_(self) -> Self:
+        return self._unary_inplace(_F.frac)
+
+    def atan2_(self, other: Any) -> Self:
+        return self._inplace(lambda x: _F.atan2(x, other), other)
+
+    arctan2_ = atan2_
 
     def pow_(self, exponent: Any) -> Self:
         return self._inplace(lambda x: _F.pow(x, exponent), exponent)
@@ -862,3 +1119,19 @@ class TensorMethods(TensorCasts):
                 ) -> Self:
         return _F.fill_random(self, "integers", from_, to, generator)
 
+
+def _alpha_first(name: str, other: Any, deprecated: tuple, alpha: Any) -> tuple[Any, Any]:
+    """``(other, alpha)`` of a call to ``name``: torch's deprecated overload ``name(Number alpha,
+    Tensor other)`` when a second positional argument is given, with torch's warning."""
+    if not deprecated:
+        return other, alpha
+    import numbers
+    import warnings
+    if len(deprecated) > 1 or not isinstance(other, numbers.Number) or alpha != 1:
+        raise TypeError(f"{name}() received an invalid combination of arguments: expected "
+                        f"(Tensor other, *, Number alpha) or the deprecated (Number alpha, "
+                        f"Tensor other)")
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number alpha, Tensor other)"
+                  f"\nConsider using one of the following signatures instead:\n\t{name}(Tensor "
+                  f"other, *, Number alpha = 1)", UserWarning, stacklevel=3)
+    return deprecated[0], other

@@ -32,6 +32,10 @@ from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.ops.conv1d import avg_pool1d, conv1d, max_pool1d
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.conv_transpose import conv_transpose2d
+from tinyopt.engine.ops.grid_sample import affine_grid, grid_sample
+from tinyopt.engine.ops.patches import adaptive_max_pool2d, fold, unfold
+from tinyopt.engine.ops.volume import (adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d,
+                                       max_pool3d)
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
@@ -41,16 +45,20 @@ from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, 
                                          pixel_unshuffle)
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
-           "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
-           "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy",
-           "dropout", "dropout1d", "dropout2d", "dropout3d", "elu", "embedding", "embedding_bag",
-           "gelu", "group_norm", "hardtanh", "huber_loss", "instance_norm", "interpolate",
-           "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
-           "margin_ranking_loss", "max_pool1d", "max_pool2d", "mish", "mse_loss", "nll_loss",
-           "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle",
-           "prelu", "relu", "relu6", "scaled_dot_product_attention", "selu", "sigmoid", "silu",
-           "smooth_l1_loss", "softmax", "softplus", "tanh", "triplet_margin_loss", "upsample"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
+           "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
+           "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
+           "dropout2d", "dropout3d", "elu", "elu_", "embedding", "embedding_bag", "fold",
+           "gelu", "glu", "grid_sample", "group_norm", "hardsigmoid", "hardswish", "hardtanh",
+           "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
+           "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+           "margin_ranking_loss", "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss",
+           "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle",
+           "pixel_unshuffle", "prelu", "relu", "relu_", "relu6",
+           "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
+           "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold", "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------
@@ -62,6 +70,29 @@ def relu(input, inplace: bool = False) -> Tensor:
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x if x >= 0 else negative_slope * x."""
     return _ew.leaky_relu(input, negative_slope)
+
+
+def relu_(input: Tensor) -> Tensor:
+    """``relu`` in place: ``input`` itself, rectified."""
+    return input.relu_()
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``leaky_relu`` in place."""
+    return input._unary_inplace(leaky_relu, negative_slope)
+
+
+def glu(input, dim: int = -1) -> Tensor:
+    """The gated linear unit a * sigmoid(b), a and b the two halves of ``input`` along ``dim``
+    (Dauphin et al. 2016, https://arxiv.org/abs/1612.08083)."""
+    x = as_tensor(input)
+    if x.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if x.shape[dim] % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {dim % x.ndim} is "
+                           f"size {x.shape[dim]}")
+    a, b = x.chunk(2, dim)
+    return a * _ew.sigmoid(b)
 
 
 def gelu(input, approximate: str = "none") -> Tensor:
@@ -197,6 +228,11 @@ def elu(input, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     return _act.elu(input, alpha)
 
 
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """``elu`` in place."""
+    return input._unary_inplace(elu, alpha)
+
+
 def selu(input, inplace: bool = False) -> Tensor:
     """scale * elu(x, alpha) with alpha = 1.6733, scale = 1.0507 (Klambauer et al. 2017,
     https://arxiv.org/abs/1706.02515)."""
@@ -220,6 +256,18 @@ def relu6(input, inplace: bool = False) -> Tensor:
     return _act.hardtanh(input, 0.0, 6.0)
 
 
+def hardsigmoid(input, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6 (the gradient 1/6 strictly inside (-3, 3))."""
+    return _act.hardtanh(as_tensor(input) + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardswish(input, inplace: bool = False) -> Tensor:
+    """x relu6(x + 3) / 6 (Howard et al. 2019, https://arxiv.org/abs/1905.02244): 0 up to -3, x
+    from 3; PyTorch's gradient (2x + 3) / 6 strictly between."""
+    x = as_tensor(input)
+    return _ew.where(x <= -3.0, x * 0.0, _ew.where(x < 3.0, x * (x + 3.0) / 6.0, x))
+
+
 def logsigmoid(input) -> Tensor:
     """log(1 / (1 + exp(-x))), computed stably."""
     return _act.log_sigmoid(input)
@@ -236,7 +284,7 @@ def prelu(input, weight) -> Tensor:
     return _act.prelu(input, weight)
 
 
-# ---- channel dropout and pooling -------------------------------------------------------------------
+# ---- channel dropout and pooling -----------------------------------------------------------------
 def _check_p(p) -> None:
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
@@ -325,7 +373,25 @@ def upsample(input, size=None, scale_factor=None, mode: str = "nearest",
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
-# ---- norms and distances ---------------------------------------------------------------------------
+# ---- norms and distances -------------------------------------------------------------------------
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` dimensions
+    (``eps`` None: the dtype's machine epsilon), as ``torch.nn.functional.rms_norm``."""
+    x = as_tensor(input)
+    _ew._require_float("rms_norm", x)
+    ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else \
+        tuple(int(s) for s in normalized_shape)
+    if not ns or x.shape[x.ndim - len(ns):] != ns or len(ns) > x.ndim:
+        raise RuntimeError(f"Given normalized_shape={list(ns)}, expected input with shape "
+                           f"[*, {', '.join(map(str, ns))}], but got input of size"
+                           f"{list(x.shape)}")
+    if eps is None:
+        eps = float(np.finfo(np.float32 if x.dtype.itemsize <= 4 else x.dtype).eps)
+    dims = tuple(range(x.ndim - len(ns), x.ndim))
+    y = x * _ew.rsqrt(_reduce.mean(x * x, dims, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None) -> Tensor:
     """x / max(||x||_p, eps) along ``dim``."""
     if out is not None:
@@ -353,7 +419,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     return _dist.vector_norm(a - b + eps, p, max(a.ndim, b.ndim) - 1, keepdim)
 
 
-# ---- more losses -----------------------------------------------------------------------------------
+# ---- more losses ---------------------------------------------------------------------------------
 def _reduced(loss: Tensor, reduction: str, op: str) -> Tensor:
     _loss._check_reduction(op, reduction)
     return _loss._reduce(loss, reduction)

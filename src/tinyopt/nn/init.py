@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,8 +33,10 @@ from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.tensor import Parameter, Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "trunc_normal_", "constant_", "ones_",
-           "zeros_", "eye_", "orthogonal_", "xavier_uniform_", "xavier_normal_",
-           "kaiming_uniform_", "kaiming_normal_"]
+           "zeros_", "eye_", "dirac_", "sparse_", "orthogonal_", "xavier_uniform_",
+           "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "constant", "dirac", "eye",
+           "kaiming_normal", "kaiming_uniform", "normal", "orthogonal", "sparse", "uniform",
+           "xavier_normal", "xavier_uniform"]
 
 T = TypeVar("T", Parameter, np.ndarray)
 
@@ -206,6 +209,41 @@ def eye_(tensor: T) -> T:
     return tensor
 
 
+def dirac_(tensor: T, groups: int = 1) -> T:
+    """Fill a 3-, 4- or 5-d convolution weight with the Dirac delta: output channel ``d`` of
+    each of the ``groups`` passes its group's input channel ``d`` through unchanged (a one at the
+    kernel's centre), for ``d < min(out_channels / groups, in_channels)``; zeros elsewhere."""
+    arr = _array(tensor)
+    if arr.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if arr.shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = arr.shape[0] // groups
+    centre = tuple(n // 2 for n in arr.shape[2:])
+    arr[...] = 0
+    for g in range(groups):
+        for d in range(min(per_group, arr.shape[1])):
+            arr[(g * per_group + d, d) + centre] = 1
+    return tensor
+
+
+def sparse_(tensor: T, sparsity: float, std: float = 0.01, generator=None) -> T:
+    """Fill a 2-d tensor with draws from ``N(0, std^2)`` and zero ``ceil(sparsity * rows)``
+    random rows of each column (Martens 2010, https://www.cs.toronto.edu/~jmartens/docs/
+    Deep_HessianFree.pdf)."""
+    arr = _float_array(tensor, "sparse_")
+    if arr.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = arr.shape
+    zeros = int(math.ceil(sparsity * rows))
+    rng = _rng(generator)
+    values = rng.normal(0.0, std, size=arr.shape)
+    for col in range(cols):
+        values[rng.permutation(rows)[:zeros], col] = 0.0
+    _fill(arr, values)
+    return tensor
+
+
 def orthogonal_(tensor: T, gain: float = 1.0, generator=None) -> T:
     """Fill with a (semi-)orthogonal matrix: the Q of a QR decomposition of a standard normal
     draw, sign-corrected so the distribution is uniform (Saxe et al. 2013,
@@ -263,3 +301,30 @@ def kaiming_normal_(tensor: T, a: float = 0, mode: str = "fan_in",
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
     return normal_(tensor, 0.0, gain / math.sqrt(fan), generator)
+
+
+def _deprecated(new: Callable[..., Any]) -> Callable[..., Any]:
+    """``nn.init.normal`` and the other names without the underscore: ``new`` with PyTorch's
+    FutureWarning."""
+    old = new.__name__[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{new.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return new(*args, **kwargs)
+    deprecated_init.__name__ = deprecated_init.__qualname__ = old
+    deprecated_init.__doc__ = f"Deprecated: ``{new.__name__}``, with PyTorch's FutureWarning."
+    return deprecated_init
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

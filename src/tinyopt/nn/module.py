@@ -505,6 +505,16 @@ class Module:
             b.share_memory_()
         return self
 
+    def cuda(self, device: Any = None) -> Self:
+        """Refused: tinyopt runs on the CPU only (the error says so, and what to do instead)."""
+        check_device("cuda" if device is None else device)
+        return self
+
+    def xpu(self, device: Any = None) -> Self:
+        """Refused: tinyopt runs on the CPU only."""
+        check_device("xpu" if device is None else device)
+        return self
+
     # ---- state dict ---------------------------------------------------------------------------
     def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
         """Put this module's own parameters and persistent buffers (not its children's) into

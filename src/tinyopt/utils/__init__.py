@@ -1,7 +1,9 @@
 """``tinyopt.utils``: PyTorch's ``torch.utils`` paths.  ``tinyopt.utils.data`` *is*
 ``tinyopt.data`` (the same module object, and ``tinyopt.utils.data.<submodule>`` the same
 submodules), so ``from torch.utils.data import DataLoader`` ports by changing ``torch`` to
-``tinyopt``.  ``collect_env()`` prints the environment report (``tinyopt.diagnostics``)."""
+``tinyopt``; ``tinyopt.utils.checkpoint`` is ``torch.utils.checkpoint`` (and ``model_zoo``,
+``tensorboard`` the same paths).  ``collect_env()`` prints the environment report
+(``tinyopt.diagnostics``)."""
 
 from __future__ import annotations
 
@@ -40,4 +42,10 @@ if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _AliasFinder())
 sys.modules[_ALIAS] = data
 
-__all__ = ["collect_env", "data"]
+__all__ = ["checkpoint", "collect_env", "data", "model_zoo"]
+
+
+def __getattr__(name: str):
+    if name in ("checkpoint", "model_zoo"):  # (imported on first use, as torch.utils.<name> is)
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,13 +22,17 @@ if _typing.TYPE_CHECKING:
                                              multinomial, normal, ones, ones_like, rand,
                                              rand_like, randint, randint_like, randn, randn_like,
                                              randperm, zeros, zeros_like)
+    from tinyopt.engine.ops.combine import block_diag, cartesian_prod, combinations
+    from tinyopt.engine.ops.differences import diff
     from tinyopt.engine.ops.distance import vector_norm
+    from tinyopt.engine.ops.histograms import histc, histogram
     from tinyopt.engine.ops.elementwise import (abs, acos, add, addcdiv, addcmul, allclose,
-                                                arccos, arcsin, arctan, asin, atan, bitwise_and,
+                                                arccos, arcsin, arctan, arctan2, asin, atan,
+                                                atan2, bitwise_and,
                                                 bitwise_not, bitwise_or, bitwise_xor, ceil,
                                                 clamp, clamp_max, clamp_min, clip, clone, cos,
                                                 cosh, div, divide, eq, equal, erf, exp, expm1,
-                                                fix, floor, floor_divide, fmod, ge, gelu,
+                                                fix, floor, floor_divide, fmod, frac, ge, gelu,
                                                 greater, greater_equal, gt, hypot, isclose,
                                                 isfinite, isinf, isnan, isneginf, isposinf, le,
                                                 leaky_relu, lerp, less, less_equal, log, log1p,
@@ -45,7 +49,9 @@ if _typing.TYPE_CHECKING:
                                            ger, linear, matmul, mm, mv, outer)
     from tinyopt.engine.ops.loss import (binary_cross_entropy_with_logits, cross_entropy,
                                          l1_loss, mse_loss, nll_loss, one_hot)
-    from tinyopt.engine.ops.movement import (as_strided, atleast_1d, atleast_2d, broadcast_shapes,
+    from tinyopt.engine.ops.matrix_inverse import inv as inverse
+    from tinyopt.engine.ops.movement import (as_strided, atleast_1d, atleast_2d,
+                                              broadcast_shapes,
                                              broadcast_tensors, broadcast_to, cat, chunk,
                                              column_stack, contiguous, diag, diagonal, expand,
                                              flatten, flip, fliplr, flipud, hstack, meshgrid,
@@ -57,6 +63,7 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
+    from tinyopt.engine.ops.quantile import quantile
     from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
                                            cumprod, cumsum, log_softmax, logcumsumexp, logsumexp,
                                            max, mean, min, norm, prod, softmax, std, sum, var)
@@ -65,6 +72,11 @@ if _typing.TYPE_CHECKING:
                                               kthvalue, masked_select, median, msort, nonzero,
                                               scatter, scatter_add, searchsorted, sort, take,
                                               take_along_dim, topk, unique)
+    from tinyopt.engine.ops.statistics import (corrcoef, cov, cumulative_trapezoid, nanmean,
+                                               nansum, trapezoid)
+    from tinyopt.engine.ops.vector_products import cdist, cross, inner, isin, std_mean, var_mean
+    from tinyopt.engine.ops.windows import (bartlett_window, blackman_window, hamming_window,
+                                            hann_window, kaiser_window)
     from tinyopt.engine.tensor import as_tensor, from_dlpack, from_numpy, tensor
 
 _WHERE = _table({
@@ -73,11 +85,15 @@ _WHERE = _table({
         "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
         "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
         "randperm zeros zeros_like"),
+    "tinyopt.engine.ops.combine": "block_diag cartesian_prod combinations",
+    "tinyopt.engine.ops.differences": "diff",
     "tinyopt.engine.ops.distance": "vector_norm",
+    "tinyopt.engine.ops.histograms": "histc histogram",
     "tinyopt.engine.ops.elementwise": (
-        "abs acos add addcdiv addcmul allclose arccos arcsin arctan asin atan bitwise_and "
+        "abs acos add addcdiv addcmul allclose arccos arcsin arctan arctan2 asin atan atan2 "
+        "bitwise_and "
         "bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone cos cosh "
-        "div divide eq equal erf exp expm1 fix floor floor_divide fmod ge gelu greater "
+        "div divide eq equal erf exp expm1 fix floor floor_divide fmod frac ge gelu greater "
         "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
         "less less_equal log log1p log2 log10 logaddexp logaddexp2 logical_and logical_not "
         "logical_or logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative "
@@ -88,6 +104,7 @@ _WHERE = _table({
         "addbmm addmm addmv addr baddbmm bmm dot einsum ger linear matmul mm mv outer"),
     "tinyopt.engine.ops.loss": (
         "binary_cross_entropy_with_logits cross_entropy l1_loss mse_loss nll_loss one_hot"),
+    "tinyopt.engine.ops.matrix_inverse:inv": "inverse",
     "tinyopt.engine.ops.movement": (
         "as_strided atleast_1d atleast_2d broadcast_shapes broadcast_tensors broadcast_to cat "
         "chunk column_stack contiguous diag diagonal expand flatten flip fliplr flipud hstack "
@@ -96,6 +113,7 @@ _WHERE = _table({
         "unbind unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
+    "tinyopt.engine.ops.quantile": "quantile",
     "tinyopt.engine.ops.reduce": (
         "all amax amin any argmax argmin count_nonzero cumprod cumsum log_softmax logcumsumexp "
         "logsumexp max mean min norm prod softmax std sum var"),
@@ -103,6 +121,11 @@ _WHERE = _table({
         "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
         "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
         "take_along_dim topk unique"),
+    "tinyopt.engine.ops.statistics": (
+        "corrcoef cov cumulative_trapezoid nanmean nansum trapezoid"),
+    "tinyopt.engine.ops.vector_products": "cdist cross inner isin std_mean var_mean",
+    "tinyopt.engine.ops.windows": (
+        "bartlett_window blackman_window hamming_window hann_window kaiser_window"),
     "tinyopt.engine.tensor": "as_tensor from_dlpack from_numpy tensor",
 })
 
@@ -119,32 +142,35 @@ def load_all() -> None:
 __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "concat", "concatenate",
     "abs", "acos", "add", "addbmm", "addcdiv", "addcmul", "addmm", "addmv", "addr", "all",
-    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "argmax", "argmin",
-    "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atleast_1d", "atleast_2d",
-    "baddbmm",
-    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor", "bmm",
-    "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize", "cat", "ceil",
-    "chunk", "clamp", "clamp_max", "clamp_min",
-    "clip", "clone", "column_stack", "cos", "cosh", "count_nonzero", "cumprod",
-    "cumsum", "diag", "diagonal", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
-    "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud",
-    "floor", "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge",
-    "greater",
-    "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
-    "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
-    "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
-    "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select",
-    "matmul", "max",
-    "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim",
-    "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg",
-    "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute",
-    "positive", "pow", "prod", "rand", "rand_like", "randint", "randint_like", "randn",
-    "randn_like", "randperm", "reciprocal", "relu", "remainder", "repeat_interleave",
-    "reshape", "roll", "round", "rsqrt", "scatter", "scatter_add", "searchsorted", "select",
-    "sigmoid", "sign", "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze",
-    "stack", "std", "sub", "subtract", "sum", "swapaxes", "swapdims", "t", "take",
-    "take_along_dim", "tan", "tanh", "tensor", "tensor_split", "tile", "topk", "trace",
-    "transpose", "tril", "triu", "true_divide", "trunc", "unbind", "unflatten", "unique",
-    "unsqueeze", "var", "vstack", "where", "xlogy", "zeros", "zeros_like",
+    "allclose", "amax", "amin", "any", "arange", "arccos", "arcsin", "arctan", "arctan2",
+    "argmax", "argmin", "argsort", "argwhere", "as_strided", "as_tensor", "asin", "atan", "atan2", "atleast_1d",
+    "atleast_2d", "baddbmm",
+    "bernoulli", "bincount", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
+    "block_diag", "bmm", "broadcast_shapes", "broadcast_tensors", "broadcast_to", "bucketize",
+    "cat", "cdist", "ceil", "chunk", "clamp", "clamp_max", "clamp_min", "clip", "clone",
+    "column_stack", "combinations", "cos", "cosh", "count_nonzero", "cross", "cumprod", "cumsum",
+    "diag", "diagonal", "diff", "div", "divide", "dot", "einsum", "empty", "empty_like", "eq",
+    "equal", "erf", "exp", "expm1", "eye", "fix", "flatten", "flip", "fliplr", "flipud", "floor",
+    "floor_divide", "fmod", "from_dlpack", "from_numpy", "full", "full_like", "gather", "ge", "greater",
+    "greater_equal", "gt", "histc", "histogram", "hstack", "hypot", "index_add", "index_copy",
+    "index_fill", "index_select", "inverse", "isclose", "isfinite", "isin", "isinf", "isnan",
+    "isneginf",
+    "isposinf", "kthvalue", "le", "lerp", "less", "less_equal", "linspace", "log", "log10",
+    "log1p", "log2", "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and",
+    "logical_not", "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill",
+    "masked_select", "matmul", "max", "maximum", "mean", "median", "meshgrid", "min", "minimum",
+    "mm", "moveaxis", "movedim", "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num",
+    "narrow", "ne", "neg", "negative", "nonzero", "norm", "normal", "not_equal", "ones",
+    "ones_like", "outer", "permute", "positive", "pow", "prod", "quantile", "rand", "rand_like",
+    "randint", "randint_like", "randn", "randn_like", "randperm", "reciprocal", "relu",
+    "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt", "scatter",
+    "scatter_add", "searchsorted", "select", "sigmoid", "sign", "sin", "sinh", "softmax", "sort",
+    "split", "sqrt", "square", "squeeze", "stack", "std", "std_mean", "sub", "subtract", "sum",
+    "swapaxes", "swapdims", "t", "take", "take_along_dim", "tan", "tanh", "tensor", "tensor_split",
+    "tile", "topk", "trace", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
+    "unflatten", "unique", "unsqueeze", "var", "var_mean", "vstack", "where", "xlogy", "zeros",
+    "zeros_like",
+    "bartlett_window", "blackman_window", "cartesian_prod", "corrcoef", "cov",
+    "cumulative_trapezoid", "frac", "hamming_window", "hann_window", "inner", "kaiser_window",
+    "nanmean", "nansum", "trapezoid",
 ]

@@ -75,22 +75,24 @@ def _float_dtype(dtype) -> np.dtype:
 
 
 # ---- constant fills ------------------------------------------------------------------------------
-def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False
-          ) -> Tensor:
+def zeros(*shape, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with zeros (float32 unless ``dtype``)."""
-    return _new(np.zeros(_size(size), as_dtype(dtype or float32)), device, requires_grad)
+    return _new(np.zeros(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
+                device, requires_grad)
 
 
-def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False
-         ) -> Tensor:
+def ones(*shape, size=None, out=None, dtype=None, layout=None, device=None,
+         requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with ones (float32 unless ``dtype``)."""
-    return _new(np.ones(_size(size), as_dtype(dtype or float32)), device, requires_grad)
+    return _new(np.ones(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
+                device, requires_grad)
 
 
-def empty(*size, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False,
-          pin_memory: bool = False, memory_format=None) -> Tensor:
+def empty(*shape, size=None, out=None, dtype=None, layout=None, device=None,
+          requires_grad: bool = False, pin_memory: bool = False, memory_format=None) -> Tensor:
     """A tensor of that shape (tinyopt fills it with zeros: no uninitialised memory)."""
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*shape, size=size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
@@ -189,18 +191,20 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
 
 
 # ---- random -------------------------------------------------------------------------------------
-def randn(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def randn(*shape, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
           requires_grad: bool = False) -> Tensor:
     """Standard normal samples."""
     d = _float_dtype(dtype)
-    return _new(_rng(generator).standard_normal(_size(size)).astype(d), device, requires_grad)
+    shape = _size(shape if size is None else (size,))
+    return _new(_rng(generator).standard_normal(shape).astype(d), device, requires_grad)
 
 
-def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
+def rand(*shape, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
          requires_grad: bool = False) -> Tensor:
     """Uniform samples on [0, 1)."""
     d = _float_dtype(dtype)
-    return _new(_rng(generator).random(_size(size)).astype(d), device, requires_grad)
+    shape = _size(shape if size is None else (size,))
+    return _new(_rng(generator).random(shape).astype(d), device, requires_grad)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,

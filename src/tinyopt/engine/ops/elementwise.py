@@ -633,6 +633,15 @@ def round(x, *, decimals: int = 0) -> Tensor:
     return _round(x * scale) / scale
 
 
+def frac(x) -> Tensor:
+    """The fractional part x - trunc(x), with x's sign (gradient 1)."""
+    x = as_tensor(x)
+    if not is_float(x.dtype):
+        raise NotImplementedError(f'"frac_cpu" not implemented for '
+                                  f"'{scalar_type_name(x.dtype)}'")
+    return x - trunc(x)
+
+
 def gelu(x, approximate: str = "none") -> Tensor:
     """Gaussian error linear unit: x * Phi(x), or its tanh approximation."""
     if approximate == "none":
@@ -769,6 +778,35 @@ def hypot(a, b) -> Tensor:
     a, b = _operands("hypot", a, b)
     refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
+
+
+def _atan2_backward(t, g):
+    a, b = t.srcs
+    r2 = square(a) + square(b)
+    recip = where(eq(r2, 0.0), 0.0, reciprocal(r2))  # 0 where r^2 is 0 (or underflows), as torch
+    return (sum_to(g * b * recip, a.shape) if a.requires_grad else None,
+            sum_to(g * neg(a) * recip, b.shape) if b.requires_grad else None)
+
+
+defop("atan2", forward=lambda t: (lambda out, a, b: np.arctan2(a, b, out=out)),
+      backward=_atan2_backward, inplace=True)
+
+
+@in_float32
+def atan2(input, other) -> Tensor:
+    """The angle of the point (``other``, ``input``) in radians, in [-pi, pi]: arctan(input /
+    other) moved to the quadrant of both signs (C's ``atan2``, signed zeros and infinities
+    included).  Integer and bool operands compute in float32.  Gradients: ``other / r^2`` in
+    ``input`` and ``-input / r^2`` in ``other``, r^2 = input^2 + other^2."""
+    a, b = _operands("atan2", input, other)
+    if not is_float(a.dtype):
+        a, b = to(a, float32), to(b, float32)
+    return node("atan2", (a, b), broadcast_shape("atan2", a.shape, b.shape), a.dtype)
+
+
+def arctan2(input, other) -> Tensor:
+    """``atan2(input, other)`` (NumPy's name)."""
+    return atan2(input, other)
 
 
 def positive(x) -> Tensor:

@@ -125,7 +125,7 @@ def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
     deferred: list[tuple[int, Tensor, int]] = []  # (position in out.shape, index tensor, dim)
     d = 0
     for entry, k in enumerate(key):  # (torch names an integer's dimension by its entry)
-        if isinstance(k, (list, tuple, np.ndarray, str, bytes)):
+        if isinstance(k, (list, tuple, np.ndarray, str, bytes, range)):
             k = _index_data(k)
         new_dim = k is True or k is False  # (x[True] is x[None]; x[False] picks none of it)
         if isinstance(k, Tensor):

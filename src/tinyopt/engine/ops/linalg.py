@@ -11,6 +11,7 @@ from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
+from tinyopt.engine.sparse import SparseCOOTensor, spmm
 from tinyopt.engine.tensor import Tensor, _make, as_tensor
 from tinyopt.kernels import elementwise as EK
 from tinyopt.kernels import linalg as LK
@@ -44,6 +45,8 @@ defop("matmul", forward=_matmul_forward, backward=_matmul_backward)
 def matmul(a, b) -> Tensor:
     """Matrix product with PyTorch's rules: 1-D operands are promoted to matrices and the added
     dimension removed afterwards; leading (batch) dimensions broadcast."""
+    if isinstance(a, SparseCOOTensor):
+        return spmm(a, b)
     a, b = _operands("matmul", *autocast.lower(a, b))
     _require_float("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
@@ -165,9 +168,12 @@ def linear(input, weight, bias=None) -> Tensor:
     return node("linear", srcs, xs[:-1] + (ws[0],), x.dtype)
 
 
-# ---- named products: mm, bmm, mv, dot, outer, addmm and friends -----------------------------------
+# ---- named products: mm, bmm, mv, dot, outer, addmm and friends ----------------------------------
 def mm(input, mat2) -> Tensor:
-    """The product of two matrices (2-D only, no broadcasting)."""
+    """The product of two matrices (2-D only, no broadcasting); ``input`` may be a sparse COO
+    matrix (``torch.sparse.mm``)."""
+    if isinstance(input, SparseCOOTensor):
+        return spmm(input, mat2)
     a, b = as_tensor(input), as_tensor(mat2)
     if a.ndim != 2 or b.ndim != 2:
         raise RuntimeError(f"mm: expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D "
@@ -254,7 +260,7 @@ def addr(input, vec1, vec2, *, beta=1, alpha=1) -> Tensor:
     return _scaled_sum(input, outer(vec1, vec2), beta, alpha)
 
 
-# ---- einsum ---------------------------------------------------------------------------------------
+# ---- einsum --------------------------------------------------------------------------------------
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 

@@ -78,8 +78,10 @@ def _sum_backward(t, g):
 defop("sum_run", forward=_sum_forward, backward=_sum_backward)
 
 
-def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+        keepdims: bool | None = None) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all dimensions)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -96,8 +98,10 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 
 @in_float32
-def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+         keepdims: bool | None = None) -> Tensor:
     """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -111,9 +115,10 @@ def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 @in_float32
 def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: float | None = None) -> Tensor:
+        correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
     ``unbiased=False`` is correction 0)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if not is_float(x.dtype):  # (torch's words, for std too)
         raise RuntimeError("std and var only support floating point and complex dtypes")
@@ -128,8 +133,9 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
 
 @in_float32
 def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
-        correction: float | None = None) -> Tensor:
+        correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Standard deviation: the square root of ``var`` (same arguments)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
@@ -222,27 +228,31 @@ defop("max_all", forward=_all_forward(True), backward=_all_backward)
 defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
-def max(x: Tensor, dim=None, keepdim: bool = False):
+def max(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The largest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise maximum (``torch.max(a, b)``)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
         from tinyopt.engine.ops.elementwise import maximum
         return maximum(x, dim)
     return _extreme("max", x, dim, keepdim)
 
 
-def min(x: Tensor, dim=None, keepdim: bool = False):
+def min(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The smallest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise minimum."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
         from tinyopt.engine.ops.elementwise import minimum
         return minimum(x, dim)
     return _extreme("min", x, dim, keepdim)
 
 
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           keepdims: bool | None = None) -> Tensor:
     """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the largest."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if x.dtype == np.bool_:
         raise RuntimeError("argmax(): does not support bool input")
@@ -251,9 +261,11 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     return _extreme("max", x, dim, keepdim)[1]
 
 
-def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+           keepdims: bool | None = None) -> Tensor:
     """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the smallest."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if x.dtype == np.bool_:
         raise RuntimeError("argmin(): does not support bool input")
@@ -293,8 +305,9 @@ defop("softmax_grad", forward=_axis_grad_forward(K.softmax_axis_grad))
 defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
-def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+def logsumexp(x: Tensor, dim, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(x)
     if not is_float(x.dtype):  # integers and bools: float32, as torch's
         x = x.to(np.float32)
@@ -355,13 +368,15 @@ def _logical(op: str, x, dim, keepdim: bool) -> Tensor:
     return node(op, (x,), shape, np.dtype(np.bool_), (dims, bool(keepdim)))
 
 
-def any(x, dim=None, keepdim: bool = False) -> Tensor:
+def any(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether any element (along ``dim``) is nonzero: a bool tensor."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _logical("any", x, dim, keepdim)
 
 
-def all(x, dim=None, keepdim: bool = False) -> Tensor:
+def all(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether every element (along ``dim``) is nonzero: a bool tensor."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _logical("all", x, dim, keepdim)
 
 
@@ -377,7 +392,7 @@ def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
     return vector_norm(x, p, dim, keepdim, dtype=dtype)
 
 
-# ---- products and scans ----------------------------------------------------------------------------
+# ---- products and scans --------------------------------------------------------------------------
 def _exclusive_products(x: np.ndarray, axis: int) -> np.ndarray:
     """prod_{i != k} x_i along ``axis`` for every k, exactly (no division): the product of the
     elements before k times the product of those after."""
@@ -414,9 +429,10 @@ defop("prod_run", forward=_prod_forward,
 defop("prod_grad", forward=_prod_grad_forward)
 
 
-def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+def prod(x, dim=None, keepdim: bool = False, *, dtype=None, keepdims: bool | None = None) -> Tensor:
     """The product of the elements (over one ``dim`` if given); integers and bools give int64.
     The gradient is exact with zeros in the input (no division)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(autocast.fp32(x)[0])
     if dtype is not None:
         x = x.to(dtype)
@@ -500,7 +516,7 @@ def logcumsumexp(x, dim: int) -> Tensor:
     return cumsum((x - m).exp(), dim).log() + m
 
 
-# ---- amax / amin: the gradient shared by ties -----------------------------------------------------
+# ---- amax / amin: the gradient shared by ties ----------------------------------------------------
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     from tinyopt.engine.ops.elementwise import eq
     x = as_tensor(x)
@@ -520,14 +536,16 @@ def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     return r if keepdim else r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
 
-def amax(x, dim=(), keepdim: bool = False) -> Tensor:
+def amax(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The largest values over ``dim`` (all dimensions by default); the gradient is split evenly
     among equal maxima."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _extreme_of("amax", x, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim: bool = False) -> Tensor:
+def amin(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The smallest values over ``dim``; the gradient is split evenly among equal minima."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     return _extreme_of("amin", x, dim, keepdim)
 
 

@@ -74,7 +74,7 @@ def _prefix(x: Tensor, idx_shape: tuple[int, ...], d: int) -> Tensor:
     return getitem(x, _region(x.shape, idx_shape, d))
 
 
-# ---- gather ----------------------------------------------------------------------------------------
+# ---- gather --------------------------------------------------------------------------------------
 def _gather_forward(t):
     d = t.attrs[0]
     A, R, B = _arb(t.srcs[0].shape, d)
@@ -180,7 +180,7 @@ def take(input, index) -> Tensor:
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
 
-# ---- scatter / scatter_add --------------------------------------------------------------------------
+# ---- scatter / scatter_add -----------------------------------------------------------------------
 def _scatter_forward(assign: bool):
     def compile(t):
         d = t.attrs[0]
@@ -378,7 +378,7 @@ def masked_select(input, mask) -> Tensor:
     return x.expand(shape)[m.expand(shape)]
 
 
-# ---- sorting ---------------------------------------------------------------------------------------
+# ---- sorting -------------------------------------------------------------------------------------
 def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable sorting indices along ``axis``; NaN counts as the largest value (PyTorch)."""
     if not descending:
@@ -453,8 +453,9 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     return MaxMin((v, i) if keepdim else (v.squeeze(d), i.squeeze(d)))
 
 
-def median(input, dim: int | None = None, keepdim: bool = False):
+def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``)."""
+    keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     x = as_tensor(input)
     refuse_unsigned("median_cpu", x)
     if x.dtype == np.bool_:
@@ -471,7 +472,7 @@ def msort(input) -> Tensor:
     return sort(input, 0)[0]
 
 
-# ---- data-dependent shapes: computed now --------------------------------------------------------------
+# ---- data-dependent shapes: computed now ---------------------------------------------------------
 def nonzero(input, *, as_tuple: bool = False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per
     dimension with ``as_tuple=True``."""

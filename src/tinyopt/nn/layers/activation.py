@@ -217,6 +217,43 @@ class ReLU6(Hardtanh):
         return _inplace_repr(self.inplace)
 
 
+class Hardsigmoid(Module):
+    """relu6(x + 3) / 6."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.hardsigmoid(input)
+
+
+class Hardswish(Module):
+    """x relu6(x + 3) / 6 (MobileNetV3's activation)."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input) -> Tensor:
+        return F.hardswish(input)
+
+
+class GLU(Module):
+    """The gated linear unit: ``F.glu(x, dim)``, the first half of x along ``dim`` times the
+    sigmoid of the second."""
+
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input) -> Tensor:
+        return F.glu(input, self.dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
 class LogSigmoid(Module):
     """log(sigmoid(x)), computed stably."""
 

@@ -68,6 +68,40 @@ class LayerNorm(Module):
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
+class RMSNorm(Module):
+    """Root mean square layer normalization (Zhang & Sennrich 2019,
+    https://arxiv.org/abs/1910.07467): y = x / sqrt(mean(x^2) + eps) * weight over the trailing
+    ``normalized_shape`` dimensions; ``eps`` None is the dtype's machine epsilon."""
+
+    def __init__(self, normalized_shape: int | list[int] | tuple[int, ...],
+                 eps: float | None = None, elementwise_affine: bool = True, device=None,
+                 dtype=None) -> None:
+        super().__init__()
+        dt = param_dtype(device, dtype)
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(int(s) for s in normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(np.empty(self.normalized_shape, dtype=dt))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """``weight`` to ones."""
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, x) -> Tensor:
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
 class _BatchNorm(Module):
     _version = 2
     _input_dims: tuple[int, ...] = ()
@@ -160,6 +194,12 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalization of (N, C, H, W) inputs, per channel C."""
 
     _input_dims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of (N, C, D, H, W) inputs, per channel C."""
+
+    _input_dims = (5,)
 
 
 class GroupNorm(Module):

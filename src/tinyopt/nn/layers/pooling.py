@@ -132,3 +132,20 @@ class AvgPool1d(Module):
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveMaxPool2d(Module):
+    """Max pooling to a fixed output size (an int, or a pair whose None entries keep the input's
+    size), over the same windows as ``AdaptiveAvgPool2d``."""
+
+    def __init__(self, output_size: int | None | tuple[int | None, int | None],
+                 return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
