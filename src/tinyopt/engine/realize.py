@@ -17,6 +17,7 @@ import weakref
 
 import numpy as np
 
+from tinyopt.engine import eager
 from tinyopt.engine.graph import toposort, toposort_signed
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan import CACHE, Plan
@@ -43,8 +44,11 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         fwd, index, sig = toposort_signed(roots)
     wanted = list(outputs) + effects if effects else list(outputs)
     plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
-    leaves = plan.leaves(fwd)
-    values = plan.run(leaves) if update is None else plan.run(leaves, update)
+    if plan is None:  # a structure not seen often enough to compile: run it node by node
+        values = eager.run(fwd, wanted + kept, loss, update)
+    else:
+        leaves = plan.leaves(fwd)
+        values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
     free = loss is not None and not retain_graph
