@@ -87,11 +87,11 @@ def worker(kind: str, batch: int, steps: int) -> dict:
         for name in ("allreduce_", "reduce_scatter_", "allgather_"):
             original = getattr(pg, name)
 
-            def timed(*args, _f=original):
+            def timed(*args, _f=original, **kw):
                 t0 = time.perf_counter()
                 pg.comm.Barrier()  # waiting for the slower rank, told apart from the transfer
                 t1 = time.perf_counter()
-                _f(*args)
+                _f(*args, **kw)
                 comm[0] += time.perf_counter() - t1
                 comm[1] += t1 - t0
             setattr(pg, name, timed)
@@ -109,6 +109,7 @@ def worker(kind: str, batch: int, steps: int) -> dict:
            "state": _state_bytes(opt)}
     if kind == "ddp":
         out.update(_overlap_probe(model, x, y, pg))
+        out.update(_fingerprint_probe(model, pg))
     if kind != "single":
         import tinyopt.distributed as dist
         every = [None, None]
@@ -143,6 +144,22 @@ def _overlap_probe(model, x, y, pg) -> dict:
     for name, fn in (("t_backward", backward), ("t_allreduce", allreduce), ("t_both", both)):
         pg.comm.Barrier()
         out[name] = statistics.median(_time_steps(fn, 15))
+    return out
+
+
+def _fingerprint_probe(model, pg) -> dict:
+    """What checking every collective across the ranks costs: tinyopt's all_reduce (fingerprint
+    exchange, then a polled non-blocking Iallreduce) against a bare blocking MPI Allreduce, for
+    100 floats and for the model's gradient buffer (medians, seconds)."""
+    MPI = pg.MPI
+    out = {}
+    for label, n, reps in (("small", 100, 400),
+                           ("grad", sum(p.numel() for p in model.parameters()), 30)):
+        buf = np.ones(n, np.float32)
+        for name, fn in ((f"t_bare_{label}", lambda: pg.comm.Allreduce(MPI.IN_PLACE, buf)),
+                         (f"t_checked_{label}", lambda: pg.allreduce_(buf))):
+            pg.comm.Barrier()
+            out[name] = statistics.median(_time_steps(fn, reps))
     return out
 
 
@@ -199,6 +216,11 @@ def main() -> None:
         print(f"overlap probe, batch {batch}: backward {1e3 * m['t_backward']:.2f} ms, Allreduce "
               f"of the gradients {1e3 * m['t_allreduce']:.2f} ms, Iallreduce during the backward "
               f"{1e3 * m['t_both']:.2f} ms in all (saved {1e3 * saved:.2f} ms)")
+    for batch, m in list(probes.items())[:1]:
+        print(f"checked collectives: all_reduce of 100 floats {1e6 * m['t_checked_small']:.1f} us "
+              f"(bare MPI Allreduce {1e6 * m['t_bare_small']:.1f} us), of the "
+              f"gradients {1e3 * m['t_checked_grad']:.3f} ms (bare "
+              f"{1e3 * m['t_bare_grad']:.3f} ms)")
 
 
 if __name__ == "__main__":

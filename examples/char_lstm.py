@@ -8,8 +8,9 @@ The text is ``tests/data/shakespeare.txt`` (the opening of Coriolanus, public do
 characters (predict every next character: cross-entropy over the vocabulary), with Adam and
 gradient clipping, as PyTorch's char-rnn examples do.  After every epoch the script prints the
 training loss, the loss on the held-out last 10% of the text, and a sampled continuation of a
-prompt, and saves a checkpoint (``--checkpoint PATH``, default ``char_lstm.tinyopt`` in the
-temporary folder; ``''`` saves none).  ``--resume PATH`` continues a run where it stopped, printing
+prompt, and saves a checkpoint (``--checkpoint PATH``, default ``char_lstm.tinyopt`` in a new
+temporary folder; ``''`` saves none); within an epoch it prints the step and the running loss
+every ``--progress`` seconds (10).  ``--resume PATH`` continues a run where it stopped, printing
 exactly the numbers the uninterrupted run would have printed (model, optimizer, and the random
 generator that draws the windows and the samples are all restored)::
 
@@ -134,9 +135,9 @@ def train(model: nn.Module, data: CharText, args: argparse.Namespace, step=lstm_
     vocab = len(data.vocab)
     history = []
     for epoch in range(first, args.epochs):
-        t0 = time.perf_counter()
+        t0 = shown = time.perf_counter()
         total = 0.0
-        for _ in range(args.steps):
+        for i in range(args.steps):
             starts = rng.integers(0, len(data.train) - args.seq_len - 1, args.batch_size)
             x, y = data.windows(data.train, starts, args.seq_len)
             opt.zero_grad()
@@ -146,6 +147,10 @@ def train(model: nn.Module, data: CharText, args: argparse.Namespace, step=lstm_
             nn.utils.clip_grad_norm_(model.parameters(), args.clip)
             opt.step()
             total += loss.item()
+            if time.perf_counter() - shown >= args.progress and i + 1 < args.steps:
+                shown = time.perf_counter()
+                print(f"  step {i + 1}/{args.steps}  train loss {total / (i + 1):.4f}  "
+                      f"({shown - t0:.1f} s)", flush=True)
         val = evaluate(model, data, args.seq_len, args.batch_size)
         history.append((total / args.steps, val))
         print(f"epoch {epoch + 1:3d}  train loss {total / args.steps:.4f}  val loss {val:.4f}  "
@@ -154,6 +159,8 @@ def train(model: nn.Module, data: CharText, args: argparse.Namespace, step=lstm_
         print("  " + (prompt + text).replace("\n", "\n  "), flush=True)
         if args.checkpoint:
             to.save(args.checkpoint, model=model, optimizer=opt, epoch=epoch + 1)
+    if args.checkpoint:
+        print(f"checkpoint {args.checkpoint}")
     return history
 
 
@@ -179,12 +186,18 @@ def parse_args(argv: list[str] | None = None, name: str = "char_lstm", lr: float
     p.add_argument("--sample", type=int, default=200, help="characters sampled after each epoch")
     p.add_argument("--temperature", type=float, default=0.8)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--checkpoint", default=os.path.join(tempfile.gettempdir(), f"{name}.tinyopt"),
-                   metavar="PATH", help="save here after every epoch ('' to save nothing; "
-                                        "default: %(default)s)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help=f"save here after every epoch ('' to save nothing; default: "
+                        f"{name}.tinyopt in a new temporary folder)")
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="continue the run saved in this checkpoint")
-    return p.parse_args(argv)
+    p.add_argument("--progress", type=float, default=10.0, metavar="SECONDS",
+                   help="within an epoch, print the step and the running loss every SECONDS "
+                        "(default: %(default)s; 0: after every step)")
+    args = p.parse_args(argv)
+    if args.checkpoint is None:  # a folder of this run's own: never a fixed name others can take
+        args.checkpoint = os.path.join(tempfile.mkdtemp(prefix=f"{name}-"), f"{name}.tinyopt")
+    return args
 
 
 def main(argv: list[str] | None = None) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@
     python examples/mnist_cnn.py --epochs 5 --checkpoint cnn.tinyopt --resume cnn.tinyopt
 
 Data handling, training (``tinyopt.fit`` by default, the explicit loop with ``--loop``),
-checkpoints after every epoch (``--checkpoint PATH``, default ``mnist_cnn.tinyopt`` in the
+checkpoints after every epoch (``--checkpoint PATH``, default ``mnist_cnn.tinyopt`` in a new
 temporary folder) and exact resume (``--resume PATH``) are those of ``mnist_fc.py``.
 """
 

@@ -4,8 +4,8 @@
     python examples/mnist_fc.py --loop               # the same with the explicit PyTorch loop
     python examples/mnist_fc.py --root ~/data/fashion-mnist --epochs 20
 
-A checkpoint is saved after every epoch (``--checkpoint PATH``, default ``mnist_fc.tinyopt`` in
-the temporary folder; ``--checkpoint ''`` saves none).  Stop the run at any time and continue it
+A checkpoint is saved after every epoch (``--checkpoint PATH``, default ``mnist_fc.tinyopt`` in a
+new temporary folder, printed at the end; ``--checkpoint ''`` saves none).  Stop the run at any time and continue it
 with ``--resume PATH``: the resumed run prints exactly the numbers the uninterrupted one would
 have printed (model, optimizer, learning-rate schedule, shuffling order and random generator are
 all restored)::
@@ -149,14 +149,16 @@ def parse_args(argv: list[str] | None = None, epochs: int = 5, lr: float = 1e-3,
                    help="train on the first LIMIT training images only")
     p.add_argument("--loop", action="store_true",
                    help="the explicit PyTorch-style loop instead of tinyopt.fit")
-    p.add_argument("--checkpoint", default=os.path.join(tempfile.gettempdir(), f"{name}.tinyopt"),
-                   metavar="PATH", help="save here after every epoch ('' to save nothing; "
-                                        "default: %(default)s)")
+    p.add_argument("--checkpoint", default=None, metavar="PATH",
+                   help=f"save here after every epoch ('' to save nothing; default: "
+                        f"{name}.tinyopt in a new temporary folder)")
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="continue the run saved in this checkpoint")
     args = p.parse_args(argv)
     if args.limit is not None and args.limit < args.batch_size:
         p.error(f"--limit {args.limit} is smaller than one batch ({args.batch_size})")
+    if args.checkpoint is None:  # a folder of this run's own: never a fixed name others can take
+        args.checkpoint = os.path.join(tempfile.mkdtemp(prefix=f"{name}-"), f"{name}.tinyopt")
     return args
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 import tempfile
 import traceback
+from datetime import timedelta
 
 import numpy as np
 
@@ -65,6 +66,14 @@ def half(x: np.ndarray) -> np.ndarray:
     return x[rank() * k:(rank() + 1) * k]
 
 
+def shared_path(name: str) -> str:
+    """A checkpoint path every rank reads and rank 0 writes: rank 0's choice (the ranks'
+    parent processes differ when they run on several hosts)."""
+    path = [os.path.join(tempfile.gettempdir(), f"tinyopt-{name}-{os.getpid()}.tinyopt")]
+    dist.broadcast_object_list(path, src=0)
+    return path[0]
+
+
 def params(model: nn.Module) -> list[np.ndarray]:
     return [p._data.copy() for p in model.parameters()]
 
@@ -111,7 +120,8 @@ def process_group_api():
     assert m[:, 1::2].tolist() == (np.arange(12).reshape(3, 4)[:, 1::2] * (r + 1)).tolist()
     p = nn.Parameter(np.full(3, float(r)))
     work = dist.all_reduce(p, async_op=True)
-    assert work.wait() and work.is_completed() and p._data.tolist() == [1.0, 1.0, 1.0]
+    assert work.wait(timeout=timedelta(seconds=60)) and work.is_completed()
+    assert p._data.tolist() == [1.0, 1.0, 1.0]
     t = to.tensor([1.0, 2.0])
     dist.all_reduce(t)  # a leaf Tensor, in place
     assert t.numpy().tolist() == [2.0, 4.0]
@@ -145,12 +155,138 @@ def process_group_api():
 
 
 @check
+def ranks_run_where_they_were_launched():
+    """Each rank's network namespace: one for a job on one machine; under
+    test_a_job_across_two_hosts_over_tcp (TINYOPT_EXPECT_NETNS=2) one per simulated host."""
+    here = "/proc/self/ns/net"  # (Linux)
+    spaces = gather(os.stat(here).st_ino if os.path.exists(here) else None)
+    if None not in spaces:
+        assert len(set(spaces)) == int(os.environ.get("TINYOPT_EXPECT_NETNS", "1")), spaces
+
+
+@check
 def sampler_defaults_from_group():
     ds = list(range(11))
     s = DistributedSampler(ds, shuffle=True, seed=3)
     assert (s.num_replicas, s.rank, len(s)) == (2, rank(), 6)
     shares = gather(list(s))
     assert len(shares[0] + shares[1]) == 12 and set(shares[0] + shares[1]) == set(ds)  # 1 pad
+
+
+def raises_on_every_rank(call, error, *texts) -> str:
+    """``call()`` must raise ``error`` containing every one of ``texts`` on this rank."""
+    try:
+        call()
+    except error as e:
+        for text in texts:
+            assert text in str(e), (text, str(e))
+        return str(e)
+    raise AssertionError(f"no {error.__name__} ({texts})")
+
+
+@check
+def mismatched_collectives_raise_on_every_rank_and_the_group_survives():
+    r = rank()
+    raises_on_every_rank(  # float32 against int32 returned garbage, with exit 0
+        lambda: dist.all_reduce(np.ones(3, np.float32 if r == 0 else np.int32)), RuntimeError,
+        "Detected mismatch between collectives on ranks",
+        "rank 0 runs all_reduce(float32 of shape (3,), op=SUM); "
+        "rank 1 runs all_reduce(int32 of shape (3,), op=SUM)")
+    raises_on_every_rank(lambda: dist.all_reduce(np.ones(3 + r)), RuntimeError,
+                         "float64 of shape (3,)", "float64 of shape (4,)")
+    raises_on_every_rank(lambda: dist.all_reduce(np.ones((2, 3) if r == 0 else (3, 2))),
+                         RuntimeError, "shape (2, 3)", "shape (3, 2)")
+    raises_on_every_rank(lambda: dist.all_reduce(
+        np.ones(2), op=dist.ReduceOp.SUM if r == 0 else dist.ReduceOp.MAX), RuntimeError,
+        "op=SUM", "op=MAX")
+    raises_on_every_rank(lambda: dist.broadcast(np.ones(2), src=r), RuntimeError,
+                         "root=0", "root=1")
+    raises_on_every_rank(lambda: dist.broadcast_object_list([None] * (1 + r)), RuntimeError,
+                         "broadcast_object_list(1 entries, root=0)",
+                         "broadcast_object_list(2 entries, root=0)")
+    raises_on_every_rank(lambda: dist.barrier() if r == 0 else dist.all_gather_object(
+        [None, None], r), RuntimeError, "rank 0 runs barrier()", "rank 1 runs all_gather_object()")
+    a = np.full(3, r + 1.0, np.float32)
+    dist.all_reduce(a)  # nothing moved above: the group works on
+    assert a.tolist() == [3.0, 3.0, 3.0], a
+    objs = [None, None]
+    dist.all_gather_object(objs, "x" * (1000 * r))  # payloads of different sizes are fine
+    assert objs == ["", "x" * 1000]
+
+
+class Frozen(nn.Module):
+    def __init__(self, shape, dtype=np.float32):
+        super().__init__()
+        self.fc = nn.Linear(3, 2)
+        self.table = nn.Parameter(np.zeros(shape, dtype), requires_grad=False)
+
+
+@check
+def ddp_verifies_the_model_across_ranks():
+    r = rank()
+    frozen = Frozen((2, 3) if r == 0 else (3, 2))  # the same element count, another shape
+    before = frozen.fc.weight._data.copy()
+    mine = raises_on_every_rank(lambda: DDP(frozen), RuntimeError,
+                                "[1]: params[0] in this process ('table') with sizes [3, 2] "
+                                "appears not to match sizes of the same param in process 0 "
+                                "([2, 3]).")
+    assert mine.startswith("rank 1's model differs from rank 0's: ") == (r == 0), mine
+    assert np.array_equal(frozen.fc.weight._data, before)  # nothing was broadcast
+    raises_on_every_rank(lambda: DDP(Frozen(4, np.float32 if r == 0 else np.float64)),
+                         RuntimeError, "with dtype float64 appears not to match dtype")
+    raises_on_every_rank(lambda: DDP(mlp(0, (20, 16, 5) if r == 0 else (20, 5))), RuntimeError,
+                         "DDP expects same model across all ranks, but Rank 1 has 2 params, "
+                         "while rank 0 has inconsistent 4 params.")
+    DDP(Frozen((2, 3)))  # the same everywhere: fine
+
+
+@check
+def zero_loads_state_with_a_0d_parameter_on_every_rank():
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+
+    def setup(seed):
+        to.manual_seed(seed)
+        w = nn.Parameter(np.random.default_rng(seed).standard_normal(5).astype(np.float32))
+        s = nn.Parameter(np.float32(0.5))  # a 0-d parameter: the last element of the buffer
+        return [w, s], ZeroRedundancyOptimizer([w, s], optimizer_class=optim.Adam, lr=0.1)
+
+    def step(ps, opt):
+        opt.zero_grad()
+        ((ps[0] * ps[1]).sum() ** 2).backward()
+        opt.step()
+    ps, opt = setup(0)
+    for _ in range(2):
+        step(ps, opt)
+    opt.consolidate_state_dict(to=0)
+    sd = [opt.state_dict() if rank() == 0 else None]
+    dist.broadcast_object_list(sd)
+    sd = sd[0]
+    assert sd["state"][1]["exp_avg"].shape == ()
+    ps2, opt2 = setup(0)
+    opt2.load_state_dict(sd)  # raised on the rank holding the 0-d parameter
+    opt2.consolidate_state_dict(to=1)
+    if rank() == 1:
+        back = opt2.state_dict()
+        for i, st in sd["state"].items():
+            for k, v in st.items():
+                assert np.array_equal(back["state"][i][k], v), (i, k)
+    plain = optim.Adam(ps2, lr=0.1)
+    plain.load_state_dict(sd)
+    # a dict one rank rejects (here: another shape on rank 1) is loaded by no rank
+    bad = copy.deepcopy(sd)
+    if rank() == 1:
+        bad["state"][0]["exp_avg"] = np.zeros(4, np.float32)
+    ps3, opt3 = setup(1)
+    step(ps3, opt3)
+    mine = opt3.optim.state_dict()
+    text = raises_on_every_rank(lambda: opt3.load_state_dict(bad), ValueError)
+    if rank() == 0:
+        assert "rank 1 rejected the state dict" in text and "no rank loaded it" in text, text
+    after = opt3.optim.state_dict()
+    for i, st in mine["state"].items():
+        for k, v in st.items():
+            assert np.array_equal(after["state"][i][k], v), (i, k)
+    assert opt3.param_groups[0]["lr"] == 0.1
 
 
 # ---- DDP --------------------------------------------------------------------------------------
@@ -185,9 +321,9 @@ def count_allreduces(pg):
     calls = []
     original = pg.allreduce_
 
-    def counting(buf, op="SUM"):
+    def counting(buf, op="SUM", **kw):
         calls.append(buf.size)
-        original(buf, op)
+        original(buf, op, **kw)
     pg.allreduce_ = counting
     return calls, lambda: setattr(pg, "allreduce_", original)
 
@@ -317,7 +453,7 @@ def ddp_state_dict_and_checkpoint_resume():
 
     for x, y in data[:3]:
         train_step(ddp, opt, half(x), half(y))
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-ddp-{os.getppid()}.tinyopt")
+    path = shared_path("ddp")
     if rank() == 0:
         to.save(path, model=ddp, optimizer=opt)
     dist.barrier()
@@ -423,7 +559,7 @@ def zero_consolidation_round_trips():
 def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
     from tinyopt.distributed.optim import ZeroRedundancyOptimizer
     data = batches(6, seed=13)
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-zero-{os.getppid()}.tinyopt")
+    path = shared_path("zero")
 
     def setup(seed):
         ddp = DDP(mlp(seed))
@@ -497,7 +633,7 @@ def fit_under_ddp_checkpoint_resumes_bit_for_bit():
     """With ZeRO: fit consolidates its state on rank 0 before saving."""
     from tinyopt.distributed.optim import ZeroRedundancyOptimizer
     data = fit_data(60)
-    path = os.path.join(tempfile.gettempdir(), f"tinyopt-fit-ddp-{os.getppid()}.tinyopt")
+    path = shared_path("fit-ddp")
     if rank() == 0 and os.path.exists(path):
         os.remove(path)
     dist.barrier()
@@ -521,6 +657,23 @@ def fit_under_ddp_checkpoint_resumes_bit_for_bit():
     dist.barrier()
     if rank() == 0:
         os.remove(path)
+
+
+@check
+def fit_under_ddp_refuses_a_checkpoint_written_without_it():
+    data = fit_data()
+    path = os.path.join(tempfile.gettempdir(), f"tinyopt-plain-fit-{os.getpid()}.tinyopt")
+    plain = mlp(3)
+    to.fit(plain, data, nn.CrossEntropyLoss(), optim.SGD(plain.parameters(), lr=0.1),
+           epochs=1, batch_size=8, seed=0, progress=False, checkpoint=path)  # on each rank
+    ddp = DDP(mlp(4))
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+    before = params(ddp)
+    raises_on_every_rank(lambda: to.fit(ddp, data, nn.CrossEntropyLoss(), opt, epochs=2,
+                                        batch_size=4, seed=0, progress=False, resume=path),
+                         ValueError, "holds no generator states of ranks")
+    assert max_diff(params(ddp), before) == 0  # nothing was restored
+    os.remove(path)
 
 
 @check

@@ -43,6 +43,34 @@ def test_every_public_name_and_signature_is_in_the_api_reference(modname):
         f"signature changed {stale}")
 
 
+@pytest.mark.parametrize("modname", [m for m, _ in gen_api.MODULES])
+def test_every_public_name_has_a_docstring(modname):
+    """Each public function and class has its own docstring, and each of a class's public
+    methods and properties one (its own, or that of the method it overrides)."""
+    import inspect
+    import types
+    module = importlib.import_module(modname)
+    empty = []
+    for name in gen_api.public_names(module):
+        obj = getattr(module, name)
+        if isinstance(obj, types.ModuleType) or not (inspect.isclass(obj) or callable(obj)) or \
+                not getattr(obj, "__module__", "tinyopt").startswith("tinyopt"):
+            continue
+        if not (obj.__doc__ or "").strip():
+            empty.append(f"{modname}.{name}")
+        if inspect.isclass(obj):
+            empty += [f"{modname}.{name}.{m}" for m, member in gen_api._own_members(obj)
+                      if not (inspect.getdoc(member) or "").strip()]
+    assert not empty, f"public names without a docstring: {empty}"
+
+
+def test_the_site_reference_pages_are_current():
+    """docs/reference/ (the mkdocs site's API pages) is what docs/gen_api.py writes now."""
+    pages = gen_api.reference_pages()
+    on_disk = {p.name: p.read_text(encoding="utf-8") for p in (DOCS / "reference").glob("*.md")}
+    assert on_disk == pages, "docs/reference/ is out of date: run python docs/gen_api.py"
+
+
 def test_main_packages_are_covered():
     covered = {m for m, _ in gen_api.MODULES}
     assert {"tinyopt", "tinyopt.nn", "tinyopt.optim", "tinyopt.data", "tinyopt.train"} <= covered

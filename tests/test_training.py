@@ -126,9 +126,10 @@ def test_cnn_learns_with_adam(data):
     assert acc >= 0.70, acc
 
 
-def test_mnist_fc_example_main_runs(capsys, monkeypatch):
+def test_mnist_fc_example_main_runs(capsys, monkeypatch, tmp_path):
     """The example's command line and loop run end to end (one epoch on the bundled data)."""
-    mnist_fc.main(["--epochs", "1", "--batch-size", "500", "--lr", "2e-3", "--seed", "3"])
+    mnist_fc.main(["--epochs", "1", "--batch-size", "500", "--lr", "2e-3", "--seed", "3",
+                   "--checkpoint", str(tmp_path / "fc.tinyopt")])
     out = capsys.readouterr().out
     assert "Linear(in_features=784, out_features=500, bias=True)" in out
     line = next(s for s in out.splitlines() if s.startswith("epoch"))

@@ -33,7 +33,7 @@ from tinyopt.engine.ops import __all__ as _ops_all
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, cuda, data, distributions, linalg,
-                         nn, optim, utils)
+                         nn, optim, safetensors, torch_format, utils)
     from tinyopt.amp import autocast, get_autocast_dtype, is_autocast_enabled
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
@@ -55,7 +55,7 @@ _WHERE = _table({
 })
 _lazy_getattr, __dir__ = _exports(__name__, globals(), _WHERE, submodules=(
     "accelerator amp autograd backends checkpoint cuda data distributions kernels linalg nn optim "
-    "serialization train utils"))
+    "safetensors serialization torch_format train utils"))
 
 __version__ = "0.1.0"
 
@@ -73,10 +73,12 @@ def set_default_dtype(d: object) -> None:
 
 
 def is_floating_point(input: Tensor) -> _builtins.bool:
+    """Whether ``input``'s dtype is a floating-point one."""
     return input.is_floating_point()
 
 
 def numel(input: Tensor) -> _builtins.int:
+    """The number of elements of ``input``."""
     return input.numel()
 
 
@@ -106,7 +108,9 @@ def __getattr__(name: str):
     return _lazy_getattr(name)
 
 
-__all__ = sorted(set(_ops_all) | {
+# a literal list, then the ops' names: what type checkers need to see the exports (under
+# ``mypy --strict`` a name imported here is public only if a literal ``__all__`` lists it)
+__all__ = [
     "BoolTensor", "ByteTensor", "CacheInfo", "CharTensor", "CheckpointError", "DoubleTensor",
     "FloatTensor", "Generator", "IntTensor", "LongTensor", "Parameter", "ShortTensor", "Size",
     "Tensor", "accelerator", "amp", "autocast", "autograd", "backends", "bool", "can_cast", "cuda",
@@ -117,4 +121,5 @@ __all__ = sorted(set(_ops_all) | {
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
-    "uint8", "utils"})
+    "uint8", "utils"]
+__all__ += [_name for _name in _ops_all if _name not in __all__]

@@ -331,6 +331,13 @@ def _write(target: str | Any, entries: dict[str, Any], encoder: _Encoder) -> Non
     if not isinstance(target, str):
         _write_zip(target, encoder.arrays, manifest_bytes)
         return
+    write_atomically(target, lambda f: _write_zip(f, encoder.arrays, manifest_bytes))
+
+
+def write_atomically(target: str, write: collections.abc.Callable[[Any], None]) -> None:
+    """Call ``write(f)`` on a new temporary file beside ``target`` (a path), then rename it over
+    ``target``: readers see the old file or the whole new one, never a part (see the module
+    docstring; also used by the other formats tinyopt writes)."""
     path = _save_target(target)
     folder, base = os.path.split(path)
     try:
@@ -342,7 +349,7 @@ def _write(target: str | Any, entries: dict[str, Any], encoder: _Encoder) -> Non
     fd, tmp = _locked_temp(folder, base)
     try:
         with os.fdopen(fd, "wb", closefd=False) as f:
-            _write_zip(f, encoder.arrays, manifest_bytes)
+            write(f)
             f.flush()
             if hasattr(os, "fchmod"):
                 os.fchmod(fd, mode)

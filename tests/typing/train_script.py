@@ -3,6 +3,8 @@ under mypy and pyright (``tests/test_typing.py``).  It is also run, to keep it h
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 import tinyopt as torch
@@ -68,7 +70,10 @@ def cnn_step(tmp: str) -> int:
 
 def accuracy(logits: torch.Tensor, y: torch.Tensor) -> float:
     pred = logits.argmax(dim=1)
-    return (pred == y).float().mean().item()
+    value = (pred == y).float().mean().item()
+    if TYPE_CHECKING:
+        reveal_type(value)  # tests/test_typing.py reads mypy's answer
+    return value
 
 
 def main() -> float:

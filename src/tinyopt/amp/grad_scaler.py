@@ -41,6 +41,8 @@ _ONE = np.ones(1, np.uint8)
 
 
 class OptState(Enum):
+    """Where an optimizer is in the scaler's step: READY (nothing done), UNSCALED (its gradients
+    were unscaled by ``unscale_``), STEPPED (``step`` ran)."""
     READY = 0
     UNSCALED = 1
     STEPPED = 2
@@ -202,21 +204,29 @@ class GradScaler:
         return float(self._init_scale if self._scale is None else self._scale)
 
     def get_growth_factor(self) -> float:
+        """The factor the scale is multiplied by after ``growth_interval`` steps without
+        inf/NaN."""
         return self._growth_factor
 
     def set_growth_factor(self, new_factor: float) -> None:
+        """Set the growth factor (see :meth:`get_growth_factor`)."""
         self._growth_factor = new_factor
 
     def get_backoff_factor(self) -> float:
+        """The factor the scale is multiplied by after a step whose gradients held an inf
+        or NaN."""
         return self._backoff_factor
 
     def set_backoff_factor(self, new_factor: float) -> None:
+        """Set the backoff factor (see :meth:`get_backoff_factor`)."""
         self._backoff_factor = new_factor
 
     def get_growth_interval(self) -> int:
+        """The number of consecutive finite steps after which the scale grows."""
         return self._growth_interval
 
     def set_growth_interval(self, new_interval: int) -> None:
+        """Set the growth interval (see :meth:`get_growth_interval`)."""
         self._growth_interval = new_interval
 
     def _get_growth_tracker(self) -> int:
@@ -225,6 +235,7 @@ class GradScaler:
         return self._init_growth_tracker if self._growth_tracker is None else self._growth_tracker
 
     def is_enabled(self) -> bool:
+        """Whether the scaler scales (False: every method passes values through unchanged)."""
         return self._enabled
 
     def state_dict(self) -> dict[str, Any]:

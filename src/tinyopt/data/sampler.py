@@ -118,6 +118,8 @@ class RandomSampler(Sampler[int]):
 
     @property
     def num_samples(self) -> int:
+        """How many indices an epoch draws: ``num_samples`` if given, else the data set's
+        length."""
         return len(self.data_source) if self._num_samples is None else int(self._num_samples)
 
     def _indices(self) -> np.ndarray:

@@ -7,7 +7,9 @@
 
 What is reduced, and when:
 
-- at construction, rank 0's parameters and buffers are broadcast (one Bcast per dtype);
+- at construction, every rank's parameters and buffers are checked against rank 0's (names,
+  order, shapes, dtypes, ``requires_grad``: torch's ``_verify_param_shape_across_processes``,
+  with its messages), then rank 0's values are broadcast (one Bcast per dtype);
 - with ``broadcast_buffers=True`` (the default), rank 0's buffers (BatchNorm's running
   statistics) are broadcast at every forward in training mode, as in PyTorch;
 - after every backward that follows a forward of this module (outside ``no_sync()``), the
@@ -16,7 +18,9 @@ What is reduced, and when:
   (``tinyopt.optim`` keeps each group's gradients in one contiguous array), so an MLP under Adam
   reduces all its gradients in ONE call with no copy; parameters no optimizer has packed are packed
   by this module into buckets of at most ``bucket_cap_mb`` megabytes.  Buffers whose gradients a
-  ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.
+  ``ZeroRedundancyOptimizer`` reduces itself (reduce-scatter) are left to it.  Each reduction
+  carries the number of backwards this module has seen (inside ``no_sync()`` or not), so ranks
+  that disagree (a backward under ``no_sync()`` on some ranks only) get a RuntimeError at once.
 
 Every parameter that requires grad must receive a gradient in each synchronized backward
 (RuntimeError otherwise, naming the parameters), unless ``find_unused_parameters=True``: then one
@@ -33,12 +37,14 @@ docs/distributed.md).
 from __future__ import annotations
 
 import contextlib
+import pickle
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from tinyopt.distributed.fingerprint import Purpose
 from tinyopt.distributed.process_group import ProcessGroup, _default
 from tinyopt.engine import realize
 from tinyopt.engine.grad_mode import is_grad_enabled
@@ -107,7 +113,9 @@ class DistributedDataParallel(Module):
         d["gradient_as_bucket_view"] = bool(gradient_as_bucket_view)
         d["static_graph"] = bool(static_graph)
         d["require_backward_grad_sync"] = True
-        d["_pending"] = False
+        d["_pending"] = False       # a forward outside no_sync() awaits its backward
+        d["_seen"] = False          # a forward (in or outside no_sync()) awaits its backward
+        d["_backwards"] = 0         # backwards that followed a forward: the step of reductions
         named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         d["_names"] = [n for n, _ in named]
         d["_params"] = [p for _, p in named]
@@ -119,15 +127,17 @@ class DistributedDataParallel(Module):
         self._pack_unowned()
         if init_sync:
             _bcast_coalesced(pg, [p._data for _, p in module.named_parameters()]
-                             + [b.numpy() for b in module.buffers()])
+                             + [b.numpy() for b in module.buffers()], Purpose.DDP_SYNC)
         _LIVE.append(weakref.ref(self, _LIVE.remove))
 
     # ---- forward ------------------------------------------------------------------------------
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self.broadcast_buffers and self.training:
-            _bcast_coalesced(self.process_group, [b.numpy() for b in self.module.buffers()])
-        if is_grad_enabled() and self.require_backward_grad_sync:
-            self.__dict__["_pending"] = True
+            _bcast_coalesced(self.process_group, [b.numpy() for b in self.module.buffers()],
+                             Purpose.DDP_BUFFERS)
+        if is_grad_enabled():
+            self.__dict__["_seen"] = True
+            self.__dict__["_pending"] |= self.require_backward_grad_sync
         return self.module(*inputs, **kwargs)
 
     @contextlib.contextmanager
@@ -144,18 +154,20 @@ class DistributedDataParallel(Module):
 
     # ---- construction helpers -----------------------------------------------------------------
     def _verify_same_model(self) -> None:
-        """Every rank must wrap the same parameter names, shapes and dtypes."""
-        from tinyopt.distributed.process_group import all_gather_object
-        mine = [(n, tuple(p.shape), np.dtype(p.dtype).str) for n, p in zip(self._names,
-                                                                           self._params)]
-        every: list[Any] = [None] * self.process_group.size()
-        all_gather_object(every, mine, group=self.process_group)
-        for rank, theirs in enumerate(every):
-            if theirs != every[0]:
-                diff = next((f"{a} vs {b}" for a, b in zip(every[0], theirs) if a != b),
-                            f"{len(every[0])} vs {len(theirs)} parameters")
-                raise RuntimeError(f"DistributedDataParallel expects the same model on every "
-                                   f"rank, but rank 0 and rank {rank} differ: {diff}")
+        """Every rank must wrap the same parameters and buffers (names, order, shapes, dtypes,
+        ``requires_grad``), as torch's ``_verify_param_shape_across_processes`` checks: the
+        broadcast that follows copies rank 0's values over, and would silently reshape or
+        reinterpret what does not match.  Every rank raises when any rank differs."""
+        mine = _model_description(self.module)
+        every = [pickle.loads(b) for b in self.process_group.allgather_bytes(
+            pickle.dumps(mine), purpose=Purpose.DDP_MODEL)]
+        me = self.process_group.rank()
+        diffs = {q: _model_difference(q, theirs, every[0]) for q, theirs in enumerate(every)}
+        bad = [q for q, d in diffs.items() if d]
+        if bad:
+            q = me if me in bad else bad[0]
+            prefix = "" if q == me else f"rank {q}'s model differs from rank 0's: "
+            raise RuntimeError(prefix + diffs[q])
 
     def _pack_unowned(self) -> None:
         """Pack the parameters that no optimizer has packed into buckets of ``bucket_cap_mb``
@@ -217,7 +229,7 @@ class DistributedDataParallel(Module):
         if self.find_unused_parameters:  # every rank, so the collectives stay matched
             local = flags.copy()
             if pg.size() > 1:
-                pg.allreduce_(flags, "MAX")
+                pg.allreduce_(flags, "MAX", purpose=Purpose.DDP_FLAGS, step=self._backwards)
         elif not flags.all():
             names = [n for n, f in zip(self._names, flags) if not f]
             raise RuntimeError(
@@ -232,7 +244,7 @@ class DistributedDataParallel(Module):
                 params[k]._grad_view[...] = 0
         if pg.size() > 1:
             for grad in ranges:
-                pg.allreduce_(grad)
+                pg.allreduce_(grad, purpose=Purpose.DDP_GRADS, step=self._backwards)
                 np.divide(grad, pg.size(), out=grad)
         if local is not None:
             for k in np.flatnonzero((local == 0) & (flags == 1)):
@@ -244,7 +256,37 @@ def _owner(p: Parameter) -> Any:
     return ref() if ref is not None else None
 
 
-def _bcast_coalesced(pg: ProcessGroup, arrays: list[np.ndarray]) -> None:
+def _model_description(module: Module) -> tuple[list, list]:
+    return ([(n, tuple(p.shape), np.dtype(p.dtype).name, p.requires_grad)
+             for n, p in module.named_parameters()],
+            [(n, tuple(b.shape), np.dtype(b.dtype).name) for n, b in module.named_buffers()])
+
+
+def _model_difference(rank: int, mine: tuple[list, list], first: tuple[list, list]) -> str:
+    """How rank ``rank``'s model description differs from rank 0's, in torch's words ("" if
+    they agree)."""
+    for what, ours, theirs in (("params", mine[0], first[0]), ("buffers", mine[1], first[1])):
+        if len(ours) != len(theirs):
+            return (f"DDP expects same model across all ranks, but Rank {rank} has {len(ours)} "
+                    f"{what}, while rank 0 has inconsistent {len(theirs)} {what}.")
+        for i, (a, b) in enumerate(zip(ours, theirs)):
+            where = f"[{rank}]: {what}[{i}] in this process"
+            if a[0] != b[0]:
+                return (f"{where} is {a[0]!r}, but {b[0]!r} in process 0 (every rank must "
+                        f"build the same model, in the same order)")
+            if a[1] != b[1]:
+                return (f"{where} ({a[0]!r}) with sizes {list(a[1])} appears not to match "
+                        f"sizes of the same param in process 0 ({list(b[1])}).")
+            if a[2] != b[2]:
+                return (f"{where} ({a[0]!r}) with dtype {a[2]} appears not to match dtype of "
+                        f"the same param in process 0 ({b[2]}).")
+            if a[3:] != b[3:]:
+                return (f"{where} ({a[0]!r}) has requires_grad={a[3]}, but {b[3]} in process "
+                        f"0 (every rank must train the same parameters)")
+    return ""
+
+
+def _bcast_coalesced(pg: ProcessGroup, arrays: list[np.ndarray], purpose: Purpose) -> None:
     """Overwrite ``arrays`` with rank 0's: one Bcast per dtype of a packed copy."""
     if pg.size() == 1 or not arrays:
         return
@@ -255,7 +297,7 @@ def _bcast_coalesced(pg: ProcessGroup, arrays: list[np.ndarray]) -> None:
         flat = np.concatenate([a.reshape(-1) for a in group]) if len(group) > 1 else \
             np.ascontiguousarray(group[0]).reshape(-1).copy()
         view = flat.view(np.uint8) if dtype.kind == "b" else flat
-        pg.comm.Bcast(view, root=0)
+        pg.bcast_(view, 0, purpose=purpose)
         at = 0
         for a in group:
             a[...] = flat[at:at + a.size].reshape(a.shape)
@@ -268,6 +310,9 @@ _LIVE: list[weakref.ref] = []  # in construction order, so every rank reduces in
 def _after_backward() -> None:
     for ref in list(_LIVE):
         ddp = ref()
+        if ddp is not None and ddp._seen:
+            ddp.__dict__["_seen"] = False
+            ddp.__dict__["_backwards"] += 1
         if ddp is not None and ddp._pending:
             ddp._reduce_gradients()
 

@@ -15,16 +15,24 @@
   correct predictions), so every rank returns the same History and callbacks, schedulers and
   early stopping decide alike on every rank;
 - only rank 0 reports progress and writes checkpoints; a ``ZeroRedundancyOptimizer`` is
-  consolidated on rank 0 first, and the checkpoint also keeps every rank's global generator
-  state, so ``resume`` continues bit for bit on the same number of ranks (every rank reads the
-  file: on several machines, put it on a shared file system).
+  consolidated on rank 0 first, and the checkpoint also keeps the world size and every rank's
+  global generator state, so ``resume`` continues bit for bit on the same number of ranks (every
+  rank reads the file: on several machines, put it on a shared file system);
+- ``resume`` on another number of ranks works too (the checkpoint holds whole, unsharded
+  states) and warns that the world size changed: keep the global batch (``batch_size`` times
+  the world size) to continue the same run, which then differs from the uninterrupted one only
+  by the rounding of gradient sums taken in another order; ranks beyond the saved ones start
+  new random streams (dropout masks differ).
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 
 from tinyopt.data import DataLoader, DistributedSampler, Subset
 from tinyopt.distributed.process_group import (all_gather_object, barrier,
@@ -42,6 +50,7 @@ class DataParallelFit:
         self.is_main = self.rank == 0
         self.model = model
         self.sampler: DistributedSampler | None = None
+        self.restored_rng: Any = None  # this rank's generator state from the checkpoint
 
     def train_loader(self, train_set: Any, batch_size: int, shuffle: bool,
                      seed: int | None) -> DataLoader:
@@ -88,25 +97,62 @@ class DataParallelFit:
         acc.n, acc.batches, acc._mean, acc._m2 = n, batches, mean, m2
         acc.correct, acc.counted, acc.classification = correct, counted, classification
 
-    def before_save(self, optimizer: Any) -> list[Any]:
+    def before_save(self, optimizer: Any) -> dict[str, Any]:
         """Called on every rank before rank 0 saves: consolidates a sharded optimizer; returns
-        every rank's global generator state (for the checkpoint)."""
+        what the checkpoint's ``fit`` entry keeps of the ranks (world size, every rank's global
+        generator state)."""
         consolidate = getattr(optimizer, "consolidate_state_dict", None)
         if callable(consolidate):
             consolidate(to=0)
         states: list[Any] = [None] * self.world
         all_gather_object(states, random.default_generator.get_state(), group=self.pg)
-        return states
+        return {"world_size": self.world, "rng_ranks": states}
 
     def saved(self) -> None:
         """Called on every rank after rank 0 saved: no rank reads a half-written file."""
         barrier(group=self.pg)
 
-    def after_restore(self, states: Any) -> None:
-        """Give this rank back its own global generator state from the checkpoint."""
-        if not isinstance(states, list) or len(states) != self.world:
-            have = len(states) if isinstance(states, list) else "no"
-            raise ValueError(f"fit: cannot resume: the checkpoint holds the generator states of "
-                             f"{have} ranks, this run has {self.world} (resume on the same "
-                             f"number of ranks)")
-        random.default_generator.set_state(states[self.rank])
+    def before_restore(self, entry: Any, path: str, batch_size: int) -> None:
+        """Check the checkpoint's ``fit`` entry before anything is restored, and say (on rank
+        0) when the world size changed since it was written."""
+        if not isinstance(entry, Mapping):
+            return  # not a fit checkpoint: restore_fit says so
+        states = entry.get("rng_ranks")
+        if not isinstance(states, list) or not states:
+            raise ValueError(f"fit: cannot resume from {path} under DistributedDataParallel: it "
+                             f"holds no generator states of ranks (it was written by fit "
+                             f"without DistributedDataParallel)")
+        saved = entry.get("world_size", len(states))
+        if saved != self.world and self.is_main:
+            config = entry.get("config") or {}
+            before = config.get("batch_size", 0) * saved
+            now = batch_size * self.world
+            batch = (f"the global batch stays {now}" if before == now else
+                     f"the global batch changes from {before} to {now} samples (pass "
+                     f"batch_size={before // self.world} to keep it)" if before % self.world == 0
+                     else f"the global batch changes from {before} to {now} samples")
+            fresh = ("" if self.world <= saved else
+                     f"; rank {saved} starts a new random stream" if self.world == saved + 1
+                     else f"; ranks {saved}..{self.world - 1} start new random streams")
+            warnings.warn(f"fit: resuming {path}, written by {saved} ranks, on {self.world} "
+                          f"ranks: {batch}, and gradients are summed in another order, so the "
+                          f"run continues within float32 rounding of an uninterrupted one, not "
+                          f"bit for bit{fresh}", stacklevel=3)
+        self.restored_rng = _stream(states, self.rank)
+
+    def after_restore(self) -> None:
+        """Give this rank its global generator state from the checkpoint (once every object
+        was restored)."""
+        random.default_generator.set_state(self.restored_rng)
+
+
+def _stream(states: list[Any], rank: int) -> Any:
+    """Rank ``rank``'s generator state from the ``len(states)`` saved ones: its own, or (a rank
+    the saved run did not have) saved rank ``rank % n``'s stream jumped ``rank // n`` times
+    ahead (PCG64's jumps: streams that never overlap)."""
+    n = len(states)
+    if rank < n:
+        return states[rank]
+    bits = np.random.PCG64()
+    bits.state = states[rank % n]
+    return bits.jumped(rank // n).state

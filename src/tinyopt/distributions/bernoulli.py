@@ -69,10 +69,12 @@ class Bernoulli(Distribution):
 
     @property
     def param_shape(self) -> Size:
+        """The shape of the parameter given (``probs`` or ``logits``)."""
         return self._param.size()
 
     @property
     def mean(self) -> Tensor:
+        """``p``."""
         return self.probs
 
     @property
@@ -83,6 +85,7 @@ class Bernoulli(Distribution):
 
     @property
     def variance(self) -> Tensor:
+        """``p (1 - p)``."""
         return self.probs * (1 - self.probs)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:

@@ -71,6 +71,7 @@ class Categorical(Distribution):
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self) -> constraints.Constraint:
+        """The integers 0 to ``num_events - 1``."""
         return constraints.integer_interval(0, self._num_events - 1)
 
     @lazy_property
@@ -83,18 +84,22 @@ class Categorical(Distribution):
 
     @property
     def param_shape(self) -> Size:
+        """The shape of the parameter given (``probs`` or ``logits``), categories included."""
         return self._param.size()
 
     @property
     def mean(self) -> Tensor:
+        """NaN: the categories are labels, not numbers (as PyTorch)."""
         return F.full(self._extended_shape(), math.nan, dtype=self.probs.dtype)
 
     @property
     def mode(self) -> Tensor:
+        """The most probable category (the first among ties)."""
         return self.probs.argmax(dim=-1)
 
     @property
     def variance(self) -> Tensor:
+        """NaN: the categories are labels, not numbers (as PyTorch)."""
         return F.full(self._extended_shape(), math.nan, dtype=self.probs.dtype)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:

@@ -98,6 +98,7 @@ class _GreaterThanEq(_GreaterThan):
 
 
 class _Interval(Constraint):
+    """Values in the closed interval [lower_bound, upper_bound]."""
     def __init__(self, lower_bound: float, upper_bound: float) -> None:
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
 
@@ -110,6 +111,7 @@ class _Interval(Constraint):
 
 
 class _IntegerInterval(_Interval):
+    """Integers in the closed interval [lower_bound, upper_bound]."""
     is_discrete = True
 
     def _check(self, v: np.ndarray) -> np.ndarray:

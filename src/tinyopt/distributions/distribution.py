@@ -76,25 +76,32 @@ class Distribution:
 
     @property
     def support(self) -> constraints.Constraint:
+        """The constraint every sample satisfies (``constraints.real``,
+        ``constraints.boolean``...)."""
         raise NotImplementedError
 
     @property
     def mean(self) -> Tensor:
+        """The mean of the distribution, batched over ``batch_shape``."""
         raise NotImplementedError
 
     @property
     def mode(self) -> Tensor:
+        """The most likely value, batched over ``batch_shape``."""
         raise NotImplementedError(f"{type(self)} does not implement mode")
 
     @property
     def variance(self) -> Tensor:
+        """The variance of the distribution, batched over ``batch_shape``."""
         raise NotImplementedError
 
     @property
     def stddev(self) -> Tensor:
+        """The standard deviation (the square root of :attr:`variance`)."""
         return self.variance.sqrt()
 
     def expand(self, batch_shape: Any, _instance: Any = None) -> Distribution:
+        """The same distribution with its parameters expanded (as views) to ``batch_shape``."""
         raise NotImplementedError
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:
@@ -108,6 +115,7 @@ class Distribution:
         raise NotImplementedError
 
     def sample_n(self, n: int) -> Tensor:
+        """``n`` samples: ``sample((n,))`` (deprecated in PyTorch; warns as PyTorch does)."""
         import warnings
         warnings.warn("`sample_n(n)` will be deprecated. Use `sample((n,))` instead.",
                       FutureWarning, stacklevel=2)
@@ -118,12 +126,16 @@ class Distribution:
         raise NotImplementedError
 
     def cdf(self, value: Tensor) -> Tensor:
+        """The cumulative distribution function at ``value``, batched over ``batch_shape``."""
         raise NotImplementedError
 
     def icdf(self, value: Tensor) -> Tensor:
+        """The inverse of :meth:`cdf` at ``value``."""
         raise NotImplementedError
 
     def enumerate_support(self, expand: bool = True) -> Tensor:
+        """Every value of a discrete support, along a new first dimension (expanded over
+        ``batch_shape`` with ``expand``)."""
         raise NotImplementedError
 
     def entropy(self) -> Tensor:
@@ -131,6 +143,7 @@ class Distribution:
         raise NotImplementedError
 
     def perplexity(self) -> Tensor:
+        """``exp(entropy())``, batched over ``batch_shape``."""
         return self.entropy().exp()
 
     # ---- helpers for subclasses -----------------------------------------------------------

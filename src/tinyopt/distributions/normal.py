@@ -52,18 +52,22 @@ class Normal(Distribution):
 
     @property
     def mean(self) -> Tensor:
+        """``loc``."""
         return self.loc
 
     @property
     def mode(self) -> Tensor:
+        """``loc``."""
         return self.loc
 
     @property
     def stddev(self) -> Tensor:
+        """``scale``."""
         return self.scale
 
     @property
     def variance(self) -> Tensor:
+        """``scale ** 2``."""
         return self.stddev.pow(2)
 
     def sample(self, sample_shape: Any = Size()) -> Tensor:

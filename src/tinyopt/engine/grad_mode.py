@@ -23,10 +23,12 @@ _state = _State()
 
 
 def is_grad_enabled() -> bool:
+    """Whether operations are recorded for autograd now (False inside ``no_grad``)."""
     return _state.enabled
 
 
 def is_inference_mode_enabled() -> bool:
+    """Whether inference mode is on (inside ``inference_mode()``)."""
     return not _state.enabled
 
 
@@ -79,6 +81,7 @@ class inference_mode(_Mode):
         self._mode = not mode
 
     def clone(self) -> inference_mode:
+        """A new context manager with the same mode (what decorators use for each call)."""
         return inference_mode(not self._mode)
 
 
@@ -99,6 +102,7 @@ class set_grad_enabled(_Mode):
         return super().__call__(fn)
 
     def clone(self) -> set_grad_enabled:
+        """A new context manager with the same mode (what decorators use for each call)."""
         return set_grad_enabled(self._mode)
 
 

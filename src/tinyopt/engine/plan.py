@@ -717,6 +717,7 @@ def cache_info() -> CacheInfo:
 
 
 def cache_clear() -> None:
+    """Drop every cached plan (the next step of each structure compiles again)."""
     CACHE.clear()
 
 

@@ -17,11 +17,13 @@ class Generator:
         self._seed = seed
 
     def manual_seed(self, seed: int) -> Generator:
+        """Reseed this generator with ``seed`` (an int); returns the generator."""
         self._rng = np.random.Generator(np.random.PCG64(int(seed)))
         self._seed = int(seed)
         return self
 
     def initial_seed(self) -> int | None:
+        """The seed this generator was last seeded with (None if it was seeded from entropy)."""
         return self._seed
 
     @property
@@ -34,6 +36,8 @@ class Generator:
         return self._rng.bit_generator.state
 
     def set_state(self, state: dict) -> None:
+        """Restore a state from :meth:`get_state`; a malformed state raises and leaves the
+        generator as it was."""
         bg = np.random.PCG64()
         bg.state = state  # validates the layout before anything changes
         self._rng = np.random.Generator(bg)
@@ -48,10 +52,12 @@ def manual_seed(seed: int) -> Generator:
 
 
 def get_rng_state() -> dict:
+    """A JSON-able snapshot of the global generator's state (for :func:`set_rng_state`)."""
     return default_generator.get_state()
 
 
 def set_rng_state(state: dict) -> None:
+    """Restore the global generator from :func:`get_rng_state`'s snapshot."""
     default_generator.set_state(state)
 
 
@@ -63,4 +69,5 @@ def seed() -> int:
 
 
 def initial_seed() -> int | None:
+    """The seed the global generator was last seeded with (None if seeded from entropy)."""
     return default_generator.initial_seed()

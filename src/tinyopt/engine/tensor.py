@@ -81,6 +81,8 @@ class Size(tuple):
     """``torch.Size``: what ``Tensor.size()`` returns, a tuple of ints."""
 
     def numel(self) -> int:
+        """The number of elements of a tensor of this shape (the product of the sizes; 1 for
+        ``()``)."""
         return math.prod(self)
 
     def __repr__(self) -> str:
@@ -138,14 +140,17 @@ class Tensor(TensorMethods):
     # ---- metadata ---------------------------------------------------------------------------
     @property
     def ndim(self) -> int:
+        """The number of dimensions (``len(shape)``)."""
         return len(self.shape)
 
     def dim(self) -> int:
+        """The number of dimensions (``len(shape)``); ``ndimension()`` is the same."""
         return len(self.shape)
 
     ndimension = dim
 
     def numel(self) -> int:
+        """The number of elements (the product of the shape); ``nelement()`` is the same."""
         return math.prod(self.shape)
 
     nelement = numel
@@ -156,16 +161,20 @@ class Tensor(TensorMethods):
     def size(self, dim: int) -> int: ...
 
     def size(self, dim: int | None = None) -> Size | int:
+        """The shape as a ``Size``, or the size of dimension ``dim`` (negative counts from the
+        end)."""
         if dim is None:
             return Size(self.shape)
         return self.shape[_dim_index("size", dim, self.ndim)]
 
     @property
     def device(self) -> _device:
+        """Always ``device("cpu")``: tinyopt runs on the CPU."""
         return CPU
 
     @property
     def is_cuda(self) -> bool:
+        """Always False (no GPU)."""
         return False
 
     is_sparse = False
@@ -173,31 +182,41 @@ class Tensor(TensorMethods):
     is_meta = False
 
     def get_device(self) -> int:
+        """-1, PyTorch's answer for a CPU tensor."""
         return -1
 
     def element_size(self) -> int:
+        """Bytes per element of this dtype."""
         return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the elements (``numel() * element_size()``)."""
         return self.numel() * self.dtype.itemsize
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element of this dtype (as ``element_size()``)."""
         return self.dtype.itemsize
 
     def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating-point one (float16, bfloat16, float32, float64)."""
         return self.dtype.kind == "f" or is_low(self.dtype)  # (bfloat16's numpy kind is "V")
 
     def is_complex(self) -> bool:
+        """Always False: tinyopt has no complex dtypes."""
         return False
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
+        """Whether the elements are laid out row-major without gaps (a computed value always is; a
+        leaf or view as its array is)."""
         if self.op in LEAF_OPS:
             return bool(self._value.flags.c_contiguous)
         return True  # a node's value is computed into a contiguous buffer
 
     def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+        """The strides in elements, per dimension (or of dimension ``dim``), as
+        ``torch.Tensor.stride``."""
         if self.op in LEAF_OPS:
             strides = tuple(s // self.dtype.itemsize for s in self._value.strides)
         else:
@@ -302,7 +321,7 @@ class Tensor(TensorMethods):
         from tinyopt.engine.realize import realize
         return realize([self])[0]
 
-    def item(self) -> Any:
+    def item(self) -> int | float | bool:
         """The value of a one-element tensor as a Python number."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
@@ -310,6 +329,7 @@ class Tensor(TensorMethods):
         return self.numpy().reshape(()).item()
 
     def tolist(self) -> Any:
+        """The value as nested Python lists of numbers (a number for a 0-d tensor)."""
         return self.numpy().tolist()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -350,6 +370,8 @@ class Tensor(TensorMethods):
         return t
 
     def detach_(self) -> Self:
+        """Detach in place: this tensor becomes a leaf holding its current value, with
+        ``requires_grad=False``."""
         if self.op not in LEAF_OPS:
             arr = self.numpy()
             _freeze(self, arr, "input")
@@ -381,6 +403,8 @@ class Tensor(TensorMethods):
 
     @property
     def retains_grad(self) -> bool:
+        """Whether ``retain_grad()`` was called on this non-leaf tensor (its ``.grad`` is then
+        kept)."""
         return getattr(self, "_retains_grad", False)
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
@@ -496,10 +520,12 @@ class Tensor(TensorMethods):
         indexing.setitem(self, key, value)
 
     def zero_(self) -> Self:
+        """Fill with zeros in place; returns this tensor."""
         self._fill_inplace(Ellipsis, 0)
         return self
 
     def fill_(self, value: Any) -> Self:
+        """Fill with ``value`` (a number or a 0-d tensor) in place; returns this tensor."""
         if isinstance(value, Tensor) and value.ndim:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
                                f"with {value.ndim} dimensions.")
@@ -540,10 +566,13 @@ class Tensor(TensorMethods):
         return out.clone() if copy and out is self else out
 
     def cpu(self, memory_format: Any = None) -> Tensor:
+        """This tensor itself (it is on the CPU already)."""
         return self
 
     def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None
              ) -> Tensor:
+        """Raises RuntimeError: tinyopt runs on the CPU only (the message says what to use
+        instead)."""
         check_device("cuda")
         return self
 
@@ -559,6 +588,7 @@ class Tensor(TensorMethods):
         return _F.to(self, as_dtype(dtype))
 
     def type_as(self, other: Tensor) -> Tensor:
+        """This tensor cast to ``other``'s dtype."""
         return _F.to(self, other.dtype)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
@@ -566,15 +596,19 @@ class Tensor(TensorMethods):
         return _F.clone(self)
 
     def contiguous(self, memory_format: Any = None) -> Tensor:
+        """This tensor if it is contiguous, else a contiguous copy (gradients flow back)."""
         return self if self.is_contiguous() else _F.contiguous(self)
 
     def pin_memory(self, device: Any = None) -> Tensor:
+        """This tensor itself: pinned memory only matters for GPU transfers."""
         return self
 
     def share_memory_(self) -> Self:
+        """This tensor itself; returns it."""
         return self
 
     def is_pinned(self, device: Any = None) -> bool:
+        """Always False (no GPU, nothing is pinned)."""
         return False
 
     # arithmetic operators
@@ -1281,4 +1315,5 @@ BoolTensor = _tensor_type("BoolTensor", np.dtype(np.bool_))
 
 
 def is_tensor(obj: Any) -> bool:
+    """Whether ``obj`` is a tinyopt Tensor (Parameters included)."""
     return isinstance(obj, Tensor)

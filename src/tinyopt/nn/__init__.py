@@ -15,8 +15,10 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
     from tinyopt.nn import functional, init, utils
     from tinyopt.nn.layers import *  # noqa: F403
 
+# a literal list, then the layers (``mypy --strict`` sees only a literal list's names as exports)
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-           "ParameterDict", "init", "functional", "utils"] + _layers
+           "ParameterDict", "init", "functional", "utils"]
+__all__ += _layers
 
 # a layer on first use; ``nn.parallel`` brings in tinyopt.distributed (not mpi4py)
 __getattr__, __dir__ = _exports(__name__, globals(), dict.fromkeys(_layers, "tinyopt.nn.layers"),

@@ -150,11 +150,13 @@ class Sequential(Module):
         return self
 
     def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at ``key`` (the later ones move up)."""
         value = self[key]
         del self[key]
         return value
 
     def forward(self, input):
+        """Each module applied in order to the output of the one before."""
         for module in self:
             input = module(input)
         return input
@@ -242,16 +244,19 @@ class ModuleList(Module):
         self._modules.update((str(i), m) for i, m in enumerate(values))
 
     def append(self, module: Module) -> Self:
+        """Add ``module`` at the end; returns the list."""
         _check_modules([module])
         self.add_module(str(len(self)), module)
         return self
 
     def pop(self, key: int | slice) -> Module:
+        """Remove and return the module at ``key`` (the later ones move up)."""
         value = self[key]
         del self[key]
         return value
 
     def extend(self, modules: Iterable[Module]) -> Self:
+        """Add every module of ``modules`` at the end; returns the list."""
         if not isinstance(modules, Iterable):
             raise TypeError("ModuleList.extend should be called with an iterable, but got "
                             + type(modules).__name__)
@@ -292,20 +297,25 @@ class ModuleDict(Module):
         return key in self._modules
 
     def clear(self) -> None:
+        """Remove every module."""
         self._modules.clear()
 
     def pop(self, key: str) -> Module:
+        """Remove and return the module under ``key``."""
         value = self[key]
         del self[key]
         return value
 
     def keys(self):
+        """The keys, in insertion order."""
         return self._modules.keys()
 
     def items(self):
+        """The ``(key, module)`` pairs, in insertion order."""
         return self._modules.items()
 
     def values(self):
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules: Mapping[str, Module] | Iterable[tuple[str, Module]]) -> None:
@@ -391,6 +401,8 @@ class ParameterList(Module):
         return [k for k in super().__dir__() if not k.isdigit()]
 
     def append(self, value: Any) -> Self:
+        """Add ``value`` (a Parameter, or a tensor or array made one) at the end; returns
+        the list."""
         self._size += 1
         try:
             setattr(self, str(self._size - 1), _as_parameter(value))
@@ -400,6 +412,7 @@ class ParameterList(Module):
         return self
 
     def extend(self, values: Iterable[Any]) -> Self:
+        """Add every value of ``values`` at the end; returns the list."""
         if not isinstance(values, Iterable) or isinstance(values, Tensor):
             raise TypeError("ParameterList.extend should be called with an iterable, but got "
                             + type(values).__name__)
@@ -457,42 +470,54 @@ class ParameterDict(Module):
         return key in self._keys
 
     def keys(self):
+        """The keys, in insertion order."""
         return self._keys.keys()
 
     def items(self):
+        """The ``(key, parameter)`` pairs, in insertion order."""
         return [(k, self[k]) for k in self._keys]
 
     def values(self):
+        """The parameters, in insertion order."""
         return [self[k] for k in self._keys]
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The parameter under ``key``, or ``default``."""
         return self[key] if key in self else default
 
     def setdefault(self, key: str, default: Any = None) -> Any:
+        """The parameter under ``key``, first set to ``default`` if there is none."""
         if key not in self:
             self[key] = default
         return self[key]
 
     def pop(self, key: str) -> Any:
+        """Remove and return the parameter under ``key``."""
         value = self[key]
         del self[key]
         return value
 
     def popitem(self) -> tuple[str, Any]:
+        """Remove and return the last inserted ``(key, parameter)`` pair."""
         key = next(reversed(self._keys))
         return key, self.pop(key)
 
     def clear(self) -> None:
+        """Remove every parameter."""
         for key in list(self._keys):
             del self[key]
 
     def copy(self) -> ParameterDict:
+        """A new ParameterDict holding the same parameter objects."""
         return ParameterDict(OrderedDict((k, self[k]) for k in self._keys))
 
     def fromkeys(self, keys: Iterable[str], default: Any = None) -> ParameterDict:
+        """A new ParameterDict with ``keys``, each holding ``default``."""
         return ParameterDict((k, default) for k in keys)
 
     def update(self, parameters: Any) -> None:
+        """Add or replace entries from a mapping or an iterable of ``(key, value)`` pairs (a plain
+        dict is taken in sorted key order, as PyTorch does)."""
         if not isinstance(parameters, Iterable):
             raise TypeError("ParametersDict.update should be called with an iterable of key/value "
                             "pairs, but got " + type(parameters).__name__)

@@ -86,6 +86,7 @@ def sigmoid(input) -> Tensor:
 
 
 def tanh(input) -> Tensor:
+    """The hyperbolic tangent, elementwise."""
     return _ew.tanh(input)
 
 

@@ -130,6 +130,8 @@ class Module:
 
     # ---- forward ------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
+        """The computation of this module; every subclass defines it.  Call the module
+        (``module(x)``), not ``forward``, so that hooks run."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
@@ -344,6 +346,8 @@ class Module:
             yield from module.named_modules(memo, sub_prefix, remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
+        """Every module of the tree, this one first, each module object once (as ``named_modules``
+        without the names)."""
         for _, module in self.named_modules():
             yield module
 
@@ -356,6 +360,7 @@ class Module:
                 yield name, module
 
     def children(self) -> Iterator[Module]:
+        """The immediate child modules, each object once."""
         for _, module in self.named_children():
             yield module
 
@@ -380,14 +385,19 @@ class Module:
                                    remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter of this module (and its submodules with ``recurse``), each object once:
+        what an optimizer is given."""
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> Iterator[tuple[str, Tensor]]:
+        """``(name, buffer)`` for every buffer (persistent or not), names as in ``state_dict``
+        (``"bn.running_mean"``)."""
         return self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer of this module (and its submodules with ``recurse``)."""
         for _, buf in self.named_buffers(recurse=recurse):
             yield buf
 
@@ -406,6 +416,8 @@ class Module:
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Self:
+        """Set ``requires_grad`` on every parameter (False freezes the module); returns
+        the module."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
@@ -460,9 +472,11 @@ class Module:
         return self
 
     def float(self) -> Self:
+        """Cast floating-point parameters and buffers to float32; returns the module."""
         return self.to(np.float32)
 
     def double(self) -> Self:
+        """Cast floating-point parameters and buffers to float64; returns the module."""
         return self.to(np.float64)
 
     def half(self) -> Self:
@@ -474,6 +488,7 @@ class Module:
         return self.to("bfloat16")
 
     def cpu(self) -> Self:
+        """This module itself (everything is on the CPU)."""
         return self
 
     # ---- state dict ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@
 
 Modules: ``fitting`` (``fit``), ``evaluation`` (``evaluate``), ``batches`` (one batch through the
 model), ``results`` (``Result``, ``EpochRecord``, ``History``), ``progress`` (bar and lines),
-``callbacks``, ``inputs`` (argument and data checks), ``resume`` (``fit``'s checkpoints).
+``callbacks``, ``inputs`` (argument and data checks), ``resume`` (``fit``'s checkpoints), ``plot``
+(``History.plot``'s curves, with matplotlib).
 """
 from tinyopt.train.callbacks import Callback
 from tinyopt.train.evaluation import evaluate

@@ -28,18 +28,25 @@ class Callback:
     """Base class with no-op hooks (see the module docstring)."""
 
     def on_train_begin(self) -> None:
+        """Before the first epoch, after every check has passed."""
         pass
 
     def on_epoch_begin(self, epoch: int) -> None:
+        """Before epoch ``epoch`` (0-based)."""
         pass
 
     def on_before_step(self, step: int) -> None:
+        """The gradients of optimizer step ``step`` (0-based, over the whole fit) are complete and
+        the step is about to run: the place for ``nn.utils.clip_grad_norm_``."""
         pass
 
     def on_epoch_end(self, epoch: int, record: EpochRecord) -> bool | None:
+        """After validation, with the epoch's :class:`EpochRecord`; return True to stop training
+        (early stopping)."""
         return None
 
     def on_train_end(self, history: History) -> None:
+        """After the last epoch, with the :class:`History`."""
         pass
 
 

@@ -204,11 +204,13 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     saved = stateful(hooks.items)
     first_epoch, step, history = 0, 0, History()
     if resume is not None:
+        if ddp is not None:
+            ddp.before_restore(load(resume).get("fit"), resume, batch_size)
         first_epoch, step, history = restore_fit(
             where, resume, model=model, optimizer=optimizer, scheduler=scheduler, loader=loader,
             callbacks=saved, config=config)
         if ddp is not None:
-            ddp.after_restore(load(resume)["fit"].get("rng_ranks"))
+            ddp.after_restore()
     was_training = model.training
     hooks.call("on_train_begin")
     try:
@@ -270,7 +272,7 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             if stop:
                 history.stopped_early = epoch + 1 < epochs
             if checkpoint is not None:
-                extra = {"rng_ranks": ddp.before_save(optimizer)} if ddp else None
+                extra = ddp.before_save(optimizer) if ddp else None
                 if ddp is None or ddp.is_main:
                     save_fit(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
                              loader=loader, callbacks=saved, epoch=epoch + 1, step=step,

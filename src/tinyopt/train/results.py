@@ -29,6 +29,7 @@ Uncertainties follow ``ggml_opt_result_loss`` / ``ggml_opt_result_accuracy``:
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -50,6 +51,7 @@ class Result:
 
     @property
     def samples_per_second(self) -> float:
+        """Samples per second of wall time (inf when no time was measured)."""
         return self.n / self.seconds if self.seconds > 0 else math.inf
 
     def as_dict(self) -> dict[str, Any]:
@@ -163,6 +165,7 @@ class EpochRecord:
     seconds: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The record as a JSON-able dict (for :meth:`from_dict`)."""
         return {"epoch": self.epoch, "train": self.train.as_dict(),
                 "val": None if self.val is None else self.val.as_dict(), "lr": list(self.lr),
                 "seconds": self.seconds}
@@ -189,14 +192,17 @@ class History:
         self.stopped_early = False
 
     def append(self, record: EpochRecord) -> None:
+        """Add the record of one more epoch."""
         self.records.append(record)
 
     @property
     def train(self) -> list[Result]:
+        """The training :class:`Result` of every epoch, in order."""
         return [r.train for r in self.records]
 
     @property
     def val(self) -> list[Result | None]:
+        """The validation :class:`Result` of every epoch (None for epochs without validation)."""
         return [r.val for r in self.records]
 
     def __len__(self) -> int:
@@ -209,6 +215,8 @@ class History:
         return iter(self.records)
 
     def as_dict(self) -> dict[str, Any]:
+        """The history as a JSON-able dict (for :meth:`from_dict`; a ``fit`` checkpoint
+        holds one)."""
         return {"epochs": [r.as_dict() for r in self.records],
                 "stopped_early": self.stopped_early}
 
@@ -219,6 +227,14 @@ class History:
         history = cls([EpochRecord.from_dict(r) for r in d["epochs"]])
         history.stopped_early = bool(d["stopped_early"])
         return history
+
+    def plot(self, file: str | os.PathLike | None = None, *, axes: Any = None) -> Any:
+        """Loss and accuracy per epoch with bands of one standard error, for training and
+        validation, to ``file`` (PNG, PDF, SVG... by its suffix) and/or into ``axes`` (one
+        matplotlib Axes for the loss, or a pair for loss and accuracy); returns the Figure.
+        Needs matplotlib (``pip install 'tinyopt[plot]'``); see ``tinyopt.train.plot``."""
+        from tinyopt.train.plot import plot_history
+        return plot_history(self, file, axes=axes)
 
     def __repr__(self) -> str:
         if not self.records:

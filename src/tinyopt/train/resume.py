@@ -68,7 +68,8 @@ def save_fit(path: str, *, model: Any, optimizer: Any, scheduler: Any, loader: A
              callbacks: dict[str, Any], epoch: int, step: int, history: History,
              config: dict[str, Any], extra: dict[str, Any] | None = None) -> None:
     """Write a ``fit`` checkpoint (atomically; see ``tinyopt.checkpoint.save``); ``extra``
-    entries go into the ``fit`` entry (under DDP: ``rng_ranks``, every rank's generator)."""
+    entries go into the ``fit`` entry (under DDP: ``world_size`` and ``rng_ranks``, every rank's
+    generator)."""
     objects: dict[str, Any] = {"model": model, "optimizer": optimizer, "loader": loader}
     if scheduler is not None:
         objects["scheduler"] = scheduler

@@ -1,7 +1,7 @@
 """``tinyopt.utils``: PyTorch's ``torch.utils`` paths.  ``tinyopt.utils.data`` *is*
 ``tinyopt.data`` (the same module object, and ``tinyopt.utils.data.<submodule>`` the same
 submodules), so ``from torch.utils.data import DataLoader`` ports by changing ``torch`` to
-``tinyopt``."""
+``tinyopt``.  ``collect_env()`` prints the environment report (``tinyopt.diagnostics``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import importlib.machinery
 import sys
 
 from tinyopt import data
+from tinyopt.diagnostics import collect_env  # (imports nothing beyond the standard library)
 
 _ALIAS = __name__ + ".data"
 _TARGET = "tinyopt.data"
@@ -39,4 +40,4 @@ if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
     sys.meta_path.insert(0, _AliasFinder())
 sys.modules[_ALIAS] = data
 
-__all__ = ["data"]
+__all__ = ["collect_env", "data"]

@@ -38,12 +38,15 @@ exactly as the whole parameter would.
 ``consolidate_state_dict(to)`` gathers the shards' states on rank ``to``, where ``state_dict()``
 then returns exactly what ``optimizer_class`` in one process returns (full-size arrays, global
 ids, every hyperparameter), so it loads into the plain optimizer; ``load_state_dict`` takes such a
-dict (from ZeRO or from the plain optimizer) and keeps this rank's shard of it.
+dict (from ZeRO on any number of ranks, or from the plain optimizer) and keeps this rank's shard
+of it: checkpoints reshard.  Loading is collective: unless every rank accepts the dict, no rank
+keeps it.
 """
 
 from __future__ import annotations
 
 import copy
+import pickle
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -51,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.distributed.ddp import _owner
+from tinyopt.distributed.fingerprint import Purpose
 from tinyopt.distributed.process_group import _default
 from tinyopt.engine.tensor import Parameter
 from tinyopt.optim.flat import FlatBuffer
@@ -123,6 +127,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         self.optim: FusedOptimizer  # the local optimizer, made with the first group
         self._shards: list[list[_Shard]] = []
         self._all_state_dicts: list[StateDict] = []
+        self._steps = 0  # step() calls: the step of this optimizer's collectives
         super().__init__(params, dict(full))
 
     # ---- groups -------------------------------------------------------------------------------
@@ -180,6 +185,8 @@ class ZeroRedundancyOptimizer(Optimizer):
         the parameters (see the module docstring).  Call it on every rank."""
         loss = self._call_closure(closure)
         pg, world = self.process_group, self.world_size
+        self._steps += 1
+        step = self._steps
         shards = [sh for g in self._shards for sh in g]
         flags, at = self._flags, 0
         for sh in shards:
@@ -190,7 +197,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             at += k
         local_flags = flags.copy()
         if world > 1:
-            pg.allreduce_(flags, "MAX")
+            pg.allreduce_(flags, "MAX", purpose=Purpose.ZERO_FLAGS, step=step)
         self._sync_param_groups()
         at = 0
         for sh in shards:
@@ -198,7 +205,8 @@ class ZeroRedundancyOptimizer(Optimizer):
             for j in np.flatnonzero(local_flags[at:at + k] == 0):  # contributes zeros
                 fb.grad[fb.seg[j]:fb.seg[j + 1]] = 0
             if world > 1:
-                pg.reduce_scatter_(fb.grad, sh.local.grad, sh.counts)
+                pg.reduce_scatter_(fb.grad, sh.local.grad, sh.counts,
+                                   purpose=Purpose.ZERO_GRADS, step=step)
                 np.divide(sh.local.grad, world, out=sh.local.grad)
             else:
                 sh.local.grad[...] = fb.grad
@@ -212,16 +220,21 @@ class ZeroRedundancyOptimizer(Optimizer):
         self.optim.step()
         if world > 1:
             for sh in shards:
-                pg.allgather_(pg.MPI.IN_PLACE, sh.buffer.data, sh.counts)
+                pg.allgather_(sh.buffer.data, sh.counts, purpose=Purpose.ZERO_PARAMS, step=step)
         return loss
 
     # ---- state dict ---------------------------------------------------------------------------
     def consolidate_state_dict(self, to: int = 0) -> None:
         """Gather every rank's shard of the state on rank ``to`` (a collective: call it on every
         rank); ``state_dict()`` on rank ``to`` then returns the whole state."""
+        if isinstance(to, bool) or not isinstance(to, (int, np.integer)) \
+                or not 0 <= to < self.world_size:
+            raise ValueError(f"consolidate_state_dict: to must be a rank in "
+                             f"0..{self.world_size - 1}, got {to!r}")
         self._sync_param_groups()
-        every = self.process_group.comm.gather(self.optim.state_dict(), root=to)
-        self._all_state_dicts = every if self.rank == to else []
+        every = self.process_group.gather_bytes(pickle.dumps(self.optim.state_dict()), to,
+                                                purpose=Purpose.ZERO_CONSOLIDATE)
+        self._all_state_dicts = [pickle.loads(b) for b in every] if every is not None else []
 
     def state_dict(self) -> StateDict:
         """The whole state, as ``optimizer_class`` in one process gives it (after
@@ -234,11 +247,36 @@ class ZeroRedundancyOptimizer(Optimizer):
 
     def load_state_dict(self, state_dict: StateDict) -> None:
         """Load a whole state dict (from ``state_dict()`` here or from ``optimizer_class`` in one
-        process) and keep this rank's shard of it; checks everything before changing anything."""
+        process, saved on any number of ranks) and keep this rank's shard of it.
+
+        A collective: every rank checks what it was given, then the ranks compare verdicts, and
+        unless every rank accepted it, none keeps it (each raises; the ranks that accepted it
+        name the rank that did not)."""
         if isinstance(state_dict, dict) and "zero_rank_state" in state_dict:
             self._restore_rollback(state_dict)
             return
-        super().load_state_dict(state_dict)
+        before = self._rollback_state()
+        error: Exception | None = None
+        try:
+            super().load_state_dict(state_dict)
+        except Exception as e:  # every rank must take part in the vote below
+            error = e
+        verdict = None if error is None else (type(error).__name__, str(error))
+        verdicts = [pickle.loads(b) for b in self.process_group.allgather_bytes(
+            pickle.dumps(verdict), purpose=Purpose.ZERO_LOAD)]
+        refused = [(q, v) for q, v in enumerate(verdicts) if v is not None]
+        if not refused:
+            return
+        if error is not None:
+            raise error
+        self._restore_rollback(before)
+        q, (kind, text) = refused[0]
+        cls = {"ValueError": ValueError, "TypeError": TypeError}.get(kind, RuntimeError)
+        raise cls(f"load_state_dict: rank {q} rejected the state dict ({kind}: {text}), so no "
+                  f"rank loaded it")
+
+    def _scalar_keys(self) -> tuple[str, ...]:
+        return self.optim._scalar_keys()
 
     def _rollback_state(self) -> dict[str, Any]:
         """What ``tinyopt.load_into`` restores when a load fails: this rank's shard of the state
@@ -267,6 +305,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         return out
 
     def _state_items(self):
+        scalar = self._scalar_keys()  # the rest is one value per element: pieces to join
         parts: dict[int, list[tuple[int, dict]]] = defaultdict(list)
         for local_sd, per_group in zip(self._all_state_dicts, self._local_ids()):
             ids = [i for g in local_sd["param_groups"] for i in g["params"]]
@@ -282,7 +321,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                     continue
                 state = {}
                 for key, first in got[0][1].items():
-                    if key == "step" or np.ndim(first) == 0:
+                    if key in scalar:
                         state[key] = first
                     else:
                         state[key] = np.concatenate([np.ravel(st[key]) for _, st in got]
@@ -290,6 +329,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                 yield p, state
 
     def _set_state(self, state: defaultdict, groups: list[dict]) -> None:
+        scalar = self._scalar_keys()  # the rest has its parameter's shape: cut out the piece
         local_state: dict[int, dict] = {}
         local_groups = []
         k = 0
@@ -298,8 +338,8 @@ class ZeroRedundancyOptimizer(Optimizer):
             for p, a, b in pieces:
                 st = state.get(p) if p is not None else None
                 if st:
-                    local_state[k] = {key: v if key == "step" or np.ndim(v) == 0 else
-                                      np.ravel(v)[a:b] for key, v in st.items()}
+                    local_state[k] = {key: v if key in scalar else np.ravel(v)[a:b]
+                                      for key, v in st.items()}
                 ids.append(k)
                 k += 1
             hyper = {key: v for key, v in group.items() if key not in ("params", "param_names")}

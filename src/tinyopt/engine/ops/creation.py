@@ -76,11 +76,13 @@ def _float_dtype(dtype) -> np.dtype:
 # ---- constant fills ------------------------------------------------------------------------------
 def zeros(*size, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False
           ) -> Tensor:
+    """A tensor of ``size`` filled with zeros (float32 unless ``dtype``)."""
     return _new(np.zeros(_size(size), as_dtype(dtype or float32)), device, requires_grad)
 
 
 def ones(*size, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False
          ) -> Tensor:
+    """A tensor of ``size`` filled with ones (float32 unless ``dtype``)."""
     return _new(np.ones(_size(size), as_dtype(dtype or float32)), device, requires_grad)
 
 
@@ -108,29 +110,35 @@ def _like(x, dtype) -> tuple[tuple[int, ...], np.dtype]:
 
 def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
                memory_format=None) -> Tensor:
+    """Zeros of ``input``'s shape and dtype (unless ``dtype``)."""
     shape, d = _like(input, dtype)
     return _new(np.zeros(shape, d), device, requires_grad)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
+    """Ones of ``input``'s shape and dtype (unless ``dtype``)."""
     shape, d = _like(input, dtype)
     return _new(np.ones(shape, d), device, requires_grad)
 
 
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
                memory_format=None) -> Tensor:
+    """A tensor of ``input``'s shape and dtype (zeros here: tinyopt never hands out uninitialized
+    memory)."""
     return zeros_like(input, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad: bool = False, memory_format=None) -> Tensor:
+    """A tensor of ``input``'s shape (and dtype, unless ``dtype``) filled with ``fill_value``."""
     shape, d = _like(input, dtype)
     return _new(np.full(shape, fill_value, dtype=d), device, requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
         requires_grad: bool = False) -> Tensor:
+    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
     return _new(np.eye(n, n if m is None else m, dtype=as_dtype(dtype or float32)), device,
                 requires_grad)
 
@@ -174,6 +182,7 @@ def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, devic
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
+    """``steps`` numbers ``base ** t`` with ``t`` evenly spaced from ``start`` to ``end``."""
     arr = np.logspace(float(start), float(end), int(steps), base=base, dtype=np.float64)
     return _new(arr.astype(as_dtype(dtype or float32)), device, requires_grad)
 
@@ -195,12 +204,14 @@ def rand(*size, generator=None, out=None, dtype=None, layout=None, device=None,
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
                memory_format=None) -> Tensor:
+    """Standard normal samples of ``input``'s shape and dtype, from the global generator."""
     shape, d = _like(input, dtype)
     return randn(shape, dtype=d, device=device, requires_grad=requires_grad)
 
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
+    """Uniform [0, 1) samples of ``input``'s shape and dtype, from the global generator."""
     shape, d = _like(input, dtype)
     return rand(shape, dtype=d, device=device, requires_grad=requires_grad)
 
@@ -224,6 +235,8 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None,
                  requires_grad: bool = False) -> Tensor:
+    """Integers uniform in [low, high) of ``input``'s shape (``randint_like(x, high)`` or
+    ``randint_like(x, low, high)``)."""
     shape, d = _like(input, dtype)
     if high is None:
         low, high = 0, low

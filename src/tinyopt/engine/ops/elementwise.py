@@ -112,7 +112,7 @@ def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True):
         if not bools and a.dtype == bool_:
             raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -264,7 +264,7 @@ def _bool_result(name, ufunc, *, as_bool: bool = False):
         else:
             a, b = _operands(name, a, b)
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -281,6 +281,7 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
 def logical_not(x) -> Tensor:
+    """``not x``, elementwise (bool result; nonzero counts as True)."""
     x = _cast(x, bool_) if not isinstance(x, Tensor) else x
     return node("logical_not", (x,), x.shape, bool_)
 
@@ -297,7 +298,7 @@ def _bitwise(name, ufunc):
             raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
                             f"need integer or bool tensors)")
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -325,7 +326,7 @@ def _flag(name, ufunc, doc):
         if x.dtype not in FLOATS:  # integers are always finite, never NaN
             return node("full", (), x.shape, bool_, (name == "isfinite",))
         return node(name, (x,), x.shape, bool_)
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     build.__doc__ = doc
     return build
 
@@ -429,7 +430,7 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
             if float_only:
                 x = to(x, float32)
         return node(name, (x,), x.shape, x.dtype, tuple([float(a) for a in attrs]) if attrs else ())
-    build.__name__ = name
+    build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
 
@@ -438,6 +439,7 @@ def _grad_node(op, *srcs, attrs=()):
 
 
 def _neg(x) -> Tensor:
+    """``-x``, elementwise (``negative`` is the same; a bool tensor raises, as in PyTorch)."""
     x = as_tensor(x)
     if x.dtype == bool_:
         raise RuntimeError(_BOOL_ERRORS["neg"])
@@ -570,10 +572,12 @@ clip = clamp
 
 
 def clamp_min(x, min) -> Tensor:
+    """``max(x, min)``, elementwise (``clamp(x, min=min)``)."""
     return clamp(x, min=min)
 
 
 def clamp_max(x, max) -> Tensor:
+    """``min(x, max)``, elementwise (``clamp(x, max=max)``)."""
     return clamp(x, max=max)
 
 
@@ -639,30 +643,38 @@ def logaddexp(a, b) -> Tensor:
 
 
 def hypot(a, b) -> Tensor:
+    """``sqrt(a^2 + b^2)``, elementwise."""
     return sqrt(square(a) + square(b))
 
 
 def positive(x) -> Tensor:
+    """``x`` itself (``+x``)."""
     return as_tensor(x)
 
 
 def negative(x) -> Tensor:
+    """``-x``, elementwise (``neg``)."""
     return neg(x)
 
 
 def true_divide(a, b) -> Tensor:
+    """``a / b``, true division (``div``)."""
     return div(a, b)
 
 
 def multiply(a, b) -> Tensor:
+    """``a * b``, elementwise with broadcasting (``mul``)."""
     return mul(a, b)
 
 
 def subtract(a, b, *, alpha=1) -> Tensor:
+    """``a - alpha * b``, elementwise with broadcasting (``sub``)."""
     return sub(a, b, alpha=alpha)
 
 
 def divide(a, b, *, rounding_mode: str | None = None) -> Tensor:
+    """``a / b`` (``div``): true division, or with ``rounding_mode`` ``"trunc"``/``"floor"``
+    rounded toward zero/down."""
     return div(a, b, rounding_mode=rounding_mode)
 
 
@@ -680,6 +692,8 @@ def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,
 
 def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
+    """Whether every element satisfies ``|input - other| <= atol + rtol * |other|`` (NaNs equal
+    only with ``equal_nan``); computed now, a Python bool."""
     return bool(isclose(input, other, rtol, atol, equal_nan).numpy().all())
 
 
@@ -687,3 +701,52 @@ def equal(input, other) -> bool:
     """True when both have the same shape and the same values (``torch.equal``)."""
     a, b = as_tensor(input), as_tensor(other)
     return a.shape == b.shape and bool(np.array_equal(a.numpy(), b.numpy()))
+
+
+# ---- the docstrings of the functions the factories above make: the math, elementwise ------------
+for _fn, _doc in {
+    mul: "``a * b``, elementwise with broadcasting (``multiply`` is the same).",
+    maximum: "The larger of ``a`` and ``b``, elementwise; NaN if either is NaN.",
+    minimum: "The smaller of ``a`` and ``b``, elementwise; NaN if either is NaN.",
+    eq: "``a == b``, elementwise (bool result).",
+    ne: "``a != b``, elementwise (bool result; ``not_equal`` is the same).",
+    lt: "``a < b``, elementwise (bool result; ``less`` is the same).",
+    le: "``a <= b``, elementwise (bool result; ``less_equal`` is the same).",
+    gt: "``a > b``, elementwise (bool result; ``greater`` is the same).",
+    ge: "``a >= b``, elementwise (bool result; ``greater_equal`` is the same).",
+    logical_and: "``a and b``, elementwise (bool result; nonzero counts as True).",
+    logical_or: "``a or b``, elementwise (bool result; nonzero counts as True).",
+    logical_xor: "``a xor b``, elementwise (bool result; nonzero counts as True).",
+    bitwise_and: "``a & b``, elementwise: logical for bool tensors, bitwise for integer ones.",
+    bitwise_or: "``a | b``, elementwise: logical for bool tensors, bitwise for integer ones.",
+    bitwise_xor: "``a ^ b``, elementwise: logical for bool tensors, bitwise for integer ones.",
+    abs: "``|x|``, elementwise (integer tensors keep their dtype).",
+    exp: "``e^x``, elementwise.",
+    log: "The natural logarithm ``ln x``, elementwise (NaN below 0, -inf at 0).",
+    sqrt: "``sqrt(x)``, elementwise (NaN below 0).",
+    square: "``x^2``, elementwise (integer tensors keep their dtype).",
+    relu: "``max(x, 0)``, elementwise.",
+    sigmoid: "``1 / (1 + e^-x)``, elementwise.",
+    tanh: "The hyperbolic tangent ``(e^x - e^-x) / (e^x + e^-x)``, elementwise.",
+    sin: "``sin x`` (x in radians), elementwise.",
+    cos: "``cos x`` (x in radians), elementwise.",
+    tan: "``tan x`` (x in radians), elementwise.",
+    sinh: "``sinh x = (e^x - e^-x) / 2``, elementwise.",
+    cosh: "``cosh x = (e^x + e^-x) / 2``, elementwise.",
+    asin: "``arcsin x`` in [-pi/2, pi/2], elementwise (NaN outside [-1, 1]; ``arcsin`` is the "
+          "same).",
+    acos: "``arccos x`` in [0, pi], elementwise (NaN outside [-1, 1]; ``arccos`` is the same).",
+    atan: "``arctan x`` in (-pi/2, pi/2), elementwise (``arctan`` is the same).",
+    log1p: "``ln(1 + x)``, elementwise, accurate for small ``x``.",
+    expm1: "``e^x - 1``, elementwise, accurate for small ``x``.",
+    log2: "``log2 x``, elementwise.",
+    log10: "``log10 x``, elementwise.",
+    erf: "The error function ``2 / sqrt(pi) * integral_0^x e^(-t^2) dt``, elementwise.",
+    rsqrt: "``1 / sqrt(x)``, elementwise.",
+    reciprocal: "``1 / x``, elementwise.",
+    sign: "-1, 0 or 1 by the sign of ``x``, elementwise (the gradient is zero).",
+    floor: "The largest integer <= ``x``, elementwise (the gradient is zero).",
+    ceil: "The smallest integer >= ``x``, elementwise (the gradient is zero).",
+    trunc: "``x`` rounded toward zero, elementwise (``fix`` is the same; the gradient is zero).",
+}.items():
+    _fn.__doc__ = _doc

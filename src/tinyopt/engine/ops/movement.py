@@ -76,6 +76,7 @@ def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge dimensions ``start_dim`` to ``end_dim`` into one (a view where possible)."""
     x = as_tensor(x)
     shape = x.shape
     nd = len(shape)
@@ -94,6 +95,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    """``x`` without its dimensions of size 1 (only those of ``dim`` when given)."""
     x = as_tensor(x)
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
@@ -104,6 +106,7 @@ def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
 
 
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
+    """``x`` with a dimension of size 1 inserted at ``dim``."""
     x = as_tensor(x)
     d = _dim("unsqueeze", dim, x.ndim + 1)
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
@@ -118,6 +121,7 @@ defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_p
 
 
 def permute(x: Tensor, *dims) -> Tensor:
+    """``x`` with its dimensions reordered as ``dims`` (a view)."""
     x = as_tensor(x)
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
@@ -133,6 +137,7 @@ def permute(x: Tensor, *dims) -> Tensor:
 
 
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``x`` with dimensions ``dim0`` and ``dim1`` swapped (a view)."""
     x = as_tensor(x)
     d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
     if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
@@ -199,6 +204,8 @@ defop("cat", forward=lambda t: (lambda out, *xs: np.concatenate(xs, axis=t.attrs
 
 
 def cat(tensors, dim: int = 0) -> Tensor:
+    """Concatenate ``tensors`` along ``dim`` (dtypes promoted as PyTorch does; every other
+    dimension must match); ``concat`` and ``concatenate`` are the same."""
     ts = [as_tensor(x) for x in tensors]
     if not ts:
         raise RuntimeError("cat: expected a non-empty list of tensors")
@@ -216,6 +223,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
 
 
 def stack(tensors, dim: int = 0) -> Tensor:
+    """Join equally shaped ``tensors`` along a new dimension ``dim``."""
     ts = [as_tensor(x) for x in tensors]
     if not ts:
         raise RuntimeError("stack: expected a non-empty list of tensors")
@@ -338,6 +346,7 @@ moveaxis = movedim
 
 
 def swapaxes(x, axis0: int, axis1: int) -> Tensor:
+    """``transpose(x, axis0, axis1)``; ``swapdims`` is the same."""
     return transpose(x, axis0, axis1)
 
 
@@ -359,6 +368,7 @@ def unflatten(x, dim: int, sizes) -> Tensor:
 
 
 def broadcast_to(x, size) -> Tensor:
+    """``x`` expanded to ``size`` (a view, as ``expand``)."""
     return expand(x, tuple(size))
 
 
@@ -379,11 +389,13 @@ def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
 
 
 def atleast_1d(x) -> Tensor:
+    """``x`` with at least one dimension (a 0-d tensor becomes shape (1,))."""
     x = as_tensor(x)
     return reshape(x, (1,)) if x.ndim == 0 else x
 
 
 def atleast_2d(x) -> Tensor:
+    """``x`` with at least two dimensions (leading dimensions of size 1 added)."""
     x = as_tensor(x)
     return reshape(x, (1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
 
@@ -408,6 +420,8 @@ def repeat(x, *sizes) -> Tensor:
 
 
 def tile(x, dims) -> Tensor:
+    """``x`` repeated ``dims`` times along each dimension (``dims`` padded with ones at
+    the front)."""
     x = as_tensor(x)
     dims = tuple(dims)
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
@@ -457,10 +471,12 @@ def flip(x, dims) -> Tensor:
 
 
 def fliplr(x) -> Tensor:
+    """Reverse the order of the columns (dimension 1)."""
     return flip(x, 1)
 
 
 def flipud(x) -> Tensor:
+    """Reverse the order of the rows (dimension 0)."""
     return flip(x, 0)
 
 
@@ -543,20 +559,25 @@ def diag(x, diagonal: int = 0) -> Tensor:
 
 
 def trace(x) -> Tensor:
+    """The sum of the main diagonal of a 2-D tensor."""
     from tinyopt.engine.ops.reduce import sum as _sum
     return _sum(diagonal(as_tensor(x)))
 
 
 def hstack(tensors) -> Tensor:
+    """Stack horizontally: ``cat`` along dim 1 (dim 0 for 1-D tensors)."""
     ts = [atleast_1d(x) for x in tensors]
     return cat(ts, 0 if ts[0].ndim == 1 else 1)
 
 
 def vstack(tensors) -> Tensor:
+    """Stack vertically: ``cat`` along dim 0 (1-D tensors become rows)."""
     return cat([atleast_2d(x) for x in tensors], 0)
 
 
 def column_stack(tensors) -> Tensor:
+    """Stack 1-D tensors as columns (and 2-D ones as they are) side by side: ``cat`` along
+    dim 1."""
     ts = [as_tensor(x) for x in tensors]
     return cat([x.reshape(-1, 1) if x.ndim <= 1 else x for x in ts], 1)
 

@@ -96,6 +96,7 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
@@ -230,6 +231,8 @@ def min(x: Tensor, dim=None, keepdim: bool = False):
 
 
 def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the largest."""
     x = as_tensor(x)
     if dim is None:
         return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
@@ -237,6 +240,8 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
 
 
 def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
+    first one among ties, and a NaN counts as the smallest."""
     x = as_tensor(x)
     if dim is None:
         return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
@@ -275,6 +280,7 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
     x = as_tensor(x)
     _require_float("logsumexp", x)
     dims = _dims("logsumexp", x, dim)
@@ -305,10 +311,13 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x), dim)`` along ``dim``, computed stably (the maximum is subtracted
+    first)."""
     return _normalized("softmax", x, dim, dtype)
 
 
 def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+    """``log(softmax(x, dim))``, computed stably: ``x - logsumexp(x, dim)``."""
     return _normalized("log_softmax", x, dim, dtype)
 
 
@@ -499,5 +508,6 @@ def amin(x, dim=(), keepdim: bool = False) -> Tensor:
 
 
 def count_nonzero(x, dim=None) -> Tensor:
+    """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
     from tinyopt.engine.ops.elementwise import ne
     return sum(ne(as_tensor(x), 0), dim)

@@ -125,7 +125,7 @@ defop("gather_grad", forward=_gather_grad_forward)
 
 
 def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
-    """out[i][j][k] = input[i][index[i][j][k]][k] for ``dim`` = 1 (and likewise for others):
+    """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim`` = 1 (and likewise for others):
     values picked along ``dim`` by an int64 index of the same number of dimensions."""
     x = as_tensor(input)
     idx = _index("gather", index)
@@ -234,7 +234,7 @@ def _scatter_args(op: str, input, dim, index, src, value):
 
 def scatter(input, dim: int, index, src=None, *, value=None, reduce: str | None = None) -> Tensor:
     """``input`` with ``src`` (or ``value``) written at ``index`` along ``dim``:
-    out[i][index[i][j][k]][k] = src[i][j][k] for ``dim`` = 1.  ``reduce="add"``/``"multiply"``
+    ``out[i][index[i][j][k]][k] = src[i][j][k]`` for ``dim`` = 1.  ``reduce="add"``/``"multiply"``
     combine instead of writing."""
     if reduce == "add":
         return scatter_add(input, dim, index, src if src is not None else value)
@@ -426,6 +426,7 @@ def median(input, dim: int | None = None, keepdim: bool = False):
 
 
 def msort(input) -> Tensor:
+    """``x`` sorted along dimension 0 (``sort(x, 0).values``)."""
     return sort(input, 0)[0]
 
 
@@ -441,6 +442,7 @@ def nonzero(input, *, as_tuple: bool = False):
 
 
 def argwhere(input) -> Tensor:
+    """The indices of the nonzero elements, one row per element: (n, ndim) int64 (computed now)."""
     return nonzero(input)
 
 

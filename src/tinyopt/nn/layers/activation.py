@@ -72,6 +72,7 @@ class Sigmoid(Module):
 
 
 class Tanh(Module):
+    """The hyperbolic tangent, elementwise: ``tanh(x) = (e^x - e^-x) / (e^x + e^-x)``."""
     def forward(self, input) -> Tensor:
         return F.tanh(input)
 
@@ -250,6 +251,7 @@ class PReLU(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set every slope to ``init``."""
         self.weight._data[...] = self.init
 
     def forward(self, input) -> Tensor:

@@ -63,6 +63,8 @@ class ConvTranspose2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Draw the weight and bias again as PyTorch does: ``kaiming_uniform_(W, a=sqrt(5))`` and
+        ``b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))``."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)

@@ -54,6 +54,7 @@ class LayerNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``elementwise_affine``)."""
         if self.elementwise_affine:
             init.ones_(self.weight)
             if self.bias is not None:
@@ -181,6 +182,7 @@ class GroupNorm(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Set ``weight`` to ones and ``bias`` to zeros (with ``affine``)."""
         if self.affine:
             init.ones_(self.weight)
             if self.bias is not None:

@@ -105,6 +105,8 @@ class RNNBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Draw every weight and bias again from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as
+        PyTorch does."""
         stdv = 1.0 / math.sqrt(self.hidden_size)
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)
@@ -118,6 +120,8 @@ class RNNBase(Module):
 
     @property
     def all_weights(self) -> list[list[Parameter]]:
+        """The parameters per layer and direction: ``[[w_ih, w_hh, b_ih, b_hh], ...]`` (without the
+        biases when ``bias=False``)."""
         return [[getattr(self, n) for n in names] for names in self._all_weights]
 
     def extra_repr(self) -> str:
@@ -341,6 +345,8 @@ class RNNCellBase(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
+        """Draw every weight and bias again from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as
+        PyTorch does."""
         stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
         for weight in self.parameters():
             init.uniform_(weight, -stdv, stdv)

@@ -24,6 +24,11 @@ from tinyopt.nn.module import Module
 
 
 class Embedding(Module):
+    """A lookup table: row ``i`` of ``weight`` (num_embeddings, embedding_dim) is the vector of
+    index ``i``.  ``weight`` starts as N(0, 1) samples; the row ``padding_idx`` (if given)
+    starts at zero and gets no gradient; ``max_norm`` renormalizes the looked-up rows in place,
+    as PyTorch does.  Input: integer indices of any shape; output: that shape +
+    (embedding_dim,)."""
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  max_norm: float | None = None, norm_type: float = 2.0,
                  scale_grad_by_freq: bool = False, sparse: bool = False, _weight=None,
@@ -49,6 +54,7 @@ class Embedding(Module):
             self.weight = Parameter(w, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
+        """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight._data[self.padding_idx] = 0
@@ -136,6 +142,7 @@ class EmbeddingBag(Module):
         self.include_last_offset = include_last_offset
 
     def reset_parameters(self) -> None:
+        """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight._data[self.padding_idx] = 0

@@ -59,22 +59,28 @@ class PackedSequence(NamedTuple):
         return self._replace(data=data)
 
     def cpu(self) -> PackedSequence:
+        """This packed sequence itself (everything is on the CPU)."""
         return self
 
     def float(self) -> PackedSequence:
+        """A copy whose ``data`` is float32 (the batch sizes and indices unchanged)."""
         return self._replace(data=self.data.to(np.float32))
 
     def double(self) -> PackedSequence:
+        """A copy whose ``data`` is float64 (the batch sizes and indices unchanged)."""
         return self._replace(data=self.data.to(np.float64))
 
     def long(self) -> PackedSequence:
+        """A copy whose ``data`` is int64 (the batch sizes and indices unchanged)."""
         return self._replace(data=self.data.to(np.int64))
 
     @property
     def is_cuda(self) -> bool:
+        """Always False (no GPU)."""
         return False
 
     def is_pinned(self) -> bool:
+        """Always False (no GPU, nothing is pinned)."""
         return False
 
     # ---- the layout, for the recurrent layers ----------------------------------------------

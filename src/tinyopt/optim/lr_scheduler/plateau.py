@@ -112,6 +112,7 @@ class ReduceLROnPlateau(LRScheduler):
 
     @property
     def in_cooldown(self) -> bool:
+        """Whether the scheduler is waiting out ``cooldown`` epochs after a reduction."""
         return self.cooldown_counter > 0
 
     def _is_better(self, a: float, best: float) -> bool:
