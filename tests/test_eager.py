@@ -401,3 +401,27 @@ def test_a_failing_eager_run_leaves_no_half_gradient(eager_only):
     with pytest.raises(ValueError, match="hook failed"):
         (y * y).sum().backward()
     assert x.grad is None
+
+
+def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, monkeypatch):
+    import tracemalloc
+
+    from tinyopt.engine import eager
+    p = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 1 << 20, dtype=np.float32)))
+
+    def peak_and_bits():
+        h = p
+        for k in range(40):  # 40 arrays of 4 MiB
+            h = to.tanh(h) if k % 2 else h * 1.5
+        tracemalloc.start()
+        try:
+            bits = _bits(h.numpy())
+            return tracemalloc.get_traced_memory()[1], bits
+        finally:
+            tracemalloc.stop()
+    peak, bits = peak_and_bits()
+    monkeypatch.setattr(eager, "FREE_AFTER_BYTES", 1 << 62)  # keeping every array
+    peak_all, bits_all = peak_and_bits()
+    assert peak < 40 << 20 and peak_all > 150 << 20, (peak, peak_all)
+    CACHE.compile_after = 1
+    assert bits == bits_all == peak_and_bits()[1]  # and a plan's bits
