@@ -16,7 +16,8 @@ Cases (each library in its own spawned worker, timed interleaved A B A B ..., me
   Reported per environment step.
 
 Goals: ``chain-change`` <= 1.5x torch per op (stretch 1.0x), ``crf`` and ``actor-critic`` <= 1.5x.
-Ratio = tinyopt time / PyTorch time.
+Ratio = tinyopt time / PyTorch time, of wall time and of the workers' CPU time (one thread each:
+on a quiet machine the two agree; on a busy one the CPU ratio stays readable).
 
     python benchmarks/bench_eager.py [--repeats 7] [--only chain-change]
 """
@@ -24,12 +25,11 @@ Ratio = tinyopt time / PyTorch time.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import statistics
 import time
 
 import numpy as np
-from harness import libraries, pin_threads
+from harness import libraries, pin_threads, start_workers, timed_blocks
 
 CHAIN = 32
 
@@ -184,10 +184,10 @@ def worker(conn, lib_name: str) -> None:
                 step()
             conn.send(True)
         elif cmd[0] == "run":
-            units, t0 = 0, time.perf_counter()
+            units, t0, c0 = 0, time.perf_counter(), time.process_time()
             while time.perf_counter() - t0 < cmd[1]:
                 units += step()
-            conn.send((time.perf_counter() - t0) / units)
+            conn.send(((time.perf_counter() - t0) / units, (time.process_time() - c0) / units))
         else:
             return
 
@@ -203,35 +203,24 @@ def main() -> None:
                          "Python and dispatch, not parallel work)")
     args = ap.parse_args()
     pin_threads(args.threads)
-    libs = libraries()
-    ctx = mp.get_context("spawn")
-    pipes, procs = [], []
-    for lib in libs:
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(b, lib), daemon=True)
-        p.start()
-        pipes.append(a)
-        procs.append(p)
-    print(f"{'case':>13} {'unit':>12} {'tinyopt':>9} {'torch':>9} {'ratio':>6}  goal", flush=True)
+    pipes, procs = start_workers(worker, libraries())
+    print(f"{'case':>13} {'unit':>12} {'tinyopt':>9} {'torch':>9} {'ratio':>6}   "
+          f"{'cpu: tinyopt':>12} {'torch':>9} {'ratio':>6}  goal", flush=True)
     for name in args.only or list(CASES):
         _, unit, goal = CASES[name]
         for c in pipes:
             c.send(("case", name))
         for c in pipes:
             c.recv()
-        times: list[list[float]] = [[] for _ in pipes]
-        for _ in range(args.repeats):
-            for k, c in enumerate(pipes):
-                time.sleep(args.settle)
-                c.send(("run", args.block))
-                times[k].append(c.recv())
-        med = [statistics.median(t) * _SCALE[unit] for t in times]
+        times = timed_blocks(pipes, ("run", args.block), args.repeats, args.settle)
+        med = [statistics.median(w for w, _ in t) * _SCALE[unit] for t in times]
+        cpu = [statistics.median(c for _, c in t) * _SCALE[unit] for t in times]
         if len(med) == 2:
             g = f"<= {goal}" if goal else ""
-            print(f"{name:>13} {unit:>12} {med[0]:>9.2f} {med[1]:>9.2f} {med[0] / med[1]:>6.2f}  "
-                  f"{g}", flush=True)
+            print(f"{name:>13} {unit:>12} {med[0]:>9.2f} {med[1]:>9.2f} {med[0] / med[1]:>6.2f}   "
+                  f"{cpu[0]:>12.2f} {cpu[1]:>9.2f} {cpu[0] / cpu[1]:>6.2f}  {g}", flush=True)
         else:
-            print(f"{name:>13} {unit:>12} {med[0]:>9.2f}", flush=True)
+            print(f"{name:>13} {unit:>12} {med[0]:>9.2f}   {cpu[0]:>12.2f}", flush=True)
     for c in pipes:
         c.send(("stop",))
     for p in procs:

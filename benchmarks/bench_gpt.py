@@ -25,12 +25,11 @@ Goals (issue 27, point 4): ``gpt2`` step <= 0.8 of torch's at 2 threads, peak RS
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import statistics
 import time
 
 import numpy as np
-from harness import libraries, pin_threads
+from harness import libraries, pin_threads, start_workers, timed_blocks
 
 SIZES = {"baby": dict(layers=4, d=128, heads=4, block=64, batch=12, vocab=65),
          "small": dict(layers=6, d=384, heads=6, block=256, batch=8, vocab=65),
@@ -148,29 +147,17 @@ def main() -> None:
     args = ap.parse_args()
     pin_threads(args.threads)
     libs = libraries()
-    ctx = mp.get_context("spawn")
     print(f"{'size':>6} {'tinyopt':>10} {'torch':>10} {'ratio':>6}   {'RSS tinyopt':>11} "
           f"{'torch':>8} {'ratio':>6}   first step (s)", flush=True)
     for size in args.sizes.split(","):
-        pipes, procs = [], []
-        for lib in libs:  # fresh workers per size: each peak RSS is that size's
-            a, b = ctx.Pipe()
-            p = ctx.Process(target=worker, args=(b, lib), daemon=True)
-            p.start()
-            pipes.append(a)
-            procs.append(p)
+        pipes, procs = start_workers(worker, libs)  # fresh per size: each peak RSS its own
         firsts = []
         for c in pipes:
             c.send(("case", size))
             firsts.append(c.recv())
         if len(firsts) == 2:
             assert abs(firsts[0][0] - firsts[1][0]) < 1e-3 * abs(firsts[1][0]), firsts
-        times: list[list[float]] = [[] for _ in pipes]
-        for _ in range(args.repeats):
-            for k, c in enumerate(pipes):
-                time.sleep(args.settle)
-                c.send(("run", args.steps))
-                times[k].append(c.recv())
+        times = timed_blocks(pipes, ("run", args.steps), args.repeats, args.settle)
         rss = []
         for c in pipes:
             c.send(("rss",))

@@ -24,3 +24,31 @@ def libraries() -> list[str]:
         print("PyTorch not installed: tinyopt times only")
         return ["tinyopt"]
     return ["tinyopt", "torch"]
+
+
+def start_workers(worker, libs: list[str]) -> tuple[list, list]:
+    """One spawned process per library running ``worker(conn, lib)``, and the parent's ends of
+    their pipes: ``(pipes, processes)``."""
+    import multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    pipes, procs = [], []
+    for lib in libs:
+        a, b = ctx.Pipe()
+        p = ctx.Process(target=worker, args=(b, lib), daemon=True)
+        p.start()
+        pipes.append(a)
+        procs.append(p)
+    return pipes, procs
+
+
+def timed_blocks(pipes: list, command: tuple, repeats: int, settle: float) -> list[list]:
+    """Send ``command`` to every worker in turn, ``repeats`` times (A B A B ...), each after a
+    pause of ``settle`` seconds; every worker's answers, in order."""
+    import time
+    times: list[list] = [[] for _ in pipes]
+    for _ in range(repeats):
+        for k, c in enumerate(pipes):
+            time.sleep(settle)
+            c.send(command)
+            times[k].append(c.recv())
+    return times

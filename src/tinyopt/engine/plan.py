@@ -427,7 +427,7 @@ def _same_layout(t: Tensor) -> bool:
 class CacheInfo(NamedTuple):
     """The plan cache's counters and bounds, as :func:`cache_info` returns them."""
     hits: int
-    misses: int
+    misses: int      # plans compiled (a lookup that found none and compiled one)
     currsize: int
     maxsize: int | None  # plans at most (None: bounded by bytes alone, the default)
     nbytes: int      # bytes the cached plans hold (arenas, scratch, constants)
@@ -553,6 +553,7 @@ class PlanCache:
                 return plan, [fwd[i] for i in kept]
         held_nodes = [fwd[i] for i in kept]
         key = (sig, front_key[1] + kept, front_key[2])
+        h = hash(key)  # (outside the lock: hashing a signature is a pass over the graph)
         with self._lock:
             plan = self._plans.get(key)  # (the same outputs, split otherwise between the two)
             if plan is not None:
@@ -561,7 +562,7 @@ class PlanCache:
                 plan.used = self._tick
                 self._enter(front, kept, plan)
                 return plan, held_nodes
-            if not self._hot(hash(key)):
+            if not self._hot(h):
                 self.eager += 1
                 return None, held_nodes
             self.misses += 1

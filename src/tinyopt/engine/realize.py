@@ -1,8 +1,9 @@
 """Realization: turn requested tensors (and a loss to differentiate) into numbers.
 
 ``realize`` sorts the graph reaching its targets, finds or compiles the plan for that structure in
-the plan cache, binds this graph's leaves and runs it.  This is the one place the lazy front end
-meets the compiled back end.
+the plan cache, binds this graph's leaves and runs it; a structure the cache has not seen often
+enough to compile runs node by node instead (``engine/eager.py``), with the same bits.  This is
+the one place the lazy front end meets the compiled back end.
 
 Nodes of the graph that the program still holds (``out`` in ``loss = f(model(x)); out = ...``)
 are computed by the same run anyway: the plan also outputs them, and they keep their values, as
