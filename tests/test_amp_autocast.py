@@ -192,3 +192,52 @@ def test_the_bound_fails_without_master_weights(float32_run):
     small Adam steps and leave the bound."""
     dev = np.abs(_train(BF16, drop_masters=True) - float32_run) / float32_run
     assert dev.max() > BOUND * UNIT[BF16]
+
+
+class _TinyGPT(nn.Module):
+    """nanoGPT's shape in miniature: embeddings, a causal attention block with dropout, an MLP
+    with dropout, a tied head."""
+
+    def __init__(self, vocab=11, n=8, heads=2, block=6, p=0.2):
+        super().__init__()
+        self.heads, self.p = heads, p
+        self.wte, self.wpe = nn.Embedding(vocab, n), nn.Embedding(block, n)
+        self.ln1, self.ln2 = nn.LayerNorm(n), nn.LayerNorm(n)
+        self.qkv, self.proj = nn.Linear(n, 3 * n), nn.Linear(n, n)
+        self.fc, self.out = nn.Linear(n, 4 * n), nn.Linear(4 * n, n)
+        self.drop = nn.Dropout(p)
+        self.head = nn.Linear(n, vocab, bias=False)
+        self.head.weight = self.wte.weight
+
+    def forward(self, idx):
+        B, T = idx.shape
+        x = self.drop(self.wte(idx) + self.wpe(to.arange(T)))
+        q, k, v = self.qkv(self.ln1(x)).split(x.shape[-1], dim=2)
+        q, k, v = (t.view(B, T, self.heads, -1).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p, is_causal=True)
+        x = x + self.drop(self.proj(y.transpose(1, 2).contiguous().view(B, T, -1)))
+        x = x + self.drop(self.out(F.gelu(self.fc(self.ln2(x)))))
+        return self.head(x)
+
+
+@pytest.mark.parametrize("how", ["autocast", "bfloat16_model"])
+def test_a_nanogpt_step_in_bfloat16_with_dropout_trains(how):
+    """Issue 25.12: nanoGPT with ``dtype='bfloat16'`` died on its first step (dropout could not
+    draw a 16-bit mask)."""
+    ptdtype = {"float32": to.float32, "bfloat16": to.bfloat16, "float16": to.float16}["bfloat16"]
+    to.manual_seed(0)
+    model = _TinyGPT()
+    if how == "bfloat16_model":
+        model.to(ptdtype)
+    opt = to.optim.AdamW(model.parameters(), lr=1e-2)
+    idx = to.tensor(np.random.default_rng(0).integers(0, 11, (3, 6)))
+    losses = []
+    for _ in range(3):
+        with to.autocast("cpu", dtype=ptdtype, enabled=how == "autocast"):
+            logits = model(idx[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, 11).float(), idx[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]

@@ -691,7 +691,7 @@ def test_exact_resume_in_a_fresh_process(tmp_path):
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "at6"), str(tmp_path / "at15")],
                    check=True, timeout=300)
     out = load(tmp_path / "at15")
-    assert_same(out["model"], dict(ref["model"].state_dict()))
+    assert_same(out["model"], ref["model"].state_dict())
     assert_same(out["optimizer"], ref["optimizer"].state_dict())
 
 

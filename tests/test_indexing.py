@@ -83,15 +83,22 @@ def test_index_errors_are_torchs():
     t = to.tensor(X)
     with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
         t[3]
-    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 1 with size 4"):
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 4"):
         t[:, [0, 7]]
     with pytest.raises(ValueError, match="step must be greater than zero"):
         t[::-1]
     with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
         to.tensor(1.0)[0]
+    with pytest.raises(RuntimeError, match=r"The expanded size of the tensor \(5\) must match "
+                                           r"the existing size \(3\) at non-singleton dimension 1"):
+        t[0] = to.ones(3)  # (torch's words)
     with pytest.raises(RuntimeError, match="shape mismatch"):
-        t[0] = to.ones(3)
+        t[[0, 1]] = to.ones(3)
     assert to.tensor(1.0)[...].shape == () and to.tensor(1.0)[None].shape == (1,)
+    w = to.Parameter(np.ones((4, 3)))
+    computed = (to.Parameter(np.ones(2)) * 0 + 1).long() * 9  # out of range, known when run
+    with pytest.raises(IndexError, match="^index 9 is out of bounds for dimension 0 with size 4$"):
+        w[computed].sum().backward()  # (torch's words, not numpy's "axis 0")
 
 
 def test_a_slice_that_moves_every_step_compiles_once():
@@ -129,3 +136,99 @@ def test_index_tensors_may_be_computed_in_the_graph():
     out.sum().backward()
     np.testing.assert_array_equal(idx.numpy(), [1, 3, 3, 3])
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], [0, 1, 0, 3])
+
+
+# ---- hostile keys: a differential fuzz against torch (issue 25.14) -------------------------------
+# Every key is built from the atoms below (out-of-range and negative integers, huge ones, Python
+# and 0-d bools, floats, strings, slices with zero, negative or float steps, None and several
+# ``...``, lists of ints, floats and bools, nested lists, masks of the wrong shape, empty and
+# wrongly typed index tensors), one to three at a time, on tensors of 0 to 3 dimensions (empty
+# ones too), read, written with a number and with a tensor, and both with autograd.  Rule: the
+# same values, gradients and shape as torch, or an error of torch's type and words.
+HOSTILE_SHAPES = [(), (3,), (0,), (2, 3), (2, 0), (3, 4, 2), (1, 3)]
+HOSTILE_CASES = 672  # the count of the first report: a fixed-seed sample, ~3 s
+
+
+def _hostile_atoms(shape):
+    n = shape[0] if shape else 1
+    return [0, 1, -1, n, -n - 1, n + 5, 2**40, -2**40, 2**63, True, False, 1.0, -0.5, "a", None,
+            Ellipsis, slice(None), slice(1, None), slice(None, None, 2), slice(None, None, -1),
+            slice(None, None, 0), slice(5, 100), slice(-100, 2), slice(1.5, 2), [0], [0, -1], [n],
+            [True] * max(n, 1), [True, False], [], [[0, 1]], [0.5], [[True]], np.int64(1),
+            np.array([0, 1]), np.array([True] * max(n, 1)), np.bool_(True), (0, 0),
+            ("T", "int64", [0, max(n - 1, 0)]), ("T", "int64", [n]), ("T", "int64", [-n - 1]),
+            ("T", "int64", []), ("T", "int32", [0]), ("T", "uint8", [1] * max(n, 1)),
+            ("T", "uint8", [1, 0, 1]), ("T", "bool", [True] * max(n, 1)),
+            ("T", "bool", [True, False, True, False]), ("T", "float32", [0.0]),
+            ("T", "int64", 0), ("T", "bool", True), ("T", "bool", False), ("T", "int16", [0]),
+            ("T", "int8", [0]), ("T", "ones", shape), ("T", "int64", [[0], [1]]),
+            ("T", "float64", 1.0), ("T", "int64", [0, 0])]
+
+
+def _hostile_cases(seed: int, count: int) -> list:
+    import random
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        shape = rng.choice(HOSTILE_SHAPES)
+        atoms = _hostile_atoms(shape)
+        parts = [rng.choice(atoms) for _ in range(rng.choice([1, 1, 1, 2, 2, 3]))]
+        key = parts[0] if len(parts) == 1 and rng.random() < 0.6 else tuple(parts)
+        cases.append((shape, key, rng.choice(["get", "get", "set", "set_tensor", "get_grad",
+                                              "set_grad"])))
+    return cases
+
+
+def _hostile_key(key, lib):
+    if isinstance(key, tuple) and key and key[0] == "T":
+        _, dtype, data = key
+        if dtype == "ones":  # a bool mask of the tensor's own shape
+            return lib.ones(tuple(data), dtype=lib.bool) if data else lib.tensor(True)
+        return lib.tensor(data, dtype=getattr(lib, dtype))
+    if isinstance(key, tuple):
+        return tuple(_hostile_key(k, lib) for k in key)
+    return key.copy() if isinstance(key, np.ndarray) else key
+
+
+def _hostile_run(lib, shape, key, op):
+    """("ok", results...) or ("error", type name, message) of one case under ``lib``."""
+    try:
+        x = lib.arange(int(np.prod(shape)), dtype=lib.float32).reshape(shape)
+        k = _hostile_key(key, lib)
+        if op == "get":
+            r = x[k]
+            return "ok", r.numpy().tolist(), tuple(r.shape)
+        if op in ("set", "set_tensor"):
+            x[k] = -1.0 if op == "set" else lib.tensor([7.0, 8.0])
+            return "ok", x.numpy().tolist()
+        x.requires_grad_()
+        y = x * 2.0
+        if op == "get_grad":
+            r = y[k]
+            (r * lib.arange(r.numel(), dtype=lib.float32).reshape(r.shape)).sum().backward()
+            return "ok", r.detach().numpy().tolist(), tuple(r.shape), x.grad.numpy().tolist()
+        w = lib.tensor(3.0, requires_grad=True)
+        y[k] = w * 2
+        (y * (lib.arange(y.numel(), dtype=lib.float32).reshape(y.shape) + 1)).sum().backward()
+        return "ok", y.detach().numpy().tolist(), x.grad.numpy().tolist(), w.grad.item()
+    except Exception as e:  # noqa: BLE001 (the differential compares every exception)
+        return "error", type(e).__name__, str(e)
+
+
+def test_hostile_keys_give_torchs_results_or_torchs_errors():
+    """Issue 25.14: of 672 hostile keys, 130 raised another exception type than torch (numpy's
+    errors, errors where torch computes, results where torch refuses).  Without torch: every
+    error is a clear one (IndexError, TypeError, ValueError, RuntimeError)."""
+    import warnings
+    cases = _hostile_cases(0, HOSTILE_CASES)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch's deprecation warning for uint8 masks)
+        ours = [_hostile_run(to, *c) for c in cases]
+        if torch is None:
+            clear = {"IndexError", "TypeError", "ValueError", "RuntimeError"}
+            assert all(r[0] == "ok" or r[1] in clear for r in ours)
+            return
+        theirs = [_hostile_run(torch, *c) for c in cases]
+    bad = [(c, a, b) for c, a, b in zip(cases, ours, theirs) if a != b]
+    assert not bad, f"{len(bad)} of {len(cases)} differ from torch, e.g. {bad[:3]}"
+    assert {r[0] for r in theirs} == {"ok", "error"}  # (the sample holds both)

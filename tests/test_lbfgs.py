@@ -475,3 +475,42 @@ def test_16_bit_masters_are_saved_so_a_resumed_run_continues_bit_for_bit(low):
         for p, w in zip(ps, whole):
             np.testing.assert_array_equal(o.state[p]["master_param"],
                                           whole_opt.state[w]["master_param"])
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+@pytest.mark.parametrize("fail_at", [2, 3])
+def test_a_step_whose_closure_raised_leaves_the_history_usable(line_search_fn, fail_at):
+    """Issue 25.14: a closure raising mid-step left the iteration count ahead of the history it
+    counts, and the next step died in a numba TypingError (torch's dies in a TypeError).  The
+    count is stored with the history now: the next step continues from the last complete one,
+    as a run in which that step never happened."""
+    def run(fail: bool):
+        w = Parameter(np.array([1.5, -2.0, 0.5], np.float32))
+        opt = optim.LBFGS([w], line_search_fn=line_search_fn, max_iter=4)
+        calls = [0, False]  # calls in the armed step, armed
+
+        def closure():
+            opt.zero_grad()
+            loss = ((w - 1.0) ** 4).sum() + (w * w).sum()
+            loss.backward()
+            if calls[1]:
+                calls[0] += 1
+                if calls[0] == fail_at:
+                    raise ValueError("the closure failed")
+            return loss
+        opt.step(closure)
+        before = w.detach().numpy().copy()
+        if fail:
+            calls[1] = True
+            with pytest.raises(ValueError, match="the closure failed"):
+                opt.step(closure)
+            calls[1] = False
+            w.data[...] = before  # undo the failed step's partial moves
+        n_iter = opt.state[w]["n_iter"]
+        opt.step(closure)
+        opt.step(closure)
+        return w.detach().numpy(), n_iter
+    got, n_iter = run(fail=True)
+    expect, n_iter_clean = run(fail=False)
+    assert n_iter == n_iter_clean
+    np.testing.assert_allclose(got, expect, rtol=1e-6)

@@ -151,6 +151,44 @@ def test_bfloat16_without_ml_dtypes_is_a_clear_error(monkeypatch):
     assert nn.Linear(2, 2).half().weight.dtype == F16  # float16 needs nothing
 
 
+_WITHOUT_ML_DTYPES = """
+import sys
+sys.modules["ml_dtypes"] = None  # as if it were not installed
+import numpy as np
+import tinyopt as to
+from tinyopt import nn
+ptdtype = {"float32": to.float32, "bfloat16": to.bfloat16, "float16": to.float16}["float32"]
+assert repr(to.bfloat16) == "torch.bfloat16" and to.bfloat16 is to.bfloat16
+assert to.bfloat16 != to.float32 and to.float32 != to.bfloat16 and to.bfloat16 != to.float16
+m = nn.Linear(3, 2).to(ptdtype)
+opt = to.optim.SGD(m.parameters(), lr=0.1)
+m(to.ones(4, 3, dtype=ptdtype)).sum().backward()
+opt.step()
+uses = [lambda: to.zeros(2, dtype=to.bfloat16), lambda: to.zeros(2).to(to.bfloat16),
+        lambda: m.to(to.bfloat16), lambda: to.tensor([1.0], dtype=to.bfloat16),
+        lambda: nn.Linear(2, 2, dtype=to.bfloat16), lambda: np.zeros(2, to.bfloat16),
+        lambda: to.autocast("cpu", dtype=to.bfloat16).__enter__(), lambda: m.bfloat16()]
+for use in uses:
+    try:
+        use()
+    except TypeError as e:
+        assert "ml_dtypes" in str(e) and "lowp" in str(e), e
+    else:
+        raise AssertionError("no error")
+assert m.weight.dtype == to.float32
+print("ok")
+"""
+
+
+def test_naming_bfloat16_without_ml_dtypes_works_and_using_it_names_the_extra():
+    """Issue 25.13: merely naming ``to.bfloat16`` without ml_dtypes raised TypeError, so a
+    script building a dtype table at start-up (nanoGPT) failed even in float32."""
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", _WITHOUT_ML_DTYPES], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("d", LOW)
 def test_layers_made_in_16_bits_and_initialised_there(d):
     for layer in (nn.Linear(4, 3, dtype=d), nn.Conv2d(1, 2, 3, dtype=d),
@@ -193,3 +231,53 @@ def test_checkpoints_of_a_bfloat16_model_round_trip_and_resume_exactly(tmp_path)
         np.testing.assert_array_equal(p.numpy(), q.numpy())
         np.testing.assert_array_equal(opt.state[p]["master_param"].numpy(),
                                       opt2.state[q]["master_param"].numpy())
+
+
+# each: (name, tinyopt-or-torch expression, the float32 computation rounded once); torch's CPU
+# kernels compute these in float32 and round the result once
+_ONE_ROUNDING = [
+    ("div", lambda m, a, b: a / b, lambda a, b: a / b),
+    ("rdiv", lambda m, a, b: 2.0 / a, lambda a, b: np.float32(2.0) / a),
+    ("pow", lambda m, a, b: a.abs() ** b, lambda a, b: np.abs(a) ** b),
+    ("negative_pow", lambda m, a, b: a.abs() ** -0.75,
+     lambda a, b: np.abs(a) ** np.float32(-0.75)),
+    # (``** -0.5`` too, which torch computes as an approximate rsqrt: last bits differ)
+    ("exp2", lambda m, a, b: 2 ** a, lambda a, b: np.float32(2) ** a),
+    ("div_trunc", lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
+     lambda a, b: np.trunc(a / b)),
+    ("clamp", lambda m, a, b: m.clamp(a, -0.5, 0.5), lambda a, b: np.clip(a, -0.5, 0.5)),
+    ("addcmul", lambda m, a, b: m.addcmul(a, a, b, value=0.5),
+     lambda a, b: a + np.float32(0.5) * a * b),
+    ("addcdiv", lambda m, a, b: m.addcdiv(a, a, b), lambda a, b: a + a / b),
+    ("lerp", lambda m, a, b: m.lerp(a, b, 0.3), lambda a, b: a + np.float32(0.3) * (b - a)),
+    ("hypot", lambda m, a, b: m.hypot(a, b), lambda a, b: np.hypot(a, b)),
+    ("logaddexp", lambda m, a, b: m.logaddexp(a, b), lambda a, b: np.logaddexp(a, b)),
+    ("mean", lambda m, a, b: a.mean(), lambda a, b: a.mean(dtype=np.float32)),
+    ("var", lambda m, a, b: a.var(), lambda a, b: a.var(ddof=1, dtype=np.float32)),
+    ("std", lambda m, a, b: a.std(), lambda a, b: a.std(ddof=1, dtype=np.float32)),
+    ("norm", lambda m, a, b: m.linalg.vector_norm(a), lambda a, b: np.sqrt((a * a).sum())),
+    ("logcumsumexp", lambda m, a, b: m.logcumsumexp(a, 0),
+     lambda a, b: np.log(np.cumsum(np.exp(a.astype(np.float64)))).astype(np.float32)),
+]
+
+
+@pytest.mark.parametrize("case", _ONE_ROUNDING, ids=[c[0] for c in _ONE_ROUNDING])
+@pytest.mark.parametrize("d", LOW)
+def test_binary_ops_and_reductions_keep_16_bits_and_round_once(d, case):
+    """Issue 25.8: ``/`` of 16-bit tensors was float32, ``x ** -0.5`` raised, and composites
+    (addcmul, mean, var...) rounded every step."""
+    _, expr, wide_fn = case
+    a, b = _values(16, seed=1).astype(d), _values(16, seed=2).astype(d)
+    ours = expr(to, to.tensor(a), to.tensor(b))
+    assert ours.dtype == d
+    with np.errstate(all="ignore"):
+        wide = np.asarray(wide_fn(a.astype(np.float32), b.astype(np.float32)), np.float32)
+    got = ours.numpy().astype(np.float32)
+    close = np.isclose(got, wide.astype(d).astype(np.float32), rtol=2e-3 if d == F16 else 1.6e-2,
+                       equal_nan=True)
+    assert close.all(), (got, wide)
+    torch = pytest.importorskip("torch")
+    theirs = expr(torch, torch.from_numpy(a.astype(np.float32)).to(_torch_dtype(torch, d)),
+                  torch.from_numpy(b.astype(np.float32)).to(_torch_dtype(torch, d)))
+    assert theirs.dtype == _torch_dtype(torch, d)
+    np.testing.assert_array_equal(got, theirs.float().numpy())

@@ -285,3 +285,13 @@ def test_bf16_buffers_shared_by_matrices_of_several_shapes(monkeypatch):
     for g, want in zip(gs + gs, fresh + fresh):
         np.testing.assert_array_equal(muon._zeropower_via_newtonschulz(g, co, 3, 1e-7, work),
                                       want)
+
+
+def test_a_nan_eps_makes_the_update_nan_as_in_torch():
+    """Issue 25.11: ``Muon(eps=nan)`` ignored the NaN (Python's ``max`` drops it; torch's
+    ``clamp_min`` keeps it)."""
+    w = Parameter(np.ones((3, 3), np.float32))
+    opt = optim.Muon([w], eps=float("nan"))
+    w.grad = Parameter(np.ones((3, 3), np.float32)).detach()
+    opt.step()
+    assert np.isnan(w.detach().numpy()).all()

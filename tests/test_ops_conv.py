@@ -419,3 +419,30 @@ def test_no_fusion_when_the_conv_output_or_the_pool_indices_are_read():
     y, idx = max_pool2d(to.nn.functional.relu(conv2d(x, w, padding=1)), 2, return_indices=True)
     ops = [t.op for t in to.engine.get_plan(idx, loss=y.sum()).nodes]   # the indices are wanted
     assert "relu" not in ops and "max_pool2d_indices" in ops
+
+
+@pytest.mark.parametrize("path", ["general", "dense", "after_conv"])
+def test_max_pool2d_gradient_goes_to_the_last_of_several_nans(path):
+    """Issue 25.11: the gradient went to the first NaN of a window; torch routes it (and the
+    index) to the last.  The three kernels: padded windows, dense windows, conv+pool fused."""
+    x = np.arange(32, dtype=np.float32).reshape(1, 2, 4, 4)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = x[0, 0, 1, 1] = np.nan  # three in window (0, 0)
+    x[0, 1, 2, 2] = x[0, 1, 3, 3] = np.nan
+    k, kw = (3, dict(padding=1)) if path == "general" else (2, {})
+    xs = to.tensor(x, requires_grad=True)
+    if path == "after_conv":  # a 1x1 identity convolution (the pool sees x), fused with it
+        w = to.Parameter(np.eye(2, dtype=np.float32).reshape(2, 2, 1, 1))
+        max_pool2d(conv2d(xs, w), 2).sum().backward()
+        idx = max_pool2d(xs, 2, return_indices=True)[1]
+    else:
+        y, idx = max_pool2d(xs, k, return_indices=True, **kw)
+        y.sum().backward()
+    grad = xs.grad.numpy()
+    assert grad[0, 0, 1, 1] == 1 and grad[0, 0, 0, 1] == 0 and grad[0, 0, 1, 0] == 0
+    assert grad[0, 1, 3, 3] == 1 and grad[0, 1, 2, 2] == 0
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tidx = torch.nn.functional.max_pool2d(tx, k, return_indices=True, **kw)
+    ty.sum().backward()
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    np.testing.assert_array_equal(grad, tx.grad.numpy())

@@ -363,8 +363,8 @@ def test_float_functions_of_int_tensors_compute_in_float32():
     i = to.tensor([1, 2, 3])
     a = np.array([1.0, 2.0, 3.0], np.float32)
     for got, want in [(i.exp(), np.exp(a)), (i.log(), np.log(a)), (i.sqrt(), np.sqrt(a)),
-                      (i.sigmoid(), 1 / (1 + np.exp(-a))), (O.gelu(i), np_gelu(a)),
-                      (i.tanh(), np.tanh(a)), (i / 2, a / 2)]:
+                      (i.sigmoid(), 1 / (1 + np.exp(-a))), (O.gelu(i.float()), np_gelu(a)),
+                      (i.tanh(), np.tanh(a)), (i / 2, a / 2)]:  # (torch refuses gelu of ints)
         assert got.dtype == np.float32
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
     assert i.relu().dtype == np.int64 and i.abs().dtype == np.int64
@@ -581,3 +581,181 @@ def test_floor_divide_has_no_gradient_as_in_torch():
     assert y.requires_grad
     with pytest.raises(RuntimeError, match="derivative for aten::floor_divide is not implemented"):
         y.sum().backward()
+
+
+INF, NAN = float("inf"), float("nan")
+
+
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_of_equal_infinities_is_that_infinity(name):
+    """Issue 25.9: logaddexp(-inf, -inf) and logaddexp(inf, inf) were NaN (inf - inf)."""
+    a = np.array([-INF, INF, -INF, INF, 1.0, NAN, 3.0, -2.0, 0.0], np.float32)
+    b = np.array([-INF, INF, INF, -INF, -INF, 1.0, 3.0, 5.0, 1e-3], np.float32)
+    got = getattr(to, name)(to.tensor(a), to.tensor(b)).numpy()
+    base = np.logaddexp if name == "logaddexp" else np.logaddexp2
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(got, base(a.astype(np.float64), b), rtol=1e-6)
+    assert list(got[:4]) == [-INF, INF, INF, INF]
+    gradcheck(lambda t, u: getattr(to, name)(t, u), [0.5, -1.0, 3.0], [0.25, 2.0, -4.0])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_allclose(got, getattr(torch, name)(torch.tensor(a), torch.tensor(b)).numpy(),
+                               rtol=1e-6)
+
+
+def test_logsumexp_of_infinities_is_torchs():
+    for row, expect in (([-INF, -INF], -INF), ([INF, INF], INF), ([INF, -INF], INF),
+                        ([NAN, INF], NAN)):
+        got = to.logsumexp(to.tensor(row), 0).item()
+        assert got == expect or (math.isnan(expect) and math.isnan(got)), (row, got)
+
+
+@pytest.mark.parametrize("op", ["floor_divide", "remainder", "fmod", "div_trunc", "div_floor"])
+@pytest.mark.parametrize("divisor", ["number", "tensor", "0-d"])
+def test_integer_division_by_zero_raises_torchs_error(op, divisor):
+    """Issue 25.10: integer ``//``, ``%``, ``fmod`` by zero gave 0, trunc division -2**63."""
+    fns = {"floor_divide": lambda m, a, b: a // b, "remainder": lambda m, a, b: a % b,
+           "fmod": lambda m, a, b: m.fmod(a, b),
+           "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
+           "div_floor": lambda m, a, b: m.div(a, b, rounding_mode="floor")}
+    fn = fns[op]
+
+    def zero(m):
+        return {"number": 0, "tensor": m.tensor([2, 0, 3]), "0-d": m.tensor(0)}[divisor]
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+        fn(to, to.tensor([7, -7, 5]), zero(to))
+    for dtype in (to.int32, to.uint8, to.int64):  # nonzero divisors still work, exactly
+        a = to.tensor([7, 9, 2**31 - 1 if dtype == to.int32 else 5], dtype=dtype)
+        b = to.tensor([2, 3, 7], dtype=dtype)
+        assert fn(to, a, b).dtype == dtype
+    big = to.tensor([2**62 + 1, -(2**62 + 1)])
+    assert to.div(big, 3, rounding_mode="trunc").tolist() == [(2**62 + 1) // 3,
+                                                              -((2**62 + 1) // 3)]
+    assert (fn(to, to.tensor([7.0, -7.0]), 0.0).numpy() != 0).any()  # floats: inf/NaN, no error
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):
+        fn(torch, torch.tensor([7, -7, 5]), zero(torch))
+    for sign in (1, -1):
+        a, b = sign * (2**62 + 1), 3
+        assert (to.div(to.tensor([a, -a, 7]), to.tensor([b, b, -2]), rounding_mode="trunc")
+                .tolist() == torch.div(torch.tensor([a, -a, 7]), torch.tensor([b, b, -2]),
+                                       rounding_mode="trunc").tolist())
+
+
+def test_clamp_with_a_nan_bound_is_nan_as_in_torch():
+    """Issue 25.11: ``clamp(min=nan)`` ignored the NaN."""
+    x = to.tensor([1.0, -2.0, NAN])
+    for kw in (dict(min=NAN), dict(max=NAN), dict(min=NAN, max=1.0),
+               dict(min=to.tensor(NAN)), dict(max=to.tensor([NAN, 0.0, 0.0]))):
+        got = to.clamp(x, **kw).numpy()
+        lo, hi = kw.get("min", -INF), kw.get("max", INF)
+        lo = lo.numpy() if isinstance(lo, to.Tensor) else lo
+        hi = hi.numpy() if isinstance(hi, to.Tensor) else hi
+        expect = np.where(np.isnan(lo) | np.isnan(hi), NAN,
+                          np.minimum(np.maximum(x.numpy(), lo), hi))
+        np.testing.assert_array_equal(got, expect)
+    assert np.isnan(to.clamp(to.tensor([1, 2]), min=NAN).numpy()).all()
+    p = to.tensor([1.0, 2.0], requires_grad=True)
+    to.clamp(p, min=NAN).sum().backward()
+    assert p.grad.tolist() == [0.0, 0.0]  # torch: grad * (x >= min) & (x <= max)
+
+
+def test_xlogy_of_zero_and_nan_is_nan_as_in_torch():
+    x, y = [0.0, 0.0, 2.0, 0.0, NAN], [NAN, 0.0, NAN, 3.0, 1.0]
+    got = to.xlogy(to.tensor(x), to.tensor(y)).numpy()
+    np.testing.assert_array_equal(got, [NAN, 0.0, NAN, 0.0, NAN])
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(got, torch.xlogy(torch.tensor(x), torch.tensor(y)).numpy())
+
+
+def test_where_and_masked_fill_on_bool_tensors():
+    """Issue 25.14: ``where``/``masked_fill_`` of bool tensors raised numpy's UFuncTypeError (the
+    bool inputs took the kernel's int64 loop)."""
+    c = to.tensor([True, False, True])
+    assert to.where(c, to.tensor([True, True, True]), to.tensor([False] * 3)).tolist() == \
+        [True, False, True]
+    x = to.ones(3, dtype=to.bool)
+    assert x.masked_fill_(c, False).tolist() == [False, True, False] and x.dtype == to.bool
+    assert to.where(c, to.tensor([1, 2, 3]), to.tensor([4, 5, 6])).tolist() == [1, 5, 3]
+
+
+_INT_REFUSED = [("gelu", lambda m, x: m.nn.functional.gelu(x), "GeluKernelImpl", "iub"),
+                ("silu", lambda m, x: m.nn.functional.silu(x), "silu_cpu", "iub"),
+                ("leaky_relu", lambda m, x: m.nn.functional.leaky_relu(x), "leaky_relu_cpu",
+                 "iub"),
+                ("softplus", lambda m, x: m.nn.functional.softplus(x), "softplus_cpu", "iub"),
+                ("logaddexp", lambda m, x: m.logaddexp(x, x), "logaddexp_cpu", "iub"),
+                ("hypot", lambda m, x: m.hypot(x, x), "hypot_cpu", "iub"),
+                ("abs", lambda m, x: x.abs(), "abs_cpu", "b"),
+                ("floor", lambda m, x: x.floor(), "floor_vml_cpu", "b"),
+                ("round", lambda m, x: x.round(), "round_vml_cpu", "b")]
+
+
+@pytest.mark.parametrize("case", _INT_REFUSED, ids=[c[0] for c in _INT_REFUSED])
+@pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
+def test_ops_torch_does_not_compute_on_integers_or_bools_raise_its_error(case, dtype):
+    """They computed in float32 and returned what torch refuses (``gelu`` of an int64 tensor)."""
+    _, fn, kernel, kinds = case
+    name = {"int64": "Long", "uint8": "Byte", "bool": "Bool"}[dtype]
+    x = to.tensor([1, 0, 2]).to(getattr(to, dtype))
+    if np.dtype(dtype).kind not in kinds:
+        assert fn(to, x).dtype == x.dtype  # (integers keep their dtype where torch computes)
+        return
+    with pytest.raises(NotImplementedError, match=f"^\"{kernel}\" not implemented for '{name}'$"):
+        fn(to, x)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(NotImplementedError, match=f"not implemented for '{name}'"):
+        fn(torch, torch.tensor([1, 0, 2]).to(getattr(torch, dtype)))
+
+
+def test_bool_sign_square_relu_and_python_ints_outside_small_dtypes_are_torchs():
+    """``sign`` and ``square`` of bools were float32 (torch: bool and int64); an int scalar out
+    of a small integer dtype's range raised numpy's OverflowError (torch wraps it)."""
+    b = to.tensor([True, False])
+    assert b.sign().dtype == to.bool and b.sign().tolist() == [True, False]
+    assert b.square().dtype == to.int64 and b.square().tolist() == [1, 0]
+    with pytest.raises(RuntimeError, match="^Boolean inputs not supported for relu$"):
+        b.relu()
+    u, i8 = to.tensor([1, 2], dtype=to.uint8), to.tensor([1, 2], dtype=to.int8)
+    assert (u + (-1)).tolist() == [0, 1] and (u * -1).tolist() == [255, 254]
+    assert (u + 300).tolist() == [45, 46] and (i8 + 200).tolist() == [-55, -54]
+    assert to.full((2,), -1, dtype=to.uint8).tolist() == [255, 255]
+    assert to.where(u > 1, u, -1).tolist() == [255, 2]
+    assert u.masked_fill(u > 1, -1).tolist() == [1, 255]
+    with pytest.raises(RuntimeError, match="^Integers to negative integer powers are not allowed"):
+        u ** -1
+    torch = pytest.importorskip("torch")
+    tu = torch.tensor([1, 2], dtype=torch.uint8)
+    assert (tu + (-1)).tolist() == [0, 1] and torch.where(tu > 1, tu, -1).tolist() == [255, 2]
+    assert torch.tensor([True, False]).sign().dtype == torch.bool
+    assert torch.tensor([True, False]).square().dtype == torch.int64
+
+
+_FLOAT_ONLY = [  # float-only ops torch refuses integers for: (name, call under either library)
+    ("mean", lambda m, x: x.mean()), ("var", lambda m, x: x.var()),
+    ("softmax", lambda m, x: x.softmax(0)), ("log_softmax", lambda m, x: x.log_softmax(0)),
+    ("cross_entropy", lambda m, x: m.nn.functional.cross_entropy(x.reshape(1, 3),
+                                                                 m.tensor([0]))),
+    ("dropout", lambda m, x: m.nn.functional.dropout(x, 0.5)),
+    ("logcumsumexp", lambda m, x: x.logcumsumexp(0)), ("lerp", lambda m, x: m.lerp(x, x, 0.5)),
+    ("layer_norm", lambda m, x: m.nn.functional.layer_norm(x, (3,))),
+    ("mse_loss", lambda m, x: m.nn.functional.mse_loss(x, x)),
+    ("l1_loss", lambda m, x: m.nn.functional.l1_loss(x, x)),
+    ("smooth_l1_loss", lambda m, x: m.nn.functional.smooth_l1_loss(x, x)),
+    ("binary_cross_entropy", lambda m, x: m.nn.functional.binary_cross_entropy(x, x)),
+    ("kl_div", lambda m, x: m.nn.functional.kl_div(x, x)),
+    ("cosine_similarity", lambda m, x: m.nn.functional.cosine_similarity(x, x, dim=0)),
+    ("elu", lambda m, x: m.nn.functional.elu(x)), ("mish", lambda m, x: m.nn.functional.mish(x)),
+    ("group_norm", lambda m, x: m.nn.functional.group_norm(x.reshape(1, 3, 1), 1))]
+
+
+@pytest.mark.parametrize("case", _FLOAT_ONLY, ids=[c[0] for c in _FLOAT_ONLY])
+def test_float_only_ops_refuse_integers_with_torchs_error(case):
+    """They raised a TypeError of tinyopt's own where torch raises NotImplementedError or
+    RuntimeError with its words."""
+    _, fn = case
+    with pytest.raises((NotImplementedError, RuntimeError)) as ours:
+        fn(to, to.tensor([1, 2, 0]))
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as theirs:
+        fn(torch, torch.tensor([1, 2, 0]))
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)

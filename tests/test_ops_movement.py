@@ -220,9 +220,12 @@ def test_indexing_errors():
     with pytest.raises(IndexError, match="out of bounds"):
         t[np.array([-4])]
     with pytest.raises(IndexError, match="must be long, int, byte or bool tensors"):
-        t[np.array([0.0, 1.0])]
-    with pytest.raises(IndexError, match="only integers, slices"):
+        t[to.tensor([0.0, 1.0])]
+    assert t[np.array([0.0, 1.9])].shape == (2, 4)  # arrays and lists: made int64, as torch does
+    with pytest.raises(TypeError, match="new\\(\\): invalid data type 'str'"):
         t["a"]
+    with pytest.raises(IndexError, match="only integers, slices"):
+        t[1.5]
 
 
 def test_views_never_write_into_their_sources():

@@ -51,6 +51,45 @@ def test_dropout_eval_p0_p1_and_validation():
             dropout(x, p)
 
 
+@pytest.mark.parametrize("kind", ["dropout", "Dropout", "dropout1d", "dropout2d", "dropout3d",
+                                  "attention"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_every_dropout_works_on_16_bit_tensors_with_the_float32_mask(kind, dtype):
+    """Issue 25.12: dropout crashed on float16/bfloat16 (numpy draws no 16-bit floats).  The
+    mask is the one a float32 tensor gets from the same seed; 1/(1-p) rounds to 16 bits, as
+    torch's mask does."""
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    F = to.nn.functional
+    d = getattr(to, dtype)
+    p = 0.3
+    shape = (2, 3, 4, 5, 2) if kind == "dropout3d" else (2, 3, 4, 5)
+    run = {"dropout": lambda x: F.dropout(x, p), "Dropout": lambda x: to.nn.Dropout(p)(x),
+           "dropout1d": lambda x: F.dropout1d(x[0], p), "dropout2d": lambda x: F.dropout2d(x, p),
+           "dropout3d": lambda x: F.dropout3d(x, p),
+           "attention": lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=p)}[kind]
+    x = rng.standard_normal(shape).astype(np.float32)
+    outs = {}
+    for dt in (to.float32, d):
+        t = to.tensor(x).to(dt).requires_grad_()
+        to.manual_seed(3)
+        y = run(t)
+        assert y.dtype == dt
+        y.float().sum().backward()
+        assert t.grad.dtype == to.float32
+        outs[dt] = y.float().numpy()
+    if kind == "attention":  # the same mask as float32's: the same weights, to 16-bit rounding
+        np.testing.assert_allclose(outs[d], outs[to.float32], rtol=0.05, atol=0.05)
+    else:  # x * mask, rounded once
+        kept = outs[to.float32] != 0
+        assert 0 < kept.mean() < 1
+        np.testing.assert_array_equal(outs[d] != 0, kept)  # the same draws
+        scale = np.float32(np.array(1 / (1 - p), np.float32).astype(d))
+        wide = to.tensor(x[0] if kind == "dropout1d" else x).to(d).float().numpy()
+        expect = (wide * np.where(kept, scale, np.float32(0))).astype(d).astype(np.float32)
+        np.testing.assert_array_equal(outs[d], expect)
+
+
 # ---- layer_norm ----------------------------------------------------------------------------------
 def ref_layer_norm(x, k, w=None, b=None, eps=1e-5):
     axes = tuple(range(x.ndim - k, x.ndim))

@@ -103,3 +103,52 @@ def test_sort_ties_and_nan_follow_torch():
         t = torch.sort(torch.tensor(a), descending=desc, stable=True)
         np.testing.assert_array_equal(o.values.numpy(), t.values.numpy())
         np.testing.assert_array_equal(o.indices.numpy(), t.indices.numpy())
+
+
+def test_nonzero_of_a_0d_tensor_has_no_coordinates():
+    """Issue 25.11: ``nonzero`` of a 0-d tensor had shape (1, 1); torch's is (1, 0)."""
+    assert to.tensor(3.0).nonzero().shape == (1, 0)
+    assert to.tensor(0.0).nonzero().shape == (0, 0)
+    assert to.argwhere(to.tensor(True)).shape == (1, 0)
+    assert [t.tolist() for t in to.tensor(3.0).nonzero(as_tuple=True)] == [[0]]
+    torch = pytest.importorskip("torch")
+    for v in (3.0, 0.0):
+        assert tuple(torch.tensor(v).nonzero().shape) == to.tensor(v).nonzero().shape
+
+
+def test_take_wraps_negative_indices_and_raises_torchs_error():
+    """Issue 25.14: ``take()`` refused negative indices; torch reads i < 0 as i + numel."""
+    x = to.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert x.take(to.tensor([-1, 0, -4])).tolist() == [4.0, 1.0, 1.0]
+    assert x.take(to.tensor([0, 1]) - 2).tolist() == [3.0, 4.0]  # computed, known when run
+    for bad in (4, -5):
+        with pytest.raises(IndexError, match=rf"^out of range: tried to access index {bad} on a "
+                                             rf"tensor of 4 elements\.$"):
+            x.take(to.tensor([0, bad]))
+    torch = pytest.importorskip("torch")
+    assert torch.tensor([[1.0, 2.0], [3.0, 4.0]]).take(torch.tensor([-1, 0, -4])).tolist() == \
+        [4.0, 1.0, 1.0]
+
+
+def test_index_ops_out_of_range_raise_torchs_errors():
+    """index_add raised an IndexError ("index out of range in self") where torch raises a
+    RuntimeError naming the index; scatter's message carried a prefix of tinyopt's."""
+    x = to.arange(6.0).reshape(2, 3)
+    cases = [(lambda m, x: x.index_add(0, m.tensor([7]), m.ones(1, 3)), RuntimeError,
+              "index 7 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_fill(0, m.tensor([4]), 1.0), IndexError,
+              "index 4 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_copy(0, m.tensor([4]), m.ones(1, 3)), IndexError,
+              r"index_copy_\(\): index 4 is out of bounds for dimension 0 with size 2"),
+             (lambda m, x: x.index_select(0, m.tensor([-1])), IndexError,
+              "index out of range in self"),
+             (lambda m, x: x.scatter(0, m.tensor([[9, 0, 0]]), m.ones(1, 3)), RuntimeError,
+              "index 9 is out of bounds for dimension 0 with size 2")]
+    for fn, kind, words in cases:
+        with pytest.raises(kind, match=f"^{words}$"):
+            fn(to, x)
+    torch = pytest.importorskip("torch")
+    tx = torch.arange(6.0).reshape(2, 3)
+    for fn, kind, words in cases:
+        with pytest.raises(kind, match=f"^{words}$"):
+            fn(torch, tx)

@@ -806,3 +806,14 @@ def test_adding_an_optimizer_page_shows_nadam_as_it_is():
     assert fragments[0] == sources[0]  # the whole declaration file
     for fragment, source in zip(fragments[1:], sources[1:]):
         assert fragment in source
+
+
+@pytest.mark.parametrize("step_sizes", [(float("nan"), 50.0), (1e-6, float("nan"))])
+def test_rprop_with_a_nan_step_size_bound_steps_to_nan_as_in_torch(step_sizes):
+    """Issue 25.11: the step-size clamp ignored a NaN bound; torch.clamp makes the step NaN."""
+    w = Parameter(np.ones(3, np.float32))
+    opt = optim.Rprop([w], step_sizes=step_sizes)
+    for _ in range(2):
+        w.grad = Parameter(np.ones(3, np.float32)).detach()
+        opt.step()
+    assert np.isnan(w.detach().numpy()).all()

@@ -177,3 +177,86 @@ def test_convert_torch_file(tmp_path):
     opt = to.optim.Adam(ours.parameters(), lr=1e-3)
     opt.load_state_dict(got["optim"])
     assert opt.state_dict()["state"][0]["exp_avg"].shape == (3, 4)
+
+
+def test_types_come_back_exactly_or_are_refused_at_save_time(tmp_path):
+    """Issue 25.15: an OrderedDict came back a dict, a requires-grad plain Tensor a Parameter, a
+    namedtuple a tuple and an int subclass an int, silently."""
+    import collections
+    import enum
+
+    t = to.tensor([1.0, 2.0]).requires_grad_()
+    frozen = to.Parameter(np.ones(2, np.float32), requires_grad=False)
+    obj = {"od": collections.OrderedDict([("b", 1), ("a", to.zeros(2))]), "t": t,
+           "frozen": frozen, "p": to.Parameter(np.ones(2, np.float32)),
+           "size": to.zeros(2, 3).size(), "sd": model().state_dict()}
+    buf = io.BytesIO()
+    to.save(obj, buf)
+    buf.seek(0)
+    got = to.load(buf)
+    assert type(got["od"]) is collections.OrderedDict and list(got["od"]) == ["b", "a"]
+    assert type(got["sd"]) is collections.OrderedDict and list(got["sd"]) == list(obj["sd"])
+    assert type(got["t"]) is to.Tensor and got["t"].requires_grad and got["t"].is_leaf
+    assert type(got["frozen"]) is to.Parameter and not got["frozen"].requires_grad
+    assert type(got["p"]) is to.Parameter and got["p"].requires_grad
+    assert type(got["size"]) is to.Size and got["size"] == (2, 3)
+
+    Point = collections.namedtuple("Point", "x y")
+
+    class Level(enum.IntEnum):
+        LOW = 1
+
+    class Tags(dict):
+        pass
+
+    path = tmp_path / "refused.pt"
+    cases = [(Point(1, 2), "Point would load as a plain tuple.*x._asdict"),
+             (Level.LOW, "Level would load as a plain int"),
+             ({"k": [Tags(a=1)]}, r"obj\['k'\]\[0\]: .*Tags would load as a plain dict"),
+             (collections.defaultdict(list), "defaultdict would load as a plain dict"),
+             ({Level.LOW: 1}, "dict key"), (np.ma.masked_array([1, 2]), "plain ndarray")]
+    for bad, msg in cases:
+        with pytest.raises(TypeError, match=msg):
+            to.save(bad, path)
+        assert not path.exists()  # refused before the file is touched
+
+
+def test_files_written_before_tensors_recorded_parameter_still_load(tmp_path):
+    """A file of the earlier format (no "parameter" field): requires_grad meant a Parameter."""
+    import json
+    path = tmp_path / "old.pt"
+    to.save({"p": to.Parameter(np.ones(2, np.float32)), "t": to.ones(2)}, path)
+    with zipfile.ZipFile(path) as zf:
+        entries = {n: zf.read(n) for n in zf.namelist()}
+    names = [n for n in entries if n.endswith(".json")]
+    text = entries[names[0]].decode()
+    assert '"parameter": true' in text and '"parameter": false' in text
+    old = text.replace(', "parameter": true', "").replace(', "parameter": false', "")
+    manifest = json.loads(old)
+    assert "parameter" not in old and manifest
+    entries[names[0]] = old.encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, data in entries.items():
+            zf.writestr(n, data)
+    got = to.load(path)
+    assert type(got["p"]) is to.Parameter and type(got["t"]) is to.Tensor
+
+
+@needs_torch
+def test_convert_torch_file_keeps_unsigned_values_and_torch_types(tmp_path):
+    """Issue 25.7: a torch uint64 tensor's 2**64 - 1 came back -1; issue 25.15: the file's
+    OrderedDict, Size and requires-grad plain tensors keep their types."""
+    import collections
+    from tinyopt.serialization import convert_torch_file
+    src, dst = tmp_path / "u.pt", tmp_path / "u.tinyopt"
+    torch.save({"u64": torch.tensor([2**64 - 1, 3], dtype=torch.uint64),
+                "u16": torch.tensor([65535], dtype=torch.uint16),
+                "sd": torch.nn.Linear(2, 1).state_dict(), "size": torch.Size([4, 2]),
+                "t": torch.ones(2, requires_grad=True)}, src)
+    convert_torch_file(src, dst)
+    got = to.load(dst)
+    assert got["u64"].dtype == to.uint64 and got["u64"].tolist() == [2**64 - 1, 3]
+    assert got["u16"].dtype == to.uint16 and got["u16"].tolist() == [65535]
+    assert type(got["sd"]) is collections.OrderedDict and list(got["sd"]) == ["weight", "bias"]
+    assert type(got["size"]) is to.Size and got["size"] == (4, 2)
+    assert type(got["t"]) is to.Tensor and got["t"].requires_grad

@@ -175,3 +175,19 @@ def test_runs_of_one_plan_with_chunk_kernels_in_several_threads_give_each_thread
         t.join()
     assert not errors, errors
     assert results == alone
+
+
+def test_the_kernels_results_do_not_depend_on_their_thread_count():
+    """docs/threads.md: tinyopt's own kernels (reductions, elementwise, softmax, conv, the fused
+    optimizer steps), large enough to run their parallel builds, give the same bits at 1 and 2
+    kernel threads (BLAS held at 1 thread: its bits may depend on its count, issue 25.16)."""
+    import pathlib
+    script = pathlib.Path(__file__).parent.parent / "docs" / "thread_bits.py"
+    runs = []
+    for n in (1, 2):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS=str(n),
+                   OMP_NUM_THREADS=str(n))
+        out = subprocess.run([sys.executable, str(script), "--child"], env=env, check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+        runs.append(dict(line.rsplit(" ", 1) for line in out.splitlines()))
+    assert len(runs[0]) >= 10 and runs[0] == runs[1]

@@ -13,7 +13,8 @@ from tinyopt.engine import (Generator, Parameter, Size, Tensor, device, enable_g
                             inference_mode, is_grad_enabled, is_inference_mode_enabled,
                             manual_seed, no_grad, set_grad_enabled)
 from tinyopt.engine.dtypes import bool_ as bool
-from tinyopt.engine.dtypes import float16, float32, float64, int8, int16, int32, int64, uint8
+from tinyopt.engine.dtypes import (float16, float32, float64, int8, int16, int32, int64, uint8,
+                                   uint16, uint32, uint64)
 from tinyopt.engine.dtypes import float16 as half
 from tinyopt.engine.dtypes import float32 as float
 from tinyopt.engine.dtypes import float64 as double
@@ -101,8 +102,8 @@ def can_cast(from_: object, to: object) -> _builtins.bool:
 
 def __getattr__(name: str):
     if name == "bfloat16":  # ml_dtypes' dtype, imported on first use (``docs/low_precision.md``)
-        from tinyopt.engine.dtypes import bfloat16
-        return bfloat16()
+        from tinyopt.engine.dtypes import bfloat16_or_name
+        return bfloat16_or_name()
     # the others, and the submodules (``tinyopt.distributed`` never imports mpi4py before
     # init_process_group)
     return _lazy_getattr(name)
@@ -121,5 +122,5 @@ __all__ = [
     "is_inference_mode_enabled", "is_tensor", "linalg", "load", "load_into", "long",
     "manual_seed", "nn", "no_grad", "numel", "optim", "promote_types", "result_type", "save",
     "seed", "set_default_dtype", "set_grad_enabled", "set_printoptions", "set_rng_state", "short",
-    "uint8", "utils"]
+    "uint8", "uint16", "uint32", "uint64", "utils"]
 __all__ += [_name for _name in _ops_all if _name not in __all__]

@@ -68,7 +68,7 @@ except ImportError:  # Windows
 
 from tinyopt.engine import random
 from tinyopt.engine.dtypes import bfloat16, is_low
-from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
+from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor
 
 FORMAT = "tinyopt-checkpoint"
 VERSION = 1
@@ -127,54 +127,66 @@ class _Encoder:
         return name
 
     def encode(self, v: Any, where: str) -> Any:
-        if v is None or isinstance(v, (bool, str)):
+        kind = type(v)
+        if v is None or kind is bool or kind is str:
             return v
-        if isinstance(v, np.ndarray):
+        if kind is np.ndarray or isinstance(v, np.memmap):
             return {"$": "array", "entry": self._entry(v, np.asarray(v), where)}
         if isinstance(v, np.generic):
             return {"$": "scalar", "entry": self._entry(v, np.asarray(v), where)}
         if isinstance(v, Tensor):
             entry = self._entry(v, np.asarray(_tensor_array(v)), where)
             if self.tensors:
-                return {"$": "tensor", "entry": entry, "requires_grad": bool(v.requires_grad)}
+                return {"$": "tensor", "entry": entry, "requires_grad": bool(v.requires_grad),
+                        "parameter": isinstance(v, Parameter)}
             return {"$": "array", "entry": entry}
-        if isinstance(v, int):
-            return int(v)
-        if isinstance(v, float):
+        if kind is int:
+            return v
+        if kind is Size:
+            return {"$": "size", "items": [self.encode(int(n), where) for n in v]}
+        if kind is float:
             if math.isfinite(v):
-                return float(v)
+                return v
             return {"$": "float", "value": "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")}
-        if isinstance(v, (list, tuple, collections.abc.Mapping)):
+        if kind in (list, tuple, dict, collections.OrderedDict):
             if id(v) in self._path:
                 raise ValueError(f"cannot save {where}: it contains itself (circular reference)")
             self._path.add(id(v))
             try:
-                if isinstance(v, list):
+                if kind is list:
                     return [self.encode(x, f"{where}[{i}]") for i, x in enumerate(v)]
-                if isinstance(v, tuple):
+                if kind is tuple:
                     return {"$": "tuple",
                             "items": [self.encode(x, f"{where}[{i}]") for i, x in enumerate(v)]}
                 return self._encode_dict(v, where)
             finally:
                 self._path.discard(id(v))
+        for base in (str, int, float, list, tuple, dict, collections.abc.Mapping, np.ndarray):
+            if isinstance(v, base):  # a subclass would come back as its base: refuse it
+                hint = ("x._asdict() or tuple(x)" if hasattr(v, "_fields") else
+                        "dict(x)" if base is collections.abc.Mapping else
+                        "np.asarray(x)" if base is np.ndarray else f"{base.__name__}(x)")
+                raise TypeError(f"cannot save {where}: a {kind.__module__}.{kind.__qualname__} "
+                                f"would load as a plain {base.__name__} (loading never imports "
+                                f"a class, so that it cannot run code); save {hint} instead")
         raise TypeError(f"cannot save {where}: values of type {type(v).__module__}."
                         f"{type(v).__qualname__} are not supported (a checkpoint holds numpy "
                         f"arrays and scalars, None, bool, int, float, str, and lists, tuples and "
                         f"dicts of these)")
 
-    def _encode_dict(self, d: collections.abc.Mapping, where: str) -> Any:
+    def _encode_dict(self, d: dict, where: str) -> Any:
         keys = list(d.keys())
-        if all(type(k) is str for k in keys) and "$" not in d:
+        ordered = type(d) is collections.OrderedDict
+        if not ordered and all(type(k) is str for k in keys) and "$" not in d:
             return {k: self.encode(d[k], f"{where}[{k!r}]") for k in keys}
         items = []
         for k in keys:
-            if not (k is None or isinstance(k, (bool, int, float, str, tuple))) \
-                    or isinstance(k, np.generic):
+            if not (k is None or type(k) in (bool, int, float, str, tuple)):
                 raise TypeError(f"cannot save {where}: dict key {k!r} of type "
                                 f"{type(k).__name__} (keys may be str, int, float, bool, None "
                                 f"or tuples of these)")
             items.append([self.encode(k, f"{where} key {k!r}"), self.encode(d[k], f"{where}[{k!r}]")])
-        return {"$": "dict", "items": items}
+        return {"$": "odict" if ordered else "dict", "items": items}
 
 
 class _Decoder:
@@ -198,19 +210,24 @@ class _Decoder:
             return {k: self.decode(x, f"{where}[{k!r}]") for k, x in v.items()}
         tag = v["$"]
         fields = {"array": {"entry"}, "scalar": {"entry"}, "tuple": {"items"},
-                  "dict": {"items"}, "float": {"value"}, "tensor": {"entry", "requires_grad"}
-                  }.get(tag)
-        if fields is None or set(v) != fields | {"$"}:
+                  "dict": {"items"}, "odict": {"items"}, "size": {"items"}, "float": {"value"},
+                  "tensor": {"entry", "requires_grad"}}.get(tag)
+        # (files written before tensors recorded "parameter" hold Parameters where requires_grad)
+        optional = {"parameter"} if tag == "tensor" else set()
+        if fields is None or not fields | {"$"} <= set(v) <= fields | optional | {"$"}:
             raise self.fail(where, f"unknown tagged value {json.dumps(v)[:200]}")
         if tag == "tensor":
-            if not isinstance(v["requires_grad"], bool):
-                raise self.fail(where, "'requires_grad' of a tensor must be true or false")
+            grad, param = v["requires_grad"], v.get("parameter", v["requires_grad"])
+            if not (isinstance(grad, bool) and isinstance(param, bool)):
+                raise self.fail(where, "'requires_grad' and 'parameter' of a tensor must be true "
+                                       "or false")
             arr = self.decode({"$": "array", "entry": v["entry"]}, where)
-            if v["requires_grad"]:
-                if arr.dtype.kind != "f" and not is_low(arr.dtype):
-                    raise self.fail(where, f"a tensor of dtype {arr.dtype} cannot require grad")
-                return Parameter(arr)
-            return as_tensor(arr)
+            if grad and arr.dtype.kind != "f" and not is_low(arr.dtype):
+                raise self.fail(where, f"a tensor of dtype {arr.dtype} cannot require grad")
+            if param:
+                return Parameter(arr, requires_grad=grad)
+            t = as_tensor(arr)
+            return t.requires_grad_() if grad else t
         if tag in ("array", "scalar"):
             entry = v["entry"]
             if not isinstance(entry, str) or entry not in self.arrays:
@@ -232,7 +249,11 @@ class _Decoder:
             raise self.fail(where, f"'items' of a {tag} must be a list")
         if tag == "tuple":
             return tuple(self.decode(x, f"{where}[{i}]") for i, x in enumerate(items))
-        out = {}
+        if tag == "size":
+            if not all(type(n) is int and n >= 0 for n in items):
+                raise self.fail(where, "a Size holds non-negative ints")
+            return Size(items)
+        out = collections.OrderedDict() if tag == "odict" else {}
         for i, item in enumerate(items):
             if not (isinstance(item, list) and len(item) == 2):
                 raise self.fail(where, f"dict item {i} is not a [key, value] pair")

@@ -32,7 +32,7 @@ import numpy as np
 
 from tinyopt import checkpoint
 from tinyopt.checkpoint import CheckpointError
-from tinyopt.engine.tensor import Parameter, as_tensor
+from tinyopt.engine.tensor import Parameter, Size, as_tensor
 
 __all__ = ["convert_torch_file", "load", "save"]
 
@@ -155,7 +155,10 @@ def _torch_file_hint(path: str) -> str:
 
 def _from_torch(v: Any) -> Any:
     """A torch-loaded value with tensors as tinyopt Tensors (bfloat16 as float32; a Parameter as a
-    Parameter), ``torch.Size`` as a tuple and optimizer state dicts in tinyopt's layout."""
+    Parameter, requires_grad kept), ``torch.Size`` as ``Size``, an OrderedDict as one and
+    optimizer state dicts in tinyopt's layout."""
+    import torch
+
     from tinyopt.optim.torch_compat import from_torch
 
     if type(v).__module__.startswith("torch") and hasattr(v, "detach"):
@@ -163,13 +166,16 @@ def _from_torch(v: Any) -> Any:
         if t.dtype.is_floating_point and t.element_size() == 2 and str(t.dtype) != "torch.float16":
             t = t.float()
         arr = np.array(t.numpy(), copy=True)
-        return Parameter(arr) if v.requires_grad else as_tensor(arr)
+        if isinstance(v, torch.nn.Parameter):
+            return Parameter(arr, requires_grad=v.requires_grad)
+        out = as_tensor(arr)
+        return out.requires_grad_() if v.requires_grad else out
     if isinstance(v, dict):
         if "state" in v and "param_groups" in v:
             return from_torch(v)
-        return {k: _from_torch(x) for k, x in v.items()}
-    if isinstance(v, tuple) and type(v).__module__.startswith("torch"):  # torch.Size
-        return tuple(v)
+        return type(v)((k, _from_torch(x)) for k, x in v.items())
+    if isinstance(v, torch.Size):
+        return Size(v)
     if isinstance(v, (list, tuple)):
         return type(v)(_from_torch(x) for x in v)
     return v

@@ -10,7 +10,7 @@
 
 ``obj`` is what a state dict is made of: dicts (``OrderedDict`` stays one), lists and tuples of
 Tensors, numpy arrays (written as tensors), ints, floats, bools, strings and None.  Tensors of
-every tinyopt dtype are written (float16/32/64, bfloat16, int8/16/32/64, uint8, bool), each one
+every tinyopt dtype are written (float16/32/64, bfloat16, int8/16/32/64, uint8/16/32/64, bool), each one
 whole and contiguous (offset 0, row-major strides); a tensor that appears twice (tied weights)
 is written once and comes back as one tensor.  Anything else raises ``TypeError`` before the
 file is touched.  Writing to a path is atomic, as for every tinyopt checkpoint; a writable
@@ -52,6 +52,9 @@ STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "Ha
            "bfloat16": "BFloat16Storage", "int64": "LongStorage", "int32": "IntStorage",
            "int16": "ShortStorage", "int8": "CharStorage", "uint8": "ByteStorage",
            "bool": "BoolStorage"}
+# dtypes that have no typed storage class in torch: their tensors are pickled as torch >= 2.3
+# writes them, ``_rebuild_tensor_v3`` over an ``UntypedStorage`` (numel in bytes) and the dtype
+UNTYPED = ("uint16", "uint32", "uint64")
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
@@ -117,7 +120,8 @@ class _Pickle:
 
     def tensor(self, t: Tensor | np.ndarray, where: str) -> None:
         arr = checkpoint._tensor_array(t) if isinstance(t, Tensor) else t
-        if arr.dtype.name not in STORAGE:
+        untyped = arr.dtype.name in UNTYPED
+        if arr.dtype.name not in STORAGE and not untyped:
             raise TypeError(f"torch_format.save: {where} has dtype {arr.dtype}, which has no "
                             f"torch storage type here")
         key = self._keys.get(id(arr))
@@ -128,13 +132,16 @@ class _Pickle:
         if parameter:
             self.global_("torch._utils", "_rebuild_parameter")
             self.out += b"("
-        self.global_("torch._utils", "_rebuild_tensor_v2")
+        self.global_("torch._utils", "_rebuild_tensor_v3" if untyped else "_rebuild_tensor_v2")
         self.out += b"(("
         self.value("storage", where)
-        self.global_("torch", STORAGE[arr.dtype.name])
+        if untyped:
+            self.global_("torch.storage", "UntypedStorage")
+        else:
+            self.global_("torch", STORAGE[arr.dtype.name])
         self.value(str(key), where)
         self.value("cpu", where)
-        self.value(int(arr.size), where)
+        self.value(int(arr.nbytes if untyped else arr.size), where)
         self.out += b"tQ"  # TUPLE, BINPERSID
         strides = [1] * arr.ndim
         for i in range(arr.ndim - 2, -1, -1):
@@ -144,8 +151,10 @@ class _Pickle:
         self.value(tuple(strides), where)
         self.value(False, where)
         self.global_("collections", "OrderedDict")
-        self.out += b")Rt"  # OrderedDict() (the backward hooks); TUPLE
-        self.out += b"R"  # REDUCE: _rebuild_tensor_v2(...)
+        self.out += b")R"  # OrderedDict() (the backward hooks)
+        if untyped:
+            self.global_("torch", arr.dtype.name)
+        self.out += b"tR"  # TUPLE; REDUCE: _rebuild_tensor_v2(...) or _v3(..., dtype)
         if parameter:
             self.value(bool(t.requires_grad), where)
             self.global_("collections", "OrderedDict")

@@ -3,6 +3,11 @@
 A dtype is a numpy dtype (``to.float32 == np.dtype("float32")``), so arrays and tensors compare
 dtypes directly.  Floats default to float32, integers to int64, as in PyTorch.
 
+uint16, uint32 and uint64 are torch 2.13's "shell" dtypes: tensors of them can be made, cast,
+viewed, indexed, compared for equality, multiplied and summed, and every other op raises torch's
+NotImplementedError (``engine/op.py``); they promote with floats only (with another integer or
+bool dtype torch raises, and so does ``promote``).
+
 Promotion (``result_type``) follows torch, not numpy: operands are ranked by *category* (bool <
 integer < floating) and by *kind of operand* (a tensor with dimensions > a 0-d tensor > a Python
 number).  The result takes the highest category present; within it, the dtype of the highest kind
@@ -25,12 +30,17 @@ int16 = np.dtype(np.int16)
 int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
 bool_ = np.dtype(np.bool_)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+uint64 = np.dtype(np.uint64)
 
 float16 = np.dtype(np.float16)
 
-SUPPORTED = (float32, float64, int64, int32, int16, int8, uint8, bool_)
+SHELL = (uint16, uint32, uint64)
+"""torch 2.13's unsigned dtypes with few ops (see the module docstring)."""
+SUPPORTED = (float32, float64, int64, int32, int16, int8, uint8, bool_) + SHELL
 FLOATS = (float32, float64)
-INTEGERS = (int64, int32, int16, int8, uint8)
+INTEGERS = (int64, int32, int16, int8, uint8) + SHELL
 LOW = [float16]
 """The 16-bit float storage types (``docs/low_precision.md``); bfloat16, the dtype of the optional
 ml_dtypes package, joins on first use, so ``import tinyopt`` does not import ml_dtypes."""
@@ -38,13 +48,28 @@ ml_dtypes package, joins on first use, so ``import tinyopt`` does not import ml_
 # the torch names of each dtype (``torch.float``, ``torch.long``...)
 ALIASES = {"float32": float32, "float": float32, "float64": float64, "double": float64,
            "int64": int64, "long": int64, "int32": int32, "int": int32, "int16": int16,
-           "short": int16, "int8": int8, "uint8": uint8, "bool": bool_}
+           "short": int16, "int8": int8, "uint8": uint8, "bool": bool_, "uint16": uint16,
+           "uint32": uint32, "uint64": uint64}
 _TORCH_NAME = {float32: "float32", float64: "float64", int64: "int64", int32: "int32",
-               int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool", float16: "float16"}
+               int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool", float16: "float16",
+               uint16: "uint16", uint32: "uint32", uint64: "uint64"}
 _TENSOR_TYPE = {float32: "FloatTensor", float64: "DoubleTensor", int64: "LongTensor",
                 int32: "IntTensor", int16: "ShortTensor", int8: "CharTensor",
-                uint8: "ByteTensor", bool_: "BoolTensor", float16: "HalfTensor"}
+                uint8: "ByteTensor", bool_: "BoolTensor", float16: "HalfTensor",
+                uint16: "UInt16Tensor", uint32: "UInt32Tensor", uint64: "UInt64Tensor"}
+_SCALAR_TYPE = {float32: "Float", float64: "Double", int64: "Long", int32: "Int", int16: "Short",
+                int8: "Char", uint8: "Byte", bool_: "Bool", float16: "Half", uint16: "UInt16",
+                uint32: "UInt32", uint64: "UInt64"}
 _LOW_PRECISION = {"float16": float16, "half": float16}
+
+
+def scalar_type_name(dtype: np.dtype) -> str:
+    """``"UInt32"``: the name torch's C++ errors give ``dtype``."""
+    return _SCALAR_TYPE.get(dtype, "BFloat16")
+
+
+_NEEDS_ML_DTYPES = ("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "
+                    "tinyopt[lowp], the lowp extra)")
 
 
 def bfloat16() -> np.dtype:
@@ -52,9 +77,38 @@ def bfloat16() -> np.dtype:
     try:
         import ml_dtypes
     except ImportError:
-        raise TypeError("bfloat16 needs the ml_dtypes package: pip install ml_dtypes (or "
-                        "tinyopt[lowp])") from None
+        raise TypeError(_NEEDS_ML_DTYPES) from None
     return _register(np.dtype(ml_dtypes.bfloat16))
+
+
+class UnavailableDtype:
+    """``to.bfloat16`` where ml_dtypes is not installed.  The name exists, prints as torch's,
+    hashes and compares (unequal to every dtype), so a script that builds a dtype table at
+    start-up still runs in float32; *using* it (a tensor, a cast, ``np.dtype``) raises the
+    error that says what to install."""
+
+    __slots__ = ()
+    is_floating_point = True
+    is_signed = True
+    itemsize = 2
+
+    def __repr__(self) -> str:
+        return "torch.bfloat16"
+
+    @property
+    def dtype(self):  # numpy asks this of any object it is to read as a dtype
+        raise TypeError(_NEEDS_ML_DTYPES)
+
+
+def bfloat16_or_name() -> np.dtype | UnavailableDtype:
+    """``to.bfloat16``: the dtype, or its name alone where ml_dtypes is missing."""
+    try:
+        return bfloat16()
+    except TypeError:
+        return _UNAVAILABLE_BFLOAT16
+
+
+_UNAVAILABLE_BFLOAT16 = UnavailableDtype()
 
 
 def _register(d: np.dtype) -> np.dtype:
@@ -68,6 +122,11 @@ def _register(d: np.dtype) -> np.dtype:
 def is_low(d: np.dtype) -> bool:
     """Whether ``d`` is float16 or bfloat16."""
     return d in LOW or (d.name == "bfloat16" and _register(d) is d)
+
+
+def is_float(d: np.dtype) -> bool:
+    """Whether ``d`` is a floating-point dtype: float32, float64, float16 or bfloat16."""
+    return d in FLOATS or is_low(d)
 
 
 def grad_dtype(d: np.dtype) -> np.dtype:
@@ -93,6 +152,8 @@ def as_dtype(dtype) -> np.dtype:
         return int64
     elif dtype is bool:
         return bool_
+    elif isinstance(dtype, UnavailableDtype):
+        return bfloat16()  # (raises: what to install)
     try:
         d = np.dtype(dtype)
     except TypeError:
@@ -152,11 +213,26 @@ def scalar_dtype(value) -> np.dtype:
                     f"numbers are not supported)")
 
 
+def scalar_array(value, dtype: np.dtype) -> np.ndarray:
+    """A Python number as a 0-d array of ``dtype``; an int outside an integer dtype's range wraps
+    around, as torch's C cast of a scalar does (``uint8 tensor + -1`` adds 255; numpy refuses
+    such a value)."""
+    if type(value) is int and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            value = (value - info.min) % (1 << info.bits) + info.min
+    return np.array(value, dtype=dtype)
+
+
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """torch.promote_types for two dtypes of one kind of operand."""
     if a == b:
         return a
     ca, cb = category(a), category(b)
+    if (a in SHELL or b in SHELL) and ca < 2 and cb < 2:
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, "
+                           f"attempted to promote {scalar_type_name(a)} and "
+                           f"{scalar_type_name(b)}")
     if ca != cb:
         return a if ca > cb else b
     return np.promote_types(a, b)

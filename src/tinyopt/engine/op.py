@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
-from tinyopt.engine.dtypes import float32, is_low
+from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
 from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
 
 
@@ -83,7 +83,9 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     opdef = OPS[op]
     rg = False
     concrete = state.fold
-    half = dtype.itemsize == 2  # (cheap first test for a 16-bit float)
+    # cheap first tests (numpy's dtypes are singletons): a 16-bit float, or uint16/32/64
+    half = dtype.itemsize == 2
+    unsigned = dtype is uint32 or dtype is uint64
     for s in srcs:  # a plain loop: graph building runs on every training step
         if s.requires_grad:
             rg = True
@@ -91,6 +93,11 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
             concrete = False
         if s.dtype.itemsize == 2:
             half = True
+        elif s.dtype is uint32 or s.dtype is uint64:
+            unsigned = True
+    if (half or unsigned) and opdef.view is None and op not in _SHELL_OPS and (
+            dtype in SHELL or any(s.dtype in SHELL for s in srcs)):
+        _refuse_shell(op, dtype, srcs)
     if half and opdef.view is None and op not in _STORES and (
             is_low(dtype) or any(is_low(s.dtype) for s in srcs)):
         return _in_float32(op, srcs, shape, dtype, attrs)
@@ -103,6 +110,37 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
 
 _STORES = frozenset(("cast", "clone", "contiguous"))
 """Ops that store 16-bit values as they are (the views do too)."""
+
+_SHELL_OPS = _STORES | frozenset((
+    "mul", "eq", "ne", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "cat", "stack",
+    "index", "setitem", "repeat", "roll", "tile", "floor", "ceil", "round", "trunc", "full",
+    "any", "all", "gather", "argsort"))
+"""What torch 2.13 computes on uint16/32/64 tensors on the CPU, besides views and casts (its
+other kernels are not built for them: ``dtypes.SHELL``)."""
+
+_SHELL_KERNEL = {"add": "add_stub", "sub": "add_stub", "neg": "neg_cpu", "abs": "abs_cpu",
+                 "pow": "pow", "square": "pow", "floor_divide": "div_floor_cpu",
+                 "div_trunc": "div_trunc_cpu", "relu": "clamp_min_scalar_cpu",
+                 "clamp": "clamp_scalar_cpu", "max_vals": "max_cpu", "max_idx": "argmax_cpu",
+                 "min_vals": "min_cpu", "min_idx": "argmin_cpu", "max_all": "max_all",
+                 "min_all": "min_all", "masked_fill": "masked_fill", "gather": "take_cpu"}
+
+
+def refuse_unsigned(kernel: str, *tensors) -> None:
+    """torch's NotImplementedError naming ``kernel`` if any of ``tensors`` is uint16/32/64: for
+    the functions whose nodes are ones torch allows (``gather`` for ``topk``, ``where`` for
+    ``masked_fill``...) or that compute at once."""
+    for t in tensors:
+        if getattr(t, "dtype", None) in SHELL:
+            raise NotImplementedError(f'"{kernel}" not implemented for '
+                                      f"'{scalar_type_name(t.dtype)}'")
+
+
+def _refuse_shell(op: str, dtype: np.dtype, srcs: tuple[Tensor, ...]) -> None:
+    """torch's NotImplementedError for an op its CPU kernels do not build for uint16/32/64."""
+    d = next((s.dtype for s in srcs if s.dtype in SHELL), dtype)
+    kernel = _SHELL_KERNEL.get(op, op.removesuffix("_run") + "_cpu")
+    raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(d)}\'')
 
 
 def _in_float32(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dtype,

@@ -203,6 +203,10 @@ class Tensor(TensorMethods):
         """Whether the dtype is a floating-point one (float16, bfloat16, float32, float64)."""
         return self.dtype.kind == "f" or is_low(self.dtype)  # (bfloat16's numpy kind is "V")
 
+    def is_signed(self) -> bool:
+        """False for bool, uint8 and uint16/32/64, True for every other dtype (as torch)."""
+        return self.dtype.kind not in "ub"
+
     def is_complex(self) -> bool:
         """Always False: tinyopt has no complex dtypes."""
         return False
@@ -1220,6 +1224,9 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
         arr = np.asarray([_to_array(x) for x in data]) if data else np.zeros(0, float32)
     else:
         arr = np.asarray(data)
+        if not isinstance(data, np.generic) and (dtype is None or as_dtype(dtype) != np.uint64) \
+                and _int_overflow(data, arr):
+            raise ValueError("Overflow when unpacking long long")
         if arr.dtype == np.float64 and not isinstance(data, np.generic):
             arr = arr.astype(np.float32)  # Python floats: the default dtype
         elif arr.size == 0 and arr.dtype == np.float64:
@@ -1227,6 +1234,18 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     if dtype is not None:
         return arr.astype(as_dtype(dtype), copy=False)
     return arr.astype(default_dtype_for(arr), copy=False)
+
+
+def _int_overflow(data: Any, arr: np.ndarray) -> bool:
+    """Whether Python data holds an int outside int64 (numpy made it uint64, objects, or floats
+    beside negative ints), which torch refuses."""
+    if type(data) is int:
+        return not -2**63 <= data < 2**63
+    if not isinstance(data, (list, tuple)) or arr.dtype.kind not in "uOf" or not arr.size:
+        return False
+    if arr.dtype.kind != "O" and float(np.abs(arr).max()) < 2.0**63:
+        return False
+    return any(type(v) is int and not -2**63 <= v < 2**63 for v in _flat(data))
 
 
 def _flat(data: Any) -> Iterator[Any]:
@@ -1269,10 +1288,11 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     """A Tensor sharing ``arr``'s memory (writes to either show in both)."""
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
-    if arr.dtype not in (np.dtype(d) for d in ("float32", "float64", "int64", "int32", "int16",
-                                                  "int8", "uint8", "bool")):
-        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype}. The only supported "
-                        f"types are: float64, float32, int64, int32, int16, int8, uint8, and bool.")
+    if arr.dtype not in SUPPORTED and arr.dtype != np.float16:
+        raise TypeError(f"can't convert np.ndarray of type numpy.{arr.dtype.type.__name__}. The "
+                        f"only supported types are: float64, float32, float16, int64, int32, "
+                        f"int16, int8, uint64, uint32, uint16, uint8, and bool (tinyopt has no "
+                        f"complex dtypes).")
     return leaf(arr)
 
 

@@ -247,6 +247,12 @@ class TensorMethods(TensorCasts):
     def xlogy(self, other: Any) -> Tensor:
         return _F.xlogy(self, other)
 
+    def logaddexp(self, other: Any) -> Tensor:
+        return _F.logaddexp(self, other)
+
+    def logaddexp2(self, other: Any) -> Tensor:
+        return _F.logaddexp2(self, other)
+
     def matmul(self, other: Any) -> Tensor:
         return _F.matmul(self, other)
 

@@ -85,8 +85,8 @@ def col2im(kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, dh: int, dw: in
 
 @parallel_kernel
 def max_pool2d_indices(x, idx, kh, kw, sh, sw, ph, pw, dh, dw):
-    """idx[p, y, z] = h*W + w of the maximum of plane p's window at (y, z); a NaN in the window
-    wins, as in PyTorch.  x (P, H, W) planes, idx (P, OH, OW) int64."""
+    """idx[p, y, z] = h*W + w of the maximum of plane p's window at (y, z) (the first on ties);
+    the last NaN in the window wins, as in PyTorch.  x (P, H, W) planes, idx (P, OH, OW) int64."""
     P, H, W = x.shape
     oh, ow = idx.shape[1], idx.shape[2]
     for p in prange(P):
@@ -108,10 +108,6 @@ def max_pool2d_indices(x, idx, kh, kw, sh, sw, ph, pw, dh, dw):
                         if k < 0 or v > best or v != v:
                             best = v
                             k = h * W + w
-                            if v != v:
-                                break
-                    if best != best:
-                        break
                 idx[p, y, z] = k
 
 
@@ -119,10 +115,12 @@ def max_pool2d_indices(x, idx, kh, kw, sh, sw, ph, pw, dh, dw):
 def max_pool2d_indices_dense(kh: int, kw: int, sh: int, sw: int):
     """:func:`max_pool2d_indices` for windows that lie inside the plane (no padding, no
     dilation): ``max_pool2d_indices_dense[kh, kw, sh, sw](x, idx)`` gives the same indices with
-    the window geometry compiled in (the window loops unroll), unsigned indices and no branch:
-    ``seen`` (a NaN was taken) freezes the index, and ``best`` follows the maximum through
-    ``max``, which keeps a NaN it holds.  2x2 windows of (2048, 28, 28) planes: 1.66 ms, against
-    4.9 ms with signed indices and the NaN rule in the comparison."""
+    the window geometry compiled in (the window loops unroll), unsigned indices and no branch
+    but a rare one: ``seen`` (a NaN was taken) freezes the index, ``best`` follows the maximum
+    through ``max``, which keeps a NaN it holds, and a window that held a NaN is scanned again
+    for its last one (torch's index).  2x2 windows of (2048, 28, 28) planes: 1.66 ms, against
+    4.9 ms with signed indices and the NaN rule in the comparison; the last-NaN rule in the
+    comparison cost 15-20 % more."""
     @parallel_kernel
     def max_pool_dense(x, idx):
         P, H, W = x.shape
@@ -137,7 +135,7 @@ def max_pool2d_indices_dense(kh: int, kw: int, sh: int, sw: int):
                 for z in range(uint64(ow)):
                     k0 = r0 + z * uint64(sw)
                     best = plane[k0]
-                    seen = best != best  # the first NaN wins
+                    seen = best != best  # the first NaN freezes k
                     k = k0
                     for i in range(uint64(kh)):
                         for j in range(uint64(kw)):
@@ -148,6 +146,11 @@ def max_pool2d_indices_dense(kh: int, kw: int, sh: int, sw: int):
                                 k = kk if ((v > best) | isnan) & (not seen) else k
                                 best = max(best, v)
                                 seen |= isnan
+                    if seen:  # (rare) torch's index is the window's last NaN
+                        for i in range(uint64(kh)):
+                            for j in range(uint64(kw)):
+                                kk = k0 + i * uW + j
+                                k = kk if plane[kk] != plane[kk] else k
                     orow[z] = k
     return max_pool_dense
 
@@ -324,7 +327,7 @@ def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, re
 @kernel
 def _window_max(row, k0, Wp, pkh, pkw):
     """(value, tap) of the maximum of the pkh x pkw window at row[k0] (rows Wp apart): the first
-    maximum in window order, or the first NaN if there is one (as :func:`max_pool2d_indices`).
+    maximum in window order, or the last NaN if there is one (as :func:`max_pool2d_indices`).
     Every index unsigned (uint64 arguments)."""
     val = row[k0]
     tap = uint64(0)
@@ -333,9 +336,17 @@ def _window_max(row, k0, Wp, pkh, pkw):
             for j in range(pkw):
                 e = row[k0 + i * Wp + j]
                 if e != e:
-                    return e, row.dtype.type(i * pkw + j)
+                    val = e
+                    break
                 if e > val:
                     val, tap = e, i * pkw + j
+            if val != val:
+                break
+    if val != val:  # (rare) torch's tap is the window's last NaN
+        for i in range(pkh):
+            for j in range(pkw):
+                if row[k0 + i * Wp + j] != row[k0 + i * Wp + j]:
+                    tap = i * pkw + j
     return val, row.dtype.type(tap)
 
 
@@ -362,7 +373,7 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
     - ``PLAIN``: x (N, C, H, W) is the input (m is not read).
     - ``POOL_OUT``: x as in PLAIN, and y is max-pooled instead of written, over windows that lie
       inside the plane: ``pooled[0, n, o, u, v]`` is the window's maximum (the first in window
-      order on ties, the first NaN if any, as :func:`max_pool2d_indices`) and
+      order on ties, the last NaN if any, as :func:`max_pool2d_indices`) and
       ``pooled[1, n, o, u, v]`` its tap i*pkw + j; ``out`` only gives (OH, OW) (it may be empty).
     - ``RELU_IN``: the input is x masked by a ReLU's output m (both (N, C, H, W)), as
       ``relu_grad(x, m)``: the input gradient of a conv with the ReLU fused.

@@ -108,10 +108,11 @@ def min_grad(g, x, y):
     return 0.0
 
 
-@ufunc("int64(boolean, int64, int64)", "float32(boolean, float32, float32)",
-       "float64(boolean, float64, float64)", "boolean(boolean, boolean, boolean)")
+@ufunc("boolean(boolean, boolean, boolean)", "int64(boolean, int64, int64)",
+       "float32(boolean, float32, float32)", "float64(boolean, float64, float64)")
 def where(c, x, y):
-    """x where c, else y."""
+    """x where c, else y.  (The bool loop comes first: numpy takes the first loop its inputs
+    cast to, and bools cast to int64.)"""
     return x if c else y
 
 
@@ -269,7 +270,9 @@ def softplus_grad(g, x, beta, threshold):
 @ufunc(*F3)
 def clamp(x, lo, hi):
     """min(max(x, lo), hi) (so hi wins when lo > hi, as in PyTorch); pass -inf / inf for a
-    missing bound.  NaN stays NaN."""
+    missing bound.  NaN stays NaN, and a NaN bound makes every element NaN (PyTorch)."""
+    if lo != lo or hi != hi:
+        return lo + hi
     y = lo if x < lo else x
     return hi if y > hi else y
 

@@ -734,8 +734,9 @@ def rprop(maximize: bool):
         f = eta_plus if x > 0 else one
         f = eta_minus if x < 0 else f
         st = ss[i] * f
-        st = step_min if st < step_min else st  # (NaN stays NaN, as torch.clamp)
-        st = step_max if st > step_max else st
+        # NaN stays NaN, and a NaN bound makes the step NaN, as torch.clamp
+        st = step_min if st < step_min or step_min != step_min else st
+        st = step_max if st > step_max or step_max != step_max else st
         ss[i] = st
         gi = one - one if f == eta_minus else gi
         p[i] = p[i] + (-one) * ((gi > 0) * one - (gi < 0) * one) * st  # -sign(g) s, as addcmul

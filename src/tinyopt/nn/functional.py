@@ -36,9 +36,9 @@ from tinyopt.engine.ops.group_norm import group_norm, instance_norm
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
 from tinyopt.engine.ops.nn import _leaf, batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
-from tinyopt.engine.random import default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
@@ -249,12 +249,7 @@ def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     _ew._require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
-    if p == 1.0:
-        mask = np.zeros(shape, x.dtype)
-    else:
-        mask = (default_generator.numpy.random(shape, dtype=x.dtype) >= p).astype(x.dtype)
-        mask *= x.dtype.type(1.0 / (1.0 - p))
-    return x * _leaf(mask)
+    return x * _leaf(_dropout_mask(None, shape, p, x.dtype))
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:

@@ -217,18 +217,24 @@ class LBFGS(Optimizer):
         if _abs_max(flat_grad) <= tolerance_grad:
             return orig_loss
 
+        # the history is updated on copies and stored at the end, with the iteration count that
+        # says it exists: a closure that raises mid-step leaves it as it was (torch's next step
+        # then fails).  The pairs themselves are never written, so the lists' copies are shallow
         d, t = state.get("d"), _number(state.get("t"))
-        old_dirs, old_stps = state.get("old_dirs"), state.get("old_stps")
+        old_dirs, old_stps = list(state.get("old_dirs", ())), list(state.get("old_stps", ()))
         ro = [_number(r) for r in state["ro"]] if "ro" in state else None
         H_diag = _number(state.get("H_diag"))
         prev_flat_grad, prev_loss = state.get("prev_flat_grad"), state.get("prev_loss")
+        if prev_flat_grad is not None:
+            prev_flat_grad = prev_flat_grad.copy()
 
         n_iter = 0
+        total_iter = state["n_iter"]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             while n_iter < max_iter:
                 n_iter += 1
-                state["n_iter"] += 1
-                if state["n_iter"] == 1:
+                total_iter += 1
+                if total_iter == 1:
                     d = np.empty_like(flat_grad)
                     gtd = one(vec.negate_dot(flat_grad, d, flat_grad))  # d = -g; g'd
                     old_dirs, old_stps, ro = [], [], []
@@ -254,7 +260,7 @@ class LBFGS(Optimizer):
                     d, gtd = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
                                              history_size)
                 prev_loss = loss
-                t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if state["n_iter"] == 1 else lr
+                t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if total_iter == 1 else lr
                 if gtd > -tolerance_change:  # not a descent direction
                     break
 
@@ -291,6 +297,7 @@ class LBFGS(Optimizer):
                 if abs(loss - prev_loss) < tolerance_change:
                     break
 
+        state["n_iter"] = total_iter
         state["d"] = d
         state["t"] = _stored(t)
         state["old_dirs"] = old_dirs

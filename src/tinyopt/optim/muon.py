@@ -181,7 +181,7 @@ def _zeropower_via_newtonschulz(grad: np.ndarray, coefficients, steps: int, eps:
         x = np.ascontiguousarray(x.T)
     norm = _bf16(np.array([math.sqrt(float(np.sum(x * x, dtype=np.float32)))], np.float32))
     floor = _bf16(np.array([eps], np.float32))
-    _bf16(np.divide(x, max(norm[0], floor[0]), out=x))
+    _bf16(np.divide(x, np.maximum(norm[0], floor[0]), out=x))  # (a NaN eps gives NaN, as torch)
     if steps > 0 and x.size and _bf16_pays(x.shape):
         _newtonschulz_bf16(x, a, b, c, steps, {} if work is None else work)
     else:

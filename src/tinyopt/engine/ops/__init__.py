@@ -32,8 +32,9 @@ if _typing.TYPE_CHECKING:
                                                 greater, greater_equal, gt, hypot, isclose,
                                                 isfinite, isinf, isnan, isneginf, isposinf, le,
                                                 leaky_relu, lerp, less, less_equal, log, log1p,
-                                                log2, log10, logaddexp, logical_and, logical_not,
-                                                logical_or, logical_xor, lt, maximum, minimum,
+                                                log2, log10, logaddexp, logaddexp2,
+                                                logical_and, logical_not, logical_or,
+                                                logical_xor, lt, maximum, minimum,
                                                 mul, multiply, nan_to_num, ne, neg, negative,
                                                 not_equal, positive, pow, reciprocal, relu,
                                                 remainder, round, rsqrt, sigmoid, sign, silu,
@@ -78,10 +79,10 @@ _WHERE = _table({
         "bitwise_not bitwise_or bitwise_xor ceil clamp clamp_max clamp_min clip clone cos cosh "
         "div divide eq equal erf exp expm1 fix floor floor_divide fmod ge gelu greater "
         "greater_equal gt hypot isclose isfinite isinf isnan isneginf isposinf le leaky_relu lerp "
-        "less less_equal log log1p log2 log10 logaddexp logical_and logical_not logical_or "
-        "logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative not_equal "
-        "positive pow reciprocal relu remainder round rsqrt sigmoid sign silu sin sinh softplus "
-        "sqrt square sub subtract tan tanh to true_divide trunc where xlogy"),
+        "less less_equal log log1p log2 log10 logaddexp logaddexp2 logical_and logical_not "
+        "logical_or logical_xor lt maximum minimum mul multiply nan_to_num ne neg negative "
+        "not_equal positive pow reciprocal relu remainder round rsqrt sigmoid sign silu sin sinh "
+        "softplus sqrt square sub subtract tan tanh to true_divide trunc where xlogy"),
     "tinyopt.engine.ops.indexing": "getitem masked_fill setitem",
     "tinyopt.engine.ops.linalg": (
         "addbmm addmm addmv addr baddbmm bmm dot einsum ger linear matmul mm mv outer"),
@@ -130,8 +131,9 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "greater_equal", "gt", "hstack", "hypot", "index_add", "index_copy", "index_fill",
     "index_select", "isclose", "isfinite", "isinf", "isnan", "isneginf", "isposinf", "kthvalue",
     "le", "lerp", "less", "less_equal", "linspace", "log", "log10", "log1p", "log2",
-    "log_softmax", "logaddexp", "logcumsumexp", "logical_and", "logical_not", "logical_or",
-    "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select", "matmul", "max",
+    "log_softmax", "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "logspace", "logsumexp", "lt", "masked_fill", "masked_select",
+    "matmul", "max",
     "maximum", "mean", "median", "meshgrid", "min", "minimum", "mm", "moveaxis", "movedim",
     "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num", "narrow", "ne", "neg",
     "negative", "nonzero", "norm", "normal", "not_equal", "ones", "ones_like", "outer", "permute",

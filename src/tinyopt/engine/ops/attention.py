@@ -29,8 +29,9 @@ from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.ops.movement import expand
+from tinyopt.engine.ops.nn import dropout_mask
 from tinyopt.engine.ops.workspace import Layout
-from tinyopt.engine.random import Generator, default_generator
+from tinyopt.engine.random import Generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
 from tinyopt.kernels import blas, shared_threads
@@ -297,13 +298,7 @@ def attention(srcs: list[Tensor], parts, A: int, B: int, L: int, S: int, D: int,
                                       "not require grad)")
         extra += (mask,)
     if dropout_p > 0.0:
-        rng = (generator or default_generator).numpy
-        if dropout_p >= 1.0:
-            keep = np.zeros((A, B, L, S), dt)
-        else:
-            keep = (rng.random((A, B, L, S), dtype=dt) >= dropout_p).astype(dt)
-            keep *= dt.type(1.0 / (1.0 - dropout_p))
-        extra += (leaf(keep),)
+        extra += (leaf(dropout_mask(generator, (A, B, L, S), min(dropout_p, 1.0), dt)),)
     attrs = (A, B, L, S, D, Dv, tuple(parts), out_kind, scale, mask is not None, bool(causal),
              bool(nan_rows), dropout_p > 0.0, len(srcs))
     s = _Spec(attrs)

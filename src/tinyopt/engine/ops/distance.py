@@ -9,8 +9,9 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.dtypes import is_float, scalar_type_name
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.elementwise import in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import distance as K
 
@@ -51,6 +52,7 @@ defop("vector_norm", forward=_norm_forward, backward=lambda t, g: (
 defop("vector_norm_grad", forward=_norm_grad_forward)
 
 
+@in_float32
 def vector_norm(x, ord: float = 2, dim: int | tuple[int, ...] | None = None,
                 keepdim: bool = False, *, dtype=None) -> Tensor:
     """The ``ord``-norm of ``x`` over ``dim`` (an int, a tuple, or None for all elements), as
@@ -59,9 +61,9 @@ def vector_norm(x, ord: float = 2, dim: int | tuple[int, ...] | None = None,
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
-    if x.dtype not in FLOATS:
+    if not is_float(x.dtype):
         raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as "
-                           f"input. Got {x.dtype}")
+                           f"input. Got {scalar_type_name(x.dtype)}")
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise TypeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")
     nd = max(x.ndim, 1)

@@ -9,11 +9,13 @@ and bool ones, and functions numpy computes as well (``sin``, ``floor``...), are
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, bool_, float32, grad_dtype, is_low, result_type
+from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, int64, is_float, is_low,
+                                   result_type, scalar_array, scalar_type_name)
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
@@ -21,7 +23,7 @@ from tinyopt.kernels import elementwise as K
 
 def constant(value, dtype) -> Tensor:
     """A 0-d concrete tensor: how Python numbers enter a graph (its value is bound at run time)."""
-    return leaf(np.array(value, dtype=dtype))
+    return leaf(scalar_array(value, np.dtype(dtype)))
 
 
 def _cast(x, dtype) -> Tensor:
@@ -51,6 +53,25 @@ def _float(x) -> Tensor:
     return x if x.dtype in FLOATS or is_low(x.dtype) else to(x, float32)
 
 
+def in_float32(fn):
+    """Compute the composite ``fn`` over 16-bit operands in float32 and round its result once,
+    as torch's fused CPU kernels do (``addcmul``, ``mean``, ``logaddexp``...): rounding every
+    intermediate to 16 bits would differ from torch in the last bits.  Operands whose common
+    dtype is not 16-bit pass through unchanged."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        if not any(is_low(t.dtype) for t in tensors) or kwargs.get("dtype") is not None:
+            return fn(*args, **kwargs)
+        low = result_type(*(a for a in args if isinstance(a, (Tensor, float))))
+        if not is_low(low):
+            return fn(*args, **kwargs)
+        wide = [to(a, float32) if isinstance(a, Tensor) and is_low(a.dtype) else a for a in args]
+        r = fn(*wide, **kwargs)
+        return tuple(to(x, low) for x in r) if isinstance(r, tuple) else to(r, low)
+    return run
+
+
 def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     if len(shapes) == 2:  # the common cases without numpy's general (and slower) routine
         a, b = shapes
@@ -73,9 +94,37 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         raise RuntimeError(f"{op}: {detail} (shapes {', '.join(map(str, shapes))})") from None
 
 
+_MEAN_ERROR = (RuntimeError, "mean(): could not infer output dtype. Input dtype must be either a "
+                             "floating point or complex dtype. Got: {T}")
+_FLOAT_ONLY_ERRORS = {  # op: torch's error for integer and bool inputs ({T}: "Long", "Bool"...)
+    **{op: (NotImplementedError, f'"{kernel}" not implemented for \'{{T}}\'') for op, kernel in (
+        ("softmax", "softmax_lastdim_kernel_impl"),
+        ("log_softmax", "log_softmax_lastdim_kernel_impl"),
+        ("cross_entropy", "log_softmax_lastdim_kernel_impl"), ("nll_loss", "nll_loss_out_frame"),
+        ("layer_norm", "LayerNormKernelImpl"), ("group_norm", "GroupNormKernelImpl"),
+        ("batch_norm", "batch_norm"), ("instance_norm", "batch_norm"),
+        ("lerp", "lerp_kernel_scalar"),
+        ("logcumsumexp", "logcumsumexp_out_cpu"), ("elu", "elu_cpu"), ("mse_loss", "mse_cpu"),
+        ("smooth_l1", "smooth_l1_cpu"), ("huber", "huber_cpu"),
+        ("binary_cross_entropy", "binary_cross_entropy"), ("log_sigmoid", "log_sigmoid_cpu"),
+        ("logsigmoid", "log_sigmoid_cpu"),
+        ("mish", "mish_cpu"),
+        ("binary_cross_entropy_with_logits", "log_sigmoid_cpu"))},
+    "l1_loss": _MEAN_ERROR, "adaptive_avg_pool2d": _MEAN_ERROR,
+    "dropout": (RuntimeError, "result type Float can't be cast to the desired output type {T}"),
+    "kl_div": (RuntimeError, "kl_div: Integral inputs not supported."),
+    "cosine_similarity": (RuntimeError, "expected common dtype to be floating point, yet common "
+                                        "dtype is {T}")}
+
+
 def _require_float(op: str, *ts: Tensor) -> None:
+    """Refuse integer and bool inputs of a float-only op: with torch's error where torch refuses
+    them, else (torch computes them; tinyopt does not) with a TypeError saying what to do."""
     for t in ts:
         if t.dtype not in FLOATS and not is_low(t.dtype):
+            if op in _FLOAT_ONLY_ERRORS:
+                kind, words = _FLOAT_ONLY_ERRORS[op]
+                raise kind(words.format(T=scalar_type_name(t.dtype)))
             raise TypeError(f"{op}: expected a floating point tensor, got {t.dtype} "
                             f"(shape {t.shape}); convert with .float()")
 
@@ -104,8 +153,9 @@ def _ufunc_forward(kernel, numpy_ufunc=None):
     return compile
 
 
-def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True):
-    defop(name, forward=_ufunc_forward(kernel, numpy_ufunc), backward=backward, inplace=True)
+def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True, forward=None):
+    defop(name, forward=forward or _ufunc_forward(kernel, numpy_ufunc), backward=backward,
+          inplace=True)
 
     def build(a, b) -> Tensor:
         a, b = _operands(name, a, b)
@@ -156,7 +206,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
         return floor_divide(input, other)
     if rounding_mode == "trunc":
         a, b = _operands("div", input, other)
-        if a.dtype in FLOATS:
+        if is_float(a.dtype):
             return trunc(_true_div(a, b))
         return node("div_trunc", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
     if rounding_mode is not None:
@@ -167,14 +217,34 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 
 def _true_div(a, b) -> Tensor:
     a, b = _operands("div", a, b)
-    if a.dtype not in FLOATS:  # true division of integers gives floats, as in PyTorch
+    if not is_float(a.dtype):  # true division of integers gives floats, as in PyTorch
         a, b = to(a, float32), to(b, float32)
     return node("div", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
 
 
+def _integer_divisor_checked(ufunc):
+    """A forward compiler calling ``ufunc(a, b, out=out)``; over integers it first raises torch's
+    error for a zero divisor (numpy would give 0 with a warning)."""
+    def compile(t):
+        if is_float(t.dtype):
+            return lambda out, a, b: ufunc(a, b, out=out)
+
+        def fwd(out, a, b):
+            if not np.all(b):
+                raise RuntimeError("ZeroDivisionError")
+            ufunc(a, b, out=out)
+        return fwd
+    return compile
+
+
+def _trunc_divide(a, b, out):
+    """Integer division rounded toward zero, exact for every int64 (no detour through floats)."""
+    np.floor_divide(a, b, out=out)
+    out += (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+
+
 defop("div", forward=_ufunc_forward(K.div), backward=_div_backward, inplace=True)
-defop("div_trunc", forward=lambda t: (lambda out, a, b: np.copyto(
-    out, np.trunc(np.true_divide(a, b)), casting="unsafe")))
+defop("div_trunc", forward=_integer_divisor_checked(_trunc_divide))
 
 
 def _no_derivative(name):
@@ -190,7 +260,7 @@ def floor_divide(input, other) -> Tensor:
                 a.dtype)
 
 
-defop("floor_divide", forward=lambda t: (lambda out, a, b: np.floor_divide(a, b, out=out)),
+defop("floor_divide", forward=_integer_divisor_checked(np.floor_divide),
       backward=_no_derivative("floor_divide"))
 
 
@@ -205,10 +275,10 @@ def _mod_backward(rounding):
 
 
 remainder = _binary_op("remainder", np.remainder, _mod_backward(lambda q: floor(q)),
-                       numpy_ufunc=np.remainder, bools=False)
+                       bools=False, forward=_integer_divisor_checked(np.remainder))
 remainder.__doc__ = "input mod other with the sign of other (Python's ``%``)."
-fmod = _binary_op("fmod", np.fmod, _mod_backward(lambda q: trunc(q)), numpy_ufunc=np.fmod,
-                  bools=False)
+fmod = _binary_op("fmod", np.fmod, _mod_backward(lambda q: trunc(q)), bools=False,
+                  forward=_integer_divisor_checked(np.fmod))
 fmod.__doc__ = "input mod other with the sign of input (C's fmod)."
 
 
@@ -228,10 +298,13 @@ defop("pow_grad_exp", forward=_ufunc_forward(K.pow_grad_exp))
 
 def pow(input, exponent) -> Tensor:
     """input ** exponent (tensors or numbers for either)."""
+    if isinstance(exponent, numbers.Integral) and exponent < 0 and isinstance(input, Tensor) \
+            and not is_float(input.dtype):  # (before the exponent is cast to the input's dtype)
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
     a, b = _operands("pow", input, exponent)
     if a.dtype == bool_:
         a, b = to(a, np.int64), to(b, np.int64)
-    if a.dtype not in FLOATS and isinstance(b, Tensor) and b.op == "input" \
+    if not is_float(a.dtype) and isinstance(b, Tensor) and b.op == "input" \
             and b._value is not None and (b._value < 0).any():
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     return node("pow", (a, b), broadcast_shape("pow", a.shape, b.shape), a.dtype)
@@ -416,6 +489,25 @@ def clone(x) -> Tensor:
 
 
 # ---- unary -------------------------------------------------------------------------------------
+_NOT_BUILT = {  # op: (torch's CPU kernel, the dtype kinds it is not built for: i, u, b(ool))
+    "gelu": ("GeluKernelImpl", "iub"), "gelu_tanh": ("GeluKernelImpl", "iub"),
+    "silu": ("silu_cpu", "iub"), "leaky_relu": ("leaky_relu_cpu", "iub"),
+    "softplus": ("softplus_cpu", "iub"), "logaddexp": ("logaddexp_cpu", "iub"),
+    "logaddexp2": ("logaddexp2_cpu", "iub"), "hypot": ("hypot_cpu", "iub"),
+    "abs": ("abs_cpu", "b"), "floor": ("floor_vml_cpu", "b"), "ceil": ("ceil_vml_cpu", "b"),
+    "trunc": ("trunc_vml_cpu", "b"), "round": ("round_vml_cpu", "b")}
+
+
+def refuse_for_dtype(op: str, dtype: np.dtype) -> None:
+    """torch's error for an op over integers or bools that torch does not compute (where
+    tinyopt would have computed in float32 and returned what torch refuses)."""
+    if op == "relu" and dtype == bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    kernel, kinds = _NOT_BUILT.get(op, ("", ""))
+    if dtype.kind in kinds:
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
+
+
 def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc=None):
     """An elementwise function op.  ``float_only``: integer and bool inputs compute in float32
     (``exp``); ``int_ok``: integer inputs keep their dtype (``abs``, ``neg``)."""
@@ -426,6 +518,8 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
 
     def build(x, *attrs) -> Tensor:
         x = as_tensor(x)
+        if not is_float(x.dtype):
+            refuse_for_dtype(name, x.dtype)
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
             if float_only:
                 x = to(x, float32)
@@ -453,7 +547,7 @@ abs = _unary("abs", K.abs, lambda t, g: (_grad_node("abs_grad", g, t.srcs[0]),),
 exp = _unary("exp", K.exp, lambda t, g: (g * t,))
 log = _unary("log", K.log, lambda t, g: (g / t.srcs[0],))
 sqrt = _unary("sqrt", K.sqrt, lambda t, g: (g / (t * 2.0),))
-square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,), int_ok=True,
+_square = _unary("square", K.square, lambda t, g: (g * t.srcs[0] * 2.0,), int_ok=True,
                 numpy_ufunc=np.square)
 relu = _unary("relu", K.relu, lambda t, g: (_grad_node("relu_grad", g, t),), int_ok=True,
               numpy_ufunc=lambda x, out: np.maximum(x, 0, out=out))
@@ -497,7 +591,19 @@ def _zero_grad(t, g):
     return (node("full", (), g.shape, g.dtype, (0.0,)),)
 
 
-sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
+_sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
+
+
+def sign(x) -> Tensor:
+    """1, -1 or 0 (0 for NaN); a bool tensor's sign is itself, as torch's."""
+    x = as_tensor(x)
+    return clone(x) if x.dtype == bool_ else _sign(x)
+
+
+def square(x) -> Tensor:
+    """x * x; a bool tensor squares as int64, as torch's ``pow(x, 2)`` does."""
+    x = as_tensor(x)
+    return _square(to(x, int64) if x.dtype == bool_ else x)
 floor = _unary("floor", np.floor, _zero_grad, int_ok=True,
                numpy_ufunc=lambda x, out: np.copyto(out, x))
 ceil = _unary("ceil", np.ceil, _zero_grad, int_ok=True,
@@ -553,12 +659,12 @@ def clamp(x, min=None, max=None) -> Tensor:
         r = x
         if min is not None:
             lo = _cast(min, result_type(x, min))
-            r = where(lt(r, lo), lo, r)
+            r = where(logical_or(lt(r, lo), isnan(lo)), lo, r)  # (a NaN bound gives NaN)
         if max is not None:
             hi = _cast(max, result_type(r, max))
-            r = where(gt(r, hi), hi, r)
+            r = where(logical_or(gt(r, hi), isnan(hi)), hi, r)
         return r
-    if x.dtype not in FLOATS:
+    if not is_float(x.dtype):
         if isinstance(min, float) or isinstance(max, float):
             x = to(x, float32)
         elif x.dtype == bool_:
@@ -614,36 +720,54 @@ def lerp(input, end, weight) -> Tensor:
     """input + weight * (end - input) (``weight`` a number or a tensor)."""
     a, b = _operands("lerp", input, end)
     _require_float("lerp", a)
-    w = _cast(weight, a.dtype)
+    w = _cast(weight, float32 if is_low(a.dtype) and not isinstance(weight, Tensor) else a.dtype)
     return node("lerp", (a, b, w), broadcast_shape("lerp", a.shape, b.shape, w.shape), a.dtype)
 
 
+@in_float32
 def addcmul(input, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 * tensor2."""
     return add(input, mul(tensor1, tensor2), alpha=value)
 
 
+@in_float32
 def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     """input + value * tensor1 / tensor2."""
     return add(input, div(tensor1, tensor2), alpha=value)
 
 
 def xlogy(x, y) -> Tensor:
-    """x * log(y), 0 where x == 0."""
+    """x * log(y), 0 where x == 0 (NaN where y is NaN, whatever x is)."""
     a, b = _operands("xlogy", x, y)
     a, b = _float(a), _float(b)
-    return where(eq(a, 0), constant(0.0, a.dtype), a * log(b))
+    return where(logical_and(eq(a, 0), logical_not(isnan(b))), constant(0.0, a.dtype),
+                 a * log(b))
 
 
+@in_float32
 def logaddexp(a, b) -> Tensor:
-    """log(e^a + e^b), computed without overflow."""
+    """log(e^a + e^b), computed without overflow: max(a, b) + log1p(e^-|a - b|)."""
     a, b = _operands("logaddexp", a, b)
-    m = maximum(a, b)  # the result does not depend on m, so neither does its gradient
-    return m + log(exp(a - m) + exp(b - m))
+    refuse_for_dtype("logaddexp", a.dtype)
+    same_inf = logical_and(isinf(a), eq(a, b))  # inf - inf is NaN; the result is that inf
+    return where(same_inf, a, maximum(a, b) + log1p(exp(-abs(a - b))))
 
 
+@in_float32
+def logaddexp2(a, b) -> Tensor:
+    """log2(2^a + 2^b), computed without overflow: max(a, b) + log1p(2^-|a - b|) / ln 2."""
+    a, b = _operands("logaddexp2", a, b)
+    refuse_for_dtype("logaddexp2", a.dtype)
+    same_inf = logical_and(isinf(a), eq(a, b))
+    return where(same_inf, a,
+                 maximum(a, b) + log1p(pow(2.0, -abs(a - b))) * (1.0 / np.log(2.0)))
+
+
+@in_float32
 def hypot(a, b) -> Tensor:
     """``sqrt(a^2 + b^2)``, elementwise."""
+    a, b = _operands("hypot", a, b)
+    refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
 
 

@@ -26,9 +26,11 @@ def _c(x: np.ndarray) -> np.ndarray:
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
-def _check(err: np.ndarray) -> None:
-    if err[0] >= 0:
-        raise IndexError("index out of range in self")
+def _check(err: np.ndarray, idx: np.ndarray, rows: int) -> None:
+    if err[0] >= 0:  # (torch's words)
+        k = int(err[0])
+        raise RuntimeError(f"Index {k} of input takes value {int(idx[k])} which is not in the "
+                           f"valid range [0, {rows})")
     if err[1] >= 0:
         raise RuntimeError(f"embedding_bag: bag {int(err[1])} has bounds outside the input "
                            f"(offsets must be non-decreasing and at most the input's length)")
@@ -43,7 +45,7 @@ def _reduce_forward(t):
     def fwd(out, w, idx, starts, ends, *psw):  # (a sparse weight's row mask is for the backward)
         K.bag_reduce(_c(w), _c(idx), starts, ends, _c(psw[0]) if has_psw else one, has_psw,
                      mode == "mean", padding_idx, out, err)
-        _check(err)
+        _check(err, idx, w.shape[0])
     return fwd
 
 
@@ -56,7 +58,7 @@ def _reduce_grad_forward(t):
     def fwd(out, g, idx, starts, ends, *rest):
         K.bag_reduce_grad(_c(g), _c(idx), starts, ends, _c(rest[0]) if has_psw else one,
                           has_psw, mode == "mean", padding_idx, scale, counts, out, err)
-        _check(err)
+        _check(err, idx, out.shape[0])
         if sparse:  # sparse=True: every index's row (as torch's, also past the last offset)
             R.mark_rows(rest[-1], _c(idx), padding_idx)  # marked in the weight's row mask
     return fwd
@@ -68,7 +70,7 @@ def _psw_grad_forward(t):
 
     def fwd(out, g, w, idx, starts, ends):
         K.bag_psw_grad(_c(g), _c(w), _c(idx), starts, ends, padding_idx, out, err)
-        _check(err)
+        _check(err, idx, w.shape[0])
     return fwd
 
 
@@ -90,7 +92,7 @@ def _argmax_forward(t):
 
     def fwd(out, w, idx, starts, ends):
         K.bag_argmax(_c(w), _c(idx), starts, ends, padding_idx, out, err)
-        _check(err)
+        _check(err, idx, w.shape[0])
     return fwd
 
 
@@ -179,8 +181,10 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
     if max_norm is not None:
         if not w.is_leaf:
             raise RuntimeError("embedding_bag: max_norm needs a leaf weight")
-        if idx.size and (idx.min() < 0 or idx.max() >= V):
-            raise IndexError("index out of range in self")  # before renormalizing any row
+        if idx.size and (idx.min() < 0 or idx.max() >= V):  # (before renormalizing any row)
+            k = int(np.argmax((idx < 0) | (idx >= V)))
+            raise RuntimeError(f"Index {k} of input takes value {int(idx[k])} which is not in "
+                               f"the valid range [0, {V})")
         _renorm(w._data if hasattr(w, "_data") else w._value, idx, float(max_norm),
                 float(norm_type))
     srcs = (w, _leaf(idx), _leaf(starts), _leaf(ends))

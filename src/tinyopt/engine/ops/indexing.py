@@ -27,8 +27,8 @@ import numbers
 import numpy as np
 
 from tinyopt.engine import grad_mode
-from tinyopt.engine.dtypes import bool_, int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.dtypes import bool_, int64, scalar_array
+from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.tensor import (Parameter, Tensor, _mark_mutated, _rebind, _writable,
                                    as_tensor, leaf)
 from tinyopt.kernels.gather import index_add_axis
@@ -49,104 +49,179 @@ class _Key:
         self.identity = True            # the basic part selects everything
 
 
-def _index_tensor(k, what: str = "index") -> Tensor:
-    if isinstance(k, Tensor):
-        return k
+def _as_tuple(key) -> tuple:
+    """The key as a tuple of entries, by torch's (and numpy's) rule: a list of fewer than 32
+    elements holding a sequence, a tensor, a slice, None or ``...`` is a tuple of entries
+    (``x[[0, [1]]]`` is ``x[0, [1]]``); any other key is one entry."""
+    if isinstance(key, tuple):
+        return key
+    if isinstance(key, list) and len(key) < 32 and any(
+            k is None or k is Ellipsis or isinstance(k, (list, tuple, str, bytes, slice, Tensor,
+                                                          np.ndarray)) for k in key):
+        return tuple(key)
+    return (key,)
+
+
+def _specified_dims(key: tuple) -> int:
+    """How many dimensions of the indexed tensor ``key`` addresses, counted as torch counts them
+    before it looks at any entry: a bool or byte tensor its ndim, None, ``...`` and Python bools
+    none, anything else one."""
+    n = 0
+    for k in key:
+        if k is None or k is Ellipsis or k is True or k is False:
+            continue
+        n += k.ndim if isinstance(k, Tensor) and k.dtype in (bool_, np.uint8) else 1
+    return n
+
+
+def _index_data(k) -> Tensor:
+    """A list or array used as an index, as torch converts one: bools and bytes stay masks, any
+    other numbers become int64 (``[0.5, 1.7]`` is ``[0, 1]``)."""
+    if isinstance(k, (str, bytes)):
+        raise TypeError(f"new(): invalid data type '{type(k).__name__}'")
     arr = np.asarray(k)
-    if arr.dtype == np.float64 and arr.size == 0:
-        arr = arr.astype(np.int64)  # an empty list selects nothing (not float indices)
+    if arr.dtype.kind in "USO":
+        raise TypeError(f"new(): invalid data type '{arr.dtype.type.__name__.rstrip('_')}'")
+    if arr.dtype != bool_ and arr.dtype != np.uint8:
+        arr = arr.astype(np.int64)
     return leaf(arr)
 
 
-def _parse(shape: tuple[int, ...], key) -> _Key:
-    if not isinstance(key, tuple):
-        key = (key,)
-    entries: list = []
-    used = 0
-    for k in key:
-        if k is None or k is Ellipsis or isinstance(k, slice):
-            entries.append(k)
-            used += isinstance(k, slice)
-        elif isinstance(k, (bool, np.bool_)):
-            raise IndexError("indexing with a Python bool is not supported; use a bool tensor")
-        elif isinstance(k, numbers.Integral):
-            entries.append(int(k))
-            used += 1
-        elif isinstance(k, (Tensor, np.ndarray, list, tuple)):
-            t = _index_tensor(k)
-            if t.dtype == bool_ or t.dtype == np.uint8:
-                entries.append(("mask", t))
-                used += max(t.ndim, 1)
-            elif t.dtype.kind in "iu":
-                if t.ndim == 0 and t.op == "input":
-                    entries.append(int(t._value))  # a concrete scalar index: basic indexing
-                else:
-                    entries.append(("array", t))
-                used += 1
-            else:
-                raise IndexError("tensors used as indices must be long, int, byte or bool "
-                                 "tensors")
-        else:
-            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
-                             f"byte Variables are valid indices (got {type(k).__name__})")
+def _type_name(k) -> str:
+    t = type(k)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+_I32, _U8 = np.dtype(np.int32), np.dtype(np.uint8)  # (numpy's dtypes are singletons)
+_INDEX_DTYPES = (int64, _I32)
+
+
+def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
+    """Parse ``key`` for a tensor of ``shape``, raising torch's errors in torch's order: too many
+    indices first, then each entry in turn (integers out of range, bad slices, lists that are no
+    numbers), then the index tensors (their dtypes, masks' shapes, broadcasting).  ``fill``: the
+    key is to be written with one value (torch checks leading masks first then)."""
+    single = not isinstance(key, tuple)
+    key = _as_tuple(key)
+    used = _specified_dims(key)
+    if not shape and single and len(key) == 1:  # torch's errors for x[0] and x[:] of a 0-d x
+        k = key[0]
+        if isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_)):
+            if not -2**63 <= k < 2**63:
+                raise ValueError("Overflow when unpacking long long")
+            if k:
+                raise IndexError(f"index {k} is out of bounds for dimension 0 with size 0")
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
+        if isinstance(k, slice):
+            if k.indices(1)[2] <= 0:  # (the slice's own errors first)
+                raise ValueError("step must be greater than zero")
+            raise IndexError("slice() cannot be applied to a 0-dim tensor.")
     if used > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
-    if sum(k is Ellipsis for k in entries) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     out = _Key()
+    deferred: list[tuple[int, Tensor, int]] = []  # (position in out.shape, index tensor, dim)
     d = 0
-    for k in entries:
+    for entry, k in enumerate(key):  # (torch names an integer's dimension by its entry)
+        if isinstance(k, (list, tuple, np.ndarray, str, bytes)):
+            k = _index_data(k)
+        new_dim = k is True or k is False  # (x[True] is x[None]; x[False] picks none of it)
+        if isinstance(k, Tensor):
+            if k.ndim == 0 and k.op == "input" and k.dtype in _INDEX_DTYPES:
+                k = int(k._value)  # a concrete scalar index: basic indexing
+            elif k.ndim == 0 and k.dtype == bool_:
+                new_dim = True
         if k is None:
             out.struct.append(("n",))
             out.shape.append(1)
             out.identity = False
-        elif k is Ellipsis:
-            for _ in range(len(shape) - used):
+        elif k is Ellipsis:  # (a second one stands for no dimension: torch allows it)
+            for _ in range(min(len(shape) - used, len(shape) - d)):
                 _full(out, shape[d])
                 d += 1
+        elif new_dim:  # a new dimension, kept (size 1) or masked out (size 0)
+            out.struct.append(("n",))
+            out.shape.append(1)
+            out.identity = False
+            keep = bool(k.numpy()) if isinstance(k, Tensor) else k
+            if not (single and k is True):  # (torch indexes with [0] or [] there)
+                deferred.append((len(out.shape) - 1, leaf(np.zeros(int(keep), np.int64)), -1))
         elif isinstance(k, slice):
-            size = shape[d]
-            step = 1 if k.step is None else int(k.step)
+            size = shape[d] if d < len(shape) else 0
+            start, stop, step = k.indices(size)  # (Python's errors: float bounds, step 0)
             if step <= 0:
                 raise ValueError("step must be greater than zero")
-            start, stop, _ = slice(k.start, k.stop, step).indices(size)
+            if d >= len(shape):  # (a list mask took more dimensions than it was counted for)
+                raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
             n = len(range(start, stop, step))
             out.struct.append(("s", n, step))
             out.starts.append(start if n else 0)
             out.shape.append(n)
             out.identity &= n == size and step == 1
             d += 1
-        elif isinstance(k, int):
-            size = shape[d]
+        elif isinstance(k, Tensor):
+            deferred.append((len(out.shape), k, d))
+            for _ in range(k.ndim if k.dtype in (bool_, np.uint8) else 1):
+                if d < len(shape):  # (a list mask may reach past them: an error below)
+                    _full(out, shape[d])
+                d += 1
+        elif type(k) is int or isinstance(k, numbers.Integral) and not isinstance(k, np.bool_):
+            k = int(k)
+            if not -2**63 <= k < 2**63:
+                raise ValueError("Overflow when unpacking long long")
+            size = shape[d] if d < len(shape) else 0
             if not -size <= k < size:
-                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {size}")
+                raise IndexError(f"index {k} is out of bounds for dimension {entry} with size "
+                                 f"{size}")
             out.struct.append(("i",))
             out.starts.append(k % size)
             out.identity = False
             d += 1
-        elif k[0] == "array":
-            out.positions.append(len(out.shape))
-            out.arrays.append(k[1])
-            _full(out, shape[d])
-            d += 1
-        else:  # a boolean mask over the next mask.ndim dimensions
-            m = k[1]
-            dims = shape[d:d + m.ndim]
-            if m.shape != dims:
-                j = next(i for i, (a, b) in enumerate(zip(m.shape, dims)) if a != b)
-                raise IndexError(f"The shape of the mask {list(m.shape)} at index {j} does not "
-                                 f"match the shape of the indexed tensor {list(shape)} at index "
-                                 f"{d + j}")
-            if m.ndim == 0:
-                raise IndexError("indexing with a 0-d mask is not supported")
-            for idx in np.nonzero(m.numpy()):
-                out.positions.append(len(out.shape))
-                out.arrays.append(leaf(idx.astype(np.int64)))
-                _full(out, shape[d])
-                d += 1
+        else:
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"byte Variables are valid indices (got {_type_name(k)})")
     for size in shape[d:]:  # the dimensions the key does not mention
         out.shape.append(size)
+    if not deferred:
+        return out
+    is_mask = [d >= 0 and (t.dtype is bool_ or t.dtype is _U8) for _, t, d in deferred]
+    if fill:  # torch first tries masked_fill_, which checks the leading masks' shapes
+        for (p, t, _), mask in zip(deferred, is_mask):
+            if not mask:
+                break
+            _check_mask(out.shape, p, t)
+    for (_, t, _), mask in zip(deferred, is_mask):
+        if not mask and t.dtype is not int64 and t.dtype is not _I32:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if True in is_mask:
+        for (p, t, _), mask in zip(deferred, is_mask):
+            if mask:
+                _check_mask(out.shape, p, t)
+    for (p, t, _), mask in zip(deferred, is_mask):
+        if not mask:
+            out.positions.append(p)
+            out.arrays.append(t)
+            continue
+        for i, idx in enumerate(np.nonzero(t.numpy())):
+            out.positions.append(p + i)
+            out.arrays.append(leaf(idx.astype(np.int64)))
+    if len(out.arrays) > 1:
+        _advanced_shape(tuple(out.shape), tuple(out.positions), out.arrays)  # (broadcasting)
+    if any(out.shape[p] == 0 for p in out.positions) and math.prod(
+            np.broadcast_shapes(*[a.shape for a in out.arrays])):
+        raise IndexError("index is out of bounds for dimension with size 0")
     return out
+
+
+def _check_mask(shape: list[int], p: int, mask: Tensor) -> None:
+    """torch's errors for a mask over ``shape[p:p + mask.ndim]`` that does not fit it."""
+    for j, n in enumerate(mask.shape):
+        if p + j >= len(shape):
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-len(shape)}, "
+                             f"{len(shape) - 1}], but got {p + j})")
+        if n != shape[p + j]:
+            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not "
+                             f"match the shape of the indexed tensor {shape} at index {p + j}")
 
 
 def _full(out: _Key, size: int) -> None:
@@ -198,13 +273,15 @@ def _advanced_shape(shape: tuple[int, ...], positions: tuple[int, ...],
 
 def _check_bounds(shape: tuple[int, ...], positions: tuple[int, ...],
                   arrays: list[Tensor]) -> None:
-    for p, a in zip(positions, arrays):
+    if 0 in _advanced_shape(shape, positions, arrays):
+        return  # nothing is read or written, and torch checks no index then
+    for i, (p, a) in enumerate(zip(positions, arrays)):
         if a.op == "input" and a._value.size:
             v = a._value
             lo, hi = int(v.min()), int(v.max())
-            if lo < -shape[p] or hi >= shape[p]:
+            if lo < -shape[p] or hi >= shape[p]:  # (torch counts the index tensors)
                 bad = hi if hi >= shape[p] else lo
-                raise IndexError(f"index {bad} is out of bounds for dimension {p} with size "
+                raise IndexError(f"index {bad} is out of bounds for dimension {i} with size "
                                  f"{shape[p]}")
 
 
@@ -231,14 +308,42 @@ defop("slice_grad", forward=_slice_grad_forward)
 
 def _index_forward(t):
     positions = t.attrs[0]
+    if not math.prod(t.shape):
+        return lambda out, x, *idx: None  # nothing to read (torch checks no index then)
     if len(positions) == 1:
         axis = positions[0]
-        return lambda out, x, idx: np.take(x, idx, axis=axis, out=out)
-    return lambda out, x, *idx: np.copyto(out, x[_advanced(positions, idx)])
+
+        def take(out, x, idx):
+            try:
+                np.take(x, idx, axis=axis, out=out)
+            except IndexError:  # a computed index out of range: torch's words, not numpy's
+                _raise_out_of_range(x.shape, positions, [idx])
+        return take
+
+    def pick(out, x, *idx):
+        try:
+            np.copyto(out, x[_advanced(positions, idx)])
+        except IndexError:
+            _raise_out_of_range(x.shape, positions, idx)
+    return pick
+
+
+def _raise_out_of_range(shape: tuple[int, ...], positions, arrays) -> None:
+    """torch's error for the first index tensor (of the ones a key has) with a value out of
+    range of its dimension; numpy's own if none is (a broadcasting error)."""
+    for i, (p, a) in enumerate(zip(positions, arrays)):
+        a = np.asarray(a)
+        bad = a[(a < -shape[p]) | (a >= shape[p])]
+        if bad.size:
+            raise IndexError(f"index {int(bad.reshape(-1)[0])} is out of bounds for dimension {i} "
+                             f"with size {shape[p]}") from None
+    raise
 
 
 def _index_grad_forward(t):
     positions = t.attrs[0]
+    if not t.srcs[0].numel():  # an empty pick: a zero gradient (its indices are never read)
+        return lambda out, g, *idx: out.fill(0)
     if len(positions) == 1 and len(t.srcs) == 2 and t.srcs[1].ndim == 1:  # x[idx] along one axis
         d = positions[0]
         A, R, B = math.prod(t.shape[:d]), t.shape[d], math.prod(t.shape[d + 1:])
@@ -283,12 +388,6 @@ def _region(x: Tensor, k: _Key) -> Tensor:
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
-    if x.ndim == 0:
-        keys = key if isinstance(key, tuple) else (key,)
-        if not all(k is None or k is Ellipsis or isinstance(k, Tensor) and k.dtype == bool_
-                   for k in keys):
-            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
-                             "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number")
     return _region(x, _parse(x.shape, key))
 
 
@@ -300,7 +399,8 @@ def _setitem_forward(t):
         np.copyto(out, x)
         region = out[_basic(struct, st)]
         if positions:
-            region[_advanced(positions, idx)] = v
+            if 0 not in _advanced_shape(region.shape, positions, idx):  # (else no index is read)
+                region[_advanced(positions, idx)] = v
         else:
             region[...] = v
     return fwd
@@ -313,7 +413,8 @@ def _setitem_grad_x_forward(t):
         np.copyto(out, g)
         region = out[_basic(struct, st)]
         if positions:
-            region[_advanced(positions, idx)] = 0
+            if 0 not in _advanced_shape(region.shape, positions, idx):
+                region[_advanced(positions, idx)] = 0
         else:
             region[...] = 0
     return fwd
@@ -361,16 +462,16 @@ def setitem(x: Tensor, key, value) -> Tensor:
     if grad_on and x.requires_grad and x.op in ("param", "input"):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    k = _parse(x.shape, key)
+    if key is False:
+        return x  # torch writes nothing, and checks nothing
+    k = _parse(x.shape, key, fill=v is None or v.numel() == 1)
     region_shape = _advanced_shape(tuple(k.shape), tuple(k.positions), k.arrays) \
         if k.arrays else tuple(k.shape)
     if v is not None:
-        try:
-            np.broadcast_shapes(v.shape, region_shape)
-        except ValueError:
-            raise RuntimeError(f"shape mismatch: value tensor of shape {list(v.shape)} cannot be "
-                               f"broadcast to indexing result of shape "
-                               f"{list(region_shape)}") from None
+        _check_value_shape(v.shape, region_shape, bool(k.arrays))
+    if k.arrays and (v is None or v.numel() == 1) and _byte_mask(key):
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           "unsigned char")
     if grad_on and (x.requires_grad or (v is not None and v.requires_grad)):
         return _setitem_graph(x, k, value)
     target = _writable(x)
@@ -379,11 +480,44 @@ def setitem(x: Tensor, key, value) -> Tensor:
     values = v.numpy() if v is not None else np.asarray(value)
     if k.arrays:
         _check_bounds(region.shape, tuple(k.positions), k.arrays)
-        region[_advanced(tuple(k.positions), [a.numpy() for a in k.arrays])] = values
+        if 0 not in region_shape:
+            region[_advanced(tuple(k.positions), [a.numpy() for a in k.arrays])] = values
     else:
         np.copyto(region, values, casting="unsafe")
     _mark_mutated(x)
     return x
+
+
+def _byte_mask(key) -> bool:
+    """Whether ``key``'s only index tensor is a uint8 mask (torch fills a number through it with
+    masked_fill_, which takes bool masks only)."""
+    tensors = [k for k in _as_tuple(key)
+               if isinstance(k, (Tensor, np.ndarray, list, tuple)) or k is True or k is False]
+    return len(tensors) == 1 and getattr(tensors[0], "dtype", None) == np.uint8
+
+
+def _check_value_shape(v: tuple[int, ...], region: tuple[int, ...], advanced: bool) -> None:
+    """torch's errors for a value that does not broadcast to the region it is written to
+    (leading dimensions of size 1 are dropped first, as torch does)."""
+    trimmed = v
+    while len(trimmed) > len(region) and trimmed[0] == 1:
+        trimmed = trimmed[1:]
+    if len(trimmed) <= len(region) and all(
+            a == b or a == 1 for a, b in zip(reversed(trimmed), reversed(region))):
+        return
+    if advanced:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(v)} cannot be broadcast "
+                           f"to indexing result of shape {list(region)}")
+    if len(trimmed) > len(region):
+        raise RuntimeError(f"expand(torch.FloatTensor{{{list(trimmed)}}}, size={list(region)}): "
+                           f"the number of sizes provided ({len(region)}) must be greater or "
+                           f"equal to the number of dimensions in the tensor ({len(trimmed)})")
+    j = next(i for i, (a, b) in enumerate(zip(reversed(trimmed), reversed(region)))
+             if a != b and a != 1)
+    dim = len(region) - 1 - j
+    raise RuntimeError(f"The expanded size of the tensor ({region[dim]}) must match the existing "
+                       f"size ({trimmed[len(trimmed) - 1 - j]}) at non-singleton dimension {dim}.  "
+                       f"Target sizes: {list(region)}.  Tensor sizes: {list(trimmed)}")
 
 
 def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
@@ -399,7 +533,8 @@ def _setitem_graph(x: Tensor, k: _Key, value) -> Tensor:
 
     def build(old: Tensor) -> Tensor:
         v = as_tensor(value).to(old.dtype) if isinstance(value, Tensor) else \
-            leaf(np.asarray(value, dtype=old.dtype))
+            leaf(scalar_array(value, old.dtype) if type(value) is int else
+                 np.asarray(value, dtype=old.dtype))
         return node("setitem", (old, v, st, *arrays), old.shape, old.dtype, attrs)
     return _rebind(x, build, check_cast=False)
 
@@ -410,6 +545,7 @@ def masked_fill(x, mask, value) -> Tensor:
     from tinyopt.engine.ops.elementwise import broadcast_shape, where
     x = as_tensor(x)
     m = as_tensor(mask)
+    refuse_unsigned("masked_fill", x)
     if m.dtype != bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{m.dtype}")
@@ -419,5 +555,5 @@ def masked_fill(x, mask, value) -> Tensor:
     if broadcast_shape("masked_fill", x.shape, m.shape) != x.shape:
         raise RuntimeError(f"The size of the mask {list(m.shape)} must match the size of the "
                            f"tensor {list(x.shape)} it fills")
-    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(np.asarray(value, x.dtype))
+    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(scalar_array(value, x.dtype))
     return where(m, v, x)

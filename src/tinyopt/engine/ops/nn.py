@@ -55,14 +55,22 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     if not training or p == 0.0:
         return x
     _require_float("dropout", x)
-    rng = (generator or default_generator).numpy
+    return x * _leaf(dropout_mask(generator, x.shape, p, x.dtype))
+
+
+def dropout_mask(generator: Generator | None, shape: tuple[int, ...], p: float,
+                 dtype: np.dtype) -> np.ndarray:
+    """The scaled keep mask of dropout with probability ``p``: 1 / (1 - p) where a uniform draw
+    from ``generator`` (tinyopt's global one if None) is >= p, else 0, of ``dtype``.  A 16-bit
+    mask is drawn in float32 (numpy draws no 16-bit floats: the same draws as a float32 tensor's)
+    and holds 1 / (1 - p) rounded to 16 bits, as torch's mask does."""
     if p == 1.0:
-        mask = np.zeros(x.shape, x.dtype)
-    else:
-        keep = rng.random(x.shape, dtype=x.dtype) >= p
-        mask = keep.astype(x.dtype)
-        mask *= x.dtype.type(1.0 / (1.0 - p))
-    return x * _leaf(mask)
+        return np.zeros(shape, dtype)
+    rng = (generator or default_generator).numpy
+    keep = rng.random(shape, dtype=np.float64 if dtype == np.float64 else np.float32) >= p
+    mask = keep.astype(dtype)
+    mask *= dtype.type(1.0 / (1.0 - p))
+    return mask
 
 
 # ---- layer norm ---------------------------------------------------------------------------------

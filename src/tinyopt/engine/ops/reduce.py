@@ -13,9 +13,9 @@ import math
 import numpy as np
 
 from tinyopt.engine import autocast
-from tinyopt.engine.dtypes import int64
-from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
+from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.ops.elementwise import _require_float, in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -28,8 +28,8 @@ def _dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
     out = []
     for d in ds:
         if not -nd <= d < nd:
-            raise IndexError(f"{op}: dimension out of range (expected to be in range of "
-                             f"[{-nd}, {nd - 1}], but got {d})")
+            raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                             f"{nd - 1}], but got {d})")
         out.append(d % nd)
     if len(set(out)) != len(out):
         raise RuntimeError(f"{op}: dim {out} appears multiple times in the list of dims")
@@ -95,23 +95,28 @@ def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return r
 
 
+@in_float32
 def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
-    _require_float("mean", x)
+    if not is_float(x.dtype):  # (torch's words)
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
     dims = _dims("mean", x, dim)
     n = math.prod([x.shape[d] for d in dims])
     return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
+@in_float32
 def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
     ``unbiased=False`` is correction 0)."""
     x = as_tensor(x)
-    _require_float("var", x)
+    if not is_float(x.dtype):  # (torch's words, for std too)
+        raise RuntimeError("std and var only support floating point and complex dtypes")
     if correction is None:
         correction = 0 if unbiased is False else 1
     dims = _dims("var", x, dim)
@@ -121,6 +126,7 @@ def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False
     return sum(centered * centered, dims, keepdim) * scale
 
 
+@in_float32
 def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None) -> Tensor:
     """Standard deviation: the square root of ``var`` (same arguments)."""
@@ -182,6 +188,10 @@ def _extreme(op: str, x: Tensor, dim, keepdim: bool):
         raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
     if dim is None:
         return node(f"{op}_all", (x,), (), x.dtype)
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        _dims(op, x, dim)
+        vals, idx = _extreme(op, x.reshape(1), 0, False)
+        return MaxMin((vals.reshape(()), idx.reshape(())))
     (d,) = _dims(op, x, dim)
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
@@ -234,6 +244,8 @@ def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the largest."""
     x = as_tensor(x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("argmax(): does not support bool input")
     if dim is None:
         return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("max", x, dim, keepdim)[1]
@@ -243,6 +255,8 @@ def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the smallest."""
     x = as_tensor(x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("argmin(): does not support bool input")
     if dim is None:
         return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
     return _extreme("min", x, dim, keepdim)[1]
@@ -282,7 +296,8 @@ defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 def logsumexp(x: Tensor, dim, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
     x = as_tensor(x)
-    _require_float("logsumexp", x)
+    if not is_float(x.dtype):  # integers and bools: float32, as torch's
+        x = x.to(np.float32)
     dims = _dims("logsumexp", x, dim)
     if len(dims) != 1:
         flat = x.permute([d for d in range(x.ndim) if d not in dims] + list(dims))
@@ -407,7 +422,7 @@ def prod(x, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
         x = x.to(dtype)
     elif x.dtype.kind in "bui" and x.dtype != int64:
         x = x.to(int64)
-    if dim is None:
+    if dim is None or (x.ndim == 0 and not _dims("prod", x, dim)):
         flat = x.reshape(-1)
         r = node("prod_run", (flat,), (1,), x.dtype, (0, 0))
         return r.reshape(()) if not keepdim else r.reshape((1,) * x.ndim)
@@ -452,7 +467,7 @@ def _scan(op: str, x, dim: int, dtype) -> Tensor:
         x = x.to(dtype)
     elif x.dtype.kind in "bui" and x.dtype != int64:
         x = x.to(int64)
-    (d,) = _dims(op, x, dim) if x.ndim else (0,)
+    (d,) = _dims(op, x, dim) if x.ndim else (_dims(op, x, dim) or (0,))
     if x.ndim == 0:
         return node(op, (x.reshape(1),), (1,), x.dtype, (0,)).reshape(())
     return node(op, (x,), x.shape, x.dtype, (d,))
@@ -468,11 +483,20 @@ def cumprod(x, dim: int, *, dtype=None) -> Tensor:
     return _scan("cumprod", x, dim, dtype)
 
 
+@in_float32
 def logcumsumexp(x, dim: int) -> Tensor:
-    """log(cumsum(exp(x))) along ``dim``, computed without overflow."""
+    """log(cumsum(exp(x))) along ``dim``, computed without overflow: shifted by the largest
+    finite element (0 if there is none), so that -inf adds nothing and +inf makes the rest
+    +inf, as torch's (the shift's derivative cancels: it is held constant)."""
     x = as_tensor(x)
     _require_float("logcumsumexp", x)
-    m = max(x, dim, keepdim=True)[0]
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        _dims("logcumsumexp", x, dim)
+        return logcumsumexp(x.reshape(1), 0).reshape(())
+    from tinyopt.engine.ops.elementwise import isfinite, where
+    finite = isfinite(x)
+    m = max(where(finite, x, float("-inf")), dim, keepdim=True)[0].detach()
+    m = where(isfinite(m), m, 0.0)
     return cumsum((x - m).exp(), dim).log() + m
 
 
@@ -510,4 +534,5 @@ def amin(x, dim=(), keepdim: bool = False) -> Tensor:
 def count_nonzero(x, dim=None) -> Tensor:
     """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
     from tinyopt.engine.ops.elementwise import ne
+    refuse_unsigned("nonzero_count_cpu", x)
     return sum(ne(as_tensor(x), 0), dim)

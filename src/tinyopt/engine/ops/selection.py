@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.ops.movement import _dim
 from tinyopt.engine.ops.reduce import MaxMin
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -33,9 +33,8 @@ def _arb(shape: tuple[int, ...], d: int) -> tuple[int, int, int]:
 
 
 def _raise_bad(op: str, idx: np.ndarray, bad: int, d: int, size: int) -> None:
-    value = int(np.asarray(idx).reshape(-1)[bad])
-    raise RuntimeError(f"{op}(): index {value} is out of bounds for dimension {d} with size "
-                       f"{size}")
+    value = int(np.asarray(idx).reshape(-1)[bad])  # (torch's words, for gather and scatter)
+    raise RuntimeError(f"index {value} is out of bounds for dimension {d} with size {size}")
 
 
 def _index(op: str, index) -> Tensor:
@@ -128,8 +127,11 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     """``out[i][j][k] = input[i][index[i][j][k]][k]`` for ``dim`` = 1 (and likewise for others):
     values picked along ``dim`` by an int64 index of the same number of dimensions."""
     x = as_tensor(input)
+    refuse_unsigned("scatter_gather_tensor_cpu", x)
     idx = _index("gather", index)
     d = _dim("gather", dim, x.ndim)
+    if x.ndim == 0 and idx.ndim == 0:  # as a 1-element 1-d gather, as in torch
+        return gather(x.reshape(1), 0, idx.reshape(1)).reshape(())
     _check_shapes("gather", x, d, idx)
     if idx.op == "input" and idx._value.size:
         v = idx._value
@@ -158,9 +160,23 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
 
 
 def take(input, index) -> Tensor:
-    """The elements of the flattened ``input`` at ``index`` (any shape)."""
+    """The elements of the flattened ``input`` at ``index`` (any shape); an index i < 0 means
+    i + numel, as in torch."""
     x = as_tensor(input)
+    refuse_unsigned("take_cpu", x)
     idx = _index("take", index)
+    n = x.numel()
+    if idx.op == "input" and idx._value.size:
+        v = idx._value
+        bad = v[(v < -n) | (v >= n)]
+        if bad.size:
+            raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of "
+                             f"{n} elements.")
+        if (v < 0).any():
+            idx = leaf(np.where(v < 0, v + n, v))
+    elif idx.op != "input":
+        from tinyopt.engine.ops.elementwise import lt, where
+        idx = where(lt(idx, 0), idx + n, idx)
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
 
@@ -251,7 +267,15 @@ def scatter_add(input, dim: int, index, src) -> Tensor:
 
 
 # ---- index_select / index_add / index_fill / index_copy --------------------------------------------
-def _index_1d(op: str, index, size: int) -> Tensor:
+_OUT_OF_RANGE = {  # torch's error for an index outside [0, size) of each index_* op
+    "index_select": (IndexError, "index out of range in self"),
+    "index_add": (RuntimeError, "index {i} is out of bounds for dimension {d} with size {n}"),
+    "index_fill": (IndexError, "index {i} is out of bounds for dimension {d} with size {n}"),
+    "index_copy": (IndexError, "index_copy_(): index {i} is out of bounds for dimension {d} with "
+                               "size {n}")}
+
+
+def _index_1d(op: str, index, size: int, d: int = 0) -> Tensor:
     i = as_tensor(index)
     if i.dtype.kind not in "iu":
         raise RuntimeError(f"{op}(): Expected dtype int32/int64 for index")
@@ -259,7 +283,9 @@ def _index_1d(op: str, index, size: int) -> Tensor:
         raise IndexError(f"{op}(): Index is supposed to be a vector")
     i = i.reshape(-1) if i.ndim == 0 else i
     if i.op == "input" and i._value.size and (i._value.min() < 0 or i._value.max() >= size):
-        raise IndexError("index out of range in self")
+        v = i._value
+        kind, words = _OUT_OF_RANGE[op]
+        raise kind(words.format(i=int(v[(v < 0) | (v >= size)][0]), d=d, n=size))
     return i if i.dtype == int64 else i.to(int64)
 
 
@@ -267,10 +293,11 @@ def index_select(input, dim: int, index) -> Tensor:
     """The slices of ``input`` along ``dim`` at the positions of a 1-D ``index``."""
     from tinyopt.engine.ops.indexing import getitem
     x = as_tensor(input)
+    refuse_unsigned("index_select", x)
     d = _dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
-        return getitem(x.reshape(1), idx)
+        return getitem(x.reshape(1), idx).reshape(())
     return getitem(x, (slice(None),) * d + (idx,))
 
 
@@ -286,7 +313,8 @@ def _index_add_forward(t):
             s = s * alpha
         K.index_add_axis(s, idx, out.reshape(A, R, B), bad)
         if bad[0] >= 0:
-            raise IndexError("index out of range in self")
+            raise RuntimeError(f"index {int(idx[bad[0]])} is out of bounds for dimension {d} with "
+                               f"size {R}")
     return fwd
 
 
@@ -309,7 +337,7 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
     indices accumulate)."""
     x = as_tensor(input)
     d = _dim("index_add", dim, x.ndim)
-    idx = _index_1d("index_add", index, x.shape[d])
+    idx = _index_1d("index_add", index, x.shape[d], d)
     s = as_tensor(source)
     expect = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
     if s.shape != expect:
@@ -323,7 +351,7 @@ def _written(op: str, input, dim: int, index, value) -> Tensor:
     from tinyopt.engine.ops.indexing import setitem
     x = as_tensor(input)
     d = _dim(op, dim, x.ndim)
-    idx = _index_1d(op, index, x.shape[d])
+    idx = _index_1d(op, index, x.shape[d], d)
     out = clone(x)
     setitem(out, (slice(None),) * d + (idx,), value)
     return out
@@ -343,6 +371,7 @@ def masked_select(input, mask) -> Tensor:
     """The elements of ``input`` where the bool ``mask`` (broadcast together) is true, 1-D."""
     from tinyopt.engine.ops.elementwise import broadcast_shape
     x, m = as_tensor(input), as_tensor(mask)
+    refuse_unsigned("masked_select", x)
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {m.dtype}")
     shape = broadcast_shape("masked_select", x.shape, m.shape)
@@ -393,6 +422,9 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False) -
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> MaxMin:
     """``(values, indices)`` of the ``k`` largest (or smallest) elements along ``dim``."""
     x = as_tensor(input)
+    refuse_unsigned("topk_cpu", x)
+    if x.dtype == np.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     d = _dim("topk", dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
@@ -406,9 +438,15 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     """``(values, indices)`` of the ``k``-th smallest element along ``dim``."""
     x = as_tensor(input)
+    refuse_unsigned("kthvalue_cpu", x)
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
     d = _dim("kthvalue", dim, x.ndim)
     if not 1 <= k <= (x.shape[d] if x.ndim else 1):
         raise RuntimeError("kthvalue(): selected number k out of range")
+    if x.ndim == 0:  # one element along its only "dimension", as in torch
+        v, i = kthvalue(x.reshape(1), k, 0)
+        return MaxMin((v.reshape(()), i.reshape(())))
     vals, idx = sort(x, d)
     from tinyopt.engine.ops.movement import narrow
     v, i = narrow(vals, d, k - 1, 1), narrow(idx, d, k - 1, 1)
@@ -418,11 +456,14 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
 def median(input, dim: int | None = None, keepdim: bool = False):
     """The lower median (of all elements, or ``(values, indices)`` along ``dim``)."""
     x = as_tensor(input)
+    refuse_unsigned("median_cpu", x)
+    if x.dtype == np.bool_:
+        raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
     if dim is None:
         flat = x.reshape(-1)
         return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
     d = _dim("median", dim, x.ndim)
-    return kthvalue(x, (x.shape[d] - 1) // 2 + 1, d, keepdim)
+    return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
 
 
 def msort(input) -> Tensor:
@@ -434,11 +475,14 @@ def msort(input) -> Tensor:
 def nonzero(input, *, as_tuple: bool = False):
     """The indices of the nonzero elements: an (n, ndim) int64 tensor, or one 1-D tensor per
     dimension with ``as_tuple=True``."""
+    refuse_unsigned("nonzero_count_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     idx = np.nonzero(a) if a.ndim else np.nonzero(a.reshape(1))
     if as_tuple:
         return tuple(leaf(i.astype(np.int64)) for i in idx)
-    return leaf(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+    if not a.ndim:  # a 0-d tensor: one (or no) nonzero element with no coordinates, as in torch
+        return leaf(np.zeros((len(idx[0]), 0), np.int64))
+    return leaf(np.stack(idx, axis=1).astype(np.int64))
 
 
 def argwhere(input) -> Tensor:
@@ -465,6 +509,7 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
 
 def bincount(input, weights=None, minlength: int = 0) -> Tensor:
     """Counts (or weight sums) of each value of a 1-D non-negative int tensor."""
+    refuse_unsigned("bincount_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     if a.ndim != 1 or a.dtype.kind not in "iu":
         raise RuntimeError("bincount only supports 1-d non-negative integral inputs.")
