@@ -29,7 +29,7 @@ import statistics
 import time
 
 import numpy as np
-from harness import libraries, pin_threads, start_workers, timed_blocks
+from harness import libraries, pin_threads, start_workers, stop_workers, timed_blocks
 
 CHAIN = 32
 
@@ -221,10 +221,7 @@ def main() -> None:
                   f"{cpu[0]:>12.2f} {cpu[1]:>9.2f} {cpu[0] / cpu[1]:>6.2f}  {g}", flush=True)
         else:
             print(f"{name:>13} {unit:>12} {med[0]:>9.2f}   {cpu[0]:>12.2f}", flush=True)
-    for c in pipes:
-        c.send(("stop",))
-    for p in procs:
-        p.join()
+    stop_workers(pipes, procs)
 
 
 if __name__ == "__main__":

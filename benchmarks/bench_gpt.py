@@ -29,7 +29,8 @@ import statistics
 import time
 
 import numpy as np
-from harness import libraries, pin_threads, start_workers, timed_blocks
+from harness import (libraries, pin_threads, seconds_per_step, start_workers, stop_workers,
+                     timed_blocks)
 
 SIZES = {"baby": dict(layers=4, d=128, heads=4, block=64, batch=12, vocab=65),
          "small": dict(layers=6, d=384, heads=6, block=256, batch=8, vocab=65),
@@ -127,10 +128,7 @@ def worker(conn, lib_name: str) -> None:
             conn.send((first, time.perf_counter() - t0))
             step()
         elif cmd[0] == "run":
-            t0 = time.perf_counter()
-            for _ in range(cmd[1]):
-                step()
-            conn.send((time.perf_counter() - t0) / cmd[1])
+            conn.send(seconds_per_step(step, cmd[1]))
         elif cmd[0] == "rss":
             conn.send(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
         else:
@@ -162,9 +160,7 @@ def main() -> None:
         for c in pipes:
             c.send(("rss",))
             rss.append(c.recv())
-            c.send(("stop",))
-        for p in procs:
-            p.join()
+        stop_workers(pipes, procs)
         med = [statistics.median(t) for t in times]
         first = " ".join(f"{f[1]:.2f}" for f in firsts)
         if len(med) == 2:

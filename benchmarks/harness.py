@@ -52,3 +52,20 @@ def timed_blocks(pipes: list, command: tuple, repeats: int, settle: float) -> li
             c.send(command)
             times[k].append(c.recv())
     return times
+
+
+def stop_workers(pipes: list, procs: list) -> None:
+    """Tell the workers ``start_workers`` made to stop (``("stop",)``) and wait for them."""
+    for c in pipes:
+        c.send(("stop",))
+    for p in procs:
+        p.join()
+
+
+def seconds_per_step(step, n: int) -> float:
+    """Wall seconds per call of ``step()`` over ``n`` calls (a worker's timed block)."""
+    import time
+    t0 = time.perf_counter()
+    for _ in range(n):
+        step()
+    return (time.perf_counter() - t0) / n
