@@ -20,6 +20,12 @@ embedding of n/64 rows of 64, 4096 rows looked up per step) against PyTorch.
 ``--muon-lbfgs`` times Muon (a 1000 x 1000 matrix) and LBFGS (1e6 parameters, a quadratic,
 ``max_iter=5``) per step against PyTorch.
 
+``--extra`` times the optimizers PyTorch does not ship (issue 31) against their reference
+packages' CPU implementations in the torch worker (schedulefree, lion-pytorch,
+pytorch-optimizer, prodigyopt, bitsandbytes; C-AdamW against torch's AdamW), at 1e7 parameters
+by default (SOAP: one 1000 x 1000 matrix), with the probe's bandwidth, the bytes each step moves
+per element, and for the 8-bit optimizers the float32 AdamW step of tinyopt beside them.
+
 Each library runs in its own worker process (tinyopt with the bandwidth probe, torch with its
 two modes), as ``bench_train.py`` does: numba's and PyTorch's OpenMP pools in one process spoil
 each other.  Timings are interleaved (A B C A B C ...) and compared by medians, so drifting
@@ -28,7 +34,7 @@ kernel over buffers whose start addresses share one offset mod 4 KiB, against ti
 staggered layout.
 
 Run: ``python benchmarks/bench_optim.py [--quick] [--block N] [--only Adam,NAdam] [--sizes 1e7]
-[--threads N] [--reps N] [--muon-lbfgs]``  (with OPENBLAS_CORETYPE and
+[--threads N] [--reps N] [--muon-lbfgs] [--extra]``  (with OPENBLAS_CORETYPE and
 OPENBLAS_L2_SIZE unset where the environment sets them; they do not affect these kernels but do
 affect numpy's BLAS).  ``--block 5`` times blocks of back-to-back calls: the cache-resident regime.
 """
@@ -56,6 +62,32 @@ KWARGS = {"SGD": dict(lr=1e-3, momentum=0.9), "Adam": dict(lr=1e-3), "AdamW": di
           "Adamax": dict(lr=2e-3), "NAdam": dict(lr=2e-3), "RAdam": dict(lr=1e-3),
           "ASGD": dict(lr=1e-2), "Rprop": dict(lr=1e-2)}
 TORCH_FUSED = {"SGD", "Adam", "AdamW", "Adagrad"}  # CPU fused implementations in torch
+
+# --extra: name -> (tinyopt class, its kwargs, reference (module, class, kwargs) or None,
+# bytes read and written per element by tinyopt's step, state bytes per parameter)
+EXTRA = {
+    "SGDScheduleFree": ("SGDScheduleFree", dict(lr=1.0), ("schedulefree", "SGDScheduleFree", {}),
+                        20, 4),
+    "AdamWScheduleFree": ("AdamWScheduleFree", dict(lr=2.5e-3),
+                          ("schedulefree", "AdamWScheduleFree", {}), 28, 8),
+    "RAdamScheduleFree": ("RAdamScheduleFree", dict(lr=2.5e-3),
+                          ("schedulefree", "RAdamScheduleFree", {}), 28, 8),
+    "Lion": ("Lion", dict(lr=1e-4, weight_decay=0.1), ("lion_pytorch", "Lion", {}), 20, 4),
+    "C-Lion": ("Lion", dict(lr=1e-4, weight_decay=0.1, cautious=True),
+               ("pytorch_optimizer", "Lion", dict(cautious=True)), 28, 4),
+    "C-AdamW": ("AdamW", dict(lr=1e-3, cautious=True), ("torch.optim", "AdamW", {}), 44, 8),
+    "ADOPT": ("ADOPT", dict(lr=1e-3), ("pytorch_optimizer", "ADOPT", {}), 28, 8),
+    "AdEMAMix": ("AdEMAMix", dict(lr=1e-3), ("pytorch_optimizer", "AdEMAMix", {}), 36, 12),
+    "Lamb": ("Lamb", dict(lr=1e-3, weight_decay=0.01), ("pytorch_optimizer", "Lamb", {}), 40, 8),
+    "LARS": ("LARS", dict(lr=0.1, momentum=0.9), ("pytorch_optimizer", "LARS", {}), 28, 4),
+    "Prodigy": ("Prodigy", dict(lr=1.0), ("prodigyopt", "Prodigy", {}), 56, 16),
+    "SOAP": ("SOAP", dict(lr=3e-3), ("pytorch_optimizer", "SOAP", {}), None, None),
+    "Adam8bit": ("Adam8bit", dict(lr=1e-3), ("bitsandbytes.optim", "Adam8bit", {}), 16, 2.03),
+    "AdamW8bit": ("AdamW8bit", dict(lr=1e-3), ("bitsandbytes.optim", "AdamW8bit", {}), 16, 2.03),
+    "Lion8bit": ("Lion8bit", dict(lr=1e-4), ("bitsandbytes.optim", "Lion8bit", {}), 14, 1.02),
+    "SGD8bit": ("SGD8bit", dict(lr=0.01, momentum=0.9), ("bitsandbytes.optim", "SGD8bit", {}),
+                14, 1.02),
+}
 
 
 @parallel_kernel
@@ -258,10 +290,51 @@ def _muon_lbfgs_steps(lib: str, names: tuple = ("Muon", "LBFGS")) -> dict:
     return {k: tfns[k] for k in names}
 
 
+def _extra_steps(lib: str, name: str, n: int) -> dict:
+    """One ``EXTRA`` row's contenders: tinyopt's step (and for an 8-bit optimizer tinyopt's
+    float32 AdamW beside it), or the reference package's step (none if it is not installed)."""
+    import importlib
+    ours, kw, ref, *_ = EXTRA[name]
+    shapes = [(1000, 1000)] if name == "SOAP" else [(n,)]
+    rng = np.random.default_rng(0)
+    x = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    g = [rng.standard_normal(s).astype(np.float32) * 1e-3 for s in shapes]
+    if lib == "tinyopt":
+        fns = {}
+        for label, cls, ckw in (("tinyopt", ours, kw), ("fp32 AdamW", "AdamW", {})):
+            if label == "fp32 AdamW" and not name.endswith("8bit"):
+                continue
+            ps = [Parameter(a.copy()) for a in x]
+            for p, gi in zip(ps, g):
+                p.grad = gi.copy()
+            opt = getattr(optim, cls)(ps, **ckw)
+            if hasattr(opt, "train"):
+                opt.train()
+            fns[label] = opt.step
+        return fns
+    import torch
+    try:
+        module = importlib.import_module(ref[0])
+    except ImportError:
+        return {}
+    ps = [torch.nn.Parameter(torch.from_numpy(a.copy())) for a in x]
+    for p, gi in zip(ps, g):
+        p.grad = torch.from_numpy(gi.copy())
+    topt = getattr(module, ref[1])(ps, **{**kw, **ref[2]} if ref[0] != "torch.optim"
+                                   else {"lr": kw["lr"]})
+    if hasattr(topt, "train"):
+        topt.train()
+    return {"reference": topt.step}
+
+
 def _contenders(lib: str, kind: str, *args) -> dict:
     """The timed functions of one case in one library's worker (tinyopt's with the probe)."""
     if kind == "muon-lbfgs":
         return _muon_lbfgs_steps(lib, *args)
+    if kind == "extra":
+        name, n = args
+        probe = {"bw": _probe(n)} if lib == "tinyopt" else {}
+        return probe | _extra_steps(lib, name, n)
     n = args[-2] if kind != "SparseAdam" else args[-1]
     probe = {}
     if lib == "tinyopt":
@@ -349,6 +422,9 @@ def main() -> None:
                                    "Adafactor and SparseAdam)")
     ap.add_argument("--sizes", help="comma-separated parameter counts, e.g. 1e5,1e7")
     ap.add_argument("--muon-lbfgs", action="store_true", help="time Muon and LBFGS only")
+    ap.add_argument("--extra", action="store_true",
+                    help="time the optimizers PyTorch does not ship against their reference "
+                         "packages (default size 1e7; --only picks rows)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to pause before each timed sample (idle threads go to sleep)")
     ap.add_argument("--reps", type=int,
@@ -374,6 +450,8 @@ def main() -> None:
     try:
         if args.muon_lbfgs:
             _run_muon_lbfgs(pipes, args)
+        elif args.extra:
+            _run_extra(pipes, args)
         else:
             _run_tables(pipes, args)
     finally:
@@ -422,6 +500,35 @@ def _run_tables(pipes: dict, args) -> None:
     print(f"\n== 4K aliasing: Adam kernel at {n:.0e} float32 parameters (in this process)")
     for label, gbs in _aliasing(n, 15 if not args.quick else 7).items():
         print(f"{label:<50} {gbs:6.1f} GB/s")
+
+
+def _run_extra(pipes: dict, args) -> None:
+    ns = [int(float(x)) for x in args.sizes.split(",")] if args.sizes else [10**7]
+    names = args.only.split(",") if args.only else list(EXTRA)
+    reps = args.reps or (3 if args.quick else 7)
+    print(f"{'optimizer':<18} | {'bw GB/s':>7} | {'tinyopt ms':>10} {'GB/s':>6} {'%bw':>5} | "
+          f"{'state B/p':>9} | {'reference ms':>12} {'x':>6} | {'fp32 AdamW ms':>13}")
+    for n in ns:
+        print(f"== {n:.0e} parameters, one tensor (SOAP: one 1000 x 1000 matrix)")
+        for name in names:
+            t = _timed(pipes, ("extra", name, n), reps, args.block, args.settle)
+            ours, nbytes, state = t["tinyopt tinyopt"], EXTRA[name][3], EXTRA[name][4]
+            bw = 28 * n / t["tinyopt bw"] / 1e9
+            row = f"{name:<18} | {bw:>7.1f} | {ours * 1e3:>10.3f} "
+            if nbytes:
+                gbs = nbytes * n / ours / 1e9
+                row += f"{gbs:>6.1f} {100 * gbs / bw:>4.0f}% | {state:>9} | "
+            else:
+                row += f"{'-':>6} {'-':>5} | {'-':>9} | "
+            ref = t.get("torch reference")
+            row += (f"{ref * 1e3:>12.3f} {ref / ours:>5.2f}x | " if ref
+                    else f"{'-':>12} {'':>6} | ")
+            fp32 = t.get("tinyopt fp32 AdamW")
+            row += f"{fp32 * 1e3:>13.3f}" if fp32 else f"{'-':>13}"
+            print(row, flush=True)
+    print("(x = reference time / tinyopt time: above 1 means tinyopt is faster; C-AdamW's "
+          "reference is torch's AdamW, without the cautious mask; GB/s from the bytes tinyopt's "
+          "step moves)")
 
 
 def _run_muon_lbfgs(pipes: dict, args, reps: int = 7) -> None:

@@ -518,6 +518,27 @@ def zero_adam_matches_single_process_with_half_the_state():
             assert "elementwise" in str(e), e
         else:
             raise AssertionError(f"{cls} accepted")
+    # cautious=True rescales each update by a count over the whole parameter: refused, whether
+    # asked for at construction, in an added group, or set on a group later
+    for make in (lambda: ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=optim.AdamW,
+                                                 cautious=True),
+                 lambda: ZeroRedundancyOptimizer([{"params": list(ddp.parameters()),
+                                                   "cautious": True}],
+                                                 optimizer_class=optim.SGD, lr=0.1)):
+        try:
+            make()
+        except ValueError as e:
+            assert "cautious=True is not supported" in str(e), e
+        else:
+            raise AssertionError("a cautious ZeroRedundancyOptimizer was accepted")
+    zero.param_groups[0]["cautious"] = True
+    try:
+        zero.step()
+    except ValueError as e:
+        assert "cautious=True is not supported" in str(e), e
+    else:
+        raise AssertionError("a group made cautious after construction stepped")
+    del zero.param_groups[0]["cautious"]
 
 
 @check
@@ -555,6 +576,23 @@ def zero_consolidation_round_trips():
     assert zero2.optim.param_groups[1]["lr"] == 3e-3
 
 
+class Rejecting:
+    """A checkpoint entry whose loading fails."""
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        raise ValueError("this entry is rejected")
+
+
+def shard_arrays(opt) -> list[np.ndarray]:
+    """This rank's optimizer state (a ZeroRedundancyOptimizer's shard), copied."""
+    state = opt.optim.state_dict()["state"]
+    return [np.array(np.asarray(v.numpy() if hasattr(v, "numpy") else v), copy=True)
+            for i in sorted(state) for _, v in sorted(state[i].items())]
+
+
 @check
 def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
     from tinyopt.distributed.optim import ZeroRedundancyOptimizer
@@ -578,12 +616,20 @@ def zero_checkpoint_resumes_bit_for_bit_and_ddp_leaves_its_gradients():
         train_step(ddp, opt, half(x), half(y))
     opt.consolidate_state_dict()
     if rank() == 0:
-        to.save(path, model=ddp, optimizer=opt)
+        to.save(path, model=ddp, optimizer=opt, last=Rejecting())
     dist.barrier()
     for x, y in data[3:]:
         train_step(ddp, opt, half(x), half(y))
     final = params(ddp)
     ddp2, opt2 = setup(2 + rank())
+    # a load that fails after the sharded optimizer took its shard puts every object back
+    train_step(ddp2, opt2, half(data[0][0]), half(data[0][1]))
+    before, shard = params(ddp2), shard_arrays(opt2)
+    raises_on_every_rank(lambda: to.load_into(path, model=ddp2, optimizer=opt2, last=Rejecting()),
+                         ValueError, "rejected")
+    after = shard_arrays(opt2)
+    assert max_diff(params(ddp2), before) == 0
+    assert len(after) == len(shard) > 0 and max_diff(after, shard) == 0
     to.load_into(path, model=ddp2, optimizer=opt2)
     for x, y in data[3:]:
         train_step(ddp2, opt2, half(x), half(y))

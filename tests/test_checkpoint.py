@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import zipfile
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from hypothesis.extra import numpy as hnp
 
 import tinyopt
 from tinyopt import checkpoint
-from tinyopt.checkpoint import CheckpointError, load, load_into, save
+from tinyopt.checkpoint import CheckpointError, archive, load, load_into, save
 from tinyopt.data import DataLoader, TensorDataset
 from tinyopt.engine import random as trandom
 from tinyopt.engine.random import Generator
@@ -231,7 +232,7 @@ def test_failed_write_keeps_previous_file_and_cleans_up(tmp_path, monkeypatch):
             raise OSError("disk full")
         np.lib.format.write_array(f, arr, allow_pickle=False)
 
-    monkeypatch.setattr(checkpoint, "_write_array", failing)
+    monkeypatch.setattr(archive, "_write_array", failing)
     with pytest.raises(OSError, match="disk full"):
         save(path, a=np.ones(3), b=np.ones(4))
     assert path.read_bytes() == before
@@ -255,8 +256,9 @@ CHILD = textwrap.dedent("""
     import sys, time
     import numpy as np
     from tinyopt import checkpoint
+    from tinyopt.checkpoint import archive
 
-    real = checkpoint._write_array
+    real = archive._write_array
 
     def slow(f, arr):
         real(f, arr)
@@ -266,7 +268,7 @@ CHILD = textwrap.dedent("""
         time.sleep(0.05)
 
     slow.started = False
-    checkpoint._write_array = slow
+    archive._write_array = slow
     arrays = {f"a{i}": np.full(1 << 18, 2.0, dtype=np.float32) for i in range(40)}
     checkpoint.save(sys.argv[1], step=2, **arrays)
     print("done", flush=True)
@@ -912,3 +914,61 @@ def test_load_into_rollback_restores_a_scheduler_exactly(tmp_path):
     assert vars(sched) == before and "step" not in vars(sched)
     sched.step()
     assert sched.last_epoch == 4
+
+
+def test_load_into_rolls_back_through_each_objects_restore_point(tmp_path):
+    # the rollback protocol: an object's own restore_point() (no type check on it), else a copy
+    # of its state dict given back to load_state_dict
+    calls = []
+
+    class Own(Box):
+        def restore_point(self):
+            calls.append("taken")
+            w = self.w.copy()
+            return lambda: (calls.append("restored"), self.w.__setitem__(..., w))
+
+    saved = Box()
+    saved.w[:] = 7
+    save(tmp_path / "c", own=saved, plain=saved, box=Box())
+    own, plain = Own(), Box()
+    own.w[:], plain.w[:] = 1, 2
+    with pytest.raises(ValueError, match="FailingBox"):
+        load_into(tmp_path / "c", own=own, plain=plain, box=FailingBox())
+    assert calls == ["taken", "restored"]
+    assert own.w.tolist() == [1, 1, 1] and plain.w.tolist() == [2, 2, 2]
+
+
+def test_load_into_rollback_keeps_nested_schedulers_and_their_counters(tmp_path):
+    # a composite scheduler puts its members back too, and a MultiStepLR's milestones stay a
+    # Counter (a copy as a plain dict lost its missing-key rule and elements())
+    optim = pytest.importorskip("tinyopt.optim")
+    lr_scheduler = optim.lr_scheduler
+
+    def build():
+        opt = optim.SGD([tinyopt.Parameter(np.ones(2, np.float32))], lr=1.0)
+        return opt, lr_scheduler.SequentialLR(
+            opt, [lr_scheduler.LinearLR(opt, 0.5, total_iters=2),
+                  lr_scheduler.MultiStepLR(opt, milestones=[4, 6], gamma=0.5)], milestones=[2])
+
+    ref_opt, ref = build()
+    opt, sched = build()
+    for s, o in ((ref, ref_opt), (sched, opt)):
+        for _ in range(3):
+            o.step()
+            s.step()
+    save(tmp_path / "c", sched=sched, box=Box())
+    assert type(load(tmp_path / "c")["sched"]["_schedulers"][1]["milestones"]) is Counter
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    with pytest.raises(ValueError, match="FailingBox"):
+        load_into(tmp_path / "c", sched=sched, box=FailingBox())
+    for _ in range(2):
+        ref_opt.step()
+        ref.step()
+    for _ in range(4):
+        for s, o in ((ref, ref_opt), (sched, opt)):
+            o.step()
+            s.step()
+        assert sched.get_last_lr() == ref.get_last_lr()
+    assert type(sched._schedulers[1].milestones) is type(ref._schedulers[1].milestones)

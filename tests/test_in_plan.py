@@ -22,6 +22,7 @@ OPTIMIZERS = {
                                             weight_decay=1e-2),
     "adam": lambda ps: optim.Adam(ps, lr=1e-2),
     "adamw": lambda ps: optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
+    "lion": lambda ps: optim.Lion(ps, lr=1e-2, weight_decay=0.1),  # (issue 31's elementwise)
 }
 
 

@@ -28,8 +28,9 @@ STEPS = 30
 FUSED = sorted((c for _, c in inspect.getmembers(optim, inspect.isclass)
                 if issubclass(c, FusedOptimizer) and c is not FusedOptimizer
                 # Muon: 2-d parameters only (tests/test_muon.py); Adafactor: empty parameters
-                # raise as torch's, eps1 is the 16-bit dtype's (tests/test_adafactor.py)
-                and c not in (optim.Muon, optim.Adafactor)),
+                # raise as torch's, eps1 is the 16-bit dtype's (tests/test_adafactor.py);
+                # Prodigy: its groups' lrs are one or 0 (tests/test_prodigy.py)
+                and c not in (optim.Muon, optim.Adafactor, optim.Prodigy)),
                key=lambda c: c.__name__)
 
 
@@ -38,7 +39,7 @@ def _make(cls, dtype, seed=0, **kw):
     params = [Parameter(rng.standard_normal(s).astype(np.float32).astype(dtype)) for s in SHAPES]
     groups = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
     groups[1]["lr"] = 0.003
-    return params, cls(groups, lr=0.01, **kw)
+    return params, _training(cls(groups, lr=0.01, **kw))
 
 
 def _grads(seed=1):
@@ -58,7 +59,14 @@ def _float32_twin(params16, cls, **kw):
     params = [Parameter(p.data.numpy().astype(np.float32)) for p in params16]
     groups = [{"params": [p for p, g in zip(params, GROUP_OF) if g == k]} for k in (0, 1)]
     groups[1]["lr"] = 0.003
-    return params, cls(groups, lr=0.01, **kw)
+    return params, _training(cls(groups, lr=0.01, **kw))
+
+
+def _training(opt):
+    """``opt``, in train mode if it has one (Schedule-Free's ``step`` needs it)."""
+    if hasattr(opt, "train"):
+        opt.train()
+    return opt
 
 
 def _assert_masters_follow(opt16, params16, opt32, params32, dtype):

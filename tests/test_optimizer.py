@@ -134,9 +134,14 @@ def test_signature_and_defaults_are_pytorchs(cls):
     torch = pytest.importorskip("torch")
     tcls = getattr(torch.optim, cls.__name__)
     ours, theirs = inspect.signature(cls.__init__), inspect.signature(tcls.__init__)
-    extra = ours.parameters["stochastic_rounding"]  # tinyopt's own (bfloat16 copies), last
-    assert (extra.kind, extra.default) == (inspect.Parameter.KEYWORD_ONLY, False)
-    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()][:-1] == \
+    # tinyopt's own keywords, last: stochastic_rounding (bfloat16 copies) and, for Adam, AdamW
+    # and SGD, cautious (issue 31); in the defaults only when True
+    extras = [n for n in ("cautious", "stochastic_rounding") if n in ours.parameters]
+    assert list(ours.parameters)[-len(extras):] == extras and "stochastic_rounding" in extras
+    for name in extras:
+        extra = ours.parameters[name]
+        assert (extra.kind, extra.default) == (inspect.Parameter.KEYWORD_ONLY, False)
+    assert [(p.name, p.kind, p.default) for p in ours.parameters.values()][:-len(extras)] == \
         [(p.name, p.kind, p.default) for p in theirs.parameters.values()]
     assert list(cls(_params((2,))).defaults.items()) == \
         list(tcls([torch.nn.Parameter(torch.zeros(2))]).defaults.items())
@@ -759,7 +764,13 @@ def test_state_assignments_that_cannot_take_effect_raise():
 
 # ---- elementwise optimizers (what ZeRO-1 relies on) -----------------------------------------------
 ELEMENTWISE = [(optim.Adadelta, {}), (optim.Adamax, {}), (optim.NAdam, {}), (optim.RAdam, {}),
-               (optim.ASGD, {"t0": 1.0, "lambd": 0.1}), (optim.Rprop, {})]
+               (optim.ASGD, {"t0": 1.0, "lambd": 0.1}), (optim.Rprop, {}),
+               # issue 31's (options as in their own tests: no kernel compiled for this alone)
+               (optim.Lion, {"lr": 0.01, "weight_decay": 0.5, "maximize": True}),
+               (optim.ADOPT, {"lr": 0.01, "weight_decay": 0.1}),
+               (optim.AdEMAMix, {"lr": 0.01, "t_alpha_beta3": 3, "weight_decay": 0.1,
+                                 "weight_decouple": True, "maximize": True}),
+               (optim.AdamWScheduleFree, {"lr": 0.02, "weight_decay": 0.05})]
 
 
 @pytest.mark.parametrize("cls,kw", ELEMENTWISE, ids=lambda x: getattr(x, "__name__", ""))
@@ -772,6 +783,9 @@ def test_elementwise_optimizers_step_a_cut_parameter_as_the_whole(cls, kw):
     w = Parameter(rng.standard_normal((7, 5)).astype(np.float32))
     a, b = (Parameter(w.data.numpy().ravel()[s].copy()) for s in (slice(0, 13), slice(13, 35)))
     whole, cut = cls([w], **kw), cls([a, b], **kw)
+    for o in (whole, cut):
+        if hasattr(o, "train"):  # (Schedule-Free steps in train mode)
+            o.train()
     for _ in range(4):
         g = rng.standard_normal(35).astype(np.float32)
         w.grad, a.grad, b.grad = g.reshape(7, 5), g[:13].copy(), g[13:].copy()

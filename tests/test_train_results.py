@@ -75,3 +75,25 @@ def test_result_text_and_history():
     h = History([EpochRecord(0, r, None, [0.1], 2.5)])
     assert h.train == [r] and h.val == [None] and len(h) == 1 and h[0].lr == [0.1]
     assert json.loads(json.dumps(h.as_dict()))["epochs"][0]["train"]["accuracy"] == 0.9
+
+
+def test_combined_sums_are_those_of_one_pass_over_every_batch():
+    # what DistributedDataParallel's fit does with each rank's sums (Chan et al.'s update)
+    rng = np.random.default_rng(1)
+    batches = [(int(n), float(loss), int(c)) for n, loss, c in
+               zip(rng.integers(1, 9, 12), rng.normal(2.0, 0.7, 12), rng.integers(0, 2, 12))]
+    whole, parts = Accumulator(), [Accumulator(), Accumulator(), Accumulator()]
+    for i, (n, loss, c) in enumerate(batches):
+        whole.add(n, loss, c, n)
+        parts[i % 3].add(n, loss, c, n)
+    parts.insert(1, Accumulator())  # a rank without a batch changes nothing
+    every = [p.sums() for p in parts]
+    for p in parts:
+        p.combine(every)
+    for p in parts:
+        assert p.sums() == parts[0].sums()
+    assert (parts[0].n, parts[0].batches, parts[0].correct) == (whole.n, whole.batches,
+                                                                 whole.correct)
+    assert parts[0].loss == pytest.approx(whole.loss, rel=1e-12)
+    assert parts[0].loss_unc == pytest.approx(whole.loss_unc, rel=1e-9)
+    assert parts[0].accuracy_unc == whole.accuracy_unc

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt import checkpoint
+from tinyopt.checkpoint.archive import write_atomically
+from tinyopt.checkpoint.format import tensor_array
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["load", "load_file", "load_model", "save", "save_file", "save_model"]
@@ -62,7 +63,7 @@ def _arrays(tensors: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if not isinstance(name, str):
             raise TypeError(f"save_file: tensor names must be str, got {name!r}")
         if isinstance(t, Tensor):
-            arr = checkpoint._tensor_array(t)
+            arr = tensor_array(t)
         elif isinstance(t, np.ndarray):
             arr = t
         else:
@@ -99,7 +100,7 @@ def save_file(tensors: Mapping[str, Tensor | np.ndarray], filename: str | os.Pat
     ``filename``, atomically.  Unsupported values raise ``TypeError`` before the file is
     touched."""
     data = save(tensors, metadata)
-    checkpoint.write_atomically(os.fspath(filename), lambda f: f.write(data))
+    write_atomically(os.fspath(filename), lambda f: f.write(data))
 
 
 def load(data: bytes) -> dict[str, Tensor]:

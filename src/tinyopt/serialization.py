@@ -31,7 +31,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from tinyopt import checkpoint
-from tinyopt.checkpoint import CheckpointError
+from tinyopt.checkpoint import CheckpointError, archive
+from tinyopt.checkpoint.format import Encoder
 from tinyopt.engine.tensor import Parameter, Size, as_tensor
 
 __all__ = ["convert_torch_file", "load", "save"]
@@ -62,9 +63,9 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO | None = None, /, **objects: 
         raise TypeError(f"save(obj, f) got unexpected keyword arguments {sorted(unknown)} (the "
                         f"keyword form is save(path, name=object, ...))")
     _refuse_objects(obj, "obj")
-    encoder = checkpoint._Encoder(tensors=True)
+    encoder = Encoder(tensors=True)
     entries = {OBJECT: {"kind": "value", "value": encoder.encode(obj, "obj")}}
-    checkpoint._write(f if hasattr(f, "write") else os.fspath(f), entries, encoder)
+    archive.write(f if hasattr(f, "write") else os.fspath(f), entries, encoder)
 
 
 def _refuse_objects(v: Any, where: str) -> None:
@@ -112,7 +113,7 @@ def load(f: str | os.PathLike | BinaryIO, map_location: Any = None, pickle_modul
     _check_map_location(map_location)
     start = f.tell() if hasattr(f, "read") else 0
     try:
-        records, values = checkpoint._read(f)
+        records, values = archive.read(f)
     except CheckpointError as e:
         if _written_by_torch(f, start):
             raise CheckpointError(e.path, _torch_file_hint(e.path)) from e

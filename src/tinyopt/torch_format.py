@@ -40,7 +40,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from tinyopt import checkpoint
+from tinyopt.checkpoint.archive import write_atomically
+from tinyopt.checkpoint.format import tensor_array
 from tinyopt.engine.tensor import Parameter, Tensor
 
 __all__ = ["save"]
@@ -119,7 +120,7 @@ class _Pickle:
                             f"of them")
 
     def tensor(self, t: Tensor | np.ndarray, where: str) -> None:
-        arr = checkpoint._tensor_array(t) if isinstance(t, Tensor) else t
+        arr = tensor_array(t) if isinstance(t, Tensor) else t
         untyped = arr.dtype.name in UNTYPED
         if arr.dtype.name not in STORAGE and not untyped:
             raise TypeError(f"torch_format.save: {where} has dtype {arr.dtype}, which has no "
@@ -202,4 +203,4 @@ def save(obj: Any, f: str | os.PathLike | BinaryIO) -> None:
             _write(buf, pickle)
             f.write(buf.getvalue())
         return
-    checkpoint.write_atomically(os.fspath(f), lambda out: _write(out, pickle))
+    write_atomically(os.fspath(f), lambda out: _write(out, pickle))

@@ -388,6 +388,21 @@ class DataLoader:
         return _DataLoaderIter(self)
 
     # ---- position -----------------------------------------------------------------------------
+    def restore_point(self) -> Callable[[], None]:
+        """A function that puts this loader back as it is now (the rollback protocol of
+        ``tinyopt.load_into``, see ``tinyopt.checkpoint.restore``): its attributes as they are, so
+        the epoch iterator in use stays attached to it, and its generators' states."""
+        attrs = dict(vars(self))
+        generators = [v.restore_point() for v in attrs.values() if isinstance(v, random.Generator)]
+
+        def restore() -> None:
+            for g in generators:
+                g()
+            d = vars(self)
+            d.clear()
+            d.update(attrs)
+        return restore
+
     def state_dict(self) -> dict[str, Any]:
         """The position: JSON-able values plus the epoch order as an int64 array (or None).
 

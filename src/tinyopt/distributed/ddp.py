@@ -40,7 +40,7 @@ import contextlib
 import pickle
 import weakref
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -51,6 +51,9 @@ from tinyopt.engine.grad_mode import is_grad_enabled
 from tinyopt.engine.tensor import Parameter
 from tinyopt.nn.module import Module
 from tinyopt.optim.flat import FlatBuffer
+
+if TYPE_CHECKING:
+    from tinyopt.train.strategy import FitStrategy
 
 _UNSUPPORTED = ("device_ids", "output_device", "mixed_precision", "device_mesh",
                 "delay_all_reduce_named_params", "param_to_hook_all_reduce", "bucket_cap_mb_list")
@@ -72,8 +75,6 @@ class DistributedDataParallel(Module):
             (gradients are always views of flat buffers; plans are static).
         device_ids, output_device, mixed_precision, device_mesh, ...: CPU only; must be None.
     """
-
-    _data_parallel = True  # tinyopt.fit shards the data and reduces its metrics (see fitting)
 
     def __init__(self, module: Module, device_ids: Any = None, output_device: Any = None,
                  dim: int = 0, broadcast_buffers: bool | None = None, init_sync: bool = True,
@@ -131,6 +132,14 @@ class DistributedDataParallel(Module):
         _LIVE.append(weakref.ref(self, _LIVE.remove))
 
     # ---- forward ------------------------------------------------------------------------------
+    def fit_strategy(self) -> FitStrategy:
+        """How ``tinyopt.fit`` trains this model: every rank on its share of the data, metrics
+        combined over the ranks, rank 0 reporting and checkpointing
+        (``tinyopt.distributed.fitting``)."""
+        # imported here: the DDP class alone does not load the training driver
+        from tinyopt.distributed.fitting import DataParallelFit
+        return DataParallelFit(self)
+
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
         if self.broadcast_buffers and self.training:
             _bcast_coalesced(self.process_group, [b.numpy() for b in self.module.buffers()],

@@ -1,4 +1,5 @@
-"""What ``tinyopt.fit`` does differently when the model is a ``DistributedDataParallel``.
+"""What ``tinyopt.fit`` does differently when the model is a ``DistributedDataParallel``: the
+strategy ``DistributedDataParallel.fit_strategy()`` returns (``tinyopt.train.strategy``).
 
     model = DDP(net)                       # on every rank, launched with mpiexec
     history = tinyopt.fit(model, (x, y), nn.CrossEntropyLoss(), opt, epochs=3, batch_size=64,
@@ -29,20 +30,24 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from tinyopt.checkpoint import load
 from tinyopt.data import DataLoader, DistributedSampler, Subset
 from tinyopt.distributed.process_group import (all_gather_object, barrier,
                                                broadcast_object_list)
 from tinyopt.engine import random
 from tinyopt.train.results import Accumulator
+from tinyopt.train.strategy import FitStrategy
 
 
-class DataParallelFit:
+class DataParallelFit(FitStrategy):
     """The hooks ``fit`` calls under DDP (see the module docstring)."""
+
+    update_in_backward = False  # DDP reduces the gradients between backward and step
 
     def __init__(self, model: Any) -> None:
         self.pg = model.process_group
@@ -52,8 +57,13 @@ class DataParallelFit:
         self.sampler: DistributedSampler | None = None
         self.restored_rng: Any = None  # this rank's generator state from the checkpoint
 
+    def check(self, where: str, *, predictions: bool) -> None:
+        if predictions:
+            raise ValueError(f"{where}: predictions=True is not supported with a "
+                             f"DistributedDataParallel model (each rank sees only its share)")
+
     def train_loader(self, train_set: Any, batch_size: int, shuffle: bool,
-                     seed: int | None) -> DataLoader:
+                     seed: int | None) -> tuple[DataLoader, int]:
         if seed is None:  # one seed for all ranks: rank 0's draw from its global generator
             drawn: list[Any] = [int(random.default_generator.numpy.integers(2**62))
                                 if self.is_main else None]
@@ -61,7 +71,8 @@ class DataParallelFit:
             seed = drawn[0]
         self.sampler = DistributedSampler(train_set, num_replicas=self.world, rank=self.rank,
                                           shuffle=shuffle, seed=int(seed))
-        return DataLoader(train_set, batch_size=batch_size, sampler=self.sampler)
+        return (DataLoader(train_set, batch_size=batch_size, sampler=self.sampler),
+                len(self.sampler))
 
     def val_part(self, val_set: Any) -> Any:
         """This rank's validation samples: every ``world``-th, no padding (exact metrics)."""
@@ -80,22 +91,9 @@ class DataParallelFit:
 
     def reduce(self, acc: Accumulator) -> None:
         """Combine ``acc`` with the other ranks' (in place; the same result on every rank)."""
-        mine = (acc.n, acc.batches, acc._mean, acc._m2, acc.correct, acc.counted,
-                acc.classification)
         every: list[Any] = [None] * self.world
-        all_gather_object(every, mine, group=self.pg)
-        n, batches, mean, m2, correct, counted, classification = every[0]
-        for n_b, b_b, mean_b, m2_b, c_b, k_b, cls_b in every[1:]:  # Chan et al.'s update
-            total = n + n_b
-            if total:
-                delta = mean_b - mean
-                mean += delta * n_b / total
-                m2 += m2_b + delta * delta * n * n_b / total
-            n, batches = total, batches + b_b
-            correct, counted = correct + c_b, counted + k_b
-            classification = classification or cls_b
-        acc.n, acc.batches, acc._mean, acc._m2 = n, batches, mean, m2
-        acc.correct, acc.counted, acc.classification = correct, counted, classification
+        all_gather_object(every, acc.sums(), group=self.pg)
+        acc.combine(every)
 
     def before_save(self, optimizer: Any) -> dict[str, Any]:
         """Called on every rank before rank 0 saves: consolidates a sharded optimizer; returns
@@ -108,9 +106,19 @@ class DataParallelFit:
         all_gather_object(states, random.default_generator.get_state(), group=self.pg)
         return {"world_size": self.world, "rng_ranks": states}
 
-    def saved(self) -> None:
-        """Called on every rank after rank 0 saved: no rank reads a half-written file."""
+    def save(self, optimizer: Any, write: Callable[[dict[str, Any] | None], None]) -> None:
+        """On every rank: rank 0 writes, with what :meth:`before_save` gathered; then no rank
+        goes on before the file is whole (no rank reads a half-written file)."""
+        extra = self.before_save(optimizer)
+        if self.is_main:
+            write(extra)
         barrier(group=self.pg)
+
+    def restore(self, path: str, batch_size: int, restore: Callable[[], Any]) -> Any:
+        self.before_restore(load(path).get("fit"), path, batch_size)
+        out = restore()
+        self.after_restore()
+        return out
 
     def before_restore(self, entry: Any, path: str, batch_size: int) -> None:
         """Check the checkpoint's ``fit`` entry before anything is restored, and say (on rank
@@ -137,7 +145,7 @@ class DataParallelFit:
             warnings.warn(f"fit: resuming {path}, written by {saved} ranks, on {self.world} "
                           f"ranks: {batch}, and gradients are summed in another order, so the "
                           f"run continues within float32 rounding of an uninterrupted one, not "
-                          f"bit for bit{fresh}", stacklevel=3)
+                          f"bit for bit{fresh}", stacklevel=4)
         self.restored_rng = _stream(states, self.rank)
 
     def after_restore(self) -> None:

@@ -6,6 +6,8 @@ explicitly), so one ``manual_seed(n)`` makes a run reproducible.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -41,6 +43,12 @@ class Generator:
         bg = np.random.PCG64()
         bg.state = state  # validates the layout before anything changes
         self._rng = np.random.Generator(bg)
+
+    def restore_point(self) -> Callable[[], None]:
+        """A function that puts this generator back in its present state (the rollback protocol
+        of ``tinyopt.load_into``; see ``tinyopt.checkpoint.restore``)."""
+        state = self.get_state()
+        return lambda: self.set_state(state)
 
 
 default_generator = Generator()

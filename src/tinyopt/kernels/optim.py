@@ -341,6 +341,20 @@ def _lerp(a, b, w, w_c, low):
 
 
 @inline
+def _decayed(i, p, g, h, maximize, wd_on, decoupled):
+    """Element ``i``'s parameter and gradient after the gradient's sign (maximize) and the weight
+    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p``."""
+    gi = -g[i] if maximize else g[i]
+    pi = p[i]
+    if wd_on:
+        if decoupled:
+            pi = pi * h.decay
+        else:
+            gi = gi + h.weight_decay * pi
+    return pi, gi
+
+
+@inline
 def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
     """Adam's first half, shared by Adam, NAdam and RAdam: element ``i``'s gradient (negated if
     maximize, plus lambda p unless decoupled), its parameter (times ``h.decay`` = 1 - lr lambda
@@ -349,13 +363,7 @@ def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
         m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
 
     Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
-    gi = -g[i] if maximize else g[i]
-    pi = p[i]
-    if wd_on:
-        if decoupled:
-            pi = pi * h.decay
-        else:
-            gi = gi + h.weight_decay * pi
+    pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
     mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
     m[i] = mi
     vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -797,5 +805,228 @@ def muon_apply(wd_on: bool):
     def update(i, p, g, o, _s1, _s2, h, c):
         pi = p[i] * h.decay if wd_on else p[i]
         p[i] = pi + o[i]
+
+    return scalars, update
+
+
+# ---- optimizers PyTorch does not ship (issue 31) -----------------------------------------------
+@algorithm
+def schedule_free(adaptive: bool, radam: bool, wd_on: bool, lerp_low: bool):
+    """Schedule-Free SGD, AdamW and RAdam (Defazio et al. 2024, https://arxiv.org/abs/2405.15682)
+    as the ``schedulefree`` package computes them: ``p`` holds y (the point the gradient is taken
+    at, in train mode), ``s0`` z (the SGD/Adam iterate), ``s1`` v (exp_avg_sq, when adaptive).
+    x, the average the model evaluates at, is never stored: ``x = (y - (1 - beta1) z) / beta1``.
+
+    ``S[j, 0]`` counts a parameter's steps (its first step copies y into z; the state dict holds
+    no ``step``).  Host (the group's step k, 0-based, and its weight ``c_{k+1}``): ``bc2`` =
+    1 - b2^(k+1), ``b2``, ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``ckp1`` and
+    ``ckp1_c`` = 1 - ckp1 (y's lerp weight towards z), ``y_alpha`` = lr (beta1 (1 - ckp1) - 1),
+    ``neg_lr`` = -lr (lr warmed up, or rectified for RAdam), ``adam`` (RAdam: 1 once rho_t > 4,
+    else 0: an SGD step).  Per element::
+
+        z <- y on the parameter's first step
+        v <- b2 v + (1 - b2) g^2;  g <- g / (sqrt(v / (1 - b2^(k+1))) + eps)   (adaptive)
+        g <- g + lambda y                                                        (lambda != 0)
+        y <- lerp(y, z, ckp1) + lr (beta1 (1 - ckp1) - 1) g
+        z <- z - lr g
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        return (t, 0.0, 0.0, 0.0), (t, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, z, v, _s2, h, c):
+        yi = p[i]
+        zi = yi if c[0] == 1 else z[i]  # (read either way: a select, not a branch)
+        gi = g[i]
+        if adaptive:
+            vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
+            v[i] = vi
+            gn = gi / (math.sqrt(vi / h.bc2) + h.eps)
+            gi = (gn if h.adam != 0 else gi) if radam else gn
+        if wd_on:
+            gi = gi + h.weight_decay * yi
+        yi = _lerp(yi, zi, h.ckp1, h.ckp1_c, lerp_low)
+        p[i] = yi + h.y_alpha * gi
+        z[i] = zi + h.neg_lr * gi
+
+    return scalars, update
+
+
+@algorithm
+def schedule_free_swap(lerp_low: bool):
+    """Schedule-Free's ``train()``/``eval()``: y <-> x for the parameters with state (``flags``
+    there mark them), ``p <- lerp(p, z, w)`` with ``w`` = 1 - beta1 (x to y) or 1 - 1/beta1 (y to
+    x), as the ``schedulefree`` package's ``p.lerp_(z, w)``.  Host: ``w`` and ``w_c`` = 1 - w.
+    Scalar state unchanged."""
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, z, _s1, _s2, h, c):
+        p[i] = _lerp(p[i], z[i], h.w, h.w_c, lerp_low)
+
+    return scalars, update
+
+
+@inline
+def _lion_sign(m, g, h):
+    """Lion's direction ``sign(b1 m + (1 - b1) g)`` in the buffer dtype (0 for 0 and NaN, as
+    ``torch.sign``), as lion-pytorch computes its argument."""
+    x = m * h.beta1 + h.one_minus_beta1 * g
+    u = h.one if x > 0 else h.zero
+    return -h.one if x < 0 else u
+
+
+@algorithm
+def lion(maximize: bool, wd_on: bool):
+    """Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) as ``lion-pytorch`` computes it.
+
+    State: m (exp_avg).  ``S[j, 0]`` counts steps (Lion saves none).  Host: ``decay`` = 1 - lr
+    lambda, ``beta1``, ``one_minus_beta1``, ``b2``, ``one_minus_b2``, ``neg_lr``, ``one``,
+    ``zero``.  Per element::
+
+        g <- -g if maximize
+        p <- p (1 - lr lambda)
+        u <- sign(b1 m + (1 - b1) g)             (sign(0) = sign(NaN) = 0, as torch.sign)
+        p <- p - lr u
+        m <- b2 m + (1 - b2) g
+    """
+    @inline
+    def scalars(s, h):
+        return (_next_step(s), 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, _s1, _s2, h, c):
+        gi = -g[i] if maximize else g[i]
+        pi = p[i] * h.decay if wd_on else p[i]
+        mi = m[i]
+        p[i] = pi + h.neg_lr * _lion_sign(mi, gi, h)
+        m[i] = mi * h.b2 + h.one_minus_b2 * gi
+
+    return scalars, update
+
+
+@algorithm
+def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_given: bool,
+          lerp_low: bool):
+    """ADOPT (Taniguchi et al. 2024, https://arxiv.org/abs/2411.02853) as ``pytorch_optimizer``
+    and the authors' code compute it: the gradient normalized by the second moment of the
+    steps before, then the momentum.
+
+    State: m (exp_avg), v (exp_avg_sq).  The clip is t^(1/4) (the default ``clip_lambda``), or
+    with ``clip_given`` ``S[j, 3]``, written by the host (``clip_lambda(t)``, float32).  Host: ``decay`` = 1 - lr lambda (or 1 - lambda, fixed),
+    ``weight_decay`` (lambda), ``eps``, ``w`` = 1 - b1 and ``w_c`` (m's lerp weight), ``b2``,
+    ``one_minus_b2``, ``neg_lr``.  Per parameter with step t: ``c = (t == 1, clip)``.  Per
+    element::
+
+        g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
+        t == 1:  v <- v + g^2                                  (nothing else moves)
+        else:    n <- clamp(g / max(sqrt(v), eps), -clip, clip)
+                 m <- lerp(m, n, 1 - b1);  p <- p - lr m;  v <- b2 v + (1 - b2) g^2
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        clip = float(s[3]) if clip_given else t ** 0.25
+        return (t, float(s[1]), float(s[2]), float(s[3])), ((t == 1.0) * 1.0, clip, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
+        vi = v[i]
+        d = math.sqrt(vi)
+        d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
+        n = gi / d
+        if clip_on:
+            n = -c[1] if n < -c[1] else n
+            n = c[1] if n > c[1] else n
+        mi = m[i]
+        mn = _lerp(mi, n, h.w, h.w_c, lerp_low)
+        first = c[0] != 0
+        m[i] = mi if first else mn
+        p[i] = pi if first else pi + h.neg_lr * mn
+        v[i] = vi + gi * gi if first else vi * h.b2 + h.one_minus_b2 * gi * gi
+
+    return scalars, update
+
+
+@algorithm
+def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_low: bool):
+    """AdEMAMix (Pagliardini et al. 2024, https://arxiv.org/abs/2409.03137) as
+    ``pytorch_optimizer`` computes it: Adam plus a slow momentum ``m2`` (beta3 near 1) weighted
+    by alpha, both warmed up over ``T`` steps (the paper's schedulers).
+
+    State: m1 (exp_avg), v (exp_avg_sq), m2 (exp_avg_slow).  Host: ``beta1``, ``beta2``,
+    ``beta3``, ``alpha``, ``T`` (float64); ``w`` = 1 - b1 and ``w_c``, ``b2``,
+    ``one_minus_b2``, ``eps``, ``weight_decay`` (lambda), ``decay``, ``neg_lr``, ``one``.  Per
+    parameter with step t::
+
+        alpha_t = min(t alpha / T, alpha)                                   (alpha if no T)
+        beta3_t = min(exp(ln b1 ln b3 / ((1 - t/T) ln b3 + (t/T) ln b1)), b3)  (b3 if no T)
+        c = (1 - b1^t, sqrt(1 - b2^t), alpha_t, 1 - beta3_t)
+
+    Per element::
+
+        g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
+        m1 <- lerp(m1, g, 1 - b1);  v <- b2 v + (1 - b2) g^2;  m2 <- lerp(m2, g, 1 - beta3_t)
+        p <- p - lr (m1 / (1 - b1^t) + alpha_t m2) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+    """
+    @inline
+    def scalars(s, h):
+        t = _next_step(s)
+        alpha, b3 = h.alpha, h.beta3
+        if warmup:
+            alpha = min(t * h.alpha / h.T, h.alpha)
+            lb1, lb3 = math.log(h.beta1), math.log(h.beta3)
+            b3 = min(math.exp(lb1 * lb3 / ((1.0 - t / h.T) * lb3 + (t / h.T) * lb1)), h.beta3)
+        return (t, 0.0, 0.0, 0.0), (1.0 - h.beta1 ** t, math.sqrt(1.0 - h.beta2 ** t), alpha,
+                                     1.0 - b3)
+
+    @inline
+    def update(i, p, g, m1, v, m2, h, c):
+        pi, gi, mi, vi = _moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
+        w3 = c[3]
+        a = m2[i]
+        s = a + w3 * (gi - a) if abs(w3) < 0.5 else gi - (gi - a) * (h.one - w3)
+        m2[i] = s
+        d = math.sqrt(vi) / c[1] + h.eps
+        u = mi / c[0] + c[2] * s
+        p[i] = pi + h.neg_lr * u / d
+
+    return scalars, update
+
+
+@algorithm
+def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
+    """Prodigy's step (Mishchenko & Defazio 2023, https://arxiv.org/abs/2306.06101) as
+    ``prodigyopt`` computes it, once d is known (``kernels.optim_reduce.prodigy_collect`` did the
+    moments and d's sums).
+
+    State: m (exp_avg, with beta1 > 0), v (exp_avg_sq).  Host: ``d_eps`` = d eps (the new d),
+    ``decay_alpha`` = -lambda dlr, ``neg_dlr`` = -dlr, ``neg_dlr_d`` = -dlr d (dlr: the old d
+    times lr), ``weight_decay`` (lambda).  Scalar state unchanged.  Per element::
+
+        p <- p - lambda dlr p                                   (decoupled decay)
+        p <- p - dlr m / (sqrt(v) + d eps)                      (beta1 > 0)
+        p <- p - dlr d (g + lambda p) / (sqrt(v) + d eps)       (beta1 = 0; + lambda p if coupled)
+    """
+    @inline
+    def scalars(s, h):
+        return (float(s[0]), float(s[1]), float(s[2]), float(s[3])), (0.0, 0.0, 0.0, 0.0)
+
+    @inline
+    def update(i, p, g, m, v, _s2, h, c):
+        d = math.sqrt(v[i]) + h.d_eps
+        pi = p[i]
+        gi = g[i] + h.weight_decay * pi if coupled else g[i]
+        if decoupled:
+            pi = pi + h.decay_alpha * pi
+        if beta1_on:
+            p[i] = pi + h.neg_dlr * m[i] / d
+        else:
+            p[i] = pi + h.neg_dlr_d * gi / d
 
     return scalars, update

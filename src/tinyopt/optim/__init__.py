@@ -23,15 +23,24 @@ from tinyopt.optim.adagrad import Adagrad
 from tinyopt.optim.adam import Adam
 from tinyopt.optim.adamax import Adamax
 from tinyopt.optim.adamw import AdamW
+from tinyopt.optim.ademamix import AdEMAMix
+from tinyopt.optim.adopt import ADOPT
 from tinyopt.optim.asgd import ASGD
+from tinyopt.optim.eight_bit import Adam8bit, AdamW8bit, Lion8bit, SGD8bit
+from tinyopt.optim.lamb import Lamb
+from tinyopt.optim.lars import LARS
 from tinyopt.optim.lbfgs import LBFGS
+from tinyopt.optim.lion import Lion
 from tinyopt.optim.muon import Muon
 from tinyopt.optim.nadam import NAdam
 from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.prodigy import Prodigy
 from tinyopt.optim.radam import RAdam
 from tinyopt.optim.rmsprop import RMSprop
 from tinyopt.optim.rprop import Rprop
+from tinyopt.optim.schedule_free import AdamWScheduleFree, RAdamScheduleFree, SGDScheduleFree
 from tinyopt.optim.sgd import SGD
+from tinyopt.optim.soap import SOAP
 from tinyopt.optim.sparse_adam import SparseAdam
 
 from tinyopt.optim import lr_scheduler  # after Optimizer, which it imports
@@ -42,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["ASGD", "Adadelta", "Adafactor", "Adagrad", "Adam", "AdamW", "Adamax", "LBFGS", "Muon",
            "NAdam", "Optimizer", "RAdam", "RMSprop", "Rprop", "SGD", "SparseAdam", "lr_scheduler",
            "swa_utils"]
+__all__ += ["ADOPT", "AdEMAMix", "Adam8bit", "AdamW8bit", "AdamWScheduleFree", "LARS", "Lamb", "Lion", "Lion8bit",
+            "Prodigy", "RAdamScheduleFree", "SGD8bit", "SGDScheduleFree", "SOAP"]  # (issue 31)
 
 
 def __getattr__(name: str):

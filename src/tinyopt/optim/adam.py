@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from tinyopt.kernels import optim as kernels
+from tinyopt.kernels import optim_reduce
+from tinyopt.optim.cautious import cautious_call
 from tinyopt.optim.fused import FusedOptimizer
 
 
@@ -42,7 +44,9 @@ class Adam(FusedOptimizer):
 
     State: ``step`` (0-d float32), ``exp_avg``, ``exp_avg_sq``, and ``max_exp_avg_sq`` with
     amsgrad.  ``foreach``/``fused`` are accepted and ignored; ``capturable``/``differentiable``
-    set to True raise.
+    set to True raise.  tinyopt's ``cautious=True`` (C-Adam; Liang et al. 2024,
+    https://arxiv.org/abs/2411.16085) applies :math:`m_t` only where it agrees in sign with
+    :math:`g_t`, rescaled by :math:`n / (\#\text{agreeing} + 1)` (``tinyopt.optim.cautious``).
 
     Example::
 
@@ -50,6 +54,7 @@ class Adam(FusedOptimizer):
     """
 
     kernel = kernels.adam
+    cautious_kernel = optim_reduce.cautious_adam
     _sparse_error = "Adam does not support sparse gradients, please consider SparseAdam instead"
     host64 = ("lr", "beta1", "beta2")
 
@@ -57,11 +62,14 @@ class Adam(FusedOptimizer):
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
-                 decoupled_weight_decay: bool = False, stochastic_rounding: bool = False) -> None:
+                 decoupled_weight_decay: bool = False, cautious: bool = False,
+                 stochastic_rounding: bool = False) -> None:
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize, foreach=foreach, capturable=capturable,
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
+        if cautious:  # (only then in the defaults: the others stay torch's)
+            defaults["cautious"] = True
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
     def _validate(self, group: dict[str, Any]) -> None:
@@ -81,3 +89,8 @@ class Adam(FusedOptimizer):
     def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["amsgrad"]), bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(group["decoupled_weight_decay"]), bool(host["w"] < 0.5))
+
+    def _call(self, kernel: Any, group: dict[str, Any], fb, args: tuple,
+              host: dict[str, Any]) -> None:
+        kernel, host = cautious_call(self, kernel, group, host)
+        super()._call(kernel, group, fb, args, host)

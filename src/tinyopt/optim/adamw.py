@@ -13,7 +13,8 @@ class AdamW(Adam):
 
     Adam whose weight decay does not enter the moments: before the moment update,
     :math:`\theta \leftarrow \theta (1 - \gamma\lambda)`.  Default ``weight_decay=1e-2``.
-    See :class:`~tinyopt.optim.Adam` for the rest of the update and the state.
+    See :class:`~tinyopt.optim.Adam` for the rest of the update, the state and tinyopt's
+    ``cautious=True`` (C-AdamW, Liang et al. 2024, https://arxiv.org/abs/2411.16085).
 
     Example::
 
@@ -24,10 +25,10 @@ class AdamW(Adam):
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
-                 stochastic_rounding: bool = False) -> None:
+                 cautious: bool = False, stochastic_rounding: bool = False) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach,
                          maximize=maximize, capturable=capturable, differentiable=differentiable,
-                         fused=fused, decoupled_weight_decay=True,
+                         fused=fused, decoupled_weight_decay=True, cautious=cautious,
                          stochastic_rounding=stochastic_rounding)
 
     def _set_state(self, state, groups: list[dict[str, Any]]) -> None:

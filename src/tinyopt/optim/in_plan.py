@@ -50,6 +50,8 @@ def fusable(opt: Any) -> str | None:
         return "its step is overridden"
     if _global_optimizer_pre_hooks or opt._optimizer_step_pre_hooks:
         return "a step pre-hook is registered"
+    if any(group.get("cautious", False) for group in opt.param_groups):
+        return "a cautious group (its mask counts over whole parameters: two passes)"
     if any(id(p) in opt._ids for p in row_sparse_params()):  # step checks them (torch's errors)
         return "a row-sparse gradient (nn.Embedding(sparse=True))"
     for group, buffers, repeats in zip(opt.param_groups, opt._flat, opt._repeats):

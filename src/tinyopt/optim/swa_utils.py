@@ -44,7 +44,7 @@ from tinyopt.engine.device import check_device
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels import averaging as kernels
-from tinyopt.nn.layers.normalization import _BatchNorm, _InstanceNorm
+from tinyopt.nn.layers.normalization import is_batch_norm
 from tinyopt.nn.module import Module
 from tinyopt.optim.flat import staggered_zeros
 from tinyopt.optim.lr_scheduler.base import LRScheduler, per_group
@@ -479,7 +479,7 @@ def update_bn(loader: Iterable[Any], model: Module, device: Any = None) -> None:
     check_device(device)
     momenta = {}
     for module in model.modules():
-        if isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm):
+        if is_batch_norm(module):
             module.reset_running_stats()
             momenta[module] = module.momentum
     if not momenta:

@@ -42,7 +42,7 @@ class BatchRunner:
         stepping the parameters in the same run: ``engine/fused_update.py``); return its size."""
         x, y = split_batch(self.where, batch)
         if isinstance(y, Tensor) and y.op == "input":  # a DataLoader batch: check it as an array
-            y = y._value
+            y = y.numpy()
         if self.classes is not None and isinstance(y, np.ndarray):
             if y.dtype != np.int64:
                 y = y.astype(np.int64)
@@ -51,7 +51,7 @@ class BatchRunner:
         out = self.model(x)
         loss = self.loss_fn(out, y)
         n = out.shape[0] if out.ndim else 1
-        want_out = self.classes is not None or acc._keep
+        want_out = self.classes is not None or acc.keep_predictions
         outputs = [out, loss] if want_out else [loss]
         if backward:
             wanted = outputs

@@ -16,30 +16,23 @@ bit for bit, in a fresh process if need be (``tinyopt.train.resume``).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, TextIO
 
-import numpy as np
-
-from tinyopt.data import DataLoader, Subset
-from tinyopt.engine import random
+from tinyopt.data import DataLoader
 from tinyopt.nn.module import Module
 from tinyopt.optim import in_plan
 from tinyopt.optim.lr_scheduler import ReduceLROnPlateau
 from tinyopt.train.batches import BatchRunner
 from tinyopt.train.callbacks import CallbackList
 from tinyopt.train.evaluation import run_eval
-from tinyopt.train.inputs import (as_dataset, check_labels, check_model, known_labels, loss_kind,
-                                  positive_int, probe, split_sizes)
-from tinyopt.train.progress import make_progress
-from tinyopt.train.results import Accumulator, EpochRecord, History
-from tinyopt.checkpoint import load
+from tinyopt.train.inputs import check_fit_args, fit_data
+from tinyopt.train.progress import Progress, make_progress
+from tinyopt.train.results import Accumulator, EpochRecord, History, Result
 from tinyopt.train.resume import check_path, restore_fit, save_fit, stateful
-
-_INTERVALS = ("step", "epoch")
-_SYNC = contextlib.nullcontext()
+from tinyopt.train.strategy import FitStrategy, strategy_of
 
 
 def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs: int,
@@ -100,165 +93,60 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
     Every argument and the data are checked before training starts (and before the optimizer,
     scheduler, model or any random generator change): ValueError/TypeError name what is wrong.
 
-    With a ``DistributedDataParallel`` model (a job launched with ``mpiexec``), every rank trains
-    on its ``DistributedSampler`` share (``batch_size`` samples per rank), the metrics are
-    combined over the ranks, and only rank 0 reports and writes checkpoints; see
-    ``tinyopt.distributed.fitting``.
+    Where the training runs is the model's strategy (``tinyopt.train.strategy``): this process,
+    unless the model provides another.  A ``DistributedDataParallel`` model (a job launched with
+    ``mpiexec``) does: every rank trains on its ``DistributedSampler`` share (``batch_size``
+    samples per rank), the metrics are combined over the ranks, and only rank 0 reports and
+    writes checkpoints; see ``tinyopt.distributed.fitting``.
     """
     where = "fit"
-    check_model(where, model)
-    if not callable(loss_fn):
-        raise TypeError(f"{where}: loss_fn must be callable, got {type(loss_fn).__name__}")
-    if not (callable(getattr(optimizer, "step", None))
-            and callable(getattr(optimizer, "zero_grad", None))):
-        raise TypeError(f"{where}: optimizer must be an Optimizer (with step and zero_grad), got "
-                        f"{type(optimizer).__name__}")
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
-        raise ValueError(f"{where}: epochs must be a non-negative integer, got {epochs!r}")
-    epochs = int(epochs)
-    batch_size = positive_int(where, "batch_size", batch_size)
-    if logical_batch_size is None:
-        logical = batch_size
-    else:
-        logical = positive_int(where, "logical_batch_size", logical_batch_size)
-        if logical % batch_size:
-            raise ValueError(f"{where}: logical_batch_size ({logical}) must be a multiple of "
-                             f"batch_size ({batch_size})")
-    if scheduler_interval not in _INTERVALS:
-        raise ValueError(f"{where}: scheduler_interval must be 'step' or 'epoch', got "
-                         f"{scheduler_interval!r}")
-    if scheduler is not None:
-        if not callable(getattr(scheduler, "step", None)):
-            raise TypeError(f"{where}: scheduler must be an lr_scheduler (with step), got "
-                            f"{type(scheduler).__name__}")
-        if getattr(scheduler, "optimizer", optimizer) is not optimizer:
-            raise ValueError(f"{where}: the scheduler wraps a different optimizer than the one "
-                             f"given")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"{where}: seed must be an integer or None, got {type(seed).__name__}")
-    if not isinstance(shuffle, (bool, np.bool_)):
-        raise TypeError(f"{where}: shuffle must be a bool, got {shuffle!r}")
+    epochs, batch_size, logical = check_fit_args(
+        where, model, loss_fn, optimizer, epochs, batch_size, logical_batch_size, scheduler,
+        scheduler_interval, seed, shuffle)
     hooks = CallbackList(where, callbacks)
-    ddp = None
-    if getattr(model, "_data_parallel", False):  # a DistributedDataParallel
-        from tinyopt.distributed.fitting import DataParallelFit
-        if predictions:
-            raise ValueError(f"{where}: predictions=True is not supported with a "
-                             f"DistributedDataParallel model (each rank sees only its share)")
-        ddp = DataParallelFit(model)
-    report = make_progress(progress if ddp is None or ddp.is_main else False)
+    strategy = strategy_of(model)
+    strategy.check(where, predictions=predictions)
+    report = make_progress(progress if strategy.is_main else False)
     if checkpoint is not None:
         checkpoint = check_path(where, "checkpoint", checkpoint, exists=False)
     if resume is not None:
         resume = check_path(where, "resume", resume, exists=True)
-
-    dataset = as_dataset(where, "train_data", train_data)
-    n = len(dataset)
-    n_train, n_val = split_sizes(where, n, val_split)
-    if val_data is not None and n_val:
-        raise ValueError(f"{where}: give val_split or val_data, not both")
-    if n_train < logical:
-        what = "logical_batch_size" if logical != batch_size else "batch_size"
-        raise ValueError(f"{where}: the training data has {n_train} samples, fewer than one batch "
-                         f"({what}={logical})")
-    if n_val:
-        train_set = Subset(dataset, np.arange(n_train))
-        val_set = Subset(dataset, np.arange(n_train, n))
-    else:
-        train_set = dataset
-        val_set = as_dataset(where, "val_data", val_data) if val_data is not None else None
-        if val_set is not None and len(val_set) == 0:
-            raise ValueError(f"{where}: val_data is empty")
-    if not any(p.requires_grad for p in model.parameters()):
-        raise ValueError(f"{where}: the model has no parameter that requires grad")
-
-    kind = loss_kind(loss_fn)
-    first = next(iter(DataLoader(train_set, batch_size=batch_size)))
-    classes = probe(where, model, loss_fn, first, kind, "train_data")
-    if classes is not None:
-        for name, part in (("train_data", train_set), ("the validation data", val_set)):
-            labels = known_labels(part) if part is not None else None
-            if labels is not None:
-                check_labels(where, name, labels, classes, kind.ignore_index)
-    if val_set is not None:
-        probe(where, model, loss_fn, next(iter(DataLoader(val_set, batch_size=batch_size))),
-              kind, "the validation data")
+    train_set, val_set, kind, classes = fit_data(where, model, loss_fn, train_data, val_split,
+                                                 val_data, batch_size, logical)
 
     # ---- everything checked: train ---------------------------------------------------------
-    if ddp is None:
-        generator = random.Generator(int(seed)) if seed is not None else None
-        loader = DataLoader(train_set, batch_size=batch_size, shuffle=bool(shuffle),
-                            generator=generator)
-        n_rank = n_train  # the samples of an epoch on this rank
-    else:
-        loader = ddp.train_loader(train_set, batch_size, bool(shuffle), seed)
-        n_rank = len(loader.sampler)
-        val_set = ddp.val_part(val_set) if val_set is not None else None
-    val_loader = DataLoader(val_set, batch_size=batch_size) if val_set is not None else None
+    loader, n = strategy.train_loader(train_set, batch_size, bool(shuffle), seed)
+    val_loader = (DataLoader(strategy.val_part(val_set), batch_size=batch_size)
+                  if val_set is not None else None)
     runner = BatchRunner(where, model, loss_fn, kind, classes)
-    in_backward = logical == batch_size and ddp is None and not hooks.before_step
     plateau = isinstance(scheduler, ReduceLROnPlateau)
     per_step = scheduler is not None and not plateau and scheduler_interval == "step"
-    config = {"n_train": n_train, "shuffle": bool(shuffle), "batch_size": batch_size,
+    train = TrainPass(model, optimizer, runner, strategy, report, batch_size=batch_size,
+                      logical=logical, before_step=hooks.before_step,
+                      scheduler=scheduler if per_step else None, predictions=predictions,
+                      shuffled_predictions=predictions and bool(shuffle))
+    config = {"n_train": len(train_set), "shuffle": bool(shuffle), "batch_size": batch_size,
               "logical_batch_size": logical}
     saved = stateful(hooks.items)
-    first_epoch, step, history = 0, 0, History()
+    first_epoch, history = 0, History()
     if resume is not None:
-        if ddp is not None:
-            ddp.before_restore(load(resume).get("fit"), resume, batch_size)
-        first_epoch, step, history = restore_fit(
-            where, resume, model=model, optimizer=optimizer, scheduler=scheduler, loader=loader,
-            callbacks=saved, config=config)
-        if ddp is not None:
-            ddp.after_restore()
+        first_epoch, train.steps, history = strategy.restore(resume, batch_size, lambda: (
+            restore_fit(where, resume, model=model, optimizer=optimizer, scheduler=scheduler,
+                        loader=loader, callbacks=saved, config=config)))
     was_training = model.training
     hooks.call("on_train_begin")
     try:
         for epoch in range(first_epoch, epochs):
             hooks.call("on_epoch_begin", epoch)
             start = time.perf_counter()
-            model.train()
-            if ddp is not None:
-                ddp.epoch_begin(epoch)
-            acc = Accumulator(n_rank, predictions)
-            batches = iter(loader)
-            order = loader.state_dict()["order"] if predictions and shuffle else None
-            total = len(loader)
-            position = 0
-            label = f"epoch {epoch + 1}/{epochs} train"
-            report.begin(label, total, compiling=epoch == first_epoch)
-            for done, batch in enumerate(batches, 1):
-                if position % logical == 0:
-                    optimizer.zero_grad()
-                    group = min(logical, n_rank - position)  # samples in this logical batch
-                index = order[position:position + batch_size] if order is not None else None
-                size = min(batch_size, n_rank - position)
-                sync = ddp.sync(position + size, logical, n_rank) if ddp else _SYNC
-                # a step after every batch with nothing between backward and step: the step runs
-                # inside the backward plan (bit for bit the same; tinyopt.optim.in_plan)
-                update = in_plan.prepare(optimizer) if in_backward else None
-                with sync:  # under DDP: no_sync() but for the last batch of a logical batch
-                    m = runner(batch, acc, backward=True, scale=size / group, index=index,
-                               update=update)
-                position += m
-                if position % logical == 0 or position == n_rank:
-                    for before in hooks.before_step:
-                        before(step)
-                    if update is None or not update.finish():
-                        optimizer.step()
-                    step += 1
-                    if per_step:
-                        scheduler.step()
-                report.update(label, done, total, acc, start)
-            if ddp is not None:
-                ddp.reduce(acc)
-            train_result = acc.result(time.perf_counter() - start)
+            compiling = epoch == first_epoch
+            train_result = train(epoch, loader, n, f"epoch {epoch + 1}/{epochs} train", start,
+                                 compiling)
             val_result = None
             if val_loader is not None:
                 val_result = run_eval(model, val_loader, runner, report,
                                       f"epoch {epoch + 1}/{epochs} val  ", predictions,
-                                      reduce=ddp.reduce if ddp else None,
-                                      compiling=epoch == first_epoch)
+                                      reduce=strategy.reduce, compiling=compiling)
             if plateau:
                 scheduler.step((val_result or train_result).loss)
             elif scheduler is not None and scheduler_interval == "epoch":
@@ -272,16 +160,74 @@ def fit(model: Module, train_data: Any, loss_fn: Any, optimizer: Any, *, epochs:
             if stop:
                 history.stopped_early = epoch + 1 < epochs
             if checkpoint is not None:
-                extra = ddp.before_save(optimizer) if ddp else None
-                if ddp is None or ddp.is_main:
-                    save_fit(checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
-                             loader=loader, callbacks=saved, epoch=epoch + 1, step=step,
-                             history=history, config=config, extra=extra)
-                if ddp is not None:
-                    ddp.saved()
+                strategy.save(optimizer, lambda extra: save_fit(
+                    checkpoint, model=model, optimizer=optimizer, scheduler=scheduler,
+                    loader=loader, callbacks=saved, epoch=epoch + 1, step=train.steps,
+                    history=history, config=config, extra=extra))
             if stop:
                 break
     finally:
         model.train(was_training)
     hooks.call("on_train_end", history)
     return history
+
+
+@dataclass
+class TrainPass:
+    """The training half of an epoch (``ggml_opt_epoch``): physical batches of ``batch_size``
+    through forward and backward, one optimizer step per logical batch of ``logical`` samples,
+    with the callbacks' ``before_step`` hooks before it and the per-step ``scheduler`` after it;
+    ``steps`` counts the optimizer steps taken.  The physical losses are scaled by
+    ``n_b / N_L``, so the accumulated gradient is the logical batch's mean."""
+
+    model: Module
+    optimizer: Any
+    runner: BatchRunner
+    strategy: FitStrategy
+    report: Progress
+    batch_size: int
+    logical: int
+    before_step: list[Any]
+    scheduler: Any  # stepped after every optimizer step, or None
+    shuffled_predictions: bool  # predictions kept in data-set order through the shuffle
+    predictions: bool
+    steps: int = 0
+
+    def __call__(self, epoch: int, loader: DataLoader, n: int, label: str, start: float,
+                 compiling: bool) -> Result:
+        """One pass over ``loader`` (``n`` samples of this process) in train mode."""
+        logical, batch_size = self.logical, self.batch_size
+        # a step after every batch with nothing between backward and step: the step runs inside
+        # the backward plan (bit for bit the same; tinyopt.optim.in_plan)
+        in_backward = (logical == batch_size and self.strategy.update_in_backward
+                       and not self.before_step)
+        self.model.train()
+        self.strategy.epoch_begin(epoch)
+        acc = Accumulator(n, self.predictions)
+        batches = iter(loader)
+        order = loader.state_dict()["order"] if self.shuffled_predictions else None
+        total = len(loader)
+        position = group = 0
+        self.report.begin(label, total, compiling=compiling)
+        for done, batch in enumerate(batches, 1):
+            if position % logical == 0:
+                self.optimizer.zero_grad()
+                group = min(logical, n - position)  # samples in this logical batch
+            index = order[position:position + batch_size] if order is not None else None
+            size = min(batch_size, n - position)
+            update = in_plan.prepare(self.optimizer) if in_backward else None
+            # the strategy's context (DDP's: no_sync() but for the last batch of a logical batch)
+            with self.strategy.sync(position + size, logical, n):
+                position += self.runner(batch, acc, backward=True, scale=size / group,
+                                        index=index, update=update)
+            if position % logical == 0 or position == n:
+                for before in self.before_step:
+                    before(self.steps)
+                if update is None or not update.finish():
+                    self.optimizer.step()
+                self.steps += 1
+                if self.scheduler is not None:
+                    self.scheduler.step()
+            self.report.update(label, done, total, acc, start)
+        self.strategy.reduce(acc)
+        return acc.result(time.perf_counter() - start)

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.data import Subset, TensorDataset
+from tinyopt.data import DataLoader, Subset, TensorDataset
+from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.tensor import Tensor
 from tinyopt.nn import functional as F
 from tinyopt.nn.layers.loss import CrossEntropyLoss, NLLLoss
@@ -113,8 +114,6 @@ def probe(where: str, model: Module, loss_fn: Any, batch: Any, kind: LossKind,
     targets, else None.  The model is put in eval mode and no gradient graph is recorded, so no
     random numbers are drawn (dropout) and nothing is computed.
     """
-    from tinyopt.engine.grad_mode import no_grad
-
     x, y = split_batch(where, batch)
     was_training = model.training
     model.eval()
@@ -151,3 +150,81 @@ def split_sizes(where: str, n: int, val_split: float) -> tuple[int, int]:
         raise ValueError(f"{where}: val_split={val_split} of {n} samples leaves no validation "
                          f"sample")
     return n_train, n_val
+
+
+def check_fit_args(where: str, model: Any, loss_fn: Any, optimizer: Any, epochs: Any,
+                   batch_size: Any, logical_batch_size: Any, scheduler: Any,
+                   scheduler_interval: Any, seed: Any, shuffle: Any) -> tuple[int, int, int]:
+    """Check ``fit``'s arguments other than the data; return ``(epochs, batch_size, logical
+    batch size)`` as ints."""
+    check_model(where, model)
+    if not callable(loss_fn):
+        raise TypeError(f"{where}: loss_fn must be callable, got {type(loss_fn).__name__}")
+    if not (callable(getattr(optimizer, "step", None))
+            and callable(getattr(optimizer, "zero_grad", None))):
+        raise TypeError(f"{where}: optimizer must be an Optimizer (with step and zero_grad), got "
+                        f"{type(optimizer).__name__}")
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 0:
+        raise ValueError(f"{where}: epochs must be a non-negative integer, got {epochs!r}")
+    batch_size = positive_int(where, "batch_size", batch_size)
+    if logical_batch_size is None:
+        logical = batch_size
+    else:
+        logical = positive_int(where, "logical_batch_size", logical_batch_size)
+        if logical % batch_size:
+            raise ValueError(f"{where}: logical_batch_size ({logical}) must be a multiple of "
+                             f"batch_size ({batch_size})")
+    if scheduler_interval not in ("step", "epoch"):
+        raise ValueError(f"{where}: scheduler_interval must be 'step' or 'epoch', got "
+                         f"{scheduler_interval!r}")
+    if scheduler is not None:
+        if not callable(getattr(scheduler, "step", None)):
+            raise TypeError(f"{where}: scheduler must be an lr_scheduler (with step), got "
+                            f"{type(scheduler).__name__}")
+        if getattr(scheduler, "optimizer", optimizer) is not optimizer:
+            raise ValueError(f"{where}: the scheduler wraps a different optimizer than the one "
+                             f"given")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+        raise TypeError(f"{where}: seed must be an integer or None, got {type(seed).__name__}")
+    if not isinstance(shuffle, (bool, np.bool_)):
+        raise TypeError(f"{where}: shuffle must be a bool, got {shuffle!r}")
+    return int(epochs), batch_size, logical
+
+
+def fit_data(where: str, model: Module, loss_fn: Any, train_data: Any, val_split: float,
+             val_data: Any, batch_size: int,
+             logical: int) -> tuple[Any, Any, LossKind, int | None]:
+    """``fit``'s training and validation sets (None without validation), checked against the
+    model and the loss: ``(train_set, val_set, loss kind, classes)`` (see :func:`probe`)."""
+    dataset = as_dataset(where, "train_data", train_data)
+    n = len(dataset)
+    n_train, n_val = split_sizes(where, n, val_split)
+    if val_data is not None and n_val:
+        raise ValueError(f"{where}: give val_split or val_data, not both")
+    if n_train < logical:
+        what = "logical_batch_size" if logical != batch_size else "batch_size"
+        raise ValueError(f"{where}: the training data has {n_train} samples, fewer than one batch "
+                         f"({what}={logical})")
+    if n_val:
+        train_set = Subset(dataset, np.arange(n_train))
+        val_set = Subset(dataset, np.arange(n_train, n))
+    else:
+        train_set = dataset
+        val_set = as_dataset(where, "val_data", val_data) if val_data is not None else None
+        if val_set is not None and len(val_set) == 0:
+            raise ValueError(f"{where}: val_data is empty")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"{where}: the model has no parameter that requires grad")
+
+    kind = loss_kind(loss_fn)
+    first = next(iter(DataLoader(train_set, batch_size=batch_size)))
+    classes = probe(where, model, loss_fn, first, kind, "train_data")
+    if classes is not None:
+        for name, part in (("train_data", train_set), ("the validation data", val_set)):
+            labels = known_labels(part) if part is not None else None
+            if labels is not None:
+                check_labels(where, name, labels, classes, kind.ignore_index)
+    if val_set is not None:
+        probe(where, model, loss_fn, next(iter(DataLoader(val_set, batch_size=batch_size))),
+              kind, "the validation data")
+    return train_set, val_set, kind, classes

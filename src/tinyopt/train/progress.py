@@ -28,7 +28,7 @@ import sys
 import time
 from typing import TextIO
 
-from tinyopt.train.results import Accumulator, EpochRecord, Result, _pm
+from tinyopt.train.results import Accumulator, EpochRecord, Result, plus_minus
 
 _BAR = 25
 _MIN_BAR = 10
@@ -128,9 +128,9 @@ class Progress:
         else:
             rate = acc.n / elapsed if elapsed > 0 else 0.0
             remaining = format_seconds(0) if done >= total else "--:--"
-        parts = [(0, f"{rate:,.0f}/s"), (2, f"loss {_pm(acc.loss, acc.loss_unc, 4, '±')}")]
+        parts = [(0, f"{rate:,.0f}/s"), (2, f"loss {plus_minus(acc.loss, acc.loss_unc, 4, '±')}")]
         if acc.accuracy is not None:
-            parts.append((1, f"acc {_pm(100 * acc.accuracy, 100 * acc.accuracy_unc, 2, '±')}%"))
+            parts.append((1, f"acc {plus_minus(100 * acc.accuracy, 100 * acc.accuracy_unc, 2, '±')}%"))
         line = fit_line(label, done, total, parts, f"{format_seconds(elapsed)}<{remaining}",
                         terminal_columns(self.stream))
         self._draw(line, done >= total)

@@ -70,13 +70,14 @@ class Result:
                    seconds=float(d["seconds"]))
 
     def __str__(self) -> str:
-        text = f"loss {_pm(self.loss, self.loss_unc, 4)}"
+        text = f"loss {plus_minus(self.loss, self.loss_unc, 4)}"
         if self.accuracy is not None:
-            text += (f", accuracy {_pm(100 * self.accuracy, 100 * self.accuracy_unc, 2)}%")
+            text += (f", accuracy {plus_minus(100 * self.accuracy, 100 * self.accuracy_unc, 2)}%")
         return text
 
 
-def _pm(value: float, unc: float | None, digits: int, sep: str = " ± ") -> str:
+def plus_minus(value: float, unc: float | None, digits: int, sep: str = " ± ") -> str:
+    """``value ± unc`` with ``digits`` decimals (``value`` alone when ``unc`` is None or nan)."""
     if unc is None or math.isnan(unc):
         return f"{value:.{digits}f}"
     return f"{value:.{digits}f}{sep}{unc:.{digits}f}"
@@ -97,7 +98,7 @@ class Accumulator:
         self.counted = 0
         self.classification = False
         self._size = size
-        self._keep = predictions
+        self.keep_predictions = predictions
         self._pred: np.ndarray | None = None
 
     def add(self, n: int, loss: float, correct: int | None = None, counted: int = 0,
@@ -113,7 +114,7 @@ class Accumulator:
             self.classification = True
             self.correct += int(correct)
             self.counted += int(counted)
-        if self._keep and pred is not None:
+        if self.keep_predictions and pred is not None:
             if self._pred is None:
                 size = self._size if self._size is not None else n
                 self._pred = np.zeros((size,) + pred.shape[1:], dtype=pred.dtype)
@@ -145,6 +146,28 @@ class Accumulator:
             return math.nan
         acc = self.correct / self.counted
         return math.sqrt(acc * (1 - acc) / (self.counted - 1))
+
+    def sums(self) -> tuple[int, int, float, float, int, int, bool]:
+        """The running sums as plain values (for :meth:`combine` in another process)."""
+        return (self.n, self.batches, self._mean, self._m2, self.correct, self.counted,
+                self.classification)
+
+    def combine(self, every: list[tuple[int, int, float, float, int, int, bool]]) -> None:
+        """Make the sums those of the passes ``every`` (their :meth:`sums`, this one's among
+        them) taken together, in order: counts add, and the means and squared deviations
+        combine by Chan et al.'s update (1979), so each process gets the same result."""
+        n, batches, mean, m2, correct, counted, classification = every[0]
+        for n_b, b_b, mean_b, m2_b, c_b, k_b, cls_b in every[1:]:
+            total = n + n_b
+            if total:
+                delta = mean_b - mean
+                mean += delta * n_b / total
+                m2 += m2_b + delta * delta * n * n_b / total
+            n, batches = total, batches + b_b
+            correct, counted = correct + c_b, counted + k_b
+            classification = classification or cls_b
+        self.n, self.batches, self._mean, self._m2 = n, batches, mean, m2
+        self.correct, self.counted, self.classification = correct, counted, classification
 
     def result(self, seconds: float) -> Result:
         return Result(n=self.n, batches=self.batches, loss=self.loss, loss_unc=self.loss_unc,

@@ -143,7 +143,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             if np.dtype(p.dtype).kind != "f" or np.dtype(p.dtype).itemsize == 2:
                 raise TypeError(f"ZeroRedundancyOptimizer can only optimize float32 or float64 "
                                 f"parameters, but one has dtype {p.dtype}")
-        self._probe(hyper)
+        _check_elementwise_group(self._probe(hyper).param_groups[0])
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
@@ -183,6 +183,8 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure: Callable[[], Any] | None = None):
         """Reduce-scatter the gradients, step the local optimizer on this rank's shard, allgather
         the parameters (see the module docstring).  Call it on every rank."""
+        for group in self.param_groups:  # before anything moves (a user may set it on a group)
+            _check_elementwise_group(group)
         loss = self._call_closure(closure)
         pg, world = self.process_group, self.world_size
         self._steps += 1
@@ -252,9 +254,6 @@ class ZeroRedundancyOptimizer(Optimizer):
         A collective: every rank checks what it was given, then the ranks compare verdicts, and
         unless every rank accepted it, none keeps it (each raises; the ranks that accepted it
         name the rank that did not)."""
-        if isinstance(state_dict, dict) and "zero_rank_state" in state_dict:
-            self._restore_rollback(state_dict)
-            return
         before = self._rollback_state()
         error: Exception | None = None
         try:
@@ -278,9 +277,15 @@ class ZeroRedundancyOptimizer(Optimizer):
     def _scalar_keys(self) -> tuple[str, ...]:
         return self.optim._scalar_keys()
 
+    def restore_point(self) -> Callable[[], None]:
+        """A function that puts this rank's shard of the state back as it is now (the rollback
+        protocol of ``tinyopt.load_into``, see ``tinyopt.checkpoint.restore``; a copy of
+        ``state_dict()`` would need every rank)."""
+        saved = self._rollback_state()
+        return lambda: self._restore_rollback(saved)
+
     def _rollback_state(self) -> dict[str, Any]:
-        """What ``tinyopt.load_into`` restores when a load fails: this rank's shard of the state
-        (``state_dict()`` would need every rank)."""
+        """This rank's shard of the state and the hyperparameters, as they are now."""
         return {"zero_rank_state": self.optim.state_dict(),
                 "param_groups": [{k: copy.deepcopy(v) for k, v in g.items() if k != "params"}
                                  for g in self.param_groups]}
@@ -370,6 +375,15 @@ def _elementwise(cls: Any) -> bool:
         return bool(declared)
     import tinyopt.optim as optim
     return any(cls is getattr(optim, name, None) for name in _ELEMENTWISE)
+
+
+def _check_elementwise_group(group: dict[str, Any]) -> None:
+    """A cautious group (``cautious=True``: the update is rescaled by a count over the whole
+    parameter) is not elementwise, so a piece of a parameter would not step as the whole does."""
+    if group.get("cautious", False):
+        raise ValueError("ZeroRedundancyOptimizer: cautious=True is not supported: its update is "
+                         "rescaled by a count over each whole parameter, and a shard may end "
+                         "inside a parameter")
 
 
 def _adopt_data(fb: FlatBuffer, storage: np.ndarray) -> None:

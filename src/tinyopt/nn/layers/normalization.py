@@ -143,6 +143,13 @@ class _BatchNorm(Module):
                 f"track_running_stats={self.track_running_stats}")
 
 
+def is_batch_norm(module: Module) -> bool:
+    """Whether ``module`` is a batch norm layer (its running statistics estimate the data's, as
+    ``tinyopt.optim.swa_utils.update_bn`` recomputes them); an instance norm is not, as in
+    PyTorch, although tinyopt derives it from the batch norm class."""
+    return isinstance(module, _BatchNorm) and not isinstance(module, _InstanceNorm)
+
+
 class BatchNorm1d(_BatchNorm):
     """Batch normalization of (N, C) or (N, C, L) inputs, per channel C."""
 

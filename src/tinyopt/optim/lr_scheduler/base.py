@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from tinyopt.optim.optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -296,6 +298,20 @@ class LRScheduler:
         through JSON); nothing changes when it is rejected."""
         self._check_state_dict(state_dict)
         self._install(state_dict)
+
+    def restore_point(self) -> Callable[[], None]:
+        """A function that puts this scheduler back as it is now (the rollback protocol of
+        ``tinyopt.load_into``, see ``tinyopt.checkpoint.restore``): its attributes, with their
+        lists, dicts and arrays copied, so that a rejected state that added a key (say ``step``)
+        or changed a list in place leaves nothing behind."""
+        attrs = {k: copy.copy(v) if isinstance(v, (list, dict, np.ndarray)) else v
+                 for k, v in vars(self).items()}
+
+        def restore() -> None:
+            d = vars(self)
+            d.clear()
+            d.update(attrs)
+        return restore
 
     def _check_state_dict(self, state_dict: Any) -> None:
         """Raise before anything changes if ``state_dict`` cannot be loaded into this scheduler."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tinyopt.optim.lr_scheduler.base import LRScheduler, group_values
@@ -38,6 +38,17 @@ class _NestedScheduler(LRScheduler):
         state = super().state_dict()
         state["_schedulers"] = [s.state_dict() for s in self._schedulers]
         return state
+
+    def restore_point(self) -> Callable[[], None]:
+        """As the base class, putting the members back too."""
+        members = [s.restore_point() for s in self._schedulers]
+        own = super().restore_point()
+
+        def restore() -> None:
+            for r in members:
+                r()
+            own()
+        return restore
 
     def _check_values(self, state: dict[str, Any]) -> None:
         saved = state["_schedulers"]

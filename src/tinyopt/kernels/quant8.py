@@ -1,0 +1,330 @@
+"""8-bit optimizer state: blockwise dynamic quantization (Dettmers et al. 2022,
+https://arxiv.org/abs/2110.02861) and the fused steps of the 8-bit optimizers.
+
+A state tensor is cut into blocks of ``BLOCK`` = 256 elements; block ``b`` keeps its largest
+magnitude ``absmax[b]`` (float32) and each element the index (uint8) of the nearest value of a
+256-entry code ``c`` to ``x / absmax[b]``: ``x ~ c[q] * absmax[b]``.  The codes are the dynamic
+maps of Dettmers (2016, https://arxiv.org/abs/1511.04561) as bitsandbytes builds them
+(:func:`dynamic_map`): signed for a first moment, unsigned for a second; decades 1e-6..1 with
+more fraction bits for the larger ones, so relative error stays near 1-2% from the block's
+maximum down to a millionth of it.
+
+A step (``kind[...]``, one kernel per algorithm and 16-bit mode) runs over the blocks of a
+group's flat buffers, parallel over chunks of ``BLOCKS_PER_CHUNK`` blocks (each block depends on
+itself alone: the same bits on any number of threads).  For a block of a quantized parameter:
+dequantize its states, update them and the parameter in float32 (the parameter from the updated
+float32 states, as bitsandbytes), then its new absmax and the requantized indices -- the one
+pass over the memory the step reads and writes (1 byte per state per element where float32
+Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
+and takes bitsandbytes' 32-bit update.
+
+Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
+empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
+their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
+block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
+range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
+``lut1``, ``lut2``, ``thr1``, ``thr2`` (the codes' lookup tables, :func:`tables`),
+``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
+``scratch`` (float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each
+parameter's coefficients of this step, computed first).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
+
+from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _round_bf16, _round_bf16_sr, _round_f16,
+                                   _same_bf16, _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
+
+BLOCK = 256
+"""Elements per quantization block (bitsandbytes' blockwise optimizers)."""
+
+BLOCKS_PER_CHUNK = 64
+"""Blocks per parallel work item (16384 elements, the walkers' chunk)."""
+
+
+def _linspace_f32(start: float, end: float, steps: int) -> np.ndarray:
+    """``torch.linspace(start, end, steps, dtype=torch.float32)`` as its scalar path computes it:
+    the ends rounded to float32, the values in double, the first half from ``start``, the
+    second from ``end`` (torch's vectorized path rounds some values to the other neighbour:
+    bitsandbytes' maps differ from these in a few codes, by one float32 ulp)."""
+    a, b = float(np.float32(start)), float(np.float32(end))
+    step = (b - a) / (steps - 1)
+    i = np.arange(steps, dtype=np.float64)
+    return np.where(i < steps // 2, a + step * i, b - step * (steps - 1 - i)).astype(np.float32)
+
+
+def dynamic_map(signed: bool) -> np.ndarray:
+    """The 256-value dynamic quantization code (float32, sorted) of bitsandbytes'
+    ``create_dynamic_map(signed)``: signed, -0.993..1 (no -1: a block's largest negative value
+    quantizes to -0.993 of itself); unsigned, 0..1.  (A few codes may differ from
+    bitsandbytes' by one ulp: see :func:`_linspace_f32`.)"""
+    data: list[float] = []
+    for i in range(7):
+        items = 2 ** i + 1 if signed else 2 ** (i + 1) + 1
+        bounds = _linspace_f32(0.1, 1.0, items)
+        means = (bounds[:-1] + bounds[1:]) / np.float32(2.0)
+        scale = 10.0 ** (-6 + i)
+        data += (means * np.float32(scale)).tolist()  # (a float32 tensor times a Python float)
+        if signed:
+            data += (means * np.float32(-scale)).tolist()
+    data += [0.0, 1.0]
+    return np.array(sorted(data), dtype=np.float32)
+
+
+KEY_SHIFT = 15
+"""A float32 ``x``'s lookup key is its pattern's top 17 bits (sign, exponent, 8 mantissa bits):
+a cell of relative width 2^-8, narrower than the gaps between the codes' midpoints (0.7% at
+least), so the nearest code changes at most once inside a cell (:func:`tables` checks it)."""
+
+_LOW = (1 << KEY_SHIFT) - 1
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The pattern of float32 ``x`` as uint32."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(types.float32), codegen
+
+
+def nearest(x: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """The index of the code value nearest each of ``x`` (float32), the lower one on a tie
+    (distances in float32), 0 for NaN: the quantizer's definition, in numpy."""
+    i = np.clip(np.searchsorted(code, x, side="right") - 1, 0, len(code) - 1)
+    j = np.minimum(i + 1, len(code) - 1)
+    with np.errstate(invalid="ignore"):
+        i = i + (np.abs(x - code[j]) < np.abs(x - code[i]))
+    return np.where(np.isnan(x), 0, i)
+
+
+def tables(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The quantizer's lookup tables for ``code``, per key (a cell of float32 patterns): the
+    nearest index at the cell's least value (uint8) and the position in the cell, counted from
+    its least value, where the nearest index becomes the next one (uint16; ``2^15``: nowhere).
+    Built by bisection with :func:`nearest`, so the kernel gives exactly its indices.  Raises if
+    the nearest index changes twice inside a cell."""
+    keys = np.arange(1 << (32 - KEY_SHIFT), dtype=np.uint32)
+    flip = np.where(keys >= (1 << (31 - KEY_SHIFT)), _LOW, 0).astype(np.uint32)
+
+    def value(t):  # the float at position t of each cell (t counted from its least value)
+        return ((keys << np.uint32(KEY_SHIFT)) | (t.astype(np.uint32) ^ flip)).view(np.float32)
+
+    first = nearest(value(np.zeros(len(keys), np.uint32)), code)
+    last = nearest(value(np.full(len(keys), _LOW, np.uint32)), code)
+    finite = np.isfinite(value(np.zeros(len(keys), np.uint32)))
+    finite &= np.isfinite(value(np.full(len(keys), _LOW, np.uint32)))
+    if np.any((last - first)[finite] > 1):
+        raise ValueError("the nearest code changes twice in a lookup cell: use more key bits")
+    lo, hi = np.zeros(len(keys), np.int64), np.full(len(keys), _LOW, np.int64)
+    moves = finite & (last > first)
+    for _ in range(KEY_SHIFT):  # the least position whose nearest index is the cell's last
+        mid = (lo + hi) // 2
+        at_last = nearest(value(mid), code) == last
+        hi = np.where(at_last, mid, hi)
+        lo = np.where(at_last, lo, mid)
+    threshold = np.where(moves, hi, 1 << KEY_SHIFT).astype(np.uint16)
+    return np.where(finite, first, 0).astype(np.uint8), threshold
+
+
+@inline
+def _quantize(x, lut, threshold):
+    """The index of the code value nearest ``x`` (the lower one on a tie; NaN: 0), from the
+    lookup tables of :func:`tables`: the cell's index, plus one past its threshold.  Integer
+    arithmetic on the pattern, no branch and no search: a moment's indices are as
+    unpredictable as its values (a branchy binary search took 30 ns an element).
+    (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of its
+    unsigned indices are not the nearest code.)"""
+    b = _bits(x)
+    key = b >> KEY_SHIFT
+    t = (b & _LOW) ^ ((b >> 31) * _LOW)
+    return lut[key] + (t >= threshold[key])
+
+
+@intrinsic
+def _abs_bits(typingctx, x):
+    """The pattern of ``|x|`` (float32) as uint32: ordered as the magnitudes, a NaN above inf,
+    so an integer maximum is the absmax, NaN if one is NaN (a block with a NaN moment
+    dequantizes to NaN: not silently to a number), and it vectorizes, where a float maximum
+    that keeps NaN does not."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], ir.IntType(32))
+        return builder.and_(bits, ir.Constant(ir.IntType(32), 0x7FFFFFFF))
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _float_of_bits(typingctx, u):
+    """The float32 of pattern ``u`` (uint32)."""
+    if u != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.uint32), codegen
+
+
+def _step_factory(functions: tuple, two: bool, mode: int, name: str):
+    """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
+    h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
+    ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
+    coefficients, u8, u32 = functions
+    widen = _widen_f16 if mode == F16 else _widen_bf16
+    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}.get(mode, _round_f16)
+    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
+    low = mode != 0
+
+    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, lut1, lut2, thr1, thr2, bj, blo,
+               bhi, boff, kind8, flags, steps, hs, scratch, coef):
+        nb = bj.shape[0]
+        for j in range(flags.shape[0]):  # each parameter's coefficients, once
+            if flags[j] != 0:
+                coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = coefficients(float(steps[j]),
+                                                                              hs[0])
+        for ci in prange(scratch.shape[0]):
+            h = hs[0]
+            sc = scratch[ci]
+            for b in range(ci * BLOCKS_PER_CHUNK, min((ci + 1) * BLOCKS_PER_CHUNK, nb)):
+                j = bj[b]
+                if flags[j] == 0:
+                    continue
+                c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
+                lo, n, so = blo[b], bhi[b] - blo[b], boff[b]
+                if low:  # a master whose 16-bit copy was written since takes the copy
+                    for k in range(n):
+                        x, qi = p[lo + k], q[lo + k]
+                        p[lo + k] = x if same(x, qi, lo + k) else widen(qi)
+                if kind8[j] != 0:
+                    s1 = a1[b]
+                    s2 = a2[b] if two else s1
+                    ps, gs, r1, r2 = p[lo:lo + n], g[lo:lo + n], q1[so:so + n], q2[so:so + n]
+                    x1s, x2s = sc[0, :n], sc[1, :n]
+                    for k in range(n):  # dequantize (gathers: a loop of their own)
+                        x1s[k] = code1[r1[k]] * s1
+                        if two:
+                            x2s[k] = code2[r2[k]] * s2
+                    b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
+                    for k in range(n):  # update (the parameter from the float32 states)
+                        pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k], h, c)
+                        ps[k] = pi
+                        x1s[k] = x1
+                        y = _abs_bits(x1)
+                        b1 = y if y > b1 else b1
+                        if two:
+                            x2s[k] = x2
+                            y = _abs_bits(x2)
+                            b2 = y if y > b2 else b2
+                    m1 = _float_of_bits(b1)  # requantize (the divisions: a loop that vectorizes)
+                    a1[b] = m1
+                    for k in range(n):
+                        x1s[k] = x1s[k] / m1
+                    for k in range(n):
+                        r1[k] = _quantize(x1s[k], lut1, thr1)
+                    if two:
+                        m2 = _float_of_bits(b2)
+                        a2[b] = m2
+                        for k in range(n):
+                            x2s[k] = x2s[k] / m2
+                        for k in range(n):
+                            r2[k] = _quantize(x2s[k], lut2, thr2)
+                else:
+                    for k in range(n):
+                        x1 = f1[so + k]
+                        x2 = f2[so + k] if two else x1
+                        pi, x1, x2 = u32(p[lo + k], g[lo + k], x1, x2, h, c)
+                        p[lo + k] = pi
+                        f1[so + k] = x1
+                        if two:
+                            f2[so + k] = x2
+                if low:
+                    for k in range(n):
+                        q[lo + k] = rnd(p[lo + k], lo + k)
+        return 0
+
+    kernel.__name__ = kernel.__qualname__ = f"{name}_8bit_low{mode}"
+    return parallel_kernel(kernel, sized_by=1)
+
+
+# ---- the algorithms, as bitsandbytes' CPU backend computes them ---------------------------------
+@inline
+def _adam_coefficients(t, h):
+    c1 = 1.0 - h.beta1 ** t
+    c2 = math.sqrt(1.0 - h.beta2 ** t)
+    # 8-bit: p + (-lr / c1) m / (sqrt(v) / c2 + eps);  32-bit: p + (-lr c2 / c1) m / (sqrt(v) + eps c2)
+    return (np.float32(-h.lr / c1), np.float32(c2), np.float32(-h.lr * c2 / c1),
+            np.float32(h.eps_wide * c2))
+
+
+@inline
+def _adam8(p, g, m, v, h, c):
+    m = m * h.b1 + h.one_minus_b1 * g
+    v = v * h.b2 + h.one_minus_b2 * g * g
+    d = math.sqrt(v) / c[1] + h.eps
+    p = p * h.decay
+    return p + c[0] * m / d, m, v
+
+
+@inline
+def _adam32(p, g, m, v, h, c):
+    m = m * h.b1 + h.one_minus_b1 * g
+    v = v * h.b2 + h.one_minus_b2 * g * g
+    p = p * h.decay
+    return p + c[2] * (m / (math.sqrt(v) + c[3])), m, v
+
+
+@inline
+def _lion_coefficients(t, h):
+    return (np.float32(0.0), np.float32(0.0), np.float32(0.0), np.float32(0.0))
+
+
+@inline
+def _lion(p, g, m, v, h, c):
+    p = p * h.decay
+    x = m * h.b1 + g * h.one_minus_b1
+    u = h.one if x > 0 else h.zero
+    u = -h.one if x < 0 else u
+    return p + h.neg_lr * u, m * h.b2 + h.one_minus_b2 * g, v
+
+
+@inline
+def _momentum_coefficients(t, h):
+    first = np.float32(1.0) if t == 1.0 else np.float32(0.0)
+    return (first, np.float32(0.0), np.float32(0.0), np.float32(0.0))
+
+
+@inline
+def _momentum8(p, g, m, v, h, c):
+    g = g + h.weight_decay * p
+    m = g if c[0] != 0 else m * h.b1 + g
+    return p + h.neg_lr * m, m, v
+
+
+@inline
+def _momentum32(p, g, m, v, h, c):
+    g = g + h.weight_decay * p if h.wd_on != 0 else g
+    m = g if c[0] != 0 else m * h.b1 + g
+    return p + h.neg_lr * m, m, v
+
+
+ALGORITHMS = {
+    "adam": ((_adam_coefficients, _adam8, _adam32), True),
+    "lion": ((_lion_coefficients, _lion, _lion), False),
+    "momentum": ((_momentum_coefficients, _momentum8, _momentum32), False),
+}
+"""name -> ((coefficients, 8-bit update, 32-bit update), two states)."""
+
+step = specialized(lambda name, mode: _step_factory(*ALGORITHMS[name], mode, name))
+"""``step[name, mode]``: the 8-bit step of algorithm ``name`` (16-bit ``mode`` or 0)."""
