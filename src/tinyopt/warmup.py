@@ -31,6 +31,9 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+import tinyopt as to
+from tinyopt import nn
+
 
 def _train(model, opt, batches, loss_fn) -> None:
     """Two training steps (the first runs eagerly, the second compiles its plan)."""
@@ -43,8 +46,6 @@ def _train(model, opt, batches, loss_fn) -> None:
 
 
 def _mlp() -> None:
-    import tinyopt as to
-    from tinyopt import nn
     rng = np.random.default_rng(0)
     x = rng.random((32, 1, 28, 28), dtype=np.float32)
     y = rng.integers(0, 10, 32)
@@ -57,8 +58,6 @@ def _mlp() -> None:
 
 
 def _cnn() -> None:
-    import tinyopt as to
-    from tinyopt import nn
     rng = np.random.default_rng(0)
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
@@ -73,8 +72,6 @@ def _cnn() -> None:
 
 
 def _lstm() -> None:
-    import tinyopt as to
-    from tinyopt import nn
     rng = np.random.default_rng(0)
 
     class LM(nn.Module):
@@ -99,8 +96,6 @@ def _lstm() -> None:
 
 
 def _gpt() -> None:
-    import tinyopt as to
-    from tinyopt import nn
     rng = np.random.default_rng(0)
     T, d = 16, 32
 
