@@ -427,7 +427,7 @@ def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, mo
         finally:
             tracemalloc.stop()
     peak, bits = peak_and_bits()
-    monkeypatch.setattr(eager, "FREE_AFTER_BYTES", 1 << 62)  # keeping every array
+    monkeypatch.setattr(eager, "BIG_BYTES", 1 << 62)  # keeping every array
     peak_all, bits_all = peak_and_bits()
     assert peak < 40 << 20 and peak_all > 150 << 20, (peak, peak_all)
     CACHE.compile_after = 1
