@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
-from harness import libraries
+from harness import libraries, seconds_per_step, start_workers, stop_workers, timed_blocks
 
 CASES = {"lstm": dict(vocab=5000, emb=200, hidden=200, layers=2, T=35, B=20),
          "gpt": dict(vocab=65, d=128, heads=4, ff=512, layers=2, T=64, B=16)}
@@ -121,10 +119,7 @@ def worker(conn, lib_name: str) -> None:
             conn.send(step())  # the first loss, to check both libraries compute the same thing
             step()
         elif cmd[0] == "run":
-            t0 = time.perf_counter()
-            for _ in range(cmd[1]):
-                step()
-            conn.send((time.perf_counter() - t0) / cmd[1])
+            conn.send(seconds_per_step(step, cmd[1]))
         else:
             return
 
@@ -157,15 +152,7 @@ def main() -> None:
 
 
 def step_ratios(args) -> None:
-    libs = libraries()
-    ctx = mp.get_context("spawn")
-    pipes, procs = [], []
-    for lib in libs:
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(b, lib), daemon=True)
-        p.start()
-        pipes.append(a)
-        procs.append(p)
+    pipes, procs = start_workers(worker, libraries())
     print(f"{'case':>6} {'tinyopt':>11} {'torch':>11} {'ratio':>6}  target")
     for kind in CASES:
         for c in pipes:
@@ -173,22 +160,14 @@ def step_ratios(args) -> None:
         losses = [c.recv() for c in pipes]
         if len(losses) == 2:
             assert abs(losses[0] - losses[1]) < 1e-4 * max(1.0, abs(losses[1])), losses
-        times: list[list[float]] = [[] for _ in pipes]
-        for _ in range(args.repeats):
-            for k, c in enumerate(pipes):
-                time.sleep(args.settle)
-                c.send(("run", 3))
-                times[k].append(c.recv())
+        times = timed_blocks(pipes, ("run", 3), args.repeats, args.settle)
         med = [statistics.median(t) for t in times]
         if len(med) == 2:
             print(f"{kind:>6} {med[0] * 1e3:>9.2f}ms {med[1] * 1e3:>9.2f}ms "
                   f"{med[0] / med[1]:>6.2f}  <= 1.0")
         else:
             print(f"{kind:>6} {med[0] * 1e3:>9.2f}ms")
-    for c in pipes:
-        c.send(("stop",))
-    for p in procs:
-        p.join()
+    stop_workers(pipes, procs)
 
 
 def startup() -> None:

@@ -20,12 +20,11 @@ eager (ratio <= 1).  Ratio = tinyopt time / PyTorch time.
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import statistics
-import time
 
 import numpy as np
-from harness import libraries, pin_threads
+from harness import (libraries, pin_threads, seconds_per_step, start_workers, stop_workers,
+                     timed_blocks)
 
 
 def _residual(lib, d: int):
@@ -100,10 +99,7 @@ def worker(conn, lib_name: str) -> None:
             conn.send(step())  # the first loss, to check both libraries compute the same thing
             step()
         elif cmd[0] == "run":
-            t0 = time.perf_counter()
-            for _ in range(cmd[1]):
-                step()
-            conn.send((time.perf_counter() - t0) / cmd[1])
+            conn.send(seconds_per_step(step, cmd[1]))
         else:
             return
 
@@ -121,12 +117,7 @@ def _case(pipes, kind: str, batch: int, optimizer: str, target, args) -> None:
     if len(losses) == 2:
         assert abs(losses[0] - losses[1]) < 1e-3 * max(1.0, abs(losses[1])), losses
     inner = max(1, 1024 // batch) if kind != "CNN" else max(1, 512 // batch)
-    times: list[list[float]] = [[] for _ in pipes]
-    for _ in range(args.repeats):
-        for k, c in enumerate(pipes):
-            time.sleep(args.settle)
-            c.send(("run", inner))
-            times[k].append(c.recv())
+    times = timed_blocks(pipes, ("run", inner), args.repeats, args.settle)
     med = [statistics.median(t) for t in times]
     label = f"{kind} b={batch} {optimizer}"
     if len(med) == 2:
@@ -149,23 +140,12 @@ def main() -> None:
                          "ratios)")
     args = ap.parse_args()
     pin_threads(args.threads)
-    libs = libraries()
-    ctx = mp.get_context("spawn")
-    pipes, procs = [], []
-    for lib in libs:
-        a, b = ctx.Pipe()
-        p = ctx.Process(target=worker, args=(b, lib), daemon=True)
-        p.start()
-        pipes.append(a)
-        procs.append(p)
+    pipes, procs = start_workers(worker, libraries())
     print(f"{'case':>17} {'tinyopt':>11} {'torch':>11} {'ratio':>6}  target", flush=True)
     for kind, batch, optimizer, target in CASES:
         if args.only in (None, kind):
             _case(pipes, kind, batch, optimizer, target, args)
-    for c in pipes:
-        c.send(("stop",))
-    for p in procs:
-        p.join()
+    stop_workers(pipes, procs)
 
 
 if __name__ == "__main__":

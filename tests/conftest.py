@@ -11,6 +11,7 @@ import os
 import re
 from collections import Counter
 
+import pytest
 from hypothesis import settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
@@ -49,3 +50,16 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"{n:6d}  {reason}")
     if counts[8:]:
         terminalreporter.write_line(f"{sum(n for _, n in counts[8:]):6d}  other reasons")
+
+
+@pytest.fixture
+def compile_at_once():
+    """Plans compiled at a structure's first realization (``TINYOPT_COMPILE_AFTER=1``), for
+    tests of the plan cache itself; the usual threshold (``engine/eager.py``) afterwards."""
+    from tinyopt.engine.plan import CACHE
+    before = CACHE.compile_after
+    CACHE.compile_after = 1
+    CACHE.clear()
+    yield CACHE
+    CACHE.compile_after = before
+    CACHE.clear()

@@ -111,7 +111,7 @@ def test_embedding_bag_gradients(mode):
                   rng.standard_normal(6))
 
 
-def test_embedding_bag_plan_reuse_with_new_offsets():
+def test_embedding_bag_plan_reuse_with_new_offsets(compile_at_once):
     from tinyopt.engine import cache_info
     m = nn.EmbeddingBag(V, D)
     for x, off in (([1, 2, 3, 4], [0, 1]), ([5, 6, 7, 8], [0, 3])):

@@ -92,7 +92,8 @@ def _assert_same(a, b):
 
 @pytest.mark.parametrize("name", OPTIMIZERS)
 @pytest.mark.parametrize("batch", [1, 3])
-def test_fused_step_is_the_unfused_step_bit_for_bit(name, batch, unfused_steps, monkeypatch):
+def test_fused_step_is_the_unfused_step_bit_for_bit(name, batch, unfused_steps, monkeypatch,
+                                                     compile_at_once):
     # batch 1: the linear weights step in their outer-product kernel, the biases after the run;
     # batch 3: no outer product, so no step in the plan (the separate step is as fast)
     data = _data(4, batch)
@@ -108,7 +109,8 @@ def test_fused_step_is_the_unfused_step_bit_for_bit(name, batch, unfused_steps, 
     _assert_same(ref, got)
 
 
-def test_scheduler_changing_lr_and_a_parameter_read_after_its_gradient(unfused_steps):
+def test_scheduler_changing_lr_and_a_parameter_read_after_its_gradient(unfused_steps,
+                                                                      compile_at_once):
     # the L2 term reads the first weight again after its gradient is known: its update waits
     data = _data(5, 1)
 
@@ -223,7 +225,7 @@ def test_a_hook_on_a_parameter_changes_its_gradient_on_the_plain_path():
     np.testing.assert_array_equal(m.weight.grad.numpy(), np.full((2, 3), 2, np.float32))
 
 
-def test_accumulated_gradients_and_post_hooks(unfused_steps):
+def test_accumulated_gradients_and_post_hooks(unfused_steps, compile_at_once):
     data = _data(4, 2)
     make = OPTIMIZERS["adam"]
 
@@ -272,6 +274,7 @@ def test_accumulated_gradients_and_post_hooks(unfused_steps):
 
 
 def test_fit_steps_inside_the_plan_with_the_same_result(unfused_steps):
+    to.engine.cache_clear()  # (the count below assumes no structure of this test seen before)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((24, 20)).astype(np.float32)
     y = rng.integers(0, 4, 24)
@@ -288,7 +291,10 @@ def test_fit_steps_inside_the_plan_with_the_same_result(unfused_steps):
     m0, o0, h0 = run(True)
     assert unfused_steps[0] == 48
     m1, o1, h1 = run(False)
-    assert unfused_steps[0] == 48  # every step of the second fit ran in the plan
+    # every step of the second fit ran in the plan but its first: fit realizes the loss with
+    # its outputs, a structure the first fit never realized, which therefore ran eagerly
+    # (engine/eager.py: the separate step after it, the same bits)
+    assert unfused_steps[0] == 49
     _assert_same((m0, o0), (m1, o1))
     assert [r.train.loss for r in h0] == [r.train.loss for r in h1]
 

@@ -117,7 +117,8 @@ def test_a_slice_that_moves_every_step_compiles_once():
         loss.backward()
         opt.step()
     info = to.engine.cache_info()
-    assert info.misses == 2 and info.hits == 10  # the 35-token steps and the short last one
+    # the 35-token steps (the first eager) and the short last one (eager: seen once)
+    assert info.misses == 1 and info.hits == 9 and info.eager == 2
 
     # offsets into a graph node (a slice of an activation, an index per step) are inputs too
     w = to.nn.Parameter(np.ones((6, 3)))

@@ -377,3 +377,61 @@ def test_a_warm_process_loads_kernels_without_numbas_refresh_and_computes_the_sa
     assert (int(warm[2]) == 0) == (jit._LOAD_WITHOUT_REFRESH is not None)
     z = np.array([-1.5, 0.0, 2.0, 3.25, -np.inf], np.float32)
     assert bytes.fromhex(warm[3]) == np.abs(z).tobytes() == bytes.fromhex(numbas_own[3])
+
+
+# ---- the disk cache is keyed by source content and CPU, not file times (issue 27) ------------
+# numba 0.68 stamps a cache index with a hash of the source file's bytes and keys its entries by
+# bytecode, closure values and CPU; pip leaves the cache files in __pycache__ when it replaces
+# the sources.  This guards the property for tinyopt's kernels (and a numba that changed it).
+REINSTALLED = """if True:
+    import sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import kmod
+    a = np.ones(3)
+    out = np.empty(3)
+    kmod.twice(a, out)
+    kmod.plus1(a[::2], out=out[::2])  # (a strided call: the ufunc of numba's builder)
+    print(sum(kmod.twice.stats.cache_hits.values()), sum(kmod.twice.stats.cache_misses.values()),
+          out[0])
+"""
+KMOD = '''
+from tinyopt.kernels.jit import kernel, ufunc
+
+
+@kernel
+def twice(a, out):
+    for i in range(a.shape[0]):
+        out[i] = 2 * a[i]
+
+
+@ufunc("float64(float64)")
+def plus1(x):
+    return x + 1.0
+'''
+
+
+def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_path):
+    """A reinstall of the same version writes the same bytes with new file times: the kernels
+    load from the cache.  Changed source compiles again."""
+    import os
+    import subprocess
+    import sys
+    src = tmp_path / "mod"
+    src.mkdir()
+    (src / "kmod.py").write_text(KMOD)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+               NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run() -> list[str]:
+        r = subprocess.run([sys.executable, "-c", REINSTALLED, str(src)], capture_output=True,
+                           text=True, timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.split()
+    assert run() == ["0", "1", "2.0"]  # compiled
+    assert run() == ["1", "0", "2.0"]  # loaded
+    (src / "kmod.py").write_text(KMOD)  # reinstalled: the same bytes, a new time
+    os.utime(src / "kmod.py", (2_000_000_000, 2_000_000_000))
+    assert run() == ["1", "0", "2.0"]  # still loaded
+    (src / "kmod.py").write_text(KMOD + "\n# a new version\n")
+    assert run() == ["0", "1", "2.0"]  # compiled again

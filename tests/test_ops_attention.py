@@ -106,7 +106,7 @@ def test_fully_masked_rows_give_zero_and_nan_scores_give_nan():
     assert np.isnan(out[0, 2]).all() and not np.isnan(out[0, :2]).any()
 
 
-def test_float32_and_plan_reuse():
+def test_float32_and_plan_reuse(compile_at_once):
     q, k, v = (rng.standard_normal((2, 4, 8, 16)).astype(np.float32) for _ in range(3))
     p = to.Parameter(q)
     for _ in range(2):

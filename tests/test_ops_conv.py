@@ -148,7 +148,7 @@ def test_conv2d_gradient_of_input_only_leaf_weight_not_needed():
     np.testing.assert_allclose(w.grad, want, rtol=1e-12)
 
 
-def test_conv2d_reuses_its_plan():
+def test_conv2d_reuses_its_plan(compile_at_once):
     w = to.Parameter(rng.standard_normal((4, 2, 3, 3)).astype(np.float32))
     conv2d(rng.standard_normal((2, 2, 8, 8)).astype(np.float32), w, padding=1).sum().backward()
     hits = to.engine.cache_info().hits

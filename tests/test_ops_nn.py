@@ -27,7 +27,7 @@ def test_dropout_statistics_scale_and_gradient():
     np.testing.assert_array_equal(x.grad, out)               # d(x * mask)/dx = mask
 
 
-def test_dropout_is_seeded_and_draws_a_new_mask_each_step_from_one_plan():
+def test_dropout_is_seeded_and_draws_a_new_mask_each_step_from_one_plan(compile_at_once):
     x = to.Parameter(np.ones((4, 64), np.float32), requires_grad=False)  # a graph, not values
     to.manual_seed(7)
     a = dropout(x, 0.5).numpy()
@@ -182,7 +182,7 @@ def test_batch_norm_training_updates_running_stats_once_per_step(shape):
         np.testing.assert_allclose(rv, rv_ref, atol=1e-14)
 
 
-def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum():
+def test_batch_norm_plan_is_reused_with_new_buffers_and_momentum(compile_at_once):
     """Plans bind the running arrays per run: a second model of the same structure updates its
     own buffers from the cached plan."""
     x = to.Parameter(rng.standard_normal((6, 2)), requires_grad=False)  # a graph, not values

@@ -180,7 +180,7 @@ def test_float32_matches_the_float64_reference():
     np.testing.assert_allclose(c_n.numpy(), cn, atol=2e-6)
 
 
-def test_the_graph_does_not_grow_with_the_sequence_and_the_plan_is_reused():
+def test_the_graph_does_not_grow_with_the_sequence_and_the_plan_is_reused(compile_at_once):
     w_ih, w_hh, b_ih, b_hh, _ = weights("lstm", 3, 4, 4)
     params = [to.Parameter(a.astype(np.float32)) for a in (w_ih, w_hh, b_ih, b_hh)]
 

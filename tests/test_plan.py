@@ -12,7 +12,7 @@ import pytest
 import tinyopt as to
 from tinyopt import nn
 from tinyopt.engine import cache_clear, cache_info, set_cache_limit
-from tinyopt.engine.plan import CACHE, DEFAULT_MAX_BYTES, PlanCache
+from tinyopt.engine.plan import CACHE, DEFAULT_MAX_BYTES, NODE_BYTES, PlanCache
 
 
 def _lazy(a: np.ndarray) -> to.Tensor:
@@ -87,10 +87,11 @@ def test_concurrent_runs_get_arenas_of_their_own_and_the_cache_counts_them():
     assert plan._idle[0].arena is not plan._idle[1].arena
 
 
-def test_cache_is_bounded_by_bytes():
+def test_cache_is_bounded_by_bytes(compile_at_once):
     cache_clear()
     try:
-        set_cache_limit(max_bytes=3 * 4096 * 8 + 2048)
+        # three arenas of 4096 float64 and three plans' Python objects (up to 9 nodes each)
+        set_cache_limit(max_bytes=3 * (4096 * 8 + 9 * NODE_BYTES) + 2048)
         for n in range(1, 9):  # arenas of about 4096 float64 each (plans of other structures:
             t = _lazy(np.ones(4096))  # plans differing only in sizes would share one arena)
             for _ in range(n):
@@ -117,7 +118,7 @@ def test_cache_byte_bound_default_and_setting(monkeypatch):
     assert CACHE.max_bytes == DEFAULT_MAX_BYTES
 
 
-def test_compiles_and_evictions_are_logged(caplog):
+def test_compiles_and_evictions_are_logged(caplog, compile_at_once):
     cache_clear()
     old = CACHE.maxsize
     try:
@@ -132,11 +133,11 @@ def test_compiles_and_evictions_are_logged(caplog):
         assert all(r.name == "tinyopt" for r in compiled + evicted)
         assert len(thrash) == 1 and "thrashing" in thrash[0].getMessage()
     finally:
-        set_cache_limit(maxsize=old)
+        CACHE.maxsize = old  # (set_cache_limit(maxsize=None) would leave the bound of 2)
         cache_clear()
 
 
-def test_a_failed_run_keeps_no_batch_or_model_alive():
+def test_a_failed_run_keeps_no_batch_or_model_alive(compile_at_once):
     def fail_once():
         p = to.Parameter(np.ones((4, 3), np.float32))
         x = np.ones((4, 3), np.float32)
@@ -226,7 +227,7 @@ def test_changing_batch_sizes_give_the_bits_of_a_plan_per_size(case):
     assert info.nbytes < info_alone.nbytes
 
 
-def test_changing_sequence_lengths_give_the_bits_of_a_plan_per_length():
+def test_changing_sequence_lengths_give_the_bits_of_a_plan_per_length(compile_at_once):
     rng = np.random.default_rng(1)
     lengths = [7, 3, 11, 3, 5, 11]
 
@@ -290,7 +291,8 @@ def test_episodes_of_changing_lengths_share_one_structure_and_one_arena():
     assert info.nbytes == fam.nbytes + sum(p.own_bytes for p in plans)
     assert info.nbytes <= max(p.nbytes for p in plans_alone) + sum(p.own_bytes for p in plans) \
         + sum(e[3] for e in run.tables.values())  # the largest plan alone, and the constants
-    assert info.nbytes * 5 < info_alone.nbytes
+    own, own_alone = (sum(p.own_bytes for p in ps) for ps in (plans, plans_alone))
+    assert (info.nbytes - own) * 5 < info_alone.nbytes - own_alone  # (arenas and scratch)
 
 
 def test_threads_running_one_structure_at_different_sizes_match_running_alone():
@@ -313,7 +315,7 @@ def test_threads_running_one_structure_at_different_sizes_match_running_alone():
         _assert_same(got, want)
 
 
-def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_paths_bits():
+def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_paths_bits(compile_at_once):
     """A plan binds an elementwise kernel over its arena's arrays once (the flat loop, no
     per-call checks); where an operand is a leaf (bound per run) or strided it keeps the
     general call.  Both give the bits of the kernel called as a ufunc."""

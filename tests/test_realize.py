@@ -8,6 +8,7 @@ import pytest
 
 import tinyopt as to
 from tinyopt import nn
+from tinyopt.engine import eager as eager_module
 from tinyopt.engine import plan as plan_module
 
 MODEL_OPS = {"rnn_scan", "rnn_scan_grad"}
@@ -15,14 +16,20 @@ MODEL_OPS = {"rnn_scan", "rnn_scan_grad"}
 
 @pytest.fixture
 def runs(monkeypatch):
-    """The ops of every plan run, in order (a list the test reads and clears)."""
+    """The ops of every run, planned or eager (``engine/eager.py``), in order (a list the test
+    reads and clears)."""
     log: list[set[str]] = []
-    run = plan_module.Plan.run
+    run, run_eagerly = plan_module.Plan.run, eager_module.run
 
     def counted(self, leaves):
         log.append({t.op for t in self.nodes})
         return run(self, leaves)
+
+    def counted_eagerly(fwd, *args):
+        log.append({t.op for t in fwd})
+        return run_eagerly(fwd, *args)
     monkeypatch.setattr(plan_module.Plan, "run", counted)
+    monkeypatch.setattr(eager_module, "run", counted_eagerly)
     return log
 
 

@@ -191,7 +191,7 @@ def test_dropout_between_layers_only_in_training():
         nn.LSTM(3, 4, dropout=0.2)
 
 
-def test_a_training_step_reuses_its_plan():
+def test_a_training_step_reuses_its_plan(compile_at_once):
     m = nn.LSTM(3, 4, 2)
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
     m(x)[0].sum().backward()

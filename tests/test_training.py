@@ -46,14 +46,15 @@ def _issue_loop(model: nn.Module, batches, lr: float = 0.1) -> list[int]:
 @pytest.mark.parametrize("build", [
     lambda: nn.Sequential(nn.Flatten(), nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10)),
     mnist_cnn.build_model], ids=["mlp", "cnn"])
-def test_issue_loop_runs_from_the_plan_cache_after_the_first_step(data, build):
+def test_issue_loop_runs_from_the_plan_cache_after_the_second_step(data, build):
     x, y = data[0], data[1]
     assert x.dtype == np.float32 and x.shape[1:] == (1, 28, 28) and y.dtype == np.int64
     to.manual_seed(0)
     model = build()
     before = [p.data.numpy().copy() for p in model.parameters()]
     misses = _issue_loop(model, _batches(x, y, 32, 6))
-    assert misses[1:] == [misses[0]] * 5, f"plan cache misses per step: {misses}"
+    # (the first step runs eagerly and the second compiles: engine/eager.py)
+    assert misses[2:] == [misses[1]] * 4, f"plan cache misses per step: {misses}"
     assert all(not np.array_equal(b, p.data) for b, p in zip(before, model.parameters()))
     assert all(p.grad is not None and p.grad.dtype == np.float32 for p in model.parameters())
 
@@ -67,7 +68,7 @@ def test_batchnorm_and_dropout_model_reuses_its_plan(data):
                           nn.ReLU(), nn.MaxPool2d(4), nn.Flatten(), nn.Dropout(0.2),
                           nn.Linear(4 * 7 * 7, 10))
     misses = _issue_loop(model, _batches(x, y, 16, 4))
-    assert misses[1:] == [misses[0]] * 3, f"plan cache misses per step: {misses}"
+    assert misses[2:] == [misses[1]] * 2, f"plan cache misses per step: {misses}"
     bn = model[1]
     assert int(bn.num_batches_tracked) == 4
     assert (bn.running_var != 1.0).all()

@@ -1,21 +1,22 @@
 """The engine: tensors, static graphs, autodiff and planned execution.
 
 Ops over concrete tensors run at once; ops over Parameters (or anything that requires grad)
-only record graph nodes, and realizing one compiles its graph once into a plan (topological
-order, planned memory, one kernel call per node) and runs it.  The ggml example,
+only record graph nodes, and realizing one runs its graph: node by node the first time
+(``engine/eager.py``), and from the second time on as a plan its structure is compiled into
+once (topological order, planned memory, one kernel call per node).  The ggml example,
 f(x) = a*x^2 + b::
 
     >>> import tinyopt as to
     >>> x, a = to.Parameter([2.0]), to.Parameter([3.0])
     >>> b = to.tensor([4.0])
     >>> f = (a * x * x + b).sum()
-    >>> f.backward()            # builds, plans and runs forward + backward
+    >>> f.backward()            # runs forward + backward (eagerly: a structure seen once)
     >>> f.item(), x.grad[0].item()     # 3*2^2 + 4 and df/dx = 2*a*x
     (16.0, 12.0)
     >>> with to.no_grad():
     ...     x.fill_(3.0)
     ...     x.grad = None
-    >>> f = (a * x * x + b).sum(); f.backward()   # same structure: the cached plan, new values
+    >>> f = (a * x * x + b).sum(); f.backward()   # same structure: compiled now, new values
     >>> f.item(), x.grad[0].item()
     (31.0, 18.0)
 """

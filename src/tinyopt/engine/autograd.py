@@ -131,8 +131,10 @@ def run_backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None =
         return
     fwd = toposort([loss])
     if not wrt and not _watched(fwd):
+        leaves = [t for t in fwd if t.requires_grad and t.op in ("param", "input")]
+        del fwd  # (a list holding every node would make realize keep every value: graph.held)
         realize([], loss=loss, retain_graph=retain_graph)
-        _post_accumulate([t for t in fwd if t.requires_grad and t.op in ("param", "input")])
+        _post_accumulate(leaves)
         return
     _explicit(loss, wrt, retain_graph=retain_graph, accumulate=True)
 

@@ -25,10 +25,16 @@ size, not the number of sizes (``benchmarks/bench_dynplan.py``: a policy-gradien
 episode lengths held 2.2 MB of plans instead of 107 MB); ``cache_info().structures`` counts the
 families.  ``TINYOPT_PLAN_SHARING=0`` gives every plan a family of its own, as before.
 
-The cache is bounded by bytes (arenas, scratch and constants of every plan; default 1 GiB,
-environment variable ``TINYOPT_PLAN_CACHE_BYTES``, or :func:`set_cache_limit`) as well as by count,
-and logs each compile and eviction on the ``tinyopt`` logger (``logging.INFO``), with one warning
-when a plan it evicted is compiled again (a cache too small for the loop, thrashing).
+Only structures that repeat are compiled: the cache counts the sightings of structures it has
+no plan for, and until a structure's ``compile_after``-th one (``COMPILE_AFTER``) realization
+runs it eagerly (``engine/eager.py``), with the same bits.
+
+The cache is bounded by bytes (arenas, scratch, constants and the Python objects of every plan;
+default 1 GiB, environment variable ``TINYOPT_PLAN_CACHE_BYTES``, or :func:`set_cache_limit`),
+and, only if asked, by count; it logs each compile and eviction on the ``tinyopt`` logger
+(``logging.INFO``), with one warning, naming the bound to raise, when a plan it evicted is
+compiled again (a cache too small for the loop, thrashing).  Structures seen once never enter
+it, so a loop over many one-off structures neither fills nor thrashes it.
 """
 
 from __future__ import annotations
@@ -51,6 +57,13 @@ from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
 from tinyopt.engine import fpstate, fused_update
 from tinyopt.kernels import shared_threads
+
+
+NODE_BYTES = 1536
+"""What the cache counts for a plan's Python objects, per node (node specs, kernel closures,
+array tables): measured with ``tracemalloc``, 1.4-1.6 KB a node for chains of 32-128 small ops,
+where arenas and constants are a few dozen bytes a node.  Without it, a cache bounded by bytes
+alone would let thousands of small plans hold gigabytes of Python objects."""
 
 
 class Plan:
@@ -116,7 +129,8 @@ class Plan:
         bound_leaves = set(self.leaf_slots)
         self._consts = [(i, t._value) for i, t in enumerate(nodes)
                         if t.op == "input" and i not in bound_leaves]
-        self.own_bytes = sum(v.nbytes for _, v in self._consts)
+        # its constants, and its Python objects (node specs, kernel closures, tables)
+        self.own_bytes = sum(v.nbytes for _, v in self._consts) + NODE_BYTES * len(nodes)
         self.evicted = False  # set when the cache drops it: runs then drop its tables
         self.used = 0  # the cache's tick of its last lookup (least recently used goes first)
         self.fronts: list = []  # the cache's _Front entries filing it
@@ -413,17 +427,35 @@ def _same_layout(t: Tensor) -> bool:
 class CacheInfo(NamedTuple):
     """The plan cache's counters and bounds, as :func:`cache_info` returns them."""
     hits: int
-    misses: int
+    misses: int      # plans compiled (a lookup that found none and compiled one)
     currsize: int
-    maxsize: int
+    maxsize: int | None  # plans at most (None: bounded by bytes alone, the default)
     nbytes: int      # bytes the cached plans hold (arenas, scratch, constants)
     max_bytes: int
     structures: int  # plan structures the cached plans share (plans differing only in sizes)
+    eager: int       # realizations run without a plan (structures not seen often enough yet)
 
 
 log = logging.getLogger("tinyopt")
 
 DEFAULT_MAX_BYTES = 1 << 30
+
+COMPILE_AFTER = 2
+"""A structure is compiled into a plan the ``COMPILE_AFTER``-th time it is realized; before, it
+runs eagerly (``engine/eager.py``).  Environment variable ``TINYOPT_COMPILE_AFTER`` (1: always
+a plan, as before eager execution).
+
+Why 2.  Measured on a chain of 32 small ops with backward (~80 nodes, 2026-12-06, shared
+2-core machine, process time): eager 600 us, compiling plus the first run 2700 us, a replay
+280 us.  Loops come in two kinds: the structure changes every step (episodes, per-sample
+loops, a CRF's path), where any threshold above 1 runs everything eagerly; or a few structures
+repeat for the whole run (batch shapes, sequence buckets), where every eager run beyond the
+first costs 320 us that a plan would save, on every structure.  A threshold of t loses the most
+on a structure seen exactly t times (ski rental: at t=2, 3300 us against the 1200 us of two
+eager runs, 2.75x; at t=8 at most 1.5x), but a larger t makes every repeated structure run
+eagerly t - 1 times first, with no memory planning and no step inside the plan; 2 keeps the
+steady state from the second step on, as before, and costs at most one compile per structure
+seen twice."""
 
 
 def _mib(n: int) -> str:
@@ -444,7 +476,8 @@ class _Front:
 
 
 class PlanCache:
-    """An LRU map from graph signatures to compiled plans, bounded by count and by bytes.
+    """An LRU map from graph signatures to compiled plans, bounded by bytes (and by count if
+    ``maxsize`` is set).
 
     The most recently used plan is never evicted, so a loop whose one plan is larger than
     ``max_bytes`` still runs (alone in the cache).  Thread-safe: a lock guards the map, and a plan
@@ -452,17 +485,26 @@ class PlanCache:
     first to finish is kept).
     """
 
-    def __init__(self, maxsize: int = 64, max_bytes: int | None = None):
+    SEEN = 4096  # structures whose sightings are counted (oldest forgotten first)
+
+    def __init__(self, maxsize: int | None = None, max_bytes: int | None = None,
+                 compile_after: int | None = None):
         if max_bytes is None:
             max_bytes = int(os.environ.get("TINYOPT_PLAN_CACHE_BYTES", DEFAULT_MAX_BYTES))
+        if compile_after is None:
+            compile_after = int(os.environ.get("TINYOPT_COMPILE_AFTER", COMPILE_AFTER))
         self.maxsize = maxsize
         self.max_bytes = max_bytes
+        self.compile_after = compile_after
+        self._seen: OrderedDict[int, int] = OrderedDict()  # key hash -> sightings without a plan
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
         self.hits = 0
         self.misses = 0
-        self._evicted: OrderedDict[int, None] = OrderedDict()  # hashes of recently evicted keys
+        self.eager = 0
+        # hashes of recently evicted keys -> the bound that evicted them ("maxsize", "max_bytes")
+        self._evicted: OrderedDict[int, str] = OrderedDict()
         self._warned = False
         # plans that differ only in sizes share their runs (arenas, scratch): see _Family
         self.share_sizes = os.environ.get("TINYOPT_PLAN_SHARING", "1") != "0"
@@ -511,6 +553,7 @@ class PlanCache:
                 return plan, [fwd[i] for i in kept]
         held_nodes = [fwd[i] for i in kept]
         key = (sig, front_key[1] + kept, front_key[2])
+        h = hash(key)  # (outside the lock: hashing a signature is a pass over the graph)
         with self._lock:
             plan = self._plans.get(key)  # (the same outputs, split otherwise between the two)
             if plan is not None:
@@ -519,12 +562,30 @@ class PlanCache:
                 plan.used = self._tick
                 self._enter(front, kept, plan)
                 return plan, held_nodes
+            if not self._hot(h):
+                self.eager += 1
+                return None, held_nodes
             self.misses += 1
         plan = self._compile(key, fwd, wanted + held_nodes, loss)
         with self._lock:
             if not plan.evicted:
                 self._enter(front, kept, plan)
         return plan, held_nodes
+
+    def _hot(self, h: int) -> bool:
+        """Whether the structure of key hash ``h``, which has no plan, is seen often enough now
+        to compile one (lock held): the ``compile_after``-th time, or at once when a plan of it
+        was evicted (it was hot then).  Counts are kept for the ``SEEN`` structures seen last."""
+        if self.compile_after <= 1 or h in self._evicted:
+            return True
+        seen = self._seen
+        n = seen.pop(h, 0) + 1
+        if n >= self.compile_after:
+            return True
+        seen[h] = n
+        if len(seen) > self.SEEN:
+            seen.popitem(last=False)
+        return False
 
     def _enter(self, front: _Front, kept: tuple, plan: Plan) -> None:
         """File ``plan`` under ``front`` for the held positions ``kept`` (lock held)."""
@@ -554,20 +615,23 @@ class PlanCache:
                     self._families.setdefault(fam.key, fam)
             fam.cached += 1
             self.nbytes += plan.own_bytes
-            again = h in self._evicted
-            self._evicted.pop(h, None)
-            warn = again and not self._warned
+            bound = self._evicted.pop(h, None)  # the bound that evicted it, if it was
+            warn = bound is not None and not self._warned
             self._warned |= warn
             self._shrink()
             n, total = len(self._plans), self.nbytes
         log.info("compiled a plan of %d nodes in %.1f ms: %s (arena %s); cache %d plans, %s of %s",
                  len(plan.nodes), ms, _mib(plan.nbytes), _mib(plan.peak_bytes), n, _mib(total),
                  _mib(self.max_bytes))
-        if warn:
+        if warn and bound == "maxsize":
             log.warning("the plan cache is thrashing: a plan it evicted for room was compiled "
-                        "again; raise its bound with tinyopt.engine.set_cache_limit(max_bytes=...) "
-                        "or TINYOPT_PLAN_CACHE_BYTES (now %s, %d plans)", _mib(self.max_bytes),
-                        self.maxsize)
+                        "again; raise its bound of %d plans with "
+                        "tinyopt.engine.set_cache_limit(maxsize=...)", self.maxsize)
+        elif warn:
+            log.warning("the plan cache is thrashing: a plan it evicted for room was compiled "
+                        "again; raise its bound of %s with "
+                        "tinyopt.engine.set_cache_limit(max_bytes=...) or "
+                        "TINYOPT_PLAN_CACHE_BYTES", _mib(self.max_bytes))
         return plan
 
     def _family_of(self, key: tuple, grad_specs: tuple) -> _Family:
@@ -590,8 +654,13 @@ class PlanCache:
 
     def _shrink(self) -> None:
         """Evict least recently used plans until within both bounds (call with the lock held)."""
-        while len(self._plans) > self.maxsize or (self.nbytes > self.max_bytes
-                                                  and len(self._plans) > 1):
+        while True:
+            if self.maxsize is not None and len(self._plans) > self.maxsize:
+                bound = "maxsize"
+            elif self.nbytes > self.max_bytes and len(self._plans) > 1:
+                bound = "max_bytes"
+            else:
+                return
             key = min(self._plans, key=lambda k: self._plans[k].used)
             plan = self._plans.pop(key)
             plan.evicted = True
@@ -608,8 +677,8 @@ class PlanCache:
                 self.nbytes -= fam.nbytes
                 if self._families.get(fam.key) is fam:
                     del self._families[fam.key]
-            self._evicted[hash(key)] = None
-            if len(self._evicted) > 4 * max(self.maxsize, 1):
+            self._evicted[hash(key)] = bound
+            if len(self._evicted) > self.SEEN:
                 self._evicted.popitem(last=False)
             log.info("evicted a plan of %d nodes (%s); cache %d plans, %s of %s",
                      len(plan.nodes), _mib(plan.nbytes), len(self._plans), _mib(self.nbytes),
@@ -619,7 +688,7 @@ class PlanCache:
         with self._lock:
             structures = len({id(p.family) for p in self._plans.values()})
             return CacheInfo(self.hits, self.misses, len(self._plans), self.maxsize, self.nbytes,
-                             self.max_bytes, structures)
+                             self.max_bytes, structures, self.eager)
 
     def clear(self) -> None:
         with self._lock:
@@ -630,7 +699,8 @@ class PlanCache:
             self._front.clear()
             self._families.clear()
             self._evicted.clear()
-            self.nbytes = self.hits = self.misses = 0
+            self._seen.clear()
+            self.nbytes = self.hits = self.misses = self.eager = 0
             self._warned = False
 
 
@@ -638,10 +708,12 @@ CACHE = PlanCache()
 
 
 def cache_info() -> CacheInfo:
-    """``(hits, misses, currsize, maxsize, nbytes, max_bytes, structures)`` of the plan cache,
-    like ``functools.lru_cache``'s with the bytes its plans hold, their bound, and how many plan
-    structures the cached plans share: a loop over many batch sizes or sequence lengths caches a
-    plan per size (``currsize``) but one structure, whose runs hold one arena per thread."""
+    """``(hits, misses, currsize, maxsize, nbytes, max_bytes, structures, eager)`` of the plan
+    cache, like ``functools.lru_cache``'s with the bytes its plans hold, their bound, how many
+    plan structures the cached plans share (a loop over many batch sizes or sequence lengths
+    caches a plan per size, ``currsize``, but one structure, whose runs hold one arena per
+    thread), and how many realizations ran eagerly, without a plan (``engine/eager.py``).
+    ``misses`` counts the plans compiled."""
     return CACHE.info()
 
 
@@ -652,8 +724,9 @@ def cache_clear() -> None:
 
 def set_cache_limit(max_bytes: int | None = None, maxsize: int | None = None) -> None:
     """Bound the plan cache to ``max_bytes`` bytes (default 1 GiB, or the environment variable
-    ``TINYOPT_PLAN_CACHE_BYTES``) and ``maxsize`` plans (default 64); evicts at once what no longer
-    fits.  ``None`` leaves a bound as it is."""
+    ``TINYOPT_PLAN_CACHE_BYTES``; the count includes ``NODE_BYTES`` a node for the plans' Python
+    objects) and, if given, ``maxsize`` plans (by default the count is not bounded); evicts at
+    once what no longer fits.  ``None`` leaves a bound as it is."""
     for name, v in (("max_bytes", max_bytes), ("maxsize", maxsize)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
             raise ValueError(f"set_cache_limit: {name} must be a non-negative int, got {v!r}")

@@ -9,6 +9,7 @@ outputs, activations the backward pass reads) stay alive simply because they sti
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 ALIGN = 64
@@ -53,16 +54,18 @@ class _FreeList:
         return off
 
     def release(self, off: int, size: int) -> None:
+        # insert in order and merge with the neighbours only (the free list stays sorted and
+        # merged): a sort and a full merge per release made planning quadratic, 45 ms of a
+        # 2400-node plan's compile
         size = max(ALIGN, -(-size // ALIGN) * ALIGN)
-        self.free.append((off, size))
-        self.free.sort()
-        merged: list[tuple[int, int]] = []
-        for o, s in self.free:
-            if merged and merged[-1][0] + merged[-1][1] == o:
-                merged[-1] = (merged[-1][0], merged[-1][1] + s)
-            else:
-                merged.append((o, s))
-        self.free = merged
+        free = self.free
+        k = bisect.bisect(free, (off, size))
+        if k < len(free) and off + size == free[k][0]:  # joins the next block
+            size += free.pop(k)[1]
+        if k and free[k - 1][0] + free[k - 1][1] == off:  # joins the previous block
+            free[k - 1] = (free[k - 1][0], free[k - 1][1] + size)
+        else:
+            free.insert(k, (off, size))
 
 
 def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],

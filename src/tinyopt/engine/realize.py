@@ -1,8 +1,9 @@
 """Realization: turn requested tensors (and a loss to differentiate) into numbers.
 
 ``realize`` sorts the graph reaching its targets, finds or compiles the plan for that structure in
-the plan cache, binds this graph's leaves and runs it.  This is the one place the lazy front end
-meets the compiled back end.
+the plan cache, binds this graph's leaves and runs it; a structure the cache has not seen often
+enough to compile runs node by node instead (``engine/eager.py``), with the same bits.  This is
+the one place the lazy front end meets the compiled back end.
 
 Nodes of the graph that the program still holds (``out`` in ``loss = f(model(x)); out = ...``)
 are computed by the same run anyway: the plan also outputs them, and they keep their values, as
@@ -17,6 +18,7 @@ import weakref
 
 import numpy as np
 
+from tinyopt.engine import eager
 from tinyopt.engine.graph import check_saved, toposort, toposort_signed
 from tinyopt.engine.inplace import alias_value
 from tinyopt.engine.op import OPS
@@ -46,8 +48,11 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         fwd, index, sig = toposort_signed(roots)
     wanted = list(outputs) + effects if effects else list(outputs)
     plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
-    leaves = plan.leaves(fwd)
-    values = plan.run(leaves) if update is None else plan.run(leaves, update)
+    if plan is None:  # a structure not seen often enough to compile: run it node by node
+        values = eager.run(fwd, wanted + kept, loss, update)
+    else:
+        leaves = plan.leaves(fwd)
+        values = plan.run(leaves) if update is None else plan.run(leaves, update)
     for e in effects:
         _PENDING.pop(id(e), None)
     free = loss is not None and not retain_graph

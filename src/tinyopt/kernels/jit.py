@@ -438,6 +438,20 @@ class _LazyUfunc:
         # calls, 2-3 us, on every elementwise op of every step)
         if out is not None and len(args) <= 5 and out.dtype in self._flat_types:
             flat = out.flags.c_contiguous
+            if flat:  # the common case first: operands laid out exactly as out (C order)
+                dt, shape, strides = out.dtype, out.shape, out.strides
+                for a in args:
+                    if (type(a) is not np.ndarray or a.dtype != dt or a.shape != shape
+                            or a.strides != strides):
+                        break
+                else:
+                    if self._loop is None:
+                        self._loop = _flat_loop(self._fn, len(args))
+                    if len(shape) == 1:
+                        self._loop(*args, out)
+                    else:
+                        self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
+                    return out
             for a in args:
                 if type(a) is not np.ndarray or a.dtype != out.dtype:
                     break
