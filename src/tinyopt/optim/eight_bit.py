@@ -38,10 +38,10 @@ _BNB = "__bnb_optimizer_quant_state__"
 
 @functools.cache
 def _tables() -> tuple[np.ndarray, ...]:
-    """The kernels' codes and the quantizer's lookup tables (384 KiB a code), made at the first
-    8-bit step: ``(code1, code2, lut1, lut2, threshold1, threshold2)``."""
-    (l1, t1), (l2, t2) = quant8.tables(CODES["signed"]), quant8.tables(CODES["unsigned"])
-    return CODES["signed"], CODES["unsigned"], l1, l2, t1, t2
+    """The kernels' codes and the quantizer's lookup tables (512 KiB a code), made at the first
+    8-bit step: ``(code1, code2, table1, table2)``."""
+    return (CODES["signed"], CODES["unsigned"], quant8.tables(CODES["signed"]),
+            quant8.tables(CODES["unsigned"]))
 
 
 class _Store:
