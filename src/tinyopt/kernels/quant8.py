@@ -157,7 +157,7 @@ def _lookups(width: int):
     its unsigned indices are not the nearest code.)  The caller keeps ``at + width`` within
     the arrays; every index read from ``q`` (< 256) or computed as a key (< 2^17) is within
     ``code`` and ``table``."""
-    f32, i32, i64, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(64), ir.IntType(8)
+    f32, i32, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(8)
 
     def vec(t):
         return ir.VectorType(t, width)
@@ -172,15 +172,13 @@ def _lookups(width: int):
         return builder.gep(data, [context.cast(builder, at, atty, types.intp)])
 
     def gather(builder, base, index, ty):
-        """``base[index]`` for an ``i64`` vector of indices (llvmlite has no vector GEP)."""
-        size = 4  # float32 and uint32 entries
-        offsets = builder.mul(index, ir.Constant(vec(i64), [size] * width))
-        where = builder.add(splat(builder, builder.ptrtoint(base, i64)), offsets)
-        pointers = builder.inttoptr(where, vec(ty.as_pointer()))
-        fnty = ir.FunctionType(vec(ty), [vec(ty.as_pointer()), i32, vec(ir.IntType(1)), vec(ty)])
+        """``base[index]`` for a vector of ``i32`` indices (nonnegative: GEP sign-extends)."""
+        where = builder.gep(base, [index], inbounds=True, source_etype=ty)
+        where.type = vec(ty.as_pointer())  # a vector GEP (llvmlite types GEPs as scalar)
+        fnty = ir.FunctionType(vec(ty), [where.type, i32, vec(ir.IntType(1)), vec(ty)])
         name = f"llvm.masked.gather.v{width}{'f32' if ty == f32 else 'i32'}.v{width}p0"
         fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        return builder.call(fn, [pointers, ir.Constant(i32, size),
+        return builder.call(fn, [where, ir.Constant(i32, 4),
                                  ir.Constant(vec(ir.IntType(1)), [1] * width),
                                  ir.Constant(vec(ty), ir.Undefined)])
 
@@ -196,7 +194,7 @@ def _lookups(width: int):
                                                         sig.args[2], at_), vec(i8).as_pointer()),
                               align=1)
             base = context.make_array(sig.args[3])(context, builder, code_).data
-            values = builder.fmul(gather(builder, base, builder.zext(qs, vec(i64)), f32),
+            values = builder.fmul(gather(builder, base, builder.zext(qs, vec(i32)), f32),
                                   splat(builder, scale_))
             builder.store(values, builder.bitcast(at_offset(context, builder, sig.args[0], out_,
                                                             sig.args[2], at_),
@@ -222,7 +220,7 @@ def _lookups(width: int):
                             builder.and_(builder.ashr(bits, ir.Constant(vec(i32), [31] * width)),
                                          low))
             base = context.make_array(sig.args[4])(context, builder, table_).data
-            entry = gather(builder, base, builder.zext(key, vec(i64)), i32)
+            entry = gather(builder, base, key, i32)
             first = builder.and_(entry, ir.Constant(vec(i32), [0xFF] * width))
             threshold = builder.lshr(entry, ir.Constant(vec(i32), [8] * width))
             index = builder.add(first, builder.zext(builder.icmp_unsigned(">=", t, threshold),
