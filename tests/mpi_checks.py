@@ -629,6 +629,8 @@ def zero_shards_8bit_state_at_block_boundaries_bit_for_bit():
     run(rs, zero2, grads[3:])
     run(qs, plain, grads[3:])
     assert all(np.array_equal(r._data, q._data) for r, q in zip(rs, qs))
+    raises_on_every_rank(lambda: ZeroRedundancyOptimizer(  # checked by the 8-bit class itself
+        [nn.Parameter(np.zeros(3))], optimizer_class=optim.Lion8bit), TypeError, "float64")
 
 
 class Rejecting:

@@ -13,6 +13,9 @@ requantizes each block in one pass.
 float32 for a small parameter), ``absmax1``, ``qmap1`` (the code) and, for Adam, ``state2``,
 ``absmax2``, ``qmap2``; a state dict saves the quantized state and loads it exactly (and a
 bitsandbytes state dict, whose codes match these to an ulp, loads too).
+``ZeroRedundancyOptimizer(params, optimizer_class=AdamW8bit)`` shards the quantized state
+(shards cut parameters at block boundaries: each rank's pieces step bit for bit as the plain
+optimizer's parameters, and the consolidated state dict is the plain optimizer's).
 """
 
 from __future__ import annotations
