@@ -167,9 +167,12 @@ def _lookups(width: int):
                                    ir.Constant(i32, 0))
         return builder.shuffle_vector(v, v, ir.Constant(vec(i32), [0] * width))
 
-    def at_offset(context, builder, aryty, ary, atty, at):
-        data = context.make_array(aryty)(context, builder, ary).data
-        return builder.gep(data, [context.cast(builder, at, atty, types.intp)])
+    def elements(context, builder, sig, args, k, ty):
+        """A pointer to ``width`` elements (LLVM type ``ty``) of array argument ``k`` from
+        index ``at`` (argument 2) on."""
+        data = context.make_array(sig.args[k])(context, builder, args[k]).data
+        where = builder.gep(data, [context.cast(builder, args[2], sig.args[2], types.intp)])
+        return builder.bitcast(where, vec(ty).as_pointer())
 
     def gather(builder, base, index, ty):
         """``base[index]`` for a vector of ``i32`` indices (nonnegative: GEP sign-extends)."""
@@ -189,16 +192,11 @@ def _lookups(width: int):
             return None
 
         def codegen(context, builder, sig, args):
-            out_, q_, at_, code_, scale_ = args
-            qs = builder.load(builder.bitcast(at_offset(context, builder, sig.args[1], q_,
-                                                        sig.args[2], at_), vec(i8).as_pointer()),
-                              align=1)
-            base = context.make_array(sig.args[3])(context, builder, code_).data
+            qs = builder.load(elements(context, builder, sig, args, 1, i8), align=1)
+            base = context.make_array(sig.args[3])(context, builder, args[3]).data
             values = builder.fmul(gather(builder, base, builder.zext(qs, vec(i32)), f32),
-                                  splat(builder, scale_))
-            builder.store(values, builder.bitcast(at_offset(context, builder, sig.args[0], out_,
-                                                            sig.args[2], at_),
-                                                  vec(f32).as_pointer()), align=4)
+                                  splat(builder, args[4]))
+            builder.store(values, elements(context, builder, sig, args, 0, f32), align=4)
             return context.get_dummy_value()
         return types.void(out, q, at, code, scale), codegen
 
@@ -209,26 +207,21 @@ def _lookups(width: int):
             return None
 
         def codegen(context, builder, sig, args):
-            r_, x_, at_, scale_, table_ = args
-            xs = builder.load(builder.bitcast(at_offset(context, builder, sig.args[1], x_,
-                                                        sig.args[2], at_), vec(f32).as_pointer()),
-                              align=4)
-            bits = builder.bitcast(builder.fdiv(xs, splat(builder, scale_)), vec(i32))
+            xs = builder.load(elements(context, builder, sig, args, 1, f32), align=4)
+            bits = builder.bitcast(builder.fdiv(xs, splat(builder, args[3])), vec(i32))
             low = ir.Constant(vec(i32), [_LOW] * width)
             key = builder.lshr(bits, ir.Constant(vec(i32), [KEY_SHIFT] * width))
             t = builder.xor(builder.and_(bits, low),
                             builder.and_(builder.ashr(bits, ir.Constant(vec(i32), [31] * width)),
                                          low))
-            base = context.make_array(sig.args[4])(context, builder, table_).data
+            base = context.make_array(sig.args[4])(context, builder, args[4]).data
             entry = gather(builder, base, key, i32)
             first = builder.and_(entry, ir.Constant(vec(i32), [0xFF] * width))
             threshold = builder.lshr(entry, ir.Constant(vec(i32), [8] * width))
             index = builder.add(first, builder.zext(builder.icmp_unsigned(">=", t, threshold),
                                                     vec(i32)))
             builder.store(builder.trunc(index, vec(i8)),
-                          builder.bitcast(at_offset(context, builder, sig.args[0], r_,
-                                                    sig.args[2], at_), vec(i8).as_pointer()),
-                          align=1)
+                          elements(context, builder, sig, args, 0, i8), align=1)
             return context.get_dummy_value()
         return types.void(r, x, at, scale, table), codegen
 
