@@ -616,6 +616,63 @@ def zero_consolidation_round_trips():
     assert zero2.optim.param_groups[1]["lr"] == 3e-3
 
 
+@check
+def zero_shards_8bit_state_at_block_boundaries_bit_for_bit():
+    """ZeRO(AdamW8bit): group 0's 12000-element buffer is cut at 6024 (the block boundary
+    nearest its middle, inside the 7000-element matrix: rank 0's piece of it, 1024 elements,
+    is below min_8bit_size and still quantized); parameters, consolidated state and a plain
+    state dict loaded into ZeRO step bit for bit as the plain 8-bit optimizer."""
+    from tinyopt.distributed.optim import ZeroRedundancyOptimizer
+    shapes = [(5000,), (70, 100), (300,), (4096,)]
+    rng = np.random.default_rng(4)
+    x = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(6)]
+
+    def make(cls, xs):
+        ps = [nn.Parameter(a.copy()) for a in xs]
+        groups = [{"params": ps[:2]}, {"params": ps[2:], "lr": 3e-3}]
+        if cls is optim.AdamW8bit:
+            return ps, cls(groups, lr=1e-2)
+        return ps, ZeroRedundancyOptimizer(groups, optimizer_class=optim.AdamW8bit, lr=1e-2)
+
+    def run(ps, opt, gs):
+        for g in gs:
+            for p, gi in zip(ps, g):
+                p.grad = gi.copy()  # the same on both ranks: their average is exact
+            opt.step()
+
+    ps, zero = make(None, x)
+    qs, plain = make(optim.AdamW8bit, x)
+    assert [sh.starts for g in zero._shards for sh in g] == [[0, 6024], [0, 2092]]
+    run(ps, zero, grads[:3])
+    run(qs, plain, grads[:3])
+    assert all(np.array_equal(p._data, q._data) for p, q in zip(ps, qs))
+    pieces = [st["state1"].numpy().dtype for st in zero.optim.state.values()]
+    assert pieces == ([np.uint8, np.uint8, np.float32, np.uint8] if rank() == 0
+                      else [np.uint8, np.uint8]), pieces
+    zero.consolidate_state_dict(to=0)
+    sd = [zero.state_dict() if rank() == 0 else None]
+    dist.broadcast_object_list(sd, src=0)
+    want = plain.state_dict()
+    assert sd[0]["param_groups"] == want["param_groups"]
+    for i, st in want["state"].items():
+        assert st.keys() == sd[0]["state"][i].keys(), (i, st.keys())
+        for k, v in st.items():
+            assert np.array_equal(np.asarray(v), np.asarray(sd[0]["state"][i][k])), (i, k)
+    # the plain optimizer's state loads into a fresh ZeRO (cut into shards) and continues
+    # exactly; a wrong absmax is refused on every rank and changes nothing
+    rs, zero2 = make(None, [q._data for q in qs])
+    bad = copy.deepcopy(want)
+    bad["state"][1]["absmax1"] = np.ones(3, np.float32)
+    raises_on_every_rank(lambda: zero2.load_state_dict(bad), ValueError, "one per block")
+    zero2.load_state_dict(want)
+    run(rs, zero2, grads[3:])
+    run(qs, plain, grads[3:])
+    assert all(np.array_equal(r._data, q._data) for r, q in zip(rs, qs))
+    raises_on_every_rank(lambda: ZeroRedundancyOptimizer(  # checked by the 8-bit class itself
+        [nn.Parameter(np.zeros(3))], optimizer_class=optim.Lion8bit), TypeError, "float64")
+
+
 class Rejecting:
     """A checkpoint entry whose loading fails."""
 

@@ -180,7 +180,8 @@ def test_state_dict_saved_halfway_continues_identically(kind):
 
 def test_step_needs_train_mode_and_eval_train_move_only_parameters_with_state():
     a, b = Parameter(np.ones(3, np.float32)), Parameter(np.full(2, 5.0, np.float32))
-    opt = optim.SGDScheduleFree([a, b], lr=0.1)
+    # (weight_decay: the switches of the SGD case above, so no kernel of its own to compile)
+    opt = optim.SGDScheduleFree([a, b], lr=0.1, weight_decay=0.1)
     with pytest.raises(RuntimeError, match="not in train mode"):
         opt.step()
     opt.train()
@@ -202,7 +203,8 @@ def test_bfloat16_parameters_swap_with_their_masters():
     bf16 = np.dtype(ml_dtypes.bfloat16)
     p = Parameter(np.linspace(-1, 1, 6).astype(bf16))
     q = Parameter(p.data.numpy().astype(np.float32))
-    opts = [optim.AdamWScheduleFree([x], lr=0.05) for x in (p, q)]
+    # (weight_decay: the float32 run takes the AdamW case's kernels)
+    opts = [optim.AdamWScheduleFree([x], lr=0.05, weight_decay=0.05) for x in (p, q)]
     for o in opts:
         o.train()
     for t in range(3):

@@ -23,7 +23,7 @@ empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit p
 their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
 block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
 range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
-``lut1``, ``lut2``, ``thr1``, ``thr2`` (the codes' lookup tables, :func:`tables`),
+``table1``, ``table2`` (the codes' lookup tables, :func:`tables`),
 ``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
 ``scratch`` (float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each
 parameter's coefficients of this step, computed first).
@@ -37,6 +37,7 @@ import numpy as np
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
@@ -108,12 +109,12 @@ def nearest(x: np.ndarray, code: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), 0, i)
 
 
-def tables(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The quantizer's lookup tables for ``code``, per key (a cell of float32 patterns): the
-    nearest index at the cell's least value (uint8) and the position in the cell, counted from
-    its least value, where the nearest index becomes the next one (uint16; ``2^15``: nowhere).
-    Built by bisection with :func:`nearest`, so the kernel gives exactly its indices.  Raises if
-    the nearest index changes twice inside a cell."""
+def tables(code: np.ndarray) -> np.ndarray:
+    """The quantizer's lookup table for ``code`` (uint32, one entry per key, a cell of float32
+    patterns): ``first | threshold << 8``, the nearest index at the cell's least value and the
+    position in the cell, counted from its least value, where the nearest index becomes the
+    next one (``2^15``: nowhere).  Built by bisection with :func:`nearest`, so the kernel gives
+    exactly its indices.  Raises if the nearest index changes twice inside a cell."""
     keys = np.arange(1 << (32 - KEY_SHIFT), dtype=np.uint32)
     flip = np.where(keys >= (1 << (31 - KEY_SHIFT)), _LOW, 0).astype(np.uint32)
 
@@ -133,22 +134,102 @@ def tables(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         at_last = nearest(value(mid), code) == last
         hi = np.where(at_last, mid, hi)
         lo = np.where(at_last, lo, mid)
-    threshold = np.where(moves, hi, 1 << KEY_SHIFT).astype(np.uint16)
-    return np.where(finite, first, 0).astype(np.uint8), threshold
+    threshold = np.where(moves, hi, 1 << KEY_SHIFT).astype(np.uint32)
+    return np.where(finite, first, 0).astype(np.uint32) | (threshold << np.uint32(8))
 
 
-@inline
-def _quantize(x, lut, threshold):
-    """The index of the code value nearest ``x`` (the lower one on a tie; NaN: 0), from the
-    lookup tables of :func:`tables`: the cell's index, plus one past its threshold.  Integer
-    arithmetic on the pattern, no branch and no search: a moment's indices are as
-    unpredictable as its values (a branchy binary search took 30 ns an element).
-    (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of its
-    unsigned indices are not the nearest code.)"""
-    b = _bits(x)
-    key = b >> KEY_SHIFT
-    t = (b & _LOW) ^ ((b >> 31) * _LOW)
-    return lut[key] + (t >= threshold[key])
+VECTOR = 16
+"""Elements per step of the vector table lookups (:func:`_lookups`)."""
+
+
+def _lookups(width: int):
+    """The two table lookups of a step, over ``width`` elements at once as LLVM vectors with
+    ``llvm.masked.gather`` (numba's loop vectorizer does not gather on x86: LLVM 20's cost
+    model prefers scalar loads there; a scalar quantizer loop took 5-6 ns an element, the
+    rest of the Adam step 1):
+
+    ``dequantize(out, q, at, code, scale)``: ``out[at + i] = code[q[at + i]] * scale``;
+    ``quantize(r, x, at, scale, table)``: ``r[at + i]`` = the index of the code value nearest
+    ``x[at + i] / scale`` (the lower one on a tie; NaN: 0) for ``i < width``, from the table
+    of :func:`tables`: the cell's index, plus one from its threshold on.  Integer arithmetic
+    on the pattern, no branch and no search: a moment's indices are as unpredictable as its
+    values.  (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of
+    its unsigned indices are not the nearest code.)  The caller keeps ``at + width`` within
+    the arrays; every index read from ``q`` (< 256) or computed as a key (< 2^17) is within
+    ``code`` and ``table``."""
+    f32, i32, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(8)
+
+    def vec(t):
+        return ir.VectorType(t, width)
+
+    def splat(builder, value):
+        v = builder.insert_element(ir.Constant(vec(value.type), ir.Undefined), value,
+                                   ir.Constant(i32, 0))
+        return builder.shuffle_vector(v, v, ir.Constant(vec(i32), [0] * width))
+
+    def elements(context, builder, sig, args, k, ty):
+        """A pointer to ``width`` elements (LLVM type ``ty``) of array argument ``k`` from
+        index ``at`` (argument 2) on."""
+        data = context.make_array(sig.args[k])(context, builder, args[k]).data
+        where = builder.gep(data, [context.cast(builder, args[2], sig.args[2], types.intp)])
+        return builder.bitcast(where, vec(ty).as_pointer())
+
+    def gather(builder, base, index, ty):
+        """``base[index]`` for a vector of ``i32`` indices (nonnegative: GEP sign-extends)."""
+        where = builder.gep(base, [index], inbounds=True, source_etype=ty)
+        where.type = vec(ty.as_pointer())  # a vector GEP (llvmlite types GEPs as scalar)
+        fnty = ir.FunctionType(vec(ty), [where.type, i32, vec(ir.IntType(1)), vec(ty)])
+        name = f"llvm.masked.gather.v{width}{'f32' if ty == f32 else 'i32'}.v{width}p0"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        return builder.call(fn, [where, ir.Constant(i32, 4),
+                                 ir.Constant(vec(ir.IntType(1)), [1] * width),
+                                 ir.Constant(vec(ty), ir.Undefined)])
+
+    @intrinsic
+    def dequantize(typingctx, out, q, at, code, scale):
+        if not (out.dtype == code.dtype == scale == types.float32 and q.dtype == types.uint8
+                and isinstance(at, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            qs = builder.load(elements(context, builder, sig, args, 1, i8), align=1)
+            base = context.make_array(sig.args[3])(context, builder, args[3]).data
+            values = builder.fmul(gather(builder, base, builder.zext(qs, vec(i32)), f32),
+                                  splat(builder, args[4]))
+            builder.store(values, elements(context, builder, sig, args, 0, f32), align=4)
+            return context.get_dummy_value()
+        return types.void(out, q, at, code, scale), codegen
+
+    @intrinsic
+    def quantize(typingctx, r, x, at, scale, table):
+        if not (x.dtype == scale == types.float32 and r.dtype == types.uint8
+                and table.dtype == types.uint32 and isinstance(at, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            xs = builder.load(elements(context, builder, sig, args, 1, f32), align=4)
+            bits = builder.bitcast(builder.fdiv(xs, splat(builder, args[3])), vec(i32))
+            low = ir.Constant(vec(i32), [_LOW] * width)
+            key = builder.lshr(bits, ir.Constant(vec(i32), [KEY_SHIFT] * width))
+            t = builder.xor(builder.and_(bits, low),
+                            builder.and_(builder.ashr(bits, ir.Constant(vec(i32), [31] * width)),
+                                         low))
+            base = context.make_array(sig.args[4])(context, builder, args[4]).data
+            entry = gather(builder, base, key, i32)
+            first = builder.and_(entry, ir.Constant(vec(i32), [0xFF] * width))
+            threshold = builder.lshr(entry, ir.Constant(vec(i32), [8] * width))
+            index = builder.add(first, builder.zext(builder.icmp_unsigned(">=", t, threshold),
+                                                    vec(i32)))
+            builder.store(builder.trunc(index, vec(i8)),
+                          elements(context, builder, sig, args, 0, i8), align=1)
+            return context.get_dummy_value()
+        return types.void(r, x, at, scale, table), codegen
+
+    return dequantize, quantize
+
+
+_dequantize, _quantize = _lookups(VECTOR)
+_dequantize1, _quantize1 = _lookups(1)
 
 
 @intrinsic
@@ -187,8 +268,8 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
     low = mode != 0
 
-    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, lut1, lut2, thr1, thr2, bj, blo,
-               bhi, boff, kind8, flags, steps, hs, scratch, coef):
+    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo, bhi,
+               boff, kind8, flags, steps, hs, scratch, coef):
         nb = bj.shape[0]
         for j in range(flags.shape[0]):  # each parameter's coefficients, once
             if flags[j] != 0:
@@ -212,10 +293,16 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     s2 = a2[b] if two else s1
                     ps, gs, r1, r2 = p[lo:lo + n], g[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
-                    for k in range(n):  # dequantize (gathers: a loop of their own)
-                        x1s[k] = code1[r1[k]] * s1
-                        if two:
-                            x2s[k] = code2[r2[k]] * s2
+                    whole = n - n % VECTOR  # vectors of VECTOR elements, then one at a time
+                    for k in range(0, whole, VECTOR):
+                        _dequantize(x1s, r1, k, code1, s1)
+                    for k in range(whole, n):
+                        _dequantize1(x1s, r1, k, code1, s1)
+                    if two:
+                        for k in range(0, whole, VECTOR):
+                            _dequantize(x2s, r2, k, code2, s2)
+                        for k in range(whole, n):
+                            _dequantize1(x2s, r2, k, code2, s2)
                     b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
                     for k in range(n):  # update (the parameter from the float32 states)
                         pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k], h, c)
@@ -227,19 +314,19 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                             x2s[k] = x2
                             y = _abs_bits(x2)
                             b2 = y if y > b2 else b2
-                    m1 = _float_of_bits(b1)  # requantize (the divisions: a loop that vectorizes)
+                    m1 = _float_of_bits(b1)
                     a1[b] = m1
-                    for k in range(n):
-                        x1s[k] = x1s[k] / m1
-                    for k in range(n):
-                        r1[k] = _quantize(x1s[k], lut1, thr1)
+                    for k in range(0, whole, VECTOR):
+                        _quantize(r1, x1s, k, m1, table1)
+                    for k in range(whole, n):
+                        _quantize1(r1, x1s, k, m1, table1)
                     if two:
                         m2 = _float_of_bits(b2)
                         a2[b] = m2
-                        for k in range(n):
-                            x2s[k] = x2s[k] / m2
-                        for k in range(n):
-                            r2[k] = _quantize(x2s[k], lut2, thr2)
+                        for k in range(0, whole, VECTOR):
+                            _quantize(r2, x2s, k, m2, table2)
+                        for k in range(whole, n):
+                            _quantize1(r2, x2s, k, m2, table2)
                 else:
                     for k in range(n):
                         x1 = f1[so + k]

@@ -13,6 +13,9 @@ requantizes each block in one pass.
 float32 for a small parameter), ``absmax1``, ``qmap1`` (the code) and, for Adam, ``state2``,
 ``absmax2``, ``qmap2``; a state dict saves the quantized state and loads it exactly (and a
 bitsandbytes state dict, whose codes match these to an ulp, loads too).
+``ZeroRedundancyOptimizer(params, optimizer_class=AdamW8bit)`` shards the quantized state
+(shards cut parameters at block boundaries: each rank's pieces step bit for bit as the plain
+optimizer's parameters, and the consolidated state dict is the plain optimizer's).
 """
 
 from __future__ import annotations
@@ -38,21 +41,54 @@ _BNB = "__bnb_optimizer_quant_state__"
 
 @functools.cache
 def _tables() -> tuple[np.ndarray, ...]:
-    """The kernels' codes and the quantizer's lookup tables (384 KiB a code), made at the first
-    8-bit step: ``(code1, code2, lut1, lut2, threshold1, threshold2)``."""
-    (l1, t1), (l2, t2) = quant8.tables(CODES["signed"]), quant8.tables(CODES["unsigned"])
-    return CODES["signed"], CODES["unsigned"], l1, l2, t1, t2
+    """The kernels' codes and the quantizer's lookup tables (512 KiB a code), made at the first
+    8-bit step: ``(code1, code2, table1, table2)``."""
+    return (CODES["signed"], CODES["unsigned"], quant8.tables(CODES["signed"]),
+            quant8.tables(CODES["unsigned"]))
+
+
+_LAYOUT = {"state1": "element", "state2": "element", "absmax1": "block", "absmax2": "block",
+           "qmap1": "shared", "qmap2": "shared"}
+
+
+def _cast_8bit_state(key: str, value, shape: tuple[int, ...], quantized: bool, label: str):
+    """A checked copy of a loaded quantized-state entry of a parameter of ``shape``:
+    ``state1``/``state2``: uint8 shaped as the parameter (float32 when it is not ``quantized``,
+    below ``min_8bit_size``); ``absmax1``/``absmax2``: one float32 per block of 256;
+    ``qmap1``/``qmap2``: this optimizer's code (bitsandbytes', to an ulp)."""
+    where = f"load_state_dict: parameter {label} has state {key!r}"
+    arr = np.asarray(value)
+    if key.startswith("qmap"):
+        code = CODES["unsigned" if key == "qmap2" else "signed"]
+        if arr.shape != code.shape or not np.allclose(arr, code, rtol=2 ** -22, atol=0):
+            raise ValueError(f"{where} that is not this optimizer's quantization map")
+        return code
+    if key.startswith("absmax"):
+        n = -(-int(np.prod(shape)) // quant8.BLOCK)
+        if not quantized or arr.shape != (n,) or arr.dtype.kind != "f":
+            raise ValueError(f"{where} of shape {arr.shape}, expected ({n},) float32 (one "
+                             f"per block of {quant8.BLOCK}; none for a float32-state "
+                             f"parameter)")
+        return np.array(arr, np.float32)
+    want = np.uint8 if quantized else np.float32
+    if arr.shape != shape or (arr.dtype != want and not (
+            want == np.float32 and arr.dtype.kind == "f")):
+        raise ValueError(f"{where} of shape {arr.shape} and dtype {arr.dtype}, expected "
+                         f"{shape} {np.dtype(want)} (parameters of "
+                         f"{'at least' if quantized else 'under'} min_8bit_size elements)")
+    return np.array(arr, want)
 
 
 class _Store:
     """The 8-bit state of one FlatBuffer: quantized (``q1``, ``q2``, ``a1``, ``a2``) for its
-    parameters of ``min_size`` elements or more, float32 (``f1``, ``f2``) for the others, at
-    offsets of their own; the block table and the kernel's scratch."""
+    parameters of ``min_size`` elements or more (``whole``: each one's size, or the size of the
+    parameter it is a piece of), float32 (``f1``, ``f2``) for the others, at offsets of their
+    own; the block table and the kernel's scratch."""
 
-    def __init__(self, fb: FlatBuffer, min_size: int, two: bool) -> None:
+    def __init__(self, fb: FlatBuffer, min_size: int, two: bool, whole: np.ndarray) -> None:
         self.fb = fb
         sizes = fb.sizes
-        self.kind8 = (sizes >= min_size).astype(np.uint8)
+        self.kind8 = (whole >= min_size).astype(np.uint8)  # (whole: see _Blockwise8bit)
         eight = self.kind8.astype(bool)
         self.off = np.zeros(len(sizes), np.int64)
         for mask in (eight, ~eight):  # each kind's parameters end to end in its own arrays
@@ -102,10 +138,18 @@ class _Store:
 
 
 class _Blockwise8bit(Optimizer):
-    """The machinery of the 8-bit optimizers (see the module docstring)."""
+    """The machinery of the 8-bit optimizers (see the module docstring).
+
+    ZeRO-1 (``ZeroRedundancyOptimizer``) runs one on pieces of parameters: it cuts parameters
+    only at multiples of ``_shard_block`` elements, so a piece's blocks are the whole
+    parameter's, and gives each local group ``"_whole_numel"`` (the size of the parameter each
+    piece belongs to), so a piece is quantized exactly when its parameter is; then a piece
+    steps bit for bit as its part of the whole parameter does.  ``_state_layout`` says how the
+    pieces' state joins into the whole's."""
 
     algorithm = ""  # in kernels.quant8.ALGORITHMS
     two_states = True
+    _shard_block = quant8.BLOCK
 
     def __init__(self, params: Iterable, defaults: dict[str, Any]) -> None:
         self._stores: list[list[_Store]] = []
@@ -145,7 +189,9 @@ class _Blockwise8bit(Optimizer):
             if id(p) not in seen:
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
-        stores = [_Store(FlatBuffer(ps, dt), int(group["min_8bit_size"]), self.two_states)
+        whole = {id(p): n for p, n in zip(group["params"], group.get("_whole_numel", ()))}
+        stores = [_Store(FlatBuffer(ps, dt), int(group["min_8bit_size"]), self.two_states,
+                         np.array([whole.get(id(p), p.numel()) for p in ps], np.int64))
                   for dt, ps in by_dtype.items()]
         self._stores.append(stores)
         for st in stores:
@@ -208,33 +254,26 @@ class _Blockwise8bit(Optimizer):
         super()._load_checked(state_dict)
 
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
-        """``state1``/``state2``: uint8 shaped as ``p`` (float32 below ``min_8bit_size``);
-        ``absmax1``/``absmax2``: one float32 per block of 256; ``qmap1``/``qmap2``: this
-        optimizer's code (bitsandbytes', to an ulp)."""
-        if key not in ("state1", "state2", "absmax1", "absmax2", "qmap1", "qmap2"):
+        if key not in _LAYOUT:
             return _cast_state(p, key, value, label, scalar)
         st, j = self._index[id(p)]
-        where = f"load_state_dict: parameter {label} has state {key!r}"
-        arr = np.asarray(value)
-        if key.startswith("qmap"):
-            code = CODES["unsigned" if key == "qmap2" else "signed"]
-            if arr.shape != code.shape or not np.allclose(arr, code, rtol=2 ** -22, atol=0):
-                raise ValueError(f"{where} that is not this optimizer's quantization map")
-            return code
-        if key.startswith("absmax"):
-            n = int(st.bseg[j + 1] - st.bseg[j])
-            if not st.kind8[j] or arr.shape != (n,) or arr.dtype.kind != "f":
-                raise ValueError(f"{where} of shape {arr.shape}, expected ({n},) float32 (one "
-                                 f"per block of {quant8.BLOCK}; none for a float32-state "
-                                 f"parameter)")
-            return np.array(arr, np.float32)
-        want = np.uint8 if st.kind8[j] else np.float32
-        if arr.shape != tuple(p.shape) or (arr.dtype != want and not (
-                want == np.float32 and arr.dtype.kind == "f")):
-            raise ValueError(f"{where} of shape {arr.shape} and dtype {arr.dtype}, expected "
-                             f"{tuple(p.shape)} {np.dtype(want)} (parameters of "
-                             f"{'at least' if st.kind8[j] else 'under'} min_8bit_size elements)")
-        return np.array(arr, want)
+        return _cast_8bit_state(key, value, tuple(p.shape), bool(st.kind8[j]), label)
+
+    @staticmethod
+    def _state_layout(key: str) -> str:
+        """How a state entry relates to its parameter's elements: ``"element"`` (one per
+        element, shaped as the parameter), ``"block"`` (one per block of ``_shard_block``),
+        ``"shared"`` (the same for every parameter: the codes) or ``"scalar"`` (``step``)."""
+        return _LAYOUT.get(key, "scalar" if key == "step" else "element")
+
+    @classmethod
+    def _cast_whole(cls, group: dict[str, Any], p, key, value, label: str, scalar: bool):
+        """``_cast_loaded`` for a parameter ``p`` of ``group`` that this optimizer does not hold
+        (ZeRO checks the whole parameter's state before cutting it into pieces)."""
+        if key not in _LAYOUT:
+            return _cast_state(p, key, value, label, scalar)
+        return _cast_8bit_state(key, value, tuple(p.shape),
+                                p.numel() >= group["min_8bit_size"], label)
 
     def _check_loaded_state(self, state, groups, labels) -> None:
         for group in groups:
@@ -306,6 +345,7 @@ class Adam8bit(_Blockwise8bit):
     """
 
     algorithm = "adam"
+    _elementwise = True  # (for ZeroRedundancyOptimizer: see _Blockwise8bit)
 
     def __init__(self, params: Iterable, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
@@ -339,6 +379,8 @@ class AdamW8bit(Adam8bit):
         opt = AdamW8bit(model.parameters(), lr=1e-3, weight_decay=1e-2)
     """
 
+    _elementwise = True
+
     def __init__(self, params: Iterable, lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, optim_bits: int = 32,
@@ -362,6 +404,7 @@ class Lion8bit(_Blockwise8bit):
 
     algorithm = "lion"
     two_states = False
+    _elementwise = True
 
     def __init__(self, params: Iterable, lr: float = 1e-4,
                  betas: tuple[float, float] = (0.9, 0.99), weight_decay: float = 0,
@@ -403,6 +446,7 @@ class SGD8bit(_Blockwise8bit):
 
     algorithm = "momentum"
     two_states = False
+    _elementwise = True
 
     def __init__(self, params: Iterable, lr: float, momentum: float = 0, dampening: float = 0,
                  weight_decay: float = 0, nesterov: bool = False, args: Any = None,

@@ -35,7 +35,11 @@ or not at all).  Without DDP, make every rank start from the same parameters.
 
 The optimizer must be elementwise (SGD, Adam, AdamW, Adagrad, RMSprop, or a fused optimizer
 declaring ``_elementwise = True``): a shard may end inside a parameter, and a piece must step
-exactly as the whole parameter would.
+exactly as the whole parameter would.  The 8-bit optimizers (``Adam8bit``, ``AdamW8bit``,
+``Lion8bit``, ``SGD8bit``) quantize blocks of 256 elements of each parameter: with them each
+shard boundary moves to the nearest block boundary of its parameter (or its end), so a rank's
+pieces keep the whole parameter's blocks and step bit for bit as the plain 8-bit optimizer,
+and the consolidated state dict is the plain optimizer's (``absmax`` joined block by block).
 
 ``consolidate_state_dict(to)`` gathers the shards' states on rank ``to``, where ``state_dict()``
 then returns exactly what ``optimizer_class`` in one process returns (full-size arrays, global
@@ -70,13 +74,18 @@ class _ZeroBuffer(FlatBuffer):
 
 
 class _Shard:
-    """One flat buffer of a group, and this rank's shard of it."""
+    """One flat buffer of a group, and this rank's shard of it: each rank ``n // N`` elements,
+    one more for the first ``n % N`` ranks, each cut moved to the nearest multiple of
+    ``block`` elements from its parameter's start (or to the parameter's end)."""
 
-    def __init__(self, params: list[Parameter], dtype: np.dtype, world: int, rank: int) -> None:
+    def __init__(self, params: list[Parameter], dtype: np.dtype, world: int, rank: int,
+                 block: int = 1) -> None:
         self.buffer = _ZeroBuffer(params, dtype)
-        n = self.buffer.numel
-        self.counts = [n // world + (1 if r < n % world else 0) for r in range(world)]
-        self.starts = [sum(self.counts[:r]) for r in range(world)]
+        n, seg = self.buffer.numel, self.buffer.seg
+        cuts = [_block_cut(seg, n // world * r + min(r, n % world), block)
+                for r in range(world + 1)]
+        self.counts = [b - a for a, b in zip(cuts, cuts[1:])]
+        self.starts = cuts[:-1]
         self.lo = self.starts[rank]
         self.hi = self.lo + self.counts[rank]
         self.mine = self.pieces(rank)
@@ -111,9 +120,9 @@ class ZeroRedundancyOptimizer(Optimizer):
                  **defaults: Any) -> None:
         if not _elementwise(optimizer_class):
             raise TypeError(f"ZeroRedundancyOptimizer: optimizer_class must be one of tinyopt's "
-                            f"fused elementwise optimizers ({', '.join(_ELEMENTWISE)}, or a "
-                            f"FusedOptimizer declaring _elementwise = True): a shard may end "
-                            f"inside a parameter; got {optimizer_class!r}")
+                            f"fused elementwise optimizers ({', '.join(_ELEMENTWISE)}, the "
+                            f"8-bit ones, or an optimizer declaring _elementwise = True): a "
+                            f"shard may end inside a parameter; got {optimizer_class!r}")
         if overlap_with_ddp:
             raise ValueError("ZeroRedundancyOptimizer: overlap_with_ddp=True is not supported (the "
                              "step runs after backward)")
@@ -125,17 +134,18 @@ class ZeroRedundancyOptimizer(Optimizer):
         self._optim_defaults = defaults
         # Every hyperparameter the local optimizer would have, validated with its messages.
         full = self._probe({}).defaults
-        self.optim: FusedOptimizer  # the local optimizer, made with the first group
+        self.optim: Optimizer  # the local optimizer, made with the first group
         self._shards: list[list[_Shard]] = []
         self._all_state_dicts: list[StateDict] = []
         self._steps = 0  # step() calls: the step of this optimizer's collectives
         super().__init__(params, dict(full))
 
     # ---- groups -------------------------------------------------------------------------------
-    def _probe(self, group: dict[str, Any]) -> FusedOptimizer:
-        """A throw-away local optimizer with one group of ``group``'s hyperparameters: checks
-        them (and the constructor's ``**defaults``) with the class's own messages."""
-        dummy = Parameter(np.zeros(1, dtype=np.float32))
+    def _probe(self, group: dict[str, Any], dtype: Any = np.float32) -> Optimizer:
+        """A throw-away local optimizer with one group of ``group``'s hyperparameters and a
+        parameter of ``dtype``: checks them (and the constructor's ``**defaults``) with the
+        class's own messages."""
+        dummy = Parameter(np.zeros(1, dtype=dtype))
         return self.optimizer_class([{**group, "params": [dummy]}], **self._optim_defaults)
 
     def _check_group(self, group: dict[str, Any]) -> None:
@@ -144,7 +154,8 @@ class ZeroRedundancyOptimizer(Optimizer):
             if np.dtype(p.dtype).kind != "f" or np.dtype(p.dtype).itemsize == 2:
                 raise TypeError(f"ZeroRedundancyOptimizer can only optimize float32 or float64 "
                                 f"parameters, but one has dtype {p.dtype}")
-        _check_elementwise_group(self._probe(hyper).param_groups[0])
+        for dt in {np.dtype(p.dtype) for p in group["params"]} or {np.dtype(np.float32)}:
+            _check_elementwise_group(self._probe(hyper, dt).param_groups[0])
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
@@ -154,7 +165,9 @@ class ZeroRedundancyOptimizer(Optimizer):
             if id(p) not in seen:
                 seen.add(id(p))
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
-        shards = [_Shard(ps, dt, self.world_size, self.rank) for dt, ps in by_dtype.items()]
+        block = getattr(self.optimizer_class, "_shard_block", 1)
+        shards = [_Shard(ps, dt, self.world_size, self.rank, block)
+                  for dt, ps in by_dtype.items()]
         self._shards.append(shards)
         pieces = []
         for sh in shards:  # this rank's pieces: views of its shard of the flat parameters, which
@@ -164,6 +177,9 @@ class ZeroRedundancyOptimizer(Optimizer):
                                      else np.zeros(0, sh.buffer.dtype)) for j, a, b in sh.mine])
         local_group = {k: v for k, v in group.items() if k not in ("params", "param_names")}
         local_group["params"] = [p for ps in pieces for p in ps]
+        if block > 1:  # a piece is quantized when its whole parameter is (see eight_bit.py)
+            local_group["_whole_numel"] = [sh.buffer.params[j].numel() if j >= 0 else 0
+                                           for sh in shards for j, _, _ in sh.mine]
         if not hasattr(self, "optim"):
             self.optim = self.optimizer_class([local_group])
         else:
@@ -279,6 +295,21 @@ class ZeroRedundancyOptimizer(Optimizer):
     def _scalar_keys(self) -> tuple[str, ...]:
         return self.optim._scalar_keys()
 
+    def _layout(self, key: str) -> str:
+        """``"element"``, ``"block"``, ``"shared"`` or ``"scalar"`` (see the 8-bit optimizers'
+        ``_state_layout``; others keep one value per element or scalars)."""
+        own = getattr(self.optim, "_state_layout", None)
+        if own is not None:
+            return own(key)
+        return "scalar" if key in self._scalar_keys() else "element"
+
+    def _cast_loaded(self, p, key, value, label: str, scalar: bool):
+        cast = getattr(self.optimizer_class, "_cast_whole", None)
+        if cast is None:
+            return super()._cast_loaded(p, key, value, label, scalar)
+        group = next(g for g in self.param_groups if any(q is p for q in g["params"]))
+        return cast(group, p, key, value, label, scalar)
+
     def restore_point(self) -> Callable[[], None]:
         """A function that puts this rank's shard of the state back as it is now (the rollback
         protocol of ``tinyopt.load_into``, see ``tinyopt.checkpoint.restore``; a copy of
@@ -312,7 +343,6 @@ class ZeroRedundancyOptimizer(Optimizer):
         return out
 
     def _state_items(self):
-        scalar = self._scalar_keys()  # the rest is one value per element: pieces to join
         parts: dict[int, list[tuple[int, dict]]] = defaultdict(list)
         for local_sd, per_group in zip(self._all_state_dicts, self._local_ids()):
             ids = [i for g in local_sd["param_groups"] for i in g["params"]]
@@ -328,34 +358,47 @@ class ZeroRedundancyOptimizer(Optimizer):
                     continue
                 state = {}
                 for key, first in got[0][1].items():
-                    if key in scalar:
+                    layout = self._layout(key)
+                    if layout in ("scalar", "shared"):
                         state[key] = first
                     else:
-                        state[key] = np.concatenate([np.ravel(st[key]) for _, st in got]
-                                                    ).reshape(p.shape)
+                        joined = np.concatenate([np.ravel(st[key]) for _, st in got])
+                        state[key] = joined.reshape(p.shape) if layout == "element" else joined
                 yield p, state
 
     def _set_state(self, state: defaultdict, groups: list[dict]) -> None:
-        scalar = self._scalar_keys()  # the rest has its parameter's shape: cut out the piece
+        block = getattr(self.optimizer_class, "_shard_block", 1)
         local_state: dict[int, dict] = {}
         local_groups = []
         k = 0
-        for group, pieces in zip(groups, self._local_ids()[self.rank]):
+        for group, local, pieces in zip(groups, self.optim.param_groups,
+                                        self._local_ids()[self.rank]):
             ids = []
             for p, a, b in pieces:
                 st = state.get(p) if p is not None else None
                 if st:
-                    local_state[k] = {key: v if key in scalar else np.ravel(v)[a:b]
+                    local_state[k] = {key: self._cut(key, v, a, b, block)
                                       for key, v in st.items()}
                 ids.append(k)
                 k += 1
             hyper = {key: v for key, v in group.items() if key not in ("params", "param_names")}
+            if "_whole_numel" in local:
+                hyper["_whole_numel"] = local["_whole_numel"]
             local_groups.append({**hyper, "params": ids})
         self.optim.load_state_dict({"state": local_state, "param_groups": local_groups})
         self.param_groups = groups
         self.state = defaultdict(dict, {k: v for k, v in state.items()
                                         if not isinstance(k, Parameter)})
         self._all_state_dicts = []
+
+    def _cut(self, key: str, value, a: int, b: int, block: int):
+        """The part of a whole parameter's state entry for its elements ``[a, b)``."""
+        layout = self._layout(key)
+        if layout in ("scalar", "shared"):
+            return value
+        if layout == "block":
+            return np.ravel(value)[a // block:-(-b // block)]
+        return np.ravel(value)[a:b]
 
     def __repr__(self) -> str:
         return (f"ZeroRedundancyOptimizer(rank {self.rank} of {self.world_size}, "
@@ -370,11 +413,13 @@ def _elementwise(cls: Any) -> bool:
     scalars such as the step), so a piece of a parameter steps exactly as the whole would.  An
     optimizer that reads a whole parameter (LAMB's trust ratio, Adafactor's factored moments) is
     not; unknown optimizers must say so (``_elementwise = True``) rather than be assumed."""
-    if not (isinstance(cls, type) and issubclass(cls, FusedOptimizer)):
+    if not (isinstance(cls, type) and issubclass(cls, Optimizer)):
         return False
     declared = cls.__dict__.get("_elementwise")
     if declared is not None:
         return bool(declared)
+    if not issubclass(cls, FusedOptimizer):
+        return False
     import tinyopt.optim as optim
     return any(cls is getattr(optim, name, None) for name in _ELEMENTWISE)
 
@@ -386,3 +431,15 @@ def _check_elementwise_group(group: dict[str, Any]) -> None:
         raise ValueError("ZeroRedundancyOptimizer: cautious=True is not supported: its update is "
                          "rescaled by a count over each whole parameter, and a shard may end "
                          "inside a parameter")
+
+
+def _block_cut(seg: np.ndarray, t: int, block: int) -> int:
+    """The cut of a flat buffer (parameters at ``seg``) nearest element ``t`` that is a
+    multiple of ``block`` elements from its parameter's start or its parameter's end."""
+    j = int(np.searchsorted(seg, t, side="right")) - 1  # the parameter holding element t
+    if block == 1 or j >= len(seg) - 1:
+        return t
+    down = int(seg[j]) + (t - int(seg[j])) // block * block
+    up = min(down + block, int(seg[j + 1]))
+    return down if t - down <= up - t else up
+
