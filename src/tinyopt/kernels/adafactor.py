@@ -92,8 +92,8 @@ import math
 import numpy as np
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.optim import (F16, _round_bf16, _round_f16, _same_bf16, _same_f16,
-                                   _widen_bf16, _widen_f16)
+from tinyopt.kernels.optim import (F16, store_bf16, store_f16, unchanged_bf16, unchanged_f16,
+                                   load_bf16, load_f16)
 
 
 @inline
@@ -255,9 +255,9 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
     ``kernel(q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg, pseg,
     bseg, dims, items, iseg, flags, S, coef, bad, hs) -> None``."""
     low = mode != 0
-    widen = _widen_f16 if mode == F16 else _widen_bf16
-    rnd = _round_f16 if mode == F16 else _round_bf16
-    same = _same_f16 if mode == F16 else _same_bf16
+    widen = load_f16 if mode == F16 else load_bf16
+    rnd = store_f16 if mode == F16 else store_bf16
+    same = unchanged_f16 if mode == F16 else unchanged_bf16
 
     def start(j, S, coef, h):
         """Parameter ``j``'s new step and ``w`` (in ``coef[j, 0]``)."""

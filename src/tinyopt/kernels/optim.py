@@ -67,7 +67,7 @@ from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
-class _Algorithm:
+class Algorithm:
     """``algorithm[switches]``: the fused kernel of ``factory(*switches) -> (scalars, update)``,
     made on first use and kept (see :func:`algorithm`)."""
 
@@ -96,8 +96,8 @@ def algorithm(factory=None, *, shared_min: int | None = None):
     a load or store under one keeps the loop from vectorizing).  ``shared_min``: the parallel
     build from that many elements on the shared thread pool (see the module docstring)."""
     if factory is None:
-        return functools.partial(_Algorithm, shared_min=shared_min)
-    return _Algorithm(factory)
+        return functools.partial(Algorithm, shared_min=shared_min)
+    return Algorithm(factory)
 
 
 HOT_CALLS = 64
@@ -194,7 +194,7 @@ def walker(scalars, update, name: str):
             if flags[j] != 0:
                 sn, cn = scalars(S[j], h)
                 coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
-                if _overflowed(coef[j], cn):
+                if coefficient_overflowed(coef[j], cn):
                     return j
                 coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
         for j in range(nseg):
@@ -259,10 +259,10 @@ def _low_walker(prologue, update, mode, name: str):
     before it steps.  The check costs no memory traffic (``q``'s line is read to be written).
     """
     # (plain functions in the closure, not the intrinsics: those would defeat the disk cache)
-    widen = _widen_f16 if mode == F16 else _widen_bf16
-    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}[mode]
+    widen = load_f16 if mode == F16 else load_bf16
+    rnd = {F16: store_f16, BF16: store_bf16, BF16_SR: store_bf16_sr}[mode]
     # whether q is still the rounding of its master (a NaN master may take q: it is NaN too)
-    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}[mode]
+    same = {F16: unchanged_f16, BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}[mode]
 
     def kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
@@ -297,47 +297,47 @@ def _low_walker(prologue, update, mode, name: str):
 
 
 @inline
-def _widen_f16(q):
+def load_f16(q):
     return half.f16_to_f32(q)
 
 
 @inline
-def _widen_bf16(q):
+def load_bf16(q):
     return half.bf16_to_f32(q)
 
 
 @inline
-def _round_bf16_sr(x, i):
+def store_bf16_sr(x, i):
     return half.f32_to_bf16_sr(x, i)
 
 
 @inline
-def _round_f16(x, i):
+def store_f16(x, i):
     return half.f32_to_f16(x)
 
 
 @inline
-def _round_bf16(x, i):
+def store_bf16(x, i):
     return half.f32_to_bf16(x)
 
 
 @inline
-def _same_f16(x, q, i):
+def unchanged_f16(x, q, i):
     return half.f32_to_f16(x) == q
 
 
 @inline
-def _same_bf16(x, q, i):
+def unchanged_bf16(x, q, i):
     return half.f32_to_bf16_unless_nan(x) == q
 
 
 @inline
-def _same_bf16_sr(x, q, i):
+def unchanged_bf16_sr(x, q, i):
     return half.f32_to_bf16_sr(x, i) == q
 
 
 @inline
-def _overflowed(stored, c):
+def coefficient_overflowed(stored, c):
     """Whether a finite coefficient became inf when stored in the buffer dtype."""
     return ((math.isinf(stored[0]) and not math.isinf(c[0]))
             or (math.isinf(stored[1]) and not math.isinf(c[1]))
@@ -359,7 +359,7 @@ def _lerp(a, b, w, w_c, low):
 
 
 @inline
-def _decayed(i, p, g, h, maximize, wd_on, decoupled):
+def decayed_grad(i, p, g, h, maximize, wd_on, decoupled):
     """Element ``i``'s parameter and gradient after the gradient's sign (maximize) and the weight
     decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p``."""
     gi = -g[i] if maximize else g[i]
@@ -373,7 +373,7 @@ def _decayed(i, p, g, h, maximize, wd_on, decoupled):
 
 
 @inline
-def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
+def adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
     """Adam's first half, shared by Adam, NAdam and RAdam: element ``i``'s gradient (negated if
     maximize, plus lambda p unless decoupled), its parameter (times ``h.decay`` = 1 - lr lambda
     if decoupled), and the moments, stored::
@@ -381,7 +381,7 @@ def _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
         m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
 
     Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
-    pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
+    pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
     mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
     m[i] = mi
     vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -456,7 +456,7 @@ def adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, lerp_low: 
 
     @inline
     def update(i, p, g, m, v, vhat, h, c):
-        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
+        pi, gi, mi, vi = adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         if amsgrad:
             a = vhat[i]
             if vi != vi or vi > a:
@@ -641,7 +641,7 @@ def nadam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
+        pi, gi, mi, vi = adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         d = math.sqrt(vi / c[0]) + h.eps
         pi = pi + c[1] * gi / d
         p[i] = pi + c[2] * mi / d
@@ -683,7 +683,7 @@ def radam(maximize: bool, wd_on: bool, decoupled: bool, lerp_low: bool):
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
+        pi, gi, mi, vi = adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         x = mi / c[0] * h.lr
         # sqrt(1 - b2^t) / (sqrt(v) + eps), as PyTorch's float / tensor computes it, when
         # rho_t > 5: a select, not a branch (a branch in the loop kept it from vectorizing)
@@ -890,7 +890,7 @@ def schedule_free_swap(lerp_low: bool):
 
 
 @inline
-def _lion_sign(m, g, h):
+def lion_sign(m, g, h):
     """Lion's direction ``sign(b1 m + (1 - b1) g)`` in the buffer dtype (0 for 0 and NaN, as
     ``torch.sign``), as lion-pytorch computes its argument."""
     x = m * h.beta1 + h.one_minus_beta1 * g
@@ -921,7 +921,7 @@ def lion(maximize: bool, wd_on: bool):
         gi = -g[i] if maximize else g[i]
         pi = p[i] * h.decay if wd_on else p[i]
         mi = m[i]
-        p[i] = pi + h.neg_lr * _lion_sign(mi, gi, h)
+        p[i] = pi + h.neg_lr * lion_sign(mi, gi, h)
         m[i] = mi * h.b2 + h.one_minus_b2 * gi
 
     return scalars, update
@@ -953,7 +953,7 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
         vi = v[i]
         d = math.sqrt(vi)
         d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
@@ -1005,7 +1005,7 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
 
     @inline
     def update(i, p, g, m1, v, m2, h, c):
-        pi, gi, mi, vi = _moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
+        pi, gi, mi, vi = adam_moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
         w3 = c[3]
         a = m2[i]
         s = a + w3 * (gi - a) if abs(w3) < 0.5 else gi - (gi - a) * (h.one - w3)

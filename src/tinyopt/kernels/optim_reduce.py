@@ -48,9 +48,9 @@ import numpy as np
 from tinyopt.kernels import optim as elementwise
 from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.optim import (BF16, BF16_SR, F16, _decayed, _lion_sign, _moments,
-                                   _overflowed, _round_bf16, _round_bf16_sr, _round_f16,
-                                   _same_bf16, _same_bf16_sr, _same_f16, _widen_bf16, _widen_f16)
+from tinyopt.kernels.optim import (BF16, BF16_SR, F16, decayed_grad, lion_sign, adam_moments,
+                                   coefficient_overflowed, store_bf16, store_bf16_sr, store_f16,
+                                   unchanged_bf16, unchanged_bf16_sr, unchanged_f16, load_bf16, load_f16)
 
 
 class _Reducing:
@@ -151,7 +151,7 @@ def _prologue(scalars, name: str):
             if flags[j] != 0:
                 sn, cn = scalars(S[j], h)
                 coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
-                if _overflowed(coef[j], cn):
+                if coefficient_overflowed(coef[j], cn):
                     return j
                 coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
         for j in range(nseg):
@@ -201,9 +201,9 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
     name = name if second else f"{name}_collect"
     prologue = _prologue(scalars, name)
     combine = _finisher(finish, name, second)
-    widen = _widen_f16 if mode == F16 else _widen_bf16
-    rnd = {F16: _round_f16, BF16: _round_bf16, BF16_SR: _round_bf16_sr}.get(mode, _round_f16)
-    same = {F16: _same_f16, BF16: _same_bf16, BF16_SR: _same_bf16_sr}.get(mode, _same_f16)
+    widen = load_f16 if mode == F16 else load_bf16
+    rnd = {F16: store_f16, BF16: store_bf16, BF16_SR: store_bf16_sr}.get(mode, store_f16)
+    same = {F16: unchanged_f16, BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}.get(mode, unchanged_f16)
     low = mode != 0
 
     def kernel(qa, p, ga, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):
@@ -328,7 +328,7 @@ def cautious_lion(maximize: bool, wd_on: bool):
         gi = -g[i] if maximize else g[i]
         pi = p[i] * h.decay if wd_on else p[i]
         mi = m[i]
-        u = _lion_sign(mi, gi, h)
+        u = lion_sign(mi, gi, h)
         mask = r[0] if u * gi > 0 else h.zero
         p[i] = pi + h.neg_lr * (u * mask)
         m[i] = mi * h.b2 + h.one_minus_b2 * gi
@@ -345,7 +345,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
 
     @inline
     def collect(i, p, g, m, v, vhat, _s3, h, c):
-        pi, gi, mi, vi = _moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
+        pi, gi, mi, vi = adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low)
         if amsgrad:
             a = vhat[i]
             if vi != vi or vi > a:
@@ -355,7 +355,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
 
     @inline
     def apply(i, p, g, m, v, vhat, _s3, h, c, r):
-        pi, gi = _decayed(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
         mi = m[i]
         vi = vhat[i] if amsgrad else v[i]
         mask = r[0] if mi * gi > 0 else h.zero

@@ -28,7 +28,7 @@ functions of the algorithm (the same arithmetic, so the same bits):
 from __future__ import annotations
 
 from tinyopt.kernels.jit import kernel
-from tinyopt.kernels.optim import _overflowed
+from tinyopt.kernels.optim import coefficient_overflowed
 
 BLOCK = 8192
 """Elements of gradient ``outer`` writes before stepping them (whole rows; 32 KiB of float32,
@@ -58,7 +58,7 @@ def _make(scalars, update, name: str) -> tuple:
             if flags[j] != 0:
                 cn = scalars(S[j], h)[1]
                 coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
-                if _overflowed(coef[j], cn):
+                if coefficient_overflowed(coef[j], cn):
                     return j
         return -1
 

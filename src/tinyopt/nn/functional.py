@@ -39,11 +39,11 @@ from tinyopt.engine.ops.volume import (adaptive_avg_pool3d, avg_pool3d, conv3d, 
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
-from tinyopt.engine.ops.nn import _leaf, batch_norm, dropout, embedding, layer_norm
+from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -295,9 +295,9 @@ def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     1 / (1 - p): one mask value per (n, c), drawn from tinyopt's generator at graph build."""
     if not training or p == 0.0:
         return x
-    _ew._require_float("dropout", x)
+    _ew.require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
-    return x * _leaf(_dropout_mask(None, shape, p, x.dtype))
+    return x * leaf(_dropout_mask(None, shape, p, x.dtype))
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
@@ -378,7 +378,7 @@ def rms_norm(input, normalized_shape, weight=None, eps: float | None = None) -> 
     """x / sqrt(mean(x^2) + eps) * weight over the trailing ``normalized_shape`` dimensions
     (``eps`` None: the dtype's machine epsilon), as ``torch.nn.functional.rms_norm``."""
     x = as_tensor(input)
-    _ew._require_float("rms_norm", x)
+    _ew.require_float("rms_norm", x)
     ns = (int(normalized_shape),) if isinstance(normalized_shape, numbers.Integral) else \
         tuple(int(s) for s in normalized_shape)
     if not ns or x.shape[x.ndim - len(ns):] != ns or len(ns) > x.ndim:
@@ -403,8 +403,8 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along ``dim`` (PyTorch's formulation:
     the norms are clamped without changing their gradient); x1 and x2 broadcast together."""
-    a, b = _ew._operands("cosine_similarity", x1, x2)
-    _ew._require_float("cosine_similarity", a, b)
+    a, b = _ew.promoted_operands("cosine_similarity", x1, x2)
+    _ew.require_float("cosine_similarity", a, b)
     shape = _ew.broadcast_shape("cosine_similarity", a.shape, b.shape)
     a, b = a.expand(shape), b.expand(shape)
     na = _dist.clamp_min_st(_dist.vector_norm(a, 2, dim, keepdim=True), eps)
@@ -414,8 +414,8 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
 
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
     """||x1 - x2 + eps||_p over the last dimension."""
-    a, b = _ew._operands("pairwise_distance", x1, x2)
-    _ew._require_float("pairwise_distance", a, b)
+    a, b = _ew.promoted_operands("pairwise_distance", x1, x2)
+    _ew.require_float("pairwise_distance", a, b)
     return _dist.vector_norm(a - b + eps, p, max(a.ndim, b.ndim) - 1, keepdim)
 
 
@@ -451,7 +451,7 @@ def smooth_l1_loss(input, target, size_average: bool | None = None, reduce: bool
     reduction = _reduction(size_average, reduce, reduction)
     _loss._check_reduction("smooth_l1_loss", reduction)
     if beta == 0.0:
-        a, b = _ew._operands("smooth_l1_loss", input, target)
+        a, b = _ew.promoted_operands("smooth_l1_loss", input, target)
         return _reduced((a - b).abs(), reduction, "smooth_l1_loss")
     return _reduced(_pw.smooth_l1(input, target, beta), reduction, "smooth_l1_loss")
 
@@ -532,8 +532,8 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0,
     eps = float32(1e-12) (a float constant in ATen, also for float64 inputs)."""
     reduction = _reduction(size_average, reduce, reduction)
     _loss._check_reduction("cosine_embedding_loss", reduction)
-    x1, x2 = _ew._operands("cosine_embedding_loss", input1, input2)
-    _ew._require_float("cosine_embedding_loss", x1, x2)
+    x1, x2 = _ew.promoted_operands("cosine_embedding_loss", input1, input2)
+    _ew.require_float("cosine_embedding_loss", x1, x2)
     y = as_tensor(target)
     if y.ndim not in (0, 1):
         raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
@@ -565,6 +565,6 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0,
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {list(x1.shape)}, input2: {list(x2.shape)}, "
                            f"target: {list(y.shape)} ")
-    a, b = _ew._operands("margin_ranking_loss", x1, x2)
+    a, b = _ew.promoted_operands("margin_ranking_loss", x1, x2)
     return _reduced(_ew.clamp(-y.to(a.dtype) * (a - b) + margin, min=0.0), reduction,
                     "margin_ranking_loss")

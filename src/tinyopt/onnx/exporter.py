@@ -592,12 +592,12 @@ def _adaptive_avg(ex: _Exporter, t: Tensor) -> str:
 def _gather3(ex: _Exporter, t: Tensor) -> str:
     """Padding and nearest interpolation: index maps along the (D, H, W) of the (B, D, H, W) view,
     a -1 reading the fill value (a slot appended to each axis)."""
-    from tinyopt.engine.ops.resample import _maps, _view4
+    from tinyopt.engine.ops.resample import index_maps, view4
     attrs, fill = t.attrs[:-1], t.attrs[-1]
     k = attrs[1]
     x = t.srcs[0]
-    in4, out4 = _view4(x.shape, k), _view4(t.shape, k)
-    maps = _maps(attrs, in4, out4)
+    in4, out4 = view4(x.shape, k), view4(t.shape, k)
+    maps = index_maps(attrs, in4, out4)
     y = ex.op("Reshape", [ex.value(x), ex.ints(in4)])
     if any((m < 0).any() for m in maps):
         y = ex.op("Pad", [y, ex.ints([0, 0, 0, 0, 0, 1, 1, 1]),
@@ -612,10 +612,10 @@ def _gather3(ex: _Exporter, t: Tensor) -> str:
 @_converts("lerp2")
 def _lerp2(ex: _Exporter, t: Tensor) -> str:
     """Bilinear interpolation, term by term as the kernel computes it."""
-    from tinyopt.engine.ops.resample import _lerp_tables, _planes3
+    from tinyopt.engine.ops.resample import lerp_tables, planes3
     x = t.srcs[0]
-    h0, h1, lh, w0, w1, lw = _lerp_tables(x.shape, t.shape, t.attrs, t.dtype)
-    y = ex.op("Reshape", [ex.value(x), ex.ints(_planes3(x.shape))])
+    h0, h1, lh, w0, w1, lw = lerp_tables(x.shape, t.shape, t.attrs, t.dtype)
+    y = ex.op("Reshape", [ex.value(x), ex.ints(planes3(x.shape))])
     rows = [ex.op("Gather", [y, ex.const(h, "index")], axis=1) for h in (h0, h1)]
     corner = {(a, b): ex.op("Gather", [rows[a], ex.const(w, "index")], axis=2)
               for a in (0, 1) for b, w in ((0, w0), (1, w1))}

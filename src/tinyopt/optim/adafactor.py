@@ -11,7 +11,7 @@ from tinyopt.engine.tensor import Parameter
 from tinyopt.kernels import adafactor as kernels
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
-from tinyopt.optim.optimizer import _cast_state
+from tinyopt.optim.optimizer import cast_state
 
 
 class Adafactor(FusedOptimizer):
@@ -113,7 +113,7 @@ class Adafactor(FusedOptimizer):
             shapes = {"row_var": tuple(p.shape[:-1]) + (1,),
                       "col_var": tuple(p.shape[:-2]) + (1,) + tuple(p.shape[-1:])}
         if key not in shapes:
-            return _cast_state(p, key, value, label, scalar)
+            return cast_state(p, key, value, label, scalar)
         arr = np.asarray(value)
         if arr.dtype.kind not in "fiu" or arr.shape != shapes[key]:
             raise ValueError(f"load_state_dict: parameter {label} has state {key!r} of shape "

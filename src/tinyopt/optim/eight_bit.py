@@ -31,7 +31,7 @@ from tinyopt.kernels import quant8
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import Optimizer, _cast_state
+from tinyopt.optim.optimizer import Optimizer, cast_state
 
 CODES = {"signed": quant8.dynamic_map(True), "unsigned": quant8.dynamic_map(False)}
 for _code in CODES.values():
@@ -255,7 +255,7 @@ class _Blockwise8bit(Optimizer):
 
     def _cast_loaded(self, p, key, value, label: str, scalar: bool):
         if key not in _LAYOUT:
-            return _cast_state(p, key, value, label, scalar)
+            return cast_state(p, key, value, label, scalar)
         st, j = self._index[id(p)]
         return _cast_8bit_state(key, value, tuple(p.shape), bool(st.kind8[j]), label)
 
@@ -271,7 +271,7 @@ class _Blockwise8bit(Optimizer):
         """``_cast_loaded`` for a parameter ``p`` of ``group`` that this optimizer does not hold
         (ZeRO checks the whole parameter's state before cutting it into pieces)."""
         if key not in _LAYOUT:
-            return _cast_state(p, key, value, label, scalar)
+            return cast_state(p, key, value, label, scalar)
         return _cast_8bit_state(key, value, tuple(p.shape),
                                 p.numel() >= group["min_8bit_size"], label)
 

@@ -46,7 +46,7 @@ from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import (Optimizer, _cast_scalar, _ParamList,
+from tinyopt.optim.optimizer import (Optimizer, cast_scalar, _ParamList,
                                      hyperparameters_as_numbers)
 
 
@@ -75,7 +75,7 @@ class StateEntry(dict):
 
     def _converted(self, name: str, value: Any, view: np.ndarray) -> np.ndarray:
         if view.ndim == 0 and name in self._fb.scalar_names:
-            return _cast_scalar(value, name, f"optimizer state {name!r}")
+            return cast_scalar(value, name, f"optimizer state {name!r}")
         arr = np.asarray(value)
         if arr.shape != view.shape:
             raise ValueError(f"optimizer state {name!r} has shape {view.shape}; cannot assign a "

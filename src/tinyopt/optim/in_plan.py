@@ -35,7 +35,7 @@ from tinyopt.engine.fused_update import backward_and_update
 from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels.linalg import outer as outer_product
-from tinyopt.kernels.optim import _Algorithm
+from tinyopt.kernels.optim import Algorithm
 from tinyopt.kernels.optim_segment import for_algorithm
 from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
@@ -44,7 +44,7 @@ from tinyopt.optim.optimizer import _global_optimizer_post_hooks, _global_optimi
 def fusable(opt: Any) -> str | None:
     """Why ``opt``'s step cannot run inside the backward plan now (None: it can)."""
     cls = type(opt)
-    if not isinstance(opt, FusedOptimizer) or not isinstance(cls.kernel, _Algorithm):
+    if not isinstance(opt, FusedOptimizer) or not isinstance(cls.kernel, Algorithm):
         return "not an elementwise fused optimizer"
     if cls.step is not FusedOptimizer.step or cls._run is not FusedOptimizer._run:
         return "its step is overridden"

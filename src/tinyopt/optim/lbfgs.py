@@ -32,7 +32,7 @@ from tinyopt.kernels import lbfgs as vec
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import MASTER
-from tinyopt.optim.optimizer import Optimizer, _cast_state, _typename
+from tinyopt.optim.optimizer import Optimizer, cast_state, _typename
 
 _INT_STATE = ("func_evals", "n_iter")
 _VECTOR_STATE = ("d", "prev_flat_grad")
@@ -389,7 +389,7 @@ class LBFGS(Optimizer):
                     for i, v in enumerate(value)]
         if key in _NUMBER_STATE:
             return None if value is None and key != "H_diag" else number(value)
-        return _cast_state(p, key, value, label, scalar)
+        return cast_state(p, key, value, label, scalar)
 
 
 def _dot(x: np.ndarray, y: np.ndarray):

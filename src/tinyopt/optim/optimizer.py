@@ -535,7 +535,7 @@ class Optimizer:
     def _cast_loaded(self, p: Parameter, key, value, label: str, scalar: bool):
         """A checked copy of one loaded state value (subclasses whose state is not shaped like
         its parameter, as L-BFGS's, override this)."""
-        return _cast_state(p, key, value, label, scalar)
+        return cast_state(p, key, value, label, scalar)
 
     @staticmethod
     def _match_params(groups: list[dict], saved_groups: list[dict]) -> dict[Any, Parameter]:
@@ -602,7 +602,7 @@ def _copy_state(value):
     return copy.deepcopy(value)
 
 
-def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
+def cast_state(p: Parameter, key, value, label: str, scalar: bool):
     """A copy of one loaded state value: arrays in the parameter's dtype (float32 for a float16
     or bfloat16 parameter), scalar state (``step``, ``mu_product``...) as a 0-d float32 array.
 
@@ -611,7 +611,7 @@ def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
     be installed, so that nothing changes before every value is known to fit.
     """
     if scalar:
-        return _cast_scalar(value, key, f"load_state_dict: parameter {label} has state {key!r}")
+        return cast_scalar(value, key, f"load_state_dict: parameter {label} has state {key!r}")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if not isinstance(value, np.ndarray):
@@ -637,7 +637,7 @@ def _cast_state(p: Parameter, key, value, label: str, scalar: bool):
     return np.array(value, dtype=dtype, copy=True)
 
 
-def _cast_scalar(value, key, where: str) -> np.ndarray:
+def cast_scalar(value, key, where: str) -> np.ndarray:
     """One number of scalar state as a 0-d float32 array; ``step`` must be a whole number >= 0.
 
     ``where`` starts the error messages (``load_state_dict: parameter 'w' has state 'step'``)."""

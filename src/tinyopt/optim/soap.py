@@ -11,7 +11,7 @@ import numpy as np
 from tinyopt.engine.tensor import Parameter
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
-from tinyopt.optim.optimizer import _cast_state
+from tinyopt.optim.optimizer import cast_state
 
 
 class SOAP(FusedOptimizer):
@@ -143,7 +143,7 @@ class SOAP(FusedOptimizer):
         """``GG<i>``/``Q<i>`` are square matrices of axis ``i``'s size; the rest as usual."""
         matched = re.fullmatch(r"(?:GG|Q)(\d+)", key) if isinstance(key, str) else None
         if matched is None:
-            return _cast_state(p, key, value, label, scalar)
+            return cast_state(p, key, value, label, scalar)
         i = int(matched.group(1))
         arr = np.asarray(value)
         n = p.shape[i] if i < p.ndim else -1

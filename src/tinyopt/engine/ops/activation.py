@@ -7,7 +7,7 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float, broadcast_shape, sum_to
+from tinyopt.engine.ops.elementwise import require_float, broadcast_shape, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import activation as K
 
@@ -31,7 +31,7 @@ _unary("mish", K.mish, K.mish_grad)
 
 def _float_input(op: str, x) -> Tensor:
     x = as_tensor(x)
-    _require_float(op, x)
+    require_float(op, x)
     return x
 
 

@@ -32,7 +32,7 @@ from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
-from tinyopt.engine.ops.elementwise import _operands, _require_float
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make, as_tensor
 from tinyopt.kernels import conv as K
 from tinyopt.kernels import workers
@@ -398,8 +398,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     (OC, C/groups, kh, kw), ``bias`` (OC,); ``padding`` may also be 'valid' or 'same'.
     """
     input, weight, bias = autocast.lower(input, weight, bias)
-    x, w = _operands("conv2d", as_tensor(input), as_tensor(weight))
-    _require_float("conv2d", x, w)
+    x, w = promoted_operands("conv2d", as_tensor(input), as_tensor(weight))
+    require_float("conv2d", x, w)
     x, unbatched = _batched("conv2d", x)
     if w.ndim != 4:
         raise RuntimeError(f"conv2d: weight must be 4-D (out_channels, in_channels/groups, kH, kW),"
@@ -519,7 +519,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     x[n, c, i*sh - ph + p*dh, j*sw - pw + q*dw] (padding never wins; NaN does).  With
     ``return_indices`` also the flat ``h*W + w`` index of each maximum within its plane."""
     x = as_tensor(input)
-    _require_float("max_pool2d", x)
+    require_float("max_pool2d", x)
     x, unbatched = _batched("max_pool2d", x)
     k, s, p, d, (OH, OW) = _pool_args("max_pool2d", x, kernel_size, stride, padding, dilation,
                                       ceil_mode)
@@ -557,7 +557,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     ``divisor_override``, else by the window size (count_include_pad, clipped to the padded input)
     or by the number of input elements in the window."""
     x = as_tensor(input)
-    _require_float("avg_pool2d", x)
+    require_float("avg_pool2d", x)
     x, unbatched = _batched("avg_pool2d", x)
     k, s, p, _, (OH, OW) = _pool_args("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
     if divisor_override is not None and int(divisor_override) <= 0:

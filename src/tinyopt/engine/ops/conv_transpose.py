@@ -15,7 +15,7 @@ import numbers
 
 from tinyopt.engine import autocast
 from tinyopt.engine.op import node
-from tinyopt.engine.ops.elementwise import _operands, _require_float
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 
@@ -45,8 +45,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     y[n, o, i*sh - ph + p*dh, j*sw - pw + q*dw] += x[n, c, i, j] W[c, o, p, q] summed over the
     input channels c of o's group."""
     input, weight, bias = autocast.lower(input, weight, bias)
-    x, w = _operands("conv_transpose2d", as_tensor(input), as_tensor(weight))
-    _require_float("conv_transpose2d", x, w)
+    x, w = promoted_operands("conv_transpose2d", as_tensor(input), as_tensor(weight))
+    require_float("conv_transpose2d", x, w)
     if x.ndim not in (3, 4):
         raise RuntimeError(f"Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, "
                            f"but got input of size: {list(x.shape)}")

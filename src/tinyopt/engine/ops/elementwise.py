@@ -35,7 +35,7 @@ def _cast(x, dtype) -> Tensor:
     return t if t.dtype == dtype else to(t, dtype)
 
 
-def _operands(op: str, a, b) -> tuple[Tensor, Tensor]:
+def promoted_operands(op: str, a, b) -> tuple[Tensor, Tensor]:
     """Both operands as tensors of their common dtype (``dtypes.result_type``)."""
     if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype == b.dtype:  # the common case
         return a, b
@@ -117,7 +117,7 @@ _FLOAT_ONLY_ERRORS = {  # op: torch's error for integer and bool inputs ({T}: "L
                                         "dtype is {T}")}
 
 
-def _require_float(op: str, *ts: Tensor) -> None:
+def require_float(op: str, *ts: Tensor) -> None:
     """Refuse integer and bool inputs of a float-only op: with torch's error where torch refuses
     them, else (torch computes them; tinyopt does not) with a TypeError saying what to do."""
     for t in ts:
@@ -158,7 +158,7 @@ def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True, 
           inplace=True)
 
     def build(a, b) -> Tensor:
-        a, b = _operands(name, a, b)
+        a, b = promoted_operands(name, a, b)
         if not bools and a.dtype == bool_:
             raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
@@ -205,7 +205,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode == "floor":
         return floor_divide(input, other)
     if rounding_mode == "trunc":
-        a, b = _operands("div", input, other)
+        a, b = promoted_operands("div", input, other)
         if is_float(a.dtype):
             return trunc(_true_div(a, b))
         return node("div_trunc", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
@@ -216,7 +216,7 @@ def div(input, other, *, rounding_mode: str | None = None) -> Tensor:
 
 
 def _true_div(a, b) -> Tensor:
-    a, b = _operands("div", a, b)
+    a, b = promoted_operands("div", a, b)
     if not is_float(a.dtype):  # true division of integers gives floats, as in PyTorch
         a, b = to(a, float32), to(b, float32)
     return node("div", (a, b), broadcast_shape("div", a.shape, b.shape), a.dtype)
@@ -255,7 +255,7 @@ def _no_derivative(name):
 
 def floor_divide(input, other) -> Tensor:
     """input // other, rounded toward minus infinity (Python's and PyTorch's ``//``)."""
-    a, b = _operands("floor_divide", input, other)
+    a, b = promoted_operands("floor_divide", input, other)
     return node("floor_divide", (a, b), broadcast_shape("floor_divide", a.shape, b.shape),
                 a.dtype)
 
@@ -301,7 +301,7 @@ def pow(input, exponent) -> Tensor:
     if isinstance(exponent, numbers.Integral) and exponent < 0 and isinstance(input, Tensor) \
             and not is_float(input.dtype):  # (before the exponent is cast to the input's dtype)
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    a, b = _operands("pow", input, exponent)
+    a, b = promoted_operands("pow", input, exponent)
     if a.dtype == bool_:
         a, b = to(a, np.int64), to(b, np.int64)
     if not is_float(a.dtype) and isinstance(b, Tensor) and b.op == "input" \
@@ -335,7 +335,7 @@ def _bool_result(name, ufunc, *, as_bool: bool = False):
         if as_bool:
             a, b = _cast(a, bool_), _cast(b, bool_)
         else:
-            a, b = _operands(name, a, b)
+            a, b = promoted_operands(name, a, b)
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
     build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
@@ -366,7 +366,7 @@ def _bitwise(name, ufunc):
     defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
     def build(a, b) -> Tensor:
-        a, b = _operands(name, a, b)
+        a, b = promoted_operands(name, a, b)
         if a.dtype in FLOATS:
             raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
                             f"need integer or bool tensors)")
@@ -442,7 +442,7 @@ def where(condition, input=None, other=None) -> Tensor:
     if c.dtype != bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
                            f"with dtype {c.dtype}")
-    a, b = _operands("where", input, other)
+    a, b = promoted_operands("where", input, other)
     shape = broadcast_shape("where", c.shape, a.shape, b.shape)
     return node("where", (c, a, b), shape, a.dtype)
 
@@ -727,8 +727,8 @@ defop("lerp", forward=_ufunc_forward(K.lerp), backward=_lerp_backward)
 
 def lerp(input, end, weight) -> Tensor:
     """input + weight * (end - input) (``weight`` a number or a tensor)."""
-    a, b = _operands("lerp", input, end)
-    _require_float("lerp", a)
+    a, b = promoted_operands("lerp", input, end)
+    require_float("lerp", a)
     w = _cast(weight, float32 if is_low(a.dtype) and not isinstance(weight, Tensor) else a.dtype)
     return node("lerp", (a, b, w), broadcast_shape("lerp", a.shape, b.shape, w.shape), a.dtype)
 
@@ -747,7 +747,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
 
 def xlogy(x, y) -> Tensor:
     """x * log(y), 0 where x == 0 (NaN where y is NaN, whatever x is)."""
-    a, b = _operands("xlogy", x, y)
+    a, b = promoted_operands("xlogy", x, y)
     a, b = _float(a), _float(b)
     return where(logical_and(eq(a, 0), logical_not(isnan(b))), constant(0.0, a.dtype),
                  a * log(b))
@@ -756,7 +756,7 @@ def xlogy(x, y) -> Tensor:
 @in_float32
 def logaddexp(a, b) -> Tensor:
     """log(e^a + e^b), computed without overflow: max(a, b) + log1p(e^-|a - b|)."""
-    a, b = _operands("logaddexp", a, b)
+    a, b = promoted_operands("logaddexp", a, b)
     refuse_for_dtype("logaddexp", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))  # inf - inf is NaN; the result is that inf
     return where(same_inf, a, maximum(a, b) + log1p(exp(-abs(a - b))))
@@ -765,7 +765,7 @@ def logaddexp(a, b) -> Tensor:
 @in_float32
 def logaddexp2(a, b) -> Tensor:
     """log2(2^a + 2^b), computed without overflow: max(a, b) + log1p(2^-|a - b|) / ln 2."""
-    a, b = _operands("logaddexp2", a, b)
+    a, b = promoted_operands("logaddexp2", a, b)
     refuse_for_dtype("logaddexp2", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))
     return where(same_inf, a,
@@ -775,7 +775,7 @@ def logaddexp2(a, b) -> Tensor:
 @in_float32
 def hypot(a, b) -> Tensor:
     """``sqrt(a^2 + b^2)``, elementwise."""
-    a, b = _operands("hypot", a, b)
+    a, b = promoted_operands("hypot", a, b)
     refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
 
@@ -798,7 +798,7 @@ def atan2(input, other) -> Tensor:
     other) moved to the quadrant of both signs (C's ``atan2``, signed zeros and infinities
     included).  Integer and bool operands compute in float32.  Gradients: ``other / r^2`` in
     ``input`` and ``-input / r^2`` in ``other``, r^2 = input^2 + other^2."""
-    a, b = _operands("atan2", input, other)
+    a, b = promoted_operands("atan2", input, other)
     if not is_float(a.dtype):
         a, b = to(a, float32), to(b, float32)
     return node("atan2", (a, b), broadcast_shape("atan2", a.shape, b.shape), a.dtype)
@@ -844,7 +844,7 @@ def divide(a, b, *, rounding_mode: str | None = None) -> Tensor:
 def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08,
             equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise (bool)."""
-    a, b = _operands("isclose", input, other)
+    a, b = promoted_operands("isclose", input, other)
     close = le(abs(a - b), atol + rtol * abs(b)) if a.dtype in FLOATS else eq(a, b)
     close = logical_or(close, eq(a, b))  # equal infinities
     if equal_nan and a.dtype in FLOATS:

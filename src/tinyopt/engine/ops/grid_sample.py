@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.ops.workspace import region
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import grid_sample as K
@@ -73,7 +73,7 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
         align_corners = False
     x, g = as_tensor(input), as_tensor(grid)
-    _require_float("grid_sample", x, g)
+    require_float("grid_sample", x, g)
     if x.ndim == 5:
         raise NotImplementedError("grid_sample: 5-D (volumetric) input is not supported by "
                                   "tinyopt; only 4-D (N, C, H, W)")
@@ -115,7 +115,7 @@ def affine_grid(theta, size, align_corners: bool | None = None) -> Tensor:
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
         align_corners = False
     th = as_tensor(theta)
-    _require_float("affine_grid", th)
+    require_float("affine_grid", th)
     size = tuple(int(s) for s in size)
     if len(size) == 5:
         raise NotImplementedError("affine_grid: 3-D (5-D size) grids are not supported by "

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.ops.nn import _leaf, _running, batch_norm
 from tinyopt.engine.realize import add_effect
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -116,7 +116,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
     groups, each group normalized over its channels and spatial positions (biased variance),
     then y = xhat * weight[c] + bias[c]."""
     x = as_tensor(input)
-    _require_float("group_norm", x)
+    require_float("group_norm", x)
     if x.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
                            f"{x.ndim}")
@@ -136,7 +136,7 @@ def instance_norm(input, running_mean: np.ndarray | None = None,
     running statistics instead; otherwise given running arrays are updated in place when the
     output is realized (PyTorch's rule, see the module docstring)."""
     x = as_tensor(input)
-    _require_float("instance_norm", x)
+    require_float("instance_norm", x)
     if x.ndim < 3:
         raise ValueError(f"instance_norm: expected an input of shape (N, C, *), got "
                          f"{list(x.shape)}")

@@ -10,7 +10,7 @@ from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _operands, _require_float, sum_to
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float, sum_to
 from tinyopt.engine.sparse import SparseCOOTensor, spmm
 from tinyopt.engine.tensor import Tensor, _make, as_tensor
 from tinyopt.kernels import elementwise as EK
@@ -47,8 +47,8 @@ def matmul(a, b) -> Tensor:
     dimension removed afterwards; leading (batch) dimensions broadcast."""
     if isinstance(a, SparseCOOTensor):
         return spmm(a, b)
-    a, b = _operands("matmul", *autocast.lower(a, b))
-    _require_float("matmul", a, b)
+    a, b = promoted_operands("matmul", *autocast.lower(a, b))
+    require_float("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                            f"{a.shape} and {b.shape}")
@@ -152,9 +152,9 @@ def linear(input, weight, bias=None) -> Tensor:
     x = input if isinstance(input, Tensor) else as_tensor(input)
     w = weight if isinstance(weight, Tensor) else as_tensor(weight)
     if x.dtype != w.dtype:
-        x, w = _operands("linear", x, w)
+        x, w = promoted_operands("linear", x, w)
     if x.dtype not in FLOATS:
-        _require_float("linear", x, w)
+        require_float("linear", x, w)
     ws, xs = w.shape, x.shape
     if len(ws) != 2 or not xs or xs[-1] != ws[1]:
         raise RuntimeError(f"linear: input of shape {x.shape} and weight of shape {w.shape} "

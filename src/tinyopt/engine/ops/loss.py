@@ -8,7 +8,7 @@ import numpy as np
 from tinyopt.engine import autocast, grad_mode
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _operands, _require_float, softplus
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
 from tinyopt.kernels import shared_threads
@@ -249,7 +249,7 @@ def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, red
         input, weight = autocast.fp32(input, weight)
     x = as_tensor(input)
     if x.dtype not in FLOATS:
-        _require_float(op, x)
+        require_float(op, x)
     x2, y, C = _targets(op, x, target, ignore_index)
     w = _weight(op, weight, C, x.dtype)
     attrs = (int(ignore_index),) + extra
@@ -286,8 +286,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,
 
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:
     _check_reduction("mse_loss", reduction)
-    a, b = _operands("mse_loss", *autocast.fp32(input, target))
-    _require_float("mse_loss", a, b)
+    a, b = promoted_operands("mse_loss", *autocast.fp32(input, target))
+    require_float("mse_loss", a, b)
     _same_shape("mse_loss", a, b)
     d = a - b
     return _reduce(d * d, reduction)
@@ -295,8 +295,8 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:
 
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:
     _check_reduction("l1_loss", reduction)
-    a, b = _operands("l1_loss", *autocast.fp32(input, target))
-    _require_float("l1_loss", a, b)
+    a, b = promoted_operands("l1_loss", *autocast.fp32(input, target))
+    require_float("l1_loss", a, b)
     _same_shape("l1_loss", a, b)
     return _reduce((a - b).abs(), reduction)
 
@@ -307,8 +307,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     (1 - y) x + (1 + (pw - 1) y) softplus(-x)."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target, weight, pos_weight = autocast.fp32(input, target, weight, pos_weight)
-    x, y = _operands("binary_cross_entropy_with_logits", input, target)
-    _require_float("binary_cross_entropy_with_logits", x, y)
+    x, y = promoted_operands("binary_cross_entropy_with_logits", input, target)
+    require_float("binary_cross_entropy_with_logits", x, y)
     _same_shape("binary_cross_entropy_with_logits", x, y)
     sp = softplus(-x)
     if pos_weight is None:

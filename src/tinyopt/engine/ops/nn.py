@@ -19,7 +19,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
 from tinyopt.engine.row_sparse import row_mask
@@ -54,7 +54,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     x = as_tensor(input)
     if not training or p == 0.0:
         return x
-    _require_float("dropout", x)
+    require_float("dropout", x)
     return x * _leaf(dropout_mask(generator, x.shape, p, x.dtype))
 
 
@@ -175,7 +175,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
     """Layer normalization over the last ``len(normalized_shape)`` dimensions:
     y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias, with the biased variance."""
     x = as_tensor(input)
-    _require_float("layer_norm", x)
+    require_float("layer_norm", x)
     if type(normalized_shape) is tuple:  # (LayerNorm's: no ABC instance check on every call)
         ns = tuple([int(s) for s in normalized_shape])
     else:
@@ -288,7 +288,7 @@ def batch_norm(input, running_mean: Tensor | np.ndarray | None,
     statistics.  ``momentum`` may change every step without recompiling (it is bound per run).
     """
     x = as_tensor(input)
-    _require_float("batch_norm", x)
+    require_float("batch_norm", x)
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {x.shape}")
     N, C, S = _ncs(x.shape)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from tinyopt.engine.op import node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["adaptive_max_pool2d", "fold", "unfold"]
@@ -42,7 +42,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """(N, C, H, W) -> (N, C * kH * kW, L): every block the kernel visits, as a column (rows in
     channel, kernel row, kernel column order), as ``torch.nn.functional.unfold``."""
     x = as_tensor(input)
-    _require_float("unfold", x)
+    require_float("unfold", x)
     unbatched = x.ndim == 3
     if unbatched:
         x = x.reshape((1,) + x.shape)
@@ -66,7 +66,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
     """(N, C * kH * kW, L) -> (N, C, H, W): ``unfold``'s adjoint (overlapping blocks add up), as
     ``torch.nn.functional.fold``."""
     cols = as_tensor(input)
-    _require_float("fold", cols)
+    require_float("fold", cols)
     unbatched = cols.ndim == 2
     if unbatched:
         cols = cols.reshape((1,) + cols.shape)
@@ -100,7 +100,7 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
     from tinyopt.engine.ops.conv import max_pool2d
     from tinyopt.engine.ops.movement import stack
     x = as_tensor(input)
-    _require_float("adaptive_max_pool2d", x)
+    require_float("adaptive_max_pool2d", x)
     H, W = x.shape[-2:]
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
     OH, OW = (H if sizes[0] is None else int(sizes[0]), W if sizes[1] is None else int(sizes[1]))

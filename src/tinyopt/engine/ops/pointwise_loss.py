@@ -8,7 +8,7 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _operands, _require_float, broadcast_shape, sum_to
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float, broadcast_shape, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import pointwise_loss as K
 
@@ -18,8 +18,8 @@ for _a in _ONE.values():
 
 
 def _operand_pair(op: str, input, target) -> tuple[Tensor, Tensor]:
-    x, y = _operands(op, *autocast.fp32(input, target))
-    _require_float(op, x, y)
+    x, y = promoted_operands(op, *autocast.fp32(input, target))
+    require_float(op, x, y)
     return x, y
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.ops.elementwise import _require_float, in_float32
+from tinyopt.engine.ops.elementwise import require_float, in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -330,7 +330,7 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
     x = as_tensor(x)
     if dtype is not None:
         x = x.to(dtype)
-    _require_float(op, x)
+    require_float(op, x)
     if x.ndim == 0:  # a 0-d input is normalized as one of one element, as in PyTorch
         _dims(op, x, dim)
         return _normalized(op, x.reshape(1), 0, None).reshape(())
@@ -505,7 +505,7 @@ def logcumsumexp(x, dim: int) -> Tensor:
     finite element (0 if there is none), so that -inf adds nothing and +inf makes the rest
     +inf, as torch's (the shift's derivative cancels: it is held constant)."""
     x = as_tensor(x)
-    _require_float("logcumsumexp", x)
+    require_float("logcumsumexp", x)
     if x.ndim == 0:  # one element along its only "dimension", as in torch
         _dims("logcumsumexp", x, dim)
         return logcumsumexp(x.reshape(1), 0).reshape(())

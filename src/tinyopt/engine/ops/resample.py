@@ -19,7 +19,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _require_float
+from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import resample as K
 
@@ -28,7 +28,7 @@ def _c(x: np.ndarray) -> np.ndarray:
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
-def _view4(shape: tuple[int, ...], k: int) -> tuple[int, int, int, int]:
+def view4(shape: tuple[int, ...], k: int) -> tuple[int, int, int, int]:
     """``shape`` as (batch, D, H, W) with its last ``k`` dimensions spatial (1s fill in)."""
     spatial = (1,) * (3 - k) + tuple(shape[len(shape) - k:])
     return (math.prod(shape[:len(shape) - k]),) + spatial
@@ -57,7 +57,7 @@ def _nearest_map(n: int, out: int, scale: float | None, exact: bool) -> np.ndarr
     return np.minimum(np.floor(dst * s).astype(np.int64), n - 1)
 
 
-def _maps(attrs: tuple, in4: tuple[int, ...], out4: tuple[int, ...]) -> list[np.ndarray]:
+def index_maps(attrs: tuple, in4: tuple[int, ...], out4: tuple[int, ...]) -> list[np.ndarray]:
     kind, k = attrs[0], attrs[1]
     maps = []
     for axis in range(3):
@@ -77,8 +77,8 @@ def _maps(attrs: tuple, in4: tuple[int, ...], out4: tuple[int, ...]) -> list[np.
 def _gather_forward(t):
     attrs, fill = t.attrs[:-1], t.attrs[-1]
     k = attrs[1]
-    in4, out4 = _view4(t.srcs[0].shape, k), _view4(t.shape, k)
-    md, mh, mw = _maps(attrs, in4, out4)
+    in4, out4 = view4(t.srcs[0].shape, k), view4(t.shape, k)
+    md, mh, mw = index_maps(attrs, in4, out4)
     value = t.dtype.type(fill)
     return lambda out, x: K.gather3(_c(x).reshape(in4), md, mh, mw, value, out.reshape(out4))
 
@@ -86,8 +86,8 @@ def _gather_forward(t):
 def _scatter_forward(t):
     attrs = t.attrs[:-1]
     k = attrs[1]
-    in4, out4 = _view4(t.shape, k), _view4(t.srcs[0].shape, k)
-    md, mh, mw = _maps(attrs, in4, out4)
+    in4, out4 = view4(t.shape, k), view4(t.srcs[0].shape, k)
+    md, mh, mw = index_maps(attrs, in4, out4)
     return lambda out, g: K.scatter3(_c(g).reshape(out4), md, mh, mw, out.reshape(in4))
 
 
@@ -190,26 +190,26 @@ def _linear_table(n: int, out: int, scale: float | None, align_corners: bool,
     return i0, i1, lam
 
 
-def _lerp_tables(t_in_shape, t_out_shape, attrs, dtype):
+def lerp_tables(t_in_shape, t_out_shape, attrs, dtype):
     align, sh, sw = attrs
     H, W = t_in_shape[-2], t_in_shape[-1]
     OH, OW = t_out_shape[-2], t_out_shape[-1]
     return _linear_table(H, OH, sh, align, dtype) + _linear_table(W, OW, sw, align, dtype)
 
 
-def _planes3(shape: tuple[int, ...]) -> tuple[int, int, int]:
+def planes3(shape: tuple[int, ...]) -> tuple[int, int, int]:
     return math.prod(shape[:-2]), shape[-2], shape[-1]
 
 
 def _lerp_forward(t):
-    tables = _lerp_tables(t.srcs[0].shape, t.shape, t.attrs, t.dtype)
-    in3, out3 = _planes3(t.srcs[0].shape), _planes3(t.shape)
+    tables = lerp_tables(t.srcs[0].shape, t.shape, t.attrs, t.dtype)
+    in3, out3 = planes3(t.srcs[0].shape), planes3(t.shape)
     return lambda out, x: K.lerp2(_c(x).reshape(in3), *tables, out.reshape(out3))
 
 
 def _lerp_grad_forward(t):
-    tables = _lerp_tables(t.shape, t.srcs[0].shape, t.attrs, t.dtype)
-    in3, out3 = _planes3(t.shape), _planes3(t.srcs[0].shape)
+    tables = lerp_tables(t.shape, t.srcs[0].shape, t.attrs, t.dtype)
+    in3, out3 = planes3(t.shape), planes3(t.srcs[0].shape)
     return lambda out, g: K.lerp2_grad(_c(g).reshape(out3), *tables, out.reshape(in3))
 
 
@@ -308,7 +308,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
     expected = {"linear": 3, "bilinear": 4}[mode]
     if x.ndim != expected:
         raise NotImplementedError(f"Got {x.ndim}D input, but {mode} mode needs {expected}D input")
-    _require_float("interpolate", x)
+    require_float("interpolate", x)
     if mode == "linear":
         x4 = x.unsqueeze(2)
         y = node("lerp2", (x4,), x4.shape[:3] + (out_size[0],), x.dtype,
@@ -319,10 +319,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
 
 # ---- adaptive average pooling --------------------------------------------------------------------
 defop("adaptive_avg2", forward=lambda t: (lambda out, x: K.adaptive_avg2(
-    _c(x).reshape(_planes3(t.srcs[0].shape)), out.reshape(_planes3(t.shape)))),
+    _c(x).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
     backward=lambda t, g: (node("adaptive_avg2_grad", (g,), t.srcs[0].shape, g.dtype),))
 defop("adaptive_avg2_grad", forward=lambda t: (lambda out, g: K.adaptive_avg2_grad(
-    _c(g).reshape(_planes3(t.srcs[0].shape)), out.reshape(_planes3(t.shape)))),
+    _c(g).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
     backward=lambda t, g: (node("adaptive_avg2", (g,), t.srcs[0].shape, g.dtype),))
 
 
@@ -338,7 +338,7 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected input to have non-zero size for "
                            f"non-batch dimensions, but input has sizes {list(x.shape)} with "
                            f"dimension {x.shape.index(0)} being empty")
-    _require_float("adaptive_avg_pool2d", x)
+    require_float("adaptive_avg_pool2d", x)
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) \
         else (output_size, output_size)
     if len(sizes) != 2:

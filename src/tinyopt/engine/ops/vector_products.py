@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 from tinyopt.engine.ops.distance import vector_norm
-from tinyopt.engine.ops.elementwise import _operands, _require_float, eq
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float, eq
 from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.ops.movement import stack
 from tinyopt.engine.ops.reduce import any as _any
@@ -20,7 +20,7 @@ __all__ = ["cdist", "cross", "inner", "isin", "std_mean", "var_mean"]
 def cross(input, other, dim: int | None = None) -> Tensor:
     """The cross product of 3-vectors along ``dim`` (without it: the first dimension of size 3,
     with PyTorch's deprecation warning), operands broadcast together."""
-    a, b = _operands("cross", input, other)
+    a, b = promoted_operands("cross", input, other)
     shape = tuple(max(x, y) for x, y in zip((1,) * (b.ndim - a.ndim) + a.shape,
                                             (1,) * (a.ndim - b.ndim) + b.shape))
     a, b = a.expand(shape), b.expand(shape)
@@ -43,7 +43,7 @@ def cross(input, other, dim: int | None = None) -> Tensor:
 def inner(input, other) -> Tensor:
     """sum_k a[..., k] b[..., k] for every pair of leading indices: shape ``a.shape[:-1] +
     b.shape[:-1]`` (a 0-d operand multiplies instead)."""
-    a, b = _operands("inner", input, other)
+    a, b = promoted_operands("inner", input, other)
     if a.ndim == 0 or b.ndim == 0:
         return a * b
     if a.shape[-1] != b.shape[-1]:
@@ -58,7 +58,7 @@ def cdist(x1, x2, p: float = 2.0,
           compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
     """out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p (batches broadcast)."""
     a, b = as_tensor(x1), as_tensor(x2)
-    _require_float("cdist", a, b)
+    require_float("cdist", a, b)
     if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
         raise RuntimeError(f"cdist only supports at least 2D tensors with the same number of "
                            f"columns, got {list(a.shape)} and {list(b.shape)}")

@@ -13,7 +13,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import _operands, _require_float
+from tinyopt.engine.ops.elementwise import promoted_operands, require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import volume as K
 
@@ -105,8 +105,8 @@ defop("conv_transpose3d", forward=_transposed_forward, backward=_transposed_back
 
 
 def _conv_operands(op: str, input, weight, bias, groups: int):
-    x, w = _operands(op, as_tensor(input), as_tensor(weight))
-    _require_float(op, x, w)
+    x, w = promoted_operands(op, as_tensor(input), as_tensor(weight))
+    require_float(op, x, w)
     x, unbatched = _batched(op, x)
     if w.ndim != 5:
         raise RuntimeError(f"{op}: weight must be 5-D, got shape {list(w.shape)}")
@@ -257,7 +257,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """3-D max pooling, as ``torch.nn.functional.max_pool3d`` (padding never wins; NaN does);
     with ``return_indices`` also the flat ``(z H + y) W + x`` index of each maximum."""
     x = as_tensor(input)
-    _require_float("max_pool3d", x)
+    require_float("max_pool3d", x)
     x, unbatched = _batched("max_pool3d", x)
     k, s, p, d = _pool_args("max_pool3d", x, kernel_size, stride, padding, dilation)
     shape = x.shape[:2] + _pool_size("max_pool3d", x, k, s, p, d, ceil_mode)
@@ -280,7 +280,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
                count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
     """3-D average pooling, as ``torch.nn.functional.avg_pool3d``."""
     x = as_tensor(input)
-    _require_float("avg_pool3d", x)
+    require_float("avg_pool3d", x)
     x, unbatched = _batched("avg_pool3d", x)
     k, s, p, d = _pool_args("avg_pool3d", x, kernel_size, stride, padding, 1)
     if divisor_override is not None and divisor_override <= 0:
@@ -300,7 +300,7 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
     """Average pooling to ``output_size`` (an int or a triple; None keeps that size), as
     ``torch.nn.functional.adaptive_avg_pool3d``."""
     x = as_tensor(input)
-    _require_float("adaptive_avg_pool3d", x)
+    require_float("adaptive_avg_pool3d", x)
     x, unbatched = _batched("adaptive_avg_pool3d", x)
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
