@@ -84,7 +84,7 @@ def test_squeeze_unsqueeze(shape, data):
 
 def test_reshape_edge_cases():
     t = to.tensor(np.arange(6.0))
-    assert t.reshape(6) is t
+    assert t.reshape(6) is not t and t.reshape(6)._base is t  # a view, as torch's
     assert t.reshape(2, 3).shape == (2, 3) and t.reshape([3, 2]).shape == (3, 2)
     assert t.view_as(to.tensor(np.zeros((3, 2)))).shape == (3, 2)
     s = to.tensor(5.0)
@@ -128,11 +128,12 @@ def test_transpose_2d_and_degenerate():
     check(lambda t: t.T.exp(), lambda a: np.exp(a.T), x)  # a computed op on a strided view
     check(lambda t: t.mT.sum(0), lambda a: a.T.sum(0), x, grad=False)  # a reduction on one
     s = to.tensor(3.0)
-    assert s.T is s and s.transpose(0, -1) is s and s.permute(()) is s
+    for same in (s.T, s.transpose(0, -1), s.permute(())):  # views of all of it, as torch's
+        assert same is not s and same._base is s and same.shape == ()
     with pytest.raises(TypeError, match='missing 1 required positional arguments: "dims"'):
         s.permute()  # (as torch's)
     v = to.tensor([1.0, 2.0])
-    assert v.T is v and v.transpose(0, -1) is v
+    assert v.T._base is v and v.transpose(0, -1)._base is v and v.T.shape == (2,)
 
 
 def test_permute_errors():
@@ -162,7 +163,7 @@ def test_expand(shape, data):
 def test_expand_as_and_errors():
     t = to.tensor(np.ones((3, 1)))
     assert t.expand_as(to.tensor(np.zeros((2, 3, 4)))).shape == (2, 3, 4)
-    assert t.expand(3, 1) is t
+    assert t.expand(3, 1) is not t and t.expand(3, 1)._base is t
     with pytest.raises(RuntimeError, match=r"expanded size.*\(4\).*existing size \(3\)"):
         t.expand(4, 4)
     with pytest.raises(RuntimeError, match=r"number of sizes provided \(1\)"):
@@ -308,7 +309,7 @@ def test_t_method():
     x = rand((2, 3))
     check(lambda a: a.t(), lambda a: a.T, x)
     v = to.tensor([1.0, 2.0])
-    assert v.t() is v
+    assert v.t() is not v and v.t()._base is v
     with pytest.raises(RuntimeError, match="<= 2 dimensions"):
         to.tensor(np.zeros((1, 2, 3))).t()
 

@@ -561,9 +561,12 @@ class Tensor(TensorMethods):
 
     def fill_(self, value: Any) -> Self:
         """Fill with ``value`` (a number or a 0-d tensor) in place; returns this tensor."""
-        if isinstance(value, Tensor) and value.ndim:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor "
-                               f"with {value.ndim} dimensions.")
+        if isinstance(value, Tensor):
+            if value.ndim:
+                raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got "
+                                   f"tensor with {value.ndim} dimensions.")
+            self[...] = value  # (torch: a tensor value refuses memory several elements share)
+            return self
         self._fill_inplace(Ellipsis, value)
         return self
 

@@ -390,7 +390,10 @@ def _region(x: Tensor, k: _Key) -> Tensor:
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
-    return _region(x, _parse(x.shape, key))
+    k = _parse(x.shape, key)
+    if k.identity and not k.arrays:  # (``x[:]`` is a view of all of x, as torch's)
+        return node("reshape", (x,), x.shape, x.dtype, (x.shape,))
+    return _region(x, k)
 
 
 # ---- x[key] = value ------------------------------------------------------------------------------

@@ -29,11 +29,11 @@ def _dim(op: str, d: int, ndim: int) -> int:
 
 
 def _same(x: Tensor) -> Tensor:
-    """``x`` itself, for a view op that changes nothing; torch makes a view even then, which a
-    multi-output view whose base was written since cannot give (it raises at once)."""
-    if x.op == "rebased_multi_view" and x.requires_grad and grad_mode._state.enabled:
-        raise RuntimeError(x.attrs[0])
-    return x
+    """A view of all of ``x``, for a view op that changes nothing: torch makes a view even
+    then (``x.reshape(x.shape)._base is x``), so writing it, or changing its shape in place,
+    acts as through any other view (a multi-output view whose base was written since cannot
+    give one: it raises at once)."""
+    return node("reshape", (x,), x.shape, x.dtype, (x.shape,))
 
 
 # ---- reshape -----------------------------------------------------------------------------------
@@ -436,13 +436,14 @@ def unflatten(x, dim: int, sizes) -> Tensor:
     """``x`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
     x = as_tensor(x)
     d = _dim("unflatten", dim, x.ndim)
-    sizes = tuple(int(s) for s in sizes)
-    if -1 in sizes:
-        known = math.prod(s for s in sizes if s != -1)
-        sizes = tuple(x.shape[d] // known if s == -1 else s for s in sizes)
+    given = tuple(int(s) for s in sizes)
+    sizes = given
+    if -1 in given:
+        known = math.prod(s for s in given if s != -1)
+        sizes = tuple(x.shape[d] // known if s == -1 and known else s for s in given)
     if math.prod(sizes) != x.shape[d]:
-        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the "
-                           f"size of dim {dim} ({x.shape[d]}) in the input tensor")
+        raise RuntimeError(f"unflatten: Provided sizes {list(given)} don't multiply up to the "
+                           f"size of dim {d} ({x.shape[d]}) in the input tensor")
     return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
 
 
@@ -748,7 +749,8 @@ def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
         if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
             return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
-        _same(x)
+        if x.op == "rebased_multi_view" and grad_mode._state.enabled:
+            raise RuntimeError(x.attrs[0])
         covered = np.zeros(base.shape, np.bool_)
         view_array(info.steps, covered)[...] = True
         seen = where(leaf(covered), base,
