@@ -118,3 +118,35 @@ def test_what_torch_does_not_compute_raises_its_error(expr, kernel):
         ta = torch.tensor([1, 2, 3], dtype=torch.uint32)
         with pytest.raises(NotImplementedError, match=f"not implemented for 'UInt32'"):
             eval(expr, {"M": torch, "a": ta})
+
+
+STORED = [("uint8", 300), ("uint8", -1), ("uint8", -255), ("uint8", -256), ("uint8", 255.0),
+          ("uint8", 255.9), ("uint8", -0.5), ("uint8", float("nan")), ("uint8", float("inf")),
+          ("int8", 127), ("int8", 128), ("int8", -129), ("int32", 2 ** 31), ("int64", 1e30),
+          ("int16", 40000), ("float16", 65519.0), ("float16", 70000), ("float16", 1e300),
+          ("float16", float("-inf")), ("float32", 1e300), ("float32", float("nan")),
+          ("float64", 1e300), ("bool", 5), ("bool", 0.5), ("int64", True)]
+
+
+@pytest.mark.parametrize("store", [
+    lambda lib, x, v: x.fill_(v), lambda lib, x, v: x.__setitem__(0, v),
+    lambda lib, x, v: x.masked_fill_(x == 0, v),
+    lambda lib, x, v: x.index_fill_(0, lib.tensor([1]), v),
+    lambda lib, x, v: lib.full((2,), v, dtype=x.dtype), lambda lib, x, v: lib.full_like(x, v),
+], ids=["fill_", "setitem", "masked_fill_", "index_fill_", "full", "full_like"])
+def test_storing_a_number_the_dtype_cannot_hold_raises_torchs_error(store):
+    """Issue 25: ``uint8_tensor.fill_(300)`` wrapped to 44 where torch raises; arithmetic
+    (``x + 300``) still wraps, as torch's."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib, dtype, v):
+        x = lib.zeros(3, dtype=getattr(lib, dtype))
+        try:
+            out = store(lib, x, v)
+        except RuntimeError as e:
+            return str(e)
+        return (x if out is None else out).tolist()
+
+    for dtype, v in STORED:
+        assert str(run(to, dtype, v)) == str(run(torch, dtype, v)), (dtype, v)
+    assert (to.zeros(2, dtype=to.uint8) + 300).tolist() == [44, 44]

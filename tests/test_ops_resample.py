@@ -159,3 +159,26 @@ def test_plans_are_reused_across_steps():
                   mode="bilinear").sum().backward()
     after = to.engine.cache_info()
     assert after.misses == before.misses
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("mode, shape", [("nearest", (1, 1, 4)), ("nearest", (1, 1, 4, 4)),
+                                         ("nearest", (1, 1, 2, 2, 2)), ("nearest-exact", (1, 2, 3)),
+                                         ("linear", (1, 1, 4)), ("bilinear", (1, 1, 3, 3)),
+                                         ("area", (1, 1, 4, 4)), ("area", (1, 1, 2, 2, 2))])
+def test_integer_inputs_give_torchs_result_or_error(dtype, mode, shape):
+    """Issue 25: nearest resampling of integer tensors computed where torch refuses (only uint8
+    is resampled, by the nearest modes; tinyopt refuses uint8 bilinear, which torch rounds)."""
+    torch = pytest.importorskip("torch")
+    if dtype == "uint8" and mode == "bilinear":
+        pytest.skip("tinyopt refuses it (a TypeError)")
+
+    def run(lib):
+        x = lib.tensor(np.arange(np.prod(shape)).reshape(shape) % 3, dtype=getattr(lib, dtype))
+        try:
+            r = lib.nn.functional.interpolate(x, scale_factor=2, mode=mode)
+        except NotImplementedError as e:
+            return str(e)
+        return str(r.dtype).split(".")[-1], r.tolist()
+
+    assert run(to) == run(torch)

@@ -18,6 +18,7 @@ default dtype) when they decide the category, Python ints int64.
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -222,6 +223,42 @@ def scalar_array(value, dtype: np.dtype) -> np.ndarray:
         if not info.min <= value <= info.max:
             value = (value - info.min) % (1 << info.bits) + info.min
     return np.array(value, dtype=dtype)
+
+
+def stored_scalar(value, dtype: np.dtype) -> np.ndarray:
+    """A Python number stored into a tensor of ``dtype`` (``fill_``, ``full``, ``x[i] = v``,
+    ``masked_fill``, ``index_fill``) as a 0-d array, with torch's checked conversion: a value the
+    dtype cannot hold raises ("value cannot be converted to type uint8_t without overflow"),
+    where arithmetic (``x + 300``) wraps (:func:`scalar_array`).  As torch's ``c10::overflows``:
+    an int may wrap into an unsigned dtype by two's complement (uint8 takes -1 as 255, not -256);
+    a float must lie within an integer dtype's range (NaN and inf never do); a finite value a
+    float dtype cannot hold (beyond its largest finite value) overflows, an infinity or NaN
+    does not."""
+    if isinstance(value, (bool, np.bool_)) or dtype == bool_:
+        return scalar_array(value, dtype)
+    ok = True
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if isinstance(value, numbers.Integral):
+            v = int(value)
+            ok = info.min <= v <= info.max or dtype.kind == "u" and -info.max <= v < 0
+        else:
+            f = float(value)
+            ok = info.min <= f <= info.max  # (False for NaN)
+    elif dtype.kind in "fV" and dtype.itemsize < 8 and isinstance(value, numbers.Real):
+        f = float(value)
+        ok = not math.isfinite(f) or abs(f) <= _FLOAT_MAX.get(dtype, 3.3895313892515355e38)
+    if not ok:
+        name = _C_TYPE.get(dtype, "c10::BFloat16")
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+    return scalar_array(value, dtype)
+
+
+_C_TYPE = {float32: "float", float64: "double", int64: "int64_t", int32: "int", int16: "int16_t",
+           int8: "int8_t", uint8: "uint8_t", float16: "c10::Half", uint16: "uint16_t",
+           uint32: "uint32_t", uint64: "uint64_t"}
+"""The C++ type names torch's overflow errors give."""
+_FLOAT_MAX = {float16: 65504.0, float32: float(np.finfo(np.float32).max)}  # (bfloat16: the default)
 
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:

@@ -48,7 +48,7 @@ from tinyopt.engine import arena, grad_mode, shared_memory
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
-                                   float32, grad_dtype, int64, is_low, scalar_dtype,
+                                   float32, grad_dtype, int64, is_low, scalar_dtype, stored_scalar,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
@@ -567,6 +567,8 @@ class Tensor(TensorMethods):
                                    f"tensor with {value.ndim} dimensions.")
             self[...] = value  # (torch: a tensor value refuses memory several elements share)
             return self
+        if isinstance(value, numbers.Number):
+            stored_scalar(value, self.dtype)  # (torch's overflow error: fill_(300) of uint8)
         self._fill_inplace(Ellipsis, value)
         return self
 

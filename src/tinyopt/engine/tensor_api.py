@@ -521,8 +521,8 @@ class TensorMethods(TensorCasts):
     def repeat(self, *sizes: Any) -> Tensor:
         return _F.repeat(self, *sizes)
 
-    def tile(self, dims: Sequence[int]) -> Tensor:
-        return _F.tile(self, dims)
+    def tile(self, *dims: Any) -> Tensor:
+        return _F.tile(self, dims[0] if len(dims) == 1 else dims)
 
     def repeat_interleave(self, repeats: Any, dim: int | None = None, *,
                           output_size: int | None = None) -> Tensor:

@@ -215,16 +215,14 @@ class LBFGS(Optimizer):
         if _abs_max(flat_grad) <= tolerance_grad:
             return orig_loss
 
-        # the history is updated on copies and stored at the end, with the iteration count that
-        # says it exists: a closure that raises mid-step leaves it as it was (torch's next step
-        # then fails).  The pairs themselves are never written, so the lists' copies are shallow
+        # as torch's: the iteration count, the previous gradient and the history lists change
+        # in place as the step goes, the rest is stored at its end, so a closure that raises
+        # mid-step leaves them out of step: the next step continues from that state (torch's),
+        # or after a first step that raised, fails as torch's does
         d, t = state.get("d"), _number(state.get("t"))
-        old_dirs, old_stps = list(state.get("old_dirs", ())), list(state.get("old_stps", ()))
-        ro = [_number(r) for r in state["ro"]] if "ro" in state else None
+        old_dirs, old_stps, ro = state.get("old_dirs"), state.get("old_stps"), state.get("ro")
         H_diag = _number(state.get("H_diag"))
         prev_flat_grad, prev_loss = state.get("prev_flat_grad"), state.get("prev_loss")
-        if prev_flat_grad is not None:
-            prev_flat_grad = prev_flat_grad.copy()
 
         n_iter = 0
         total_iter = state["n_iter"]
@@ -232,6 +230,10 @@ class LBFGS(Optimizer):
             while n_iter < max_iter:
                 n_iter += 1
                 total_iter += 1
+                state["n_iter"] = total_iter
+                if total_iter != 1 and prev_flat_grad is None:  # (a first step raised)
+                    raise TypeError("sub(): argument 'other' (position 1) must be Tensor, not "
+                                    "NoneType")
                 if total_iter == 1:
                     d = np.empty_like(flat_grad)
                     gtd = one(vec.negate_dot(flat_grad, d, flat_grad))  # d = -g; g'd
@@ -253,10 +255,10 @@ class LBFGS(Optimizer):
                             ro.pop(0)
                         old_dirs.append(y)
                         old_stps.append(s)
-                        ro.append(1.0 / ys)
+                        ro.append(_stored(1.0 / ys))
                         H_diag = ys / one(yy)
-                    d, gtd = self._direction(state, flat_grad, old_dirs, old_stps, ro, H_diag,
-                                             history_size)
+                    d, gtd = self._direction(state, flat_grad, old_dirs, old_stps,
+                                             [_number(r) for r in ro], H_diag, history_size)
                 prev_loss = loss
                 t = min(1.0, 1.0 / np.abs(flat_grad).sum()) * lr if total_iter == 1 else lr
                 if gtd > -tolerance_change:  # not a descent direction
@@ -295,12 +297,11 @@ class LBFGS(Optimizer):
                 if abs(loss - prev_loss) < tolerance_change:
                     break
 
-        state["n_iter"] = total_iter
         state["d"] = d
         state["t"] = _stored(t)
         state["old_dirs"] = old_dirs
         state["old_stps"] = old_stps
-        state["ro"] = [_stored(r) for r in ro]
+        state["ro"] = ro
         state["H_diag"] = _stored(H_diag)
         state["prev_flat_grad"] = prev_flat_grad
         state["prev_loss"] = prev_loss

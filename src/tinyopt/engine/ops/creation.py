@@ -15,8 +15,8 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.device import check_device
-from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, float32, int64, scalar_array,
-                                   scalar_dtype)
+from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, float32, int64, scalar_dtype,
+                                   stored_scalar)
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -103,7 +103,7 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         fill_value = fill_value.item()
     d = as_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
     shape = (size,) if isinstance(size, numbers.Integral) else _size((size,))
-    return _new(np.full(shape, scalar_array(fill_value, d)), device, requires_grad)
+    return _new(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
 
 
 def _like(x, dtype) -> tuple[tuple[int, ...], np.dtype]:
@@ -136,7 +136,7 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad: bool = False, memory_format=None) -> Tensor:
     """A tensor of ``input``'s shape (and dtype, unless ``dtype``) filled with ``fill_value``."""
     shape, d = _like(input, dtype)
-    return _new(np.full(shape, scalar_array(fill_value, d)), device, requires_grad)
+    return _new(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,

@@ -28,7 +28,7 @@ from typing import cast
 import numpy as np
 
 from tinyopt.engine import grad_mode
-from tinyopt.engine.dtypes import bool_, int64, scalar_array
+from tinyopt.engine.dtypes import bool_, int64, scalar_array, stored_scalar
 from tinyopt.engine.inplace import OVERLAP, overlaps, writable
 from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.op import defop, node, refuse_unsigned
@@ -466,6 +466,9 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
     v = value if isinstance(value, Tensor) else None
     if key is False:
         return x  # torch writes nothing, and checks nothing
+    if isinstance(value, numbers.Number) and not (x.dtype.kind in "fV" and x.dtype.itemsize == 2):
+        stored_scalar(value, x.dtype)  # (torch's overflow error: x[i] = 300 of uint8; a 16-bit
+        # float it does not check: x[i] = 1e5 stores inf)
     k = _parse(x.shape, key, fill=v is None or v.numel() == 1)
     region_shape = _advanced_shape(tuple(k.shape), tuple(k.positions), k.arrays) \
         if k.arrays else tuple(k.shape)
@@ -577,5 +580,5 @@ def masked_fill(x, mask, value) -> Tensor:
     if broadcast_shape("masked_fill", x.shape, m.shape) != x.shape:
         raise RuntimeError(f"The size of the mask {list(m.shape)} must match the size of the "
                            f"tensor {list(x.shape)} it fills")
-    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(scalar_array(value, x.dtype))
+    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(stored_scalar(value, x.dtype))
     return where(m, v, x)

@@ -135,7 +135,7 @@ def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
         dims = {_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
-        dims = {d for d in dims if x.shape[d] == 1}
+        dims = {d for d in dims if d < x.ndim and x.shape[d] == 1}  # (a 0-d x has none)
     return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
 
@@ -162,12 +162,13 @@ def permute(x: Tensor, *dims) -> Tensor:
         raise TypeError('permute() missing 1 required positional arguments: "dims"')
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
-    if len(dims) != x.ndim:
-        raise RuntimeError(f"permute: number of dims {len(dims)} does not match the input's "
-                           f"{x.ndim} (shape {x.shape})")
+    if len(dims) != x.ndim:  # (torch's words, sparse_coo included)
+        raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
+                           f"not match the length of the desired ordering of dimensions i.e. "
+                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
     dims = tuple(_dim("permute", d, x.ndim) for d in dims)
     if sorted(dims) != list(range(x.ndim)):
-        raise RuntimeError(f"permute: dims {dims} are not a permutation of the input dims")
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
     if dims == tuple(range(x.ndim)):
         return _same(x)
     return node("permute", (x,), tuple(x.shape[d] for d in dims), x.dtype, (dims,))
@@ -255,6 +256,10 @@ def cat(tensors, dim: int = 0) -> Tensor:
     ts = [as_tensor(x) for x in tensors]
     if not ts:
         raise RuntimeError("cat: expected a non-empty list of tensors")
+    for k, x in enumerate(ts):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be "
+                               f"concatenated")
     d = _dim("cat", dim, ts[0].ndim)
     ref = ts[0]
     for k, x in enumerate(ts):
@@ -435,6 +440,9 @@ swapdims = swapaxes
 def unflatten(x, dim: int, sizes) -> Tensor:
     """``x`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
     x = as_tensor(x)
+    if x.ndim == 0:
+        raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} but "
+                           f"tensor has no dimensions")
     d = _dim("unflatten", dim, x.ndim)
     given = tuple(int(s) for s in sizes)
     sizes = given
@@ -503,7 +511,7 @@ def tile(x, dims) -> Tensor:
     """``x`` repeated ``dims`` times along each dimension (``dims`` padded with ones at
     the front)."""
     x = as_tensor(x)
-    dims = tuple(dims)
+    dims = (int(dims),) if isinstance(dims, numbers.Integral) else tuple(dims)
     return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
 
 
@@ -575,6 +583,8 @@ def roll(x, shifts, dims=None) -> Tensor:
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
                            f"{len(dims)}")
+    if x.ndim == 0:  # (torch wraps no dimension of a 0-d tensor here)
+        raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
     dims = tuple(_dim("roll", d, x.ndim) for d in dims)
     return node("roll", (x,), x.shape, x.dtype, (shifts, dims))
 

@@ -17,7 +17,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.dtypes import FLOATS, scalar_type_name
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.elementwise import require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -221,6 +221,18 @@ defop("lerp2_grad", forward=_lerp_grad_forward, backward=lambda t, g: (
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area")
 
 
+def _integer_kernel(mode: str, dim: int) -> str:
+    """The torch kernel that refuses an integer or bool input to ``interpolate`` (its uint8
+    input only the nearest modes and bilinear compute)."""
+    if mode in ("nearest", "nearest-exact"):
+        return "upsample_nearest2d_channels_last" if dim == 2 else "compute_indices_weights_nearest"
+    if mode == "bilinear":
+        return "upsample_bilinear2d_channels_last"
+    if mode == "area":
+        return "adaptive_avg_pool3d_cpu" if dim == 3 else "adaptive_avg_pool2d"
+    return "compute_indices_weights_linear"
+
+
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
@@ -294,6 +306,11 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
                            f"({', '.join(map(str, x.shape[2:]))}) and output "
                            f"({', '.join(map(str, out_size))})")
+    need = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode, dim)
+    if x.dtype.kind in "iub" and need == dim and (x.dtype != np.uint8 or mode in ("linear",
+                                                                            "trilinear", "area")):
+        raise NotImplementedError(f'"{_integer_kernel(mode, dim)}" not implemented for '
+                                  f"'{scalar_type_name(x.dtype)}'")  # (torch's kernels)
     shape = x.shape[:2] + tuple(out_size)
     if mode in ("nearest", "nearest-exact"):
         return node("gather3", (x,), shape, x.dtype,

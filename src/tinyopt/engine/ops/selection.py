@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, int64
+from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
 from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.ops.movement import _dim
 from tinyopt.engine.ops.reduce import MaxMin
@@ -359,6 +359,8 @@ def _written(op: str, input, dim: int, index, value) -> Tensor:
 
 def index_fill(input, dim: int, index, value) -> Tensor:
     """``input`` with the slices ``index`` along ``dim`` set to ``value``."""
+    if isinstance(value, numbers.Number):
+        stored_scalar(value, as_tensor(input).dtype)  # (torch's overflow error)
     return _written("index_fill", input, dim, index, value)
 
 
