@@ -306,9 +306,9 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
                            f"({', '.join(map(str, x.shape[2:]))}) and output "
                            f"({', '.join(map(str, out_size))})")
-    need = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode, dim)
-    if x.dtype.kind in "iub" and need == dim and (x.dtype != np.uint8 or mode in ("linear",
-                                                                            "trilinear", "area")):
+    need = {"linear": 1, "bilinear": 2, "trilinear": 3}.get(mode, dim)  # (else: its own error)
+    uint8_ok = x.dtype == np.uint8 and mode in ("nearest", "nearest-exact", "bilinear")
+    if x.dtype.kind in "iub" and need == dim and not uint8_ok:
         raise NotImplementedError(f'"{_integer_kernel(mode, dim)}" not implemented for '
                                   f"'{scalar_type_name(x.dtype)}'")  # (torch's kernels)
     shape = x.shape[:2] + tuple(out_size)
