@@ -789,3 +789,27 @@ def test_float_only_ops_refuse_integers_with_torchs_error(case):
     with pytest.raises(Exception) as theirs:
         fn(torch, torch.tensor([1, 2, 0]))
     assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+CLAMP_BOUNDS = [("uint8", 0, 300), ("uint8", -1, 100), ("uint8", 5, -1), ("uint8", -255, None),
+                ("int8", -200, 5), ("int16", -40000, None), ("int32", None, -5), ("uint8", 0, 2.5),
+                ("int64", 0, 2 ** 62), ("bool", 0, 5), ("float16", 0, 1e6), ("float16", 0.1, None),
+                ("float32", 0, 1e300), ("float32", float("nan"), 1), ("float64", 0, 1e300)]
+
+
+@pytest.mark.parametrize("dtype, lo, hi", CLAMP_BOUNDS)
+def test_clamp_converts_number_bounds_to_the_dtype_as_torch(dtype, lo, hi):
+    """Issue 25: torch converts clamp's bounds to the tensor's dtype, checked: a uint8 tensor
+    takes -1 as 255 (tinyopt clamped to -1 as a float), 300 raises torch's overflow error."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        x = lib.tensor([True, False, True]) if dtype == "bool" else \
+            lib.tensor([0, 3, 100], dtype=getattr(lib, dtype))
+        try:
+            r = x.clamp(lo, hi)
+        except RuntimeError as e:
+            return str(e)
+        return str(r.tolist()), str(r.dtype).split(".")[-1]
+
+    assert run(to) == run(torch)

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, int64, is_float, is_low,
-                                   result_type, scalar_array, scalar_type_name)
+                                   result_type, scalar_array, scalar_type_name, stored_scalar)
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
@@ -678,6 +678,10 @@ def clamp(x, min=None, max=None) -> Tensor:
             x = to(x, float32)
         elif x.dtype == bool_:
             x = to(x, np.int64)
+    # torch converts the bounds to x's dtype, checked: a uint8 x takes -1 as 255, 300 raises
+    bounds = [None if v is None else stored_scalar(v, x.dtype) for v in (min, max)]
+    if not is_float(x.dtype):
+        min, max = bounds
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
     return _clamp(x, lo, hi)
