@@ -254,8 +254,8 @@ def _excluded_case(base: str, chain, op, w_rg: bool, target: str) -> bool:
     """The combinations left out on purpose (each a corner docs/porting.md names): a .data write
     into exp's saved output (see the module docstring); the writes of ``_SCATTERED`` into an
     expanded view; a slice written with an operand that requires grad into a detach()/.data
-    alias (torch makes the alias itself a CopySlices node; tinyopt differentiates the written
-    view, as in the sequences below)."""
+    alias (torch makes the alias itself a CopySlices node; tinyopt differentiates only the
+    written view, so the alias does not require grad: as in the sequences below)."""
     names = [c[0] for c in chain]
     return (base == "nonleaf_exp" and "data" in names
             or target != "base" and op[0] in _SCATTERED and _overlapping(chain)
