@@ -240,3 +240,23 @@ def test_the_issue_snippets_match_torch():
             out.append((np.array(y.tolist()), np.array(x.grad.tolist())))
         np.testing.assert_array_equal(out[0][0], out[1][0])
         np.testing.assert_array_equal(out[0][1], out[1][1])
+
+
+def test_an_alias_with_a_graph_of_its_own_reads_memory_written_since():
+    """A detach() alias written with an operand that requires grad is a graph node of its own
+    (torch's AddBackward0); a plain write into its base's memory afterwards shows through it, as
+    the two share memory in torch (it kept the value from before the write)."""
+    torch = pytest.importorskip("torch")
+    out = []
+    for lib in (to, torch):
+        y = lib.zeros(3)
+        a, b = y.detach(), y[1:].detach()
+        w = lib.ones(3, requires_grad=True)
+        a.add_(w)
+        b.mul_(w[1:])
+        with lib.no_grad():
+            y.add_(10)
+            y[0] = 5.0
+        ((a * 2).sum() + b.sum()).backward()
+        out.append((a.tolist(), b.tolist(), a.requires_grad, b.requires_grad, w.grad.tolist()))
+    assert out[0] == out[1]

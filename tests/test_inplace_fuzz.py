@@ -359,22 +359,24 @@ def _excluded(base: str, steps: list[tuple]) -> bool:
     """The combinations this fuzz leaves out: a .data write into a saved output (exp's, above);
     a view made of a base that did not require grad, written after a write made the base
     require grad (torch raises "a leaf Variable ..." there unless the view's grad_fn was read in
-    between: its lazily regenerated grad_fn; tinyopt always differentiates the write); and a
-    write with an operand that requires grad into a detach()/.data alias or a view of one (torch
-    then makes the alias itself a CopySlices node and rebases the views made of it; tinyopt
-    differentiates the written tensor, and the alias keeps no gradient: docs/porting.md); and
-    the writes of ``_SCATTERED`` into an alias made through ``expand``."""
+    between: its lazily regenerated grad_fn; tinyopt always differentiates the write); a write
+    with an operand that requires grad into a view of a detach()/.data alias (torch then makes
+    the alias itself a CopySlices node and rebases the views made of it; tinyopt differentiates
+    the written view, and the alias keeps no gradient: docs/porting.md); and the writes of
+    ``_SCATTERED`` into an alias made through ``expand``."""
     writes = [s for s in steps if s[0] == "write"]
     behind_alias = [False]  # per alias: made through a detach()/.data
+    view_of_alias = [False]  # per alias: a view of one made through a detach()/.data
     expanded = [False]  # per alias: made through an expand (its elements may share memory)
     for s in steps:
         if s[0] == "view":
             behind_alias.append(behind_alias[s[1]] or VIEWS[s[2]][0] in ("detach", "data"))
+            view_of_alias.append(behind_alias[s[1]])
             expanded.append(expanded[s[1]] or VIEWS[s[2]][0] in ("expand", "expand_as"))
     saves_output = base == "nonleaf_exp" or any(INPLACE[s[2]][0] == "exp_" for s in writes)
     return (saves_output and any(s[0] == "view" and VIEWS[s[2]][0] == "data" for s in steps)
             or base == "leaf" and any(s[3] for s in writes[:-1])
-            or any(s[3] and behind_alias[s[1]] for s in writes)
+            or any(s[3] and view_of_alias[s[1]] for s in writes)
             or any(INPLACE[s[2]][0] in _SCATTERED and expanded[s[1]] for s in writes))
 
 

@@ -160,7 +160,8 @@ def check_saved(order: list[Tensor]) -> None:
 
 def version_error(s: Tensor, since: int) -> str:
     """torch's words for ``s`` modified in place after ``since`` (the engine's clock)."""
-    st = getattr(s, "_storage", None) or getattr(getattr(s, "_base", None) or s, "_storage", None)
+    base = getattr(s, "_base", None)
+    st = getattr(s, "_storage", None) or getattr(s if base is None else base, "_storage", None)
     now = 0 if st is None else st.version
     then = 0 if st is None else st.version_at(since)
     what = f"[{tensor_type_name(s.dtype)} {list(s.shape)}]"

@@ -72,6 +72,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         if value is not target:
             np.copyto(target, value, casting="unsafe")
         _mark_mutated(t)
+        regenerate(root, only_graphs=True)
         return
     overlap = False
     if info is not None:
@@ -263,18 +264,22 @@ def scatter(base: Tensor, src: Tensor, steps: tuple[ViewStep, ...] = (),
 
 
 def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
-               rebase: bool = True) -> None:
+               rebase: bool = True, only_graphs: bool = False) -> None:
     """Rebind every live view of ``root``'s storage (but ``skip``) to its view ops replayed over
     ``root``'s new node: what reads a view after a write through another sees the write.
     ``rebase``: the storage's version moved (not a ``.data`` write), so a multi-output view can
-    no longer be differentiated, as in torch."""
+    no longer be differentiated, as in torch.  ``only_graphs``: after a plain write into
+    concrete memory, only the ``detach()``/``.data`` aliases that a recorded write made graph
+    nodes of their own (concrete views read the memory itself; these read it again, as torch's
+    share it)."""
     s = getattr(root, "_storage", None)
     if s is None:
         return
     for v in s.views():
-        if v is skip:
-            continue
         info: ViewInfo = v._view
+        if v is skip or only_graphs and not (info.alias and v.requires_grad
+                                             and v.op not in LEAF_OPS):
+            continue
         old = snapshot(v, stamp)
         with grad_mode.set_grad_enabled(info.creation != NO_GRAD and not info.alias):
             cur = root
@@ -290,7 +295,10 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
                 cur = view_node(ViewStep("rebased_multi_view", (head + _MULTI_TAIL,), cur.shape,
                                          cur.dtype, ()), cur)
         if info.alias and old.requires_grad:  # an alias with a graph of its own keeps it
-            cur = scatter(old, cur, (), through=False)
+            graph = old  # (an earlier rebinding's values are replaced: its graph is enough)
+            if old.op == "view_scatter" and not old.attrs[0] and not old.attrs[1]:
+                graph = old.srcs[0]
+            cur = scatter(graph, cur, (), through=False)
         become(v, cur, old)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from tinyopt.engine import grad_mode
 from tinyopt.engine.dtypes import bool_, int64, scalar_array, stored_scalar
-from tinyopt.engine.inplace import OVERLAP, overlaps, writable
+from tinyopt.engine.inplace import OVERLAP, overlaps, regenerate, writable
 from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.op import defop, node, refuse_unsigned
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
@@ -503,6 +503,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
     else:
         np.copyto(region, values, casting="unsafe")
     _mark_mutated(x)
+    regenerate(root, only_graphs=True)
     return x
 
 
