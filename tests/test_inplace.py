@@ -244,8 +244,9 @@ def test_the_issue_snippets_match_torch():
 
 def test_an_alias_with_a_graph_of_its_own_reads_memory_written_since():
     """A detach() alias written with an operand that requires grad is a graph node of its own
-    (torch's AddBackward0); a plain write into its base's memory afterwards shows through it, as
-    the two share memory in torch (it kept the value from before the write)."""
+    (torch's AddBackward0): a later write into it keeps that graph (it was dropped), and a plain
+    write into its base's memory shows through it, as the two share memory in torch (it kept
+    the value from before the write)."""
     torch = pytest.importorskip("torch")
     out = []
     for lib in (to, torch):
@@ -253,6 +254,7 @@ def test_an_alias_with_a_graph_of_its_own_reads_memory_written_since():
         a, b = y.detach(), y[1:].detach()
         w = lib.ones(3, requires_grad=True)
         a.add_(w)
+        a.mul_(lib.full((3,), 3.0))  # (a write without a grad operand kept a's graph: it lost it)
         b.mul_(w[1:])
         with lib.no_grad():
             y.add_(10)

@@ -85,6 +85,8 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         # a node of its own graph (torch: ``p.data.add_(w)`` is ``AddBackward0``, p changes)
         old_t = _make("input", (), (), t.shape, t.dtype, False, np.array(writable(t, True)))
         old_t._id = t._id  # (a private copy: the memory is about to change under it)
+        if t.op not in LEAF_OPS and t.requires_grad:  # (its graph from an earlier write: kept)
+            old_t = scatter(snapshot(t), old_t, (), through=False)
         new_t = _built(t, build, old_t, check_cast)
         np.copyto(writable(t, overlap_ok), new_t.numpy(), casting="unsafe")
         _mark_mutated(t)
