@@ -18,14 +18,16 @@ BIG = [(48, 100), (5,), (4096,), (0,), (), (9000,)]  # 8-bit from 4096 elements;
 
 def quantize(x, code):
     """Blockwise dynamic quantization (Dettmers et al. 2022): per block of 256, its absmax and
-    each element's nearest code (the lower one on a tie)."""
+    each element's nearest code (the lower one on a tie) to the element times 1 / absmax (as
+    bitsandbytes' GPU kernels normalize; divided where 1 / absmax overflows)."""
     n = x.size
     q = np.zeros(n, np.uint8)
     absmax = np.zeros(-(-n // 256), np.float32)
     for b in range(len(absmax)):
         blk = x[256 * b:256 * (b + 1)]
         a = np.float32(np.max(np.abs(blk)))
-        normed = blk / a
+        with np.errstate(invalid="ignore"):  # (a block of zeros: 0 / 0, index 0)
+            normed = blk * (np.float32(1) / a) if a >= np.finfo(np.float32).tiny else blk / a
         dist = np.abs(normed[:, None] - code[None, :])
         q[256 * b:256 * (b + 1)] = np.argmin(dist, axis=1)  # (argmin: the first, i.e. lower)
         absmax[b] = a
@@ -37,7 +39,7 @@ def dequantize(q, absmax, code):
 
 
 class Ref8bit:
-    """The 8-bit steps (bitsandbytes' CPU equations) on dequantized state, requantized after."""
+    """The 8-bit steps (bitsandbytes' equations) on dequantized state, requantized after."""
 
     def __init__(self, kind, h, min_size=4096):
         self.kind, self.h, self.min = kind, h, min_size
@@ -60,12 +62,8 @@ class Ref8bit:
             c1, c2 = 1 - b1 ** t, np.sqrt(1 - b2 ** t)
             if h["weight_decay"] > 0:
                 p = p * np.float32(1 - h["lr"] * h["weight_decay"])
-            if eight:
-                p = p + np.float32(-h["lr"] / c1) * s1 / (np.sqrt(s2) / np.float32(c2)
-                                                          + np.float32(h["eps"]))
-            else:
-                p = p + np.float32(-h["lr"] * c2 / c1) * (s1 / (np.sqrt(s2)
-                                                               + np.float32(h["eps"] * c2)))
+            p = p + np.float32(-h["lr"] * c2 / c1) * (s1 / (np.sqrt(s2)
+                                                           + np.float32(h["eps"] * c2)))
         elif self.kind == "lion":
             b1, b2 = h["betas"]
             if h["weight_decay"] > 0:
@@ -337,3 +335,20 @@ def test_a_nan_moment_makes_its_block_nan_not_a_number():
     absmax = opt.state[p]["absmax1"].numpy()
     assert np.isnan(absmax[1]) and np.isfinite(np.delete(absmax, 1)).all()
     assert np.isnan(p.data.numpy()[300]) and np.isfinite(np.delete(p.data.numpy(), 300)).all()
+
+
+def test_subnormal_and_zero_blocks_quantize_to_their_nearest_codes():
+    """A block whose absmax is subnormal (1 / absmax overflows) is normalized by division, one
+    of zeros stays zero, and the others by the reciprocal: each index is the nearest code."""
+    g = np.asarray(np.random.default_rng(4).standard_normal(4096), np.float32)
+    g[:256] *= np.float32(1e-39)  # subnormal
+    g[256:512] = 0
+    g[512:768] *= np.float32(1e-30)
+    p = Parameter(np.zeros(4096, np.float32))
+    opt = optim.SGD8bit([p], lr=0.0, momentum=0.9)
+    p.grad = g
+    opt.step()  # (the momentum buffer is the gradient at the first step)
+    q, absmax = quantize(g, CODES["signed"])
+    np.testing.assert_array_equal(opt.state[p]["state1"].numpy(), q)
+    np.testing.assert_array_equal(opt.state[p]["absmax1"].numpy(), absmax)
+    assert absmax[0] < np.finfo(np.float32).tiny and absmax[1] == 0

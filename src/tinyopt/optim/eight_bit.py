@@ -320,7 +320,7 @@ class _Blockwise8bit(Optimizer):
 
 class Adam8bit(_Blockwise8bit):
     r"""Adam with 8-bit state (Dettmers et al. 2022, https://arxiv.org/abs/2110.02861) as
-    ``bitsandbytes.optim.Adam8bit`` computes it on the CPU: the moments of a parameter of
+    ``bitsandbytes.optim.Adam8bit`` computes it: the moments of a parameter of
     ``min_8bit_size`` elements or more are kept blockwise quantized (256 per block, the signed
     dynamic code for :math:`m`, the unsigned for :math:`v`), dequantized, updated and
     requantized in the step's one pass:
@@ -328,12 +328,13 @@ class Adam8bit(_Blockwise8bit):
     .. math::
         m &= \beta_1 m + (1 - \beta_1) g, \qquad v = \beta_2 v + (1 - \beta_2) g^2, \qquad
         \theta \leftarrow \theta (1 - \gamma\lambda) \\
-        \theta &\leftarrow \theta - \frac{\gamma}{1 - \beta_1^t}\,
-        \frac{m}{\sqrt v / \sqrt{1 - \beta_2^t} + \epsilon}
-        \quad \text{(below min\_8bit\_size: } \theta - \gamma\frac{\sqrt{1 - \beta_2^t}}
-        {1 - \beta_1^t} \frac{m}{\sqrt v + \epsilon\sqrt{1 - \beta_2^t}}\text{, float32 state)}
+        \theta &\leftarrow \theta - \gamma\frac{\sqrt{1 - \beta_2^t}}{1 - \beta_1^t}
+        \frac{m}{\sqrt v + \epsilon\sqrt{1 - \beta_2^t}}
 
-    (weight decay decoupled, as bitsandbytes' 8-bit Adam).  State (bitsandbytes' names):
+    (as bitsandbytes' GPU kernels and its 32-bit state compute it; its CPU backend's 8-bit
+    path divides twice, :math:`m / (\sqrt v / \sqrt{1 - \beta_2^t} + \epsilon)`: the same
+    update up to rounding; weight decay decoupled, as bitsandbytes' 8-bit Adam).  State
+    (bitsandbytes' names):
     ``step``, ``state1`` (m), ``state2`` (v), ``absmax1``, ``absmax2``, ``qmap1``, ``qmap2``:
     2.03 bytes per parameter where ``Adam`` keeps 8.  ``amsgrad=True`` is not supported
     (as bitsandbytes); ``optim_bits``, ``args`` and ``is_paged`` are accepted and ignored.  A
