@@ -352,3 +352,33 @@ def test_subnormal_and_zero_blocks_quantize_to_their_nearest_codes():
     np.testing.assert_array_equal(opt.state[p]["state1"].numpy(), q)
     np.testing.assert_array_equal(opt.state[p]["absmax1"].numpy(), absmax)
     assert absmax[0] < np.finfo(np.float32).tiny and absmax[1] == 0
+
+
+@pytest.mark.parametrize("kind,cls,kw", CASES[1:3], ids=["AdamW8bit", "Lion8bit"])
+def test_groups_and_none_gradients_match_the_reference(kind, cls, kw):
+    """Two groups with their own options (the second's lr changed between steps, as a
+    scheduler would), a parameter whose gradient is None on some steps (its state and step
+    count wait, as torch's), 0-d and empty ones among them."""
+    rng = np.random.default_rng(1)
+    x = [np.asarray(rng.standard_normal(s), np.float32) for s in BIG]
+    params = [Parameter(a.copy()) for a in x]
+    second = dict(lr=kw["lr"] * 3, betas=(0.5, 0.9), weight_decay=0.05)
+    opt = cls([{"params": params[::2]}, {"params": params[1::2], **second}], **kw)
+    refs = [Ref8bit(kind, dict(opt.param_groups[k])) for k in (0, 1)]
+    ps = [a.ravel().copy() for a in x]
+    rng = np.random.default_rng(7)
+    for t in range(5):
+        gs = [None if i == 3 and t % 2 == 0 else np.asarray(rng.standard_normal(s), np.float32)
+              for i, s in enumerate(BIG)]
+        for p, g in zip(params, gs):
+            p.grad = g
+        if t == 3:
+            opt.param_groups[1]["lr"] *= 0.5
+            refs[1].h["lr"] *= 0.5
+        opt.step()
+        ps = [ref.step(i, p, g) if g is not None and p.size else p
+              for i, (p, g, ref) in enumerate(zip(ps, gs, [refs[i % 2] for i in range(len(gs))]))]
+    for i, (p, r) in enumerate(zip(params, ps)):
+        np.testing.assert_allclose(p.data.numpy().ravel(), r, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"param {i}")
+    assert float(opt.state[params[3]]["step"]) == 2  # (stepped at t = 1 and 3 only)

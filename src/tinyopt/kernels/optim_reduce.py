@@ -48,9 +48,8 @@ import numpy as np
 from tinyopt.kernels import optim as elementwise
 from tinyopt.kernels.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.optim import (BF16, BF16_SR, F16, decayed_grad, lion_sign, adam_moments,
-                                   coefficient_overflowed, store_bf16, store_bf16_sr, store_f16,
-                                   unchanged_bf16, unchanged_bf16_sr, unchanged_f16, load_bf16, load_f16)
+from tinyopt.kernels.optim import (adam_moments, decayed_grad, lion_sign, sixteen_bit,
+                                   step_prologue)
 
 
 class _Reducing:
@@ -141,29 +140,6 @@ def _no_apply(i, p, g, s0, s1, s2, s3, h, c, r):
     pass
 
 
-def _prologue(scalars, name: str):
-    """Every flagged parameter's coefficients, then (none overflowing) its next scalar state: as
-    the walker's prologue in ``kernels/optim.py`` (-1, or the index that overflowed)."""
-
-    def prologue(flags, S, coef, h):
-        nseg = flags.shape[0]
-        for j in range(nseg):
-            if flags[j] != 0:
-                sn, cn = scalars(S[j], h)
-                coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
-                if coefficient_overflowed(coef[j], cn):
-                    return j
-                coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
-        for j in range(nseg):
-            if flags[j] != 0:
-                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7]
-        return -1
-
-    prologue.__qualname__ = f"{name}_reduce_prologue"
-    subroutine(prologue)
-    return prologue
-
-
 def _finisher(finish, name: str, second: bool):
     """Pass 1's pieces added per parameter in chunk order, then (for a second pass) ``finish``
     of each (into ``coef[j, 4:]``)."""
@@ -199,11 +175,9 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
     ``second=False``: pass 1 and the per-parameter sums alone."""
     name = f"{name}_low{mode}" if mode else name
     name = name if second else f"{name}_collect"
-    prologue = _prologue(scalars, name)
+    prologue = step_prologue(scalars, f"{name}_reduce_prologue")
     combine = _finisher(finish, name, second)
-    widen = load_f16 if mode == F16 else load_bf16
-    rnd = {F16: store_f16, BF16: store_bf16, BF16_SR: store_bf16_sr}.get(mode, store_f16)
-    same = {F16: unchanged_f16, BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}.get(mode, unchanged_f16)
+    widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
     def kernel(qa, p, ga, s0, s1, s2, s3, seg, chunk_seg, chunk, flags, S, coef, hs, part, sums):

@@ -42,8 +42,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
-from tinyopt.kernels.optim import (BF16, BF16_SR, F16, store_bf16, store_bf16_sr, store_f16,
-                                   unchanged_bf16, unchanged_bf16_sr, unchanged_f16, load_bf16, load_f16)
+from tinyopt.kernels.optim import sixteen_bit
 
 BLOCK = 256
 """Elements per quantization block (bitsandbytes' blockwise optimizers)."""
@@ -288,9 +287,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
     ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
     coefficients, u8, u32 = functions
-    widen = load_f16 if mode == F16 else load_bf16
-    rnd = {F16: store_f16, BF16: store_bf16, BF16_SR: store_bf16_sr}.get(mode, store_f16)
-    same = {F16: unchanged_f16, BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}.get(mode, unchanged_f16)
+    widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
     def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo, bhi,

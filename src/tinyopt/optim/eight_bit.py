@@ -372,8 +372,11 @@ class Adam8bit(_Blockwise8bit):
 
 
 class AdamW8bit(Adam8bit):
-    r"""AdamW with 8-bit state as ``bitsandbytes.optim.AdamW8bit``: :class:`Adam8bit` (whose
-    weight decay is decoupled already) with ``weight_decay=1e-2`` by default.
+    r"""AdamW (Loshchilov & Hutter 2019, https://arxiv.org/abs/1711.05101) with 8-bit state
+    (Dettmers et al. 2022, https://arxiv.org/abs/2110.02861) as
+    ``bitsandbytes.optim.AdamW8bit``: :class:`Adam8bit` (whose weight decay is decoupled
+    already: :math:`\theta \leftarrow \theta (1 - \gamma\lambda)` before the Adam update)
+    with ``weight_decay=1e-2`` by default.
 
     Example::
 
@@ -391,10 +394,16 @@ class AdamW8bit(Adam8bit):
 
 
 class Lion8bit(_Blockwise8bit):
-    r"""Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) with 8-bit state as
-    ``bitsandbytes.optim.Lion8bit`` computes it on the CPU (see :class:`Lion` for the update;
-    :math:`m` blockwise quantized with the signed dynamic code when the parameter has
-    ``min_8bit_size`` elements or more): 1.02 bytes of state per parameter.  State:
+    r"""Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) with 8-bit state (Dettmers
+    et al. 2022, https://arxiv.org/abs/2110.02861) as ``bitsandbytes.optim.Lion8bit`` computes
+    it:
+
+    .. math::
+        \theta \leftarrow \theta (1 - \gamma\lambda) - \gamma\,
+        \mathrm{sign}(\beta_1 m + (1 - \beta_1) g), \qquad m \leftarrow \beta_2 m + (1 - \beta_2) g
+
+    with :math:`m` blockwise quantized with the signed dynamic code when the parameter has
+    ``min_8bit_size`` elements or more: 1.02 bytes of state per parameter.  State:
     ``step``, ``state1`` (m), ``absmax1``, ``qmap1``.  ``args`` and ``is_paged`` are accepted
     and ignored.
 
@@ -432,8 +441,9 @@ class Lion8bit(_Blockwise8bit):
 
 
 class SGD8bit(_Blockwise8bit):
-    r"""SGD with momentum and 8-bit state as ``bitsandbytes.optim.SGD8bit`` computes it on the
-    CPU: :math:`g \leftarrow g + \lambda\theta`, :math:`b = g` at the first step, else
+    r"""SGD with momentum and 8-bit state (Dettmers et al. 2022,
+    https://arxiv.org/abs/2110.02861) as ``bitsandbytes.optim.SGD8bit`` computes it:
+    :math:`g \leftarrow g + \lambda\theta`, :math:`b = g` at the first step, else
     :math:`b = \mu b + g` (no dampening), :math:`\theta \leftarrow \theta - \gamma b`; :math:`b`
     blockwise quantized with the signed dynamic code when the parameter has ``min_8bit_size``
     elements or more (1.02 bytes per parameter).  ``momentum`` must be > 0 and ``dampening``
