@@ -367,7 +367,7 @@ class Adam8bit(_Blockwise8bit):
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         return dict(lr=lr, beta1=b1, beta2=b2, eps_wide=float(group["eps"]), b1=b1,
-                    one_minus_b1=1.0 - b1, b2=b2, one_minus_b2=1.0 - b2, eps=group["eps"],
+                    one_minus_b1=1.0 - b1, b2=b2, one_minus_b2=1.0 - b2,
                     decay=1.0 - lr * wd if wd > 0 else 1.0)
 
 
