@@ -19,6 +19,14 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time under load): an
+Adam step takes 18 ms where float32 AdamW's takes 8.6.  The update alone (no lookups) takes
+8.6 ms too: on this CPU both are bound by the divider (a square root and a division per
+element), not by memory, so moving 16 bytes an element instead of 28 does not show; the two
+dequantizing gathers per element pair add 4.5 ms and the two quantizing ones 5.5 (each a
+16-lane ``vpgatherdd`` at 9-11 cycles).  Normalizing by a multiply by ``1 / absmax`` instead
+of a division, and one division in Adam's update instead of two, took it from 22.7 ms.
+
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
 their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
