@@ -15,6 +15,11 @@ flat buffers of ``kernels/optim.py`` (same arguments, same per-parameter ``scala
     rounded to the buffer dtype (as PyTorch's 0-d tensors of the buffer's dtype).
 ``apply(i, p, g, s0, s1, s2, s3, h, c, r)``
     pass 2, element ``i``: the update.
+``summed(c) -> bool`` (optional, a fifth function; default: always)
+    whether a parameter with coefficients ``c`` needs its sums: pass 1 skips ``collect`` for
+    one that does not (its sums are 0; ``collect`` must then have no effect for it): LARS's
+    parameters of one dimension, which take no trust ratio (pytorch-optimizer skips their
+    norms too; at 1e7 pass 1 took two thirds of the step).
 
 (A fourth state slot ``s3``, which a walker has not: Prodigy keeps four vectors.)
 
@@ -69,6 +74,8 @@ class _Reducing:
             fns = self._factory(*switches)
             if not self._second:
                 fns = (*fns, _no_finish, _no_apply)
+            if len(fns) == 4:
+                fns = (*fns, _always)
             wrap = _TwoPass if self._second else _Collect
             kernel = self._kernels[switches] = wrap(
                 _two_pass(*fns, 0, name, self._second),
@@ -140,6 +147,11 @@ def _no_apply(i, p, g, s0, s1, s2, s3, h, c, r):
     pass
 
 
+@inline
+def _always(c):
+    return True
+
+
 def _finisher(finish, name: str, second: bool):
     """Pass 1's pieces added per parameter in chunk order, then (for a second pass) ``finish``
     of each (into ``coef[j, 4:]``)."""
@@ -169,7 +181,8 @@ def _finisher(finish, name: str, second: bool):
     return combine
 
 
-def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: bool = True):
+def _two_pass(scalars, collect, finish, apply, summed, mode: int, name: str,
+              second: bool = True):
     """The kernel; ``mode`` 0: over ``p`` itself, else 16-bit parameters ``q`` with float32
     masters ``p`` (``kernels.optim.F16``, ``BF16``, ``BF16_SR``: as the walker's ``low``);
     ``second=False``: pass 1 and the per-parameter sums alone."""
@@ -212,7 +225,7 @@ def _two_pass(scalars, collect, finish, apply, mode: int, name: str, second: boo
                     # four interleaved partial sums (one sum is a chain of dependent adds, 4
                     # cycles an element), then the rest
                     u0 = u1 = u2 = v0 = v1 = v2 = w0 = w1 = w2 = 0.0
-                    m = e - i0
+                    m = e - i0 if summed(c) else 0
                     full = m - m % 4
                     for r in range(0, full, 4):
                         x0, x1, x2 = collect(r, ps, gs, a, b, d, f, h, c)
@@ -440,8 +453,9 @@ def lars(maximize: bool, momentum_on: bool, nesterov: bool):
 
     State: b (momentum_buffer, from 0).  ``S[j, 3]`` is 1 for a parameter of 2 or more
     dimensions (written by the host).  Host: ``weight_decay`` (lambda), ``tc`` (trust
-    coefficient, float64), ``momentum`` (mu), ``one_minus_dampening``, ``neg_lr``.  Pass 1: the
-    sums ||p||^2 and ||g||^2 (g negated if maximize).  Per parameter (2-d and up):
+    coefficient, float64), ``momentum`` (mu), ``one_minus_dampening``, ``neg_lr``.  Pass 1
+    (parameters of 2 or more dimensions): the sums ||p||^2 and ||g||^2 (g negated if
+    maximize).  Per parameter (2-d and up):
     ``trust = tc ||p|| / (||g|| + lambda ||p||)`` (1 where ||p|| = 0 or the denominator is 0).
     Pass 2, per element::
 
@@ -477,7 +491,11 @@ def lars(maximize: bool, momentum_on: bool, nesterov: bool):
             gi = gi + h.momentum * bi if nesterov else bi
         p[i] = pi + h.neg_lr * gi
 
-    return scalars, collect, finish, apply
+    @inline
+    def summed(c):  # (a parameter of one dimension takes no trust ratio)
+        return c[0] != 0
+
+    return scalars, collect, finish, apply, summed
 
 
 # ---- Prodigy's first pass: its sums are over the whole optimizer --------------------------------
