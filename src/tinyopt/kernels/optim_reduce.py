@@ -181,6 +181,10 @@ def _finisher(finish, name: str, second: bool):
     return combine
 
 
+SUM_BLOCK = 256
+"""Elements of a block of pass 1 (its contributions are buffered, then added)."""
+
+
 def _two_pass(scalars, collect, finish, apply, summed, mode: int, name: str,
               second: bool = True):
     """The kernel; ``mode`` 0: over ``p`` itself, else 16-bit parameters ``q`` with float32
@@ -200,6 +204,7 @@ def _two_pass(scalars, collect, finish, apply, summed, mode: int, name: str,
         n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # (read in the loop: numba's parallel regions mistype an outer record)
+            buf0, buf1, buf2 = np.empty(SUM_BLOCK), np.empty(SUM_BLOCK), np.empty(SUM_BLOCK)
             start = ci * chunk
             end = min(start + chunk, n)
             j = chunk_seg[ci]
@@ -222,21 +227,21 @@ def _two_pass(scalars, collect, finish, apply, summed, mode: int, name: str,
                         for i in range(e - i0):
                             x, qi = ps[i], qs[i]
                             ps[i] = x if same(x, qi, i0 + i) else widen(qi)
-                    # four interleaved partial sums (one sum is a chain of dependent adds, 4
-                    # cycles an element), then the rest
-                    u0 = u1 = u2 = v0 = v1 = v2 = w0 = w1 = w2 = 0.0
+                    # a block's contributions first, into buffers: that loop vectorizes (with
+                    # the sums in it, LLVM kept collect scalar: Lamb at 1e7, one thread, 37 ms
+                    # CPU, 21 this way), then their sums, four at a time, in element order
                     m = e - i0 if summed(c) else 0
-                    full = m - m % 4
-                    for r in range(0, full, 4):
-                        x0, x1, x2 = collect(r, ps, gs, a, b, d, f, h, c)
-                        t0, t1, t2 = t0 + x0, t1 + x1, t2 + x2
-                        x0, x1, x2 = collect(r + 1, ps, gs, a, b, d, f, h, c)
-                        u0, u1, u2 = u0 + x0, u1 + x1, u2 + x2
-                        x0, x1, x2 = collect(r + 2, ps, gs, a, b, d, f, h, c)
-                        v0, v1, v2 = v0 + x0, v1 + x1, v2 + x2
-                        x0, x1, x2 = collect(r + 3, ps, gs, a, b, d, f, h, c)
-                        w0, w1, w2 = w0 + x0, w1 + x1, w2 + x2
-                    t0, t1, t2 = (t0 + u0) + (v0 + w0), (t1 + u1) + (v1 + w1), (t2 + u2) + (v2 + w2)
+                    full = m - m % SUM_BLOCK
+                    for r in range(0, full, SUM_BLOCK):
+                        for k in range(SUM_BLOCK):
+                            x0, x1, x2 = collect(r + k, ps, gs, a, b, d, f, h, c)
+                            buf0[k] = x0
+                            buf1[k] = x1
+                            buf2[k] = x2
+                        for k in range(0, SUM_BLOCK, 4):
+                            t0 += (buf0[k] + buf0[k + 1]) + (buf0[k + 2] + buf0[k + 3])
+                            t1 += (buf1[k] + buf1[k + 1]) + (buf1[k + 2] + buf1[k + 3])
+                            t2 += (buf2[k] + buf2[k + 1]) + (buf2[k + 2] + buf2[k + 3])
                     for i in range(full, m):
                         x0, x1, x2 = collect(i, ps, gs, a, b, d, f, h, c)
                         t0, t1, t2 = t0 + x0, t1 + x1, t2 + x2
