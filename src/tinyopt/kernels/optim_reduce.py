@@ -204,6 +204,7 @@ def _two_pass(scalars, collect, finish, apply, summed, mode: int, name: str,
         n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # (read in the loop: numba's parallel regions mistype an outer record)
+            # (pass 1's block buffers: 6 KiB a chunk, against the chunk's 64 KiB a vector)
             buf0, buf1, buf2 = np.empty(SUM_BLOCK), np.empty(SUM_BLOCK), np.empty(SUM_BLOCK)
             start = ci * chunk
             end = min(start + chunk, n)
