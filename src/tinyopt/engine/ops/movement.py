@@ -84,11 +84,15 @@ def view(x: Tensor, *shape) -> Tensor:
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
     """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
     with ``shape`` without a copy."""
-    if getattr(x, "_view", None) is None:
+    info = getattr(x, "_view", None)
+    if info is None:
         if x.op not in ("input", "freed"):
             return True  # a node's own buffer is contiguous
         if x._value.flags.c_contiguous:
             return True
+    elif all(s.op == "reshape" for s in info.steps) and (
+            x._base.op not in ("input", "freed") or x._base._value.flags.c_contiguous):
+        return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
     shp, strides, _ = geometry(x)
     try:
         np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
