@@ -76,9 +76,10 @@ def view(x: Tensor, *shape) -> Tensor:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    if target == x.shape:  # still a new view, as torch's
+    if target == x.shape or (math.prod(target) == x.numel() and min(target, default=0) >= 0):
+        # (a new view even of the same shape, as torch's; checked viewable: no second check)
         return node("reshape", (x,), target, x.dtype, (target,))
-    return reshape(x, *shape)
+    return reshape(x, *shape)  # (its errors)
 
 
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
