@@ -31,13 +31,11 @@ import numpy as np
 from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.fuse import fuse
-from tinyopt.engine.gc_pause import paused
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.op import OPS
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
 
 
-@paused
 def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=None
         ) -> list[np.ndarray]:
     """Compute ``outputs`` of the sorted graph ``fwd`` (and backpropagate ``loss`` into the

@@ -1,8 +1,8 @@
 """Pause Python's cyclic garbage collector while the engine makes many objects at once.
 
-Running a cold structure (``eager.run``: autodiff builds a node per backward op) or compiling
-a plan (specs, kernel calls, memory blocks: ~6-10 tracked objects a node) allocates thousands
-of container objects in one go.  Each 700 allocations start a young collection, which moves
+Realizing a graph (``realize``: its signature, then a cold structure's run, where autodiff
+builds a node per backward op) or compiling a plan (specs, kernel calls, memory blocks: ~6-10
+tracked objects a node) allocates thousands of container objects in one go.  Each 700 allocations start a young collection, which moves
 every survivor a generation up; the tape of a run, alive until it ends, is promoted that way
 into the oldest generation, and once that has grown by a quarter a full collection walks every
 tracked object of the process (the cached plans' included).  Measured on the actor-critic of
