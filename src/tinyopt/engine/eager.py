@@ -25,6 +25,7 @@ same bits again.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import numpy as np
 
@@ -77,10 +78,10 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
                 continue
             k = id(t)
             op = OPS[t.op]
-            if t._value is not None and t._id > last and k not in dest:
+            if (v := t._value) is not None and t._id > last and k not in dest:
                 # computed by an earlier realization (``probs.item()`` inside an episode) and
                 # nothing written since the node was made: the bits a run computes again
-                vals[k] = t._value
+                vals[k] = v
             elif op.view is not None:
                 vals[k] = op.view(t)(*[vals[id(s)] for s in t.srcs])
             else:
@@ -164,8 +165,7 @@ def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
     return sorted(found.values(), key=_creation)
 
 
-def _creation(t: Tensor) -> int:
-    return t._id
+_creation = attrgetter("_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

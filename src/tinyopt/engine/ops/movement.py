@@ -91,9 +91,10 @@ def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
             return True  # a node's own buffer is contiguous
         if x._value.flags.c_contiguous:
             return True
-    elif all(s.op == "reshape" for s in info.steps) and (
-            x._base.op not in ("input", "freed") or x._base._value.flags.c_contiguous):
-        return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
+    elif all(s.op == "reshape" for s in info.steps):
+        base = x._base
+        if base.op not in ("input", "freed") or base._value.flags.c_contiguous:
+            return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
     shp, strides, _ = geometry(x)
     try:
         np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
