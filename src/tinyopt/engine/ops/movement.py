@@ -95,6 +95,8 @@ def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
         base = x._base
         if base.op not in ("input", "freed") or base._value.flags.c_contiguous:
             return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
+    if [n for n in shape if n != 1] == [n for n in x.shape if n != 1]:
+        return True  # only size-1 dimensions added or removed: any layout is seen so
     shp, strides, _ = geometry(x)
     try:
         np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
