@@ -88,8 +88,10 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
                 out = dest.get(k) if dest else None
                 if out is None:
                     out = np.empty(t.shape, t.dtype)
-                if op.elementwise is not None and not t.attrs and t.dtype in FLOATS:
-                    # the kernel itself, as a plan binds it (``plan._step``): the same loop
+                if (op.elementwise is not None and not t.attrs and t.dtype in FLOATS
+                        and t.srcs[0].dtype in FLOATS):
+                    # the kernel the forward calls on float operands, called as a plan binds
+                    # it (``plan._step``): the same loop
                     op.elementwise(*[vals[id(s)] for s in t.srcs], out=out)
                 else:
                     op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
