@@ -12,7 +12,8 @@ import pytest
 import tinyopt as to
 from tinyopt import nn
 from tinyopt.engine import cache_clear, cache_info, set_cache_limit
-from tinyopt.engine.plan import CACHE, DEFAULT_MAX_BYTES, NODE_BYTES, PlanCache
+from tinyopt.engine.plan import NODE_BYTES
+from tinyopt.engine.plan_cache import CACHE, DEFAULT_MAX_BYTES, PlanCache
 
 
 def _lazy(a: np.ndarray) -> to.Tensor:

@@ -36,11 +36,13 @@ from tinyopt.engine.lazy import table as _table
 
 if _typing.TYPE_CHECKING:  # on first use (``tinyopt.engine.lazy``): plans come with realize
     from tinyopt.engine.dot import to_dot
-    from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info, set_cache_limit
+    from tinyopt.engine.plan import Plan
+    from tinyopt.engine.plan_cache import CacheInfo, cache_clear, cache_info, set_cache_limit
     from tinyopt.engine.realize import get_plan
 
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.engine.dot": "to_dot",
-    "tinyopt.engine.plan": "CacheInfo Plan cache_clear cache_info set_cache_limit",
+    "tinyopt.engine.plan": "Plan",
+    "tinyopt.engine.plan_cache": "CacheInfo cache_clear cache_info set_cache_limit",
     "tinyopt.engine.realize": "get_plan",
 }))

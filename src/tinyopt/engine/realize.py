@@ -22,7 +22,8 @@ from tinyopt.engine import eager
 from tinyopt.engine.graph import check_saved, toposort, toposort_signed
 from tinyopt.engine.inplace import alias_value
 from tinyopt.engine.op import OPS
-from tinyopt.engine.plan import CACHE, Plan
+from tinyopt.engine.plan import Plan
+from tinyopt.engine.plan_cache import CACHE
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, _freeze
 
 
