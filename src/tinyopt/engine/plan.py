@@ -56,35 +56,52 @@ class Plan:
 
     def __init__(self, fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None,
                  family_of=None):
+        leaves, params = self._find_leaves(fwd)
+        fwd, outputs, loss = fuse(fwd, outputs, loss)  # a rewritten copy; the same leaves
+        grads = backward_graph(loss, fwd, params) if loss is not None else {}
+        grad_nodes = [(p, grads[id(p)]) for p in params if id(p) in grads]
+        roots = list(outputs) + ([loss] if loss is not None else []) + [g for _, g in grad_nodes]
+        nodes = toposort(roots)
+        index = self._place(nodes, leaves, outputs, loss)
+        extern = self._route_gradients(grad_nodes, index, leaves)
+        srcs = [tuple([index[id(s)] for s in t.srcs]) for t in nodes]
+        self._join_family(nodes, srcs, extern, family_of)
+        self._plan_memory(nodes, srcs)
+        self._prepare_run()
+
+    def _find_leaves(self, fwd: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        """The leaves of the forward graph (positions, and a getter of them), and those that
+        get gradients: Parameters and tensors that require grad (a freed value raises when a
+        gradient reaches it)."""
         self.fwd_leaves = [i for i, t in enumerate(fwd) if t.op in LEAF_OPS]
         n = len(self.fwd_leaves)
         # leaves(fwd): the leaves of a graph of this structure, in order (one C call a run)
         self.leaves = (itemgetter(*self.fwd_leaves) if n > 1 else
                        (lambda fwd, i=self.fwd_leaves[0]: (fwd[i],)) if n else (lambda fwd: ()))
-        # the leaves that get gradients: Parameters and tensors that require grad (a freed value
-        # raises when a gradient reaches it)
         params = [fwd[i] for i in self.fwd_leaves
                   if fwd[i].requires_grad and fwd[i].op != "freed"]
-        leaves = [fwd[i] for i in self.fwd_leaves]
-        fwd, outputs, loss = fuse(fwd, outputs, loss)  # a rewritten copy; the same leaves
-        grads = backward_graph(loss, fwd, params) if loss is not None else {}
-        grad_nodes = [(p, grads[id(p)]) for p in params if id(p) in grads]
+        return [fwd[i] for i in self.fwd_leaves], params
 
-        roots = list(outputs) + ([loss] if loss is not None else []) + [g for _, g in grad_nodes]
-        nodes = toposort(roots)
-        # The forward graph's nodes keep their topological positions, so leaves bind by position.
+    def _place(self, nodes: list[Tensor], leaves: list[Tensor], outputs: list[Tensor],
+               loss: Tensor | None) -> dict[int, int]:
+        """The node specs and the slots of leaves, outputs and loss; the index of each node.
+        The forward graph's nodes keep their topological positions, so leaves bind by
+        position."""
         index = {id(t): i for i, t in enumerate(nodes)}
         self.nodes = _specs(nodes)  # the graph without its arrays, for kernels and inspection
         self.leaf_slots = [index[id(t)] if id(t) in index else -1 for t in leaves]
-        leaf_pos = {id(t): k for k, t in enumerate(leaves)}
         self.output_slots = [index[id(t)] for t in outputs]
         self.loss_slot = index[id(loss)] if loss is not None else -1
+        return index
 
-        # Gradient outputs: a computed gradient node writes straight into the parameter's storage
-        # ("extern") when the grad is unset; otherwise into a scratch array (one per run) that is
-        # then added.
+    def _route_gradients(self, grad_nodes: list[tuple[Tensor, Tensor]], index: dict[int, int],
+                         leaves: list[Tensor]) -> set[int]:
+        """Gradient outputs: a computed gradient node writes straight into the parameter's
+        storage ("extern") when the grad is unset; otherwise into a scratch array (one per run)
+        that is then added.  The extern slots."""
+        leaf_pos = {id(t): k for k, t in enumerate(leaves)}
         self.grad_outs: list[tuple[int, int, bool]] = []
-        extern = set()
+        extern: set[int] = set()
         for p, g in grad_nodes:
             gi = index[id(g)]
             is_extern = (g.op not in LEAF_OPS and OPS[g.op].forward is not None and gi not in extern
@@ -92,39 +109,47 @@ class Plan:
             if is_extern:
                 extern.add(gi)
             self.grad_outs.append((leaf_pos[id(p)], gi, is_extern))
+        return extern
 
-        srcs = [tuple([index[id(s)] for s in t.srcs]) for t in nodes]
-        # Plans that differ only in sizes (a batch, a sequence length) share one family: its
-        # runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch,
-        # and the tables below, which follow from the structure alone.
+    def _join_family(self, nodes: list[Tensor], srcs: list[tuple[int, ...]], extern: set[int],
+                     family_of) -> None:
+        """Plans that differ only in sizes (a batch, a sequence length) share one family: its
+        runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch,
+        and the tables of ``_structure``, which follow from the structure alone."""
         grad_specs = tuple([(k, gi, is_extern, self.nodes[gi].shape if is_extern else None,
                              self.nodes[gi].dtype.char) for k, gi, is_extern in self.grad_outs])
         key = (tuple([(t.op, s, t.dtype.char) for t, s in zip(nodes, srcs)]),
                tuple(self.leaf_slots), tuple(self.output_slots), self.loss_slot, grad_specs)
         self.family: Family = (Family(key, grad_specs) if family_of is None
-                                else family_of(key, grad_specs))
+                               else family_of(key, grad_specs))
         if self.family.structure is None:
             self.family.structure = _structure(nodes, extern, self.leaf_slots, self.output_slots,
-                                            self.loss_slot, self.grad_outs)
+                                               self.loss_slot, self.grad_outs)
+
+    def _plan_memory(self, nodes: list[Tensor], srcs: list[tuple[int, ...]]) -> None:
+        """The arena's layout, the constants backward rules made (read-only, shared by every
+        run) and the bytes the plan holds itself (constants, Python objects)."""
         kind, inplace, keep, self._bound = self.family.structure
         nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
         self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
-        # constants made by backward rules: read-only, shared by every run
         bound_leaves = set(self.leaf_slots)
         self._consts = [(i, t._value) for i, t in enumerate(nodes)
                         if t.op == "input" and i not in bound_leaves]
-        # its constants, and its Python objects (node specs, kernel closures, tables)
         self.own_bytes = sum(v.nbytes for _, v in self._consts) + NODE_BYTES * len(nodes)
         self.evicted = False  # set when the cache drops it: runs then drop its tables
         self.used = 0  # the cache's tick of its last lookup (least recently used goes first)
         self.fronts: list = []  # the cache's _Front entries filing it
+
+    def _prepare_run(self) -> None:
+        """Build this plan's table in an idle run of its family (or a new one), and count the
+        bytes a run of its own holds."""
         try:
             r = self.family._idle.pop()
         except IndexError:
             r = _Run(self.family)
         try:
-            self.run_bytes = r.prepare(self)  # the bytes a run of its own holds
+            self.run_bytes = r.prepare(self)
         finally:
             self.family._idle.append(r)
 
