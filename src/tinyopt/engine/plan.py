@@ -40,7 +40,7 @@ from tinyopt.engine.fuse import fuse
 from tinyopt.engine.graph import backward_graph, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node
 from tinyopt.engine import fpstate, fused_update
 
 
@@ -420,7 +420,7 @@ def _specs(nodes: list[Tensor]) -> list[Tensor]:
     cached plan keeps no model or batch alive."""
     copies: dict[int, Tensor] = {}
     for t in nodes:
-        copies[id(t)] = _make(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
+        copies[id(t)] = make_node(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
                               t.dtype, t.requires_grad)
     return [copies[id(t)] for t in nodes]
 

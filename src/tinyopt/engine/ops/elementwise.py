@@ -17,6 +17,7 @@ import numpy as np
 from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, int64, is_float, is_low,
                                    result_type, scalar_array, scalar_type_name)
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
 
@@ -92,41 +93,6 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         else:
             detail = "the shapes cannot be broadcast together"
         raise RuntimeError(f"{op}: {detail} (shapes {', '.join(map(str, shapes))})") from None
-
-
-_MEAN_ERROR = (RuntimeError, "mean(): could not infer output dtype. Input dtype must be either a "
-                             "floating point or complex dtype. Got: {T}")
-_FLOAT_ONLY_ERRORS = {  # op: torch's error for integer and bool inputs ({T}: "Long", "Bool"...)
-    **{op: (NotImplementedError, f'"{kernel}" not implemented for \'{{T}}\'') for op, kernel in (
-        ("softmax", "softmax_lastdim_kernel_impl"),
-        ("log_softmax", "log_softmax_lastdim_kernel_impl"),
-        ("cross_entropy", "log_softmax_lastdim_kernel_impl"), ("nll_loss", "nll_loss_out_frame"),
-        ("layer_norm", "LayerNormKernelImpl"), ("group_norm", "GroupNormKernelImpl"),
-        ("batch_norm", "batch_norm"), ("instance_norm", "batch_norm"),
-        ("lerp", "lerp_kernel_scalar"),
-        ("logcumsumexp", "logcumsumexp_out_cpu"), ("elu", "elu_cpu"), ("mse_loss", "mse_cpu"),
-        ("smooth_l1", "smooth_l1_cpu"), ("huber", "huber_cpu"),
-        ("binary_cross_entropy", "binary_cross_entropy"), ("log_sigmoid", "log_sigmoid_cpu"),
-        ("logsigmoid", "log_sigmoid_cpu"),
-        ("mish", "mish_cpu"),
-        ("binary_cross_entropy_with_logits", "log_sigmoid_cpu"))},
-    "l1_loss": _MEAN_ERROR, "adaptive_avg_pool2d": _MEAN_ERROR,
-    "dropout": (RuntimeError, "result type Float can't be cast to the desired output type {T}"),
-    "kl_div": (RuntimeError, "kl_div: Integral inputs not supported."),
-    "cosine_similarity": (RuntimeError, "expected common dtype to be floating point, yet common "
-                                        "dtype is {T}")}
-
-
-def require_float(op: str, *ts: Tensor) -> None:
-    """Refuse integer and bool inputs of a float-only op: with torch's error where torch refuses
-    them, else (torch computes them; tinyopt does not) with a TypeError saying what to do."""
-    for t in ts:
-        if t.dtype not in FLOATS and not is_low(t.dtype):
-            if op in _FLOAT_ONLY_ERRORS:
-                kind, words = _FLOAT_ONLY_ERRORS[op]
-                raise kind(words.format(T=scalar_type_name(t.dtype)))
-            raise TypeError(f"{op}: expected a floating point tensor, got {t.dtype} "
-                            f"(shape {t.shape}); convert with .float()")
 
 
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:

@@ -98,7 +98,7 @@ _I32, _U8 = np.dtype(np.int32), np.dtype(np.uint8)  # (numpy's dtypes are single
 _INDEX_DTYPES = (int64, _I32)
 
 
-def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
+def parse_index(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
     """Parse ``key`` for a tensor of ``shape``, raising torch's errors in torch's order: too many
     indices first, then each entry in turn (integers out of range, bad slices, lists that are no
     numbers), then the index tensors (their dtypes, masks' shapes, broadcasting).  ``fill``: the
@@ -390,7 +390,7 @@ def _region(x: Tensor, k: _Key) -> Tensor:
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
-    return _region(x, _parse(x.shape, key))
+    return _region(x, parse_index(x.shape, key))
 
 
 # ---- x[key] = value ------------------------------------------------------------------------------
@@ -463,7 +463,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
     v = value if isinstance(value, Tensor) else None
     if key is False:
         return x  # torch writes nothing, and checks nothing
-    k = _parse(x.shape, key, fill=v is None or v.numel() == 1)
+    k = parse_index(x.shape, key, fill=v is None or v.numel() == 1)
     region_shape = _advanced_shape(tuple(k.shape), tuple(k.positions), k.arrays) \
         if k.arrays else tuple(k.shape)
     if v is not None:

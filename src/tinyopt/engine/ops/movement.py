@@ -16,16 +16,10 @@ from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
 from tinyopt.engine.op import OPS, defop, node, view_array, view_node
+from tinyopt.engine.ops.family import wrap_dim
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf
-
-
-def _dim(op: str, d: int, ndim: int) -> int:
-    if not -max(ndim, 1) <= d < max(ndim, 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of "
-                         f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
-    return d % max(ndim, 1)
 
 
 def _same(x: Tensor) -> Tensor:
@@ -115,7 +109,7 @@ def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     if nd and -nd <= start_dim < nd and -nd <= end_dim < nd:  # (the checks of _dim, inline)
         s, e = start_dim % nd, end_dim % nd
     else:
-        s, e = _dim("flatten", start_dim, nd), _dim("flatten", end_dim, nd)
+        s, e = wrap_dim("flatten", start_dim, nd), wrap_dim("flatten", end_dim, nd)
     if nd == 0:
         return reshape(x, (1,))
     if s > e:
@@ -134,7 +128,7 @@ def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
-        dims = {_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {wrap_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
         dims = {d for d in dims if x.shape[d] == 1}
     return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
@@ -142,7 +136,7 @@ def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
 def unsqueeze(x: Tensor, dim: int) -> Tensor:
     """``x`` with a dimension of size 1 inserted at ``dim``."""
     x = as_tensor(x)
-    d = _dim("unsqueeze", dim, x.ndim + 1)
+    d = wrap_dim("unsqueeze", dim, x.ndim + 1)
     return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
 
 
@@ -165,7 +159,7 @@ def permute(x: Tensor, *dims) -> Tensor:
     if len(dims) != x.ndim:
         raise RuntimeError(f"permute: number of dims {len(dims)} does not match the input's "
                            f"{x.ndim} (shape {x.shape})")
-    dims = tuple(_dim("permute", d, x.ndim) for d in dims)
+    dims = tuple(wrap_dim("permute", d, x.ndim) for d in dims)
     if sorted(dims) != list(range(x.ndim)):
         raise RuntimeError(f"permute: dims {dims} are not a permutation of the input dims")
     if dims == tuple(range(x.ndim)):
@@ -176,7 +170,7 @@ def permute(x: Tensor, *dims) -> Tensor:
 def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
     """``x`` with dimensions ``dim0`` and ``dim1`` swapped (a view)."""
     x = as_tensor(x)
-    d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
+    d0, d1 = wrap_dim("transpose", dim0, x.ndim), wrap_dim("transpose", dim1, x.ndim)
     if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
         return _same(x)
     dims = list(range(x.ndim))
@@ -255,7 +249,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
     ts = [as_tensor(x) for x in tensors]
     if not ts:
         raise RuntimeError("cat: expected a non-empty list of tensors")
-    d = _dim("cat", dim, ts[0].ndim)
+    d = wrap_dim("cat", dim, ts[0].ndim)
     ref = ts[0]
     for k, x in enumerate(ts):
         if x.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, ref.shape))
@@ -277,7 +271,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
         if x.shape != ts[0].shape:
             raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
                                f"{ts[0].shape} at entry 0 and {x.shape} at entry {k}")
-    d = _dim("stack", dim, ts[0].ndim + 1)
+    d = wrap_dim("stack", dim, ts[0].ndim + 1)
     return cat([unsqueeze(x, d) for x in ts], d)
 
 
@@ -301,7 +295,7 @@ def narrow(x, dim: int, start: int, length: int) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = _dim("narrow", dim, x.ndim)
+    d = wrap_dim("narrow", dim, x.ndim)
     start = int(start)
     size = x.shape[d]
     if start < 0:
@@ -317,7 +311,7 @@ def select(x, dim: int, index: int) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    return _along(x, _dim("select", dim, x.ndim), int(index))
+    return _along(x, wrap_dim("select", dim, x.ndim), int(index))
 
 
 def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -326,7 +320,7 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     x = as_tensor(x)
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    d = _dim("split", dim, x.ndim)
+    d = wrap_dim("split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
@@ -372,7 +366,7 @@ def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
-    size = x.shape[_dim("chunk", dim, x.ndim)]
+    size = x.shape[wrap_dim("chunk", dim, x.ndim)]
     return split(x, max(1, -(-size // chunks)), dim)
 
 
@@ -382,7 +376,7 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor "
                            "with 0 dims")
-    d = _dim("tensor_split", dim, x.ndim)
+    d = wrap_dim("tensor_split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
@@ -398,7 +392,7 @@ def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
     x = as_tensor(x)
     if x.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    d = _dim("unbind", dim, x.ndim)
+    d = wrap_dim("unbind", dim, x.ndim)
     return _multi([_along(x, d, i) for i in range(x.shape[d])], "Unbind")
 
 
@@ -411,8 +405,8 @@ def movedim(x, source, destination) -> Tensor:
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
                            f"dims) should contain the same number of dims as destination "
                            f"({list(dst)} dims)")
-    src = tuple(_dim("movedim", d, x.ndim) for d in src)
-    dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
+    src = tuple(wrap_dim("movedim", d, x.ndim) for d in src)
+    dst = tuple(wrap_dim("movedim", d, x.ndim) for d in dst)
     if x.ndim == 0:
         return _same(x)
     order = [d for d in range(x.ndim) if d not in src]
@@ -435,7 +429,7 @@ swapdims = swapaxes
 def unflatten(x, dim: int, sizes) -> Tensor:
     """``x`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
     x = as_tensor(x)
-    d = _dim("unflatten", dim, x.ndim)
+    d = wrap_dim("unflatten", dim, x.ndim)
     sizes = tuple(int(s) for s in sizes)
     if -1 in sizes:
         known = math.prod(s for s in sizes if s != -1)
@@ -513,7 +507,7 @@ def repeat_interleave(x, repeats, dim: int | None = None, *, output_size=None) -
     if dim is None:
         x = reshape(x, -1)
         dim = 0
-    d = _dim("repeat_interleave", dim, x.ndim)
+    d = wrap_dim("repeat_interleave", dim, x.ndim)
     if isinstance(repeats, int) or (isinstance(repeats, Tensor) and repeats.numel() == 1
                                     and repeats.ndim == 0):
         r = int(repeats)
@@ -542,7 +536,7 @@ def flip(x, dims) -> Tensor:
     """``x`` reversed along ``dims`` (a copy, as in PyTorch)."""
     x = as_tensor(x)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    dims = tuple(sorted({_dim("flip", d, x.ndim) for d in dims}))
+    dims = tuple(sorted({wrap_dim("flip", d, x.ndim) for d in dims}))
     if not dims:
         return contiguous(x)
     return node("flip", (x,), x.shape, x.dtype, (dims,))
@@ -574,7 +568,7 @@ def roll(x, shifts, dims=None) -> Tensor:
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
                            f"{len(dims)}")
-    dims = tuple(_dim("roll", d, x.ndim) for d in dims)
+    dims = tuple(wrap_dim("roll", d, x.ndim) for d in dims)
     return node("roll", (x,), x.shape, x.dtype, (shifts, dims))
 
 
@@ -680,7 +674,7 @@ def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The view of the diagonal of dimensions ``dim1`` and ``dim2`` (``offset`` above it, or
     below when negative), as the last dimension; writing into it writes ``x``."""
     x = as_tensor(x)
-    d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
+    d1, d2 = wrap_dim("diagonal", dim1, x.ndim), wrap_dim("diagonal", dim2, x.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     offset = int(offset)
@@ -694,7 +688,7 @@ def unfold(x, dimension: int, size: int, step: int) -> Tensor:
     """The view of all windows of ``size`` elements along ``dimension``, ``step`` apart, as a
     new last dimension (``Tensor.unfold``)."""
     x = as_tensor(x)
-    d = _dim("unfold", dimension, x.ndim)
+    d = wrap_dim("unfold", dimension, x.ndim)
     length = x.shape[d] if x.ndim else 1
     size, step = int(size), int(step)
     if size < 0:

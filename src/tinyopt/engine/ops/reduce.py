@@ -15,7 +15,8 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.ops.elementwise import require_float, in_float32
+from tinyopt.engine.ops.family import c_contiguous, require_float
+from tinyopt.engine.ops.elementwise import in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -41,10 +42,6 @@ def _split(shape: tuple[int, ...], d0: int, d1: int) -> tuple[int, int, int]:
     return math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
 
 
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
 def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
     runs: list[list[int]] = []
     for d in dims:
@@ -61,10 +58,11 @@ def _sum_forward(t):
     d0, d1 = t.attrs
     A, R, B = _split(src.shape, d0, d1)
     if t.dtype == int64:  # the kernel accumulates in float64, inexact beyond 2**53
-        return lambda out, x: np.sum(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, B))
+        return lambda out, x: np.sum(c_contiguous(x).reshape(A, R, B), axis=1, out=out.reshape(A,
+                                                                                               B))
 
     def fwd(out, x):
-        K.sum_axis(_c(x).reshape(A, R, B), out.reshape(A, B))
+        K.sum_axis(c_contiguous(x).reshape(A, R, B), out.reshape(A, B))
     return fwd
 
 
@@ -148,9 +146,9 @@ def _extreme_forward(largest: bool, want_index: bool):
         scratch_v = np.empty((A, B), src.dtype)
         scratch_i = np.empty((A, B), np.int64)
         if want_index:
-            return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), scratch_v,
+            return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(A, R, B), scratch_v,
                                                  out.reshape(A, B), largest)
-        return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), out.reshape(A, B),
+        return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(A, R, B), out.reshape(A, B),
                                              scratch_i, largest)
     return compile
 
@@ -165,7 +163,8 @@ def _extreme_backward(t, g):
 def _scatter_forward(t):
     d = t.attrs[0]
     A, R, B = _split(t.shape, d, d)
-    return lambda out, g, idx: K.scatter_axis(_c(g).reshape(A, B), _c(idx).reshape(A, B),
+    return lambda out, g, idx: K.scatter_axis(c_contiguous(g).reshape(A, B),
+                                              c_contiguous(idx).reshape(A, B),
                                               out.reshape(A, R, B))
 
 
@@ -211,7 +210,8 @@ def _all_forward(largest: bool):
     def compile(t):
         n = t.srcs[0].numel()
         idx = np.empty((1, 1), np.int64)
-        return lambda out, x: K.extreme_axis(_c(x).reshape(1, n, 1), out.reshape(1, 1), idx,
+        return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(1, n, 1), out.reshape(1, 1),
+                                             idx,
                                              largest)
     return compile
 
@@ -281,8 +281,8 @@ def _axis_forward(kernel, keep_run: bool):
         d = t.attrs[0]
         A, R, B = _split(src.shape, d, d)
         if keep_run:
-            return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, R, B))
-        return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, B))
+            return lambda out, x: kernel(c_contiguous(x).reshape(A, R, B), out.reshape(A, R, B))
+        return lambda out, x: kernel(c_contiguous(x).reshape(A, R, B), out.reshape(A, B))
     return compile
 
 
@@ -290,7 +290,8 @@ def _axis_grad_forward(kernel):
     def compile(t):
         d = t.attrs[0]
         A, R, B = _split(t.shape, d, d)
-        return lambda out, g, y: kernel(_c(g).reshape(A, R, B), _c(y).reshape(A, R, B),
+        return lambda out, g, y: kernel(c_contiguous(g).reshape(A, R, B),
+                                        c_contiguous(y).reshape(A, R, B),
                                         out.reshape(A, R, B))
     return compile
 
@@ -409,7 +410,8 @@ def _exclusive_products(x: np.ndarray, axis: int) -> np.ndarray:
 def _prod_forward(t):
     d0, d1 = t.attrs
     A, R, B = _split(t.srcs[0].shape, d0, d1)
-    return lambda out, x: np.prod(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, 1, B),
+    return lambda out, x: np.prod(c_contiguous(x).reshape(A, R, B), axis=1, out=out.reshape(A, 1,
+                                                                                            B),
                                   keepdims=True)
 
 
@@ -418,8 +420,9 @@ def _prod_grad_forward(t):
     A, R, B = _split(t.shape, d0, d1)
 
     def fwd(out, g, x):
-        xs = _c(x).reshape(A, R, B)
-        np.multiply(_c(g).reshape(A, 1, B), _exclusive_products(xs, 1), out=out.reshape(A, R, B))
+        xs = c_contiguous(x).reshape(A, R, B)
+        np.multiply(c_contiguous(g).reshape(A, 1, B), _exclusive_products(xs, 1),
+                    out=out.reshape(A, R, B))
     return fwd
 
 
@@ -467,8 +470,9 @@ def _cumprod_grad_forward(t):
     d = t.attrs[0]
     A, R, B = _split(t.shape, d, d)
     from tinyopt.kernels.scan import cumprod_grad
-    return lambda out, g, x, y: cumprod_grad(_c(g).reshape(A, R, B), _c(x).reshape(A, R, B),
-                                             _c(y).reshape(A, R, B), out.reshape(A, R, B))
+    return lambda out, g, x, y: cumprod_grad(c_contiguous(g).reshape(A, R, B),
+                                             c_contiguous(x).reshape(A, R, B),
+                                             c_contiguous(y).reshape(A, R, B), out.reshape(A, R, B))
 
 
 defop("cumprod", forward=_scan_forward(np.cumprod),
