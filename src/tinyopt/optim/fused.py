@@ -38,16 +38,26 @@ from __future__ import annotations
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
-from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
+from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES, Algorithm
+from tinyopt.optim import in_plan
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.optimizer import (Optimizer, cast_scalar, _ParamList,
                                      hyperparameters_as_numbers)
+
+
+class PreparedStep(NamedTuple):
+    """One flat buffer's step, ready to call: ``kernel(*args, record)`` with ``record`` made
+    from ``host`` (``FlatBuffer.host``)."""
+    host: dict[str, Any]       # the named host scalars (``_host``)
+    switches: tuple[bool, ...]  # the kernel's compile-time options (``_switches``)
+    kernel: Any                 # ``FusedOptimizer.kernel[switches]``
+    args: tuple                 # ``FlatBuffer.kernel_args`` (a ``WalkerArgs`` for float32/64)
 
 
 class StateEntry(dict):
@@ -314,28 +324,14 @@ class FusedOptimizer(Optimizer):
             if sparse:
                 self._check_sparse(sparse)
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
-            names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
-                if names != fb.names and fb.add_vectors(names, self._state_init(group)):
-                    self._start(fb, np.flatnonzero(fb.started))  # add the new views
-                fb.names = names
-                starting = None
-                if not fb.all_started:
-                    starting = np.flatnonzero(~fb.started & (fb.flags != 0))
-                    if len(starting):  # state starts from its initial values at the first step
-                        init = self._state_init(group)
-                        if init:
-                            for j in starting:
-                                fb.reset(int(j), init)
-                        given = [j for j in starting if self._state.get(fb.params[j])]
-                        if given:  # state assigned before the first step takes effect
-                            self._start(fb, given)
+                names = self._use_state_names(fb, group)
+                starting = self._begin_state(fb, group, fb.flags)
                 if rep is None:
                     self._run(fb, group, names)
                 else:
                     self._run_repeated(fb, group, names, rep)
-                if starting is not None and len(starting):  # (16-bit: the master from now on)
-                    self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
+                self._finish_state(fb, starting)
         return loss
 
     def _check_sparse(self, params: list[Parameter]) -> None:
@@ -352,20 +348,76 @@ class FusedOptimizer(Optimizer):
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
-        pass, such as Muon, overrides this).  The host scalars and the kernel follow from the
+        pass, such as Muon, overrides this)."""
+        step = self.prepare_step(fb, group, names)
+        self._call(step.kernel, group, fb, step.args, step.host)
+
+    def fuse_with_backward(self, loss: Tensor) -> None:
+        """``loss.backward(); self.step()`` as one plan run when possible (``optim/in_plan.py``;
+        see :meth:`Optimizer.fuse_with_backward`)."""
+        in_plan.fuse_with_backward(self, loss)
+
+    @classmethod
+    def in_plan_refusal(cls) -> str | None:
+        """Why this class's step cannot run inside a backward plan (``in_plan.fusable`` adds the
+        reasons of the moment), or None: an elementwise kernel, ``step`` and ``_run`` not
+        overridden."""
+        if not isinstance(cls.kernel, Algorithm):
+            return "not an elementwise fused optimizer"
+        if cls.step is not FusedOptimizer.step or cls._run is not FusedOptimizer._run:
+            return "its step is overridden"
+        return None
+
+    # ---- the prepared step: what ``step`` and the in-backward update (``in_plan.py``) share ----
+    def _use_state_names(self, fb: FlatBuffer, group: dict[str, Any]) -> tuple[str | None, ...]:
+        """The vector state ``group``'s options keep now, added to ``fb`` (with its state views)
+        when an option changed since the last step."""
+        names = self._state_names(group)
+        if names != fb.names and fb.add_vectors(names, self._state_init(group)):
+            self._start(fb, np.flatnonzero(fb.started))  # add the new views
+        fb.names = names
+        return names
+
+    def prepare_step(self, fb: FlatBuffer, group: dict[str, Any],
+                     names: tuple[str | None, ...]) -> PreparedStep:
+        """The kernel, arguments and host scalars of ``fb``'s step.  They follow from the
         group's values alone: while the group holds the very same immutable values as at the
         last step (identity; numbers, strings, tuples of them), they are not recomputed."""
         memo = fb.__dict__.get("_step_memo")
         if (memo is not None and len(memo[0]) == len(group)
                 and all(map(operator.is_, memo[0], group.values()))):
-            host, kernel = memo[1], memo[2]
-        else:
-            host = self._host(group, fb.round)
-            kernel = self.kernel[self._switches(group, host)]
-            values = tuple(group.values())
-            fb._step_memo = ((values, host, kernel) if all(
-                _immutable(v) for k, v in group.items() if k != "params") else None)
-        self._call(kernel, group, fb, fb.kernel_args(names), host)
+            return PreparedStep(memo[1], memo[2], memo[3], fb.kernel_args(names))
+        host = self._host(group, fb.round)
+        switches = self._switches(group, host)
+        kernel = self.kernel[switches]
+        values = tuple(group.values())
+        fb._step_memo = ((values, host, switches, kernel) if all(
+            _immutable(v) for k, v in group.items() if k != "params") else None)
+        return PreparedStep(host, switches, kernel, fb.kernel_args(names))
+
+    def _begin_state(self, fb: FlatBuffer, group: dict[str, Any],
+                     stepping: np.ndarray) -> np.ndarray | None:
+        """Start the state of ``fb``'s parameters that step now (``stepping``) for the first
+        time: from its initial values, or from what was assigned to ``state[p]`` before.  Their
+        indices (None when every parameter has started)."""
+        if fb.all_started:
+            return None
+        starting = np.flatnonzero(~fb.started & (stepping != 0))
+        if len(starting):
+            init = self._state_init(group)
+            if init:
+                for j in starting:
+                    fb.reset(int(j), init)
+            given = [j for j in starting if self._state.get(fb.params[j])]
+            if given:  # state assigned before the first step takes effect
+                self._start(fb, given)
+        return starting
+
+    def _finish_state(self, fb: FlatBuffer, starting: np.ndarray | None) -> None:
+        """Make the ``state`` entries of the parameters that started in this step (those that
+        stepped; a 16-bit one's master exists from now on)."""
+        if starting is not None and len(starting):
+            self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
 
     def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
               host: dict[str, Any]) -> None:

@@ -354,9 +354,10 @@ class Optimizer:
         """``loss.backward(); self.step()`` -- the same values, bit for bit -- as one plan run
         that steps each parameter as soon as its gradient is final (ggml's ``gb_opt``), when
         nothing needs the gradients between the two; otherwise exactly those two calls.  See
-        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...)."""
-        from tinyopt.optim.in_plan import fuse_with_backward
-        fuse_with_backward(self, loss)
+        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...):
+        only a ``FusedOptimizer`` does; this base takes the two calls."""
+        loss.backward()
+        self.step()
 
     @staticmethod
     def _call_closure(closure: Callable[[], Any] | None):
