@@ -36,6 +36,7 @@ import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
+from tinyopt.engine.ops import load_all
 from tinyopt.engine.storage import ViewStep, note_view
 from tinyopt.engine.tensor import CONCRETE, Tensor, make_node, _root
 
@@ -60,7 +61,6 @@ class _OpTable(dict):
     family's op by name."""
 
     def __missing__(self, name: str) -> OpDef:
-        from tinyopt.engine.ops import load_all
         load_all()
         return dict.__getitem__(self, name)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from tinyopt.engine import autocast
-from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.dtypes import FLOATS, result_type
 from tinyopt.engine.fuse import fusion_rule
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.family import require_float
@@ -336,7 +336,6 @@ def einsum(equation: str, *operands) -> Tensor:
         operands = tuple(operands[0])
     ops = [as_tensor(o) for o in autocast.lower(*operands)]
     if len({o.dtype for o in ops}) > 1:
-        from tinyopt.engine.dtypes import result_type
         d = result_type(*ops)
         ops = [o.to(d) for o in ops]
     subs, out = _parse_einsum(equation, ops)

@@ -16,9 +16,9 @@ from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
 from tinyopt.engine.op import OPS, defop, node, view_array, view_node
-from tinyopt.engine.ops.family import wrap_dim
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
-from tinyopt.engine.ops.elementwise import where
+from tinyopt.engine.ops.elementwise import broadcast_shape, sum_to, where
+from tinyopt.engine.ops.family import wrap_dim
 from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf
 
 
@@ -188,7 +188,6 @@ def t(x: Tensor) -> Tensor:
 
 # ---- expand ------------------------------------------------------------------------------------
 def _expand_backward(t, g):
-    from tinyopt.engine.ops.elementwise import sum_to
     return (sum_to(g, t.srcs[0].shape),)
 
 
@@ -447,7 +446,6 @@ def broadcast_to(x, size) -> Tensor:
 
 def broadcast_shapes(*shapes) -> Size:
     """The shape that tensors of ``shapes`` broadcast to (``torch.broadcast_shapes``)."""
-    from tinyopt.engine.ops.elementwise import broadcast_shape
     norm = [(int(s),) if isinstance(s, numbers.Integral) else tuple(int(d) for d in s)
             for s in shapes]
     return Size(broadcast_shape("broadcast_shapes", *norm) if norm else ())

@@ -15,8 +15,8 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.ops.elementwise import eq, in_float32, isfinite, maximum, minimum, ne, where
 from tinyopt.engine.ops.family import c_contiguous, require_float
-from tinyopt.engine.ops.elementwise import in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -218,7 +218,6 @@ def _all_forward(largest: bool):
 
 def _all_backward(t, g):
     """The gradient of a full max/min is shared evenly among the tied elements (PyTorch)."""
-    from tinyopt.engine.ops.elementwise import eq
     x = t.srcs[0]
     mask = eq(x, t).to(x.dtype)
     return (mask * (g / sum(mask)),)
@@ -233,7 +232,6 @@ def max(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = N
     elementwise maximum (``torch.max(a, b)``)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
-        from tinyopt.engine.ops.elementwise import maximum
         return maximum(x, dim)
     return _extreme("max", x, dim, keepdim)
 
@@ -243,7 +241,6 @@ def min(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = N
     elementwise minimum."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
-        from tinyopt.engine.ops.elementwise import minimum
         return minimum(x, dim)
     return _extreme("min", x, dim, keepdim)
 
@@ -513,7 +510,6 @@ def logcumsumexp(x, dim: int) -> Tensor:
     if x.ndim == 0:  # one element along its only "dimension", as in torch
         _dims("logcumsumexp", x, dim)
         return logcumsumexp(x.reshape(1), 0).reshape(())
-    from tinyopt.engine.ops.elementwise import isfinite, where
     finite = isfinite(x)
     m = max(where(finite, x, float("-inf")), dim, keepdim=True)[0].detach()
     m = where(isfinite(m), m, 0.0)
@@ -522,7 +518,6 @@ def logcumsumexp(x, dim: int) -> Tensor:
 
 # ---- amax / amin: the gradient shared by ties ----------------------------------------------------
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
-    from tinyopt.engine.ops.elementwise import eq
     x = as_tensor(x)
     dims = _dims(op, x, dim)
     if not dims and x.ndim:
@@ -555,6 +550,5 @@ def amin(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> T
 
 def count_nonzero(x, dim=None) -> Tensor:
     """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
-    from tinyopt.engine.ops.elementwise import ne
     refuse_unsigned("nonzero_count_cpu", x)
     return sum(ne(as_tensor(x), 0), dim)

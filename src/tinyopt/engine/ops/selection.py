@@ -18,6 +18,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
 from tinyopt.engine.ops.reduce import MaxMin
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -172,7 +173,6 @@ def take(input, index) -> Tensor:
         if (v < 0).any():
             idx = leaf(np.where(v < 0, v + n, v))
     elif idx.op != "input":
-        from tinyopt.engine.ops.elementwise import lt, where
         idx = where(lt(idx, 0), idx + n, idx)
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
@@ -344,7 +344,6 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
 
 
 def _written(op: str, input, dim: int, index, value) -> Tensor:
-    from tinyopt.engine.ops.elementwise import clone
     from tinyopt.engine.ops.indexing import setitem
     x = as_tensor(input)
     d = wrap_dim(op, dim, x.ndim)
@@ -366,7 +365,6 @@ def index_copy(input, dim: int, index, source) -> Tensor:
 
 def masked_select(input, mask) -> Tensor:
     """The elements of ``input`` where the bool ``mask`` (broadcast together) is true, 1-D."""
-    from tinyopt.engine.ops.elementwise import broadcast_shape
     x, m = as_tensor(input), as_tensor(mask)
     refuse_unsigned("masked_select", x)
     if m.dtype != np.bool_:
