@@ -24,7 +24,7 @@ from typing import NamedTuple
 from tinyopt.engine.graph import held, held_candidates, signature
 from tinyopt.engine.plan import Family, Plan
 from tinyopt.engine.tensor import Tensor
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 
 
 class CacheInfo(NamedTuple):
@@ -198,7 +198,7 @@ class PlanCache:
 
     def _compile(self, key: tuple, fwd: list[Tensor], outputs: list[Tensor],
                  loss: Tensor | None) -> Plan:
-        shared_threads.share()  # numpy's BLAS on the kernels' threads, once (kernels/shared_threads.py)
+        shared_threads.share()  # numpy's BLAS on the kernels' threads, once (kernels/native/shared_threads.py)
         t0 = time.perf_counter()
         plan = Plan(fwd, outputs, loss, self._family_of if self.share_sizes else None)
         ms = (time.perf_counter() - t0) * 1e3

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.kernels import optim as elementwise
-from tinyopt.kernels.address import at
+from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.optim import (BF16, BF16_SR, F16, decayed_grad, lion_sign, adam_moments,
                                    coefficient_overflowed, store_bf16, store_bf16_sr, store_f16,

@@ -38,7 +38,7 @@ import numpy as np
 
 from tinyopt.engine.slot import SlotTable
 from tinyopt.engine.tensor import Parameter
-from tinyopt.kernels import address
+from tinyopt.kernels.native import address
 from tinyopt.kernels.optim import LOW_MODES
 
 CHUNK = 16384

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.kernels import gemm_bf16, half
+from tinyopt.kernels.native import gemm_bf16, half
 from tinyopt.kernels import optim as kernels
 from tinyopt.optim.flat import CHUNK, FlatBuffer, staggered_zeros
 from tinyopt.optim.fused import FusedOptimizer
@@ -21,7 +21,7 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 
 NS_PATH = os.environ.get("TINYOPT_MUON_NS", "auto")
-"""How Newton–Schulz computes its products: ``"bf16"`` (``kernels/gemm_bf16.py``, AVX512-BF16
+"""How Newton–Schulz computes its products: ``"bf16"`` (``kernels/native/gemm_bf16.py``, AVX512-BF16
 only), ``"float32"`` (numpy's BLAS on bfloat16 values, rounded after each product), or
 ``"auto"``: bf16 where the CPU has it and the matrix is large enough to gain
 (``BF16_MIN_WORK``).  Tests set it to compare the two; ``TINYOPT_MUON_NS`` sets it at
@@ -42,7 +42,7 @@ class Muon(FusedOptimizer):
     (bA + cA^2)X`, :math:`A = XX^\top`, from :math:`X_0 = \tilde B / \max(\lVert\tilde
     B\rVert_F, \epsilon)` (the wide orientation), in bfloat16 as PyTorch computes it (float32
     sums of the bfloat16 values' products, rounded to bfloat16 where PyTorch's bfloat16 tensors
-    round: on a CPU with AVX512-BF16 by tinyopt's bfloat16 GEMM, ``kernels/gemm_bf16.py``,
+    round: on a CPU with AVX512-BF16 by tinyopt's bfloat16 GEMM, ``kernels/native/gemm_bf16.py``,
     elsewhere and for small matrices through numpy's float32 BLAS; ``NS_PATH``);
     :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn=None`` or
     ``"original"``) or :math:`0.2\,\gamma\sqrt{\max(A, B)}` (``"match_rms_adamw"``) for an
@@ -152,9 +152,12 @@ def _bf16_pays(shape: tuple[int, int]) -> bool:
         if not gemm_bf16.available():
             raise RuntimeError("tinyopt.optim.muon.NS_PATH = 'bf16' needs a CPU with "
                                "AVX512-BF16 (avx512bf16), which this one does not have")
+        if not gemm_bf16.usable():
+            raise RuntimeError("tinyopt.optim.muon.NS_PATH = 'bf16': the AVX512-BF16 GEMM does "
+                               "not compile with this numba/LLVM (see the warning)")
         return True
     m, n = shape
-    return m * m * n >= BF16_MIN_WORK and gemm_bf16.available()
+    return m * m * n >= BF16_MIN_WORK and gemm_bf16.usable()
 
 
 BF16_MIN_WORK = 1 << 21
@@ -193,7 +196,7 @@ def _zeropower_via_newtonschulz(grad: np.ndarray, coefficients, steps: int, eps:
 
 def _newtonschulz_bf16(x: np.ndarray, a, b, c, steps: int, work: dict) -> None:
     """``x`` (m x n float32, bf16 values, m <= n, C-contiguous) <- its Newton–Schulz iterate,
-    every product a bf16 GEMM (``kernels/gemm_bf16.py``), the matrices kept as bf16 patterns
+    every product a bf16 GEMM (``kernels/native/gemm_bf16.py``), the matrices kept as bf16 patterns
     between them.  Both Gram products are symmetric to the bit (see ``gemm_bf16.matmul``), so
     each computes its upper triangle only: 4 of the 6 GEMMs' multiply-adds per iteration."""
     m, n = x.shape

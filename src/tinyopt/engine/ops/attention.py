@@ -35,7 +35,7 @@ from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
-from tinyopt.kernels import blas, shared_threads
+from tinyopt.kernels.native import blas, shared_threads
 
 _NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
             np.dtype(np.float64): np.zeros((1, 1, 1, 1), np.float64)}
@@ -119,8 +119,8 @@ _CHUNK_GEMM_MAX = 65536 * 4
 class _Chunks:
     """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
-    kernels' threads (``kernels/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
-    ``np.matmul`` makes (``kernels/blas.py`` ``matmul_args``), and small enough for one thread."""
+    kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
+    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one thread."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s

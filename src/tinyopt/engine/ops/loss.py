@@ -12,7 +12,7 @@ from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 
 _REDUCTIONS = ("none", "mean", "sum")
 

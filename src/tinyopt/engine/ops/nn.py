@@ -26,7 +26,7 @@ from tinyopt.engine.realize import add_effect
 from tinyopt.engine.row_sparse import row_mask
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 from tinyopt.kernels import row_sparse as R
 
 

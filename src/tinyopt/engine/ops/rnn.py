@@ -32,9 +32,9 @@ from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.workspace import Layout, region
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
-from tinyopt.kernels import blas, shared_threads
+from tinyopt.kernels.native import blas, shared_threads
 from tinyopt.kernels import rnn as K
-from tinyopt.kernels.blas import single_threaded
+from tinyopt.kernels.native.blas import single_threaded
 
 MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
@@ -240,7 +240,7 @@ def _scan_forward(t):
         hs[L.first_slot] = 0 if h0 is None else h0
         if L.lstm:
             W["cs"][L.first_slot] = 0 if c0 is None else c0
-        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+        with single_threaded():  # many small dependent GEMMs (kernels/native/blas.py)
             if wT is not None:
                 np.copyto(wT, w_hh.T)
             _recur(hs, pre, W, xw, w_hh.T if wT is None else wT, opt.get("w_hr"), bias,
@@ -278,7 +278,7 @@ def _scan_grad_forward(t):
                                                   lengths):
             K.sum_grad_h(gh, L.first_slot, dh, rec, dh)  # dL/dh0
             return
-        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+        with single_threaded():  # many small dependent GEMMs (kernels/native/blas.py)
             for k in range(L.T - 1, -1, -1):
                 tt, p, q = L.slots(k)
                 if L.mode == "lstm" and L.proj:

@@ -35,7 +35,8 @@ import ctypes
 import os
 import threading
 
-from tinyopt.kernels import blas, jit
+from tinyopt.kernels import jit
+from tinyopt.kernels.native import blas
 
 _STATE: dict[str, object] = {"done": False, "shared": False, "setter": None}
 _LOCK = threading.Lock()
