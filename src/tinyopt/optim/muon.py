@@ -72,7 +72,7 @@ class Muon(FusedOptimizer):
         self._ns_work: dict = {}  # the bf16 path's matrices and packed buffers
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Learning rate should be >= 0 but is: {group['lr']}")
         if not 0.0 <= group["momentum"]:
@@ -95,25 +95,25 @@ class Muon(FusedOptimizer):
                 raise ValueError(f"Muon only supports 2D parameters whereas we found a parameter "
                                  f"with size: {tuple(p.shape)}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("momentum_buffer",)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         mu = float(group["momentum"])
         w, m = r(1.0 - mu), r(mu)
         return dict(w=w, w_c=1 - w, mu=m, mu_c=1 - m)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["nesterov"]), bool(abs(host["w"]) < 0.5), bool(abs(host["mu"]) < 0.5))
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         u = self._scratch.get(id(fb))
         if u is None:
             u = self._scratch[id(fb)] = staggered_zeros(fb.numel, fb.dtype, len(fb.vectors) + 3)
-        host = self._host(group, fb.round)
+        host = self.host_scalars(group, fb.round)
         # the first pass does not write the parameters: the plain walker also for 16-bit ones
         args = fb.walker_args(fb.vectors["momentum_buffer"], u, plain=True)
-        self.kernel[self._switches(group, host)](*args, fb.host(host))
+        self.kernel[self.switches(group, host)](*args, fb.host(host))
         lr, coefficients = float(group["lr"]), group["ns_coefficients"]
         for j in np.flatnonzero(fb.flags):
             view = fb.view(u, int(j))
