@@ -347,7 +347,7 @@ def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_pa
     finally:
         _Run._build = orig
     plan, A, steps, _ = built[-1]
-    ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "extern", "view")]
+    ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "into_grad", "view")]
     bound = {op for op, st in zip(ops, steps) if isinstance(st, functools.partial)}
     assert {"relu", "tanh", "relu_grad", "tanh_grad"} <= bound and "sigmoid" not in bound
     xw = a * w.numpy()

@@ -28,11 +28,11 @@ from tinyopt.engine.dtypes import result_type as _result_type
 from tinyopt.engine.random import get_rng_state, initial_seed, seed, set_rng_state
 from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 from tinyopt.engine.ops import __all__ as _ops_all
 
-# Everything else is imported on first use (``tinyopt.engine.lazy``): ``import tinyopt`` loads
+# Everything else is imported on first use (``tinyopt.engine.lazy_exports``): ``import tinyopt`` loads
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cpu, cuda, data,

@@ -36,12 +36,12 @@ from operator import itemgetter
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS
-from tinyopt.engine.fuse import fuse
+from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph, toposort
 from tinyopt.engine.op import OPS
 from tinyopt.engine.planner import MemoryPlan, plan_memory
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node
-from tinyopt.engine import fpstate, fused_update
+from tinyopt.engine import fpstate, update_in_plan
 
 
 NODE_BYTES = 1536
@@ -63,9 +63,9 @@ class Plan:
         roots = list(outputs) + ([loss] if loss is not None else []) + [g for _, g in grad_nodes]
         nodes = toposort(roots)
         index = self._place(nodes, leaves, outputs, loss)
-        extern = self._route_gradients(grad_nodes, index, leaves)
+        into_grad_slots = self._route_gradients(grad_nodes, index, leaves)
         srcs = [tuple([index[id(s)] for s in t.srcs]) for t in nodes]
-        self._join_family(nodes, srcs, extern, family_of)
+        self._join_family(nodes, srcs, into_grad_slots, family_of)
         self._plan_memory(nodes, srcs)
         self._prepare_run()
 
@@ -97,34 +97,35 @@ class Plan:
     def _route_gradients(self, grad_nodes: list[tuple[Tensor, Tensor]], index: dict[int, int],
                          leaves: list[Tensor]) -> set[int]:
         """Gradient outputs: a computed gradient node writes straight into the parameter's
-        storage ("extern") when the grad is unset; otherwise into a scratch array (one per run)
-        that is then added.  The extern slots."""
+        gradient storage (kind "into_grad") when the grad is unset; otherwise into a scratch
+        array (one per run) that is then added.  The slots of the "into_grad" nodes."""
         leaf_pos = {id(t): k for k, t in enumerate(leaves)}
         self.grad_outs: list[tuple[int, int, bool]] = []
-        extern: set[int] = set()
+        into_grad_slots: set[int] = set()
         for p, g in grad_nodes:
             gi = index[id(g)]
-            is_extern = (g.op not in LEAF_OPS and OPS[g.op].forward is not None and gi not in extern
-                         and gi not in self.output_slots and gi != self.loss_slot)
-            if is_extern:
-                extern.add(gi)
-            self.grad_outs.append((leaf_pos[id(p)], gi, is_extern))
-        return extern
+            into_grad = (g.op not in LEAF_OPS and OPS[g.op].forward is not None
+                         and gi not in into_grad_slots and gi not in self.output_slots
+                         and gi != self.loss_slot)
+            if into_grad:
+                into_grad_slots.add(gi)
+            self.grad_outs.append((leaf_pos[id(p)], gi, into_grad))
+        return into_grad_slots
 
-    def _join_family(self, nodes: list[Tensor], srcs: list[tuple[int, ...]], extern: set[int],
-                     family_of) -> None:
+    def _join_family(self, nodes: list[Tensor], srcs: list[tuple[int, ...]],
+                     into_grad_slots: set[int], family_of) -> None:
         """Plans that differ only in sizes (a batch, a sequence length) share one family: its
         runs, i.e. the arenas (grown to the largest plan run in them) and the gradient scratch,
         and the tables of ``_structure``, which follow from the structure alone."""
-        grad_specs = tuple([(k, gi, is_extern, self.nodes[gi].shape if is_extern else None,
-                             self.nodes[gi].dtype.char) for k, gi, is_extern in self.grad_outs])
+        grad_specs = tuple([(k, gi, into_grad, self.nodes[gi].shape if into_grad else None,
+                             self.nodes[gi].dtype.char) for k, gi, into_grad in self.grad_outs])
         key = (tuple([(t.op, s, t.dtype.char) for t, s in zip(nodes, srcs)]),
                tuple(self.leaf_slots), tuple(self.output_slots), self.loss_slot, grad_specs)
         self.family: Family = (Family(key, grad_specs) if family_of is None
                                else family_of(key, grad_specs))
         if self.family.structure is None:
-            self.family.structure = _structure(nodes, extern, self.leaf_slots, self.output_slots,
-                                               self.loss_slot, self.grad_outs)
+            self.family.structure = _structure(nodes, into_grad_slots, self.leaf_slots,
+                                               self.output_slots, self.loss_slot, self.grad_outs)
 
     def _plan_memory(self, nodes: list[Tensor], srcs: list[tuple[int, ...]]) -> None:
         """The arena's layout, the constants backward rules made (read-only, shared by every
@@ -170,19 +171,19 @@ class Plan:
 
     def run(self, leaves: list[Tensor], update=None) -> list[np.ndarray]:
         """Bind ``leaves`` (the new graph's leaves in topological order), run, deliver results;
-        ``update`` steps parameters during the run (``engine/fused_update.py``)."""
+        ``update`` steps parameters during the run (``engine/update_in_plan.py``)."""
         fam = self.family
         try:
             r = fam._idle.pop()
         except IndexError:  # the family is running in another thread: a run of its own
             r = _Run(fam)
         try:
-            return r.run(self, leaves, update and fused_update.begin(self, leaves, update))
+            return r.run(self, leaves, update and update_in_plan.begin(self, leaves, update))
         finally:
             fam._idle.append(r)
 
 
-def _structure(nodes: list[Tensor], extern: set[int], leaf_slots: list[int],
+def _structure(nodes: list[Tensor], into_grad_slots: set[int], leaf_slots: list[int],
                output_slots: list[int], loss_slot: int, grad_outs: list) -> tuple:
     """What the planner and the runs read of a plan's structure: each node's kind, whether it
     may write in place, the nodes kept to the end of a run, the slots bound per run."""
@@ -190,8 +191,8 @@ def _structure(nodes: list[Tensor], extern: set[int], leaf_slots: list[int],
     for i, t in enumerate(nodes):
         if t.op in LEAF_OPS:
             kind.append("leaf")
-        elif i in extern:
-            kind.append("extern")
+        elif i in into_grad_slots:
+            kind.append("into_grad")
         elif OPS[t.op].view is not None:
             kind.append("view")
         else:
@@ -204,7 +205,7 @@ def _structure(nodes: list[Tensor], extern: set[int], leaf_slots: list[int],
     keep.discard(-1)
     # the slots bound per run: leaves, views of anything, gradients written into parameters
     leaves = set(leaf_slots)
-    bound = [i for i in range(len(nodes)) if kind[i] in ("view", "extern")
+    bound = [i for i in range(len(nodes)) if kind[i] in ("view", "into_grad")
              or kind[i] == "leaf" and i in leaves]
     return kind, inplace, keep, bound
 
@@ -244,8 +245,8 @@ class _Run:
     def __init__(self, family: Family):
         self.family = family
         self.arena = np.empty(0, dtype=np.uint8)
-        self.grad_scratch = [np.empty(shape, dt) if is_extern else None
-                             for _, _, is_extern, shape, dt in family.grad_specs]
+        self.grad_scratch = [np.empty(shape, dt) if into_grad else None
+                             for _, _, into_grad, shape, dt in family.grad_specs]
         self.tables: OrderedDict[int, tuple] = OrderedDict()  # id(plan) -> (plan, A, steps, bytes)
         family.grew(sum(s.nbytes for s in self.grad_scratch if s is not None))
 
@@ -287,7 +288,7 @@ class _Run:
                 A[i] = (self.arena[blk.offset:blk.offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
         steps = [_step(A, i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
-                 if kind[i] in ("compute", "extern", "view")]
+                 if kind[i] in ("compute", "into_grad", "view")]
         return plan, A, steps, _held_bytes(steps)
 
     def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
@@ -304,8 +305,8 @@ class _Run:
                 if slot >= 0:
                     A[slot] = t._value  # a Parameter's _value is its _data
             fresh = []
-            for (k, gi, is_extern), scratch in zip(plan.grad_outs, self.grad_scratch):
-                if is_extern:
+            for (k, gi, into_grad), scratch in zip(plan.grad_outs, self.grad_scratch):
+                if into_grad:
                     p = leaves[k]
                     if p._grad is None:
                         A[gi] = p._grad_dest()
@@ -322,9 +323,9 @@ class _Run:
                 for p in fresh:
                     p.grad = None
                 raise
-            for (k, gi, is_extern), scratch in zip(plan.grad_outs, self.grad_scratch):
+            for (k, gi, into_grad), scratch in zip(plan.grad_outs, self.grad_scratch):
                 p = leaves[k]
-                if not is_extern:
+                if not into_grad:
                     p._accumulate_grad(A[gi])
                 elif A[gi] is scratch:
                     np.add(p._grad, scratch, out=p._grad)

@@ -32,7 +32,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     """Values of ``outputs``; with ``loss``, also backpropagate it into ``.grad`` (and append its
     value to the returned list).  The returned arrays are the tensors' own values (shared, as
     ``Tensor.numpy()`` shares storage).  After a backward pass the graph is freed unless
-    ``retain_graph``.  ``update`` steps parameters during the run (``engine/fused_update.py``)."""
+    ``retain_graph``.  ``update`` steps parameters during the run (``engine/update_in_plan.py``)."""
     if loss is None:
         for t in outputs:
             if t._value is None and not _view_of_values(t):

@@ -3,7 +3,7 @@
 ``opt.fuse_with_backward(loss)`` is ``loss.backward(); opt.step()`` -- the same parameters,
 state, gradients (``p.grad`` holds this backward's gradient afterwards) and hooks, bit for bit
 -- taken in ONE plan run: each parameter is stepped by the engine as soon as its gradient is
-final (``engine/fused_update.py``); a large linear weight at batch 1 is stepped in the kernel
+final (``engine/update_in_plan.py``); a large linear weight at batch 1 is stepped in the kernel
 that computes its gradient (an outer product), the others in one walker call after the run.
 ``fit`` uses it when it steps after every batch.  It is taken only with a parameter of
 ``OUTER_MIN`` elements or more: below, the separate step is as fast (see ``OUTER_MIN``).
@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.engine.fused_update import backward_and_update
+from tinyopt.engine.update_in_plan import backward_and_update
 from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels.linalg import outer as outer_product
-from tinyopt.kernels.optim_segment import for_algorithm
+from tinyopt.kernels.optim_in_plan import for_algorithm
 from tinyopt.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
 
@@ -69,7 +69,7 @@ plan, the step is not taken in the plan at all (``step`` after it).  Why: the fu
 the gradient's round trip through memory, which pays when the state no longer fits the caches
 (2048 x 2048 float32 Adam, one thread: 6.5 ms against 7.4 ms for the outer product, then the
 step); within them Adam is bound by its divisions, and the 784-500-10 MLP's first weight
-(392k) stepped no faster in its gradient's kernel (``kernels/optim_segment.py``)."""
+(392k) stepped no faster in its gradient's kernel (``kernels/optim_in_plan.py``)."""
 
 
 class _Buffer:
@@ -88,7 +88,7 @@ class _Buffer:
 
 
 class PlanStep:
-    """The update (``engine/fused_update.py``'s protocol) that takes one step of a
+    """The update (``engine/update_in_plan.py``'s protocol) that takes one step of a
     ``FusedOptimizer`` during a backward plan run.  Made just before the run (it reads the
     hyperparameters then, as ``step`` would after the backward); :meth:`finish` after it.
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 
 if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d

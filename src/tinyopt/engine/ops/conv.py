@@ -30,13 +30,13 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
-from tinyopt.engine.fuse import fusion_rule
+from tinyopt.engine.op_fusion import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node, as_tensor
 from tinyopt.kernels import conv as K
-from tinyopt.kernels import workers
+from tinyopt.kernels import chunk_threads
 
 
 def _pair(op: str, name: str, v) -> tuple[int, int]:
@@ -166,7 +166,7 @@ defop("conv_grad_weight", forward=_conv_grad_weight_forward)
 # the output, and () or (pkh, pkw, psh, psw, OH, OW) when a max-pool is fused too (then the node
 # is the pooled array of kernels/conv.py: conv2d_direct, (2, N, OC, PU, PV): the pooled values and
 # each window's tap, and its (OH, OW) output is never written).  Fusion happens when a plan is
-# compiled (engine/fuse.py; the rules are at the end of this section).
+# compiled (engine/op_fusion.py; the rules are at the end of this section).
 def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int) -> bool:
     """Whether conv2d runs as direct kernels (``kernels/conv.py: conv2d_direct``) rather than
     im2col + GEMM: stride 1, one group, and few channels, where a GEMM of K = C*kh*kw rows by OC
@@ -190,7 +190,7 @@ def _chunks(N: int, macs: int) -> int:
     thread.  Only for work whose result does not depend on the cut (each sample's outputs)."""
     if macs < 1 << 20:
         return 1
-    return min(N, 4 * workers.num_threads())
+    return min(N, 4 * chunk_threads.num_threads())
 
 
 def _split(n: int, chunks: int, k: int) -> slice:
@@ -202,7 +202,7 @@ def _by_samples(fn, N: int, chunks: int) -> None:
     if chunks == 1:
         fn(slice(0, N))
     else:
-        workers.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
+        chunk_threads.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
 
 
 def _conv2d_forward(t):
@@ -286,7 +286,7 @@ def _conv2d_grad_params_forward(t):
                 s = _split(N, blocks, k)
                 grad(x[s], g[s], unused if m is None else m[s], part[k], OH, OW, ph, pw, dh, dw,
                      relu)
-        workers.run_chunks(block, blocks)
+        chunk_threads.run_chunks(block, blocks)
         total = part[0]
         for k in range(1, blocks):
             total += part[k]

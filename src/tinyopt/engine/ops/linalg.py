@@ -8,7 +8,7 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS, result_type
-from tinyopt.engine.fuse import fusion_rule
+from tinyopt.engine.op_fusion import fusion_rule
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, sum_to

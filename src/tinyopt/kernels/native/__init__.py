@@ -25,7 +25,7 @@ OpenBLAS that takes a thread callback and GNU OpenMP (otherwise OpenBLAS keeps i
 
 Threads (the one policy every kernel follows).  Three pools could run tinyopt's work: numba's
 OpenMP threads (``prange`` kernels, ``kernels/jit.py``), tinyopt's worker threads
-(``kernels/workers.py``: a fixed number of chunks handed to sleeping Python threads) and
+(``kernels/chunk_threads.py``: a fixed number of chunks handed to sleeping Python threads) and
 OpenBLAS's pthreads (numpy's matmul).  Threads of one pool spin after their work and take the
 cores the next pool's call needs (2 cores: an MLP step took 8.5 ms against 0.75 ms), so:
 
