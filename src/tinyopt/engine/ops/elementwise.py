@@ -123,8 +123,8 @@ def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True, 
     defop(name, forward=forward or _ufunc_forward(kernel, numpy_ufunc), backward=backward,
           inplace=True)
 
-    def build(a, b) -> Tensor:
-        a, b = promoted_operands(name, a, b)
+    def build(input, other) -> Tensor:
+        a, b = promoted_operands(name, input, other)
         if not bools and a.dtype == bool_:
             raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
@@ -297,11 +297,11 @@ defop("min_grad", forward=_ufunc_forward(K.min_grad))
 def _bool_result(name, ufunc, *, as_bool: bool = False):
     defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
-    def build(a, b) -> Tensor:
+    def build(input, other) -> Tensor:
         if as_bool:
-            a, b = _cast(a, bool_), _cast(b, bool_)
+            a, b = _cast(input, bool_), _cast(other, bool_)
         else:
-            a, b = promoted_operands(name, a, b)
+            a, b = promoted_operands(name, input, other)
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
     build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
@@ -319,9 +319,9 @@ logical_xor = _bool_result("logical_xor", np.logical_xor, as_bool=True)
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
-def logical_not(x) -> Tensor:
-    """``not x``, elementwise (bool result; nonzero counts as True)."""
-    x = _cast(x, bool_) if not isinstance(x, Tensor) else x
+def logical_not(input) -> Tensor:
+    """``not input``, elementwise (bool result; nonzero counts as True)."""
+    x = _cast(input, bool_) if not isinstance(input, Tensor) else input
     return node("logical_not", (x,), x.shape, bool_)
 
 
@@ -331,8 +331,8 @@ defop("logical_not", forward=lambda t: (lambda out, x: np.logical_not(x, out=out
 def _bitwise(name, ufunc):
     defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
-    def build(a, b) -> Tensor:
-        a, b = promoted_operands(name, a, b)
+    def build(input, other) -> Tensor:
+        a, b = promoted_operands(name, input, other)
         if a.dtype in FLOATS:
             raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
                             f"need integer or bool tensors)")
@@ -346,9 +346,9 @@ bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
 bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 
 
-def bitwise_not(x) -> Tensor:
-    """``~x``: logical not of a bool tensor, bitwise not of an integer one."""
-    x = as_tensor(x)
+def bitwise_not(input) -> Tensor:
+    """``~input``: logical not of a bool tensor, bitwise not of an integer one."""
+    x = as_tensor(input)
     if x.dtype in FLOATS:
         raise TypeError("bitwise_not: ~ needs an integer or bool tensor, got a float tensor")
     return node("bitwise_not", (x,), x.shape, x.dtype)
@@ -360,8 +360,8 @@ defop("bitwise_not", forward=lambda t: (lambda out, x: np.invert(x, out=out)))
 def _flag(name, ufunc, doc):
     defop(name, forward=lambda t: (lambda out, x: ufunc(x, out=out)))
 
-    def build(x) -> Tensor:
-        x = as_tensor(x)
+    def build(input) -> Tensor:
+        x = as_tensor(input)
         if x.dtype not in FLOATS:  # integers are always finite, never NaN
             return node("full", (), x.shape, bool_, (name == "isfinite",))
         return node(name, (x,), x.shape, bool_)
@@ -482,8 +482,8 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
             x, *t.attrs, out=out)), backward=backward, inplace=True,
           elementwise=kernel if hasattr(kernel, "bound") else None)
 
-    def build(x, *attrs) -> Tensor:
-        x = as_tensor(x)
+    def build(input, *attrs) -> Tensor:
+        x = as_tensor(input)
         if not is_float(x.dtype):
             refuse_for_dtype(name, x.dtype)
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
@@ -560,15 +560,15 @@ def _zero_grad(t, g):
 _sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
 
 
-def sign(x) -> Tensor:
+def sign(input) -> Tensor:
     """1, -1 or 0 (0 for NaN); a bool tensor's sign is itself, as torch's."""
-    x = as_tensor(x)
+    x = as_tensor(input)
     return clone(x) if x.dtype == bool_ else _sign(x)
 
 
-def square(x) -> Tensor:
-    """x * x; a bool tensor squares as int64, as torch's ``pow(x, 2)`` does."""
-    x = as_tensor(x)
+def square(input) -> Tensor:
+    """input * input; a bool tensor squares as int64, as torch's ``pow(input, 2)`` does."""
+    x = as_tensor(input)
     return _square(to(x, int64) if x.dtype == bool_ else x)
 floor = _unary("floor", np.floor, _zero_grad, int_ok=True,
                numpy_ufunc=lambda x, out: np.copyto(out, x))
@@ -599,9 +599,9 @@ def round(x, *, decimals: int = 0) -> Tensor:
     return _round(x * scale) / scale
 
 
-def frac(x) -> Tensor:
+def frac(input) -> Tensor:
     """The fractional part x - trunc(x), with x's sign (gradient 1)."""
-    x = as_tensor(x)
+    x = as_tensor(input)
     if not is_float(x.dtype):
         raise NotImplementedError(f'"frac_cpu" not implemented for '
                                   f"'{scalar_type_name(x.dtype)}'")
@@ -711,27 +711,27 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     return add(input, div(tensor1, tensor2), alpha=value)
 
 
-def xlogy(x, y) -> Tensor:
-    """x * log(y), 0 where x == 0 (NaN where y is NaN, whatever x is)."""
-    a, b = promoted_operands("xlogy", x, y)
+def xlogy(input, other) -> Tensor:
+    """input * log(other), 0 where input == 0 (NaN where other is NaN, whatever input is)."""
+    a, b = promoted_operands("xlogy", input, other)
     a, b = _float(a), _float(b)
     return where(logical_and(eq(a, 0), logical_not(isnan(b))), constant(0.0, a.dtype),
                  a * log(b))
 
 
 @in_float32
-def logaddexp(a, b) -> Tensor:
+def logaddexp(input, other) -> Tensor:
     """log(e^a + e^b), computed without overflow: max(a, b) + log1p(e^-|a - b|)."""
-    a, b = promoted_operands("logaddexp", a, b)
+    a, b = promoted_operands("logaddexp", input, other)
     refuse_for_dtype("logaddexp", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))  # inf - inf is NaN; the result is that inf
     return where(same_inf, a, maximum(a, b) + log1p(exp(-abs(a - b))))
 
 
 @in_float32
-def logaddexp2(a, b) -> Tensor:
+def logaddexp2(input, other) -> Tensor:
     """log2(2^a + 2^b), computed without overflow: max(a, b) + log1p(2^-|a - b|) / ln 2."""
-    a, b = promoted_operands("logaddexp2", a, b)
+    a, b = promoted_operands("logaddexp2", input, other)
     refuse_for_dtype("logaddexp2", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))
     return where(same_inf, a,
@@ -739,9 +739,9 @@ def logaddexp2(a, b) -> Tensor:
 
 
 @in_float32
-def hypot(a, b) -> Tensor:
+def hypot(input, other) -> Tensor:
     """``sqrt(a^2 + b^2)``, elementwise."""
-    a, b = promoted_operands("hypot", a, b)
+    a, b = promoted_operands("hypot", input, other)
     refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
 
@@ -775,35 +775,35 @@ def arctan2(input, other) -> Tensor:
     return atan2(input, other)
 
 
-def positive(x) -> Tensor:
-    """``x`` itself (``+x``)."""
-    return as_tensor(x)
+def positive(input) -> Tensor:
+    """``input`` itself (``+input``)."""
+    return as_tensor(input)
 
 
-def negative(x) -> Tensor:
-    """``-x``, elementwise (``neg``)."""
-    return neg(x)
+def negative(input) -> Tensor:
+    """``-input``, elementwise (``neg``)."""
+    return neg(input)
 
 
-def true_divide(a, b) -> Tensor:
-    """``a / b``, true division (``div``)."""
-    return div(a, b)
+def true_divide(input, other) -> Tensor:
+    """``input / other``, true division (``div``)."""
+    return div(input, other)
 
 
-def multiply(a, b) -> Tensor:
-    """``a * b``, elementwise with broadcasting (``mul``)."""
-    return mul(a, b)
+def multiply(input, other) -> Tensor:
+    """``input * other``, elementwise with broadcasting (``mul``)."""
+    return mul(input, other)
 
 
-def subtract(a, b, *, alpha=1) -> Tensor:
-    """``a - alpha * b``, elementwise with broadcasting (``sub``)."""
-    return sub(a, b, alpha=alpha)
+def subtract(input, other, *, alpha=1) -> Tensor:
+    """``input - alpha * other``, elementwise with broadcasting (``sub``)."""
+    return sub(input, other, alpha=alpha)
 
 
-def divide(a, b, *, rounding_mode: str | None = None) -> Tensor:
-    """``a / b`` (``div``): true division, or with ``rounding_mode`` ``"trunc"``/``"floor"``
-    rounded toward zero/down."""
-    return div(a, b, rounding_mode=rounding_mode)
+def divide(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """``input / other`` (``div``): true division, or with ``rounding_mode``
+    ``"trunc"``/``"floor"`` rounded toward zero/down."""
+    return div(input, other, rounding_mode=rounding_mode)
 
 
 # ---- whole-tensor comparisons (computed now, Python results) ------------------------------------
