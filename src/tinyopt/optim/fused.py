@@ -51,7 +51,7 @@ from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES, Algorithm
 from tinyopt.optim import in_plan
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import (Optimizer, cast_scalar, _ParamList,
+from tinyopt.optim.optimizer import (Optimizer, cast_scalar, ParamList,
                                      hyperparameters_as_numbers)
 
 
@@ -495,7 +495,7 @@ class FusedOptimizer(Optimizer):
         self.param_groups = []
         for g in groups:
             params = g["params"]
-            g["params"] = _ParamList([params] if isinstance(params, Parameter) else params)
+            g["params"] = ParamList([params] if isinstance(params, Parameter) else params)
             self._add_group(g)
         self._set_state(defaultdict(dict, state), self.param_groups)
         self._ready = True
