@@ -448,10 +448,10 @@ defop("clone", forward=lambda t: (lambda out, x: np.copyto(out, x)),
       backward=lambda t, g: (g,))
 
 
-def clone(x) -> Tensor:
+def clone(input) -> Tensor:
     """A copy of ``x`` in storage of its own; gradients flow back to ``x``."""
-    x = as_tensor(x)
-    return node("clone", (x,), x.shape, x.dtype)
+    input = as_tensor(input)
+    return node("clone", (input,), input.shape, input.dtype)
 
 
 # ---- unary -------------------------------------------------------------------------------------
@@ -590,13 +590,13 @@ for _name in ("abs_grad", "relu_grad", "sigmoid_grad", "tanh_grad", "silu_grad",
           elementwise=getattr(K, _name) if hasattr(getattr(K, _name), "bound") else None)
 
 
-def round(x, *, decimals: int = 0) -> Tensor:
+def round(input, *, decimals: int = 0) -> Tensor:
     """Round half to even (``torch.round``), to ``decimals`` decimal places."""
     if decimals == 0:
-        return _round(x)
-    x = _float(x)
+        return _round(input)
+    input = _float(input)
     scale = 10.0 ** decimals
-    return _round(x * scale) / scale
+    return _round(input * scale) / scale
 
 
 def frac(input) -> Tensor:
@@ -625,54 +625,54 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return _softplus(x, beta, threshold)
 
 
-def clamp(x, min=None, max=None) -> Tensor:
+def clamp(input, min=None, max=None) -> Tensor:
     """Limit ``x`` to ``[min, max]`` (numbers or tensors; either bound may be None, not both)."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    x = as_tensor(x)
+    input = as_tensor(input)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        r = x
+        r = input
         if min is not None:
-            lo = _cast(min, result_type(x, min))
+            lo = _cast(min, result_type(input, min))
             r = where(logical_or(lt(r, lo), isnan(lo)), lo, r)  # (a NaN bound gives NaN)
         if max is not None:
             hi = _cast(max, result_type(r, max))
             r = where(logical_or(gt(r, hi), isnan(hi)), hi, r)
         return r
-    if not is_float(x.dtype):
+    if not is_float(input.dtype):
         if isinstance(min, float) or isinstance(max, float):
-            x = to(x, float32)
-        elif x.dtype == bool_:
-            x = to(x, np.int64)
+            input = to(input, float32)
+        elif input.dtype == bool_:
+            input = to(input, np.int64)
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
-    return _clamp(x, lo, hi)
+    return _clamp(input, lo, hi)
 
 
 clip = clamp
 
 
-def clamp_min(x, min) -> Tensor:
+def clamp_min(input, min) -> Tensor:
     """``max(x, min)``, elementwise (``clamp(x, min=min)``)."""
-    return clamp(x, min=min)
+    return clamp(input, min=min)
 
 
-def clamp_max(x, max) -> Tensor:
+def clamp_max(input, max) -> Tensor:
     """``min(x, max)``, elementwise (``clamp(x, max=max)``)."""
-    return clamp(x, max=max)
+    return clamp(input, max=max)
 
 
-def nan_to_num(x, nan: float = 0.0, posinf: float | None = None,
+def nan_to_num(input, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Tensor:
     """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest finite value), -inf ->
     ``neginf`` (default: the smallest); the gradient is zero at the replaced elements."""
-    x = as_tensor(x)
-    if x.dtype not in FLOATS:
-        return x
-    info = np.finfo(x.dtype)
+    input = as_tensor(input)
+    if input.dtype not in FLOATS:
+        return input
+    info = np.finfo(input.dtype)
     attrs = (float(nan), float(info.max if posinf is None else posinf),
              float(info.min if neginf is None else neginf))
-    return node("nan_to_num", (x,), x.shape, x.dtype, attrs)
+    return node("nan_to_num", (input,), input.shape, input.dtype, attrs)
 
 
 defop("nan_to_num", forward=lambda t: (lambda out, x: np.copyto(out, np.nan_to_num(

@@ -558,21 +558,22 @@ def _setitem_graph(x: Tensor, k: _Key, value, overlap_ok: bool) -> None:
     _write(x, build, (value,), check_cast=False, overlap_ok=overlap_ok)
 
 
-def masked_fill(x, mask, value) -> Tensor:
+def masked_fill(input, mask, value) -> Tensor:
     """``x`` with ``value`` (a number or a 0-d tensor) where the bool ``mask`` (broadcast to
     ``x``'s shape) is true."""
     from tinyopt.engine.ops.elementwise import broadcast_shape, where
-    x = as_tensor(x)
+    input = as_tensor(input)
     m = as_tensor(mask)
-    refuse_unsigned("masked_fill", x)
+    refuse_unsigned("masked_fill", input)
     if m.dtype != bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{m.dtype}")
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
-    if broadcast_shape("masked_fill", x.shape, m.shape) != x.shape:
+    if broadcast_shape("masked_fill", input.shape, m.shape) != input.shape:
         raise RuntimeError(f"The size of the mask {list(m.shape)} must match the size of the "
-                           f"tensor {list(x.shape)} it fills")
-    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(scalar_array(value, x.dtype))
-    return where(m, v, x)
+                           f"tensor {list(input.shape)} it fills")
+    v = (value.to(input.dtype) if isinstance(value, Tensor)
+         else leaf(scalar_array(value, input.dtype)))
+    return where(m, v, input)
