@@ -4,7 +4,7 @@ Compiling a plan (autodiff, sorting, memory planning, kernel closures: ~30 us a 
 when the plan is replayed; code whose graph changes every step (episodes of every length, a
 per-sample loop, a CRF's path) would compile a plan per step and use it once.  So realization
 works like a tracing JIT: the plan cache counts the structures it misses, and a structure is
-compiled only once it repeats (``plan.PlanCache.compile_after``); until then :func:`run`
+compiled only once it repeats (``plan_cache.PlanCache.compile_after``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
 1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the
@@ -17,7 +17,7 @@ computes the graph here, as PyTorch eager does, on the same kernels:
 
 Both paths run the same kernels on the same operands in the same order, so they give the same
 bits (``tests/test_eager.py`` checks every op of the table, forward and backward); only where
-the arrays live differs.  An update stepping parameters during a run (``fused_update``) is
+the arrays live differs.  An update stepping parameters during a run (``update_in_plan``) is
 offered no parameter here, so the optimizer steps after the backward, as when unfused: the
 same bits again.
 """
@@ -31,7 +31,7 @@ import numpy as np
 
 from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
-from tinyopt.engine.fuse import fuse
+from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.op import OPS
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
@@ -126,7 +126,7 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
 
 BIG_BYTES = 1 << 24
 """A graph whose forward arrays sum to this many bytes or more gets the plan's fusions
-(``fuse.py``: fewer passes over big arrays) and drops each array after its last reader, as a
+(``op_fusion.py``: fewer passes over big arrays) and drops each array after its last reader, as a
 plan's arena reuses it and PyTorch frees it.  A smaller one runs unfused and keeps its arrays
 to the end of the run: rewriting a graph costs a copy and a sort of it (the actor-critic's
 update, whose ``linear -> relu`` fuses, ran 16% faster unfused), and counting readers 0.8 us a

@@ -5,7 +5,7 @@ index space (``tinyopt.optim.flat.FlatBuffer``), parameter ``j`` occupying ``[se
 seg[j+1])``: up to three vector state buffers ``s0, s1, s2`` are flat (1-d, C-contiguous, one
 float dtype), while the parameters and gradients stay where they are, reached through segment
 tables of addresses (``pa[j]``, ``ga[j]``: where parameter ``j``'s storage and gradient start,
-``kernels/address.py``), so the user's arrays, shared memory and views taken before are stepped
+``kernels/native/address.py``), so the user's arrays, shared memory and views taken before are stepped
 in place.  Per parameter:
 
 - ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
@@ -41,7 +41,7 @@ parameter holding chunk ``c``'s first element; iteration ``c`` writes only its o
 results are the same on any number of threads.  The parallel build runs from
 ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel build measured
 faster from fewer elements (Adam; SGD's did not) declares a lower ``shared_min``, used where
-numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
+numpy's BLAS shares the kernels' OpenMP threads (``kernels/native/shared_threads.py``: no second
 pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
 call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
 against ~0.9 s, once per disk cache) and while it runs faster than the serial one
@@ -62,8 +62,8 @@ import time
 import numba
 import numpy as np
 
-from tinyopt.kernels import half
-from tinyopt.kernels.address import at
+from tinyopt.kernels.native import half
+from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.kernels import optim as elementwise
-from tinyopt.kernels.address import at
+from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.optim import (adam_moments, decayed_grad, lion_sign, sixteen_bit,
                                    step_prologue)

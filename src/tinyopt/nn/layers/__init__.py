@@ -24,10 +24,10 @@ Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``
 
 import typing as _typing
 
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 
-if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
+if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy_exports``)
     from tinyopt.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish,
                                               Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
                                               PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
