@@ -999,6 +999,13 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         cudnn.benchmark = True
         result = [cudnn.is_available(), torch.backends.cudnn.benchmark]
         cudnn.benchmark = False""")
+    idiom("module_cuda_refused_as_on_a_cpu_build", """
+        m = nn.Linear(4, 2)
+        try:
+            m.cuda()
+            result = "moved"
+        except AssertionError as e:
+            result = str(e).split(":")[0]""")
     idiom("compile_returns_a_callable_model", """
         m = seed_weights(nn.Linear(4, 2))
         cm = torch.compile(m)
