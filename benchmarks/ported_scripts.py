@@ -107,13 +107,12 @@ SCRIPTS: dict[str, tuple[str, list[str], str, list[str], str, float]] = {
     "minGPT/adder": ("karpathy/minGPT", ["."], "projects/adder/adder.py",
                      ["--trainer.max_iters=6", "--trainer.batch_size=8", "--model.model_type=None",
                       "--model.n_layer=2",
-                      "--model.n_head=2", "--model.n_embd=16", "--trainer.num_workers=0",
-                      "--system.work_dir=./out/adder"], "", 300),
+                      "--model.n_head=2", "--model.n_embd=16", "--trainer.num_workers=0"], "", 300),
     "minGPT/chargpt": ("karpathy/minGPT", ["."], "projects/chargpt/chargpt.py",
                        ["--trainer.max_iters=6", "--trainer.batch_size=4",
                         "--model.model_type=None", "--model.n_layer=2", "--model.n_head=2",
                         "--model.n_embd=16", "--data.block_size=16",
-                        "--trainer.num_workers=0", "--system.work_dir=./out/chargpt"],
+                        "--trainer.num_workers=0"],
                        "input_txt", 300),
     "nn-zero-to-hero/micrograd_first_half": (
         "karpathy/nn-zero-to-hero",
@@ -470,12 +469,12 @@ def _make_data(kind: str, script_dir: Path, env: dict) -> None:
             lines = [" ".join(rng.choice(_WORDS, 8)) for _ in range(n)]
             (d / f"{split}.txt").write_text("\n".join(lines) + "\n")
     elif kind == "cora":
-        n, f = 60, 20
+        n, f = 1700, 20  # the scripts split 1000 test / 500 validation / the rest training
         feats = (rng.random((n, f)) < 0.2).astype(int)
         feats[:, 0] = 1  # no empty rows
         content = "\n".join(f"{100 + i}\t" + "\t".join(map(str, feats[i])) +
                             f"\tC{rng.integers(0, 3)}" for i in range(n))
-        cites = "\n".join(f"{100 + a}\t{100 + b}" for a, b in rng.integers(0, n, (150, 2)))
+        cites = "\n".join(f"{100 + a}\t{100 + b}" for a, b in rng.integers(0, n, (4000, 2)))
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w:gz") as tar:
             for name, text in (("cora/cora.content", content), ("cora/cora.cites", cites)):
