@@ -495,8 +495,8 @@ def _make_data(kind: str, script_dir: Path, env: dict) -> None:
             pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)),
                          "stoi": {c: i for i, c in enumerate(chars)}}, fh)
     elif kind == "input_txt":
-        (script_dir / "input.txt").write_text(
-            "\n".join(" ".join(rng.choice(_WORDS, 10)) for _ in range(80)))
+        (script_dir / "input.txt").write_text(  # (chargpt samples from "O God, O God!")
+            "O God, O God!\n" + "\n".join(" ".join(rng.choice(_WORDS, 10)) for _ in range(80)))
     elif kind == "names_txt":
         src = MIRRORS / "karpathy+makemore" / "repo"
         names = subprocess.run(["git", "-C", str(src), "show", "HEAD:names.txt"],
