@@ -13,7 +13,7 @@ packages the scripts need beside torch come from small stand-ins written against
 rewritten like the scripts): ``torchvision`` (MNIST/FakeData/CIFAR10 of random images,
 ``transforms`` on numpy arrays and PIL images, ``save_image``, ``resnet18``), ``requests``
 (serves the synthetic Cora archive the GCN/GAT scripts download), ``graphviz`` (records what
-micrograd draws) and ``six.moves``.  The repository's root is on the path (minGPT's package).  Notebooks run cell by cell in
+micrograd draws), ``gymnasium`` (CartPole-v1 with its equations) and ``six.moves``.  The repository's root is on the path (minGPT's package).  Notebooks run cell by cell in
 order (a failing cell is recorded and the next runs: lectures hold cells meant out of order), on
 torch too, and a notebook *runs* when no cell fails on tinyopt that passes on torch.
 
@@ -68,6 +68,12 @@ SCRIPTS: dict[str, tuple[str, list[str], str, list[str], str, float]] = {
                                   ["--upscale_factor", "3", "--batchSize", "4",
                                    "--testBatchSize", "4", "--nEpochs", "1", "--lr", "0.001"],
                                   "bsds300", 300),
+    "examples/reinforce": ("pytorch/examples", ["reinforcement_learning"],
+                           "reinforcement_learning/reinforce.py", ["--log-interval", "5"], "",
+                           90),
+    "examples/actor_critic": ("pytorch/examples", ["reinforcement_learning"],
+                              "reinforcement_learning/actor_critic.py", ["--log-interval", "5"],
+                              "", 90),
     "examples/regression": ("pytorch/examples", ["regression"], "regression/main.py", [], "",
                             120),
     "examples/time_sequence_prediction": ("pytorch/examples", ["time_sequence_prediction"],
@@ -442,6 +448,54 @@ class Digraph:
 '''
 
 
+GYMNASIUM = '''
+"""CartPole-v1 with Gymnasium's equations (Barto, Sutton & Anderson 1983) and API."""
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+
+class CartPole:
+    spec = SimpleNamespace(reward_threshold=475.0, max_episode_steps=500)
+
+    def __init__(self, render_mode=None):
+        self.rng = np.random.default_rng()
+        self.state, self.steps = None, 0
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.state, self.steps = self.rng.uniform(-0.05, 0.05, 4), 0
+        return self.state.astype(np.float32), {}
+
+    def step(self, action):
+        x, x_dot, theta, theta_dot = self.state
+        force = 10.0 if action == 1 else -10.0
+        cos, sin = math.cos(theta), math.sin(theta)
+        temp = (force + 0.05 * theta_dot ** 2 * sin) / 1.1
+        theta_acc = (9.8 * sin - cos * temp) / (0.5 * (4.0 / 3.0 - 0.1 * cos ** 2 / 1.1))
+        x_acc = temp - 0.05 * theta_acc * cos / 1.1
+        self.state = np.array([x + 0.02 * x_dot, x_dot + 0.02 * x_acc,
+                               theta + 0.02 * theta_dot, theta_dot + 0.02 * theta_acc])
+        self.steps += 1
+        done = bool(abs(self.state[0]) > 2.4 or abs(self.state[2]) > 12 * 2 * math.pi / 360)
+        return self.state.astype(np.float32), 1.0, done, self.steps >= 500, {}
+
+    def render(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def make(name, render_mode=None, **kw):
+    if name != "CartPole-v1":
+        raise NotImplementedError(name)
+    return CartPole(render_mode)
+'''
+
+
 def _write_standins(where: Path, torch_mode: bool) -> None:
     tv = where / "torchvision"
     tv.mkdir(parents=True, exist_ok=True)
@@ -450,6 +504,7 @@ def _write_standins(where: Path, torch_mode: bool) -> None:
         (tv / name).write_text(src if torch_mode else rewrite_imports(src))
     (where / "requests.py").write_text(REQUESTS)
     (where / "graphviz.py").write_text(GRAPHVIZ)
+    (where / "gymnasium.py").write_text(GYMNASIUM)
     (where / "six").mkdir(exist_ok=True)  # super_resolution's ``from six.moves import urllib``
     (where / "six" / "__init__.py").write_text("")
     (where / "six" / "moves.py").write_text("import urllib\nimport urllib.request\n")

@@ -251,3 +251,24 @@ def test_glu_inner_cartesian_prod_frac_and_inplace_activations_match_torch():
         to.inner(to.ones(2, 3), to.ones(4, 2))
     with pytest.raises(NotImplementedError, match="frac_cpu"):
         to.tensor([1, 2]).frac()
+
+
+def test_cuda_probes_answer_as_pytorchs_cpu_build():
+    """Memory counters read 0; calls that need a device raise torch's AssertionError; streams
+    and events are refused with torch's words."""
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved"):
+        assert getattr(to.cuda, name)() == getattr(torch.cuda, name)() == 0
+    for name in ("get_device_capability", "current_stream", "mem_get_info", "current_device"):
+        with pytest.raises(AssertionError, match="^Torch not compiled with CUDA enabled"):
+            getattr(torch.cuda, name)()
+        with pytest.raises(AssertionError, match="^Torch not compiled with CUDA enabled"):
+            getattr(to.cuda, name)()
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        to.cuda.reset_peak_memory_stats()
+    for name in ("Stream", "Event"):
+        with pytest.raises(RuntimeError) as theirs:
+            getattr(torch.cuda, name)()
+        with pytest.raises(RuntimeError) as ours:
+            getattr(to.cuda, name)()
+        assert str(ours.value) == str(theirs.value)

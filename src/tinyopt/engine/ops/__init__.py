@@ -63,7 +63,7 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
-    from tinyopt.engine.ops.quantile import quantile
+    from tinyopt.engine.ops.quantiles import quantile
     from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
                                            cumprod, cumsum, log_softmax, logcumsumexp, logsumexp,
                                            max, mean, min, norm, prod, softmax, std, sum, var)
@@ -113,7 +113,7 @@ _WHERE = _table({
         "unbind unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
-    "tinyopt.engine.ops.quantile": "quantile",
+    "tinyopt.engine.ops.quantiles": "quantile",  # (not quantile.py: the module would shadow it)
     "tinyopt.engine.ops.reduce": (
         "all amax amin any argmax argmin count_nonzero cumprod cumsum log_softmax logcumsumexp "
         "logsumexp max mean min norm prod softmax std sum var"),
