@@ -153,6 +153,10 @@ def ncl(c):
     return dims(c, (1, 5), lead=(1, 1), size=(0, 3))
 
 
+def cdhw(c):
+    return dims(c, (1, 4), (1, 4), (1, 4), lead=(0, 1), size=(1, 2))
+
+
 REDUCTIONS = ("mean", "sum", "none")
 F16_NOTE = "tensor/lowp: a float16 array becomes float32 silently (16-bit dtypes: issue 15)"
 # torch trains on an empty batch (NaN statistics); tinyopt refuses it with torch's message for 1
@@ -269,6 +273,21 @@ LAYERS = [
                   (lambda draw, s: (draw(_st().integers(1, 3)),) + s[0][1:], FLOAT))),
     layer("CosineSimilarity", dim=1, inputs=((dims(3, lead=(1, 2)), FLOAT), (like(), FLOAT))),
     layer("PairwiseDistance", inputs=((dims(3, lead=(1, 1)), FLOAT), (like(), FLOAT))),
+    layer("Conv3d", 2, 3, 2, padding=1, inputs=((cdhw(2), FLOAT),)),
+    layer("ConvTranspose3d", 2, 2, 2, stride=2, inputs=((cdhw(2), FLOAT),)),
+    layer("MaxPool3d", 2, inputs=((cdhw(1), FLOAT),)),
+    layer("AvgPool3d", 2, inputs=((cdhw(2), FLOAT),)),
+    layer("AdaptiveAvgPool3d", (1, 2, 2), inputs=((cdhw(2), FLOAT),)),
+    layer("BatchNorm3d", 2, inputs=((dims(2, (1, 2), (1, 2), (1, 2), lead=(1, 1)), FLOAT),),
+          refuses=EMPTY_BN),
+    layer("AdaptiveMaxPool2d", (2, 1), inputs=((chw(2), FLOAT),)),
+    layer("GLU", inputs=((dims(4, lead=(0, 2)), FLOAT),)),
+    layer("Hardsigmoid", known="torch: float64 hardsigmoid's gradient is computed with a float32 "
+                               "1/6 (3e-8 relative off); tinyopt's with the float64 one"),
+    layer("Hardswish"),
+    layer("RMSNorm", 4, inputs=((dims(4), FLOAT),)),
+    layer("Unfold", 2, inputs=((dims(2, (2, 4), (2, 4), lead=(1, 1)), FLOAT),)),
+    layer("Fold", (3, 3), 2, inputs=((dims(8, 4, lead=(1, 1)), FLOAT),)),
 ]
 
 # losses: (input, target[, ...]) with every reduction
@@ -300,6 +319,43 @@ LOSSES = [
 ]
 
 FUNCTIONALS = [
+    fn("conv3d", lambda L, x, p: L.F.conv3d(x[0], x[1], **p),
+       known="speed: a NaN weight times the zero padding: torch's outputs are NaN there, "
+             "tinyopt skips the padding (as conv2d, the other way round)",
+       inputs=((cdhw(2), FLOAT), (dims(2, (1, 2), (1, 2), (1, 2), lead=(1, 1), size=(1, 2)),
+                                  FLOAT)),
+       params=choose(stride=[1, 2], padding=[0, 1])),
+    fn("conv_transpose3d", lambda L, x, p: L.F.conv_transpose3d(x[0], x[1], **p),
+       inputs=((cdhw(2), FLOAT), (dims(2, (1, 2), (1, 2), (1, 2), lead=(0, 0)), FLOAT)),
+       params=choose(stride=[1, 2])),
+    fn("max_pool3d", lambda L, x, p: L.F.max_pool3d(x[0], **p), inputs=((cdhw(1), FLOAT),),
+       params=choose(kernel_size=[1, 2], stride=[None, 1], padding=[0, 1])),
+    fn("avg_pool3d", lambda L, x, p: L.F.avg_pool3d(x[0], **p), inputs=((cdhw(1), FLOAT),),
+       params=choose(kernel_size=[1, 2], stride=[None, 1], padding=[0, 1])),
+    fn("adaptive_avg_pool3d", lambda L, x, p: L.F.adaptive_avg_pool3d(x[0], **p),
+       inputs=((cdhw(1), FLOAT),), params=choose(output_size=[1, (2, 1, 3)])),
+    fn("adaptive_max_pool2d", lambda L, x, p: L.F.adaptive_max_pool2d(x[0], **p),
+       inputs=((chw(2), FLOAT),), params=choose(output_size=[1, (2, 3)])),
+    fn("glu", lambda L, x, p: L.F.glu(x[0], **p), inputs=((dims(2, 4, lead=(0, 1)), FLOAT),),
+       params=choose(dim=[-1, -2])),
+    fn("hardsigmoid", lambda L, x, p: L.F.hardsigmoid(x[0]),
+       known="torch: float64 hardsigmoid's gradient uses a float32 1/6"),
+    fn("hardswish", lambda L, x, p: L.F.hardswish(x[0])),
+    fn("rms_norm", lambda L, x, p: L.F.rms_norm(x[0], (3,), x[1], **p),
+       inputs=((dims(3), FLOAT), (dims(3, lead=(0, 0)), FLOAT)), params=choose(eps=[None, 0.1])),
+    fn("unfold", lambda L, x, p: L.F.unfold(x[0], **p),
+       inputs=((dims(2, (2, 4), (2, 4), lead=(1, 1)), FLOAT),),
+       params=choose(kernel_size=[1, 2], padding=[0, 1], stride=[1, 2])),
+    fn("fold", lambda L, x, p: L.F.fold(x[0], (3, 4), 2, **p),
+       inputs=((dims(8, 6, lead=(1, 1)), FLOAT),), params=choose(stride=[1])),
+    fn("affine_grid", lambda L, x, p: L.F.affine_grid(x[0], [1, 1, 3, 4], **p),
+       inputs=((dims(2, 3, lead=(0, 0)), FLOAT),),
+       params=choose(align_corners=[False, True])),
+    fn("grid_sample", lambda L, x, p: L.F.grid_sample(x[0], x[1], **p),
+       inputs=((dims(1, 2, (2, 4), (2, 4), lead=(0, 0)), FLOAT),
+               (dims(1, (1, 3), (1, 3), 2, lead=(0, 0)), FLOAT)),
+       params=choose(mode=["bilinear", "nearest"], padding_mode=["zeros", "border", "reflection"],
+                     align_corners=[False, True])),
     fn("softmax", lambda L, x, p: L.F.softmax(x[0], **p), params=dim_of()),
     fn("log_softmax", lambda L, x, p: L.F.log_softmax(x[0], **p), params=dim_of()),
     fn("normalize", lambda L, x, p: L.F.normalize(x[0], **p), params=dim_of()),
@@ -917,6 +973,8 @@ NOT_FUZZED = {
     "Prodigy": "tests/test_prodigy.py", "SOAP": "tests/test_soap.py",
     "Adam8bit": "tests/test_eight_bit.py", "AdamW8bit": "the same", "Lion8bit": "the same",
     "SGD8bit": "the same",
+    "DataParallel": "a container (one process: the module itself)",
+    "relu_": "in place: tests/test_torch_names.py", "elu_": "the same", "leaky_relu_": "the same",
 }
 
 

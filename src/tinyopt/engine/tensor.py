@@ -659,13 +659,20 @@ class Tensor(TensorMethods):
             raise RuntimeError("share_memory_(): this tensor views another tensor's storage "
                                "(a slice, view or transpose of it); call share_memory_() on the "
                                "tensor it views, before taking views of it")
-        # a view of the storage (or an array from .numpy()) holds the array: it would keep the
-        # old memory, so refuse (references: this tensor's, ``arr``, getrefcount's argument)
-        if sys.getrefcount(arr) > 3:
+        # its whole-storage aliases (``.data``, ``detach()``) follow it; any other view of the
+        # storage (or an array from .numpy()) holds the array and would keep the old memory, so
+        # refuse (references: this tensor's, ``arr``, getrefcount's argument, the aliases')
+        storage = getattr(self, "_storage", None)
+        aliases = [v for v in (storage.views() if storage is not None else ())
+                   if v._view.alias and not v._view.steps and v._value is not None]
+        held = sum(v._value is arr or v._value.base is arr for v in aliases)
+        if sys.getrefcount(arr) > 3 + held:
             raise RuntimeError("share_memory_(): views of this tensor (or other tensors or "
                                "arrays sharing its storage) are alive and would keep the old "
                                "memory; call share_memory_() before taking views of it")
         self._value = shared_memory.shared_copy(arr)
+        for v in aliases:
+            v._value = self._value.view()
         return self
 
     def is_shared(self) -> bool:

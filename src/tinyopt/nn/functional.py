@@ -43,7 +43,8 @@ from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
-from tinyopt.engine.tensor import Tensor, as_tensor, leaf
+from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import leaf as _leaf
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -338,7 +339,7 @@ def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     _ew.require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
-    return x * leaf(_dropout_mask(None, shape, p, x.dtype))
+    return x * _leaf(_dropout_mask(None, shape, p, x.dtype))
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
