@@ -283,17 +283,21 @@ def tanhshrink(input) -> Tensor:
     return x - _ew.tanh(x)
 
 
+def _threshold(input, level: float, value: float, inplace: bool) -> Tensor:
+    x = as_tensor(input)
+    out = _ew.where(x <= level, value, x)
+    return x.copy_(out) if inplace else out
+
+
 def threshold(input, threshold: float, value: float, inplace: bool = False) -> Tensor:
     """``value`` where x <= ``threshold``, x elsewhere (NaN stays NaN); in place with
     ``inplace``."""
-    x = as_tensor(input)
-    out = _ew.where(x <= threshold, value, x)
-    return x.copy_(out) if inplace else out
+    return _threshold(input, threshold, value, inplace)
 
 
 def threshold_(input, threshold: float, value: float) -> Tensor:
     """``threshold`` in place."""
-    return globals()["threshold"](input, threshold, value, inplace=True)
+    return _threshold(input, threshold, value, True)
 
 
 def hardshrink(input, lambd: float = 0.5) -> Tensor:

@@ -352,7 +352,7 @@ class Softmax2d(Module):
     """Softmax over the channels of (N, C, H, W) or (C, H, W) input."""
 
     def forward(self, input) -> Tensor:
-        if input.dim() not in (3, 4):
-            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.dim()}D "
-                             f"instead")
+        ndim = len(input.shape)
+        if ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {ndim}D instead")
         return F.softmax(input, -3)
