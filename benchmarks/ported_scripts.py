@@ -617,13 +617,15 @@ def run_one(name: str, torch_mode: bool, budget: float | None, keep: Path | None
     if data:
         _make_data(data, target.parent, env)
     t0 = time.perf_counter()
-    try:
-        p = subprocess.run([sys.executable, target.name, *argv], cwd=target.parent, env=env,
-                           capture_output=True, text=True, timeout=budget)
-        status = "runs" if p.returncode == 0 else "error"
-        err = "" if p.returncode == 0 else first_error(p.stderr)
-    except subprocess.TimeoutExpired:
-        status, err = "runs (budget)", ""
+    out, errs = target.parent / "_stdout.txt", target.parent / "_stderr.txt"
+    with open(out, "w") as fo, open(errs, "w") as fe:  # kept: how far a budgeted run got
+        try:
+            p = subprocess.run([sys.executable, target.name, *argv], cwd=target.parent, env=env,
+                               stdout=fo, stderr=fe, timeout=budget)
+            status = "runs" if p.returncode == 0 else "error"
+            err = "" if p.returncode == 0 else first_error(errs.read_text("utf-8", "replace"))
+        except subprocess.TimeoutExpired:
+            status, err = "runs (budget)", ""
     failed = target.parent / "_failed_cells.json"
     if failed.exists():  # a notebook: the cells that fail here and not on torch
         cells = {i: e for i, e in json.loads(failed.read_text())}
