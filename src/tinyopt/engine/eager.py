@@ -25,14 +25,16 @@ same bits again.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import numpy as np
 
 from tinyopt.engine import fpstate
+from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.fuse import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import LEAF_OPS, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
 
 
 def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=None
@@ -67,21 +69,33 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     readers = _readers(nodes, keep) if big else None
 
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
         for t in nodes:
             if t.op in LEAF_OPS:
                 vals[id(t)] = t._value
                 continue
+            k = id(t)
             op = OPS[t.op]
-            if op.view is not None:
-                vals[id(t)] = op.view(t)(*[vals[id(s)] for s in t.srcs])
+            if (v := t._value) is not None and t._id > last and k not in dest:
+                # computed by an earlier realization (``probs.item()`` inside an episode) and
+                # nothing written since the node was made: the bits a run computes again
+                vals[k] = v
+            elif op.view is not None:
+                vals[k] = op.view(t)(*[vals[id(s)] for s in t.srcs])
             else:
-                out = dest.get(id(t)) if dest else None
+                out = dest.get(k) if dest else None
                 if out is None:
                     out = np.empty(t.shape, t.dtype)
-                op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
-                vals[id(t)] = out
+                if (op.elementwise is not None and not t.attrs and t.dtype in FLOATS
+                        and t.srcs[0].dtype in FLOATS):
+                    # the kernel the forward calls on float operands, called as a plan binds
+                    # it (``plan._step``): the same loop
+                    op.elementwise(*[vals[id(s)] for s in t.srcs], out=out)
+                else:
+                    op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
+                vals[k] = out
             if readers is not None:
                 for src in t.srcs:
                     k = id(src)
@@ -153,8 +167,7 @@ def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
     return sorted(found.values(), key=_creation)
 
 
-def _creation(t: Tensor) -> int:
-    return t._id
+_creation = attrgetter("_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import weakref
 import numpy as np
 
 from tinyopt.engine import eager
+from tinyopt.engine.gc_pause import paused
 from tinyopt.engine.graph import check_saved, toposort, toposort_signed
 from tinyopt.engine.inplace import alias_value
 from tinyopt.engine.op import OPS
@@ -26,6 +27,7 @@ from tinyopt.engine.plan import CACHE, Plan
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, _freeze
 
 
+@paused
 def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
             retain_graph: bool = False, update=None) -> list[np.ndarray]:
     """Values of ``outputs``; with ``loss``, also backpropagate it into ``.grad`` (and append its

@@ -155,7 +155,8 @@ def _ufunc_forward(kernel, numpy_ufunc=None):
 
 def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True, forward=None):
     defop(name, forward=forward or _ufunc_forward(kernel, numpy_ufunc), backward=backward,
-          inplace=True)
+          inplace=True,
+          elementwise=kernel if forward is None and hasattr(kernel, "bound") else None)
 
     def build(a, b) -> Tensor:
         a, b = promoted_operands(name, a, b)

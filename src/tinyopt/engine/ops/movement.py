@@ -76,19 +76,27 @@ def view(x: Tensor, *shape) -> Tensor:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    if target == x.shape:  # still a new view, as torch's
+    if target == x.shape or (math.prod(target) == x.numel() and min(target, default=0) >= 0):
+        # (a new view even of the same shape, as torch's; checked viewable: no second check)
         return node("reshape", (x,), target, x.dtype, (target,))
-    return reshape(x, *shape)
+    return reshape(x, *shape)  # (its errors)
 
 
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
     """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
     with ``shape`` without a copy."""
-    if getattr(x, "_view", None) is None:
+    info = getattr(x, "_view", None)
+    if info is None:
         if x.op not in ("input", "freed"):
             return True  # a node's own buffer is contiguous
         if x._value.flags.c_contiguous:
             return True
+    elif all(s.op == "reshape" for s in info.steps):
+        base = x._base
+        if base.op not in ("input", "freed") or base._value.flags.c_contiguous:
+            return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
+    if [n for n in shape if n != 1] == [n for n in x.shape if n != 1]:
+        return True  # only size-1 dimensions added or removed: any layout is seen so
     shp, strides, _ = geometry(x)
     try:
         np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
