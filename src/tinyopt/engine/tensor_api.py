@@ -846,6 +846,14 @@ class TensorMethods(TensorCasts):
                return_counts: bool = False, dim: int | None = None) -> Any:
         return _F.unique(self, sorted, return_inverse, return_counts, dim)
 
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None) -> Any:
+        return _F.unique_consecutive(self, return_inverse, return_counts, dim)
+
+    def is_distributed(self) -> bool:
+        """False: a tinyopt tensor lives in one process (torch's answer for a local tensor)."""
+        return False
+
     def bincount(self, weights: Any = None, minlength: int = 0) -> Tensor:
         return _F.bincount(self, weights, minlength)
 

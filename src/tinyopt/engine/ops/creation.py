@@ -108,6 +108,16 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
     return new_leaf(np.full(shape, scalar_array(fill_value, d)), device, requires_grad)
 
 
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """A 0-d tensor holding the number ``s``, float32 unless ``dtype`` (whatever the number's
+    type, as torch's)."""
+    if isinstance(s, Tensor):
+        s = s.item()
+    return new_leaf(scalar_array(s, as_dtype(dtype) if dtype is not None else float32), device,
+                    requires_grad)
+
+
 def _like(x, dtype) -> tuple[tuple[int, ...], np.dtype]:
     x = as_tensor(x)
     return x.shape, as_dtype(dtype) if dtype is not None else x.dtype

@@ -187,17 +187,28 @@ class MaxMin(tuple):
         return self[1]
 
 
-def _extreme(op: str, x: Tensor, dim, keepdim: bool):
+def _no_reduction_dim(name: str) -> RuntimeError:
+    return RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == "
+                        f"0. Specify the reduction dim with the 'dim' argument.")
+
+
+def _extreme(op: str, x: Tensor, dim, keepdim: bool, name: str | None = None):
+    """``(values, indices)`` of max/min along ``dim`` (the value alone when None); ``name`` is
+    the function the errors name (``argmax``...).  An empty tensor reduces along a non-empty
+    dimension to empty results, as torch's."""
     x = as_tensor(x)
-    if x.numel() == 0:
-        raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
+    name = name or op
     if dim is None:
+        if x.numel() == 0:
+            raise _no_reduction_dim(name)
         return node(f"{op}_all", (x,), (), x.dtype)
     if x.ndim == 0:  # one element along its only "dimension", as in torch
-        _dims(op, x, dim)
+        _dims(name, x, dim)
         vals, idx = _extreme(op, x.reshape(1), 0, False)
         return MaxMin((vals.reshape(()), idx.reshape(())))
-    (d,) = _dims(op, x, dim)
+    (d,) = _dims(name, x, dim)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
     idx = node(f"{op}_idx", (x,), shape, int64, (d,))
@@ -254,8 +265,11 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
     if input.dtype == np.bool_:
         raise RuntimeError("argmax(): does not support bool input")
     if dim is None:
+        if input.numel() == 0:
+            raise IndexError("argmax(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
         return node("max_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
-    return _extreme("max", input, dim, keepdim)[1]
+    return _extreme("max", input, dim, keepdim, "argmax")[1]
 
 
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
@@ -267,8 +281,11 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
     if input.dtype == np.bool_:
         raise RuntimeError("argmin(): does not support bool input")
     if dim is None:
+        if input.numel() == 0:
+            raise IndexError("argmin(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
         return node("min_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
-    return _extreme("min", input, dim, keepdim)[1]
+    return _extreme("min", input, dim, keepdim, "argmin")[1]
 
 
 # ---- logsumexp / softmax -----------------------------------------------------------------------
@@ -520,12 +537,14 @@ def logcumsumexp(input, dim: int) -> Tensor:
 # ---- amax / amin: the gradient shared by ties ----------------------------------------------------
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     x = as_tensor(x)
+    if x.numel() == 0 and (dim is None or isinstance(dim, (tuple, list)) and not dim):
+        raise _no_reduction_dim(op)
     dims = _dims(op, x, dim)
     if not dims and x.ndim:
         dims = tuple(range(x.ndim))
-    if builtins.any(x.shape[d] == 0 for d in dims):
-        raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() "
-                           f"== 0. Specify the reduction dim with the 'dim' argument.")
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
     r = x
     for d in dims:
         r = (max if op == "amax" else min)(r, d, keepdim=True)[0]

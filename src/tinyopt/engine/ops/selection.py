@@ -503,6 +503,35 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
     return tuple(out)
 
 
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None):
+    """Each run of equal consecutive elements (of the flattened tensor, or slices along
+    ``dim``) kept once, with the inverse indices and the run lengths on request; a NaN is a run
+    of its own."""
+    a = np.asarray(as_tensor(input).numpy())
+    if dim is None:
+        rows = a.reshape(-1, 1)
+    else:
+        d = wrap_dim("unique_consecutive", dim, a.ndim)
+        n = a.shape[d] if a.ndim else 1
+        if a.size == 0 and n:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
+                               "unique cannot be applied")
+        rows = np.moveaxis(a, d, 0).reshape(n, math.prod(a.shape) // n if n else 0)
+    starts = np.ones(len(rows), bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    values = a.reshape(-1)[starts] if dim is None else np.compress(starts, a, axis=d)
+    if not (return_inverse or return_counts):
+        return leaf(values)
+    out = [leaf(values)]
+    if return_inverse:
+        inverse = np.cumsum(starts) - 1
+        out.append(leaf(inverse.reshape(a.shape if dim is None else -1).astype(np.int64)))
+    if return_counts:
+        out.append(leaf(np.diff(np.append(np.flatnonzero(starts), len(rows))).astype(np.int64)))
+    return tuple(out)
+
+
 def bincount(input, weights=None, minlength: int = 0) -> Tensor:
     """Counts (or weight sums) of each value of a 1-D non-negative int tensor."""
     refuse_unsigned("bincount_cpu", input)
