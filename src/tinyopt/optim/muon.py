@@ -11,7 +11,7 @@ import numpy as np
 
 from tinyopt.kernels.native import gemm_bf16, half
 from tinyopt.kernels import optim as kernels
-from tinyopt.optim.flat import CHUNK, FlatBuffer, staggered_zeros
+from tinyopt.optim.flat import FlatBuffer, staggered_zeros
 from tinyopt.optim.fused import FusedOptimizer
 
 EPS = 1e-7
