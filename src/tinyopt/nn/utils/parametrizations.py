@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from tinyopt.engine.grad_mode import no_grad
