@@ -4,7 +4,7 @@ threads are still spinning when the optimizer runs), with the walker's serial bu
 parallel one (numba ``prange``), interleaved, medians of the step's wall time.
 
 As in a training step, numpy's BLAS first moves onto the kernels' OpenMP threads
-(``kernels/shared_threads.py``, which the first plan compile does; ``--own-pool`` leaves OpenBLAS
+(``kernels/native/shared_threads.py``, which the first plan compile does; ``--own-pool`` leaves OpenBLAS
 on its own pool).  The walker takes its parallel build from ``kernels.jit.PARALLEL_MIN_ELEMENTS``
 elements (2**22), or, on the shared pool, from the algorithm's ``shared_min``; issue 12's LSTM
 LM steps 2.65M parameters, the 784-500-10 MLP 397,510.  Run it with the default threads (2 here)
@@ -35,7 +35,8 @@ def main() -> None:
                     help="leave numpy's OpenBLAS on its own thread pool")
     args = ap.parse_args()
     import tinyopt as to
-    from tinyopt.kernels import jit, shared_threads
+    from tinyopt.kernels import jit
+    from tinyopt.kernels.native import shared_threads
 
     shared = False if args.own_pool else shared_threads.share()
     print(f"BLAS on the kernels' OpenMP threads: {shared}", flush=True)

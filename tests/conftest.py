@@ -56,7 +56,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
 def compile_at_once():
     """Plans compiled at a structure's first realization (``TINYOPT_COMPILE_AFTER=1``), for
     tests of the plan cache itself; the usual threshold (``engine/eager.py``) afterwards."""
-    from tinyopt.engine.plan import CACHE
+    from tinyopt.engine.plan_cache import CACHE
     before = CACHE.compile_after
     CACHE.compile_after = 1
     CACHE.clear()

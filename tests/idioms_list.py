@@ -999,6 +999,25 @@ def register(idiom, TENSOR):  # noqa: C901 - a list, not logic
         cudnn.benchmark = True
         result = [cudnn.is_available(), torch.backends.cudnn.benchmark]
         cudnn.benchmark = False""")
+    idiom("module_cuda_refused_as_on_a_cpu_build", """
+        m = nn.Linear(4, 2)
+        try:
+            m.cuda()
+            result = "moved"
+        except AssertionError as e:
+            result = str(e).split(":")[0]""")
+    idiom("accuracy_over_an_empty_split", """
+        out = nn.Linear(4, 3)(torch.tensor(X))
+        target = torch.tensor(Y)
+        mask = torch.arange(16)[16:]
+        pred = out[mask].argmax(dim=1)
+        result = [tuple(pred.shape), (pred == target[mask]).float().sum().item()]""")
+    idiom("shrinkage_activations", """
+        x = torch.tensor(X)
+        codes = nn.Sequential(nn.Softshrink(0.3), nn.Tanhshrink())(x)
+        gate = nn.Threshold(0.1, 0.0)(x) + F.softsign(x) + F.hardshrink(x, 0.5)
+        probs = nn.Softmax2d()(x.view(2, 2, 4, 4))
+        result = [codes, gate, probs]""")
     idiom("compile_returns_a_callable_model", """
         m = seed_weights(nn.Linear(4, 2))
         cm = torch.compile(m)

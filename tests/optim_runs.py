@@ -95,15 +95,23 @@ def assert_state_close(opt, params, states: list[dict], dtype, rtol: float | Non
 
 
 def run_torch(torch, topt, tparams, gs, steps, each: Callable | None = None) -> None:
-    """As :func:`run`, for a torch optimizer."""
-    for t in steps:
-        for p, g in zip(tparams, gs[t]):
-            p.grad = None if g is None else torch.from_numpy(g.copy())
-        if t == len(gs) // 2:
-            topt.param_groups[0]["lr"] *= 0.5
-        if each is not None:
-            each(topt, t)
-        topt.step()
+    """As :func:`run`, for a torch optimizer, on one torch thread: on the shared 2-core test
+    machine, each of torch's parallel regions over these small tensors waited milliseconds for
+    a descheduled thread (Lamb against pytorch-optimizer took 4.4 s a case on 2 threads, 0.14 s
+    on one)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for t in steps:
+            for p, g in zip(tparams, gs[t]):
+                p.grad = None if g is None else torch.from_numpy(g.copy())
+            if t == len(gs) // 2:
+                topt.param_groups[0]["lr"] *= 0.5
+            if each is not None:
+                each(topt, t)
+            topt.step()
+    finally:
+        torch.set_num_threads(threads)
 
 
 def torch_twin(torch, ref_cls, o0: dict, o1: dict, params: list):

@@ -14,7 +14,7 @@ import pytest
 import tinyopt as to
 from tinyopt.engine import cache_clear, cache_info
 from tinyopt.engine.op import OPS
-from tinyopt.engine.plan import CACHE
+from tinyopt.engine.plan_cache import CACHE
 
 F = to.nn.functional
 rng = np.random.default_rng(0)
@@ -357,7 +357,7 @@ def test_the_thrashing_warning_names_the_bound_that_evicted(restore_threshold, c
 
 
 def test_compile_after_comes_from_the_environment(monkeypatch):
-    from tinyopt.engine.plan import COMPILE_AFTER, PlanCache
+    from tinyopt.engine.plan_cache import COMPILE_AFTER, PlanCache
     assert PlanCache().compile_after == COMPILE_AFTER == 2
     monkeypatch.setenv("TINYOPT_COMPILE_AFTER", "5")
     assert PlanCache().compile_after == 5

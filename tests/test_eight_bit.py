@@ -18,14 +18,16 @@ BIG = [(48, 100), (5,), (4096,), (0,), (), (9000,)]  # 8-bit from 4096 elements;
 
 def quantize(x, code):
     """Blockwise dynamic quantization (Dettmers et al. 2022): per block of 256, its absmax and
-    each element's nearest code (the lower one on a tie)."""
+    each element's nearest code (the lower one on a tie) to the element times 1 / absmax (as
+    bitsandbytes' GPU kernels normalize; divided where 1 / absmax overflows)."""
     n = x.size
     q = np.zeros(n, np.uint8)
     absmax = np.zeros(-(-n // 256), np.float32)
     for b in range(len(absmax)):
         blk = x[256 * b:256 * (b + 1)]
         a = np.float32(np.max(np.abs(blk)))
-        normed = blk / a
+        with np.errstate(invalid="ignore"):  # (a block of zeros: 0 / 0, index 0)
+            normed = blk * (np.float32(1) / a) if a >= np.finfo(np.float32).tiny else blk / a
         dist = np.abs(normed[:, None] - code[None, :])
         q[256 * b:256 * (b + 1)] = np.argmin(dist, axis=1)  # (argmin: the first, i.e. lower)
         absmax[b] = a
@@ -37,7 +39,7 @@ def dequantize(q, absmax, code):
 
 
 class Ref8bit:
-    """The 8-bit steps (bitsandbytes' CPU equations) on dequantized state, requantized after."""
+    """The 8-bit steps (bitsandbytes' equations) on dequantized state, requantized after."""
 
     def __init__(self, kind, h, min_size=4096):
         self.kind, self.h, self.min = kind, h, min_size
@@ -60,12 +62,8 @@ class Ref8bit:
             c1, c2 = 1 - b1 ** t, np.sqrt(1 - b2 ** t)
             if h["weight_decay"] > 0:
                 p = p * np.float32(1 - h["lr"] * h["weight_decay"])
-            if eight:
-                p = p + np.float32(-h["lr"] / c1) * s1 / (np.sqrt(s2) / np.float32(c2)
-                                                          + np.float32(h["eps"]))
-            else:
-                p = p + np.float32(-h["lr"] * c2 / c1) * (s1 / (np.sqrt(s2)
-                                                               + np.float32(h["eps"] * c2)))
+            p = p + np.float32(-h["lr"] * c2 / c1) * (s1 / (np.sqrt(s2)
+                                                           + np.float32(h["eps"] * c2)))
         elif self.kind == "lion":
             b1, b2 = h["betas"]
             if h["weight_decay"] > 0:
@@ -252,28 +250,38 @@ def test_loads_a_bitsandbytes_state_dict():
 
 
 def test_training_matches_float32_adam_within_seed_noise():
-    """A small MLP on a fixed regression task: 8-bit AdamW's final loss is within the spread
-    of float32 AdamW's over seeds."""
+    """A small MLP on a fixed regression task: 8-bit AdamW's training curve (the loss every 8
+    steps) is within the spread of float32 AdamW's over seeds."""
+    import tinyopt
     rng = np.random.default_rng(0)
     X = rng.standard_normal((256, 32)).astype(np.float32)
     Y = np.tanh(X @ rng.standard_normal((32, 4)).astype(np.float32))
 
-    def final_loss(cls, seed):
-        from tinyopt import manual_seed, tensor
-        manual_seed(seed)
+    def curve(cls, seed):
+        tinyopt.manual_seed(seed)
         model = nn.Sequential(nn.Linear(32, 160), nn.ReLU(), nn.Linear(160, 4))
         opt = cls(model.parameters(), lr=3e-3)
-        for _ in range(40):
+        losses = []
+        for t in range(40):
             opt.zero_grad()
-            loss = nn.functional.mse_loss(model(tensor(X)), tensor(Y))
+            loss = nn.functional.mse_loss(model(tinyopt.tensor(X)), tinyopt.tensor(Y))
             loss.backward()
             opt.step()
-        return float(loss.item())
+            if t % 8 == 7:
+                losses.append(float(loss.item()))
+        return np.array(losses)
 
-    ref = [final_loss(optim.AdamW, s) for s in range(3)]
-    ours = [final_loss(optim.AdamW8bit, s) for s in range(3)]
-    spread = max(ref) - min(ref)
-    assert abs(np.mean(ours) - np.mean(ref)) < max(2 * spread, 0.05 * np.mean(ref)), (ours, ref)
+    threads = tinyopt.get_num_threads()
+    tinyopt.set_num_threads(1)  # (small matmuls: 2 BLAS threads on the shared test machine
+    try:  # waited ms a call for a descheduled one; 6.4 s -> 1.2 s)
+        ref = np.array([curve(optim.AdamW, s) for s in range(3)])
+        ours = np.array([curve(optim.AdamW8bit, s) for s in range(3)])
+    finally:
+        tinyopt.set_num_threads(threads)
+    spread = ref.max(axis=0) - ref.min(axis=0)
+    gap = np.abs(ours.mean(axis=0) - ref.mean(axis=0))
+    assert np.all(gap < np.maximum(2 * spread, 0.05 * ref.mean(axis=0))), (ours, ref)
+    assert ours[:, -1].mean() < 0.5 * ours[:, 0].mean()  # (and it trains)
 
 
 def test_bfloat16_masters_follow_the_float32_run():
@@ -337,3 +345,50 @@ def test_a_nan_moment_makes_its_block_nan_not_a_number():
     absmax = opt.state[p]["absmax1"].numpy()
     assert np.isnan(absmax[1]) and np.isfinite(np.delete(absmax, 1)).all()
     assert np.isnan(p.data.numpy()[300]) and np.isfinite(np.delete(p.data.numpy(), 300)).all()
+
+
+def test_subnormal_and_zero_blocks_quantize_to_their_nearest_codes():
+    """A block whose absmax is subnormal (1 / absmax overflows) is normalized by division, one
+    of zeros stays zero, and the others by the reciprocal: each index is the nearest code."""
+    g = np.asarray(np.random.default_rng(4).standard_normal(4096), np.float32)
+    g[:256] *= np.float32(1e-39)  # subnormal
+    g[256:512] = 0
+    g[512:768] *= np.float32(1e-30)
+    p = Parameter(np.zeros(4096, np.float32))
+    opt = optim.SGD8bit([p], lr=0.0, momentum=0.9)
+    p.grad = g
+    opt.step()  # (the momentum buffer is the gradient at the first step)
+    q, absmax = quantize(g, CODES["signed"])
+    np.testing.assert_array_equal(opt.state[p]["state1"].numpy(), q)
+    np.testing.assert_array_equal(opt.state[p]["absmax1"].numpy(), absmax)
+    assert absmax[0] < np.finfo(np.float32).tiny and absmax[1] == 0
+
+
+@pytest.mark.parametrize("kind,cls,kw", CASES[1:3], ids=["AdamW8bit", "Lion8bit"])
+def test_groups_and_none_gradients_match_the_reference(kind, cls, kw):
+    """Two groups with their own options (the second's lr changed between steps, as a
+    scheduler would), a parameter whose gradient is None on some steps (its state and step
+    count wait, as torch's), 0-d and empty ones among them."""
+    rng = np.random.default_rng(1)
+    x = [np.asarray(rng.standard_normal(s), np.float32) for s in BIG]
+    params = [Parameter(a.copy()) for a in x]
+    second = dict(lr=kw["lr"] * 3, betas=(0.5, 0.9), weight_decay=0.05)
+    opt = cls([{"params": params[::2]}, {"params": params[1::2], **second}], **kw)
+    refs = [Ref8bit(kind, dict(opt.param_groups[k])) for k in (0, 1)]
+    ps = [a.ravel().copy() for a in x]
+    rng = np.random.default_rng(7)
+    for t in range(5):
+        gs = [None if i == 3 and t % 2 == 0 else np.asarray(rng.standard_normal(s), np.float32)
+              for i, s in enumerate(BIG)]
+        for p, g in zip(params, gs):
+            p.grad = g
+        if t == 3:
+            opt.param_groups[1]["lr"] *= 0.5
+            refs[1].h["lr"] *= 0.5
+        opt.step()
+        ps = [ref.step(i, p, g) if g is not None and p.size else p
+              for i, (p, g, ref) in enumerate(zip(ps, gs, [refs[i % 2] for i in range(len(gs))]))]
+    for i, (p, r) in enumerate(zip(params, ps)):
+        np.testing.assert_allclose(p.data.numpy().ravel(), r, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"param {i}")
+    assert float(opt.state[params[3]]["step"]) == 2  # (stepped at t = 1 and 3 only)

@@ -92,7 +92,7 @@ def test_new_batch_is_cache_hit_new_shape_is_new_entry():
 
 
 def test_cache_is_bounded_lru(compile_at_once):
-    from tinyopt.engine.plan import CACHE
+    from tinyopt.engine.plan_cache import CACHE
     cache_clear()
     old = CACHE.maxsize
     CACHE.maxsize = 3

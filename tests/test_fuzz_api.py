@@ -285,6 +285,8 @@ LAYERS = [
     layer("Hardsigmoid", known="torch: float64 hardsigmoid's gradient is computed with a float32 "
                                "1/6 (3e-8 relative off); tinyopt's with the float64 one"),
     layer("Hardswish"),
+    layer("Softsign"), layer("Tanhshrink"), layer("Threshold", 0.1, -2.0), layer("Hardshrink", 0.3),
+    layer("Softshrink", 0.3), layer("Softmax2d", inputs=((chw(2), FLOAT),)),
     layer("RMSNorm", 4, inputs=((dims(4), FLOAT),)),
     layer("Unfold", 2, inputs=((dims(2, (2, 4), (2, 4), lead=(1, 1)), FLOAT),)),
     layer("Fold", (3, 3), 2, inputs=((dims(8, 4, lead=(1, 1)), FLOAT),)),
@@ -341,6 +343,11 @@ FUNCTIONALS = [
     fn("hardsigmoid", lambda L, x, p: L.F.hardsigmoid(x[0]),
        known="torch: float64 hardsigmoid's gradient uses a float32 1/6"),
     fn("hardswish", lambda L, x, p: L.F.hardswish(x[0])),
+    fn("softsign", lambda L, x, p: L.F.softsign(x[0])),
+    fn("tanhshrink", lambda L, x, p: L.F.tanhshrink(x[0])),
+    fn("threshold", lambda L, x, p: L.F.threshold(x[0], 0.2, **p), params=choose(value=[0.0, 5.0])),
+    fn("hardshrink", lambda L, x, p: L.F.hardshrink(x[0], **p), params=choose(lambd=[0.0, 0.5])),
+    fn("softshrink", lambda L, x, p: L.F.softshrink(x[0], **p), params=choose(lambd=[0.0, 0.5])),
     fn("rms_norm", lambda L, x, p: L.F.rms_norm(x[0], (3,), x[1], **p),
        inputs=((dims(3), FLOAT), (dims(3, lead=(0, 0)), FLOAT)), params=choose(eps=[None, 0.1])),
     fn("unfold", lambda L, x, p: L.F.unfold(x[0], **p),
@@ -975,6 +982,7 @@ NOT_FUZZED = {
     "SGD8bit": "the same",
     "DataParallel": "a container (one process: the module itself)",
     "relu_": "in place: tests/test_torch_names.py", "elu_": "the same", "leaky_relu_": "the same",
+    "threshold_": "in place: tests/test_ops_activation.py",
 }
 
 

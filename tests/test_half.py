@@ -1,4 +1,4 @@
-"""kernels/half.py: exact float16/bfloat16 conversions, exhaustively over the 16-bit patterns.
+"""kernels/native/half.py: exact float16/bfloat16 conversions, exhaustively over the 16-bit patterns.
 
 Widening is checked on all 65,536 patterns; rounding on every value a 16-bit float can hold, on
 each midpoint between neighbours (ties go to even) and one float32 ulp either side of it, and
@@ -14,7 +14,7 @@ import numba
 import numpy as np
 import pytest
 
-from tinyopt.kernels import half
+from tinyopt.kernels.native import half
 
 ALL16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
 QUIET32 = np.uint32(0x00400000)

@@ -9,7 +9,7 @@ import pytest
 
 import tinyopt as to
 from tinyopt import nn, optim
-from tinyopt.engine import fused_update
+from tinyopt.engine import update_in_plan
 from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim import in_plan
 from tinyopt.optim.in_plan import fusable
@@ -305,10 +305,10 @@ def test_schedule_updates_a_parameter_after_its_last_reader_or_after_the_outputs
     out = F.linear(x, w)
     loss = (out * out).sum() + (w * w).sum()  # w read by its own gradient's rule
     plan = to.engine.realize.get_plan(loss=loss)
-    ((at, outer),) = fused_update.schedule(plan)
-    assert at != fused_update.END and outer is None
+    ((at, outer),) = update_in_plan.schedule(plan)
+    assert at != update_in_plan.END and outer is None
     # a plan output viewing the parameter: the update waits until the outputs are copied
     wt = w.t()
     plan = to.engine.realize.get_plan(wt, loss=F.linear(x, w).sum())
-    ((at, outer),) = fused_update.schedule(plan)
-    assert at == fused_update.END
+    ((at, outer),) = update_in_plan.schedule(plan)
+    assert at == update_in_plan.END

@@ -1,4 +1,4 @@
-"""kernels/blas.py: single_threaded() sets OpenBLAS's thread count to 1 and restores it, also
+"""kernels/native/blas.py: single_threaded() sets OpenBLAS's thread count to 1 and restores it, also
 when the block raises and when threads enter and leave it in any order; GEMMs inside give the
 same results."""
 
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 
 
 def _local():

@@ -1,10 +1,11 @@
-"""kernels/gemm_bf16.py: the bfloat16 GEMM (AVX512-BF16) against numpy.
+"""kernels/native/gemm_bf16.py: the bfloat16 GEMM (AVX512-BF16) against numpy.
 
 Three references: a float64 product of the same bf16 values (within float32 summation's bound
 and one bf16 rounding), a float32 emulation of the kernel's own summation order (bit for bit),
 and numpy's float32 GEMM for where NaN and inf land.  Shapes include 1 x 1, odd sizes, K odd and
-K across the K blocks, so the packing's padding is exercised.  Skipped where the CPU lacks
-avx512bf16 (the instruction does not exist there).
+K across the K blocks, so the packing's padding is exercised.  The products are skipped where
+the CPU lacks avx512bf16 (the instruction does not exist there); the compile-only test and the
+fallback test run on any x86 machine.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tinyopt.kernels import gemm_bf16, half
+from tinyopt.kernels.native import gemm_bf16, half
 
-pytestmark = pytest.mark.skipif(not gemm_bf16.available(),
-                                reason="the CPU has no AVX512-BF16")
+needs_bf16 = pytest.mark.skipif(not gemm_bf16.available(), reason="the CPU has no AVX512-BF16")
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (17, 33, 19), (14, 2, 32), (29, 301, 65), (5, 0, 4)]
 
@@ -65,6 +65,7 @@ def _same_order(a, b, c, alpha, beta):
     return bits(v)
 
 
+@needs_bf16
 @pytest.mark.parametrize("m,k,n", SHAPES + [(40, 513, 70), (0, 3, 4), (3, 4, 0)])
 @pytest.mark.parametrize("transposed", [False, True], ids=["b", "bT"])
 def test_against_float64_product(m, k, n, transposed):
@@ -78,6 +79,7 @@ def test_against_float64_product(m, k, n, transposed):
     assert np.all(np.abs(out - exact) <= tol)
 
 
+@needs_bf16
 @pytest.mark.parametrize("m,k,n", SHAPES + [(30, 600, 33)])
 def test_bit_for_bit_its_summation_order(m, k, n):
     a, b, c = _operands(m, k, n, seed=1)
@@ -87,6 +89,7 @@ def test_bit_for_bit_its_summation_order(m, k, n):
                                   _same_order(a, b, None, 1.0, 0.0))
 
 
+@needs_bf16
 def test_large_odd_shape():
     a, b, c = _operands(1000, 999, 1000)
     got = widen(_run(a, b, c, 1.0, 3.4445))
@@ -96,6 +99,7 @@ def test_large_odd_shape():
     assert np.all(np.abs(got - exact) <= 1002 * 2.0 ** -24 * scale + 2.0 ** -8 * np.abs(exact))
 
 
+@needs_bf16
 @pytest.mark.parametrize("m,k", [(1, 1), (3, 5), (33, 17), (70, 301)])
 def test_symmetric_is_the_full_product(m, k):
     x, _, _ = _operands(m, k, 1, seed=2)
@@ -109,6 +113,7 @@ def test_symmetric_is_the_full_product(m, k):
                                   ref)
 
 
+@needs_bf16
 def test_nan_and_inf_land_where_a_float32_gemm_puts_them():
     a, b, c = _operands(9, 6, 35, seed=3)
     A, B = widen(a), widen(b)
@@ -123,6 +128,7 @@ def test_nan_and_inf_land_where_a_float32_gemm_puts_them():
     assert np.isnan(got).any() and np.isinf(got).any()
 
 
+@needs_bf16
 def test_work_buffers_are_reused_across_shapes():
     work: dict = {}
     for m, k, n in [(29, 301, 65), (3, 5, 7), (40, 64, 33)]:
@@ -131,6 +137,7 @@ def test_work_buffers_are_reused_across_shapes():
                                       _same_order(a, b, c, 1.0, 0.5))
 
 
+@needs_bf16
 def test_shape_errors():
     a = np.zeros((3, 4), np.uint16)
     with pytest.raises(ValueError, match="do not match"):
@@ -142,3 +149,53 @@ def test_shape_errors():
         gemm_bf16.matmul(a, np.zeros((4, 2), np.float32), np.zeros((3, 2), np.uint16))
     with pytest.raises(ValueError, match="C-contiguous uint16"):
         gemm_bf16.matmul(a, np.zeros((2, 4), np.uint16).T, np.zeros((3, 2), np.uint16))
+
+
+COMPILE_FOR = r"""
+import numba, numpy as np
+from tinyopt.kernels.native import gemm_bf16 as G
+m, n, k = 17, 33, 19
+pm, pn, kp = G.panels(m, n, k)
+args = (np.zeros(pm * G.MR * kp, np.uint32), kp, np.zeros((k, n), np.uint16), False,
+        np.zeros(pn * G.NR * kp, np.uint32), np.float32(1), np.float32(0), G._NO_C,
+        np.zeros((m, n), np.uint16), False, np.zeros(G.acc_size(m, n), np.float32))
+sig = tuple(numba.typeof(a) for a in args)
+G.gemm._serial.compile(sig)  # compiled, never run: this CPU may lack the instruction
+print("vdpbf16ps" in G.gemm._serial.inspect_asm(sig))
+"""
+
+
+def test_the_micro_kernel_compiles_for_an_avx512_bf16_cpu(tmp_path):
+    """Compile-only, on any x86 host: numba targeting Sapphire Rapids (AVX512-BF16) builds the
+    GEMM with the dot-product instruction, so the tested numba/llvmlite can still emit it
+    where no CI machine has the CPU to run it."""
+    import os
+    import platform
+    import subprocess
+    import sys
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("an x86 target")
+    env = {**os.environ, "NUMBA_CPU_NAME": "sapphirerapids", "NUMBA_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", COMPILE_FOR], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == "True"
+
+
+def test_a_kernel_that_does_not_compile_leaves_muon_on_float32(monkeypatch):
+    """Where the bf16 GEMM fails to build, ``usable`` says so once (a warning) and Muon's
+    Newton-Schulz takes the float32 path, with its results."""
+    from tinyopt.optim import muon
+
+    def broken(*args):
+        raise RuntimeError("LLVM ERROR: Cannot select: intrinsic %llvm.x86.avx512bf16.dpbf16ps.512")
+
+    monkeypatch.setattr(gemm_bf16, "available", lambda: True)
+    monkeypatch.setattr(gemm_bf16, "_USABLE", [])
+    monkeypatch.setattr(gemm_bf16.pack_rows, "serial", broken)
+    with pytest.warns(RuntimeWarning, match="not usable here"):
+        assert not gemm_bf16.usable()
+    assert not muon._bf16_pays((512, 512))
+    monkeypatch.setattr(muon, "NS_PATH", "bf16")
+    with pytest.raises(RuntimeError, match="does not compile"):
+        muon._bf16_pays((512, 512))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tinyopt import Parameter, optim
-from tinyopt.kernels import gemm_bf16
+from tinyopt.kernels.native import gemm_bf16
 from tinyopt.optim import muon
 
 SHAPES = [(6, 4), (3, 8), (5, 5), (0, 3)]

@@ -11,7 +11,7 @@ import tinyopt as to
 
 
 def test_set_num_threads_sets_numba_and_blas_counts():
-    from tinyopt.kernels import blas
+    from tinyopt.kernels.native import blas
     get_blas = blas._openblas_function("openblas_get_num_threads",
                                        "scipy_openblas_get_num_threads64_",
                                        "scipy_openblas_get_num_threads")

@@ -17,7 +17,9 @@ EDGES = np.array([-np.inf, -50.0, -1.0, -1e-8, 0.0, 1e-8, 1.0, 6.0, 50.0, np.inf
 
 CASES = [("elu", dict(alpha=0.7)), ("selu", {}), ("celu", dict(alpha=1.3)),
          ("hardtanh", dict(min_val=-0.5, max_val=2.0)), ("relu6", {}), ("logsigmoid", {}),
-         ("mish", {})]
+         ("mish", {}), ("softsign", {}), ("tanhshrink", {}),
+         ("threshold", dict(threshold=0.5, value=-2.0)), ("hardshrink", dict(lambd=0.7)),
+         ("softshrink", dict(lambd=0.7))]
 
 
 @pytest.mark.parametrize("name, kwargs", CASES)
@@ -90,3 +92,22 @@ def test_integer_inputs_are_refused():
             f(np.arange(3))  # (torch's error)
     with pytest.raises(TypeError, match="floating point"):  # (torch computes it; tinyopt does not)
         F.hardtanh(np.arange(3))
+
+
+def test_shrink_and_threshold_modules_as_torch():
+    torch = torch_or_skip()
+    x = X.astype(np.float32)
+    for make in (lambda n: n.Softsign(), lambda n: n.Tanhshrink(), lambda n: n.Hardshrink(1.0),
+                 lambda n: n.Threshold(0.1, 20.0), lambda n: n.Softshrink(0.3),
+                 lambda n: n.Softmax2d()):
+        ours, theirs = make(to.nn), make(torch.nn)
+        assert repr(ours) == repr(theirs)
+        np.testing.assert_allclose(ours(to.tensor(x)).numpy(), theirs(torch.tensor(x)).numpy(),
+                                   rtol=1e-6, atol=1e-7)
+    t = to.tensor(x)
+    F.threshold_(t, 0.0, -1.0)
+    assert t.min().item() == -1.0 and (t.numpy() > 0).sum() == (x > 0).sum()
+    with pytest.raises(ValueError, match="Softmax2d: expected input to be 3D or 4D, got 2D"):
+        to.nn.Softmax2d()(to.ones(2, 2))
+    with pytest.raises(RuntimeError, match="lambda must be greater or equal to 0"):
+        F.softshrink(to.ones(2), -1.0)

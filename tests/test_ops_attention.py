@@ -173,7 +173,7 @@ def _chunked_and_batched(run, monkeypatch):
     """``run()``'s arrays with attention's (batch, head) pairs as chunks on the shared threads,
     then with the batched path, and how many op calls took the chunks."""
     from tinyopt.engine.ops import attention as ops
-    from tinyopt.kernels import shared_threads
+    from tinyopt.kernels.native import shared_threads
     if not shared_threads.chunk_runner().parallel:
         pytest.skip("no shared OpenMP threads here")
     took = []

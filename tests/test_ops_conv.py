@@ -388,7 +388,7 @@ def _cnn_step(x, params, pool, relu=True):
 @pytest.mark.parametrize("pool, relu", [(None, True), ((2,), True), ((2,), False), ((3, 2), True),
                                         ((2, 1), True), ((3, 3), True)])
 def test_fused_conv_relu_pool_is_bit_for_bit_the_unfused_graph(monkeypatch, pool, relu):
-    from tinyopt.engine import fuse
+    from tinyopt.engine import op_fusion
     r = np.random.default_rng(4)
     x = r.integers(-2, 3, size=(5, 2, 9, 8)).astype(np.float32)  # ties in the pooling windows
     x[0, 0, 3, 4] = np.nan
@@ -399,7 +399,7 @@ def test_fused_conv_relu_pool_is_bit_for_bit_the_unfused_graph(monkeypatch, pool
     lw = r.standard_normal((n_out, 3)).astype(np.float32)
     fused, ops = _cnn_step(x, (w, b, lw), pool, relu)
     assert "relu" not in ops and "max_pool2d_indices" not in ops
-    monkeypatch.setattr(fuse, "RULES", {})
+    monkeypatch.setattr(op_fusion, "RULES", {})
     to.engine.cache_clear()  # plans are cached by the graph's structure, fused or not
     plain, ops = _cnn_step(x, (w, b, lw), pool, relu)
     to.engine.cache_clear()

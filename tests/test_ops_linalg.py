@@ -131,7 +131,7 @@ def _mlp_step(x, params, bias):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lead, bias", [((6,), True), ((2, 3), True), ((5,), False)])
 def test_linear_relu_fused_is_bit_for_bit_the_unfused_graph(monkeypatch, dtype, lead, bias):
-    from tinyopt.engine import fuse
+    from tinyopt.engine import op_fusion
     r = np.random.default_rng(5)
     x = r.integers(-2, 3, size=lead + (4,)).astype(dtype)  # zeros and ties at the ReLU's kink
     x.reshape(-1, 4)[1, 2] = np.nan
@@ -140,7 +140,7 @@ def test_linear_relu_fused_is_bit_for_bit_the_unfused_graph(monkeypatch, dtype, 
     w2 = r.standard_normal((3, 7)).astype(dtype)
     fused, ops = _mlp_step(x, (w1, b1, w2), bias)
     assert "linear_relu" in ops and "relu" not in ops
-    monkeypatch.setattr(fuse, "RULES", {})
+    monkeypatch.setattr(op_fusion, "RULES", {})
     to.engine.cache_clear()  # plans are cached by the graph's structure, fused or not
     plain, ops = _mlp_step(x, (w1, b1, w2), bias)
     to.engine.cache_clear()

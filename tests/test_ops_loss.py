@@ -482,7 +482,7 @@ def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatc
 
     (whole, used), (plain, unused) = run(1), run(1 << 62)
     assert used and not unused and whole == plain
-    from tinyopt.kernels import shared_threads  # the exponentials' rows as one serial chunk
+    from tinyopt.kernels.native import shared_threads  # the exponentials' rows as one serial chunk
     monkeypatch.setattr(shared_threads, "chunk_runner", lambda: shared_threads._SERIAL)
     assert run(1) == (whole, True)
 

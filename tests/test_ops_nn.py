@@ -135,7 +135,7 @@ def test_layer_norm_shape_errors():
 def test_layer_norm_rows_as_chunks_on_the_shared_threads_give_the_kernels_bits(dtype, has_w):
     from tinyopt.engine.ops.nn import _LayerNormChunks
     from tinyopt.kernels import norm as K
-    from tinyopt.kernels import shared_threads
+    from tinyopt.kernels.native import shared_threads
     if not shared_threads.chunk_runner().parallel:
         pytest.skip("no shared threads here (one thread, or BLAS not shared)")
     M, D = 1021, 40  # rows not a multiple of a chunk's nor of the 4-row blocks

@@ -125,7 +125,7 @@ def test_reduction_errors():
         to.tensor([1, 2]).mean()
     with pytest.raises(RuntimeError, match=r"std and var only support floating point"):
         to.tensor([1, 2]).var()
-    with pytest.raises(RuntimeError, match=r"max.*non-empty"):
+    with pytest.raises(RuntimeError, match=r"max\(\): Expected reduction dim to be specified"):
         to.tensor(np.zeros((0,))).max()
 
 
@@ -196,6 +196,32 @@ def test_max_errors():
         x.max(2)
     with pytest.raises(IndexError, match=r"Dimension out of range"):
         x.argmax(5)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.argmax(dim=1), lambda x: x.max(1)[0], lambda x: x.min(1, keepdim=True)[1],
+    lambda x: x.argmin(1), lambda x: x.amax(1), lambda x: x.amin(-1, keepdim=True),
+    lambda x: x.max(0), lambda x: x.argmax(), lambda x: x.argmin(0), lambda x: x.min(),
+    lambda x: x.amax(), lambda x: x.amax(0)])
+def test_max_min_of_an_empty_tensor_are_torchs(call):
+    """Along a non-empty dimension the results are empty (a GCN's accuracy over an empty
+    split); over an empty one, or over everything, torch's errors (argmax() never answers 0)."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        try:
+            r = call(lib.zeros(0, 3))
+            return tuple(r.shape), str(r.dtype).split(".")[-1]
+        except (IndexError, RuntimeError) as e:
+            return type(e).__name__, str(e)
+
+    assert run(to) == run(torch)
+
+
+def test_max_of_an_empty_tensor_keeps_the_graph():
+    x = to.zeros(0, 3, requires_grad=True)
+    x.max(1)[0].sum().backward()
+    assert x.grad.shape == (0, 3)
 
 
 # ---- logsumexp / softmax / log_softmax ---------------------------------------------------------

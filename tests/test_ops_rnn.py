@@ -148,7 +148,7 @@ def test_lstm_chunks_give_the_same_bits_on_the_shared_threads_and_one_after_the_
     """The chunks of batch rows are fixed by the batch size, so the threads that run them
     change no bit (float32, forward and backward)."""
     from tinyopt.engine import cache_clear
-    from tinyopt.kernels import shared_threads
+    from tinyopt.kernels.native import shared_threads
     T, B, I, H = 7, 20, 6, 16
     w = [a.astype(np.float32) for a in weights("lstm", I, H, H)[:4]]
     x = rng.standard_normal((T, B, I)).astype(np.float32)

@@ -831,3 +831,45 @@ def test_rprop_with_a_nan_step_size_bound_steps_to_nan_as_in_torch(step_sizes):
         w.grad = Parameter(np.ones(3, np.float32)).detach()
         opt.step()
     assert np.isnan(w.detach().numpy()).all()
+
+
+def test_a_subclass_declared_with_the_old_hook_names_steps_as_with_the_new():
+    """Issue 26: the FusedOptimizer hooks are public (``validate``, ``state_names``,
+    ``host_scalars``, ``switches``...); a subclass written against the underscored names that
+    docs/adding_an_optimizer.md used to teach keeps its validation and its step."""
+    from tinyopt.kernels import optim as kernels
+    from tinyopt.optim.fused import FusedOptimizer
+
+    class OldMomentum(FusedOptimizer):
+        kernel = kernels.sgd
+        scalar_state = ()
+
+        def __init__(self, params, lr=0.1, momentum=0.9):
+            super().__init__(params, dict(lr=lr, momentum=momentum, dampening=0.0,
+                                          weight_decay=0.0, nesterov=False, maximize=False))
+
+        def _validate(self, group):
+            if group["lr"] < 0:
+                raise ValueError(f"Invalid learning rate: {group['lr']}")
+
+        def _state_names(self, group):
+            return ("momentum_buffer",)
+
+        def _host(self, group, r):
+            return dict(neg_lr=-group["lr"], momentum=group["momentum"],
+                        one_minus_dampening=1.0, weight_decay=0.0)
+
+        def _switches(self, group, host):
+            return (True, False, False, False)
+
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        OldMomentum([Parameter(np.ones(2, np.float32))], lr=-1)
+    ws = [Parameter(np.arange(4, dtype=np.float32)) for _ in range(2)]
+    opts = [OldMomentum([ws[0]]), optim.SGD([ws[1]], lr=0.1, momentum=0.9)]
+    for step in range(3):
+        for w, opt in zip(ws, opts):
+            w.grad = np.full(4, 0.5 + step, np.float32)
+            opt.step()
+    np.testing.assert_array_equal(ws[0].numpy(), ws[1].numpy())
+    np.testing.assert_array_equal(opts[0].state[ws[0]]["momentum_buffer"].numpy(),
+                                  opts[1].state[ws[1]]["momentum_buffer"].numpy())

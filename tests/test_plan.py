@@ -12,7 +12,8 @@ import pytest
 import tinyopt as to
 from tinyopt import nn
 from tinyopt.engine import cache_clear, cache_info, set_cache_limit
-from tinyopt.engine.plan import CACHE, DEFAULT_MAX_BYTES, NODE_BYTES, PlanCache
+from tinyopt.engine.plan import NODE_BYTES
+from tinyopt.engine.plan_cache import CACHE, DEFAULT_MAX_BYTES, PlanCache
 
 
 def _lazy(a: np.ndarray) -> to.Tensor:
@@ -346,7 +347,7 @@ def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_pa
     finally:
         _Run._build = orig
     plan, A, steps, _ = built[-1]
-    ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "extern", "view")]
+    ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "into_grad", "view")]
     bound = {op for op, st in zip(ops, steps) if isinstance(st, functools.partial)}
     assert {"relu", "tanh", "relu_grad", "tanh_grad"} <= bound and "sigmoid" not in bound
     xw = a * w.numpy()

@@ -1,4 +1,4 @@
-"""kernels/shared_threads.py: numpy's OpenBLAS runs its parallel jobs on GNU OpenMP's threads, with
+"""kernels/native/shared_threads.py: numpy's OpenBLAS runs its parallel jobs on GNU OpenMP's threads, with
 the same bits as on its own threads, from several Python threads at once, on pthreads where
 OpenMP cannot give a team, and after fork (a child goes back to OpenBLAS's own threads)."""
 
@@ -12,7 +12,7 @@ import threading
 import numpy as np
 import pytest
 
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 
 SHAPES = [(1024, 128, 384), (700, 200, 800), (64, 2000, 96), (20, 200, 800)]
 
@@ -66,7 +66,7 @@ CHILD = """if True:
     import numpy as np
     import tinyopt as to
     from tinyopt import nn
-    from tinyopt.kernels import shared_threads
+    from tinyopt.kernels.native import shared_threads
 
     def step(seed=0):
         to.manual_seed(seed)

@@ -251,3 +251,54 @@ def test_glu_inner_cartesian_prod_frac_and_inplace_activations_match_torch():
         to.inner(to.ones(2, 3), to.ones(4, 2))
     with pytest.raises(NotImplementedError, match="frac_cpu"):
         to.tensor([1, 2]).frac()
+
+
+def test_cuda_probes_answer_as_pytorchs_cpu_build():
+    """Memory counters read 0; calls that need a device raise torch's AssertionError; streams
+    and events are refused with torch's words."""
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved"):
+        assert getattr(to.cuda, name)() == getattr(torch.cuda, name)() == 0
+    for name in ("get_device_capability", "current_stream", "mem_get_info", "current_device"):
+        with pytest.raises(AssertionError, match="^Torch not compiled with CUDA enabled"):
+            getattr(torch.cuda, name)()
+        with pytest.raises(AssertionError, match="^Torch not compiled with CUDA enabled"):
+            getattr(to.cuda, name)()
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        to.cuda.reset_peak_memory_stats()
+    for name in ("Stream", "Event"):
+        with pytest.raises(RuntimeError) as theirs:
+            getattr(torch.cuda, name)()
+        with pytest.raises(RuntimeError) as ours:
+            getattr(to.cuda, name)()
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_unique_consecutive_scalar_tensor_and_is_distributed_match_torch():
+    a = np.array([[1, 1, 2], [1, 1, 2], [3, 1, 1], [3, 1, 1], [1, 1, 2]])
+    f = np.array([0.5, 0.5, np.nan, np.nan, 2.0, 0.5])
+    for x in (a, f, a[:0]):
+        for kw in ({}, dict(return_inverse=True), dict(return_counts=True),
+                   dict(return_inverse=True, return_counts=True, dim=0), dict(dim=1),
+                   dict(dim=-1, return_counts=True)):
+            if x.ndim == 1 and kw.get("dim") is not None and kw["dim"] not in (0, -1):
+                continue
+            try:
+                theirs = torch.unique_consecutive(torch.tensor(x), **kw)
+            except RuntimeError as e:
+                with pytest.raises(RuntimeError, match=str(e)):
+                    to.unique_consecutive(to.tensor(x), **kw)
+                continue
+            ours = to.unique_consecutive(to.tensor(x), **kw)
+            ours = ours if isinstance(ours, tuple) else (ours,)
+            theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+            for o, t in zip(ours, theirs, strict=True):
+                np.testing.assert_array_equal(o.numpy(), t.numpy())
+                assert o.dtype == to.tensor(t.numpy()).dtype
+    assert to.tensor(a).unique_consecutive().tolist() == [1, 2, 1, 2, 3, 1, 3, 1, 2]
+    for s, kw in ((3, {}), (True, {}), (2.5, dict(dtype=to.float64))):
+        ours = to.scalar_tensor(s, **kw)
+        theirs = torch.scalar_tensor(s, **{k: torch.float64 for k in kw})
+        assert ours.shape == () and ours.item() == theirs.item() and \
+            str(ours.dtype) == str(theirs.dtype).removeprefix("torch.")
+    assert to.ones(2).is_distributed() is torch.ones(2).is_distributed() is False

@@ -28,11 +28,11 @@ from tinyopt.engine.dtypes import result_type as _result_type
 from tinyopt.engine.random import get_rng_state, initial_seed, seed, set_rng_state
 from tinyopt.engine.tensor import (BoolTensor, ByteTensor, CharTensor, DoubleTensor,
                                    FloatTensor, IntTensor, LongTensor, ShortTensor, is_tensor)
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 from tinyopt.engine.ops import __all__ as _ops_all
 
-# Everything else is imported on first use (``tinyopt.engine.lazy``): ``import tinyopt`` loads
+# Everything else is imported on first use (``tinyopt.engine.lazy_exports``): ``import tinyopt`` loads
 # the tensor and its dtypes, not the op families, kernels, layers, optimizers or drivers.
 if _typing.TYPE_CHECKING:
     from tinyopt import (accelerator, amp, autograd, backends, compiler, cpu, cuda, data,
@@ -42,7 +42,7 @@ if _typing.TYPE_CHECKING:
     from tinyopt.checkpoint import CheckpointError, load_into
     from tinyopt.compiler import compile
     from tinyopt.engine.ops import *  # noqa: F403  (the tensor API's functions: to.exp, to.cat...)
-    from tinyopt.engine.plan import CacheInfo
+    from tinyopt.engine.plan_cache import CacheInfo
     from tinyopt.engine.printing import set_printoptions
     from tinyopt.engine.layout import (channels_last, channels_last_3d, contiguous_format,
                                        layout, memory_format, preserve_format, sparse_coo,
@@ -62,7 +62,7 @@ _WHERE = _table({
     "tinyopt.amp": "autocast get_autocast_dtype is_autocast_enabled",
     "tinyopt.checkpoint": "CheckpointError load_into",
     "tinyopt.compiler": "compile",
-    "tinyopt.engine.plan": "CacheInfo",
+    "tinyopt.engine.plan_cache": "CacheInfo",
     "tinyopt.engine.printing": "set_printoptions",
     "tinyopt.engine.layout": ("channels_last channels_last_3d contiguous_format layout "
                               "memory_format preserve_format sparse_coo strided"),

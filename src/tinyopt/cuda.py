@@ -31,7 +31,30 @@ def _unavailable(*args: Any, **kwargs: Any) -> Any:
 
 
 current_device = set_device = get_device_name = get_device_properties = init = _unavailable
-memory_allocated = max_memory_allocated = memory_reserved = _unavailable
+get_device_capability = current_stream = mem_get_info = ipc_collect = _unavailable
+reset_peak_memory_stats = reset_max_memory_allocated = _unavailable
+
+
+def memory_allocated(device: Any = None) -> int:
+    """0 bytes, as PyTorch's CPU build answers (scripts print it after a step)."""
+    return 0
+
+
+max_memory_allocated = memory_reserved = max_memory_reserved = memory_allocated
+
+
+class Stream:
+    """Refused as in PyTorch's CPU build: ``torch.cuda.Stream requires CUDA support``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("torch.cuda.Stream requires CUDA support")
+
+
+class Event:
+    """Refused as in PyTorch's CPU build (a dummy class there)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("Tried to instantiate dummy base class Event")
 
 
 def synchronize(device: Any = None) -> None:
@@ -78,6 +101,9 @@ def _amp_autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool =
 
 amp = SimpleNamespace(GradScaler=_amp_grad_scaler, autocast=_amp_autocast)
 
-__all__ = ["OutOfMemoryError", "amp", "current_device", "device_count", "empty_cache",
-           "get_device_name", "is_available", "is_bf16_supported", "is_initialized",
-           "manual_seed", "manual_seed_all", "set_device", "synchronize"]
+__all__ = ["Event", "OutOfMemoryError", "Stream", "amp", "current_device", "current_stream",
+           "device_count", "empty_cache", "get_device_capability", "get_device_name",
+           "is_available", "is_bf16_supported", "is_initialized", "manual_seed",
+           "manual_seed_all", "max_memory_allocated", "max_memory_reserved", "mem_get_info",
+           "memory_allocated", "memory_reserved", "reset_peak_memory_stats", "set_device",
+           "synchronize"]

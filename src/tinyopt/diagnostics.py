@@ -69,7 +69,7 @@ def _blas() -> list[tuple[str, str]]:
     chose, its build options and its thread count."""
     import numpy as np
 
-    from tinyopt.kernels import blas
+    from tinyopt.kernels.native import blas
     try:
         built = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         rows = [("BLAS", f"{built.get('name', '?')} {built.get('version', '')}".strip())]
@@ -166,7 +166,7 @@ def sections() -> list[tuple[str, list[tuple[str, str]]]]:
     import numba
 
     from tinyopt import __version__
-    from tinyopt.kernels import gemm_bf16
+    from tinyopt.kernels.native import gemm_bf16
     versions = [("python", f"{platform.python_version()} ({platform.python_implementation()}, "
                            f"{platform.platform(terse=True)})")]
     versions += [(p, version(p)) for p in DEPENDENCIES]

@@ -334,6 +334,6 @@ def _after_backward() -> None:
 
 
 # (while no DDP model lives, the optimizer step may run inside the backward plan: it needs
-# the gradients averaged first otherwise; engine/fused_update.py)
+# the gradients averaged first otherwise; engine/update_in_plan.py)
 _after_backward.active = lambda: any(ref() is not None for ref in _LIVE)  # type: ignore[attr-defined]
 realize.BACKWARD_HOOKS.append(_after_backward)

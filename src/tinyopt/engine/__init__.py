@@ -31,16 +31,18 @@ from tinyopt.engine.random import (Generator, default_generator, get_rng_state, 
                                    seed, set_rng_state)
 from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor, from_numpy, tensor
 from tinyopt.engine import ops
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 
-if _typing.TYPE_CHECKING:  # on first use (``tinyopt.engine.lazy``): plans come with realize
+if _typing.TYPE_CHECKING:  # on first use (``tinyopt.engine.lazy_exports``): plans come with realize
     from tinyopt.engine.dot import to_dot
-    from tinyopt.engine.plan import CacheInfo, Plan, cache_clear, cache_info, set_cache_limit
+    from tinyopt.engine.plan import Plan
+    from tinyopt.engine.plan_cache import CacheInfo, cache_clear, cache_info, set_cache_limit
     from tinyopt.engine.realize import get_plan
 
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.engine.dot": "to_dot",
-    "tinyopt.engine.plan": "CacheInfo Plan cache_clear cache_info set_cache_limit",
+    "tinyopt.engine.plan": "Plan",
+    "tinyopt.engine.plan_cache": "CacheInfo cache_clear cache_info set_cache_limit",
     "tinyopt.engine.realize": "get_plan",
 }))

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyopt.engine.gc_pause import paused
 from tinyopt.engine.graph import backward_graph, check_saved, toposort
 from tinyopt.engine.grad_mode import enable_grad
 from tinyopt.engine.op import defop, node
@@ -112,6 +113,7 @@ def _seed(i: int, t: Tensor, g: Any) -> Tensor:
     return leaf(np.array(arr, dtype=t.dtype))
 
 
+@paused
 def run_backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None = None, *,
                  retain_graph: bool = False, inputs: Any = None,
                  create_graph: bool = False) -> None:
@@ -139,6 +141,7 @@ def run_backward(tensors: Sequence[Tensor], grad_tensors: Sequence[Any] | None =
     _explicit(loss, wrt, retain_graph=retain_graph, accumulate=True)
 
 
+@paused
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
          create_graph: bool = False, only_inputs: bool = True, allow_unused: bool | None = None,
          is_grads_batched: bool = False, materialize_grads: bool = False

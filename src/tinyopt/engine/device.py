@@ -63,6 +63,16 @@ class device:
 CPU = device("cpu")
 
 
+# torch's CPU build refuses these with AssertionError("Torch not compiled with CUDA enabled")
+_COMPILED_NAMES = {"cuda": "CUDA", "xpu": "XPU"}
+
+
+class DeviceNotCompiledError(RuntimeError, AssertionError):
+    """A CUDA/XPU device asked of tinyopt: an ``AssertionError`` as torch's CPU build raises
+    (``Torch not compiled with CUDA enabled``), and a ``RuntimeError`` as every other
+    unavailable device is."""
+
+
 def check_device(dev: Any) -> None:
     """Raise if ``dev`` (None, a string, a ``device`` or an int) names a device other than the
     CPU."""
@@ -72,8 +82,11 @@ def check_device(dev: Any) -> None:
         dev = device("cuda", dev)
     d = dev if isinstance(dev, device) else device(dev)
     if d.type != "cpu" and d.type != "meta":
-        raise RuntimeError(f"tinyopt runs on the CPU only: device '{d}' is not available "
-                           f"(tinyopt.cuda.is_available() and tinyopt.accelerator.is_available() "
-                           f"are False); use 'cpu'")
+        cls = DeviceNotCompiledError if d.type in _COMPILED_NAMES else RuntimeError
+        lead = (f"Torch not compiled with {_COMPILED_NAMES[d.type]} enabled: "
+                if d.type in _COMPILED_NAMES else "")
+        raise cls(f"{lead}tinyopt runs on the CPU only: device '{d}' is not available "
+                  f"(tinyopt.cuda.is_available() and tinyopt.accelerator.is_available() "
+                  f"are False); use 'cpu'")
     if d.type == "meta":
         raise RuntimeError("tinyopt has no 'meta' device; tensors always hold their values")

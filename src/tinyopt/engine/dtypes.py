@@ -122,7 +122,14 @@ def _register(d: np.dtype) -> np.dtype:
 
 def is_low(d: np.dtype) -> bool:
     """Whether ``d`` is float16 or bfloat16."""
-    return d in LOW or (d.name == "bfloat16" and _register(d) is d)
+    try:
+        return _IS_LOW[d]
+    except KeyError:  # (``dtype.name`` is a Python property: a third of an eager ``x[i] += 1``)
+        low = _IS_LOW[d] = d in LOW or (d.name == "bfloat16" and _register(d) is d)
+        return low
+
+
+_IS_LOW: dict[np.dtype, bool] = {}
 
 
 def is_float(d: np.dtype) -> bool:

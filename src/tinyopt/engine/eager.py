@@ -4,7 +4,7 @@ Compiling a plan (autodiff, sorting, memory planning, kernel closures: ~30 us a 
 when the plan is replayed; code whose graph changes every step (episodes of every length, a
 per-sample loop, a CRF's path) would compile a plan per step and use it once.  So realization
 works like a tracing JIT: the plan cache counts the structures it misses, and a structure is
-compiled only once it repeats (``plan.PlanCache.compile_after``); until then :func:`run`
+compiled only once it repeats (``plan_cache.PlanCache.compile_after``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
 1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the
@@ -17,7 +17,7 @@ computes the graph here, as PyTorch eager does, on the same kernels:
 
 Both paths run the same kernels on the same operands in the same order, so they give the same
 bits (``tests/test_eager.py`` checks every op of the table, forward and backward); only where
-the arrays live differs.  An update stepping parameters during a run (``fused_update``) is
+the arrays live differs.  An update stepping parameters during a run (``update_in_plan``) is
 offered no parameter here, so the optimizer steps after the backward, as when unfused: the
 same bits again.
 """
@@ -25,14 +25,16 @@ same bits again.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import numpy as np
 
 from tinyopt.engine import fpstate
-from tinyopt.engine.fuse import fuse
+from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import LEAF_OPS, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
 
 
 def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=None
@@ -67,21 +69,33 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     readers = _readers(nodes, keep) if big else None
 
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
         for t in nodes:
             if t.op in LEAF_OPS:
                 vals[id(t)] = t._value
                 continue
+            k = id(t)
             op = OPS[t.op]
-            if op.view is not None:
-                vals[id(t)] = op.view(t)(*[vals[id(s)] for s in t.srcs])
+            if (v := t._value) is not None and t._id > last and k not in dest:
+                # computed by an earlier realization (``probs.item()`` inside an episode) and
+                # nothing written since the node was made: the bits a run computes again
+                vals[k] = v
+            elif op.view is not None:
+                vals[k] = op.view(t)(*[vals[id(s)] for s in t.srcs])
             else:
-                out = dest.get(id(t)) if dest else None
+                out = dest.get(k) if dest else None
                 if out is None:
                     out = np.empty(t.shape, t.dtype)
-                op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
-                vals[id(t)] = out
+                if (op.elementwise is not None and not t.attrs and t.dtype in FLOATS
+                        and t.srcs[0].dtype in FLOATS):
+                    # the kernel the forward calls on float operands, called as a plan binds
+                    # it (``plan._step``): the same loop
+                    op.elementwise(*[vals[id(s)] for s in t.srcs], out=out)
+                else:
+                    op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
+                vals[k] = out
             if readers is not None:
                 for src in t.srcs:
                     k = id(src)
@@ -112,7 +126,7 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
 
 BIG_BYTES = 1 << 24
 """A graph whose forward arrays sum to this many bytes or more gets the plan's fusions
-(``fuse.py``: fewer passes over big arrays) and drops each array after its last reader, as a
+(``op_fusion.py``: fewer passes over big arrays) and drops each array after its last reader, as a
 plan's arena reuses it and PyTorch frees it.  A smaller one runs unfused and keeps its arrays
 to the end of the run: rewriting a graph costs a copy and a sort of it (the actor-critic's
 update, whose ``linear -> relu`` fuses, ran 16% faster unfused), and counting readers 0.8 us a
@@ -153,8 +167,7 @@ def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
     return sorted(found.values(), key=_creation)
 
 
-def _creation(t: Tensor) -> int:
-    return t._id
+_creation = attrgetter("_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

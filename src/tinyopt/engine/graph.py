@@ -207,9 +207,9 @@ def _calibrate() -> int:
     consumer (interpreters differ in how many references a call adds)."""
     import numpy as np
 
-    from tinyopt.engine.tensor import _make
-    x = _make("input", (), (), (), np.dtype(np.float32))
-    order = [x, _make("neg", (x,), (), (), x.dtype)]
+    from tinyopt.engine.tensor import make_node
+    x = make_node("input", (), (), (), np.dtype(np.float32))
+    order = [x, make_node("neg", (x,), (), (), x.dtype)]
     return _refcount(order[1])
 
 

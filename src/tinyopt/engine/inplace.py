@@ -39,8 +39,7 @@ from tinyopt.engine.op import node, view_array, view_node
 from tinyopt.engine.storage import (MULTI, NO_GRAD, Storage, ViewInfo, ViewStep, storage_of,
                                     version_counter)
 from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Parameter, Tensor, _Alias, _check_result,
-                                   _ids,
-                                   _make, _mark_mutated)
+                                   _ids, _mark_mutated, make_node)
 
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation.")
@@ -83,7 +82,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
     if not through and root.op in LEAF_OPS:
         # an alias written with autograd: its value goes into the memory now, and it becomes
         # a node of its own graph (torch: ``p.data.add_(w)`` is ``AddBackward0``, p changes)
-        old_t = _make("input", (), (), t.shape, t.dtype, False, np.array(writable(t, True)))
+        old_t = make_node("input", (), (), t.shape, t.dtype, False, np.array(writable(t, True)))
         old_t._id = t._id  # (a private copy: the memory is about to change under it)
         if t.op not in LEAF_OPS and t.requires_grad:  # (its graph from an earlier write: kept)
             old_t = scatter(snapshot(t), old_t, (), through=False)
@@ -212,7 +211,7 @@ def snapshot(t: Tensor, stamp: int = 0) -> Tensor:
     """A tensor holding ``t``'s current version (its node or value, id and storage), which
     nodes built before the write at ``stamp`` keep reading (and the write's own node, as
     torch's "original self": a copy no later write can reach, ``graph.check_saved``)."""
-    old = _make(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
+    old = make_node(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
     old._id = t._id
     old._superseded = stamp
     old.name = t.name

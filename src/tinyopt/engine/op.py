@@ -36,8 +36,9 @@ import numpy as np
 
 from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
+from tinyopt.engine.ops import load_all
 from tinyopt.engine.storage import ViewStep, note_view
-from tinyopt.engine.tensor import CONCRETE, Tensor, _make, _root
+from tinyopt.engine.tensor import CONCRETE, Tensor, make_node, _root
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,6 @@ class _OpTable(dict):
     family's op by name."""
 
     def __missing__(self, name: str) -> OpDef:
-        from tinyopt.engine.ops import load_all
         load_all()
         return dict.__getitem__(self, name)
 
@@ -110,7 +110,7 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
             is_low(dtype) or any(is_low(s.dtype) for s in srcs)):
         return _in_float32(op, srcs, shape, dtype, attrs)
     rg = rg and state.enabled and opdef.backward is not None
-    t = _make(op, srcs, attrs, shape, dtype, rg)
+    t = make_node(op, srcs, attrs, shape, dtype, rg)
     if opdef.aliases:
         if rg and srcs[0].op == "rebased_multi_view":  # (torch: its grad_fn cannot be made)
             raise RuntimeError(srcs[0].attrs[0])
@@ -147,7 +147,7 @@ def view_node(step: ViewStep, parent: Tensor) -> Tensor:
     opdef = OPS[step.op]
     srcs = (parent,) + step.extras
     rg = parent.requires_grad and grad_mode._state.enabled and opdef.backward is not None
-    t = _make(step.op, srcs, step.attrs, step.shape, step.dtype, rg)
+    t = make_node(step.op, srcs, step.attrs, step.shape, step.dtype, rg)
     if not rg and parent.op in CONCRETE and grad_mode._state.fold:
         _run_now(t, opdef)
     return t

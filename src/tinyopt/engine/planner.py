@@ -73,9 +73,10 @@ def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],
     """Assign arena blocks.
 
     ``srcs[i]`` are node i's source indices, ``nbytes[i]`` its size, ``kind[i]`` one of
-    ``"leaf"`` (storage bound at run time), ``"extern"`` (storage outside the arena), ``"view"``
-    (shares source 0's storage) or ``"compute"``; ``inplace[i]`` whether node i may overwrite source
-    0; ``keep`` the nodes whose value must survive to the end of the run.
+    ``"leaf"`` (storage bound at run time), ``"into_grad"`` (a gradient computed into its
+    parameter's gradient storage, outside the arena), ``"view"`` (shares source 0's storage) or
+    ``"compute"``; ``inplace[i]`` whether node i may overwrite source 0; ``keep`` the nodes whose
+    value must survive to the end of the run.
     """
     n = len(srcs)
     last_read = [-1] * n  # per node: its last consumer (n: kept to the end)

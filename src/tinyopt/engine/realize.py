@@ -19,19 +19,22 @@ import weakref
 import numpy as np
 
 from tinyopt.engine import eager
+from tinyopt.engine.gc_pause import paused
 from tinyopt.engine.graph import check_saved, toposort, toposort_signed
 from tinyopt.engine.inplace import alias_value
 from tinyopt.engine.op import OPS
-from tinyopt.engine.plan import CACHE, Plan
+from tinyopt.engine.plan import Plan
+from tinyopt.engine.plan_cache import CACHE
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, _freeze
 
 
+@paused
 def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
             retain_graph: bool = False, update=None) -> list[np.ndarray]:
     """Values of ``outputs``; with ``loss``, also backpropagate it into ``.grad`` (and append its
     value to the returned list).  The returned arrays are the tensors' own values (shared, as
     ``Tensor.numpy()`` shares storage).  After a backward pass the graph is freed unless
-    ``retain_graph``.  ``update`` steps parameters during the run (``engine/fused_update.py``)."""
+    ``retain_graph``.  ``update`` steps parameters during the run (``engine/update_in_plan.py``)."""
     if loss is None:
         for t in outputs:
             if t._value is None and not _view_of_values(t):

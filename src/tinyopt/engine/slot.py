@@ -5,7 +5,7 @@ reduces a whole group's gradients in one collective.  Both need the group laid o
 index space: parameter ``j`` occupies ``[seg[j], seg[j + 1])``.  They do *not* need the
 parameters' storage moved there, and it never is: a parameter's storage stays the array it has
 (the user's ``from_numpy`` array, shared memory, a view another program holds), and the kernel
-reaches it through a table of addresses (``kernels/address.py``), the way ggml binds a tensor to
+reaches it through a table of addresses (``kernels/native/address.py``), the way ggml binds a tensor to
 a buffer without copying it (``ggml_backend_tensor_alloc``; ``tensor->buffer`` is public).
 
 A :class:`SlotTable` is that table for one flat buffer, made (and owned) by whoever owns the

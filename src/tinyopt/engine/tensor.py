@@ -410,7 +410,7 @@ class Tensor(TensorMethods):
         version counter (a graph node is computed now), so writing into it writes this one."""
         if self.op == "param":
             return _Alias._of(self, ALIAS)
-        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
+        t = make_node("input", (), (), self.shape, self.dtype, False, _shared_value(self))
         note_view(t, self, None, ALIAS)
         return t
 
@@ -507,7 +507,7 @@ class Tensor(TensorMethods):
     def data(self) -> Tensor:
         """This tensor's value, cut from autograd, sharing the storage (``p.data.add_(x)``
         writes into ``p``) but not the version counter (torch's ``.data``)."""
-        t = _make("input", (), (), self.shape, self.dtype, False, _shared_value(self))
+        t = make_node("input", (), (), self.shape, self.dtype, False, _shared_value(self))
         note_view(t, self, None, DATA)
         return t
 
@@ -920,10 +920,11 @@ def _backward_modules() -> tuple:
     return _BACKWARD
 
 
-def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
-          requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
+def make_node(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
+              requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
     """A new tensor (graph node or concrete leaf) without going through the user constructor
-    (``_init`` inlined: every graph node is made here)."""
+    (``_init`` inlined: every graph node is made here).  ``engine.op.node`` records an op's node
+    with its checks; this is for the engine's own rewrites (fusion, plan specs)."""
     t = _new(Tensor)
     t.op = op
     t.srcs = srcs
@@ -940,7 +941,7 @@ def _make(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
 
 def leaf(arr: np.ndarray) -> Tensor:
     """A concrete tensor holding ``arr`` itself (no copy)."""
-    return _make("input", (), (), arr.shape, arr.dtype, False, arr)
+    return make_node("input", (), (), arr.shape, arr.dtype, False, arr)
 
 
 class _GradFn:
@@ -1396,7 +1397,7 @@ def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
         check_device(device)
     if isinstance(x, np.ndarray):
         if dtype is None and x.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
-            return _make("input", (), (), x.shape, x.dtype, False, x)
+            return make_node("input", (), (), x.shape, x.dtype, False, x)
         return leaf(_to_array(x, dtype))
     if dtype is None and isinstance(x, numbers.Number):
         return leaf(np.array(x, dtype=scalar_dtype(x)))

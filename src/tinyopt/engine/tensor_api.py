@@ -7,6 +7,8 @@ is ``Tensor._inplace`` over it (PyTorch's in-place rules, see ``tensor``'s docst
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -844,6 +846,14 @@ class TensorMethods(TensorCasts):
                return_counts: bool = False, dim: int | None = None) -> Any:
         return _F.unique(self, sorted, return_inverse, return_counts, dim)
 
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None) -> Any:
+        return _F.unique_consecutive(self, return_inverse, return_counts, dim)
+
+    def is_distributed(self) -> bool:
+        """False: a tinyopt tensor lives in one process (torch's answer for a local tensor)."""
+        return False
+
     def bincount(self, weights: Any = None, minlength: int = 0) -> Tensor:
         return _F.bincount(self, weights, minlength)
 
@@ -1125,8 +1135,6 @@ def _alpha_first(name: str, other: Any, deprecated: tuple, alpha: Any) -> tuple[
     Tensor other)`` when a second positional argument is given, with torch's warning."""
     if not deprecated:
         return other, alpha
-    import numbers
-    import warnings
     if len(deprecated) > 1 or not isinstance(other, numbers.Number) or alpha != 1:
         raise TypeError(f"{name}() received an invalid combination of arguments: expected "
                         f"(Tensor other, *, Number alpha) or the deprecated (Number alpha, "

@@ -20,7 +20,7 @@ import math
 import numba
 import numpy as np
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 from tinyopt.kernels.jit import c_callback, inline, parallel_kernel, prange, specialized
 from tinyopt.kernels import vecmath as _V
 

@@ -382,7 +382,7 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
       ``relu``; then y gets no ReLU).
 
     w (OC, C, kh, kw); C-contiguous, one dtype.  Serial: the engine runs chunks of samples on its
-    worker threads (``kernels/workers.py``)."""
+    worker threads (``kernels/chunk_threads.py``)."""
     K = kh * kw
 
     @kernel

@@ -43,6 +43,8 @@ import numba
 import numba.extending
 import numpy as np
 
+from tinyopt.kernels.native.numba_cache import loads_without_refresh
+
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
 # of raising ZeroDivisionError, and the check it would need in every loop does not stop LLVM from
 # vectorizing (Adam over 1e6 float32 in a serial build: 3.4 ms with the check, 0.45 ms without).
@@ -98,78 +100,7 @@ def _njit(fn, **options):
             raise
         _cache_elsewhere(e)
         dispatcher = numba.njit(**{**_OPTIONS, **options})(fn)
-    return _loads_without_refresh(dispatcher)
-
-
-# Loading a cached kernel without numba's context refresh.
-#
-# numba's ``Cache.load_overload`` refreshes the target context before it loads machine code from
-# the disk cache: it imports numba's ~70 implementation modules (arraymath, linalg, typed dicts,
-# random, ...) and installs their ~2300 typing and lowering templates.  In a process that only
-# loads cached kernels, that was 0.2-0.3 s of a 0.35-0.4 s warm first training step, and nothing
-# of it is used: the loaded machine code is called from Python through the dispatcher, and every
-# real compile refreshes the contexts itself (``CompilerBase.__init__``), as does a lowering
-# lookup that misses (``BaseContext.get_function``).  What loading does need is what the refresh
-# puts into LLVM's symbol table, which the object code links against: the NRT functions
-# (``rtsys.initialize``), the hash secret (``numba.cpython.hashing``'s import) and whatever a
-# third-party numba extension adds (``entrypoints.init_all``); parallel kernels restart their
-# thread pool through their own ``reload_init``.  In numba 0.68.1 that is every symbol a refresh
-# adds (counted by wrapping ``llvmlite.binding.add_symbol``); a symbol missing at load time would
-# crash the process, so this runs only on the numba versions it was checked on and otherwise
-# keeps numba's own path.  ``TINYOPT_NUMBA_LAZY_LOAD=0`` turns it off.
-_LAZY_LOAD_VERSIONS = ("0.68.",)
-_RUNTIME_READY: list[bool] = []
-
-
-def _lazy_load_cache_class():
-    """``FunctionCache`` whose ``load_overload`` skips the refresh, or None where it does not
-    apply (another numba version, a numba whose cache class is not the one read above)."""
-    if os.environ.get("TINYOPT_NUMBA_LAZY_LOAD", "1") == "0" or \
-            not numba.__version__.startswith(_LAZY_LOAD_VERSIONS):
-        return None
-    from numba.core import caching
-    if caching.FunctionCache.load_overload is not caching.Cache.load_overload or not all(
-            hasattr(caching.Cache, name) for name in
-            ("_load_overload", "_guard_against_spurious_io_errors")):
-        return None
-
-    class LoadWithoutRefresh(caching.FunctionCache):
-        def load_overload(self, sig, target_context):
-            # numba calls this under its global compiler lock
-            if not _runtime_ready(target_context):
-                return super().load_overload(sig, target_context)
-            with self._guard_against_spurious_io_errors():
-                return self._load_overload(sig, target_context)
-
-    return LoadWithoutRefresh
-
-
-def _runtime_ready(target_context) -> bool:
-    """Put into LLVM's symbol table what numba's refresh would (see above); False if that
-    failed, and numba's own refresh then runs."""
-    if not _RUNTIME_READY:
-        try:
-            from numba.core.entrypoints import init_all
-            from numba.core.runtime import nrt
-
-            nrt.rtsys.initialize(target_context)
-            import numba.cpython.hashing  # noqa: F401  (its import adds the hash secret)
-            init_all()
-        except Exception:
-            return False
-        _RUNTIME_READY.append(True)
-    return True
-
-
-_LOAD_WITHOUT_REFRESH = _lazy_load_cache_class()
-
-
-def _loads_without_refresh(dispatcher):
-    """``dispatcher`` with its disk cache switched to ``_LOAD_WITHOUT_REFRESH``."""
-    lazy = _LOAD_WITHOUT_REFRESH
-    if lazy is not None and type(getattr(dispatcher, "_cache", None)) is lazy.__base__:
-        dispatcher._cache.__class__ = lazy  # the same object and state, one method overridden
-    return dispatcher
+    return loads_without_refresh(dispatcher)
 
 
 # fastmath={"reassoc"} and nothing else, for kernels that ask for it (``reassoc=True``): float sums
@@ -248,7 +179,7 @@ _PARALLEL_LOCK = threading.Lock()
 
 
 # pool_started: this process has run a parallel build; openmp_started: numpy's BLAS runs on GNU
-# OpenMP's threads (``kernels/shared_threads.py``); serial_only: it is a fork of a process whose
+# OpenMP's threads (``kernels/native/shared_threads.py``); serial_only: it is a fork of a process whose
 # GNU OpenMP pool was running (see the module docstring)
 _FORK = {"pool_started": False, "openmp_started": False, "serial_only": False}
 
@@ -278,7 +209,7 @@ def parallel_kernel(fn=None, *, sized_by: Any = None, shared_min: int | None = N
     ``sized_by=k``: argument ``k`` alone decides between the builds (the largest array; checking
     one argument instead of all of a dozen saves about 1 us a call); or ``sized_by=f``:
     ``f(args)`` is the size (a kernel whose storage is reached through addresses).  ``shared_min=n``: where
-    numpy's BLAS runs on numba's OpenMP threads (``kernels/shared_threads.py``: no second pool
+    numpy's BLAS runs on numba's OpenMP threads (``kernels/native/shared_threads.py``: no second pool
     to fight), the parallel build already from ``n`` elements (the lower of ``n`` and
     ``PARALLEL_MIN_ELEMENTS``).
     """
@@ -308,7 +239,7 @@ class _CCallback:
                 raise
             _cache_elsewhere(e)
             cf = build()
-        _loads_without_refresh(cf)
+        loads_without_refresh(cf)
         cf.compile()
         self.address: int = cf.address
         self._cfunc = cf  # keeps the machine code alive

@@ -22,7 +22,7 @@ Every kernel is one walker (:func:`_walker`) around its element update: per chun
 ``_BLOCK`` elements, the update, then the block folded into the chunk's sums.  The chunks run in
 parallel (numba ``prange``: chunk ``c`` writes only its own elements and ``part[c]``) from
 ``PARALLEL_CHUNKS`` chunks on; the parts are added in chunk order on the host.  (A parallel
-region per call, not a hand-off to ``kernels.workers``' Python threads: numba's threads stay
+region per call, not a hand-off to ``kernels.chunk_threads``' Python threads: numba's threads stay
 awake between the recursion's back-to-back calls, a worker is woken each time -- at 1e6 float32
 0.71 against 0.93 ms per ``axpy_dot``, torch's ``add_`` plus ``dot`` 0.72 ms.)
 """

@@ -17,14 +17,14 @@ import math
 import numba
 import numpy as np
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import (c_callback, inline, kernel, parallel_kernel, prange, specialized,
                                  subroutine)
 
 
 # Rows of a large cross-entropy (a language model's 700 x 5000 logits) run in parallel from this
-# many elements, where numpy's BLAS shares numba's threads (``kernels/shared_threads.py``); each
+# many elements, where numpy's BLAS shares numba's threads (``kernels/native/shared_threads.py``); each
 # row is computed alone and the 'mean' summed in row order after all of them, so threads change
 # no bit.
 PARALLEL_ROWS_MIN = 1 << 20

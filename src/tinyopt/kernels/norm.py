@@ -15,7 +15,7 @@ import math
 import numba
 import numpy as np
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 

@@ -16,7 +16,7 @@ import builtins
 import ctypes
 import numbers
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 
 _BLAS_SET: list = []  # [openblas_set_num_threads or None], looked up on first use
 

@@ -5,7 +5,7 @@ index space (``tinyopt.optim.flat.FlatBuffer``), parameter ``j`` occupying ``[se
 seg[j+1])``: up to three vector state buffers ``s0, s1, s2`` are flat (1-d, C-contiguous, one
 float dtype), while the parameters and gradients stay where they are, reached through segment
 tables of addresses (``pa[j]``, ``ga[j]``: where parameter ``j``'s storage and gradient start,
-``kernels/address.py``), so the user's arrays, shared memory and views taken before are stepped
+``kernels/native/address.py``), so the user's arrays, shared memory and views taken before are stepped
 in place.  Per parameter:
 
 - ``flags[j]`` (uint8): 1 when parameter ``j`` has a gradient.  Parameters with ``flags[j] == 0``
@@ -41,7 +41,7 @@ parameter holding chunk ``c``'s first element; iteration ``c`` writes only its o
 results are the same on any number of threads.  The parallel build runs from
 ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel build measured
 faster from fewer elements (Adam; SGD's did not) declares a lower ``shared_min``, used where
-numpy's BLAS shares the kernels' OpenMP threads (``kernels/shared_threads.py``: no second
+numpy's BLAS shares the kernels' OpenMP threads (``kernels/native/shared_threads.py``: no second
 pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
 call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
 against ~0.9 s, once per disk cache) and while it runs faster than the serial one
@@ -62,8 +62,8 @@ import time
 import numba
 import numpy as np
 
-from tinyopt.kernels import half
-from tinyopt.kernels.address import at
+from tinyopt.kernels.native import half
+from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 
 
@@ -174,16 +174,13 @@ def flat_size(args: tuple) -> int:
     return int(seg[seg.shape[0] - 1])
 
 
-def walker(scalars, update, name: str):
-    """The fused step of one algorithm: ``kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk,
-    flags, S, coef, hs) -> int`` (see the module docstring; ``pa``/``ga`` int64 address tables,
-    ``hs`` a 1-element record array).
-
-    ``name`` names the compiled functions: numba names a function's machine code after its
-    qualified name, and two cached kernels whose subroutines share one (every walker's
-    ``prologue``), compiled in different processes and loaded into one, resolve each other's
-    calls (Rprop ran SGD's prologue).  So every algorithm and switch combination gets its own.
-    """
+def step_prologue(scalars, name: str):
+    """The prologue of a fused step, ``prologue(flags, S, coef, h) -> int``: every flagged
+    parameter's coefficients of this step (``coef[j, :4]``), then, none overflowing, its next
+    scalar state (``S[j]``); -1, or the index of the parameter whose coefficients overflowed
+    (nothing written to ``S`` then).  Compiled as a call under the qualified name ``name`` (see
+    :func:`walker`): it is not inlined, as numba's parallel array analysis trips over the
+    tuples it returns."""
 
     def prologue(flags, S, coef, h):
         # one ``scalars`` per parameter: its next scalar state waits in coef[j, 4:] until no
@@ -202,9 +199,23 @@ def walker(scalars, update, name: str):
                 S[j, 0], S[j, 1], S[j, 2], S[j, 3] = coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7]
         return -1
 
-    # a call, not inlined: numba's parallel array analysis trips over the tuples it returns
-    prologue.__qualname__ = f"{name}_prologue"
+    prologue.__qualname__ = name
     subroutine(prologue)
+    return prologue
+
+
+def walker(scalars, update, name: str):
+    """The fused step of one algorithm: ``kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk,
+    flags, S, coef, hs) -> int`` (see the module docstring; ``pa``/``ga`` int64 address tables,
+    ``hs`` a 1-element record array).
+
+    ``name`` names the compiled functions: numba names a function's machine code after its
+    qualified name, and two cached kernels whose subroutines share one (every walker's
+    ``prologue``), compiled in different processes and loaded into one, resolve each other's
+    calls (Rprop ran SGD's prologue).  So every algorithm and switch combination gets its own.
+    """
+
+    prologue = step_prologue(scalars, f"{name}_prologue")
 
     def kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
@@ -246,6 +257,18 @@ LOW_MODES = {"float16": F16, "bfloat16": BF16}
 """The mode of each 16-bit storage dtype, by numpy name (round to nearest even)."""
 
 
+def sixteen_bit(mode: int) -> tuple:
+    """The element functions of 16-bit ``mode`` (F16, BF16, BF16_SR; 0: F16's, unused):
+    ``(widen, round, same)``: ``load_*(q)``, ``store_*(x, i)`` and ``unchanged_*(x, q, i)``,
+    whether ``q`` is still the rounding of its master ``x`` (a NaN master may take ``q``: it is
+    NaN too).  Plain functions for the kernels' closures, not the intrinsics: those would
+    defeat the disk cache."""
+    widen = load_bf16 if mode in (BF16, BF16_SR) else load_f16
+    rnd = {BF16: store_bf16, BF16_SR: store_bf16_sr}.get(mode, store_f16)
+    same = {BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}.get(mode, unchanged_f16)
+    return widen, rnd, same
+
+
 def _low_walker(prologue, update, mode, name: str):
     """``kernel.low[mode]``: the same step over float32 master weights, state and gradients,
     which also writes each updated parameter rounded to 16 bits (DeepSpeed's step-plus-copy):
@@ -258,11 +281,7 @@ def _low_walker(prologue, update, mode, name: str):
     master (a loaded model state dict, ``p.data[...] = x``) takes ``q``, widened, as its master
     before it steps.  The check costs no memory traffic (``q``'s line is read to be written).
     """
-    # (plain functions in the closure, not the intrinsics: those would defeat the disk cache)
-    widen = load_f16 if mode == F16 else load_bf16
-    rnd = {F16: store_f16, BF16: store_bf16, BF16_SR: store_bf16_sr}[mode]
-    # whether q is still the rounding of its master (a NaN master may take q: it is NaN too)
-    same = {F16: unchanged_f16, BF16: unchanged_bf16, BF16_SR: unchanged_bf16_sr}[mode]
+    widen, rnd, same = sixteen_bit(mode)
 
     def kernel(qa, p, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])

@@ -46,7 +46,7 @@ import math
 import numba
 import numpy as np
 
-from tinyopt.kernels import blas
+from tinyopt.kernels.native import blas
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
@@ -141,7 +141,7 @@ def lstm_step(fast: bool):
 # all T steps each, independently, with no synchronisation between steps: ``lstm_scan_chunks``
 # and ``lstm_scan_grad_chunks`` are C functions ``void chunk(int64 c, int64 *args)`` for
 # ``shared_threads.chunk_runner``.  Chunk c is the rows c R .. c R + R - 1; per step it makes the
-# GEMM of its rows (numpy's own ``cblas_?gemm``, ``kernels/blas.py``; the op runs the chunks
+# GEMM of its rows (numpy's own ``cblas_?gemm``, ``kernels/native/blas.py``; the op runs the chunks
 # under ``blas.single_threaded``, which in numpy's OpenBLAS sets the count of the whole process:
 # ``openblas_set_num_threads_local`` calls ``openblas_set_num_threads``, so calling it from the
 # chunks themselves raced and left the process at one thread, its other GEMMs 2x slower) and

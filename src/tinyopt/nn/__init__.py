@@ -5,13 +5,13 @@
 """
 import typing as _typing
 
-from tinyopt.engine.lazy import exports as _exports
+from tinyopt.engine.lazy_exports import exports as _exports
 from tinyopt.engine.tensor import Parameter
 from tinyopt.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from tinyopt.nn.layers import __all__ as _layers
 from tinyopt.nn.module import Module
 
-if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
+if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy_exports``)
     from tinyopt.nn import functional, init, utils
     from tinyopt.nn.data_parallel import DataParallel
     from tinyopt.nn.layers import *  # noqa: F403

@@ -52,14 +52,16 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
            "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
            "dropout2d", "dropout3d", "elu", "elu_", "embedding", "embedding_bag", "fold",
-           "gelu", "glu", "grid_sample", "group_norm", "hardsigmoid", "hardswish", "hardtanh",
+           "gelu", "glu", "grid_sample", "group_norm", "hardshrink", "hardsigmoid", "hardswish",
+           "hardtanh",
            "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
            "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
            "margin_ranking_loss", "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss",
            "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle",
            "pixel_unshuffle", "prelu", "relu", "relu_", "relu6",
            "rms_norm", "scaled_dot_product_attention", "selu", "sigmoid", "silu", "smooth_l1_loss",
-           "softmax", "softplus", "tanh", "triplet_margin_loss", "unfold", "upsample"]
+           "softmax", "softplus", "softshrink", "softsign", "tanh", "tanhshrink", "threshold",
+           "threshold_", "triplet_margin_loss", "unfold", "upsample"]
 
 
 # ---- activations ---------------------------------------------------------------------------------
@@ -267,6 +269,49 @@ def hardswish(input, inplace: bool = False) -> Tensor:
     from 3; PyTorch's gradient (2x + 3) / 6 strictly between."""
     x = as_tensor(input)
     return _ew.where(x <= -3.0, x * 0.0, _ew.where(x < 3.0, x * (x + 3.0) / 6.0, x))
+
+
+def softsign(input) -> Tensor:
+    """x / (1 + |x|)."""
+    x = as_tensor(input)
+    return x / (x.abs() + 1.0)
+
+
+def tanhshrink(input) -> Tensor:
+    """x - tanh(x)."""
+    x = as_tensor(input)
+    return x - _ew.tanh(x)
+
+
+def _threshold(input, level: float, value: float, inplace: bool) -> Tensor:
+    x = as_tensor(input)
+    out = _ew.where(x <= level, value, x)
+    return x.copy_(out) if inplace else out
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``value`` where x <= ``threshold``, x elsewhere (NaN stays NaN); in place with
+    ``inplace``."""
+    return _threshold(input, threshold, value, inplace)
+
+
+def threshold_(input, threshold: float, value: float) -> Tensor:
+    """``threshold`` in place."""
+    return _threshold(input, threshold, value, True)
+
+
+def hardshrink(input, lambd: float = 0.5) -> Tensor:
+    """0 where -lambd <= x <= lambd, x elsewhere."""
+    x = as_tensor(input)
+    return _ew.where((x >= -lambd) & (x <= lambd), x * 0.0, x)
+
+
+def softshrink(input, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, 0 between (lambd >= 0)."""
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    x = as_tensor(input)  # (NaN is outside the band, as in torch's kernel: NaN, gradient 1)
+    return _ew.where((x >= -lambd) & (x <= lambd), x * 0.0, x - lambd * x.sign())
 
 
 def logsigmoid(input) -> Tensor:

@@ -57,7 +57,7 @@ class Adafactor(FusedOptimizer):
                         weight_decay=weight_decay, foreach=foreach, maximize=maximize)
         super().__init__(params, defaults)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         lr, eps = group["lr"], group["eps"]
         if not 0.0 <= lr:
             raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
@@ -72,7 +72,7 @@ class Adafactor(FusedOptimizer):
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"weight_decay should be >= 0 but is: {group['weight_decay']}")
 
-    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+    def side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
         shape = tuple(p.shape)
         if len(shape) > 1:
             return {"row_var": shape[:-1] + (1,), "col_var": shape[:-2] + (1,) + shape[-1:]}

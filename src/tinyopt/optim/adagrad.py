@@ -42,7 +42,7 @@ class Adagrad(FusedOptimizer):
                         maximize=maximize, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if not 0.0 <= group["lr_decay"]:
@@ -55,15 +55,15 @@ class Adagrad(FusedOptimizer):
         if not 0.0 <= group["eps"]:
             raise ValueError(f"Invalid epsilon value: {group['eps']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("sum",)
 
-    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+    def state_init(self, group: dict[str, Any]) -> dict[str, float]:
         return {"sum": float(group["initial_accumulator_value"])}
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         return dict(lr=float(group["lr"]), lr_decay=float(group["lr_decay"]),
                     weight_decay=group["weight_decay"], eps=group["eps"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return bool(group["maximize"]), bool(group["weight_decay"] != 0)

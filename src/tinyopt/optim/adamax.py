@@ -41,19 +41,19 @@ class Adamax(FusedOptimizer):
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_inf")
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         b1, b2 = (float(b) for b in group["betas"])
         w = r(1.0 - b1)
         return dict(lr=float(group["lr"]), beta1=b1, w=w, w_c=1 - w, b2=b2, eps=group["eps"],
                     weight_decay=group["weight_decay"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(host["w"] < 0.5))

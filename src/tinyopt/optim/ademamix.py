@@ -53,7 +53,7 @@ class AdEMAMix(FusedOptimizer):
                         t_alpha_beta3=t_alpha_beta3, eps=eps, maximize=maximize)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         betas = group["betas"]
@@ -69,10 +69,10 @@ class AdEMAMix(FusedOptimizer):
         if T is not None and not 0.0 < T:
             raise ValueError(f"Invalid t_alpha_beta3 value: {T}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq", "exp_avg_slow")
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2, b3 = (float(b) for b in group["betas"])
         w = r(1.0 - b1)
@@ -82,7 +82,7 @@ class AdEMAMix(FusedOptimizer):
                     one_minus_b2=1.0 - b2, eps=group["eps"], weight_decay=wd,
                     decay=1.0 - wd * (1.0 if group["fixed_decay"] else lr), neg_lr=-lr, one=1.0)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(group["weight_decouple"]), group["t_alpha_beta3"] is not None,
                 bool(host["w"] < 0.5))

@@ -73,21 +73,21 @@ class ADOPT(FusedOptimizer):
     def __reduce_ex__(self, protocol: Any) -> Any:
         return (*super().__reduce_ex__(protocol), {"clip_lambda": self.clip_lambda})
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq")
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         w = r(1.0 - b1)
         return dict(decay=1.0 - wd * (1.0 if group["fixed_decay"] else lr), weight_decay=wd,
                     eps=group["eps"], w=w, w_c=1 - w, b2=b2, one_minus_b2=1.0 - b2, neg_lr=-lr)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(group["weight_decouple"]), self.clip_lambda is not None,
                 self.clip_lambda not in (None, adopt_clip), bool(host["w"] < 0.5))

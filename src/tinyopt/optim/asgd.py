@@ -44,22 +44,22 @@ class ASGD(FusedOptimizer):
                         capturable=capturable)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("ax",)
 
-    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+    def state_init(self, group: dict[str, Any]) -> dict[str, float]:
         return {"eta": float(group["lr"]), "mu": 1.0}
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         return dict(lr=float(group["lr"]), lambd=float(group["lambd"]),
                     alpha=float(group["alpha"]), t0=float(group["t0"]),
                     weight_decay=group["weight_decay"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return bool(group["maximize"]), bool(group["weight_decay"] != 0)

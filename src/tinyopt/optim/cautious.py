@@ -19,4 +19,4 @@ def cautious_call(opt: Any, kernel: Any, group: dict[str, Any], host: dict[str, 
     when ``group["cautious"]``; else as given."""
     if not group.get("cautious", False):
         return kernel, host
-    return type(opt).cautious_kernel[opt._switches(group, host)], dict(host, zero=0.0)
+    return type(opt).cautious_kernel[opt.switches(group, host)], dict(host, zero=0.0)

@@ -320,7 +320,7 @@ class _Blockwise8bit(Optimizer):
 
 class Adam8bit(_Blockwise8bit):
     r"""Adam with 8-bit state (Dettmers et al. 2022, https://arxiv.org/abs/2110.02861) as
-    ``bitsandbytes.optim.Adam8bit`` computes it on the CPU: the moments of a parameter of
+    ``bitsandbytes.optim.Adam8bit`` computes it: the moments of a parameter of
     ``min_8bit_size`` elements or more are kept blockwise quantized (256 per block, the signed
     dynamic code for :math:`m`, the unsigned for :math:`v`), dequantized, updated and
     requantized in the step's one pass:
@@ -328,12 +328,13 @@ class Adam8bit(_Blockwise8bit):
     .. math::
         m &= \beta_1 m + (1 - \beta_1) g, \qquad v = \beta_2 v + (1 - \beta_2) g^2, \qquad
         \theta \leftarrow \theta (1 - \gamma\lambda) \\
-        \theta &\leftarrow \theta - \frac{\gamma}{1 - \beta_1^t}\,
-        \frac{m}{\sqrt v / \sqrt{1 - \beta_2^t} + \epsilon}
-        \quad \text{(below min\_8bit\_size: } \theta - \gamma\frac{\sqrt{1 - \beta_2^t}}
-        {1 - \beta_1^t} \frac{m}{\sqrt v + \epsilon\sqrt{1 - \beta_2^t}}\text{, float32 state)}
+        \theta &\leftarrow \theta - \gamma\frac{\sqrt{1 - \beta_2^t}}{1 - \beta_1^t}
+        \frac{m}{\sqrt v + \epsilon\sqrt{1 - \beta_2^t}}
 
-    (weight decay decoupled, as bitsandbytes' 8-bit Adam).  State (bitsandbytes' names):
+    (as bitsandbytes' GPU kernels and its 32-bit state compute it; its CPU backend's 8-bit
+    path divides twice, :math:`m / (\sqrt v / \sqrt{1 - \beta_2^t} + \epsilon)`: the same
+    update up to rounding; weight decay decoupled, as bitsandbytes' 8-bit Adam).  State
+    (bitsandbytes' names):
     ``step``, ``state1`` (m), ``state2`` (v), ``absmax1``, ``absmax2``, ``qmap1``, ``qmap2``:
     2.03 bytes per parameter where ``Adam`` keeps 8.  ``amsgrad=True`` is not supported
     (as bitsandbytes); ``optim_bits``, ``args`` and ``is_paged`` are accepted and ignored.  A
@@ -366,13 +367,16 @@ class Adam8bit(_Blockwise8bit):
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         return dict(lr=lr, beta1=b1, beta2=b2, eps_wide=float(group["eps"]), b1=b1,
-                    one_minus_b1=1.0 - b1, b2=b2, one_minus_b2=1.0 - b2, eps=group["eps"],
+                    one_minus_b1=1.0 - b1, b2=b2, one_minus_b2=1.0 - b2,
                     decay=1.0 - lr * wd if wd > 0 else 1.0)
 
 
 class AdamW8bit(Adam8bit):
-    r"""AdamW with 8-bit state as ``bitsandbytes.optim.AdamW8bit``: :class:`Adam8bit` (whose
-    weight decay is decoupled already) with ``weight_decay=1e-2`` by default.
+    r"""AdamW (Loshchilov & Hutter 2019, https://arxiv.org/abs/1711.05101) with 8-bit state
+    (Dettmers et al. 2022, https://arxiv.org/abs/2110.02861) as
+    ``bitsandbytes.optim.AdamW8bit``: :class:`Adam8bit` (whose weight decay is decoupled
+    already: :math:`\theta \leftarrow \theta (1 - \gamma\lambda)` before the Adam update)
+    with ``weight_decay=1e-2`` by default.
 
     Example::
 
@@ -390,10 +394,16 @@ class AdamW8bit(Adam8bit):
 
 
 class Lion8bit(_Blockwise8bit):
-    r"""Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) with 8-bit state as
-    ``bitsandbytes.optim.Lion8bit`` computes it on the CPU (see :class:`Lion` for the update;
-    :math:`m` blockwise quantized with the signed dynamic code when the parameter has
-    ``min_8bit_size`` elements or more): 1.02 bytes of state per parameter.  State:
+    r"""Lion (Chen et al. 2023, https://arxiv.org/abs/2302.06675) with 8-bit state (Dettmers
+    et al. 2022, https://arxiv.org/abs/2110.02861) as ``bitsandbytes.optim.Lion8bit`` computes
+    it:
+
+    .. math::
+        \theta \leftarrow \theta (1 - \gamma\lambda) - \gamma\,
+        \mathrm{sign}(\beta_1 m + (1 - \beta_1) g), \qquad m \leftarrow \beta_2 m + (1 - \beta_2) g
+
+    with :math:`m` blockwise quantized with the signed dynamic code when the parameter has
+    ``min_8bit_size`` elements or more: 1.02 bytes of state per parameter.  State:
     ``step``, ``state1`` (m), ``absmax1``, ``qmap1``.  ``args`` and ``is_paged`` are accepted
     and ignored.
 
@@ -431,8 +441,9 @@ class Lion8bit(_Blockwise8bit):
 
 
 class SGD8bit(_Blockwise8bit):
-    r"""SGD with momentum and 8-bit state as ``bitsandbytes.optim.SGD8bit`` computes it on the
-    CPU: :math:`g \leftarrow g + \lambda\theta`, :math:`b = g` at the first step, else
+    r"""SGD with momentum and 8-bit state (Dettmers et al. 2022,
+    https://arxiv.org/abs/2110.02861) as ``bitsandbytes.optim.SGD8bit`` computes it:
+    :math:`g \leftarrow g + \lambda\theta`, :math:`b = g` at the first step, else
     :math:`b = \mu b + g` (no dampening), :math:`\theta \leftarrow \theta - \gamma b`; :math:`b`
     blockwise quantized with the signed dynamic code when the parameter has ``min_8bit_size``
     elements or more (1.02 bytes per parameter).  ``momentum`` must be > 0 and ``dampening``

@@ -32,13 +32,13 @@ measures both layouts.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tinyopt.engine.slot import SlotTable
 from tinyopt.engine.tensor import Parameter
-from tinyopt.kernels import address
+from tinyopt.kernels.native import address
 from tinyopt.kernels.optim import LOW_MODES
 
 CHUNK = 16384
@@ -67,6 +67,23 @@ def staggered_zeros(n: int, dtype, slot: int, stagger: int = STAGGER, base: int 
     want = (base + slot * stagger) % _PAGE
     off = (want - raw.ctypes.data) % _PAGE
     return raw[off:off + nbytes].view(dtype)
+
+
+class WalkerArgs(NamedTuple):
+    """The arguments of a fused walker of ``kernels/optim.py`` over a float32/float64 buffer
+    (its host record follows them): by name, so a caller that changes one (the in-backward
+    step masks ``flags``) says which."""
+    pa: np.ndarray         # the addresses of the parameters' storage
+    ga: np.ndarray         # the addresses of their gradients
+    s0: np.ndarray         # the vector state slots (empty where unused)
+    s1: np.ndarray
+    s2: np.ndarray
+    seg: np.ndarray        # the parameters' offsets in the buffer
+    chunk_seg: np.ndarray  # the chunks' first parameters
+    chunk: int
+    flags: np.ndarray      # which parameters step (a gradient this step)
+    scalars: np.ndarray    # per-parameter scalar state (step, ...)
+    coef: np.ndarray       # per-parameter coefficients
 
 
 class FlatBuffer:
@@ -269,6 +286,8 @@ class FlatBuffer:
             return (self._master_addr, t.grad_addr, *tail)
         if self.mode:
             return (t.data_addr, self.masters, t.grad_addr, *tail)
+        if len(states) == 3:
+            return WalkerArgs(t.data_addr, t.grad_addr, *tail)
         return (t.data_addr, t.grad_addr, *tail)
 
     def host(self, values: dict[str, float | np.floating], wide: tuple[str, ...] = ()) -> np.ndarray:

@@ -5,20 +5,24 @@ An optimizer is a declaration (see ``docs/adding_an_optimizer.md``):
 - ``kernel``: its fused step in ``kernels/optim.py`` (``kernel[switches]`` is a compiled kernel);
 - ``scalar_state``: the per-parameter scalar state it keeps and shows in ``state[p]``
   (``("step",)``; NAdam adds ``"mu_product"``; SGD shows none);
-- ``_validate(group)``: PyTorch's checks and messages for the hyperparameters;
-- ``_state_names(group)``: the vector state in the kernel's slots (``None`` for a slot the
+- ``validate(group)``: PyTorch's checks and messages for the hyperparameters;
+- ``state_names(group)``: the vector state in the kernel's slots (``None`` for a slot the
   options leave unused), e.g. ``("exp_avg", "exp_avg_sq", None)``;
-- ``_state_init(group)``: initial values of the state that does not start at 0;
-- ``_side_state(p)``: state not shaped like ``p`` (name -> shape; Adafactor's factors);
-- ``_host(group, r)``: the named host scalars of this step.  Those named in ``host64`` stay
+- ``state_init(group)``: initial values of the state that does not start at 0;
+- ``side_state(p)``: state not shaped like ``p`` (name -> shape; Adafactor's factors);
+- ``host_scalars(group, r)``: the named host scalars of this step.  Those named in ``host64`` stay
   float64 (the per-parameter scalar arithmetic uses them); the others are rounded to the buffer
   dtype for the element math, as PyTorch rounds an op's scalar argument (with PyTorch's overflow
   error beyond the dtype's range); ``r(x)`` rounds one where a later scalar depends on the
   rounded value (a lerp weight ``w`` and ``1 - w``);
-- ``_switches(group, host)``: the kernel's compile-time options;
+- ``switches(group, host)``: the kernel's compile-time options;
 - ``_elementwise = True`` when each element steps from its own state and the per-parameter
   scalars alone, so a piece of a parameter steps exactly as the whole one
   (``distributed.optim.ZeroRedundancyOptimizer`` accepts only such optimizers).
+
+These names are the contract.  A subclass written against the underscored names of tinyopt
+0.x (``_validate``, ``_state_names``, ``_state_init``, ``_side_state``, ``_host``,
+``_switches``) keeps working: the class maps them to these when it is defined.
 
 This class lays each group out in :class:`~tinyopt.optim.flat.FlatBuffer` s (fresh gradients
 and every ``state[p][name]`` are views into them; the parameters' storage stays where it is and
@@ -38,16 +42,32 @@ from __future__ import annotations
 import operator
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
-from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES
+from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES, Algorithm
+from tinyopt.optim import in_plan
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import (Optimizer, cast_scalar, _ParamList,
+from tinyopt.optim.optimizer import (Optimizer, cast_scalar, ParamList,
                                      hyperparameters_as_numbers)
+
+
+_HOOKS_RENAMED = {"_validate": "validate", "_state_names": "state_names",
+                  "_state_init": "state_init", "_side_state": "side_state",
+                  "_host": "host_scalars", "_switches": "switches"}
+"""The subclass hooks' former names (issue 26): still honoured in subclasses."""
+
+
+class PreparedStep(NamedTuple):
+    """One flat buffer's step, ready to call: ``kernel(*args, record)`` with ``record`` made
+    from ``host`` (``FlatBuffer.host``)."""
+    host: dict[str, Any]       # the named host scalars (``host_scalars``)
+    switches: tuple[bool, ...]  # the kernel's compile-time options (``switches``)
+    kernel: Any                 # ``FusedOptimizer.kernel[switches]``
+    args: tuple                 # ``FlatBuffer.kernel_args`` (a ``WalkerArgs`` for float32/64)
 
 
 class StateEntry(dict):
@@ -153,6 +173,9 @@ class FusedOptimizer(Optimizer):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        for old, new in _HOOKS_RENAMED.items():  # a subclass declared with the old names
+            if old in cls.__dict__ and new not in cls.__dict__:
+                setattr(cls, new, cls.__dict__[old])
         if FusedOptimizer in cls.__bases__ and "_sparse_error" not in cls.__dict__ \
                 and cls.__module__.startswith("tinyopt.optim."):  # (AdamW keeps Adam's, as torch)
             cls._sparse_error = f"{cls.__name__} does not support sparse gradients"
@@ -162,7 +185,7 @@ class FusedOptimizer(Optimizer):
         if stochastic_rounding:  # (only then in the defaults: the others stay torch's)
             defaults = dict(defaults, stochastic_rounding=True)
         defaults = hyperparameters_as_numbers(dict(defaults))
-        self._validate(defaults)
+        self.validate(defaults)
         self._empty()
         super().__init__(params, defaults)
         self._ready = True
@@ -207,27 +230,27 @@ class FusedOptimizer(Optimizer):
         self._load_checked({"state": state, "param_groups": groups})
 
     # ---- what a subclass declares ---------------------------------------------------------------
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         """Raise ValueError (PyTorch's message) for an invalid hyperparameter of ``group``."""
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         """The vector state in the kernel's slots for ``group``'s options (None: slot unused)."""
         return ()
 
-    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+    def state_init(self, group: dict[str, Any]) -> dict[str, float]:
         """Initial value of each piece of state (0 unless listed)."""
         return {}
 
-    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+    def side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
         """The state of other shapes than ``p``'s that ``p`` keeps, name -> shape (Adafactor's
         factors); it lives in the buffer's ``sides``, zero at the start."""
         return {}
 
-    def _host(self, group: dict[str, Any], r: Callable[[float], np.floating]) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r: Callable[[float], np.floating]) -> dict[str, Any]:
         """The named host scalars the kernel reads this step."""
         return {}
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         """The kernel's compile-time options for ``group``."""
         return ()
 
@@ -250,7 +273,7 @@ class FusedOptimizer(Optimizer):
             if group.get("stochastic_rounding", False) and d.name == "float16":
                 raise ValueError(f"{type(self).__name__}: stochastic_rounding=True rounds "
                                  f"bfloat16 parameters, but this group has float16 ones")
-        self._validate(group)
+        self.validate(group)
 
     def _add_group(self, group: dict[str, Any]) -> None:
         super()._add_group(group)
@@ -263,7 +286,7 @@ class FusedOptimizer(Optimizer):
                 by_dtype.setdefault(np.dtype(p.dtype), []).append(p)
         buffers = [FlatBuffer(ps, dt, self._columns()) for dt, ps in by_dtype.items()]
         for fb in buffers:
-            shapes = [self._side_state(p) for p in fb.params]
+            shapes = [self.side_state(p) for p in fb.params]
             fb.add_sides({name: [s.get(name) for s in shapes] for s in shapes for name in s})
         self._flat.append(buffers)
         params = group["params"]
@@ -272,9 +295,9 @@ class FusedOptimizer(Optimizer):
         self._repeats.append([None if all(counts[id(p)] == 1 for p in fb.params) else
                               np.array([counts[id(p)] for p in fb.params]) for fb in buffers])
         if self._eager_state:
-            init = self._state_init(group)
+            init = self.state_init(group)
             for fb in buffers:
-                fb.add_vectors(self._state_names(group), init)
+                fb.add_vectors(self.state_names(group), init)
                 for j in range(len(fb.params)):
                     fb.reset(j, init)
                 self._start(fb, np.arange(len(fb.params)))
@@ -314,28 +337,14 @@ class FusedOptimizer(Optimizer):
             if sparse:
                 self._check_sparse(sparse)
         for group, buffers, repeats in zip(self.param_groups, self._flat, self._repeats):
-            names = self._state_names(group)
             for fb, rep in zip(buffers, repeats):
-                if names != fb.names and fb.add_vectors(names, self._state_init(group)):
-                    self._start(fb, np.flatnonzero(fb.started))  # add the new views
-                fb.names = names
-                starting = None
-                if not fb.all_started:
-                    starting = np.flatnonzero(~fb.started & (fb.flags != 0))
-                    if len(starting):  # state starts from its initial values at the first step
-                        init = self._state_init(group)
-                        if init:
-                            for j in starting:
-                                fb.reset(int(j), init)
-                        given = [j for j in starting if self._state.get(fb.params[j])]
-                        if given:  # state assigned before the first step takes effect
-                            self._start(fb, given)
+                names = self._use_state_names(fb, group)
+                starting = self._begin_state(fb, group, fb.flags)
                 if rep is None:
                     self._run(fb, group, names)
                 else:
                     self._run_repeated(fb, group, names, rep)
-                if starting is not None and len(starting):  # (16-bit: the master from now on)
-                    self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
+                self._finish_state(fb, starting)
         return loss
 
     def _check_sparse(self, params: list[Parameter]) -> None:
@@ -352,20 +361,76 @@ class FusedOptimizer(Optimizer):
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         """One step of ``fb``: one call of the kernel (an algorithm that is not one elementwise
-        pass, such as Muon, overrides this).  The host scalars and the kernel follow from the
+        pass, such as Muon, overrides this)."""
+        step = self.prepare_step(fb, group, names)
+        self._call(step.kernel, group, fb, step.args, step.host)
+
+    def fuse_with_backward(self, loss: Tensor) -> None:
+        """``loss.backward(); self.step()`` as one plan run when possible (``optim/in_plan.py``;
+        see :meth:`Optimizer.fuse_with_backward`)."""
+        in_plan.fuse_with_backward(self, loss)
+
+    @classmethod
+    def in_plan_refusal(cls) -> str | None:
+        """Why this class's step cannot run inside a backward plan (``in_plan.fusable`` adds the
+        reasons of the moment), or None: an elementwise kernel, ``step`` and ``_run`` not
+        overridden."""
+        if not isinstance(cls.kernel, Algorithm):
+            return "not an elementwise fused optimizer"
+        if cls.step is not FusedOptimizer.step or cls._run is not FusedOptimizer._run:
+            return "its step is overridden"
+        return None
+
+    # ---- the prepared step: what ``step`` and the in-backward update (``in_plan.py``) share ----
+    def _use_state_names(self, fb: FlatBuffer, group: dict[str, Any]) -> tuple[str | None, ...]:
+        """The vector state ``group``'s options keep now, added to ``fb`` (with its state views)
+        when an option changed since the last step."""
+        names = self.state_names(group)
+        if names != fb.names and fb.add_vectors(names, self.state_init(group)):
+            self._start(fb, np.flatnonzero(fb.started))  # add the new views
+        fb.names = names
+        return names
+
+    def prepare_step(self, fb: FlatBuffer, group: dict[str, Any],
+                     names: tuple[str | None, ...]) -> PreparedStep:
+        """The kernel, arguments and host scalars of ``fb``'s step.  They follow from the
         group's values alone: while the group holds the very same immutable values as at the
         last step (identity; numbers, strings, tuples of them), they are not recomputed."""
         memo = fb.__dict__.get("_step_memo")
         if (memo is not None and len(memo[0]) == len(group)
                 and all(map(operator.is_, memo[0], group.values()))):
-            host, kernel = memo[1], memo[2]
-        else:
-            host = self._host(group, fb.round)
-            kernel = self.kernel[self._switches(group, host)]
-            values = tuple(group.values())
-            fb._step_memo = ((values, host, kernel) if all(
-                _immutable(v) for k, v in group.items() if k != "params") else None)
-        self._call(kernel, group, fb, fb.kernel_args(names), host)
+            return PreparedStep(memo[1], memo[2], memo[3], fb.kernel_args(names))
+        host = self.host_scalars(group, fb.round)
+        switches = self.switches(group, host)
+        kernel = self.kernel[switches]
+        values = tuple(group.values())
+        fb._step_memo = ((values, host, switches, kernel) if all(
+            _immutable(v) for k, v in group.items() if k != "params") else None)
+        return PreparedStep(host, switches, kernel, fb.kernel_args(names))
+
+    def _begin_state(self, fb: FlatBuffer, group: dict[str, Any],
+                     stepping: np.ndarray) -> np.ndarray | None:
+        """Start the state of ``fb``'s parameters that step now (``stepping``) for the first
+        time: from its initial values, or from what was assigned to ``state[p]`` before.  Their
+        indices (None when every parameter has started)."""
+        if fb.all_started:
+            return None
+        starting = np.flatnonzero(~fb.started & (stepping != 0))
+        if len(starting):
+            init = self.state_init(group)
+            if init:
+                for j in starting:
+                    fb.reset(int(j), init)
+            given = [j for j in starting if self._state.get(fb.params[j])]
+            if given:  # state assigned before the first step takes effect
+                self._start(fb, given)
+        return starting
+
+    def _finish_state(self, fb: FlatBuffer, starting: np.ndarray | None) -> None:
+        """Make the ``state`` entries of the parameters that started in this step (those that
+        stepped; a 16-bit one's master exists from now on)."""
+        if starting is not None and len(starting):
+            self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
 
     def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
               host: dict[str, Any]) -> None:
@@ -430,7 +495,7 @@ class FusedOptimizer(Optimizer):
         self.param_groups = []
         for g in groups:
             params = g["params"]
-            g["params"] = _ParamList([params] if isinstance(params, Parameter) else params)
+            g["params"] = ParamList([params] if isinstance(params, Parameter) else params)
             self._add_group(g)
         self._set_state(defaultdict(dict, state), self.param_groups)
         self._ready = True
@@ -451,7 +516,7 @@ class FusedOptimizer(Optimizer):
 
     def _check_loaded_state(self, state, groups, labels) -> None:
         for group in groups:
-            required = tuple(self.scalar_state) + tuple(n for n in self._state_names(group) if n)
+            required = tuple(self.scalar_state) + tuple(n for n in self.state_names(group) if n)
             for p in group["params"]:
                 st = state.get(p)
                 if not st:
@@ -474,10 +539,10 @@ class FusedOptimizer(Optimizer):
             if not isinstance(p_or_key, Parameter):
                 self._state[p_or_key] = value
         for group, buffers in zip(groups, self._flat):
-            init = self._state_init(group)
+            init = self.state_init(group)
             for fb in buffers:
                 loaded = [state.get(p) or {} for p in fb.params]
-                names = [n for n in self._state_names(group) if n]
+                names = [n for n in self.state_names(group) if n]
                 for st in loaded:
                     names += [k for k, v in st.items() if k not in fb.scalar_names
                               and v is not None and k not in names and k not in fb.sides

@@ -3,7 +3,7 @@
 ``opt.fuse_with_backward(loss)`` is ``loss.backward(); opt.step()`` -- the same parameters,
 state, gradients (``p.grad`` holds this backward's gradient afterwards) and hooks, bit for bit
 -- taken in ONE plan run: each parameter is stepped by the engine as soon as its gradient is
-final (``engine/fused_update.py``); a large linear weight at batch 1 is stepped in the kernel
+final (``engine/update_in_plan.py``); a large linear weight at batch 1 is stepped in the kernel
 that computes its gradient (an outer product), the others in one walker call after the run.
 ``fit`` uses it when it steps after every batch.  It is taken only with a parameter of
 ``OUTER_MIN`` elements or more: below, the separate step is as fast (see ``OUTER_MIN``).
@@ -31,23 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.engine.fused_update import backward_and_update
+from tinyopt.engine.update_in_plan import backward_and_update
 from tinyopt.engine.row_sparse import row_sparse_params
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels.linalg import outer as outer_product
-from tinyopt.kernels.optim import Algorithm
-from tinyopt.kernels.optim_segment import for_algorithm
-from tinyopt.optim.fused import FusedOptimizer
+from tinyopt.kernels.optim_in_plan import for_algorithm
 from tinyopt.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
 
 
 def fusable(opt: Any) -> str | None:
     """Why ``opt``'s step cannot run inside the backward plan now (None: it can)."""
-    cls = type(opt)
-    if not isinstance(opt, FusedOptimizer) or not isinstance(cls.kernel, Algorithm):
-        return "not an elementwise fused optimizer"
-    if cls.step is not FusedOptimizer.step or cls._run is not FusedOptimizer._run:
-        return "its step is overridden"
+    refusal = getattr(opt, "in_plan_refusal", None)  # (FusedOptimizer's: its class's reasons)
+    reason = "not an elementwise fused optimizer" if refusal is None else refusal()
+    if reason is not None:
+        return reason
     if _global_optimizer_pre_hooks or opt._optimizer_step_pre_hooks:
         return "a step pre-hook is registered"
     if any(group.get("cautious", False) for group in opt.param_groups):
@@ -72,7 +69,7 @@ plan, the step is not taken in the plan at all (``step`` after it).  Why: the fu
 the gradient's round trip through memory, which pays when the state no longer fits the caches
 (2048 x 2048 float32 Adam, one thread: 6.5 ms against 7.4 ms for the outer product, then the
 step); within them Adam is bound by its divisions, and the 784-500-10 MLP's first weight
-(392k) stepped no faster in its gradient's kernel (``kernels/optim_segment.py``)."""
+(392k) stepped no faster in its gradient's kernel (``kernels/optim_in_plan.py``)."""
 
 
 class _Buffer:
@@ -87,12 +84,12 @@ class _Buffer:
         n = len(fb.params)
         self.mask = np.zeros(n, np.uint8)
         self.done = np.zeros(n, np.uint8)
-        self.starting: list[int] = []
+        self.starting: np.ndarray | None = None
 
 
 class PlanStep:
-    """The update (``engine/fused_update.py``'s protocol) that takes one step of a
-    :class:`FusedOptimizer` during a backward plan run.  Made just before the run (it reads the
+    """The update (``engine/update_in_plan.py``'s protocol) that takes one step of a
+    ``FusedOptimizer`` during a backward plan run.  Made just before the run (it reads the
     hyperparameters then, as ``step`` would after the backward); :meth:`finish` after it.
 
     Large parameters whose gradient is an outer product step in its kernel (``outer``); the
@@ -100,23 +97,18 @@ class PlanStep:
     ``step``, with the parameters that already stepped masked out).
     """
 
-    def __init__(self, opt: FusedOptimizer) -> None:
+    def __init__(self, opt: Any) -> None:
         self.opt = opt
         self.buffers: list[_Buffer] = []
         self.ran = False
         opt._follow_groups()
         where = _layout(opt)[0]
         for group, buffers in zip(opt.param_groups, opt._flat):
-            names = opt._state_names(group)
-            for fb in buffers:
-                if names != fb.names and fb.add_vectors(names, opt._state_init(group)):
-                    opt._start(fb, np.flatnonzero(fb.started))
-                fb.names = names
-                host = opt._host(group, fb.round)
-                switches = opt._switches(group, host)
-                self.buffers.append(_Buffer(fb, group, for_algorithm(type(opt).kernel, switches),
-                                            opt.kernel[switches], fb.kernel_args(names),
-                                            fb.host(host, opt.host64)))
+            for fb in buffers:  # the buffer's step prepared as ``step`` prepares it
+                step = opt.prepare_step(fb, group, opt._use_state_names(fb, group))
+                self.buffers.append(_Buffer(fb, group, for_algorithm(opt.kernel, step.switches),
+                                            step.kernel, step.args,
+                                            fb.host(step.host, opt.host64)))
         self.where = {pid: (self.buffers[b], j) for pid, (b, j) in where.items()}
 
     # ---- the engine's protocol ------------------------------------------------------------------
@@ -129,23 +121,13 @@ class PlanStep:
             take.append(w is not None)
             if w is not None:
                 w[0].mask[w[1]] = 1
-        opt = self.opt
-        for b in self.buffers:
-            fb = b.fb
-            if not fb.all_started:  # as step: state starts from its initial values
-                b.starting = np.flatnonzero(~fb.started & (b.mask != 0)).tolist()
-                init = opt._state_init(b.group)
-                if init:
-                    for j in b.starting:
-                        fb.reset(j, init)
-                given = [j for j in b.starting if opt._state.get(fb.params[j])]
-                if given:
-                    opt._start(fb, given)
+        for b in self.buffers:  # as step: state starts from its initial values
+            b.starting = self.opt._begin_state(b.fb, b.group, b.mask)
         for b in self.buffers:
             if b.mask.any() and b.kernels[0](b.mask, b.fb.scalars, b.fb.coef, b.rec) >= 0:
                 for other in self.buffers:  # step raises the overflow, after the backward
                     other.mask[:] = 0
-                    other.starting = []
+                    other.starting = None
                 return None
         self.ran = True
         return take
@@ -158,7 +140,8 @@ class PlanStep:
             outer_product(a, b, grad)  # the gradient's own kernel
             return
         # the parameter's storage and gradient where they are, its part of the state
-        s0, s1, s2 = (s[lo:hi] if s.size else s for s in buf.args[2:5])
+        args = buf.args
+        s0, s1, s2 = (s[lo:hi] if s.size else s for s in (args.s0, args.s1, args.s2))
         buf.kernels[3](a, b, fb.param_view(j).reshape(-1), grad.reshape(-1), s0, s1, s2, 0, j,
                        fb.coef, buf.rec)
         buf.done[j] = 1
@@ -182,12 +165,10 @@ class PlanStep:
             else:
                 rest = b.mask
             if rest.any():
-                args = b.args
-                if b.walker(*args[:8], rest, *args[9:], b.rec) >= 0:  # (checked in begin)
+                if b.walker(*b.args._replace(flags=rest), b.rec) >= 0:  # (checked in begin)
                     raise RuntimeError(f"value cannot be converted to type {fb._ctype} without "
                                        "overflow")
-            if b.starting:
-                opt._start(fb, [j for j in b.starting if fb.steps[j] > 0])
+            opt._finish_state(fb, b.starting)
         opt._opt_called = True
         for hook in [*opt._optimizer_step_post_hooks.values(),
                      *_global_optimizer_post_hooks.values()]:
@@ -195,7 +176,7 @@ class PlanStep:
         return True
 
 
-def _layout(opt: FusedOptimizer) -> tuple[dict[int, tuple[int, int]], int]:
+def _layout(opt: Any) -> tuple[dict[int, tuple[int, int]], int]:
     """``id(p) -> (buffer number, index in it)`` over ``opt``'s flat buffers, and the size of
     its largest parameter (kept until the buffers are replaced)."""
     key = [fb for buffers in opt._flat for fb in buffers]

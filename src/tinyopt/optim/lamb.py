@@ -52,16 +52,16 @@ class Lamb(FusedOptimizer):
                         clamp=clamp)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
         if not 0.0 < group["clamp"]:
             raise ValueError(f"Invalid clamp value: {group['clamp']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq")
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         return dict(beta1=b1, beta3=1.0 - b1 if group["grad_averaging"] else 1.0, b2=b2,
@@ -69,7 +69,7 @@ class Lamb(FusedOptimizer):
                     decay=1.0 - wd * (1.0 if group["fixed_decay"] else lr), lr=lr,
                     beta1_wide=b1, clamp=float(group["clamp"]))
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(group["weight_decouple"]), bool(group["adam"]))
 

@@ -48,7 +48,7 @@ class LARS(FusedOptimizer):
                         maximize=maximize)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         for name in ("weight_decay", "trust_coefficient"):
@@ -58,16 +58,16 @@ class LARS(FusedOptimizer):
             if not 0.0 <= group[name] <= 1.0:
                 raise ValueError(f"Invalid {name} value: {group[name]}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("momentum_buffer" if group["momentum"] > 0 else None,)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         wd = float(group["weight_decay"])
         return dict(weight_decay=wd, weight_decay_wide=wd, tc=float(group["trust_coefficient"]),
                     momentum=group["momentum"], one_minus_dampening=1.0 - group["dampening"],
                     neg_lr=-group["lr"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["momentum"] > 0), bool(group["nesterov"]))
 
     def _call(self, kernel: Any, group: dict[str, Any], fb, args: tuple,

@@ -32,7 +32,7 @@ from tinyopt.kernels import lbfgs as vec
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import MASTER
-from tinyopt.optim.optimizer import Optimizer, cast_state, _typename
+from tinyopt.optim.optimizer import Optimizer, cast_state, typename
 
 _INT_STATE = ("func_evals", "n_iter")
 _VECTOR_STATE = ("d", "prev_flat_grad")
@@ -368,7 +368,7 @@ class LBFGS(Optimizer):
             if v is None and allow_none:
                 return None
             if isinstance(v, (bool, str, bytes)) or v is None:
-                raise ValueError(f"{what} of type {_typename(v)}, expected a number")
+                raise ValueError(f"{what} of type {typename(v)}, expected a number")
             arr = np.asarray(v)
             if arr.size != 1 or arr.dtype.kind not in "fiu":
                 raise ValueError(f"{what} of shape {arr.shape} and dtype {arr.dtype}, expected a "
@@ -383,7 +383,7 @@ class LBFGS(Optimizer):
             return None if value is None else vector(value)
         if key in _LIST_STATE or key in _NUMBER_LIST_STATE:
             if not isinstance(value, (list, tuple)):
-                raise ValueError(f"{where} of type {_typename(value)}, expected a list")
+                raise ValueError(f"{where} of type {typename(value)}, expected a list")
             if key in _LIST_STATE:
                 return [vector(v, f"{where}[{i}]") for i, v in enumerate(value)]
             return [number(v, f"{where}[{i}]", allow_none=key == "al")

@@ -47,7 +47,7 @@ class Lion(FusedOptimizer):
                         maximize=maximize)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         betas = group["betas"]
@@ -59,16 +59,16 @@ class Lion(FusedOptimizer):
         if not 0.0 <= group["weight_decay"]:
             raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg",)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         return dict(decay=1.0 - lr * wd, beta1=b1, one_minus_beta1=1.0 - b1, b2=b2,
                     one_minus_b2=1.0 - b2, neg_lr=-lr, one=1.0, zero=0.0)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0))
 
     def _call(self, kernel: Any, group: dict[str, Any], fb, args: tuple,

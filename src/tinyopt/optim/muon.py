@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.kernels import gemm_bf16, half
+from tinyopt.kernels.native import gemm_bf16, half
 from tinyopt.kernels import optim as kernels
-from tinyopt.optim.flat import CHUNK, FlatBuffer, staggered_zeros
+from tinyopt.optim.flat import FlatBuffer, staggered_zeros
 from tinyopt.optim.fused import FusedOptimizer
 
 EPS = 1e-7
@@ -21,7 +21,7 @@ DEFAULT_C = 2.0315
 DEFAULT_NS_STEPS = 5
 
 NS_PATH = os.environ.get("TINYOPT_MUON_NS", "auto")
-"""How Newton–Schulz computes its products: ``"bf16"`` (``kernels/gemm_bf16.py``, AVX512-BF16
+"""How Newton–Schulz computes its products: ``"bf16"`` (``kernels/native/gemm_bf16.py``, AVX512-BF16
 only), ``"float32"`` (numpy's BLAS on bfloat16 values, rounded after each product), or
 ``"auto"``: bf16 where the CPU has it and the matrix is large enough to gain
 (``BF16_MIN_WORK``).  Tests set it to compare the two; ``TINYOPT_MUON_NS`` sets it at
@@ -42,7 +42,7 @@ class Muon(FusedOptimizer):
     (bA + cA^2)X`, :math:`A = XX^\top`, from :math:`X_0 = \tilde B / \max(\lVert\tilde
     B\rVert_F, \epsilon)` (the wide orientation), in bfloat16 as PyTorch computes it (float32
     sums of the bfloat16 values' products, rounded to bfloat16 where PyTorch's bfloat16 tensors
-    round: on a CPU with AVX512-BF16 by tinyopt's bfloat16 GEMM, ``kernels/gemm_bf16.py``,
+    round: on a CPU with AVX512-BF16 by tinyopt's bfloat16 GEMM, ``kernels/native/gemm_bf16.py``,
     elsewhere and for small matrices through numpy's float32 BLAS; ``NS_PATH``);
     :math:`\gamma' = \gamma\sqrt{\max(1, A/B)}` (``adjust_lr_fn=None`` or
     ``"original"``) or :math:`0.2\,\gamma\sqrt{\max(A, B)}` (``"match_rms_adamw"``) for an
@@ -72,7 +72,7 @@ class Muon(FusedOptimizer):
         self._ns_work: dict = {}  # the bf16 path's matrices and packed buffers
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Learning rate should be >= 0 but is: {group['lr']}")
         if not 0.0 <= group["momentum"]:
@@ -95,25 +95,25 @@ class Muon(FusedOptimizer):
                 raise ValueError(f"Muon only supports 2D parameters whereas we found a parameter "
                                  f"with size: {tuple(p.shape)}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("momentum_buffer",)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         mu = float(group["momentum"])
         w, m = r(1.0 - mu), r(mu)
         return dict(w=w, w_c=1 - w, mu=m, mu_c=1 - m)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["nesterov"]), bool(abs(host["w"]) < 0.5), bool(abs(host["mu"]) < 0.5))
 
     def _run(self, fb: FlatBuffer, group: dict[str, Any], names: tuple[str | None, ...]) -> None:
         u = self._scratch.get(id(fb))
         if u is None:
             u = self._scratch[id(fb)] = staggered_zeros(fb.numel, fb.dtype, len(fb.vectors) + 3)
-        host = self._host(group, fb.round)
+        host = self.host_scalars(group, fb.round)
         # the first pass does not write the parameters: the plain walker also for 16-bit ones
         args = fb.walker_args(fb.vectors["momentum_buffer"], u, plain=True)
-        self.kernel[self._switches(group, host)](*args, fb.host(host))
+        self.kernel[self.switches(group, host)](*args, fb.host(host))
         lr, coefficients = float(group["lr"]), group["ns_coefficients"]
         for j in np.flatnonzero(fb.flags):
             view = fb.view(u, int(j))
@@ -152,9 +152,12 @@ def _bf16_pays(shape: tuple[int, int]) -> bool:
         if not gemm_bf16.available():
             raise RuntimeError("tinyopt.optim.muon.NS_PATH = 'bf16' needs a CPU with "
                                "AVX512-BF16 (avx512bf16), which this one does not have")
+        if not gemm_bf16.usable():
+            raise RuntimeError("tinyopt.optim.muon.NS_PATH = 'bf16': the AVX512-BF16 GEMM does "
+                               "not compile with this numba/LLVM (see the warning)")
         return True
     m, n = shape
-    return m * m * n >= BF16_MIN_WORK and gemm_bf16.available()
+    return m * m * n >= BF16_MIN_WORK and gemm_bf16.usable()
 
 
 BF16_MIN_WORK = 1 << 21
@@ -193,7 +196,7 @@ def _zeropower_via_newtonschulz(grad: np.ndarray, coefficients, steps: int, eps:
 
 def _newtonschulz_bf16(x: np.ndarray, a, b, c, steps: int, work: dict) -> None:
     """``x`` (m x n float32, bf16 values, m <= n, C-contiguous) <- its Newton–Schulz iterate,
-    every product a bf16 GEMM (``kernels/gemm_bf16.py``), the matrices kept as bf16 patterns
+    every product a bf16 GEMM (``kernels/native/gemm_bf16.py``), the matrices kept as bf16 patterns
     between them.  Both Gram products are symmetric to the bit (see ``gemm_bf16.matmul``), so
     each computes its upper triangle only: 4 of the 6 GEMMs' multiply-adds per iteration."""
     m, n = x.shape

@@ -51,19 +51,19 @@ class NAdam(FusedOptimizer):
                         foreach=foreach, capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
         if not 0.0 <= group["momentum_decay"]:
             raise ValueError(f"Invalid momentum_decay value: {group['momentum_decay']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq")
 
-    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+    def state_init(self, group: dict[str, Any]) -> dict[str, float]:
         return {"mu_product": 1.0}
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         b1, b2 = (float(b) for b in group["betas"])
         w = r(1.0 - b1)
@@ -71,6 +71,6 @@ class NAdam(FusedOptimizer):
                     w_c=1 - w, b2=b2, one_minus_b2=1.0 - b2, eps=group["eps"], weight_decay=wd,
                     decay=1.0 - lr * wd)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]), bool(group["weight_decay"] != 0),
                 bool(group["decoupled_weight_decay"]), bool(host["w"] < 0.5))

@@ -73,7 +73,7 @@ LEGACY_DEFAULTS: dict[str, Any] = {"maximize": False, "foreach": None, "capturab
 ``__setstate__`` gives a loaded group that lacks one (an optimizer fills only those it has)."""
 
 
-class _ParamList(list):
+class ParamList(list):
     """``param_groups[i]["params"]``: a list counting its changes (``version``), so a fused
     optimizer sees an appended or replaced parameter at its next step."""
 
@@ -98,7 +98,7 @@ def _counting(name: str) -> Callable:
 
 for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
               "__setitem__", "__delitem__", "__iadd__", "__imul__"):
-    setattr(_ParamList, _name, _counting(_name))
+    setattr(ParamList, _name, _counting(_name))
 
 
 def _as_number(name: str, value: Any) -> Any:
@@ -124,7 +124,8 @@ def hyperparameters_as_numbers(group: dict[str, Any]) -> dict[str, Any]:
     return group
 
 
-def _typename(x) -> str:
+def typename(x) -> str:
+    """``x``'s type as torch's messages name it (``list``, ``numpy.ndarray``)."""
     t = type(x)
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
@@ -187,7 +188,7 @@ class Optimizer:
         self._optimizer_load_state_dict_post_hooks: OrderedDict = OrderedDict()
         if isinstance(params, Parameter):
             raise TypeError("params argument given to the optimizer should be an iterable of "
-                            "Tensors or dicts, but got " + _typename(params))
+                            "Tensors or dicts, but got " + typename(params))
         if isinstance(params, (set, frozenset)):
             raise TypeError("optimizer parameters need to be organized in ordered collections, but "
                             "the ordering of tensors in sets will change between runs. Please use a "
@@ -256,7 +257,7 @@ class Optimizer:
         self.state = defaultdict(dict)
         self.param_groups = []
         for group in groups:
-            group["params"] = _ParamList(group["params"])
+            group["params"] = ParamList(group["params"])
             self._add_group(group)
         self._set_state(defaultdict(dict, state), self.param_groups)
 
@@ -297,7 +298,7 @@ class Optimizer:
         for p in tensors:
             if not isinstance(p, Parameter):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
-                                + _typename(p))
+                                + typename(p))
         for name, default in self.defaults.items():
             if default is required and name not in param_group:
                 raise ValueError(f"parameter group didn't specify a value of required optimization "
@@ -316,7 +317,7 @@ class Optimizer:
                                  f"cannot add param group {txt} to the optimizer")
         if any(id(p) in seen for p in tensors):
             raise ValueError("some parameters appear in more than one parameter group")
-        new_group: dict[str, Any] = {"params": _ParamList(tensors)}
+        new_group: dict[str, Any] = {"params": ParamList(tensors)}
         if names:
             new_group["param_names"] = names
         for key, value in param_group.items():
@@ -354,9 +355,10 @@ class Optimizer:
         """``loss.backward(); self.step()`` -- the same values, bit for bit -- as one plan run
         that steps each parameter as soon as its gradient is final (ggml's ``gb_opt``), when
         nothing needs the gradients between the two; otherwise exactly those two calls.  See
-        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...)."""
-        from tinyopt.optim.in_plan import fuse_with_backward
-        fuse_with_backward(self, loss)
+        ``tinyopt.optim.in_plan`` for when it fuses (gradients reset, no step pre-hooks...):
+        only a ``FusedOptimizer`` does; this base takes the two calls."""
+        loss.backward()
+        self.step()
 
     @staticmethod
     def _call_closure(closure: Callable[[], Any] | None):
@@ -453,7 +455,7 @@ class Optimizer:
         the parameter's dtype; scalar state becomes 0-d float32).
         """
         if not isinstance(state_dict, dict):
-            raise TypeError(f"load_state_dict expects a dict, but got {_typename(state_dict)}")
+            raise TypeError(f"load_state_dict expects a dict, but got {typename(state_dict)}")
         state_dict = state_dict.copy()
         for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
             result = hook(self, state_dict)
@@ -470,7 +472,7 @@ class Optimizer:
                 raise ValueError(f"loaded state dict has no '{key}' entry")
             if not isinstance(state_dict[key], kind):
                 raise ValueError(f"loaded state dict: '{key}' must be a {kind.__name__}, got "
-                                 f"{_typename(state_dict[key])}")
+                                 f"{typename(state_dict[key])}")
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])
         if len(groups) != len(saved_groups):
@@ -511,7 +513,7 @@ class Optimizer:
             label = labels[id(p)]
             if not isinstance(v, dict):
                 raise ValueError(f"load_state_dict: state of parameter {label} must be a dict, got "
-                                 f"{_typename(v)}")
+                                 f"{typename(v)}")
             state[p] = {key: self._cast_loaded(p, key, value, label, key in scalar_keys)
                         for key, value in v.items()}
         for s in new_groups:
@@ -642,7 +644,7 @@ def cast_scalar(value, key, where: str) -> np.ndarray:
 
     ``where`` starts the error messages (``load_state_dict: parameter 'w' has state 'step'``)."""
     if isinstance(value, bool) or value is None or isinstance(value, (str, bytes)):
-        raise ValueError(f"{where} of type {_typename(value)}, expected a number")
+        raise ValueError(f"{where} of type {typename(value)}, expected a number")
     if isinstance(value, (int, float)):
         try:
             x = float(value)

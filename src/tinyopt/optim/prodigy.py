@@ -72,7 +72,7 @@ class Prodigy(FusedOptimizer):
                         slice_p=slice_p)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 < group["d0"]:
             raise ValueError(f"Invalid d0 value: {group['d0']}")
         if not 0.0 <= group["lr"]:
@@ -89,7 +89,7 @@ class Prodigy(FusedOptimizer):
             raise ValueError("tinyopt's Prodigy: fsdp_in_use=True is not supported (there is no "
                              "FSDP; DDP's gradients are already reduced)")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         first = self.param_groups[0] if self.param_groups else group
         return ("exp_avg" if first["betas"][0] > 0 else None, "exp_avg_sq", "s", "p0")
 

@@ -41,7 +41,7 @@ class RMSprop(FusedOptimizer):
                         maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if not 0.0 <= group["eps"]:
@@ -53,17 +53,17 @@ class RMSprop(FusedOptimizer):
         if not 0.0 <= group["alpha"]:
             raise ValueError(f"Invalid alpha value: {group['alpha']}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("square_avg", "momentum_buffer" if group["momentum"] > 0 else None,
                 "grad_avg" if group["centered"] else None)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         alpha = float(group["alpha"])
         w = r(1.0 - alpha)
         return dict(alpha=alpha, w=w, w_c=1 - w, eps=group["eps"],
                     weight_decay=group["weight_decay"], momentum=group["momentum"],
                     neg_lr=-group["lr"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["centered"]), bool(group["momentum"] > 0), bool(group["maximize"]),
                 bool(group["weight_decay"] != 0), bool(host["w"] < 0.5))

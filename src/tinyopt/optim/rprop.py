@@ -43,22 +43,22 @@ class Rprop(FusedOptimizer):
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         etas = group["etas"]
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if not 0.0 < etas[0] < 1.0 < etas[1]:
             raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("prev", "step_size")
 
-    def _state_init(self, group: dict[str, Any]) -> dict[str, float]:
+    def state_init(self, group: dict[str, Any]) -> dict[str, float]:
         return {"step_size": float(group["lr"])}
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         (eta_minus, eta_plus), (step_min, step_max) = group["etas"], group["step_sizes"]
         return dict(eta_minus=eta_minus, eta_plus=eta_plus, step_min=step_min, step_max=step_max)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["maximize"]),)

@@ -55,7 +55,7 @@ class _ScheduleFree(FusedOptimizer):
     host64 = ()
     _adaptive = True
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("z", "exp_avg_sq") if self._adaptive else ("z",)
 
     def _beta(self, group: dict[str, Any]) -> float:
@@ -82,7 +82,7 @@ class _ScheduleFree(FusedOptimizer):
             group["k"] = group["k"] + 1
         return loss
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         # (a function of the group's values, updated by ``step``: see FusedOptimizer._run)
         k, lr_max, weight_sum = group["k"], group["lr_max"], group["weight_sum"]
         weight = ((k + 1) ** group["r"]) * (lr_max ** group["weight_lr_power"])
@@ -98,7 +98,7 @@ class _ScheduleFree(FusedOptimizer):
                     eps=group.get("eps", 0.0), weight_decay=group["weight_decay"], ckp1=w,
                     ckp1_c=1 - w, y_alpha=lr * (beta * (1 - ckp1) - 1), neg_lr=-lr, adam=adam)
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (self._adaptive, isinstance(self, RAdamScheduleFree),
                 bool(group["weight_decay"] != 0), bool(abs(host["ckp1"]) < 0.5))
 
@@ -116,7 +116,7 @@ class _ScheduleFree(FusedOptimizer):
         for group, buffers in zip(self.param_groups, self._flat):
             if bool(group["train_mode"]) == to_train:
                 continue
-            names = self._state_names(group)
+            names = self.state_names(group)
             w = weight(self._beta(group))
             for fb in buffers:
                 if not fb.started.any():
@@ -161,7 +161,7 @@ class SGDScheduleFree(_ScheduleFree):
                         foreach=foreach)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if group["lr"] < 0.0:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if group["weight_decay"] < 0.0:
@@ -204,7 +204,7 @@ class AdamWScheduleFree(_ScheduleFree):
                         foreach=foreach)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
         _check_schedule(group)
@@ -243,7 +243,7 @@ class RAdamScheduleFree(_ScheduleFree):
                         foreach=foreach, silent_sgd_phase=silent_sgd_phase)
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         check_adam_hyperparameters(group["lr"], group["eps"], group["betas"],
                                    group["weight_decay"])
 

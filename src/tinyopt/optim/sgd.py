@@ -52,7 +52,7 @@ class SGD(FusedOptimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults, stochastic_rounding=stochastic_rounding)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         if group["momentum"] < 0.0:
@@ -62,14 +62,14 @@ class SGD(FusedOptimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("momentum_buffer" if group["momentum"] != 0 else None,)
 
-    def _host(self, group: dict[str, Any], r) -> dict[str, Any]:
+    def host_scalars(self, group: dict[str, Any], r) -> dict[str, Any]:
         return dict(neg_lr=-group["lr"], momentum=group["momentum"],
                     one_minus_dampening=1.0 - group["dampening"], weight_decay=group["weight_decay"])
 
-    def _switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
+    def switches(self, group: dict[str, Any], host: dict[str, Any]) -> tuple[bool, ...]:
         return (bool(group["momentum"] != 0), bool(group["nesterov"]), bool(group["maximize"]),
                 bool(group["weight_decay"] != 0))
 

@@ -61,7 +61,7 @@ class SOAP(FusedOptimizer):
                         normalize_gradient=normalize_gradient, eps=eps, maximize=maximize)
         super().__init__(params, defaults)
 
-    def _validate(self, group: dict[str, Any]) -> None:
+    def validate(self, group: dict[str, Any]) -> None:
         if not 0.0 <= group["lr"]:
             raise ValueError(f"Invalid learning rate: {group['lr']}")
         for k, b in enumerate(group["betas"]):
@@ -79,7 +79,7 @@ class SOAP(FusedOptimizer):
         if group["merge_dims"]:
             raise ValueError("tinyopt's SOAP does not merge dimensions: merge_dims must be False")
 
-    def _state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
+    def state_names(self, group: dict[str, Any]) -> tuple[str | None, ...]:
         return ("exp_avg", "exp_avg_sq")
 
     def _dims(self, p: Parameter) -> list[int]:
@@ -87,7 +87,7 @@ class SOAP(FusedOptimizer):
         group = next(g for g in self.param_groups if any(q is p for q in g["params"]))
         return _preconditioned(tuple(p.shape), group)
 
-    def _side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
+    def side_state(self, p: Parameter) -> dict[str, tuple[int, ...]]:
         shape = tuple(p.shape)
         sides: dict[str, tuple[int, ...]] = {}
         for i in self._dims(p):

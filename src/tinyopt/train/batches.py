@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyopt.engine.fused_update import backward_and_update
+from tinyopt.engine.update_in_plan import backward_and_update
 from tinyopt.engine.realize import realize
 from tinyopt.engine.tensor import Tensor, leaf
 from tinyopt.nn.module import Module
@@ -39,7 +39,7 @@ class BatchRunner:
     def __call__(self, batch: Any, acc: Accumulator, *, backward: bool, scale: float = 1.0,
                  index: np.ndarray | None = None, update: Any = None) -> int:
         """Run one batch (forward, and backward into ``.grad`` when ``backward``, with ``update``
-        stepping the parameters in the same run: ``engine/fused_update.py``); return its size."""
+        stepping the parameters in the same run: ``engine/update_in_plan.py``); return its size."""
         x, y = split_batch(self.where, batch)
         if isinstance(y, Tensor) and y.op == "input":  # a DataLoader batch: check it as an array
             y = y.numpy()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import importlib as _importlib
 import typing as _typing
 
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 
 if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
@@ -21,7 +21,7 @@ if _typing.TYPE_CHECKING:
                                              fill_random, full, full_like, linspace, logspace,
                                              multinomial, normal, ones, ones_like, rand,
                                              rand_like, randint, randint_like, randn, randn_like,
-                                             randperm, zeros, zeros_like)
+                                             randperm, scalar_tensor, zeros, zeros_like)
     from tinyopt.engine.ops.combine import block_diag, cartesian_prod, combinations
     from tinyopt.engine.ops.differences import diff
     from tinyopt.engine.ops.distance import vector_norm
@@ -63,7 +63,7 @@ if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.movement import cat as concat
     from tinyopt.engine.ops.movement import cat as concatenate
     from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
-    from tinyopt.engine.ops.quantile import quantile
+    from tinyopt.engine.ops.quantiles import quantile
     from tinyopt.engine.ops.reduce import (all, amax, amin, any, argmax, argmin, count_nonzero,
                                            cumprod, cumsum, log_softmax, logcumsumexp, logsumexp,
                                            max, mean, min, norm, prod, softmax, std, sum, var)
@@ -71,7 +71,7 @@ if _typing.TYPE_CHECKING:
                                               index_add, index_copy, index_fill, index_select,
                                               kthvalue, masked_select, median, msort, nonzero,
                                               scatter, scatter_add, searchsorted, sort, take,
-                                              take_along_dim, topk, unique)
+                                              take_along_dim, topk, unique, unique_consecutive)
     from tinyopt.engine.ops.statistics import (corrcoef, cov, cumulative_trapezoid, nanmean,
                                                nansum, trapezoid)
     from tinyopt.engine.ops.vector_products import cdist, cross, inner, isin, std_mean, var_mean
@@ -84,7 +84,7 @@ _WHERE = _table({
     "tinyopt.engine.ops.creation": (
         "arange bernoulli empty empty_like eye fill_random full full_like linspace logspace "
         "multinomial normal ones ones_like rand rand_like randint randint_like randn randn_like "
-        "randperm zeros zeros_like"),
+        "randperm scalar_tensor zeros zeros_like"),
     "tinyopt.engine.ops.combine": "block_diag cartesian_prod combinations",
     "tinyopt.engine.ops.differences": "diff",
     "tinyopt.engine.ops.distance": "vector_norm",
@@ -113,14 +113,14 @@ _WHERE = _table({
         "unbind unflatten unfold unsqueeze view vstack"),
     "tinyopt.engine.ops.movement:cat": "concat concatenate",
     "tinyopt.engine.ops.nn": "batch_norm dropout embedding layer_norm",
-    "tinyopt.engine.ops.quantile": "quantile",
+    "tinyopt.engine.ops.quantiles": "quantile",  # (not quantile.py: the module would shadow it)
     "tinyopt.engine.ops.reduce": (
         "all amax amin any argmax argmin count_nonzero cumprod cumsum log_softmax logcumsumexp "
         "logsumexp max mean min norm prod softmax std sum var"),
     "tinyopt.engine.ops.selection": (
         "argsort argwhere bincount bucketize gather index_add index_copy index_fill index_select "
         "kthvalue masked_select median msort nonzero scatter scatter_add searchsorted sort take "
-        "take_along_dim topk unique"),
+        "take_along_dim topk unique unique_consecutive"),
     "tinyopt.engine.ops.statistics": (
         "corrcoef cov cumulative_trapezoid nanmean nansum trapezoid"),
     "tinyopt.engine.ops.vector_products": "cdist cross inner isin std_mean var_mean",
@@ -172,5 +172,5 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "zeros_like",
     "bartlett_window", "blackman_window", "cartesian_prod", "corrcoef", "cov",
     "cumulative_trapezoid", "frac", "hamming_window", "hann_window", "inner", "kaiser_window",
-    "nanmean", "nansum", "trapezoid",
+    "nanmean", "nansum", "trapezoid", "scalar_tensor", "unique_consecutive",
 ]

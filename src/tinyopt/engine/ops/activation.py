@@ -7,7 +7,8 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import require_float, broadcast_shape, sum_to
+from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.elementwise import broadcast_shape, sum_to
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import activation as K
 

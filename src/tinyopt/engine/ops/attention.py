@@ -27,6 +27,7 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.ops.movement import expand
 from tinyopt.engine.ops.nn import dropout_mask
@@ -34,20 +35,16 @@ from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import attention as K
-from tinyopt.kernels import blas, shared_threads
+from tinyopt.kernels.native import blas, shared_threads
 
 _NO_MASK = {np.dtype(np.float32): np.zeros((1, 1, 1, 1), np.float32),
             np.dtype(np.float64): np.zeros((1, 1, 1, 1), np.float64)}
 
 
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
 def _heads(arr: np.ndarray, kind: str, off: int, A: int, B: int, D: int) -> np.ndarray:
     """The (A, B, T, D) view of a part of ``arr`` (see the module docstring)."""
     if kind == "4d":
-        return _c(arr).reshape(A, B, arr.shape[-2], D)  # (not -1: A or B may be 0)
+        return c_contiguous(arr).reshape(A, B, arr.shape[-2], D)  # (not -1: A or B may be 0)
     if kind == "nlc":
         N, T, _ = arr.shape
         return arr[:, :, off:off + B * D].reshape(N, T, B, D).transpose(0, 2, 1, 3)
@@ -103,7 +100,7 @@ def _attention_forward(t):
         W = layout.views(out)
         P = W["p"] if s.dropout else W["w"]
         q, kt, v, o = s.q(ins), s.k(ins).swapaxes(-1, -2), s.v(ins), s.out(W["out"])
-        mask = _c(ins[s.n_srcs]) if s.has_mask else no_mask
+        mask = c_contiguous(ins[s.n_srcs]) if s.has_mask else no_mask
         if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask):
             return
         np.matmul(q, kt, out=P)
@@ -122,8 +119,8 @@ _CHUNK_GEMM_MAX = 65536 * 4
 class _Chunks:
     """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
-    kernels' threads (``kernels/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
-    ``np.matmul`` makes (``kernels/blas.py`` ``matmul_args``), and small enough for one thread."""
+    kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
+    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one thread."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
@@ -200,7 +197,7 @@ def _attention_grad_forward(t):
         P = W["p"] if s.dropout else W["w"]
         keep = ins[-1] if s.dropout else P
         dS = G["dS"]
-        g = _c(g)
+        g = c_contiguous(g)
         if chunks is not None:
             go, v = s.out(g), s.v(ins)
             grads = [G[f"g{i}"] for i in range(s.n_srcs)]

@@ -30,16 +30,13 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
-from tinyopt.engine.fuse import fusion_rule
+from tinyopt.engine.op_fusion import fusion_rule
 from tinyopt.engine.op import OPS, defop, node
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make, as_tensor
+from tinyopt.engine.ops.family import c_contiguous, require_float
+from tinyopt.engine.ops.elementwise import promoted_operands
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node, as_tensor
 from tinyopt.kernels import conv as K
-from tinyopt.kernels import workers
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+from tinyopt.kernels import chunk_threads
 
 
 def _pair(op: str, name: str, v) -> tuple[int, int]:
@@ -62,12 +59,12 @@ def _batched(op: str, x: Tensor) -> tuple[Tensor, bool]:
 # ---- im2col / col2im ----------------------------------------------------------------------------
 def _im2col_forward(t):
     im2col = K.im2col[t.attrs]
-    return lambda out, x: im2col(_c(x), out)
+    return lambda out, x: im2col(c_contiguous(x), out)
 
 
 def _col2im_forward(t):
     col2im = K.col2im[t.attrs]
-    return lambda out, col: col2im(_c(col), out)
+    return lambda out, col: col2im(c_contiguous(col), out)
 
 
 defop("im2col", forward=_im2col_forward,
@@ -84,7 +81,7 @@ def _conv_gemm_forward(t):
     def fwd(out, col, w, b=None):
         o = out.reshape(G, OCg, NL)
         c = col.reshape(G, CgK, NL)
-        wm = _c(w).reshape(G, OCg, CgK)
+        wm = c_contiguous(w).reshape(G, OCg, CgK)
         if G == 1:
             np.dot(wm[0], c[0], out=o[0])
         else:
@@ -100,8 +97,8 @@ def _conv_grad_col_forward(t):
 
     def fwd(out, g, w):
         o = out.reshape(G, CgK, NL)
-        gm = _c(g).reshape(G, OCg, NL)
-        wm = _c(w).reshape(G, OCg, CgK)
+        gm = c_contiguous(g).reshape(G, OCg, NL)
+        wm = c_contiguous(w).reshape(G, OCg, CgK)
         if G == 1:
             np.dot(wm[0].T, gm[0], out=o[0])
         else:
@@ -131,7 +128,7 @@ def _conv_grad_weight_forward(t):
 
     def fwd(out, g, col):
         o = out.reshape(G, OCg, CgK)
-        gm = _c(g).reshape(G, OCg, NL)
+        gm = c_contiguous(g).reshape(G, OCg, NL)
         c = col.reshape(G, CgK, NL)
         if B > 1:  # partial[b] = col_b @ dY_b^T, then dW^T = sum over b
             np.matmul(c[0].reshape(CgK, B, NL // B).transpose(1, 0, 2),
@@ -169,7 +166,7 @@ defop("conv_grad_weight", forward=_conv_grad_weight_forward)
 # the output, and () or (pkh, pkw, psh, psw, OH, OW) when a max-pool is fused too (then the node
 # is the pooled array of kernels/conv.py: conv2d_direct, (2, N, OC, PU, PV): the pooled values and
 # each window's tap, and its (OH, OW) output is never written).  Fusion happens when a plan is
-# compiled (engine/fuse.py; the rules are at the end of this section).
+# compiled (engine/op_fusion.py; the rules are at the end of this section).
 def _direct(C: int, OC: int, kh: int, kw: int, stride: tuple[int, int], groups: int) -> bool:
     """Whether conv2d runs as direct kernels (``kernels/conv.py: conv2d_direct``) rather than
     im2col + GEMM: stride 1, one group, and few channels, where a GEMM of K = C*kh*kw rows by OC
@@ -193,7 +190,7 @@ def _chunks(N: int, macs: int) -> int:
     thread.  Only for work whose result does not depend on the cut (each sample's outputs)."""
     if macs < 1 << 20:
         return 1
-    return min(N, 4 * workers.num_threads())
+    return min(N, 4 * chunk_threads.num_threads())
 
 
 def _split(n: int, chunks: int, k: int) -> slice:
@@ -205,7 +202,7 @@ def _by_samples(fn, N: int, chunks: int) -> None:
     if chunks == 1:
         fn(slice(0, N))
     else:
-        workers.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
+        chunk_threads.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
 
 
 def _conv2d_forward(t):
@@ -220,7 +217,7 @@ def _conv2d_forward(t):
     chunks = _chunks(N, N * OC * OH * OW * C * kh * kw)
 
     def fwd(out, x, w, b=none):
-        x, w = _c(x), _c(w)
+        x, w = c_contiguous(x), c_contiguous(w)
         if pool:
             _by_samples(lambda s: conv(x[s], unused, w, b, dims, out[:, s], H, W, ph, pw, dh, dw,
                                        relu), N, chunks)
@@ -248,7 +245,7 @@ def _conv2d_grad_input_forward(t):
 
     def fwd(out, g, w, m=None):
         np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-        g = _c(g)
+        g = c_contiguous(g)
         if mode == K.UNPOOL_IN:
             _by_samples(lambda s: conv(g[0, s], m[:, s], flipped, none, out[s], unused5, OH, OW,
                                        pt, pl, dh, dw, relu), N, chunks)
@@ -279,7 +276,7 @@ def _conv2d_grad_params_forward(t):
     unused = np.empty((0,) * 4, t.dtype)
 
     def fwd(out, x, g, m=None):
-        x, g = _c(x), _c(g)
+        x, g = c_contiguous(x), c_contiguous(g)
         if mode == K.UNPOOL_IN:
             def block(k):
                 s = _split(N, blocks, k)
@@ -289,7 +286,7 @@ def _conv2d_grad_params_forward(t):
                 s = _split(N, blocks, k)
                 grad(x[s], g[s], unused if m is None else m[s], part[k], OH, OW, ph, pw, dh, dw,
                      relu)
-        workers.run_chunks(block, blocks)
+        chunk_threads.run_chunks(block, blocks)
         total = part[0]
         for k in range(1, blocks):
             total += part[k]
@@ -346,7 +343,7 @@ def _relu_into_conv(t: Tensor, uses) -> Tensor | None:
     and the same gradient (the backward kernels apply relu_grad's mask as they read it)."""
     c = t.srcs[0]
     if c.op == "conv2d" and not c.attrs[6] and not c.attrs[7] and uses(c) == 1:
-        return _make("conv2d", c.srcs, c.attrs[:6] + (True, ()), c.shape, c.dtype,
+        return make_node("conv2d", c.srcs, c.attrs[:6] + (True, ()), c.shape, c.dtype,
                      t.requires_grad)
     return None
 
@@ -366,9 +363,9 @@ def _max_pool_into_conv(t: Tensor, uses) -> Tensor | None:
     if pph or ppw or pdh != 1 or pdw != 1 or (PU - 1) * psh + pkh > OH \
             or (PV - 1) * psw + pkw > OW:
         return None
-    pooled = _make("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
+    pooled = make_node("conv2d", c.srcs, c.attrs[:7] + ((pkh, pkw, psh, psw, OH, OW),),
                    (2,) + t.shape, t.dtype, t.requires_grad)
-    return _make("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
+    return make_node("conv2d_pool_values", (pooled,), (), t.shape, t.dtype, t.requires_grad)
 
 
 def _padding(op: str, padding, kernel: tuple[int, int], dilation: tuple[int, int],
@@ -489,20 +486,23 @@ def _max_indices_forward(t):
     if ph == pw == 0 and dh == dw == 1 and (oshape[1] - 1) * sh + kh <= H \
             and (oshape[2] - 1) * sw + kw <= W:  # every window inside the plane
         dense = K.max_pool2d_indices_dense[kh, kw, sh, sw]
-        return lambda out, x: dense(_c(x).reshape(P, H, W), out.reshape(oshape))
-    return lambda out, x: K.max_pool2d_indices(_c(x).reshape(P, H, W), out.reshape(oshape),
+        return lambda out, x: dense(c_contiguous(x).reshape(P, H, W), out.reshape(oshape))
+    return lambda out, x: K.max_pool2d_indices(c_contiguous(x).reshape(P, H, W),
+                                               out.reshape(oshape),
                                                kh, kw, sh, sw, ph, pw, dh, dw)
 
 
 def _gather_forward(t):
     P, H, W = _planes(t.srcs[0].shape)
-    return lambda out, x, idx: K.gather_planes(_c(x).reshape(P, H * W), _c(idx).reshape(P, -1),
+    return lambda out, x, idx: K.gather_planes(c_contiguous(x).reshape(P, H * W),
+                                               c_contiguous(idx).reshape(P, -1),
                                                out.reshape(P, -1))
 
 
 def _scatter_forward(t):
     P, H, W = _planes(t.shape)
-    return lambda out, g, idx: K.scatter_add_planes(_c(g).reshape(P, -1), _c(idx).reshape(P, -1),
+    return lambda out, g, idx: K.scatter_add_planes(c_contiguous(g).reshape(P, -1),
+                                                    c_contiguous(idx).reshape(P, -1),
                                                     out.reshape(P, H * W))
 
 
@@ -534,14 +534,15 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def _avg_forward(t):
     attrs = t.attrs
     P, H, W = _planes(t.srcs[0].shape)
-    return lambda out, x: K.avg_pool2d(_c(x).reshape(P, H, W), out.reshape(_planes(t.shape)),
+    return lambda out, x: K.avg_pool2d(c_contiguous(x).reshape(P, H, W),
+                                       out.reshape(_planes(t.shape)),
                                        *attrs)
 
 
 def _avg_grad_forward(t):
     attrs = t.attrs
     P, H, W = _planes(t.shape)
-    return lambda out, g: K.avg_pool2d_grad(_c(g).reshape(_planes(t.srcs[0].shape)),
+    return lambda out, g: K.avg_pool2d_grad(c_contiguous(g).reshape(_planes(t.srcs[0].shape)),
                                             out.reshape(P, H, W), *attrs)
 
 

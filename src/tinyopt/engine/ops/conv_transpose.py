@@ -15,7 +15,8 @@ import numbers
 
 from tinyopt.engine import autocast
 from tinyopt.engine.op import node
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float
+from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 

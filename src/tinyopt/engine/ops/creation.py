@@ -15,8 +15,8 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.device import check_device
-from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, float32, int64, scalar_dtype,
-                                   stored_scalar)
+from tinyopt.engine.dtypes import (FLOATS, as_dtype, bool_, float32, int64, scalar_array,
+                                   scalar_dtype, stored_scalar)
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -48,7 +48,9 @@ def _size(size) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _new(arr: np.ndarray, device, requires_grad: bool) -> Tensor:
+def new_leaf(arr: np.ndarray, device, requires_grad: bool) -> Tensor:
+    """A concrete tensor holding ``arr`` on ``device`` (checked), requiring grad if asked: what
+    the factory functions return."""
     check_device(device)
     t = leaf(arr)
     if requires_grad:
@@ -78,14 +80,14 @@ def _float_dtype(dtype) -> np.dtype:
 def zeros(*shape, size=None, out=None, dtype=None, layout=None, device=None,
           requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with zeros (float32 unless ``dtype``)."""
-    return _new(np.zeros(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
+    return new_leaf(np.zeros(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
                 device, requires_grad)
 
 
 def ones(*shape, size=None, out=None, dtype=None, layout=None, device=None,
          requires_grad: bool = False) -> Tensor:
     """A tensor of ``size`` filled with ones (float32 unless ``dtype``)."""
-    return _new(np.ones(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
+    return new_leaf(np.ones(_size(shape if size is None else (size,)), as_dtype(dtype or float32)),
                 device, requires_grad)
 
 
@@ -103,7 +105,17 @@ def full(size, fill_value, *, out=None, dtype=None, layout=None, device=None,
         fill_value = fill_value.item()
     d = as_dtype(dtype) if dtype is not None else scalar_dtype(fill_value)
     shape = (size,) if isinstance(size, numbers.Integral) else _size((size,))
-    return _new(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
+    return new_leaf(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
+                  pin_memory: bool = False) -> Tensor:
+    """A 0-d tensor holding the number ``s``, float32 unless ``dtype`` (whatever the number's
+    type, as torch's)."""
+    if isinstance(s, Tensor):
+        s = s.item()
+    return new_leaf(scalar_array(s, as_dtype(dtype) if dtype is not None else float32), device,
+                    requires_grad)
 
 
 def _like(x, dtype) -> tuple[tuple[int, ...], np.dtype]:
@@ -115,14 +127,14 @@ def zeros_like(input, *, dtype=None, layout=None, device=None, requires_grad: bo
                memory_format=None) -> Tensor:
     """Zeros of ``input``'s shape and dtype (unless ``dtype``)."""
     shape, d = _like(input, dtype)
-    return _new(np.zeros(shape, d), device, requires_grad)
+    return new_leaf(np.zeros(shape, d), device, requires_grad)
 
 
 def ones_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
               memory_format=None) -> Tensor:
     """Ones of ``input``'s shape and dtype (unless ``dtype``)."""
     shape, d = _like(input, dtype)
-    return _new(np.ones(shape, d), device, requires_grad)
+    return new_leaf(np.ones(shape, d), device, requires_grad)
 
 
 def empty_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
@@ -136,13 +148,13 @@ def full_like(input, fill_value, *, dtype=None, layout=None, device=None,
               requires_grad: bool = False, memory_format=None) -> Tensor:
     """A tensor of ``input``'s shape (and dtype, unless ``dtype``) filled with ``fill_value``."""
     shape, d = _like(input, dtype)
-    return _new(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
+    return new_leaf(np.full(shape, stored_scalar(fill_value, d)), device, requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, out=None, dtype=None, layout=None, device=None,
         requires_grad: bool = False) -> Tensor:
     """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
-    return _new(np.eye(n, n if m is None else m, dtype=as_dtype(dtype or float32)), device,
+    return new_leaf(np.eye(n, n if m is None else m, dtype=as_dtype(dtype or float32)), device,
                 requires_grad)
 
 
@@ -164,14 +176,14 @@ def arange(start, end=None, step=1, *, out=None, dtype=None, layout=None, device
         arr = (start + step * np.arange(n, dtype=np.float64)).astype(d)
     else:
         arr = np.arange(start, end, step).astype(d)
-    return _new(arr, device, requires_grad)
+    return new_leaf(arr, device, requires_grad)
 
 
 def range_(start, end, step=1, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """``torch.range`` (deprecated there): like ``arange`` but ``end`` included, float32."""
     n = int(math.floor((end - start) / step)) + 1
     arr = (start + step * np.arange(n, dtype=np.float64)).astype(as_dtype(dtype or float32))
-    return _new(arr, device, requires_grad)
+    return new_leaf(arr, device, requires_grad)
 
 
 def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, device=None,
@@ -180,14 +192,14 @@ def linspace(start, end, steps: int, *, out=None, dtype=None, layout=None, devic
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
     arr = np.linspace(float(start), float(end), int(steps), dtype=np.float64)
-    return _new(arr.astype(as_dtype(dtype or float32)), device, requires_grad)
+    return new_leaf(arr.astype(as_dtype(dtype or float32)), device, requires_grad)
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """``steps`` numbers ``base ** t`` with ``t`` evenly spaced from ``start`` to ``end``."""
     arr = np.logspace(float(start), float(end), int(steps), base=base, dtype=np.float64)
-    return _new(arr.astype(as_dtype(dtype or float32)), device, requires_grad)
+    return new_leaf(arr.astype(as_dtype(dtype or float32)), device, requires_grad)
 
 
 # ---- random -------------------------------------------------------------------------------------
@@ -196,7 +208,7 @@ def randn(*shape, size=None, generator=None, out=None, dtype=None, layout=None, 
     """Standard normal samples."""
     d = _float_dtype(dtype)
     shape = _size(shape if size is None else (size,))
-    return _new(_rng(generator).standard_normal(shape).astype(d), device, requires_grad)
+    return new_leaf(_rng(generator).standard_normal(shape).astype(d), device, requires_grad)
 
 
 def rand(*shape, size=None, generator=None, out=None, dtype=None, layout=None, device=None,
@@ -204,7 +216,7 @@ def rand(*shape, size=None, generator=None, out=None, dtype=None, layout=None, d
     """Uniform samples on [0, 1)."""
     d = _float_dtype(dtype)
     shape = _size(shape if size is None else (size,))
-    return _new(_rng(generator).random(shape).astype(d), device, requires_grad)
+    return new_leaf(_rng(generator).random(shape).astype(d), device, requires_grad)
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad: bool = False,
@@ -235,7 +247,7 @@ def randint(low, high=None, size=None, *, generator=None, out=None, dtype=None, 
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} "
                            f">= to={high}")
     arr = _rng(generator).integers(low, high, _size((size,)))
-    return _new(arr.astype(as_dtype(dtype or int64)), device, requires_grad)
+    return new_leaf(arr.astype(as_dtype(dtype or int64)), device, requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None,
@@ -251,7 +263,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None,
 def randperm(n: int, *, generator=None, out=None, dtype=None, layout=None, device=None,
              requires_grad: bool = False) -> Tensor:
     """A random permutation of 0..n-1."""
-    return _new(_rng(generator).permutation(int(n)).astype(as_dtype(dtype or int64)), device,
+    return new_leaf(_rng(generator).permutation(int(n)).astype(as_dtype(dtype or int64)), device,
                 requires_grad)
 
 
@@ -263,10 +275,10 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, out=None, dtype=None
         m, s = np.asarray(as_tensor(mean).numpy()), np.asarray(as_tensor(std).numpy())
         shape = np.broadcast_shapes(m.shape, s.shape)
         d = (m.dtype if m.dtype in FLOATS else s.dtype if s.dtype in FLOATS else float32)
-        return _new((m + s * rng.standard_normal(shape)).astype(d), device, requires_grad)
+        return new_leaf((m + s * rng.standard_normal(shape)).astype(d), device, requires_grad)
     shape = _size((size,)) if size is not None else ()
     arr = mean + std * rng.standard_normal(shape)
-    return _new(np.asarray(arr).astype(_float_dtype(dtype)), device, requires_grad)
+    return new_leaf(np.asarray(arr).astype(_float_dtype(dtype)), device, requires_grad)
 
 
 def bernoulli(input, p=None, *, generator=None, out=None) -> Tensor:

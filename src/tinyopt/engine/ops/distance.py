@@ -11,13 +11,10 @@ import numpy as np
 
 from tinyopt.engine.dtypes import is_float, scalar_type_name
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.ops.elementwise import in_float32
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import distance as K
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _kind(p: float) -> tuple[str, float]:
@@ -37,14 +34,15 @@ def _kind(p: float) -> tuple[str, float]:
 def _norm_forward(t):
     (A, R, B), kind, p = t.attrs
     kernel = K.vector_norm[kind]
-    return lambda out, x: kernel(_c(x).reshape(A, R, B), p, out.reshape(A, B))
+    return lambda out, x: kernel(c_contiguous(x).reshape(A, R, B), p, out.reshape(A, B))
 
 
 def _norm_grad_forward(t):
     (A, R, B), kind, p = t.attrs
     kernel = K.vector_norm_grad[kind]
-    return lambda out, g, x, n: kernel(_c(g).reshape(A, B), _c(x).reshape(A, R, B),
-                                       _c(n).reshape(A, B), p, out.reshape(A, R, B))
+    return lambda out, g, x, n: kernel(c_contiguous(g).reshape(A, B), c_contiguous(x).reshape(A, R,
+                                                                                              B),
+                                       c_contiguous(n).reshape(A, B), p, out.reshape(A, R, B))
 
 
 defop("vector_norm", forward=_norm_forward, backward=lambda t, g: (

@@ -17,6 +17,7 @@ import numpy as np
 from tinyopt.engine.dtypes import (FLOATS, bool_, float32, grad_dtype, int64, is_float, is_low,
                                    result_type, scalar_array, scalar_type_name, stored_scalar)
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import elementwise as K
 
@@ -94,41 +95,6 @@ def broadcast_shape(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         raise RuntimeError(f"{op}: {detail} (shapes {', '.join(map(str, shapes))})") from None
 
 
-_MEAN_ERROR = (RuntimeError, "mean(): could not infer output dtype. Input dtype must be either a "
-                             "floating point or complex dtype. Got: {T}")
-_FLOAT_ONLY_ERRORS = {  # op: torch's error for integer and bool inputs ({T}: "Long", "Bool"...)
-    **{op: (NotImplementedError, f'"{kernel}" not implemented for \'{{T}}\'') for op, kernel in (
-        ("softmax", "softmax_lastdim_kernel_impl"),
-        ("log_softmax", "log_softmax_lastdim_kernel_impl"),
-        ("cross_entropy", "log_softmax_lastdim_kernel_impl"), ("nll_loss", "nll_loss_out_frame"),
-        ("layer_norm", "LayerNormKernelImpl"), ("group_norm", "GroupNormKernelImpl"),
-        ("batch_norm", "batch_norm"), ("instance_norm", "batch_norm"),
-        ("lerp", "lerp_kernel_scalar"),
-        ("logcumsumexp", "logcumsumexp_out_cpu"), ("elu", "elu_cpu"), ("mse_loss", "mse_cpu"),
-        ("smooth_l1", "smooth_l1_cpu"), ("huber", "huber_cpu"),
-        ("binary_cross_entropy", "binary_cross_entropy"), ("log_sigmoid", "log_sigmoid_cpu"),
-        ("logsigmoid", "log_sigmoid_cpu"),
-        ("mish", "mish_cpu"),
-        ("binary_cross_entropy_with_logits", "log_sigmoid_cpu"))},
-    "l1_loss": _MEAN_ERROR, "adaptive_avg_pool2d": _MEAN_ERROR,
-    "dropout": (RuntimeError, "result type Float can't be cast to the desired output type {T}"),
-    "kl_div": (RuntimeError, "kl_div: Integral inputs not supported."),
-    "cosine_similarity": (RuntimeError, "expected common dtype to be floating point, yet common "
-                                        "dtype is {T}")}
-
-
-def require_float(op: str, *ts: Tensor) -> None:
-    """Refuse integer and bool inputs of a float-only op: with torch's error where torch refuses
-    them, else (torch computes them; tinyopt does not) with a TypeError saying what to do."""
-    for t in ts:
-        if t.dtype not in FLOATS and not is_low(t.dtype):
-            if op in _FLOAT_ONLY_ERRORS:
-                kind, words = _FLOAT_ONLY_ERRORS[op]
-                raise kind(words.format(T=scalar_type_name(t.dtype)))
-            raise TypeError(f"{op}: expected a floating point tensor, got {t.dtype} "
-                            f"(shape {t.shape}); convert with .float()")
-
-
 def sum_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Sum ``g`` over the dimensions that broadcasting expanded, giving ``shape``."""
     if g.shape == shape:
@@ -155,10 +121,11 @@ def _ufunc_forward(kernel, numpy_ufunc=None):
 
 def _binary_op(name, kernel, backward, *, numpy_ufunc=None, bools: bool = True, forward=None):
     defop(name, forward=forward or _ufunc_forward(kernel, numpy_ufunc), backward=backward,
-          inplace=True)
+          inplace=True,
+          elementwise=kernel if forward is None and hasattr(kernel, "bound") else None)
 
-    def build(a, b) -> Tensor:
-        a, b = promoted_operands(name, a, b)
+    def build(input, other) -> Tensor:
+        a, b = promoted_operands(name, input, other)
         if not bools and a.dtype == bool_:
             raise RuntimeError(_BOOL_ERRORS.get(name, f"{name}: bool tensors are not supported"))
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), a.dtype)
@@ -331,11 +298,11 @@ defop("min_grad", forward=_ufunc_forward(K.min_grad))
 def _bool_result(name, ufunc, *, as_bool: bool = False):
     defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
-    def build(a, b) -> Tensor:
+    def build(input, other) -> Tensor:
         if as_bool:
-            a, b = _cast(a, bool_), _cast(b, bool_)
+            a, b = _cast(input, bool_), _cast(other, bool_)
         else:
-            a, b = promoted_operands(name, a, b)
+            a, b = promoted_operands(name, input, other)
         return node(name, (a, b), broadcast_shape(name, a.shape, b.shape), bool_)
     build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
@@ -353,9 +320,9 @@ logical_xor = _bool_result("logical_xor", np.logical_xor, as_bool=True)
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
-def logical_not(x) -> Tensor:
-    """``not x``, elementwise (bool result; nonzero counts as True)."""
-    x = _cast(x, bool_) if not isinstance(x, Tensor) else x
+def logical_not(input) -> Tensor:
+    """``not input``, elementwise (bool result; nonzero counts as True)."""
+    x = _cast(input, bool_) if not isinstance(input, Tensor) else input
     return node("logical_not", (x,), x.shape, bool_)
 
 
@@ -365,8 +332,8 @@ defop("logical_not", forward=lambda t: (lambda out, x: np.logical_not(x, out=out
 def _bitwise(name, ufunc):
     defop(name, forward=lambda t: (lambda out, *ins: ufunc(*ins, out=out)))
 
-    def build(a, b) -> Tensor:
-        a, b = promoted_operands(name, a, b)
+    def build(input, other) -> Tensor:
+        a, b = promoted_operands(name, input, other)
         if a.dtype in FLOATS:
             raise TypeError(f"{name}: \"{name}_cpu\" not implemented for 'Float' (bitwise ops "
                             f"need integer or bool tensors)")
@@ -380,9 +347,9 @@ bitwise_or = _bitwise("bitwise_or", np.bitwise_or)
 bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor)
 
 
-def bitwise_not(x) -> Tensor:
-    """``~x``: logical not of a bool tensor, bitwise not of an integer one."""
-    x = as_tensor(x)
+def bitwise_not(input) -> Tensor:
+    """``~input``: logical not of a bool tensor, bitwise not of an integer one."""
+    x = as_tensor(input)
     if x.dtype in FLOATS:
         raise TypeError("bitwise_not: ~ needs an integer or bool tensor, got a float tensor")
     return node("bitwise_not", (x,), x.shape, x.dtype)
@@ -394,8 +361,8 @@ defop("bitwise_not", forward=lambda t: (lambda out, x: np.invert(x, out=out)))
 def _flag(name, ufunc, doc):
     defop(name, forward=lambda t: (lambda out, x: ufunc(x, out=out)))
 
-    def build(x) -> Tensor:
-        x = as_tensor(x)
+    def build(input) -> Tensor:
+        x = as_tensor(input)
         if x.dtype not in FLOATS:  # integers are always finite, never NaN
             return node("full", (), x.shape, bool_, (name == "isfinite",))
         return node(name, (x,), x.shape, bool_)
@@ -482,10 +449,10 @@ defop("clone", forward=lambda t: (lambda out, x: np.copyto(out, x)),
       backward=lambda t, g: (g,))
 
 
-def clone(x) -> Tensor:
+def clone(input) -> Tensor:
     """A copy of ``x`` in storage of its own; gradients flow back to ``x``."""
-    x = as_tensor(x)
-    return node("clone", (x,), x.shape, x.dtype)
+    input = as_tensor(input)
+    return node("clone", (input,), input.shape, input.dtype)
 
 
 # ---- unary -------------------------------------------------------------------------------------
@@ -516,8 +483,8 @@ def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc
             x, *t.attrs, out=out)), backward=backward, inplace=True,
           elementwise=kernel if hasattr(kernel, "bound") else None)
 
-    def build(x, *attrs) -> Tensor:
-        x = as_tensor(x)
+    def build(input, *attrs) -> Tensor:
+        x = as_tensor(input)
         if not is_float(x.dtype):
             refuse_for_dtype(name, x.dtype)
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
@@ -594,15 +561,15 @@ def _zero_grad(t, g):
 _sign = _unary("sign", K.sign, _zero_grad, int_ok=True, numpy_ufunc=np.sign)
 
 
-def sign(x) -> Tensor:
+def sign(input) -> Tensor:
     """1, -1 or 0 (0 for NaN); a bool tensor's sign is itself, as torch's."""
-    x = as_tensor(x)
+    x = as_tensor(input)
     return clone(x) if x.dtype == bool_ else _sign(x)
 
 
-def square(x) -> Tensor:
-    """x * x; a bool tensor squares as int64, as torch's ``pow(x, 2)`` does."""
-    x = as_tensor(x)
+def square(input) -> Tensor:
+    """input * input; a bool tensor squares as int64, as torch's ``pow(input, 2)`` does."""
+    x = as_tensor(input)
     return _square(to(x, int64) if x.dtype == bool_ else x)
 floor = _unary("floor", np.floor, _zero_grad, int_ok=True,
                numpy_ufunc=lambda x, out: np.copyto(out, x))
@@ -624,18 +591,18 @@ for _name in ("abs_grad", "relu_grad", "sigmoid_grad", "tanh_grad", "silu_grad",
           elementwise=getattr(K, _name) if hasattr(getattr(K, _name), "bound") else None)
 
 
-def round(x, *, decimals: int = 0) -> Tensor:
+def round(input, *, decimals: int = 0) -> Tensor:
     """Round half to even (``torch.round``), to ``decimals`` decimal places."""
     if decimals == 0:
-        return _round(x)
-    x = _float(x)
+        return _round(input)
+    input = _float(input)
     scale = 10.0 ** decimals
-    return _round(x * scale) / scale
+    return _round(input * scale) / scale
 
 
-def frac(x) -> Tensor:
+def frac(input) -> Tensor:
     """The fractional part x - trunc(x), with x's sign (gradient 1)."""
-    x = as_tensor(x)
+    x = as_tensor(input)
     if not is_float(x.dtype):
         raise NotImplementedError(f'"frac_cpu" not implemented for '
                                   f"'{scalar_type_name(x.dtype)}'")
@@ -659,58 +626,59 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return _softplus(x, beta, threshold)
 
 
-def clamp(x, min=None, max=None) -> Tensor:
+def clamp(input, min=None, max=None) -> Tensor:
     """Limit ``x`` to ``[min, max]`` (numbers or tensors; either bound may be None, not both)."""
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-    x = as_tensor(x)
+    input = as_tensor(input)
     if isinstance(min, Tensor) or isinstance(max, Tensor):
-        r = x
+        r = input
         if min is not None:
-            lo = _cast(min, result_type(x, min))
+            lo = _cast(min, result_type(input, min))
             r = where(logical_or(lt(r, lo), isnan(lo)), lo, r)  # (a NaN bound gives NaN)
         if max is not None:
             hi = _cast(max, result_type(r, max))
             r = where(logical_or(gt(r, hi), isnan(hi)), hi, r)
         return r
-    if not is_float(x.dtype):
+    if not is_float(input.dtype):
         if isinstance(min, float) or isinstance(max, float):
-            x = to(x, float32)
-        elif x.dtype == bool_:
-            x = to(x, np.int64)
-    # torch converts the bounds to x's dtype, checked: a uint8 x takes -1 as 255, 300 raises
-    bounds = [None if v is None else stored_scalar(v, x.dtype) for v in (min, max)]
-    if not is_float(x.dtype):
+            input = to(input, float32)
+        elif input.dtype == bool_:
+            input = to(input, np.int64)
+    # torch converts the bounds to input's dtype, checked: a uint8 input takes -1 as 255, 300
+    # raises
+    bounds = [None if v is None else stored_scalar(v, input.dtype) for v in (min, max)]
+    if not is_float(input.dtype):
         min, max = bounds
     lo = -np.inf if min is None else float(min)
     hi = np.inf if max is None else float(max)
-    return _clamp(x, lo, hi)
+    return _clamp(input, lo, hi)
 
 
 clip = clamp
 
 
-def clamp_min(x, min) -> Tensor:
+def clamp_min(input, min) -> Tensor:
     """``max(x, min)``, elementwise (``clamp(x, min=min)``)."""
-    return clamp(x, min=min)
+    return clamp(input, min=min)
 
 
-def clamp_max(x, max) -> Tensor:
+def clamp_max(input, max) -> Tensor:
     """``min(x, max)``, elementwise (``clamp(x, max=max)``)."""
-    return clamp(x, max=max)
+    return clamp(input, max=max)
 
 
-def nan_to_num(x, nan: float = 0.0, posinf: float | None = None,
+def nan_to_num(input, nan: float = 0.0, posinf: float | None = None,
                neginf: float | None = None) -> Tensor:
     """NaN -> ``nan``, +inf -> ``posinf`` (default: the dtype's largest finite value), -inf ->
     ``neginf`` (default: the smallest); the gradient is zero at the replaced elements."""
-    x = as_tensor(x)
-    if x.dtype not in FLOATS:
-        return x
-    info = np.finfo(x.dtype)
+    input = as_tensor(input)
+    if input.dtype not in FLOATS:
+        return input
+    info = np.finfo(input.dtype)
     attrs = (float(nan), float(info.max if posinf is None else posinf),
              float(info.min if neginf is None else neginf))
-    return node("nan_to_num", (x,), x.shape, x.dtype, attrs)
+    return node("nan_to_num", (input,), input.shape, input.dtype, attrs)
 
 
 defop("nan_to_num", forward=lambda t: (lambda out, x: np.copyto(out, np.nan_to_num(
@@ -749,27 +717,27 @@ def addcdiv(input, tensor1, tensor2, *, value=1) -> Tensor:
     return add(input, div(tensor1, tensor2), alpha=value)
 
 
-def xlogy(x, y) -> Tensor:
-    """x * log(y), 0 where x == 0 (NaN where y is NaN, whatever x is)."""
-    a, b = promoted_operands("xlogy", x, y)
+def xlogy(input, other) -> Tensor:
+    """input * log(other), 0 where input == 0 (NaN where other is NaN, whatever input is)."""
+    a, b = promoted_operands("xlogy", input, other)
     a, b = _float(a), _float(b)
     return where(logical_and(eq(a, 0), logical_not(isnan(b))), constant(0.0, a.dtype),
                  a * log(b))
 
 
 @in_float32
-def logaddexp(a, b) -> Tensor:
+def logaddexp(input, other) -> Tensor:
     """log(e^a + e^b), computed without overflow: max(a, b) + log1p(e^-|a - b|)."""
-    a, b = promoted_operands("logaddexp", a, b)
+    a, b = promoted_operands("logaddexp", input, other)
     refuse_for_dtype("logaddexp", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))  # inf - inf is NaN; the result is that inf
     return where(same_inf, a, maximum(a, b) + log1p(exp(-abs(a - b))))
 
 
 @in_float32
-def logaddexp2(a, b) -> Tensor:
+def logaddexp2(input, other) -> Tensor:
     """log2(2^a + 2^b), computed without overflow: max(a, b) + log1p(2^-|a - b|) / ln 2."""
-    a, b = promoted_operands("logaddexp2", a, b)
+    a, b = promoted_operands("logaddexp2", input, other)
     refuse_for_dtype("logaddexp2", a.dtype)
     same_inf = logical_and(isinf(a), eq(a, b))
     return where(same_inf, a,
@@ -777,9 +745,9 @@ def logaddexp2(a, b) -> Tensor:
 
 
 @in_float32
-def hypot(a, b) -> Tensor:
+def hypot(input, other) -> Tensor:
     """``sqrt(a^2 + b^2)``, elementwise."""
-    a, b = promoted_operands("hypot", a, b)
+    a, b = promoted_operands("hypot", input, other)
     refuse_for_dtype("hypot", a.dtype)
     return sqrt(square(a) + square(b))
 
@@ -813,35 +781,35 @@ def arctan2(input, other) -> Tensor:
     return atan2(input, other)
 
 
-def positive(x) -> Tensor:
-    """``x`` itself (``+x``)."""
-    return as_tensor(x)
+def positive(input) -> Tensor:
+    """``input`` itself (``+input``)."""
+    return as_tensor(input)
 
 
-def negative(x) -> Tensor:
-    """``-x``, elementwise (``neg``)."""
-    return neg(x)
+def negative(input) -> Tensor:
+    """``-input``, elementwise (``neg``)."""
+    return neg(input)
 
 
-def true_divide(a, b) -> Tensor:
-    """``a / b``, true division (``div``)."""
-    return div(a, b)
+def true_divide(input, other) -> Tensor:
+    """``input / other``, true division (``div``)."""
+    return div(input, other)
 
 
-def multiply(a, b) -> Tensor:
-    """``a * b``, elementwise with broadcasting (``mul``)."""
-    return mul(a, b)
+def multiply(input, other) -> Tensor:
+    """``input * other``, elementwise with broadcasting (``mul``)."""
+    return mul(input, other)
 
 
-def subtract(a, b, *, alpha=1) -> Tensor:
-    """``a - alpha * b``, elementwise with broadcasting (``sub``)."""
-    return sub(a, b, alpha=alpha)
+def subtract(input, other, *, alpha=1) -> Tensor:
+    """``input - alpha * other``, elementwise with broadcasting (``sub``)."""
+    return sub(input, other, alpha=alpha)
 
 
-def divide(a, b, *, rounding_mode: str | None = None) -> Tensor:
-    """``a / b`` (``div``): true division, or with ``rounding_mode`` ``"trunc"``/``"floor"``
-    rounded toward zero/down."""
-    return div(a, b, rounding_mode=rounding_mode)
+def divide(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """``input / other`` (``div``): true division, or with ``rounding_mode``
+    ``"trunc"``/``"floor"`` rounded toward zero/down."""
+    return div(input, other, rounding_mode=rounding_mode)
 
 
 # ---- whole-tensor comparisons (computed now, Python results) ------------------------------------

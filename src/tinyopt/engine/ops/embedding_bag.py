@@ -13,6 +13,7 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.engine.row_sparse import row_mask
 from tinyopt.kernels import embedding_bag as K
@@ -20,10 +21,6 @@ from tinyopt.kernels import row_sparse as R
 
 MODES = ("sum", "mean", "max")
 _ONE = {np.dtype(np.float32): np.ones(1, np.float32), np.dtype(np.float64): np.ones(1, np.float64)}
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _check(err: np.ndarray, idx: np.ndarray, rows: int) -> None:
@@ -43,7 +40,8 @@ def _reduce_forward(t):
     one = _ONE[t.dtype]
 
     def fwd(out, w, idx, starts, ends, *psw):  # (a sparse weight's row mask is for the backward)
-        K.bag_reduce(_c(w), _c(idx), starts, ends, _c(psw[0]) if has_psw else one, has_psw,
+        K.bag_reduce(c_contiguous(w), c_contiguous(idx), starts, ends,
+                     c_contiguous(psw[0]) if has_psw else one, has_psw,
                      mode == "mean", padding_idx, out, err)
         _check(err, idx, w.shape[0])
     return fwd
@@ -56,11 +54,12 @@ def _reduce_grad_forward(t):
     one = _ONE[t.dtype]
 
     def fwd(out, g, idx, starts, ends, *rest):
-        K.bag_reduce_grad(_c(g), _c(idx), starts, ends, _c(rest[0]) if has_psw else one,
+        K.bag_reduce_grad(c_contiguous(g), c_contiguous(idx), starts, ends,
+                          c_contiguous(rest[0]) if has_psw else one,
                           has_psw, mode == "mean", padding_idx, scale, counts, out, err)
         _check(err, idx, out.shape[0])
         if sparse:  # sparse=True: every index's row (as torch's, also past the last offset)
-            R.mark_rows(rest[-1], _c(idx), padding_idx)  # marked in the weight's row mask
+            R.mark_rows(rest[-1], c_contiguous(idx), padding_idx)  # marked in the weight's row mask
     return fwd
 
 
@@ -69,7 +68,8 @@ def _psw_grad_forward(t):
     err = np.empty(2, np.int64)
 
     def fwd(out, g, w, idx, starts, ends):
-        K.bag_psw_grad(_c(g), _c(w), _c(idx), starts, ends, padding_idx, out, err)
+        K.bag_psw_grad(c_contiguous(g), c_contiguous(w), c_contiguous(idx), starts, ends,
+                       padding_idx, out, err)
         _check(err, idx, w.shape[0])
     return fwd
 
@@ -91,7 +91,7 @@ def _argmax_forward(t):
     err = np.empty(2, np.int64)
 
     def fwd(out, w, idx, starts, ends):
-        K.bag_argmax(_c(w), _c(idx), starts, ends, padding_idx, out, err)
+        K.bag_argmax(c_contiguous(w), c_contiguous(idx), starts, ends, padding_idx, out, err)
         _check(err, idx, w.shape[0])
     return fwd
 
@@ -100,11 +100,13 @@ defop("embedding_bag", forward=_reduce_forward, backward=_reduce_backward)
 defop("embedding_bag_grad", forward=_reduce_grad_forward)
 defop("embedding_bag_psw_grad", forward=_psw_grad_forward)
 defop("embedding_bag_argmax", forward=_argmax_forward)
-defop("embedding_bag_gather", forward=lambda t: (lambda out, w, arg: K.bag_gather(_c(w), arg,
+defop("embedding_bag_gather", forward=lambda t: (lambda out, w, arg: K.bag_gather(c_contiguous(w),
+                                                                                  arg,
                                                                                     out)),
       backward=lambda t, g: (node("embedding_bag_scatter", (g, t.srcs[1]), t.srcs[0].shape,
                                   g.dtype), None))
-defop("embedding_bag_scatter", forward=lambda t: (lambda out, g, arg: K.bag_scatter(_c(g), arg,
+defop("embedding_bag_scatter", forward=lambda t: (lambda out, g,
+                                                  arg: K.bag_scatter(c_contiguous(g), arg,
                                                                                       out)))
 
 
@@ -130,7 +132,7 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
     ``mode`` 'sum' (optionally weighting entry k by ``per_sample_weights[k]``), 'mean' or
     'max'; entries equal to ``padding_idx`` are left out; empty bags give zeros.  ``max_norm``
     renormalizes the rows used, in place, as ``embedding`` does."""
-    from tinyopt.engine.ops.nn import _renorm
+    from tinyopt.engine.ops.nn import renorm_rows
     if mode not in MODES:
         raise ValueError("mode has to be one of sum, mean or max")
     if sparse and mode == "max":
@@ -185,7 +187,7 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
             k = int(np.argmax((idx < 0) | (idx >= V)))
             raise RuntimeError(f"Index {k} of input takes value {int(idx[k])} which is not in "
                                f"the valid range [0, {V})")
-        _renorm(w._data if hasattr(w, "_data") else w._value, idx, float(max_norm),
+        renorm_rows(w._data if hasattr(w, "_data") else w._value, idx, float(max_norm),
                 float(norm_type))
     srcs = (w, _leaf(idx), _leaf(starts), _leaf(ends))
     B = len(starts)

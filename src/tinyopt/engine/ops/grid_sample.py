@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import require_float
+from tinyopt.engine.ops.family import c_contiguous, require_float
+
 from tinyopt.engine.ops.workspace import region
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import grid_sample as K
@@ -25,13 +26,10 @@ _ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to a
                   "See the documentation of grid_sample for details.")
 
 
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
 def _forward(t):
     mode, padding, align = t.attrs
-    return lambda out, x, grid: K.grid_sample(_c(x), _c(grid), mode, padding, align, out)
+    return lambda out, x, grid: K.grid_sample(c_contiguous(x), c_contiguous(grid), mode, padding,
+                                              align, out)
 
 
 def _grad_forward(t):
@@ -40,7 +38,8 @@ def _grad_forward(t):
     n = int(np.prod(x_shape))
 
     def fwd(out, g, x, grid):
-        K.grid_sample_grad(_c(g), _c(x), _c(grid), mode, padding, align,
+        K.grid_sample_grad(c_contiguous(g), c_contiguous(x), c_contiguous(grid), mode, padding,
+                           align,
                            out[:n].reshape(x_shape), out[n:].reshape(grid_shape))
     return fwd
 

@@ -15,17 +15,14 @@ import math
 import numpy as np
 
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import require_float
-from tinyopt.engine.ops.nn import _leaf, _running, batch_norm
+from tinyopt.engine.ops.family import c_contiguous, require_float
+
+from tinyopt.engine.ops.nn import batch_norm, running_stat
 from tinyopt.engine.realize import add_effect
-from tinyopt.engine.tensor import Tensor, as_tensor
+from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import group_norm as K
 
 _ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _view(shape: tuple[int, ...], G: int) -> tuple[int, int, int, int]:
@@ -35,7 +32,7 @@ def _view(shape: tuple[int, ...], G: int) -> tuple[int, int, int, int]:
 def _stats_forward(t):
     G, eps = t.attrs
     v = _view(t.srcs[0].shape, G)
-    return lambda out, x: K.group_norm_stats(_c(x).reshape(v), eps, out)
+    return lambda out, x: K.group_norm_stats(c_contiguous(x).reshape(v), eps, out)
 
 
 def _apply_forward(t):
@@ -43,7 +40,7 @@ def _apply_forward(t):
     v = _view(t.shape, G)
 
     def fwd(out, x, stats, *wb):
-        K.group_norm_apply(_c(x).reshape(v), stats, wb[0] if has_w else _ONE,
+        K.group_norm_apply(c_contiguous(x).reshape(v), stats, wb[0] if has_w else _ONE,
                            wb[-1] if has_b else _ONE, has_w, has_b, out.reshape(v))
     return fwd
 
@@ -53,14 +50,15 @@ def _grad_x_forward(t):
     v = _view(t.shape, G)
 
     def fwd(out, g, x, stats, *w):
-        K.group_norm_grad_x(_c(g).reshape(v), _c(x).reshape(v), stats,
+        K.group_norm_grad_x(c_contiguous(g).reshape(v), c_contiguous(x).reshape(v), stats,
                             w[0] if has_w else _ONE, has_w, out.reshape(v))
     return fwd
 
 
 def _grad_wb_forward(t):
     v = _view(t.srcs[1].shape, t.attrs[0])
-    return lambda out, g, x, stats: K.group_norm_grad_wb(_c(g).reshape(v), _c(x).reshape(v),
+    return lambda out, g, x, stats: K.group_norm_grad_wb(c_contiguous(g).reshape(v),
+                                                         c_contiguous(x).reshape(v),
                                                          stats, out)
 
 
@@ -141,8 +139,8 @@ def instance_norm(input, running_mean: np.ndarray | None = None,
         raise ValueError(f"instance_norm: expected an input of shape (N, C, *), got "
                          f"{list(x.shape)}")
     N, C, S = x.shape[0], x.shape[1], math.prod(x.shape[2:])
-    rm = None if running_mean is None else _running("running_mean", running_mean, C)
-    rv = None if running_var is None else _running("running_var", running_var, C)
+    rm = None if running_mean is None else running_stat("running_mean", running_mean, C)
+    rv = None if running_var is None else running_stat("running_var", running_var, C)
     if (rm is None) != (rv is None):
         raise ValueError("instance_norm: give both running_mean and running_var, or neither")
     if not use_input_stats:
@@ -156,7 +154,7 @@ def instance_norm(input, running_mean: np.ndarray | None = None,
     y, stats = _normalize(x, C, weight, bias, eps, "instance_norm")
     if rm is not None:
         means = node("instance_running_stats", (stats,), (3, C), x.dtype, (N,))
-        m = _leaf(np.array(float(momentum)))
-        add_effect(y, node("batch_norm_update", (means, _leaf(rm), _leaf(rv), m), (0,),
+        m = leaf(np.array(float(momentum)))
+        add_effect(y, node("batch_norm_update", (means, leaf(rm), leaf(rv), m), (0,),
                            x.dtype, (S,)))
     return y

@@ -98,7 +98,7 @@ _I32, _U8 = np.dtype(np.int32), np.dtype(np.uint8)  # (numpy's dtypes are single
 _INDEX_DTYPES = (int64, _I32)
 
 
-def _parse(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
+def parse_index(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
     """Parse ``key`` for a tensor of ``shape``, raising torch's errors in torch's order: too many
     indices first, then each entry in turn (integers out of range, bad slices, lists that are no
     numbers), then the index tensors (their dtypes, masks' shapes, broadcasting).  ``fill``: the
@@ -390,7 +390,7 @@ def _region(x: Tensor, k: _Key) -> Tensor:
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
-    k = _parse(x.shape, key)
+    k = parse_index(x.shape, key)
     if k.identity and not k.arrays:  # (``x[:]`` is a view of all of x, as torch's)
         return node("reshape", (x,), x.shape, x.dtype, (x.shape,))
     return _region(x, k)
@@ -469,7 +469,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
     if isinstance(value, numbers.Number) and not (x.dtype.kind in "fV" and x.dtype.itemsize == 2):
         stored_scalar(value, x.dtype)  # (torch's overflow error: x[i] = 300 of uint8; a 16-bit
         # float it does not check: x[i] = 1e5 stores inf)
-    k = _parse(x.shape, key, fill=v is None or v.numel() == 1)
+    k = parse_index(x.shape, key, fill=v is None or v.numel() == 1)
     region_shape = _advanced_shape(tuple(k.shape), tuple(k.positions), k.arrays) \
         if k.arrays else tuple(k.shape)
     if v is not None:
@@ -565,21 +565,22 @@ def _setitem_graph(x: Tensor, k: _Key, value, overlap_ok: bool) -> None:
     _write(x, build, (value,), check_cast=False, overlap_ok=overlap_ok)
 
 
-def masked_fill(x, mask, value) -> Tensor:
+def masked_fill(input, mask, value) -> Tensor:
     """``x`` with ``value`` (a number or a 0-d tensor) where the bool ``mask`` (broadcast to
     ``x``'s shape) is true."""
     from tinyopt.engine.ops.elementwise import broadcast_shape, where
-    x = as_tensor(x)
+    input = as_tensor(input)
     m = as_tensor(mask)
-    refuse_unsigned("masked_fill", x)
+    refuse_unsigned("masked_fill", input)
     if m.dtype != bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
                            f"{m.dtype}")
     if isinstance(value, Tensor) and value.ndim:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got "
                            f"tensor with {value.ndim} dimension(s).")
-    if broadcast_shape("masked_fill", x.shape, m.shape) != x.shape:
+    if broadcast_shape("masked_fill", input.shape, m.shape) != input.shape:
         raise RuntimeError(f"The size of the mask {list(m.shape)} must match the size of the "
-                           f"tensor {list(x.shape)} it fills")
-    v = value.to(x.dtype) if isinstance(value, Tensor) else leaf(stored_scalar(value, x.dtype))
-    return where(m, v, x)
+                           f"tensor {list(input.shape)} it fills")
+    v = (value.to(input.dtype) if isinstance(value, Tensor)
+         else leaf(stored_scalar(value, input.dtype)))
+    return where(m, v, input)

@@ -7,12 +7,13 @@ import math
 import numpy as np
 
 from tinyopt.engine import autocast
-from tinyopt.engine.dtypes import FLOATS
-from tinyopt.engine.fuse import fusion_rule
+from tinyopt.engine.dtypes import FLOATS, result_type
+from tinyopt.engine.op_fusion import fusion_rule
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float, sum_to
+from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.elementwise import promoted_operands, sum_to
 from tinyopt.engine.sparse import SparseCOOTensor, spmm
-from tinyopt.engine.tensor import Tensor, _make, as_tensor
+from tinyopt.engine.tensor import Tensor, make_node, as_tensor
 from tinyopt.kernels import elementwise as EK
 from tinyopt.kernels import linalg as LK
 from tinyopt.kernels import reduce as RK
@@ -139,7 +140,7 @@ def _relu_into_linear(t: Tensor, uses) -> Tensor | None:
     c = t.srcs[0]
     if c.op == "linear" and c.dtype in (np.float32, np.float64) and uses(c) == 1 and \
             all(s.dtype == c.dtype for s in c.srcs):
-        return _make("linear_relu", c.srcs, c.attrs, c.shape, c.dtype, t.requires_grad)
+        return make_node("linear_relu", c.srcs, c.attrs, c.shape, c.dtype, t.requires_grad)
     return None
 defop("linear_grad_weight", forward=_linear_grad_weight_forward)
 defop("linear_grad_bias", forward=_linear_grad_bias_forward)
@@ -335,7 +336,6 @@ def einsum(equation: str, *operands) -> Tensor:
         operands = tuple(operands[0])
     ops = [as_tensor(o) for o in autocast.lower(*operands)]
     if len({o.dtype for o in ops}) > 1:
-        from tinyopt.engine.dtypes import result_type
         d = result_type(*ops)
         ops = [o.to(d) for o in ops]
     subs, out = _parse_einsum(equation, ops)

@@ -8,10 +8,11 @@ import numpy as np
 from tinyopt.engine import autocast, grad_mode
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float, softplus
+from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.elementwise import promoted_operands, softplus
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 
 _REDUCTIONS = ("none", "mean", "sum")
 

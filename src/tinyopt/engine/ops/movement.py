@@ -17,15 +17,9 @@ from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
 from tinyopt.engine.op import OPS, defop, node, view_array, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
-from tinyopt.engine.ops.elementwise import where
+from tinyopt.engine.ops.elementwise import broadcast_shape, sum_to, where
+from tinyopt.engine.ops.family import wrap_dim
 from tinyopt.engine.tensor import Size, Tensor, as_tensor, leaf
-
-
-def _dim(op: str, d: int, ndim: int) -> int:
-    if not -max(ndim, 1) <= d < max(ndim, 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of "
-                         f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d})")
-    return d % max(ndim, 1)
 
 
 def _same(x: Tensor) -> Tensor:
@@ -41,13 +35,13 @@ defop("reshape", view=lambda t: (lambda x: x.reshape(t.shape)), aliases=True,
       backward=lambda t, g: (g.reshape(t.srcs[0].shape),))
 
 
-def reshape(x: Tensor, *shape) -> Tensor:
+def reshape(input: Tensor, *shape) -> Tensor:
     """``x`` with a new shape of the same number of elements (one dimension may be -1)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     shape = tuple(int(s) for s in shape)
-    n = x.numel()
+    n = input.numel()
     if shape.count(-1) > 1:
         raise RuntimeError("reshape: only one dimension can be inferred")
     if -1 in shape:
@@ -57,12 +51,12 @@ def reshape(x: Tensor, *shape) -> Tensor:
         shape = tuple(n // known if s == -1 else s for s in shape)
     if math.prod(shape) != n:
         raise RuntimeError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
-                           f"(input shape {x.shape})")
-    if shape == x.shape:
-        return _same(x)
-    if getattr(x, "_view", None) is not None and not _viewable(x, shape):
-        x = contiguous(x)  # torch's reshape copies exactly where view would raise
-    return node("reshape", (x,), shape, x.dtype, (shape,))
+                           f"(input shape {input.shape})")
+    if shape == input.shape:
+        return _same(input)
+    if getattr(input, "_view", None) is not None and not _viewable(input, shape):
+        input = contiguous(input)  # torch's reshape copies exactly where view would raise
+    return node("reshape", (input,), shape, input.dtype, (shape,))
 
 
 def view(x: Tensor, *shape) -> Tensor:
@@ -76,19 +70,27 @@ def view(x: Tensor, *shape) -> Tensor:
         raise RuntimeError("view size is not compatible with input tensor's size and stride "
                            "(at least one dimension spans across two contiguous subspaces). "
                            "Use .reshape(...) instead.")
-    if target == x.shape:  # still a new view, as torch's
+    if target == x.shape or (math.prod(target) == x.numel() and min(target, default=0) >= 0):
+        # (a new view even of the same shape, as torch's; checked viewable: no second check)
         return node("reshape", (x,), target, x.dtype, (target,))
-    return reshape(x, *shape)
+    return reshape(x, *shape)  # (its errors)
 
 
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
     """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
     with ``shape`` without a copy."""
-    if getattr(x, "_view", None) is None:
+    info = getattr(x, "_view", None)
+    if info is None:
         if x.op not in ("input", "freed"):
             return True  # a node's own buffer is contiguous
         if x._value.flags.c_contiguous:
             return True
+    elif all(s.op == "reshape" for s in info.steps):
+        base = x._base
+        if base.op not in ("input", "freed") or base._value.flags.c_contiguous:
+            return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
+    if [n for n in shape if n != 1] == [n for n in x.shape if n != 1]:
+        return True  # only size-1 dimensions added or removed: any layout is seen so
     shp, strides, _ = geometry(x)
     try:
         np.reshape(stand_in(shp, strides, x.dtype), shape, copy=False)
@@ -107,43 +109,45 @@ def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
     return shape
 
 
-def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     """Merge dimensions ``start_dim`` to ``end_dim`` into one (a view where possible)."""
-    x = as_tensor(x)
-    shape = x.shape
+    input = as_tensor(input)
+    shape = input.shape
     nd = len(shape)
     if nd and -nd <= start_dim < nd and -nd <= end_dim < nd:  # (the checks of _dim, inline)
         s, e = start_dim % nd, end_dim % nd
     else:
-        s, e = _dim("flatten", start_dim, nd), _dim("flatten", end_dim, nd)
+        s, e = wrap_dim("flatten", start_dim, nd), wrap_dim("flatten", end_dim, nd)
     if nd == 0:
-        return reshape(x, (1,))
+        return reshape(input, (1,))
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     if new == shape:
-        return _same(x)
-    if getattr(x, "_view", None) is not None and not _viewable(x, new):
-        x = contiguous(x)  # (as reshape: a copy where a view cannot be made)
-    return node("reshape", (x,), new, x.dtype, (new,))  # (reshape's checks hold by construction)
+        return _same(input)
+    if getattr(input, "_view", None) is not None and not _viewable(input, new):
+        input = contiguous(input)  # (as reshape: a copy where a view cannot be made)
+    # (reshape's checks hold by construction)
+    return node("reshape", (input,), new, input.dtype, (new,))
 
 
-def squeeze(x: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
+def squeeze(input: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
     """``x`` without its dimensions of size 1 (only those of ``dim`` when given)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     if dim is None:
-        dims = {i for i, s in enumerate(x.shape) if s == 1}
+        dims = {i for i, s in enumerate(input.shape) if s == 1}
     else:
-        dims = {_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
-        dims = {d for d in dims if d < x.ndim and x.shape[d] == 1}  # (a 0-d x has none)
-    return reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
+        dims = {wrap_dim("squeeze", d, input.ndim)
+                for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {d for d in dims if d < input.ndim and input.shape[d] == 1}  # (0-d: none)
+    return reshape(input, tuple(s for i, s in enumerate(input.shape) if i not in dims))
 
 
-def unsqueeze(x: Tensor, dim: int) -> Tensor:
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """``x`` with a dimension of size 1 inserted at ``dim``."""
-    x = as_tensor(x)
-    d = _dim("unsqueeze", dim, x.ndim + 1)
-    return reshape(x, x.shape[:d] + (1,) + x.shape[d:])
+    input = as_tensor(input)
+    d = wrap_dim("unsqueeze", dim, input.ndim + 1)
+    return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
 
 
 # ---- permute -----------------------------------------------------------------------------------
@@ -155,47 +159,46 @@ defop("permute", view=lambda t: (lambda x: x.transpose(t.attrs[0])), backward=_p
       aliases=True)
 
 
-def permute(x: Tensor, *dims) -> Tensor:
+def permute(input: Tensor, *dims) -> Tensor:
     """``x`` with its dimensions reordered as ``dims`` (a view)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     if not dims:
         raise TypeError('permute() missing 1 required positional arguments: "dims"')
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
-    if len(dims) != x.ndim:  # (torch's words, sparse_coo included)
+    if len(dims) != input.ndim:  # (torch's words, sparse_coo included)
         raise RuntimeError(f"permute(sparse_coo): number of dimensions in the tensor input does "
                            f"not match the length of the desired ordering of dimensions i.e. "
-                           f"input.dim() = {x.ndim} is not equal to len(dims) = {len(dims)}")
-    dims = tuple(_dim("permute", d, x.ndim) for d in dims)
-    if sorted(dims) != list(range(x.ndim)):
+                           f"input.dim() = {input.ndim} is not equal to len(dims) = {len(dims)}")
+    dims = tuple(wrap_dim("permute", d, input.ndim) for d in dims)
+    if sorted(dims) != list(range(input.ndim)):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    if dims == tuple(range(x.ndim)):
-        return _same(x)
-    return node("permute", (x,), tuple(x.shape[d] for d in dims), x.dtype, (dims,))
+    if dims == tuple(range(input.ndim)):
+        return _same(input)
+    return node("permute", (input,), tuple(input.shape[d] for d in dims), input.dtype, (dims,))
 
 
-def transpose(x: Tensor, dim0: int, dim1: int) -> Tensor:
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """``x`` with dimensions ``dim0`` and ``dim1`` swapped (a view)."""
-    x = as_tensor(x)
-    d0, d1 = _dim("transpose", dim0, x.ndim), _dim("transpose", dim1, x.ndim)
-    if x.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
-        return _same(x)
-    dims = list(range(x.ndim))
+    input = as_tensor(input)
+    d0, d1 = wrap_dim("transpose", dim0, input.ndim), wrap_dim("transpose", dim1, input.ndim)
+    if input.ndim == 0:  # dims 0 and -1 name the 0-d tensor itself, as in PyTorch
+        return _same(input)
+    dims = list(range(input.ndim))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return permute(x, tuple(dims))
+    return permute(input, tuple(dims))
 
 
-def t(x: Tensor) -> Tensor:
+def t(input: Tensor) -> Tensor:
     """The transpose of a matrix; 0-D and 1-D tensors are returned as is (``Tensor.t``)."""
-    x = as_tensor(x)
-    if x.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
-    return transpose(x, 0, 1) if x.ndim == 2 else _same(x)
+    input = as_tensor(input)
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else _same(input)
 
 
 # ---- expand ------------------------------------------------------------------------------------
 def _expand_backward(t, g):
-    from tinyopt.engine.ops.elementwise import sum_to
     return (sum_to(g, t.srcs[0].shape),)
 
 
@@ -260,7 +263,7 @@ def cat(tensors, dim: int = 0) -> Tensor:
         if x.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {k}) cannot be "
                                f"concatenated")
-    d = _dim("cat", dim, ts[0].ndim)
+    d = wrap_dim("cat", dim, ts[0].ndim)
     ref = ts[0]
     for k, x in enumerate(ts):
         if x.ndim != ref.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, ref.shape))
@@ -282,7 +285,7 @@ def stack(tensors, dim: int = 0) -> Tensor:
         if x.shape != ts[0].shape:
             raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
                                f"{ts[0].shape} at entry 0 and {x.shape} at entry {k}")
-    d = _dim("stack", dim, ts[0].ndim + 1)
+    d = wrap_dim("stack", dim, ts[0].ndim + 1)
     return cat([unsqueeze(x, d) for x in ts], d)
 
 
@@ -301,28 +304,28 @@ def _along(x: Tensor, dim: int, key) -> Tensor:
     return getitem(x, (slice(None),) * dim + (key,))
 
 
-def narrow(x, dim: int, start: int, length: int) -> Tensor:
+def narrow(input, dim: int, start: int, length: int) -> Tensor:
     """The view ``x[..., start:start + length, ...]`` along ``dim``."""
-    x = as_tensor(x)
-    if x.ndim == 0:
+    input = as_tensor(input)
+    if input.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
-    d = _dim("narrow", dim, x.ndim)
+    d = wrap_dim("narrow", dim, input.ndim)
     start = int(start)
-    size = x.shape[d]
+    size = input.shape[d]
     if start < 0:
         start += size
     if not 0 <= start <= size or length < 0 or start + length > size:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
                            f"({size}).")
-    return _along(x, d, slice(start, start + int(length)))
+    return _along(input, d, slice(start, start + int(length)))
 
 
-def select(x, dim: int, index: int) -> Tensor:
+def select(input, dim: int, index: int) -> Tensor:
     """The view of ``x`` at ``index`` along ``dim`` (that dimension removed)."""
-    x = as_tensor(x)
-    if x.ndim == 0:
+    input = as_tensor(input)
+    if input.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
-    return _along(x, _dim("select", dim, x.ndim), int(index))
+    return _along(input, wrap_dim("select", dim, input.ndim), int(index))
 
 
 def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -331,7 +334,7 @@ def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     x = as_tensor(x)
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
-    d = _dim("split", dim, x.ndim)
+    d = wrap_dim("split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(split_size_or_sections, int):
         step = split_size_or_sections
@@ -370,15 +373,15 @@ def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
     return tuple(views)
 
 
-def chunk(x, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+def chunk(input, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """At most ``chunks`` views along ``dim``, each of ceil(size / chunks) (PyTorch's rule)."""
-    x = as_tensor(x)
-    if x.ndim == 0:
+    input = as_tensor(input)
+    if input.ndim == 0:
         raise RuntimeError("chunk expects at least a 1-dimensional tensor")
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
-    size = x.shape[_dim("chunk", dim, x.ndim)]
-    return split(x, max(1, -(-size // chunks)), dim)
+    size = input.shape[wrap_dim("chunk", dim, input.ndim)]
+    return split(input, max(1, -(-size // chunks)), dim)
 
 
 def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
@@ -387,7 +390,7 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor "
                            "with 0 dims")
-    d = _dim("tensor_split", dim, x.ndim)
+    d = wrap_dim("tensor_split", dim, x.ndim)
     size = x.shape[d]
     if isinstance(indices_or_sections, int):
         n = indices_or_sections
@@ -398,71 +401,70 @@ def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     return tuple(_along(x, d, slice(a, max(a, b))) for a, b in zip(bounds, bounds[1:]))
 
 
-def unbind(x, dim: int = 0) -> tuple[Tensor, ...]:
+def unbind(input, dim: int = 0) -> tuple[Tensor, ...]:
     """The views of ``x`` at each index along ``dim`` (that dimension removed)."""
-    x = as_tensor(x)
-    if x.ndim == 0:
+    input = as_tensor(input)
+    if input.ndim == 0:
         raise IndexError("Dimension specified as 0 but tensor has no dimensions")
-    d = _dim("unbind", dim, x.ndim)
-    return _multi([_along(x, d, i) for i in range(x.shape[d])], "Unbind")
+    d = wrap_dim("unbind", dim, input.ndim)
+    return _multi([_along(input, d, i) for i in range(input.shape[d])], "Unbind")
 
 
-def movedim(x, source, destination) -> Tensor:
+def movedim(input, source, destination) -> Tensor:
     """``x`` with dimensions ``source`` moved to ``destination`` (ints or sequences)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     if len(src) != len(dst):
         raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
                            f"dims) should contain the same number of dims as destination "
                            f"({list(dst)} dims)")
-    src = tuple(_dim("movedim", d, x.ndim) for d in src)
-    dst = tuple(_dim("movedim", d, x.ndim) for d in dst)
-    if x.ndim == 0:
-        return _same(x)
-    order = [d for d in range(x.ndim) if d not in src]
+    src = tuple(wrap_dim("movedim", d, input.ndim) for d in src)
+    dst = tuple(wrap_dim("movedim", d, input.ndim) for d in dst)
+    if input.ndim == 0:
+        return _same(input)
+    order = [d for d in range(input.ndim) if d not in src]
     for s_, d_ in sorted(zip(dst, src)):
         order.insert(s_, d_)
-    return permute(x, tuple(order))
+    return permute(input, tuple(order))
 
 
 moveaxis = movedim
 
 
-def swapaxes(x, axis0: int, axis1: int) -> Tensor:
+def swapaxes(input, axis0: int, axis1: int) -> Tensor:
     """``transpose(x, axis0, axis1)``; ``swapdims`` is the same."""
-    return transpose(x, axis0, axis1)
+    return transpose(input, axis0, axis1)
 
 
 swapdims = swapaxes
 
 
-def unflatten(x, dim: int, sizes) -> Tensor:
+def unflatten(input, dim: int, sizes) -> Tensor:
     """``x`` with dimension ``dim`` split into ``sizes`` (one may be -1)."""
-    x = as_tensor(x)
-    if x.ndim == 0:
+    input = as_tensor(input)
+    if input.ndim == 0:
         raise RuntimeError(f"unflatten got an unexpected error:\nDimension specified as {dim} but "
                            f"tensor has no dimensions")
-    d = _dim("unflatten", dim, x.ndim)
+    d = wrap_dim("unflatten", dim, input.ndim)
     given = tuple(int(s) for s in sizes)
     sizes = given
     if -1 in given:
         known = math.prod(s for s in given if s != -1)
-        sizes = tuple(x.shape[d] // known if s == -1 and known else s for s in given)
-    if math.prod(sizes) != x.shape[d]:
+        sizes = tuple(input.shape[d] // known if s == -1 and known else s for s in given)
+    if math.prod(sizes) != input.shape[d]:
         raise RuntimeError(f"unflatten: Provided sizes {list(given)} don't multiply up to the "
-                           f"size of dim {d} ({x.shape[d]}) in the input tensor")
-    return reshape(x, x.shape[:d] + sizes + x.shape[d + 1:])
+                           f"size of dim {d} ({input.shape[d]}) in the input tensor")
+    return reshape(input, input.shape[:d] + sizes + input.shape[d + 1:])
 
 
-def broadcast_to(x, size) -> Tensor:
+def broadcast_to(input, size) -> Tensor:
     """``x`` expanded to ``size`` (a view, as ``expand``)."""
-    return expand(x, tuple(size))
+    return expand(input, tuple(size))
 
 
 def broadcast_shapes(*shapes) -> Size:
     """The shape that tensors of ``shapes`` broadcast to (``torch.broadcast_shapes``)."""
-    from tinyopt.engine.ops.elementwise import broadcast_shape
     norm = [(int(s),) if isinstance(s, numbers.Integral) else tuple(int(d) for d in s)
             for s in shapes]
     return Size(broadcast_shape("broadcast_shapes", *norm) if norm else ())
@@ -476,16 +478,16 @@ def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
     return tuple(expand(t, shape) for t in ts)
 
 
-def atleast_1d(x) -> Tensor:
+def atleast_1d(input) -> Tensor:
     """``x`` with at least one dimension (a 0-d tensor becomes shape (1,))."""
-    x = as_tensor(x)
-    return reshape(x, (1,)) if x.ndim == 0 else x
+    input = as_tensor(input)
+    return reshape(input, (1,)) if input.ndim == 0 else input
 
 
-def atleast_2d(x) -> Tensor:
+def atleast_2d(input) -> Tensor:
     """``x`` with at least two dimensions (leading dimensions of size 1 added)."""
-    x = as_tensor(x)
-    return reshape(x, (1,) * (2 - x.ndim) + x.shape) if x.ndim < 2 else x
+    input = as_tensor(input)
+    return reshape(input, (1,) * (2 - input.ndim) + input.shape) if input.ndim < 2 else input
 
 
 # ---- copies: repeat, tile, repeat_interleave, flip, roll, tril/triu ------------------------------
@@ -507,35 +509,37 @@ def repeat(x, *sizes) -> Tensor:
     return reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
 
 
-def tile(x, dims) -> Tensor:
+def tile(input, dims) -> Tensor:
     """``x`` repeated ``dims`` times along each dimension (``dims`` padded with ones at
     the front)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     dims = (int(dims),) if isinstance(dims, numbers.Integral) else tuple(dims)
-    return repeat(x, (1,) * (x.ndim - len(dims)) + dims)
+    return repeat(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-def repeat_interleave(x, repeats, dim: int | None = None, *, output_size=None) -> Tensor:
+def repeat_interleave(input, repeats, dim: int | None = None, *, output_size=None) -> Tensor:
     """Each element (or slice along ``dim``) repeated ``repeats`` times in place (an int, or
     one count per element given as a tensor or list)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     if dim is None:
-        x = reshape(x, -1)
+        input = reshape(input, -1)
         dim = 0
-    d = _dim("repeat_interleave", dim, x.ndim)
+    d = wrap_dim("repeat_interleave", dim, input.ndim)
     if isinstance(repeats, int) or (isinstance(repeats, Tensor) and repeats.numel() == 1
                                     and repeats.ndim == 0):
         r = int(repeats)
-        shape = x.shape[:d + 1] + (r,) + x.shape[d + 1:]
-        out = expand(unsqueeze(x, d + 1), shape)
-        return reshape(contiguous(out), x.shape[:d] + (x.shape[d] * r,) + x.shape[d + 1:])
+        shape = input.shape[:d + 1] + (r,) + input.shape[d + 1:]
+        out = expand(unsqueeze(input, d + 1), shape)
+        return reshape(contiguous(out),
+                       input.shape[:d] + (input.shape[d] * r,) + input.shape[d + 1:])
     counts = np.asarray(as_tensor(repeats).numpy(), dtype=np.int64).reshape(-1)
-    if counts.size != x.shape[d]:
+    if counts.size != input.shape[d]:
         raise RuntimeError(f"repeats must have the same size as input along dim, but got "
-                           f"repeats.size(0) = {counts.size} and input.size({d}) = {x.shape[d]}")
+                           f"repeats.size(0) = {counts.size} and input.size({d}) = "
+                           f"{input.shape[d]}")
     if (counts < 0).any():
         raise RuntimeError("repeats can not be negative")
-    return _along(x, d, leaf(np.repeat(np.arange(x.shape[d]), counts)))
+    return _along(input, d, leaf(np.repeat(np.arange(input.shape[d]), counts)))
 
 
 def _flip_key(dims: tuple[int, ...], ndim: int) -> tuple:
@@ -547,24 +551,24 @@ defop("flip", forward=lambda t: (lambda out, x: np.copyto(out, x[_flip_key(t.att
       backward=lambda t, g: (flip(g, t.attrs[0]),))
 
 
-def flip(x, dims) -> Tensor:
+def flip(input, dims) -> Tensor:
     """``x`` reversed along ``dims`` (a copy, as in PyTorch)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    dims = tuple(sorted({_dim("flip", d, x.ndim) for d in dims}))
+    dims = tuple(sorted({wrap_dim("flip", d, input.ndim) for d in dims}))
     if not dims:
-        return contiguous(x)
-    return node("flip", (x,), x.shape, x.dtype, (dims,))
+        return contiguous(input)
+    return node("flip", (input,), input.shape, input.dtype, (dims,))
 
 
-def fliplr(x) -> Tensor:
+def fliplr(input) -> Tensor:
     """Reverse the order of the columns (dimension 1)."""
-    return flip(x, 1)
+    return flip(input, 1)
 
 
-def flipud(x) -> Tensor:
+def flipud(input) -> Tensor:
     """Reverse the order of the rows (dimension 0)."""
-    return flip(x, 0)
+    return flip(input, 0)
 
 
 defop("roll", forward=lambda t: (lambda out, x: np.copyto(out, np.roll(x, t.attrs[0],
@@ -573,20 +577,20 @@ defop("roll", forward=lambda t: (lambda out, x: np.copyto(out, np.roll(x, t.attr
                                   (tuple(-s for s in t.attrs[0]), t.attrs[1])),))
 
 
-def roll(x, shifts, dims=None) -> Tensor:
+def roll(input, shifts, dims=None) -> Tensor:
     """``x`` shifted circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None)."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     if dims is None:
-        return reshape(roll(reshape(x, -1), shifts, 0), x.shape)
+        return reshape(roll(reshape(input, -1), shifts, 0), input.shape)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:"
                            f"{len(dims)}")
-    if x.ndim == 0:  # (torch wraps no dimension of a 0-d tensor here)
+    if input.ndim == 0:  # (torch wraps no dimension of a 0-d tensor here)
         raise IndexError(f"Dimension specified as {dims[0]} but tensor has no dimensions")
-    dims = tuple(_dim("roll", d, x.ndim) for d in dims)
-    return node("roll", (x,), x.shape, x.dtype, (shifts, dims))
+    dims = tuple(wrap_dim("roll", d, input.ndim) for d in dims)
+    return node("roll", (input,), input.shape, input.dtype, (shifts, dims))
 
 
 def _triangle_forward(upper: bool):
@@ -600,20 +604,20 @@ defop("triu", forward=_triangle_forward(True),
       backward=lambda t, g: (node("triu", (g,), g.shape, g.dtype, t.attrs),))
 
 
-def tril(x, diagonal: int = 0) -> Tensor:
+def tril(input, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dimensions (elements above ``diagonal`` zeroed)."""
-    x = as_tensor(x)
-    if x.ndim < 2:
+    input = as_tensor(input)
+    if input.ndim < 2:
         raise RuntimeError("tril: input tensor must have at least 2 dimensions")
-    return node("tril", (x,), x.shape, x.dtype, (int(diagonal),))
+    return node("tril", (input,), input.shape, input.dtype, (int(diagonal),))
 
 
-def triu(x, diagonal: int = 0) -> Tensor:
+def triu(input, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dimensions (elements below ``diagonal`` zeroed)."""
-    x = as_tensor(x)
-    if x.ndim < 2:
+    input = as_tensor(input)
+    if input.ndim < 2:
         raise RuntimeError("triu: input tensor must have at least 2 dimensions")
-    return node("triu", (x,), x.shape, x.dtype, (int(diagonal),))
+    return node("triu", (input,), input.shape, input.dtype, (int(diagonal),))
 
 
 # ---- strided views: diagonal, unfold, as_strided ------------------------------------------------
@@ -687,25 +691,25 @@ defop("unfold", view=_unfold_view, backward=_view_backward, aliases=True)
 defop("as_strided", view=_as_strided_view, backward=_view_backward, aliases=True)
 
 
-def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The view of the diagonal of dimensions ``dim1`` and ``dim2`` (``offset`` above it, or
     below when negative), as the last dimension; writing into it writes ``x``."""
-    x = as_tensor(x)
-    d1, d2 = _dim("diagonal", dim1, x.ndim), _dim("diagonal", dim2, x.ndim)
+    input = as_tensor(input)
+    d1, d2 = wrap_dim("diagonal", dim1, input.ndim), wrap_dim("diagonal", dim2, input.ndim)
     if d1 == d2:
         raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
     offset = int(offset)
-    n1, n2 = x.shape[d1], x.shape[d2]
+    n1, n2 = input.shape[d1], input.shape[d2]
     n = max(0, min(n1 - max(0, -offset), n2 - max(0, offset)))
-    shape = tuple(s for i, s in enumerate(x.shape) if i not in (d1, d2)) + (n,)
-    return node("diagonal", (x,), shape, x.dtype, (offset, d1, d2))
+    shape = tuple(s for i, s in enumerate(input.shape) if i not in (d1, d2)) + (n,)
+    return node("diagonal", (input,), shape, input.dtype, (offset, d1, d2))
 
 
 def unfold(x, dimension: int, size: int, step: int) -> Tensor:
     """The view of all windows of ``size`` elements along ``dimension``, ``step`` apart, as a
     new last dimension (``Tensor.unfold``)."""
     x = as_tensor(x)
-    d = _dim("unfold", dimension, x.ndim)
+    d = wrap_dim("unfold", dimension, x.ndim)
     length = x.shape[d] if x.ndim else 1
     size, step = int(size), int(step)
     if size < 0:
@@ -721,83 +725,83 @@ def unfold(x, dimension: int, size: int, step: int) -> Tensor:
     return node("unfold", (x,), shape, x.dtype, (d, size, step))
 
 
-def as_strided(x, size, stride, storage_offset: int | None = None) -> Tensor:
+def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor:
     """The view of ``x``'s storage with ``size``, element ``stride`` and ``storage_offset``
     (default: ``x``'s own), as ``torch.as_strided``: the storage is the base's memory in its
     (contiguous) layout, and every element read must lie inside it."""
-    x = as_tensor(x)
+    input = as_tensor(input)
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride):
         raise RuntimeError("mismatch in length of strides and shape")
     if any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got "
                            f"strides: {list(stride)}")
-    info = getattr(x, "_view", None)
-    base = x if info is None else x._base
+    info = getattr(input, "_view", None)
+    base = input if info is None else input._base
     if base.op in ("input", "param", "freed") and not base._value.flags.c_contiguous:
         raise NotImplementedError("as_strided of a tensor whose memory is not contiguous (a "
                                   "non-contiguous numpy array): make it .contiguous() first")
     if storage_offset is None:
-        storage_offset = geometry(x)[2] // x.dtype.itemsize if base is not x else 0
+        storage_offset = geometry(input)[2] // input.dtype.itemsize if base is not input else 0
     storage_offset = int(storage_offset)
     if storage_offset < 0:
         raise RuntimeError(f"Tensor: invalid storage offset {storage_offset}")
     need = storage_offset + 1 + sum((n - 1) * s for n, s in zip(size, stride)) \
         if all(size) else 0
     if need > base.numel():
-        item = x.dtype.itemsize
+        item = input.dtype.itemsize
         raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage "
                            f"offset {storage_offset}, and itemsize {item} requiring a storage "
                            f"size of {need * item} are out of bounds for storage of size "
                            f"{base.numel() * item}")
     attrs = (size, stride, storage_offset)
     if info is None:
-        return node("as_strided", (base,), size, x.dtype, attrs)
-    if info.alias or not x.requires_grad:
+        return node("as_strided", (base,), size, input.dtype, attrs)
+    if info.alias or not input.requires_grad:
         with no_grad() if info.alias else nullcontext():
-            t = node("as_strided", (base,), size, x.dtype, attrs)
+            t = node("as_strided", (base,), size, input.dtype, attrs)
         if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
             return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
-        if x.op == "rebased_multi_view" and grad_mode._state.enabled:
-            raise RuntimeError(x.attrs[0])
+        if input.op == "rebased_multi_view" and grad_mode._state.enabled:
+            raise RuntimeError(input.attrs[0])
         covered = np.zeros(base.shape, np.bool_)
         view_array(info.steps, covered)[...] = True
         seen = where(leaf(covered), base,
                      view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base))
-        t = node("as_strided", (seen,), size, x.dtype, attrs)
+        t = node("as_strided", (seen,), size, input.dtype, attrs)
         t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
         t._storage.add_view(t)
     view = t._view
     assert view is not None
     if not info.alias:
-        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, x.dtype, ()),))
+        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, input.dtype, ()),))
     name = "Output 0 of AsStrided" if info.creation == MULTI else ""
     t._view = view._replace(creation=info.creation, name=name, alias=info.alias,
                             counter=info.counter)
     return t
 
 
-def diag(x, diagonal: int = 0) -> Tensor:
+def diag(input, diagonal: int = 0) -> Tensor:
     """A 1-D tensor's values on the ``diagonal`` of a square matrix, or a matrix's diagonal."""
     from tinyopt.engine.ops.indexing import setitem
     from tinyopt.engine.ops.creation import zeros
-    x = as_tensor(x)
-    if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
-    if x.ndim != 1:
-        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + str(x.ndim) + "D")
-    n = x.shape[0] + abs(diagonal)
-    out = zeros(n, n, dtype=x.dtype)
-    i = np.arange(x.shape[0])
-    setitem(out, (leaf(i + max(0, -diagonal)), leaf(i + max(0, diagonal))), x)
+    input = as_tensor(input)
+    if input.ndim == 2:
+        return globals()["diagonal"](input, diagonal)
+    if input.ndim != 1:
+        raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + str(input.ndim) + "D")
+    n = input.shape[0] + abs(diagonal)
+    out = zeros(n, n, dtype=input.dtype)
+    i = np.arange(input.shape[0])
+    setitem(out, (leaf(i + max(0, -diagonal)), leaf(i + max(0, diagonal))), input)
     return out
 
 
-def trace(x) -> Tensor:
+def trace(input) -> Tensor:
     """The sum of the main diagonal of a 2-D tensor."""
     from tinyopt.engine.ops.reduce import sum as _sum
-    return _sum(diagonal(as_tensor(x)))
+    return _sum(diagonal(as_tensor(input)))
 
 
 def hstack(tensors) -> Tensor:

@@ -19,23 +19,15 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import require_float
+from tinyopt.engine.ops.family import c_contiguous, require_float
+
 from tinyopt.engine.random import Generator, default_generator
 from tinyopt.engine.realize import add_effect
 from tinyopt.engine.row_sparse import row_mask
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, as_tensor, leaf
 from tinyopt.kernels import norm as K
-from tinyopt.kernels import shared_threads
+from tinyopt.kernels.native import shared_threads
 from tinyopt.kernels import row_sparse as R
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
-def _leaf(arr: np.ndarray) -> Tensor:
-    """A concrete tensor holding ``arr`` itself (no copy), so kernels may write into it."""
-    return leaf(arr)
 
 
 _ONE = np.ones(1)  # stands in for an absent weight or bias (the kernels skip it)
@@ -55,7 +47,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     if not training or p == 0.0:
         return x
     require_float("dropout", x)
-    return x * _leaf(dropout_mask(generator, x.shape, p, x.dtype))
+    return x * leaf(dropout_mask(generator, x.shape, p, x.dtype))
 
 
 def dropout_mask(generator: Generator | None, shape: tuple[int, ...], p: float,
@@ -116,7 +108,7 @@ def _ln_stats_forward(t):
     chunks = _LayerNormChunks(K.LN_STATS, t.dtype, eps)
 
     def fwd(out, x):
-        x = _c(x).reshape(-1, D)
+        x = c_contiguous(x).reshape(-1, D)
         if not chunks.run(x, out):
             K.layer_norm_stats(x, out, eps)
     return fwd
@@ -128,7 +120,8 @@ def _ln_apply_forward(t):
     def fwd(out, x, stats, *wb):
         w = wb[0] if has_w else _ONE
         b = wb[-1] if has_b else _ONE
-        K.layer_norm_apply(_c(x).reshape(-1, D), stats, _c(w).reshape(-1), _c(b).reshape(-1),
+        K.layer_norm_apply(c_contiguous(x).reshape(-1, D), stats, c_contiguous(w).reshape(-1),
+                           c_contiguous(b).reshape(-1),
                            has_w, has_b, out.reshape(-1, D))
     return fwd
 
@@ -138,8 +131,9 @@ def _ln_grad_x_forward(t):
     chunks = _LayerNormChunks(K.LN_GRAD_X, t.dtype)
 
     def fwd(out, g, x, stats, *w):
-        g, x, out = _c(g).reshape(-1, D), _c(x).reshape(-1, D), out.reshape(-1, D)
-        w = _c(w[0]).reshape(-1) if has_w else _ONE
+        g, x, out = c_contiguous(g).reshape(-1, D), c_contiguous(x).reshape(-1, D), out.reshape(-1,
+                                                                                                D)
+        w = c_contiguous(w[0]).reshape(-1) if has_w else _ONE
         if not chunks.run(x, stats, out, g=g, w=w if has_w else None):
             K.layer_norm_grad_x(g, x, stats, w, has_w, out)
     return fwd
@@ -168,7 +162,7 @@ defop("layer_norm_stats", forward=_ln_stats_forward)
 defop("layer_norm", forward=_ln_apply_forward, backward=_ln_backward)
 defop("layer_norm_grad_x", forward=_ln_grad_x_forward)
 defop("layer_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.layer_norm_grad_wb(
-    _c(g).reshape(-1, t.attrs[0]), _c(x).reshape(-1, t.attrs[0]), stats, out)))
+    c_contiguous(g).reshape(-1, t.attrs[0]), c_contiguous(x).reshape(-1, t.attrs[0]), stats, out)))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
@@ -207,7 +201,8 @@ def _ncs(shape: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 defop("batch_norm_stats", forward=lambda t: (
-    lambda out, x: K.batch_norm_stats(_c(x).reshape(_ncs(t.srcs[0].shape)), out, t.attrs[0])))
+    lambda out, x: K.batch_norm_stats(c_contiguous(x).reshape(_ncs(t.srcs[0].shape)), out,
+                                      t.attrs[0])))
 defop("batch_norm_eval_stats", forward=lambda t: (
     lambda out, rm, rv: K.batch_norm_eval_stats(rm, rv, out, t.attrs[0])))
 defop("batch_norm_update", forward=lambda t: (
@@ -221,7 +216,8 @@ def _bn_apply_forward(t):
     def fwd(out, x, stats, *wb):
         w = wb[0] if has_w else _ONE
         b = wb[-1] if has_b else _ONE
-        K.batch_norm_apply(_c(x).reshape(ncs), stats, w, b, has_w, has_b, out.reshape(ncs))
+        K.batch_norm_apply(c_contiguous(x).reshape(ncs), stats, w, b, has_w, has_b,
+                           out.reshape(ncs))
     return fwd
 
 
@@ -230,7 +226,7 @@ def _bn_grad_x_forward(t):
     ncs = _ncs(t.shape)
 
     def fwd(out, g, x, stats, sums, *w):
-        K.batch_norm_grad_x(_c(g).reshape(ncs), _c(x).reshape(ncs), stats, sums,
+        K.batch_norm_grad_x(c_contiguous(g).reshape(ncs), c_contiguous(x).reshape(ncs), stats, sums,
                             w[0] if has_w else _ONE, has_w, training, out.reshape(ncs))
     return fwd
 
@@ -253,11 +249,12 @@ def _bn_backward(t, g):
 
 defop("batch_norm", forward=_bn_apply_forward, backward=_bn_backward)
 defop("batch_norm_grad_wb", forward=lambda t: (lambda out, g, x, stats: K.batch_norm_grad_wb(
-    _c(g).reshape(_ncs(t.srcs[0].shape)), _c(x).reshape(_ncs(t.srcs[0].shape)), stats, out)))
+    c_contiguous(g).reshape(_ncs(t.srcs[0].shape)),
+    c_contiguous(x).reshape(_ncs(t.srcs[0].shape)), stats, out)))
 defop("batch_norm_grad_x", forward=_bn_grad_x_forward)
 
 
-def _running(name: str, arr, C: int) -> np.ndarray:
+def running_stat(name: str, arr, C: int) -> np.ndarray:
     """The storage of a running statistic (a module buffer: a concrete Tensor or an array) that
     the plan updates in place."""
     if isinstance(arr, Tensor) and arr.op in LEAF_OPS and not arr.requires_grad:
@@ -292,8 +289,8 @@ def batch_norm(input, running_mean: Tensor | np.ndarray | None,
     if x.ndim < 2:
         raise ValueError(f"batch_norm: expected an input of shape (N, C, *), got {x.shape}")
     N, C, S = _ncs(x.shape)
-    rm = None if running_mean is None else _running("running_mean", running_mean, C)
-    rv = None if running_var is None else _running("running_var", running_var, C)
+    rm = None if running_mean is None else running_stat("running_mean", running_mean, C)
+    rv = None if running_var is None else running_stat("running_var", running_var, C)
     if (rm is None) != (rv is None):
         raise ValueError("batch_norm: give both running_mean and running_var, or neither")
     if not training and rm is None:
@@ -313,13 +310,13 @@ def batch_norm(input, running_mean: Tensor | np.ndarray | None,
     if training:
         stats = node("batch_norm_stats", (x,), (3, C), x.dtype, (float(eps),))
     else:
-        stats = node("batch_norm_eval_stats", (_leaf(rm), _leaf(rv)), (3, C), x.dtype,
+        stats = node("batch_norm_eval_stats", (leaf(rm), leaf(rv)), (3, C), x.dtype,
                      (float(eps),))
     y = node("batch_norm", (x, stats, *srcs[1:]), x.shape, x.dtype,
              (bool(training), weight is not None, bias is not None))
     if training and rm is not None:
-        m = _leaf(np.array(float(momentum)))
-        effect = node("batch_norm_update", (stats, _leaf(rm), _leaf(rv), m), (0,), x.dtype,
+        m = leaf(np.array(float(momentum)))
+        effect = node("batch_norm_update", (stats, leaf(rm), leaf(rv), m), (0,), x.dtype,
                       (N * S,))
         add_effect(y, effect)
     return y
@@ -338,7 +335,8 @@ def _embedding_grad_forward(t):
     err = np.empty(1, np.int64)
 
     def fwd(out, g, idx):
-        K.embedding_grad(_c(g).reshape(-1, D), _c(idx).reshape(-1), padding_idx, scale, counts,
+        K.embedding_grad(c_contiguous(g).reshape(-1, D), c_contiguous(idx).reshape(-1),
+                         padding_idx, scale, counts,
                          out, err)
         _check_indices(err)
     return fwd
@@ -349,7 +347,7 @@ def _embedding_forward(t):
     err = np.empty(1, np.int64)
 
     def fwd(out, w, idx, mask=None):  # a sparse lookup's mask is for its backward
-        K.embedding_rows(w, _c(idx).reshape(-1), out.reshape(-1, D), err)
+        K.embedding_rows(w, c_contiguous(idx).reshape(-1), out.reshape(-1, D), err)
         _check_indices(err)
     return fwd
 
@@ -362,7 +360,7 @@ def _embedding_sparse_grad_forward(t):
 
     def fwd(out, g, idx, mask):
         dense(out, g, idx)
-        R.mark_rows(mask, _c(idx).reshape(-1), padding_idx)
+        R.mark_rows(mask, c_contiguous(idx).reshape(-1), padding_idx)
     return fwd
 
 
@@ -410,7 +408,7 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
             raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
         if idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
             raise IndexError("index out of range in self")  # before renormalizing any row
-        _renorm(w._value, idx._value, float(max_norm), float(norm_type))
+        renorm_rows(w._value, idx._value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
     srcs = (w, idx)
     if sparse and w.op == "param" and w.requires_grad:
@@ -418,7 +416,7 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
     return node("embedding", srcs, idx.shape + (w.shape[1],), w.dtype, attrs)
 
 
-def _renorm(w: np.ndarray, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
+def renorm_rows(w: np.ndarray, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
     """PyTorch's embedding_renorm_: rows whose norm exceeds max_norm are scaled to max_norm."""
     rows = np.unique(idx)
     norms = np.linalg.norm(w[rows], ord=norm_type, axis=1)

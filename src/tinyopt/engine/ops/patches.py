@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from tinyopt.engine.op import node
-from tinyopt.engine.ops.elementwise import require_float
+from tinyopt.engine.ops.family import require_float
+
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["adaptive_max_pool2d", "fold", "unfold"]

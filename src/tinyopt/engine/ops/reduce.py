@@ -15,7 +15,8 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.ops.elementwise import require_float, in_float32
+from tinyopt.engine.ops.elementwise import eq, in_float32, isfinite, maximum, minimum, ne, where
+from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -41,10 +42,6 @@ def _split(shape: tuple[int, ...], d0: int, d1: int) -> tuple[int, int, int]:
     return math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
 
 
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
-
-
 def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
     runs: list[list[int]] = []
     for d in dims:
@@ -61,10 +58,11 @@ def _sum_forward(t):
     d0, d1 = t.attrs
     A, R, B = _split(src.shape, d0, d1)
     if t.dtype == int64:  # the kernel accumulates in float64, inexact beyond 2**53
-        return lambda out, x: np.sum(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, B))
+        return lambda out, x: np.sum(c_contiguous(x).reshape(A, R, B), axis=1, out=out.reshape(A,
+                                                                                               B))
 
     def fwd(out, x):
-        K.sum_axis(_c(x).reshape(A, R, B), out.reshape(A, B))
+        K.sum_axis(c_contiguous(x).reshape(A, R, B), out.reshape(A, B))
     return fwd
 
 
@@ -78,65 +76,65 @@ def _sum_backward(t, g):
 defop("sum_run", forward=_sum_forward, backward=_sum_backward)
 
 
-def sum(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
         keepdims: bool | None = None) -> Tensor:
     """Sum over ``dim`` (an int, a tuple, or None for all dimensions)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
+    input = as_tensor(input)
     if dtype is not None:
-        x = x.to(dtype)
-    elif x.dtype.kind in "bui" and x.dtype != int64:  # integers and bools sum as int64 (PyTorch)
-        x = x.to(int64)
-    dims = _dims("sum", x, dim)
-    r = x
+        input = input.to(dtype)
+    elif input.dtype.kind in "bui" and input.dtype != int64:  # (PyTorch sums them as int64)
+        input = input.to(int64)
+    dims = _dims("sum", input, dim)
+    r = input
     for d0, d1 in reversed(_runs(dims)):
         shape = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
         r = node("sum_run", (r,), shape, r.dtype, (d0, d1))
     if not keepdim:
-        r = r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
+        r = r.reshape(tuple(s for i, s in enumerate(input.shape) if i not in dims))
     return r
 
 
 @in_float32
-def mean(x: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
+def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
          keepdims: bool | None = None) -> Tensor:
     """The mean over ``dim`` (all elements when None; a float dtype is required, or ``dtype``)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
+    input = as_tensor(input)
     if dtype is not None:
-        x = x.to(dtype)
-    if not is_float(x.dtype):  # (torch's words)
+        input = input.to(dtype)
+    if not is_float(input.dtype):  # (torch's words)
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {scalar_type_name(x.dtype)}")
-    dims = _dims("mean", x, dim)
-    n = math.prod([x.shape[d] for d in dims])
-    return sum(x, dims, keepdim) * (1.0 / n if n else float("nan"))
+                           f"floating point or complex dtype. Got: {scalar_type_name(input.dtype)}")
+    dims = _dims("mean", input, dim)
+    n = math.prod([input.shape[d] for d in dims])
+    return sum(input, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
 @in_float32
-def var(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+def var(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Variance over ``dim`` with Bessel's ``correction`` (1 by default, as in PyTorch;
     ``unbiased=False`` is correction 0)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
-    if not is_float(x.dtype):  # (torch's words, for std too)
+    input = as_tensor(input)
+    if not is_float(input.dtype):  # (torch's words, for std too)
         raise RuntimeError("std and var only support floating point and complex dtypes")
     if correction is None:
         correction = 0 if unbiased is False else 1
-    dims = _dims("var", x, dim)
-    n = math.prod([x.shape[d] for d in dims])
-    centered = x - mean(x, dims, keepdim=True)
+    dims = _dims("var", input, dim)
+    n = math.prod([input.shape[d] for d in dims])
+    centered = input - mean(input, dims, keepdim=True)
     scale = 1.0 / (n - correction) if n - correction > 0 else float("nan")
     return sum(centered * centered, dims, keepdim) * scale
 
 
 @in_float32
-def std(x: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
+def std(input: Tensor, dim=None, unbiased: bool | None = None, keepdim: bool = False, *,
         correction: float | None = None, keepdims: bool | None = None) -> Tensor:
     """Standard deviation: the square root of ``var`` (same arguments)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    return var(x, dim, unbiased, keepdim, correction=correction).sqrt()
+    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
 
 
 # ---- max / min ---------------------------------------------------------------------------------
@@ -148,9 +146,9 @@ def _extreme_forward(largest: bool, want_index: bool):
         scratch_v = np.empty((A, B), src.dtype)
         scratch_i = np.empty((A, B), np.int64)
         if want_index:
-            return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), scratch_v,
+            return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(A, R, B), scratch_v,
                                                  out.reshape(A, B), largest)
-        return lambda out, x: K.extreme_axis(_c(x).reshape(A, R, B), out.reshape(A, B),
+        return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(A, R, B), out.reshape(A, B),
                                              scratch_i, largest)
     return compile
 
@@ -165,7 +163,8 @@ def _extreme_backward(t, g):
 def _scatter_forward(t):
     d = t.attrs[0]
     A, R, B = _split(t.shape, d, d)
-    return lambda out, g, idx: K.scatter_axis(_c(g).reshape(A, B), _c(idx).reshape(A, B),
+    return lambda out, g, idx: K.scatter_axis(c_contiguous(g).reshape(A, B),
+                                              c_contiguous(idx).reshape(A, B),
                                               out.reshape(A, R, B))
 
 
@@ -188,17 +187,28 @@ class MaxMin(tuple):
         return self[1]
 
 
-def _extreme(op: str, x: Tensor, dim, keepdim: bool):
+def _no_reduction_dim(name: str) -> RuntimeError:
+    return RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == "
+                        f"0. Specify the reduction dim with the 'dim' argument.")
+
+
+def _extreme(op: str, x: Tensor, dim, keepdim: bool, name: str | None = None):
+    """``(values, indices)`` of max/min along ``dim`` (the value alone when None); ``name`` is
+    the function the errors name (``argmax``...).  An empty tensor reduces along a non-empty
+    dimension to empty results, as torch's."""
     x = as_tensor(x)
-    if x.numel() == 0:
-        raise RuntimeError(f"{op}(): expected a non-empty tensor, got shape {x.shape}")
+    name = name or op
     if dim is None:
+        if x.numel() == 0:
+            raise _no_reduction_dim(name)
         return node(f"{op}_all", (x,), (), x.dtype)
     if x.ndim == 0:  # one element along its only "dimension", as in torch
-        _dims(op, x, dim)
+        _dims(name, x, dim)
         vals, idx = _extreme(op, x.reshape(1), 0, False)
         return MaxMin((vals.reshape(()), idx.reshape(())))
-    (d,) = _dims(op, x, dim)
+    (d,) = _dims(name, x, dim)
+    if x.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
     shape = x.shape[:d] + (1,) + x.shape[d + 1:]
     vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
     idx = node(f"{op}_idx", (x,), shape, int64, (d,))
@@ -211,14 +221,14 @@ def _all_forward(largest: bool):
     def compile(t):
         n = t.srcs[0].numel()
         idx = np.empty((1, 1), np.int64)
-        return lambda out, x: K.extreme_axis(_c(x).reshape(1, n, 1), out.reshape(1, 1), idx,
+        return lambda out, x: K.extreme_axis(c_contiguous(x).reshape(1, n, 1), out.reshape(1, 1),
+                                             idx,
                                              largest)
     return compile
 
 
 def _all_backward(t, g):
     """The gradient of a full max/min is shared evenly among the tied elements (PyTorch)."""
-    from tinyopt.engine.ops.elementwise import eq
     x = t.srcs[0]
     mask = eq(x, t).to(x.dtype)
     return (mask * (g / sum(mask)),)
@@ -228,50 +238,54 @@ defop("max_all", forward=_all_forward(True), backward=_all_backward)
 defop("min_all", forward=_all_forward(False), backward=_all_backward)
 
 
-def max(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
+def max(input: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The largest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise maximum (``torch.max(a, b)``)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
-        from tinyopt.engine.ops.elementwise import maximum
-        return maximum(x, dim)
-    return _extreme("max", x, dim, keepdim)
+        return maximum(input, dim)
+    return _extreme("max", input, dim, keepdim)
 
 
-def min(x: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
+def min(input: Tensor, dim=None, keepdim: bool = False, *, keepdims: bool | None = None):
     """The smallest element, ``(values, indices)`` along ``dim``, or with a tensor the
     elementwise minimum."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
     if isinstance(dim, Tensor):
-        from tinyopt.engine.ops.elementwise import minimum
-        return minimum(x, dim)
-    return _extreme("min", x, dim, keepdim)
+        return minimum(input, dim)
+    return _extreme("min", input, dim, keepdim)
 
 
-def argmax(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
            keepdims: bool | None = None) -> Tensor:
     """The index of the largest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the largest."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
-    if x.dtype == np.bool_:
+    input = as_tensor(input)
+    if input.dtype == np.bool_:
         raise RuntimeError("argmax(): does not support bool input")
     if dim is None:
-        return node("max_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
-    return _extreme("max", x, dim, keepdim)[1]
+        if input.numel() == 0:
+            raise IndexError("argmax(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        return node("max_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
+    return _extreme("max", input, dim, keepdim, "argmax")[1]
 
 
-def argmin(x: Tensor, dim: int | None = None, keepdim: bool = False, *,
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
            keepdims: bool | None = None) -> Tensor:
     """The index of the smallest element (of the flattened tensor when ``dim`` is None), int64; the
     first one among ties, and a NaN counts as the smallest."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
-    if x.dtype == np.bool_:
+    input = as_tensor(input)
+    if input.dtype == np.bool_:
         raise RuntimeError("argmin(): does not support bool input")
     if dim is None:
-        return node("min_idx", (x.reshape(-1),), (1,), int64, (0,)).reshape(())
-    return _extreme("min", x, dim, keepdim)[1]
+        if input.numel() == 0:
+            raise IndexError("argmin(): Expected reduction dim to be specified for "
+                             "input.numel() == 0.")
+        return node("min_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
+    return _extreme("min", input, dim, keepdim, "argmin")[1]
 
 
 # ---- logsumexp / softmax -----------------------------------------------------------------------
@@ -281,8 +295,8 @@ def _axis_forward(kernel, keep_run: bool):
         d = t.attrs[0]
         A, R, B = _split(src.shape, d, d)
         if keep_run:
-            return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, R, B))
-        return lambda out, x: kernel(_c(x).reshape(A, R, B), out.reshape(A, B))
+            return lambda out, x: kernel(c_contiguous(x).reshape(A, R, B), out.reshape(A, R, B))
+        return lambda out, x: kernel(c_contiguous(x).reshape(A, R, B), out.reshape(A, B))
     return compile
 
 
@@ -290,7 +304,8 @@ def _axis_grad_forward(kernel):
     def compile(t):
         d = t.attrs[0]
         A, R, B = _split(t.shape, d, d)
-        return lambda out, g, y: kernel(_c(g).reshape(A, R, B), _c(y).reshape(A, R, B),
+        return lambda out, g, y: kernel(c_contiguous(g).reshape(A, R, B),
+                                        c_contiguous(y).reshape(A, R, B),
                                         out.reshape(A, R, B))
     return compile
 
@@ -305,23 +320,23 @@ defop("softmax_grad", forward=_axis_grad_forward(K.softmax_axis_grad))
 defop("log_softmax_grad", forward=_axis_grad_forward(K.log_softmax_axis_grad))
 
 
-def logsumexp(x: Tensor, dim, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+def logsumexp(input: Tensor, dim, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """``log(sum(exp(x), dim))``, computed without overflow (the maximum is subtracted first)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(x)
-    if not is_float(x.dtype):  # integers and bools: float32, as torch's
-        x = x.to(np.float32)
-    dims = _dims("logsumexp", x, dim)
+    input = as_tensor(input)
+    if not is_float(input.dtype):  # integers and bools: float32, as torch's
+        input = input.to(np.float32)
+    dims = _dims("logsumexp", input, dim)
     if len(dims) != 1:
-        flat = x.permute([d for d in range(x.ndim) if d not in dims] + list(dims))
-        flat = flat.contiguous().reshape(flat.shape[:x.ndim - len(dims)] + (-1,))
+        flat = input.permute([d for d in range(input.ndim) if d not in dims] + list(dims))
+        flat = flat.contiguous().reshape(flat.shape[:input.ndim - len(dims)] + (-1,))
         r = logsumexp(flat, -1, keepdim=False)
         if keepdim:
-            r = r.reshape(tuple(1 if i in dims else s for i, s in enumerate(x.shape)))
+            r = r.reshape(tuple(1 if i in dims else s for i, s in enumerate(input.shape)))
         return r
     (d,) = dims
-    shape = x.shape[:d] + (1,) + x.shape[d + 1:]
-    r = node("logsumexp_run", (x,), shape, x.dtype, (d,))
+    shape = input.shape[:d] + (1,) + input.shape[d + 1:]
+    r = node("logsumexp_run", (input,), shape, input.dtype, (d,))
     return r if keepdim else r.squeeze(d)
 
 
@@ -338,15 +353,15 @@ def _normalized(op: str, x, dim: int, dtype) -> Tensor:
     return node(op + "_run", (x,), x.shape, x.dtype, (d,))
 
 
-def softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+def softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x), dim)`` along ``dim``, computed stably (the maximum is subtracted
     first)."""
-    return _normalized("softmax", x, dim, dtype)
+    return _normalized("softmax", input, dim, dtype)
 
 
-def log_softmax(x: Tensor, dim: int, dtype=None) -> Tensor:
+def log_softmax(input: Tensor, dim: int, dtype=None) -> Tensor:
     """``log(softmax(x, dim))``, computed stably: ``x - logsumexp(x, dim)``."""
-    return _normalized("log_softmax", x, dim, dtype)
+    return _normalized("log_softmax", input, dim, dtype)
 
 
 
@@ -368,16 +383,16 @@ def _logical(op: str, x, dim, keepdim: bool) -> Tensor:
     return node(op, (x,), shape, np.dtype(np.bool_), (dims, bool(keepdim)))
 
 
-def any(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+def any(input, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether any element (along ``dim``) is nonzero: a bool tensor."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    return _logical("any", x, dim, keepdim)
+    return _logical("any", input, dim, keepdim)
 
 
-def all(x, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+def all(input, dim=None, keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """Whether every element (along ``dim``) is nonzero: a bool tensor."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    return _logical("all", x, dim, keepdim)
+    return _logical("all", input, dim, keepdim)
 
 
 # ---- norms ---------------------------------------------------------------------------------------
@@ -409,7 +424,8 @@ def _exclusive_products(x: np.ndarray, axis: int) -> np.ndarray:
 def _prod_forward(t):
     d0, d1 = t.attrs
     A, R, B = _split(t.srcs[0].shape, d0, d1)
-    return lambda out, x: np.prod(_c(x).reshape(A, R, B), axis=1, out=out.reshape(A, 1, B),
+    return lambda out, x: np.prod(c_contiguous(x).reshape(A, R, B), axis=1, out=out.reshape(A, 1,
+                                                                                            B),
                                   keepdims=True)
 
 
@@ -418,8 +434,9 @@ def _prod_grad_forward(t):
     A, R, B = _split(t.shape, d0, d1)
 
     def fwd(out, g, x):
-        xs = _c(x).reshape(A, R, B)
-        np.multiply(_c(g).reshape(A, 1, B), _exclusive_products(xs, 1), out=out.reshape(A, R, B))
+        xs = c_contiguous(x).reshape(A, R, B)
+        np.multiply(c_contiguous(g).reshape(A, 1, B), _exclusive_products(xs, 1),
+                    out=out.reshape(A, R, B))
     return fwd
 
 
@@ -429,22 +446,23 @@ defop("prod_run", forward=_prod_forward,
 defop("prod_grad", forward=_prod_grad_forward)
 
 
-def prod(x, dim=None, keepdim: bool = False, *, dtype=None, keepdims: bool | None = None) -> Tensor:
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None,
+         keepdims: bool | None = None) -> Tensor:
     """The product of the elements (over one ``dim`` if given); integers and bools give int64.
     The gradient is exact with zeros in the input (no division)."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    x = as_tensor(autocast.fp32(x)[0])
+    input = as_tensor(autocast.fp32(input)[0])
     if dtype is not None:
-        x = x.to(dtype)
-    elif x.dtype.kind in "bui" and x.dtype != int64:
-        x = x.to(int64)
-    if dim is None or (x.ndim == 0 and not _dims("prod", x, dim)):
-        flat = x.reshape(-1)
-        r = node("prod_run", (flat,), (1,), x.dtype, (0, 0))
-        return r.reshape(()) if not keepdim else r.reshape((1,) * x.ndim)
-    (d,) = _dims("prod", x, dim)
-    shape = x.shape[:d] + (1,) + x.shape[d + 1:]
-    r = node("prod_run", (x,), shape, x.dtype, (d, d))
+        input = input.to(dtype)
+    elif input.dtype.kind in "bui" and input.dtype != int64:
+        input = input.to(int64)
+    if dim is None or (input.ndim == 0 and not _dims("prod", input, dim)):
+        flat = input.reshape(-1)
+        r = node("prod_run", (flat,), (1,), input.dtype, (0, 0))
+        return r.reshape(()) if not keepdim else r.reshape((1,) * input.ndim)
+    (d,) = _dims("prod", input, dim)
+    shape = input.shape[:d] + (1,) + input.shape[d + 1:]
+    r = node("prod_run", (input,), shape, input.dtype, (d, d))
     return r if keepdim else r.squeeze(d)
 
 
@@ -467,8 +485,9 @@ def _cumprod_grad_forward(t):
     d = t.attrs[0]
     A, R, B = _split(t.shape, d, d)
     from tinyopt.kernels.scan import cumprod_grad
-    return lambda out, g, x, y: cumprod_grad(_c(g).reshape(A, R, B), _c(x).reshape(A, R, B),
-                                             _c(y).reshape(A, R, B), out.reshape(A, R, B))
+    return lambda out, g, x, y: cumprod_grad(c_contiguous(g).reshape(A, R, B),
+                                             c_contiguous(x).reshape(A, R, B),
+                                             c_contiguous(y).reshape(A, R, B), out.reshape(A, R, B))
 
 
 defop("cumprod", forward=_scan_forward(np.cumprod),
@@ -489,43 +508,43 @@ def _scan(op: str, x, dim: int, dtype) -> Tensor:
     return node(op, (x,), x.shape, x.dtype, (d,))
 
 
-def cumsum(x, dim: int, *, dtype=None) -> Tensor:
+def cumsum(input, dim: int, *, dtype=None) -> Tensor:
     """Cumulative sums along ``dim``."""
-    return _scan("cumsum", x, dim, dtype)
+    return _scan("cumsum", input, dim, dtype)
 
 
-def cumprod(x, dim: int, *, dtype=None) -> Tensor:
+def cumprod(input, dim: int, *, dtype=None) -> Tensor:
     """Cumulative products along ``dim`` (exact gradient with zeros: ``kernels/scan.py``)."""
-    return _scan("cumprod", x, dim, dtype)
+    return _scan("cumprod", input, dim, dtype)
 
 
 @in_float32
-def logcumsumexp(x, dim: int) -> Tensor:
+def logcumsumexp(input, dim: int) -> Tensor:
     """log(cumsum(exp(x))) along ``dim``, computed without overflow: shifted by the largest
     finite element (0 if there is none), so that -inf adds nothing and +inf makes the rest
     +inf, as torch's (the shift's derivative cancels: it is held constant)."""
-    x = as_tensor(x)
-    require_float("logcumsumexp", x)
-    if x.ndim == 0:  # one element along its only "dimension", as in torch
-        _dims("logcumsumexp", x, dim)
-        return logcumsumexp(x.reshape(1), 0).reshape(())
-    from tinyopt.engine.ops.elementwise import isfinite, where
-    finite = isfinite(x)
-    m = max(where(finite, x, float("-inf")), dim, keepdim=True)[0].detach()
+    input = as_tensor(input)
+    require_float("logcumsumexp", input)
+    if input.ndim == 0:  # one element along its only "dimension", as in torch
+        _dims("logcumsumexp", input, dim)
+        return logcumsumexp(input.reshape(1), 0).reshape(())
+    finite = isfinite(input)
+    m = max(where(finite, input, float("-inf")), dim, keepdim=True)[0].detach()
     m = where(isfinite(m), m, 0.0)
-    return cumsum((x - m).exp(), dim).log() + m
+    return cumsum((input - m).exp(), dim).log() + m
 
 
 # ---- amax / amin: the gradient shared by ties ----------------------------------------------------
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
-    from tinyopt.engine.ops.elementwise import eq
     x = as_tensor(x)
+    if x.numel() == 0 and (dim is None or isinstance(dim, (tuple, list)) and not dim):
+        raise _no_reduction_dim(op)
     dims = _dims(op, x, dim)
     if not dims and x.ndim:
         dims = tuple(range(x.ndim))
-    if builtins.any(x.shape[d] == 0 for d in dims):
-        raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() "
-                           f"== 0. Specify the reduction dim with the 'dim' argument.")
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
     r = x
     for d in dims:
         r = (max if op == "amax" else min)(r, d, keepdim=True)[0]
@@ -536,21 +555,20 @@ def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     return r if keepdim else r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
 
 
-def amax(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+def amax(input, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The largest values over ``dim`` (all dimensions by default); the gradient is split evenly
     among equal maxima."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    return _extreme_of("amax", x, dim, keepdim)
+    return _extreme_of("amax", input, dim, keepdim)
 
 
-def amin(x, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
+def amin(input, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:
     """The smallest values over ``dim``; the gradient is split evenly among equal minima."""
     keepdim = keepdim if keepdims is None else keepdims  # numpy's spelling, as torch
-    return _extreme_of("amin", x, dim, keepdim)
+    return _extreme_of("amin", input, dim, keepdim)
 
 
-def count_nonzero(x, dim=None) -> Tensor:
+def count_nonzero(input, dim=None) -> Tensor:
     """The number of nonzero elements, over ``dim`` (all dimensions when None), int64."""
-    from tinyopt.engine.ops.elementwise import ne
-    refuse_unsigned("nonzero_count_cpu", x)
-    return sum(ne(as_tensor(x), 0), dim)
+    refuse_unsigned("nonzero_count_cpu", input)
+    return sum(ne(as_tensor(input), 0), dim)

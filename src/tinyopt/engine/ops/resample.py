@@ -19,13 +19,10 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, scalar_type_name
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import require_float
+from tinyopt.engine.ops.family import c_contiguous, require_float
+
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import resample as K
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def view4(shape: tuple[int, ...], k: int) -> tuple[int, int, int, int]:
@@ -80,7 +77,8 @@ def _gather_forward(t):
     in4, out4 = view4(t.srcs[0].shape, k), view4(t.shape, k)
     md, mh, mw = index_maps(attrs, in4, out4)
     value = t.dtype.type(fill)
-    return lambda out, x: K.gather3(_c(x).reshape(in4), md, mh, mw, value, out.reshape(out4))
+    return lambda out, x: K.gather3(c_contiguous(x).reshape(in4), md, mh, mw, value,
+                                    out.reshape(out4))
 
 
 def _scatter_forward(t):
@@ -88,7 +86,7 @@ def _scatter_forward(t):
     k = attrs[1]
     in4, out4 = view4(t.shape, k), view4(t.srcs[0].shape, k)
     md, mh, mw = index_maps(attrs, in4, out4)
-    return lambda out, g: K.scatter3(_c(g).reshape(out4), md, mh, mw, out.reshape(in4))
+    return lambda out, g: K.scatter3(c_contiguous(g).reshape(out4), md, mh, mw, out.reshape(in4))
 
 
 defop("gather3", forward=_gather_forward, backward=lambda t, g: (
@@ -204,13 +202,13 @@ def planes3(shape: tuple[int, ...]) -> tuple[int, int, int]:
 def _lerp_forward(t):
     tables = lerp_tables(t.srcs[0].shape, t.shape, t.attrs, t.dtype)
     in3, out3 = planes3(t.srcs[0].shape), planes3(t.shape)
-    return lambda out, x: K.lerp2(_c(x).reshape(in3), *tables, out.reshape(out3))
+    return lambda out, x: K.lerp2(c_contiguous(x).reshape(in3), *tables, out.reshape(out3))
 
 
 def _lerp_grad_forward(t):
     tables = lerp_tables(t.shape, t.srcs[0].shape, t.attrs, t.dtype)
     in3, out3 = planes3(t.shape), planes3(t.srcs[0].shape)
-    return lambda out, g: K.lerp2_grad(_c(g).reshape(out3), *tables, out.reshape(in3))
+    return lambda out, g: K.lerp2_grad(c_contiguous(g).reshape(out3), *tables, out.reshape(in3))
 
 
 defop("lerp2", forward=_lerp_forward, backward=lambda t, g: (
@@ -336,10 +334,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest",
 
 # ---- adaptive average pooling --------------------------------------------------------------------
 defop("adaptive_avg2", forward=lambda t: (lambda out, x: K.adaptive_avg2(
-    _c(x).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
+    c_contiguous(x).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
     backward=lambda t, g: (node("adaptive_avg2_grad", (g,), t.srcs[0].shape, g.dtype),))
 defop("adaptive_avg2_grad", forward=lambda t: (lambda out, g: K.adaptive_avg2_grad(
-    _c(g).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
+    c_contiguous(g).reshape(planes3(t.srcs[0].shape)), out.reshape(planes3(t.shape)))),
     backward=lambda t, g: (node("adaptive_avg2", (g,), t.srcs[0].shape, g.dtype),))
 
 

@@ -28,19 +28,16 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.workspace import Layout, region
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
-from tinyopt.kernels import blas, shared_threads
+from tinyopt.kernels.native import blas, shared_threads
 from tinyopt.kernels import rnn as K
-from tinyopt.kernels.blas import single_threaded
+from tinyopt.kernels.native.blas import single_threaded
 
 MODES = ("lstm", "gru", "rnn_tanh", "rnn_relu")
 _GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 @dataclass(frozen=True)
@@ -174,15 +171,16 @@ class _ScanChunks:
     def forward(self, xw, w_hhT, bias, hs, cs, gates, pre, lengths) -> bool:
         if not self.on:
             return False
-        self._run(K.lstm_scan_chunks, (_c(xw), _c(w_hhT), _c(bias), hs, cs, gates, pre,
-                                       _c(lengths)))
+        self._run(K.lstm_scan_chunks, (c_contiguous(xw), c_contiguous(w_hhT), c_contiguous(bias),
+                                       hs, cs, gates, pre,
+                                       c_contiguous(lengths)))
         return True
 
     def backward(self, gh, w_hh, dh, dc, gates, cs, dg, rec, lengths) -> bool:
         if not self.on:
             return False
-        self._run(K.lstm_scan_grad_chunks, (gh, _c(w_hh), dh, dc, gates, cs, dg, rec,
-                                            _c(lengths)))
+        self._run(K.lstm_scan_grad_chunks, (gh, c_contiguous(w_hh), dh, dc, gates, cs, dg, rec,
+                                            c_contiguous(lengths)))
         return True
 
 
@@ -235,14 +233,14 @@ def _scan_forward(t):
         opt = _optional(t.attrs, rest)
         bias = opt.get("b_hh", zeros_bias)
         h0, c0 = opt.get("h0"), opt.get("c0")
-        lengths = _c(opt["lengths"]) if packed else full
-        xw = _c(xw)
+        lengths = c_contiguous(opt["lengths"]) if packed else full
+        xw = c_contiguous(xw)
         W = layout.views(out)
         hs, pre = W["hs"], W["pre"]
         hs[L.first_slot] = 0 if h0 is None else h0
         if L.lstm:
             W["cs"][L.first_slot] = 0 if c0 is None else c0
-        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+        with single_threaded():  # many small dependent GEMMs (kernels/native/blas.py)
             if wT is not None:
                 np.copyto(wT, w_hh.T)
             _recur(hs, pre, W, xw, w_hh.T if wT is None else wT, opt.get("w_hr"), bias,
@@ -262,8 +260,8 @@ def _scan_grad_forward(t):
 
     def fwd(out, g, ws, w_hh, *rest):
         w_hr = rest[0] if L.proj else None
-        lengths = _c(rest[-1]) if packed else full
-        g = _c(g)
+        lengths = c_contiguous(rest[-1]) if packed else full
+        g = c_contiguous(g)
         gh = g[:S].reshape(L.T + 1, L.B, L.P)
         W = wso.views(ws)
         D = go.views(out)
@@ -280,7 +278,7 @@ def _scan_grad_forward(t):
                                                   lengths):
             K.sum_grad_h(gh, L.first_slot, dh, rec, dh)  # dL/dh0
             return
-        with single_threaded():  # many small dependent GEMMs (kernels/blas.py)
+        with single_threaded():  # many small dependent GEMMs (kernels/native/blas.py)
             for k in range(L.T - 1, -1, -1):
                 tt, p, q = L.slots(k)
                 if L.mode == "lstm" and L.proj:
@@ -420,7 +418,7 @@ def rnn_scan(mode: str, input, w_ih, w_hh, b_ih=None, b_hh=None, w_hr=None, h0=N
 
 # ---- variable-length batches: rows gathered from and scattered into a padded batch -------------
 def _rows(a: np.ndarray, n: int) -> np.ndarray:
-    return _c(a).reshape(n, -1)
+    return c_contiguous(a).reshape(n, -1)
 
 
 def _gather_rows_forward(t):

@@ -18,14 +18,11 @@ import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.ops.movement import _dim
+from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
+from tinyopt.engine.ops.family import c_contiguous, wrap_dim
 from tinyopt.engine.ops.reduce import MaxMin
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import gather as K
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _arb(shape: tuple[int, ...], d: int) -> tuple[int, int, int]:
@@ -82,7 +79,8 @@ def _gather_forward(t):
     bad = np.empty(1, np.int64)
 
     def fwd(out, x, idx):
-        K.gather_axis(_c(x).reshape(A, R, B), _c(idx).reshape(A, K_, B), out.reshape(A, K_, B),
+        K.gather_axis(c_contiguous(x).reshape(A, R, B), c_contiguous(idx).reshape(A, K_, B),
+                      out.reshape(A, K_, B),
                       bad)
         if bad[0] >= 0:
             _raise_bad("gather", idx, int(bad[0]), d, R)
@@ -95,13 +93,13 @@ def _scatter_add_into(out: np.ndarray, src: np.ndarray, idx: np.ndarray, d: int,
     leading part of ``out`` in the other dimensions."""
     region = _region(out.shape, idx.shape, d)
     target = out[region] if any(s != slice(None) for s in region) else out
-    tmp = target if target.flags.c_contiguous else np.ascontiguousarray(target)
+    tmp = c_contiguous(target)
     A, R, B = _arb(tmp.shape, d) if tmp.ndim else (1, 1, 1)
     K_ = idx.shape[d] if idx.ndim else 1
     bad = np.empty(1, np.int64)
     kernel = K.scatter_axis if assign else K.scatter_add_axis
-    kernel(_c(src[_region(src.shape, idx.shape, d)] if src.shape != idx.shape else src)
-           .reshape(A, K_, B), _c(idx).reshape(A, K_, B), tmp.reshape(A, R, B), bad)
+    kernel(c_contiguous(src[_region(src.shape, idx.shape, d)] if src.shape != idx.shape else src)
+           .reshape(A, K_, B), c_contiguous(idx).reshape(A, K_, B), tmp.reshape(A, R, B), bad)
     if bad[0] >= 0:
         _raise_bad(op, idx, int(bad[0]), d, R)
     if tmp is not target:
@@ -129,7 +127,7 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     x = as_tensor(input)
     refuse_unsigned("scatter_gather_tensor_cpu", x)
     idx = _index("gather", index)
-    d = _dim("gather", dim, x.ndim)
+    d = wrap_dim("gather", dim, x.ndim)
     if x.ndim == 0 and idx.ndim == 0:  # as a 1-element 1-d gather, as in torch
         return gather(x.reshape(1), 0, idx.reshape(1)).reshape(())
     _check_shapes("gather", x, d, idx)
@@ -150,7 +148,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
     idx = _index("take_along_dim", indices)
     if dim is None:
         return gather(x.reshape(-1), 0, idx.reshape(-1))
-    d = _dim("take_along_dim", dim, x.ndim)
+    d = wrap_dim("take_along_dim", dim, x.ndim)
     xs, ishape = list(x.shape), list(idx.shape)
     xs[d] = ishape[d] = 1
     b = list(np.broadcast_shapes(tuple(xs), tuple(ishape)))
@@ -175,7 +173,6 @@ def take(input, index) -> Tensor:
         if (v < 0).any():
             idx = leaf(np.where(v < 0, v + n, v))
     elif idx.op != "input":
-        from tinyopt.engine.ops.elementwise import lt, where
         idx = where(lt(idx, 0), idx + n, idx)
     return gather(x.reshape(-1), 0, idx.reshape(-1)).reshape(idx.shape)
 
@@ -221,8 +218,8 @@ def _pad_to(g: Tensor, shape: tuple[int, ...]) -> Tensor:
     """The gradient of a leading part of a tensor of ``shape``: zeros elsewhere."""
     if g.shape == shape:
         return g
-    from tinyopt.engine.ops.indexing import _parse
-    k = _parse(shape, tuple(slice(0, n) for n in g.shape))
+    from tinyopt.engine.ops.indexing import parse_index
+    k = parse_index(shape, tuple(slice(0, n) for n in g.shape))
     st = leaf(np.array(k.starts, dtype=int64))
     return node("slice_grad", (g, st), shape, g.dtype, (tuple(k.struct),))
 
@@ -234,7 +231,7 @@ defop("scatter_add", forward=_scatter_forward(False), backward=_scatter_add_back
 def _scatter_args(op: str, input, dim, index, src, value):
     x = as_tensor(input)
     idx = _index(op, index)
-    d = _dim(op, dim, x.ndim)
+    d = wrap_dim(op, dim, x.ndim)
     if src is None:
         if value is None:
             raise TypeError(f"{op}() needs src or value")
@@ -294,7 +291,7 @@ def index_select(input, dim: int, index) -> Tensor:
     from tinyopt.engine.ops.indexing import getitem
     x = as_tensor(input)
     refuse_unsigned("index_select", x)
-    d = _dim("index_select", dim, x.ndim)
+    d = wrap_dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
         return getitem(x.reshape(1), idx).reshape(())
@@ -308,7 +305,7 @@ def _index_add_forward(t):
 
     def fwd(out, x, idx, src):
         np.copyto(out, x)
-        s = _c(src).reshape(A, idx.shape[0], B)
+        s = c_contiguous(src).reshape(A, idx.shape[0], B)
         if alpha != 1:
             s = s * alpha
         K.index_add_axis(s, idx, out.reshape(A, R, B), bad)
@@ -336,7 +333,7 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
     """``input`` plus ``alpha * source`` added at the slices ``index`` along ``dim`` (repeated
     indices accumulate)."""
     x = as_tensor(input)
-    d = _dim("index_add", dim, x.ndim)
+    d = wrap_dim("index_add", dim, x.ndim)
     idx = _index_1d("index_add", index, x.shape[d], d)
     s = as_tensor(source)
     expect = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
@@ -347,10 +344,9 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
 
 
 def _written(op: str, input, dim: int, index, value) -> Tensor:
-    from tinyopt.engine.ops.elementwise import clone
     from tinyopt.engine.ops.indexing import setitem
     x = as_tensor(input)
-    d = _dim(op, dim, x.ndim)
+    d = wrap_dim(op, dim, x.ndim)
     idx = _index_1d(op, index, x.shape[d], d)
     out = clone(x)
     setitem(out, (slice(None),) * d + (idx,), value)
@@ -371,7 +367,6 @@ def index_copy(input, dim: int, index, source) -> Tensor:
 
 def masked_select(input, mask) -> Tensor:
     """The elements of ``input`` where the bool ``mask`` (broadcast together) is true, 1-D."""
-    from tinyopt.engine.ops.elementwise import broadcast_shape
     x, m = as_tensor(input), as_tensor(mask)
     refuse_unsigned("masked_select", x)
     if m.dtype != np.bool_:
@@ -408,7 +403,7 @@ def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False
     x = as_tensor(input)
     if x.ndim == 0:
         return leaf(np.zeros((), np.int64))
-    return _sort_indices(x, _dim("argsort", dim, x.ndim), descending)
+    return _sort_indices(x, wrap_dim("argsort", dim, x.ndim), descending)
 
 
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False) -> MaxMin:
@@ -416,7 +411,7 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = False) -
     x = as_tensor(input)
     if x.ndim == 0:
         return MaxMin((x, leaf(np.zeros((), np.int64))))
-    d = _dim("sort", dim, x.ndim)
+    d = wrap_dim("sort", dim, x.ndim)
     idx = _sort_indices(x, d, descending)
     return MaxMin((node("gather", (x, idx), x.shape, x.dtype, (d,)), idx))
 
@@ -427,7 +422,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     refuse_unsigned("topk_cpu", x)
     if x.dtype == np.bool_:
         raise RuntimeError("topk does not support bool dtypes on CPU")
-    d = _dim("topk", dim, x.ndim)
+    d = wrap_dim("topk", dim, x.ndim)
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
@@ -443,7 +438,7 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
     refuse_unsigned("kthvalue_cpu", x)
     if x.dtype == np.bool_:
         raise NotImplementedError("\"kthvalue_cpu\" not implemented for 'Bool'")
-    d = _dim("kthvalue", dim, x.ndim)
+    d = wrap_dim("kthvalue", dim, x.ndim)
     if not 1 <= k <= (x.shape[d] if x.ndim else 1):
         raise RuntimeError("kthvalue(): selected number k out of range")
     if x.ndim == 0:  # one element along its only "dimension", as in torch
@@ -465,7 +460,7 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
     if dim is None:
         flat = x.reshape(-1)
         return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
-    d = _dim("median", dim, x.ndim)
+    d = wrap_dim("median", dim, x.ndim)
     return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
 
 
@@ -507,6 +502,35 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
         k += 1
     if return_counts:
         out.append(leaf(res[k].astype(np.int64)))
+    return tuple(out)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None):
+    """Each run of equal consecutive elements (of the flattened tensor, or slices along
+    ``dim``) kept once, with the inverse indices and the run lengths on request; a NaN is a run
+    of its own."""
+    a = np.asarray(as_tensor(input).numpy())
+    if dim is None:
+        rows = a.reshape(-1, 1)
+    else:
+        d = wrap_dim("unique_consecutive", dim, a.ndim)
+        n = a.shape[d] if a.ndim else 1
+        if a.size == 0 and n:
+            raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so "
+                               "unique cannot be applied")
+        rows = np.moveaxis(a, d, 0).reshape(n, math.prod(a.shape) // n if n else 0)
+    starts = np.ones(len(rows), bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    values = a.reshape(-1)[starts] if dim is None else np.compress(starts, a, axis=d)
+    if not (return_inverse or return_counts):
+        return leaf(values)
+    out = [leaf(values)]
+    if return_inverse:
+        inverse = np.cumsum(starts) - 1
+        out.append(leaf(inverse.reshape(a.shape if dim is None else -1).astype(np.int64)))
+    if return_counts:
+        out.append(leaf(np.diff(np.append(np.flatnonzero(starts), len(rows))).astype(np.int64)))
     return tuple(out)
 
 

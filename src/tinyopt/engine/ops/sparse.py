@@ -8,23 +8,21 @@ from __future__ import annotations
 import numpy as np
 
 from tinyopt.engine.op import defop, node
+from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.tensor import Tensor
 from tinyopt.kernels import sparse as K
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _rows_cols(idx: np.ndarray, transpose: bool) -> tuple[np.ndarray, np.ndarray]:
     """The entries' (rows, columns), of the matrix or of its transpose."""
     rows, cols = (idx[1], idx[0]) if transpose else (idx[0], idx[1])
-    return _c(rows), _c(cols)
+    return c_contiguous(rows), c_contiguous(cols)
 
 
 def _mm_forward(t):
     transpose = t.attrs[0]
-    return lambda out, vals, x, idx: K.coo_mm(*_rows_cols(idx, transpose), _c(vals), _c(x), out)
+    return lambda out, vals, x, idx: K.coo_mm(*_rows_cols(idx, transpose), c_contiguous(vals),
+                                              c_contiguous(x), out)
 
 
 def _mm_backward(t, g):
@@ -39,7 +37,8 @@ def _mm_backward(t, g):
 
 def _grad_values_forward(t):
     transpose = t.attrs[0]
-    return lambda out, g, x, idx: K.coo_mm_grad_values(*_rows_cols(idx, transpose), _c(g), _c(x),
+    return lambda out, g, x, idx: K.coo_mm_grad_values(*_rows_cols(idx, transpose),
+                                                       c_contiguous(g), c_contiguous(x),
                                                        out)
 
 

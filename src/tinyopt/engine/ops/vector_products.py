@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import warnings
 
+from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.distance import vector_norm
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float, eq
+from tinyopt.engine.ops.elementwise import promoted_operands, eq
 from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.ops.movement import stack
 from tinyopt.engine.ops.reduce import any as _any

@@ -13,15 +13,12 @@ import numpy as np
 
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.elementwise import promoted_operands, require_float
+from tinyopt.engine.ops.family import c_contiguous, require_float
+from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import volume as K
 
 _EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0)}
-
-
-def _c(x: np.ndarray) -> np.ndarray:
-    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
 def _triple(op: str, name: str, v) -> tuple[int, int, int]:
@@ -54,7 +51,8 @@ def _conv_forward(t):
     s, p, d, groups = _geometry(t)
 
     def fwd(out, x, w, *b):
-        K.conv3d(_c(x), _c(w), _c(b[0]) if b else _EMPTY[out.dtype], s, p, d, groups, out)
+        K.conv3d(c_contiguous(x), c_contiguous(w), c_contiguous(b[0]) if b else _EMPTY[out.dtype],
+                 s, p, d, groups, out)
     return fwd
 
 
@@ -70,19 +68,21 @@ def _conv_backward(t, g):
 
 def _grad_input_forward(t):
     s, p, d, groups = _geometry(t)
-    return lambda out, g, w: K.conv3d_grad_input(_c(g), _c(w), s, p, d, groups, out)
+    return lambda out, g, w: K.conv3d_grad_input(c_contiguous(g), c_contiguous(w), s, p, d, groups,
+                                                 out)
 
 
 def _grad_weight_forward(t):
     s, p, d, groups = _geometry(t)
-    return lambda out, g, x: K.conv3d_grad_weight(_c(g), _c(x), s, p, d, groups, out)
+    return lambda out, g, x: K.conv3d_grad_weight(c_contiguous(g), c_contiguous(x), s, p, d,
+                                                  groups, out)
 
 
 def _transposed_forward(t):
     s, p, d, groups = _geometry(t)
 
     def fwd(out, x, w, *b):
-        K.conv3d_grad_input(_c(x), _c(w), s, p, d, groups, out)
+        K.conv3d_grad_input(c_contiguous(x), c_contiguous(w), s, p, d, groups, out)
         if b:
             out += b[0].reshape(1, -1, 1, 1, 1)
     return fwd
@@ -235,12 +235,12 @@ def _pool_args(op: str, x: Tensor, kernel_size, stride, padding, dilation):
 
 
 defop("max_pool3d_indices", forward=lambda t: (
-    lambda out, x: K.max_pool3d(_c(x), *t.attrs, np.empty(out.shape, x.dtype), out)))
+    lambda out, x: K.max_pool3d(c_contiguous(x), *t.attrs, np.empty(out.shape, x.dtype), out)))
 
 
 def _max_values_forward(t):
     def fwd(out, x, idx):
-        flat = _c(x).reshape(x.shape[0], x.shape[1], -1)
+        flat = c_contiguous(x).reshape(x.shape[0], x.shape[1], -1)
         i = idx.reshape(idx.shape[0], idx.shape[1], -1)  # (in range: max_pool3d wrote them)
         out[...] = np.take_along_axis(flat, i, axis=2).reshape(out.shape)
     return fwd
@@ -249,7 +249,7 @@ def _max_values_forward(t):
 defop("max_pool3d_gather", forward=_max_values_forward, backward=lambda t, g: (
     node("max_pool3d_scatter", (g, t.srcs[1]), t.srcs[0].shape, g.dtype), None))
 defop("max_pool3d_scatter", forward=lambda t: (
-    lambda out, g, idx: K.max_pool3d_grad(_c(g), _c(idx), out)))
+    lambda out, g, idx: K.max_pool3d_grad(c_contiguous(g), c_contiguous(idx), out)))
 
 
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
@@ -268,11 +268,11 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _done(y, unbatched)
 
 
-defop("avg_pool3d", forward=lambda t: (lambda out, x: K.avg_pool3d(_c(x), *t.attrs, out)),
+defop("avg_pool3d", forward=lambda t: (lambda out, x: K.avg_pool3d(c_contiguous(x), *t.attrs, out)),
       backward=lambda t, g: (node("avg_pool3d_grad", (g,), t.srcs[0].shape, g.dtype,
                                   t.attrs),))
 defop("avg_pool3d_grad", forward=lambda t: (
-    lambda out, g: K.avg_pool3d_grad(_c(g), *t.attrs, out)), backward=lambda t, g: (
+    lambda out, g: K.avg_pool3d_grad(c_contiguous(g), *t.attrs, out)), backward=lambda t, g: (
     node("avg_pool3d", (g,), t.srcs[0].shape, g.dtype, t.attrs),))
 
 
@@ -290,10 +290,10 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     return _done(node("avg_pool3d", (x,), shape, x.dtype, attrs), unbatched)
 
 
-defop("adaptive_avg3d", forward=lambda t: (lambda out, x: K.adaptive_avg3d(_c(x), out)),
+defop("adaptive_avg3d", forward=lambda t: (lambda out, x: K.adaptive_avg3d(c_contiguous(x), out)),
       backward=lambda t, g: (node("adaptive_avg3d_grad", (g,), t.srcs[0].shape, g.dtype),))
 defop("adaptive_avg3d_grad", forward=lambda t: (
-    lambda out, g: K.adaptive_avg3d_grad(_c(g), out)))
+    lambda out, g: K.adaptive_avg3d_grad(c_contiguous(g), out)))
 
 
 def adaptive_avg_pool3d(input, output_size) -> Tensor:

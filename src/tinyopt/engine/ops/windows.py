@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, as_dtype, float32
-from tinyopt.engine.ops.creation import _new
+from tinyopt.engine.ops.creation import new_leaf
 
 __all__ = ["bartlett_window", "blackman_window", "hamming_window", "hann_window",
            "kaiser_window"]
@@ -36,10 +36,10 @@ def _window(name: str, window_length: int, periodic: bool, dtype, device, requir
         raise RuntimeError(f"{name} requires non-negative window_length, got "
                            f"window_length={window_length}")
     if window_length <= 1:
-        return _new(np.ones(window_length, d), device, requires_grad)
+        return new_leaf(np.ones(window_length, d), device, requires_grad)
     n_points = window_length + 1 if periodic else window_length
     values = formula(np.arange(n_points, dtype=np.float64), n_points)[:window_length]
-    return _new(values.astype(d), device, requires_grad)
+    return new_leaf(values.astype(d), device, requires_grad)
 
 
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54,

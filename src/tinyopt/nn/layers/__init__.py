@@ -24,14 +24,15 @@ Constructors, defaults, initialisation and ``repr`` follow ``torch.nn``; each ``
 
 import typing as _typing
 
-from tinyopt.engine.lazy import exports as _exports
-from tinyopt.engine.lazy import table as _table
+from tinyopt.engine.lazy_exports import exports as _exports
+from tinyopt.engine.lazy_exports import table as _table
 
-if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
-    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardsigmoid, Hardswish,
-                                              Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, Mish,
-                                              PReLU, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
-                                              Softplus, Tanh)
+if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy_exports``)
+    from tinyopt.nn.layers.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink,
+                                              Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
+                                              LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6,
+                                              Sigmoid, SiLU, Softmax, Softmax2d, Softplus,
+                                              Softshrink, Softsign, Tanh, Tanhshrink, Threshold)
     from tinyopt.nn.layers.conv import Conv1d, Conv2d
     from tinyopt.nn.layers.conv_transpose import ConvTranspose2d
     from tinyopt.nn.layers.distance import CosineSimilarity, PairwiseDistance
@@ -66,7 +67,8 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy``)
 __getattr__, __dir__ = _exports(__name__, globals(), _table({
     "tinyopt.nn.layers.activation": (
         "CELU ELU GELU GLU SELU Hardsigmoid Hardswish Hardtanh LeakyReLU LogSigmoid LogSoftmax Mish "
-        "PReLU ReLU ReLU6 Sigmoid SiLU Softmax Softplus Tanh"),
+        "PReLU ReLU ReLU6 Sigmoid SiLU Softmax Softplus Tanh Softsign Tanhshrink Threshold "
+        "Hardshrink Softshrink Softmax2d"),
     "tinyopt.nn.layers.conv": "Conv1d Conv2d",
     "tinyopt.nn.layers.conv_transpose": "ConvTranspose2d",
     "tinyopt.nn.layers.distance": "CosineSimilarity PairwiseDistance",
@@ -113,4 +115,4 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
            "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold", "AdaptiveMaxPool2d",
-           "GLU"]
+           "GLU", "Softsign", "Tanhshrink", "Threshold", "Hardshrink", "Softshrink", "Softmax2d"]

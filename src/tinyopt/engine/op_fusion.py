@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, _make
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node
 
 Rule = Callable[[Tensor, Callable[[Tensor], bool]], "Tensor | None"]
 RULES: dict[str, list[Rule]] = {}
@@ -60,7 +60,7 @@ def fuse(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None
         if t.op in LEAF_OPS:
             new[id(t)] = t
             continue
-        c = _make(t.op, tuple(new[id(s)] for s in t.srcs), t.attrs, t.shape, t.dtype,
+        c = make_node(t.op, tuple(new[id(s)] for s in t.srcs), t.attrs, t.shape, t.dtype,
                   t.requires_grad)
         original[id(c)] = t
         for rule in RULES.get(t.op, ()):

@@ -9,7 +9,7 @@ Why not numba's ``prange`` (``kernels/jit.py``): numba's OpenMP threads spin for
 parallel region, and on a small machine they then fight the next BLAS call's threads for the cores
 (measured on 2 cores: a training step of the MLP took 8.5 ms that way against 0.75 ms without);
 and OpenMP's static schedule waits for its slowest thread, so one core busy with another process
-stalls every region.  (Where numpy's BLAS runs on numba's OpenMP threads, ``kernels/shared_threads.py``,
+stalls every region.  (Where numpy's BLAS runs on numba's OpenMP threads, ``kernels/native/shared_threads.py``,
 the first reason is gone, and kernels cut rows with ``prange`` instead: a hand-off to these Python
 workers took ~190 us right after a GEMM, whose threads spin on the other core.)  Here workers sleep on a condition variable between calls, and each thread
 takes the next chunk from a shared counter, so a busy core simply does fewer chunks.  What a chunk

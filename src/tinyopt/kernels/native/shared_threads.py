@@ -4,7 +4,7 @@ numpy's bundled OpenBLAS runs its multi-threaded calls on a pthread pool of its 
 spin on the cores for a long while after every call; the parallel kernels (numba ``prange``, the
 ``omp`` threading layer: GNU OpenMP) run on another pool.  On a small machine each pool's spinning
 threads then take the cores the other one's next call needs: on 2 cores, a kernel cut in two
-right after a 2-thread GEMM took longer than whole (``kernels/workers.py``), and parallel kernels
+right after a 2-thread GEMM took longer than whole (``kernels/chunk_threads.py``), and parallel kernels
 below 4M elements lost more than they gained (``kernels/jit.py``).  PyTorch has one OpenMP pool
 for both.  :func:`share` gives numpy one too: OpenBLAS (>= 0.3.27) accepts a callback that runs
 its jobs (``openblas_set_threads_callback_function``), and ours, a small native function, runs
@@ -35,7 +35,8 @@ import ctypes
 import os
 import threading
 
-from tinyopt.kernels import blas, jit
+from tinyopt.kernels import jit
+from tinyopt.kernels.native import blas
 
 _STATE: dict[str, object] = {"done": False, "shared": False, "setter": None}
 _LOCK = threading.Lock()

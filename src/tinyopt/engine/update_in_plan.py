@@ -80,12 +80,12 @@ def schedule(plan) -> list[tuple[int, tuple[int, int] | None]]:
     kind, srcs, nodes = plan._kind, plan._srcs, plan.nodes
     pos, n = {}, 0
     for i, k in enumerate(kind):
-        if k in ("compute", "extern", "view"):
+        if k in ("compute", "into_grad", "view"):
             pos[i] = n
             n += 1
     late = set(plan.output_slots) | {plan.loss_slot}
     sched = []
-    for k, gi, is_extern in plan.grad_outs:
+    for k, gi, into_grad in plan.grad_outs:
         slot = plan.leaf_slots[k]
         alias = {slot}
         last = -1
@@ -95,7 +95,7 @@ def schedule(plan) -> list[tuple[int, tuple[int, int] | None]]:
                     alias.add(i)
                 if i in pos:
                     last = max(last, pos[i])
-        grad_at = pos[gi] if is_extern else END
+        grad_at = pos[gi] if into_grad else END
         if alias & late or grad_at == END:
             sched.append((END, None))
             continue

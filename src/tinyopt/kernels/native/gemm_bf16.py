@@ -5,13 +5,13 @@ OpenBLAS exports no bfloat16 GEMM, and float32 GEMMs cannot keep up with PyTorch
 Newton–Schulz iteration runs in bfloat16 on oneDNN's ``vdpbf16ps`` kernels (1000 x 1000: about
 20 GFLOP a step; float32's peak on the 2-core Zen 4 this was measured on is ~220 GFLOP/s, the
 bf16 dot product's twice that).  So the inner loop here is hand-written LLVM IR emitted through
-``numba.extending.intrinsic`` (as ``kernels/shared_threads.py`` does for what numba cannot
+``numba.extending.intrinsic`` (as ``kernels/native/shared_threads.py`` does for what numba cannot
 express): ``llvm.x86.avx512bf16.dpbf16ps.512``, an ISA extension numba does not reach.  Only
 call these kernels where :func:`available` is True (the CPU numba compiles for has
 ``avx512bf16``); elsewhere the instruction does not exist.
 
 What is computed, for bfloat16 matrices ``A`` (M x K) and ``B`` (K x N) held as their bit
-patterns (``uint16``, see ``kernels/half.py``)::
+patterns (``uint16``, see ``kernels/native/half.py``)::
 
     out = bf16(alpha * (A @ B) + beta * C)            (C optional, bf16 too; out bf16, M x N)
 
@@ -44,14 +44,16 @@ Measured on the 2-core Zen 4 (~3.6 GHz, so a bf16 peak of ~470 GFLOP/s on both c
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from tinyopt.kernels import half
 from tinyopt.kernels.jit import inline, parallel_kernel, prange
+from tinyopt.kernels.native import half
 
 MR = 14
 """Rows of a micro-tile: 2 MR = 28 accumulators plus B's two vectors in the 32 zmm registers."""
@@ -107,6 +109,30 @@ def available() -> bool:
 
 
 _AVAILABLE: list[bool] = []
+
+
+def usable() -> bool:
+    """:func:`available`, and the kernels compile here: checked once by a 2 x 2 x 2 product
+    (the compile its first real use would do anyway).  A numba or LLVM that cannot compile the
+    intrinsic (another release than the tested one, a CPU name LLVM does not know) gives False
+    with a warning, and Muon takes its float32 path."""
+    if not available():
+        return False
+    if not _USABLE:
+        try:
+            one = np.full((2, 2), 0x3F80, np.uint16)  # bf16 1.0
+            out = np.zeros((2, 2), np.uint16)
+            matmul(one, one, out)
+            ok = bool((out == 0x4000).all())  # 2.0
+        except Exception as e:  # noqa: BLE001 - any failure to build means: do not use it
+            warnings.warn(f"tinyopt: the AVX512-BF16 GEMM is not usable here "
+                          f"({type(e).__name__}: {e}); Muon computes in float32", RuntimeWarning)
+            ok = False
+        _USABLE.append(ok)
+    return _USABLE[0]
+
+
+_USABLE: list[bool] = []
 
 
 @intrinsic

@@ -1,4 +1,4 @@
-"""kernels/workers.py: chunks run once each, on several threads, errors reach the caller, results
+"""kernels/chunk_threads.py: chunks run once each, on several threads, errors reach the caller, results
 do not depend on the number of threads, and a forked child gets workers of its own."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tinyopt as to
-from tinyopt.kernels import workers
+from tinyopt.kernels import chunk_threads
 from tinyopt.engine.ops.conv import conv2d
 
 
@@ -19,8 +19,8 @@ from tinyopt.engine.ops.conv import conv2d
 def pool(monkeypatch):
     """Swap in a pool of ``n`` threads (the caller included)."""
     def make(n):
-        monkeypatch.setattr(workers, "_pool", workers._Pool(n - 1))
-        return workers._pool
+        monkeypatch.setattr(chunk_threads, "_pool", chunk_threads._Pool(n - 1))
+        return chunk_threads._pool
     return make
 
 
@@ -31,7 +31,7 @@ def test_every_chunk_runs_once_and_the_workers_take_part(pool):
     def chunk(k):
         time.sleep(0.005)   # long enough that every thread gets chunks
         seen.append((k, threading.get_ident()))
-    workers.run_chunks(chunk, 12)
+    chunk_threads.run_chunks(chunk, 12)
     assert sorted(k for k, _ in seen) == list(range(12))
     assert len({ident for _, ident in seen}) > 1
 
@@ -43,9 +43,9 @@ def test_an_error_in_a_chunk_reaches_the_caller_and_the_pool_keeps_working(pool)
         if k == 3:
             raise ValueError("chunk 3")
     with pytest.raises(ValueError, match="chunk 3"):
-        workers.run_chunks(chunk, 6)
+        chunk_threads.run_chunks(chunk, 6)
     done = []
-    workers.run_chunks(done.append, 4)
+    chunk_threads.run_chunks(done.append, 4)
     assert sorted(done) == [0, 1, 2, 3]
 
 
@@ -57,7 +57,7 @@ def test_callers_on_two_threads_at_once_both_finish(pool):
         out = []
         for _ in range(20):
             got = []
-            workers.run_chunks(got.append, 5)
+            chunk_threads.run_chunks(got.append, 5)
             out.append(sorted(got))
         results[name] = out
     threads = [threading.Thread(target=caller, args=(n,)) for n in "ab"]

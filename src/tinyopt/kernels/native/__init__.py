@@ -1,0 +1,43 @@
+"""The native sub-layer: kernels code that reaches below numba's public API.
+
+Everything here depends on a particular numba/llvmlite (LLVM IR emitted by hand, numba's internal
+classes) or a particular CPU or library (an ISA extension, OpenBLAS's exported symbols, GNU
+OpenMP), so it is kept in one place, gated, and never the only path:
+
+- ``half``: the 16-bit float conversions as numba intrinsics (LLVM ``fpext``/``fptrunc`` to
+  ``half``, integer IR for bfloat16), inlined into the kernels that store 16-bit values;
+- ``address``: an array's data pointer as a typed array view inside a kernel (the optimizers'
+  flat buffers step parameters where they live);
+- ``blas``: numpy's OpenBLAS by address (``gemm_address``, ``matmul_args``: a GEMM called from
+  inside a kernel) and its thread count (``single_threaded``);
+- ``shared_threads``: OpenBLAS's jobs run on numba's GNU OpenMP threads (a ``cfunc`` callback
+  whose body is LLVM IR);
+- ``gemm_bf16``: the AVX512-BF16 GEMM (``llvm.x86.avx512bf16.dpbf16ps.512``) Muon uses;
+- ``numba_cache``: numba's cache class swapped for one that loads cached kernels without the
+  context refresh.
+
+Gates.  ``pyproject.toml`` admits the numba/llvmlite releases this was tested on (numba 0.68,
+llvmlite 0.50); ``numba_cache`` runs only on the numba versions it was checked on
+(``CHECKED_VERSIONS``); ``gemm_bf16`` only where the CPU has AVX512-BF16 and its kernel compiled
+(``gemm_bf16.usable``: otherwise Muon computes in float32); ``shared_threads`` only with an
+OpenBLAS that takes a thread callback and GNU OpenMP (otherwise OpenBLAS keeps its own pool);
+``blas`` falls back to numpy's ``matmul`` where no GEMM address is found.
+
+Threads (the one policy every kernel follows).  Three pools could run tinyopt's work: numba's
+OpenMP threads (``prange`` kernels, ``kernels/jit.py``), tinyopt's worker threads
+(``kernels/chunk_threads.py``: a fixed number of chunks handed to sleeping Python threads) and
+OpenBLAS's pthreads (numpy's matmul).  Threads of one pool spin after their work and take the
+cores the next pool's call needs (2 cores: an MLP step took 8.5 ms against 0.75 ms), so:
+
+1. small work runs serially on the calling thread: a parallel kernel uses its threads only from
+   ``PARALLEL_MIN_ELEMENTS`` elements (``kernels/jit.py``);
+2. where ``shared_threads`` is installed, BLAS runs on numba's OpenMP threads, so there is one
+   pool and kernels cut rows with ``prange``; otherwise big per-sample kernels use the workers,
+   which sleep between calls;
+3. recurrences (many small dependent GEMMs) run their GEMMs on one BLAS thread
+   (``blas.single_threaded``);
+4. ``tinyopt.set_num_threads`` sets numba's and OpenBLAS's counts together
+   (``kernels/num_threads.py``), and what a thread computes never depends on the count (fixed
+   chunks, sums added in a fixed order): results are the same bits on any number of threads;
+5. after ``fork`` a child runs serial builds (GNU OpenMP does not survive it).
+"""

@@ -1,0 +1,77 @@
+"""Loading a cached kernel without numba's context refresh (numba internals: its cache class).
+
+numba's ``Cache.load_overload`` refreshes the target context before it loads machine code from
+the disk cache: it imports numba's ~70 implementation modules (arraymath, linalg, typed dicts,
+random, ...) and installs their ~2300 typing and lowering templates.  In a process that only
+loads cached kernels, that was 0.2-0.3 s of a 0.35-0.4 s warm first training step, and nothing
+of it is used: the loaded machine code is called from Python through the dispatcher, and every
+real compile refreshes the contexts itself (``CompilerBase.__init__``), as does a lowering
+lookup that misses (``BaseContext.get_function``).  What loading does need is what the refresh
+puts into LLVM's symbol table, which the object code links against: the NRT functions
+(``rtsys.initialize``), the hash secret (``numba.cpython.hashing``'s import) and whatever a
+third-party numba extension adds (``entrypoints.init_all``); parallel kernels restart their
+thread pool through their own ``reload_init``.  In numba 0.68.1 that is every symbol a refresh
+adds (counted by wrapping ``llvmlite.binding.add_symbol``); a symbol missing at load time would
+crash the process, so this runs only on the numba versions it was checked on and otherwise
+keeps numba's own path.  ``TINYOPT_NUMBA_LAZY_LOAD=0`` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numba
+
+CHECKED_VERSIONS = ("0.68.",)
+_RUNTIME_READY: list[bool] = []
+
+
+def _lazy_load_cache_class():
+    """``FunctionCache`` whose ``load_overload`` skips the refresh, or None where it does not
+    apply (another numba version, a numba whose cache class is not the one read above)."""
+    if os.environ.get("TINYOPT_NUMBA_LAZY_LOAD", "1") == "0" or \
+            not numba.__version__.startswith(CHECKED_VERSIONS):
+        return None
+    from numba.core import caching
+    if caching.FunctionCache.load_overload is not caching.Cache.load_overload or not all(
+            hasattr(caching.Cache, name) for name in
+            ("_load_overload", "_guard_against_spurious_io_errors")):
+        return None
+
+    class LoadWithoutRefresh(caching.FunctionCache):
+        def load_overload(self, sig, target_context):
+            # numba calls this under its global compiler lock
+            if not _runtime_ready(target_context):
+                return super().load_overload(sig, target_context)
+            with self._guard_against_spurious_io_errors():
+                return self._load_overload(sig, target_context)
+
+    return LoadWithoutRefresh
+
+
+def _runtime_ready(target_context) -> bool:
+    """Put into LLVM's symbol table what numba's refresh would (see above); False if that
+    failed, and numba's own refresh then runs."""
+    if not _RUNTIME_READY:
+        try:
+            from numba.core.entrypoints import init_all
+            from numba.core.runtime import nrt
+
+            nrt.rtsys.initialize(target_context)
+            import numba.cpython.hashing  # noqa: F401  (its import adds the hash secret)
+            init_all()
+        except Exception:
+            return False
+        _RUNTIME_READY.append(True)
+    return True
+
+
+LOAD_WITHOUT_REFRESH = _lazy_load_cache_class()
+
+
+def loads_without_refresh(dispatcher):
+    """``dispatcher`` with its disk cache switched to ``LOAD_WITHOUT_REFRESH``."""
+    lazy = LOAD_WITHOUT_REFRESH
+    if lazy is not None and type(getattr(dispatcher, "_cache", None)) is lazy.__base__:
+        dispatcher._cache.__class__ = lazy  # the same object and state, one method overridden
+    return dispatcher
