@@ -262,3 +262,26 @@ def test_an_alias_with_a_graph_of_its_own_reads_memory_written_since():
         ((a * 2).sum() + b.sum()).backward()
         out.append((a.tolist(), b.tolist(), a.requires_grad, b.requires_grad, w.grad.tolist()))
     assert out[0] == out[1]
+
+
+def test_a_view_of_an_alias_written_with_a_grad_operand_is_refused():
+    """torch would make the alias a CopySlices node and give ``w`` a gradient through it; tinyopt
+    cannot, so it refuses at once and changes nothing (it differentiated the view alone: a loss
+    over the alias gave ``w`` no gradient)."""
+    y = to.zeros(3)
+    w = to.ones(2, requires_grad=True)
+    for a in (y.detach(), y.data, y[1:].detach()):
+        for write in (lambda v: v.__setitem__(0, w[0]), lambda v: v[:2].add_(w),
+                      lambda v: v.unsqueeze(0)[0, :2].mul_(w)):
+            with pytest.raises(RuntimeError, match="into a view of a detach"):
+                write(a)
+    np.testing.assert_array_equal(y.numpy(), 0.0)
+    a = y.detach()
+    a[:2].add_(w.detach())  # no grad operand: a plain write, allowed
+    a.add_(to.ones(3, requires_grad=True))  # the alias itself: a graph of its own, allowed
+    b = y[1:].detach()
+    b.add_(to.ones(2, requires_grad=True))
+    assert a.requires_grad and b.requires_grad
+    with to.no_grad():
+        a[0].add_(w[0])  # under no_grad nothing is recorded: allowed
+

@@ -253,14 +253,16 @@ refuses them at once with torch's overlap error (docs/porting.md)."""
 def _excluded_case(base: str, chain, op, w_rg: bool, target: str) -> bool:
     """The combinations left out on purpose (each a corner docs/porting.md names): a .data write
     into exp's saved output (see the module docstring); the writes of ``_SCATTERED`` into an
-    expanded view; a slice written with an operand that requires grad into a detach()/.data
-    alias (torch makes the alias itself a CopySlices node; tinyopt differentiates only the
-    written view, so the alias does not require grad: as in the sequences below)."""
+    expanded view; a slice of a detach()/.data alias, or a view of one, written with an operand
+    that requires grad (torch makes the alias itself a CopySlices node; tinyopt refuses the
+    write: docs/porting.md)."""
     names = [c[0] for c in chain]
+    aliases = [i for i, n in enumerate(names) if n in ("detach", "data")]
     return (base == "nonleaf_exp" and "data" in names
             or target != "base" and op[0] in _SCATTERED and _overlapping(chain)
-            or w_rg and op[0] == "setitem slice" and target != "base"
-            and ("detach" in names or "data" in names))
+            or w_rg and op[0] == "setitem slice" and target != "base" and bool(aliases)
+            # (a view of an alias written with a grad operand: refused, test_inplace.py)
+            or w_rg and target != "base" and bool(aliases) and aliases[-1] < len(names) - 1)
 
 
 def grid():

@@ -43,6 +43,10 @@ from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Parameter, Tensor, _Alia
 
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation.")
+VIEW_OF_ALIAS = ("tinyopt does not support an in-place write with an operand that requires grad "
+                 "into a view of a detach()/.data alias (PyTorch makes the alias itself a graph "
+                 "node, which tinyopt does not): write into the alias itself, or into a clone() "
+                 "of it")
 _MULTI_TAIL = (" This view is the output of a function that returns multiple views. Such "
                "functions do not allow the output views to be modified inplace. You should "
                "replace the inplace operation by an out-of-place one.")
@@ -63,6 +67,9 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         or (info is not None and not info.alias and root.requires_grad))
     if diff:
         check_inplace(t, info)
+        if info is not None and info.alias and len(info.steps) > info.alias_at and any(
+                isinstance(o, Tensor) and o.requires_grad for o in operands):
+            raise RuntimeError(VIEW_OF_ALIAS)
     if not diff and root.op in LEAF_OPS:
         target = writable(t, overlap_ok)
         new = build(_Alias._of(t) if t.op == "param" else t)

@@ -75,12 +75,14 @@ class ViewInfo(NamedTuple):
     :data:`DEFAULT`, :data:`NO_GRAD`, :data:`MULTI`) and for a multi-output view ``name``, the
     output as torch's errors say it (``"Output 0 of Split"``); ``alias`` (:data:`ALIAS` or
     :data:`DATA`, or ``""``) when the chain passes through an alias, and for a ``.data`` alias
-    and its views ``counter``, the version counter they share."""
+    and its views ``counter``, the version counter they share; ``alias_at``, how many of
+    ``steps`` lead to the (last) alias: more steps make a view *of* the alias."""
     steps: tuple[ViewStep, ...]
     creation: str = DEFAULT
     name: str = ""
     alias: str = ""
     counter: Storage | None = None
+    alias_at: int = 0
 
 
 class Storage:
@@ -162,8 +164,10 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
         steps = steps + (step,)
     creation, name = DEFAULT if grad_mode._state.enabled else NO_GRAD, ""
     inherited, counter = ("", None) if info is None else (info.alias, info.counter)
+    alias_at = 0 if info is None else info.alias_at
     if alias:
         creation = DEFAULT  # (an alias is a leaf of its own for autograd)
+        alias_at = len(steps)
         if alias == DATA:
             counter = Storage(t)
         inherited = inherited or alias
@@ -175,7 +179,7 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     t._base = parent if base is None else base
     s = storage_of(t._base)
     t._storage = s
-    t._view = ViewInfo(steps, creation, name, inherited, counter)
+    t._view = ViewInfo(steps, creation, name, inherited, counter, alias_at)
     s.add_view(t)
 
 

@@ -775,7 +775,8 @@ def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor
     view = t._view
     assert view is not None
     if not info.alias:
-        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, input.dtype, ()),))
+        view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, input.dtype, ()),),
+                             alias_at=0)
     name = "Output 0 of AsStrided" if info.creation == MULTI else ""
     t._view = view._replace(creation=info.creation, name=name, alias=info.alias,
                             counter=info.counter)
