@@ -360,6 +360,30 @@ def _mask4(mask: Tensor, lead: tuple[int, ...], L: int, S: int) -> Tensor:
     return m.reshape(Am, b, shape[-2], S)
 
 
+def _heads_of(x: Tensor, N: int, h: int, T: int, D: int) -> tuple[Tensor, int] | None:
+    """``(base, offset)`` where ``x`` is ``base[:, :, offset:offset + h D].view(N, T, h,
+    D).transpose(1, 2)`` for a 3-d ``base`` (N, T, C), as nanoGPT makes its heads
+    (``c_attn(x).split(C, dim=2)``, a view, a transpose); else None.  Attention then reads the
+    heads in ``base`` itself (an ``"nlc"`` part) and writes their gradient there: no copy of q,
+    k and v into contiguous stacks, and no slice gradients zero-filled and added up (the small
+    GPT's step: ~4% of it, one thread)."""
+    if x.op != "permute" or x.attrs != ((0, 2, 1, 3),):
+        return None
+    r = x.srcs[0]
+    if r.op != "reshape" or r.shape != (N, T, h, D):
+        return None
+    base = r.srcs[0]
+    if base.shape != (N, T, h * D):
+        return None
+    if base.op != "slice":
+        return base, 0
+    struct, starts = base.attrs[0], base.srcs[1]._value
+    if starts is None or len(struct) != 3 or any(e[0] != "s" or e[2] != 1 for e in struct) \
+            or starts[0] != 0 or starts[1] != 0 or base.srcs[0].shape[:2] != (N, T):
+        return None
+    return base.srcs[0], int(starts[2])
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -400,14 +424,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     B = lead[-1] if lead else 1
     srcs: list[Tensor] = []
     parts = []
-    for x in (q, k, v):
+    for x, T, D in ((q, L, E), (k, S, E), (v, S, Ev)):
+        part = _heads_of(x, A, B, T, D) if len(lead) == 2 else None
+        kind, off = ("4d", 0) if part is None else ("nlc", part[1])
+        x = x if part is None else part[0]
         for i, s in enumerate(srcs):
             if s is x:
                 break
         else:
             srcs.append(x)
             i = len(srcs) - 1
-        parts.append((i, "4d", 0))
+        parts.append((i, kind, off))
     mask = None
     if attn_mask is not None and is_causal:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
