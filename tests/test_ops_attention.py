@@ -223,11 +223,17 @@ def _chunked_and_batched(run, monkeypatch):
     return chunked, run(), sum(took)
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["pairs", "softmax-only"])
 @pytest.mark.parametrize("kind", ["nlc", "4d"])
-def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, monkeypatch):
-    """Forward and backward, each pair's GEMMs and softmax rows as one chunk: the same bits as
-    the batched GEMMs and kernels (float32 heads read from a packed projection with a mask, a
-    fully masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D, nan_rows)."""
+def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, big, monkeypatch):
+    """Forward and backward, each pair's GEMMs and softmax rows as one chunk (or, for GEMMs
+    too large for a chunk, the GEMMs batched and each pair's softmax rows as a chunk): the same
+    bits as the batched GEMMs and kernels (float32 heads read from a packed projection with a
+    mask, a fully masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D,
+    nan_rows)."""
+    if big:
+        from tinyopt.engine.ops import attention as ops
+        monkeypatch.setattr(ops, "_CHUNK_GEMM_MAX", 0)
     N, H, L = 3, 2, 6
     if kind == "nlc":
         D = Dv = 4

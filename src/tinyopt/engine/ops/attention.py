@@ -94,7 +94,8 @@ def _attention_forward(t):
     softmax = K.masked_softmax[fast, s.has_mask, s.causal, s.nan_rows]
     no_mask = _NO_MASK[t.dtype]
     chunks = None if s.dropout else _Chunks(
-        lambda: K.attention_chunks[fast, s.has_mask, s.causal, s.nan_rows], t.dtype, s, 2)
+        lambda gemms: K.attention_chunks[fast, s.has_mask, s.causal, s.nan_rows, gemms],
+        t.dtype, s, 2)
 
     def fwd(out, *ins):
         W = layout.views(out)
@@ -120,42 +121,56 @@ class _Chunks:
     """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
     kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
-    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one thread."""
+    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one
+    thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run their GEMMs
+    batched (OpenBLAS splits each between the threads) and only their softmax rows as chunks,
+    which the batched path's softmax kernel ran on one thread below 4M scores."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
         self._gemm = blas.gemm_address(dtype)
         self._args = np.zeros(K.ARGS_HEAD + n_gemms * K.GEMM_FIELDS, np.int64)
         self._scale = np.array([s.scale])
-        self._fn = None
+        self._fn = {}
 
     def run(self, gemms, scores, second) -> bool:
-        """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)) and the scores
-        (and mask or probabilities) ``second``; False (nothing done) where the conditions
-        above do not hold."""
+        """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)), the first before
+        the softmax rows and the others after, and the scores (and mask or probabilities)
+        ``second``; False (nothing done) where the conditions above do not hold."""
         s = self._s
         if self._gemm is None or s.A * s.B < 2:
             return False
+        # (also on one thread, one pair after the other: a pair's scores stay in the cache
+        # between its GEMMs and its softmax, where the batched path streams all of them
+        # through memory three times)
         runner = shared_threads.chunk_runner()
-        if not runner.parallel:
-            return False
         args = self._args
         d = K.ARGS_HEAD
+        small = True
         for x, y, out in gemms:
             call = blas.matmul_args(x, y, out)
-            if call is None or call[2] * call[3] * call[4] > _CHUNK_GEMM_MAX:
+            if call is None:
                 return False
+            small = small and call[2] * call[3] * call[4] <= _CHUNK_GEMM_MAX
             args[d:d + 8] = call[:8]
             for k, arr in enumerate((x, y, out)):
                 args[d + 8 + 3 * k:d + 11 + 3 * k] = (arr.ctypes.data, arr.strides[0],
                                                       arr.strides[1])
             d += K.GEMM_FIELDS
-        if self._fn is None:
-            self._fn = self._make()
+        if not small and not runner.parallel:
+            return False
+        fn = self._fn.get(small)
+        if fn is None:
+            fn = self._fn[small] = self._make(small)
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
                               second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
-        runner(self._fn.address, s.A * s.B, args.ctypes.data)
+        if not small:
+            np.matmul(*gemms[0][:2], out=gemms[0][2])
+        runner(fn.address, s.A * s.B, args.ctypes.data)
+        if not small:
+            for x, y, out in gemms[1:]:
+                np.matmul(x, y, out=out)
         return True
 
 
@@ -190,7 +205,7 @@ def _attention_grad_forward(t):
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
     softmax_grad = K.masked_softmax_grad[s.dropout]
     chunks = None if s.dropout or from_weights or not all(tiled) else _Chunks(
-        lambda: K.attention_grad_chunks[t.dtype == np.float32], t.dtype, s, 4)
+        lambda gemms: K.attention_grad_chunks[t.dtype == np.float32, gemms], t.dtype, s, 4)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)
