@@ -40,7 +40,8 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
 
     float32 (``fast``): scores, exponentials and the normalisation in float32 arithmetic
     (``vecmath.exp_f32``), the max and the sum of the exponentials (in float64) in lanes: all
-    five loops vectorize (the small GPT's 48 x 256 x 256 scores: 8 ms -> 2.6 ms, one core).
+    five loops vectorize (the small GPT's 48 x 256 x 256 causal scores, batched: 6.8 -> 4.6 ms,
+    one core, where memory then bounds it).
     float64: libm's exp, one chain."""
     if fast:
         f32 = np.float32
