@@ -102,7 +102,8 @@ def _attention_forward(t):
         P = W["p"] if s.dropout else W["w"]
         q, kt, v, o = s.q(ins), s.k(ins).swapaxes(-1, -2), s.v(ins), s.out(W["out"])
         mask = c_contiguous(ins[s.n_srcs]) if s.has_mask else no_mask
-        if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask):
+        if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask,
+                                             ("scores", "rows")):
             return
         np.matmul(q, kt, out=P)
         softmax(P, s.scale, mask)
@@ -123,8 +124,10 @@ class _Chunks:
     kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
     ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one
     thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run their GEMMs
-    batched (OpenBLAS splits each between the threads) and only their softmax rows as chunks,
-    which the batched path's softmax kernel ran on one thread below 4M scores."""
+    batched (OpenBLAS splits each between the threads; causal scores by row blocks,
+    :func:`_matmul`) and only their softmax rows as chunks (which the batched path's softmax
+    kernel ran on one thread below 4M scores), on any number of threads, so that the bits do
+    not depend on it."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
@@ -133,10 +136,11 @@ class _Chunks:
         self._scale = np.array([s.scale])
         self._fn = {}
 
-    def run(self, gemms, scores, second) -> bool:
+    def run(self, gemms, scores, second, kinds: tuple[str, ...]) -> bool:
         """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)), the first before
         the softmax rows and the others after, and the scores (and mask or probabilities)
-        ``second``; False (nothing done) where the conditions above do not hold."""
+        ``second``; ``kinds``: where each GEMM meets causal scores (:func:`_matmul`); False
+        (nothing done) where the conditions above do not hold."""
         s = self._s
         if self._gemm is None or s.A * s.B < 2:
             return False
@@ -157,21 +161,46 @@ class _Chunks:
                 args[d + 8 + 3 * k:d + 11 + 3 * k] = (arr.ctypes.data, arr.strides[0],
                                                       arr.strides[1])
             d += K.GEMM_FIELDS
-        if not small and not runner.parallel:
-            return False
         fn = self._fn.get(small)
         if fn is None:
             fn = self._fn[small] = self._make(small)
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
                               second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
+        causal = kinds if s.causal and s.L == s.S else (None,) * len(gemms)
         if not small:
-            np.matmul(*gemms[0][:2], out=gemms[0][2])
+            _matmul(*gemms[0], causal[0])
         runner(fn.address, s.A * s.B, args.ctypes.data)
         if not small:
-            for x, y, out in gemms[1:]:
-                np.matmul(x, y, out=out)
+            for (x, y, out), kind in zip(gemms[1:], causal[1:]):
+                _matmul(x, y, out, kind)
         return True
+
+
+_CAUSAL_ROWS = 64
+
+
+def _matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray, kind: str | None) -> None:
+    """out = x @ y over (A, B) stacks; with causal scores (query i sees keys j <= i, L = S) by
+    blocks of ``_CAUSAL_ROWS`` rows, leaving out the products with the scores' zero upper
+    triangle (a causal step's attention GEMMs: 10/16 of the work at T = 256), as PyTorch's
+    flash kernel skips those blocks.  ``kind``: ``"scores"``, out is the scores (its columns
+    past a block's last row are not computed: the softmax rows write them); ``"scores0"``, the
+    same, written 0; ``"rows"``, x is the scores; ``"cols"``, x is the scores transposed."""
+    if kind is None:
+        np.matmul(x, y, out=out)
+        return
+    L = out.shape[-2]
+    for r0 in range(0, L, _CAUSAL_ROWS):
+        r1 = min(L, r0 + _CAUSAL_ROWS)
+        if kind == "rows":
+            np.matmul(x[..., r0:r1, :r1], y[..., :r1, :], out=out[..., r0:r1, :])
+        elif kind == "cols":
+            np.matmul(x[..., r0:r1, r0:], y[..., r0:, :], out=out[..., r0:r1, :])
+        else:
+            np.matmul(x[..., r0:r1, :], y[..., :, :r1], out=out[..., r0:r1, :r1])
+            if kind == "scores0":
+                out[..., r0:r1, r1:] = 0
 
 
 def _grad_layout(s: _Spec, src_shapes, tiled: bool) -> Layout:
@@ -222,7 +251,8 @@ def _attention_grad_forward(t):
                 return _heads(grads[si], kind, off, s.A, s.B, D)
             if chunks.run([(go, v.swapaxes(-1, -2), dS), (dS, s.k(ins), target(0, s.D)),
                            (dS.swapaxes(-1, -2), s.q(ins), target(1, s.D)),
-                           (W["w"].swapaxes(-1, -2), go, target(2, s.Dv))], dS, P):
+                           (W["w"].swapaxes(-1, -2), go, target(2, s.Dv))], dS, P,
+                          ("scores0", "rows", "cols", "cols")):
                 return
         if from_weights:
             dS[...] = g
