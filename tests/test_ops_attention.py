@@ -223,14 +223,13 @@ def _chunked_and_batched(run, monkeypatch):
     return chunked, run(), sum(took)
 
 
-@pytest.mark.parametrize("big", [False, True], ids=["pairs", "softmax-only"])
+@pytest.mark.parametrize("big", [False, True], ids=["pairs", "large-pairs"])
 @pytest.mark.parametrize("kind", ["nlc", "4d"])
 def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, big, monkeypatch):
-    """Forward and backward, each pair's GEMMs and softmax rows as one chunk (or, for GEMMs
-    too large for a chunk, the GEMMs batched and each pair's softmax rows as a chunk): the same
-    bits as the batched GEMMs and kernels (float32 heads read from a packed projection with a
-    mask, a fully masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D,
-    nan_rows)."""
+    """Forward and backward, each pair's GEMMs and softmax rows as one chunk (``big``: GEMMs
+    that OpenBLAS would split between threads, run on one thread each): the same bits as the
+    batched GEMMs and kernels (float32 heads read from a packed projection with a mask, a fully
+    masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D, nan_rows)."""
     if big:
         from tinyopt.engine.ops import attention as ops
         monkeypatch.setattr(ops, "_CHUNK_GEMM_MAX", 0)
@@ -271,44 +270,3 @@ def test_a_query_that_is_its_own_key_takes_the_batched_path(monkeypatch):
         lambda: [F.scaled_dot_product_attention(a, a, a).numpy().tobytes()], monkeypatch)
     assert took == 0 and chunked == batched
 
-
-def test_causal_scores_by_row_blocks_skip_the_upper_triangle(monkeypatch):
-    """Pairs too large for a chunk with causal scores: GEMMs by row blocks that leave out the
-    zero upper triangle (forward and backward) give the full GEMMs' values, the same bits on
-    one thread or two, and a NaN in a later key's value no longer reaches the queries of earlier
-    blocks (as with PyTorch's flash kernel, which skips those blocks)."""
-    import numba
-    from tinyopt.engine.ops import attention as ops
-    monkeypatch.setattr(ops, "_CHUNK_GEMM_MAX", 0)   # every pair "large"
-    monkeypatch.setattr(ops, "_CAUSAL_ROWS", 3)      # several blocks, a short last one
-    N, H, T, D = 2, 2, 8, 4
-    x = rng.standard_normal((N, T, 3 * H * D)).astype(np.float32)
-    w = rng.standard_normal((N, T, H * D)).astype(np.float32)
-
-    def run(x):
-        p = to.Parameter(x.copy())
-        out, _ = attention([p], [(0, "nlc", 0), (0, "nlc", H * D), (0, "nlc", 2 * H * D)], N, H,
-                           T, T, D, D, "nlc", causal=True)
-        (out * to.tensor(w)).sum().backward()
-        return out.numpy(), p.grad.numpy()
-
-    before = numba.get_num_threads()
-    bits = []
-    try:
-        for threads in (1, 2):
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            out, grad = run(x)
-            bits.append(out.tobytes() + grad.tobytes())
-        x_nan = x.copy()
-        x_nan[0, T - 1, 2 * H * D] = np.nan  # the last key's value, first head, first column
-        out_nan, _ = run(x_nan)
-    finally:
-        numba.set_num_threads(before)
-    assert bits[0] == bits[1]
-    # blocks of rows 0-2, 3-5, 6-7: the last key reaches rows 6 and 7 only
-    assert np.isfinite(out_nan[0, :6]).all() and np.isnan(out_nan[0, 6:, 0]).all()
-    assert np.isfinite(out_nan[1]).all()
-    monkeypatch.setattr(ops, "_CAUSAL_ROWS", T)  # one block: the full GEMMs
-    full_out, full_grad = run(x)
-    np.testing.assert_allclose(out, full_out, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(grad, full_grad, rtol=1e-5, atol=1e-5)

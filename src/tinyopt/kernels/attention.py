@@ -204,9 +204,8 @@ def _pair_gemm(args, d, a, b, one, zero):
 
 
 @specialized
-def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool, gemms: bool = True):
-    """Forward of pair c: scores = q k^T (GEMM 0), its softmax rows, out = P v (GEMM 1);
-    without ``gemms``, the softmax rows alone (the caller runs the GEMMs batched)."""
+def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
+    """Forward of pair c: scores = q k^T (GEMM 0), its softmax rows, out = P v (GEMM 1)."""
     softmax_row = _softmax_row[fast, has_mask, causal, nan_rows]
     dt = np.float32 if fast else np.float64
 
@@ -215,8 +214,7 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool, g
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        if gemms:
-            _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
+        _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
         P = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
         Am, Bm, Lm = args[7], args[8], args[9]
         mask = numba.carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
@@ -225,16 +223,14 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool, g
         for i in range(L):
             softmax_row(P[c * L + i], mask[(min(a, Am - 1) * Bm + min(b, Bm - 1)) * Lm
                                            + min(i, Lm - 1)], i, scale, e64)
-        if gemms:
-            _pair_gemm(args, ARGS_HEAD + GEMM_FIELDS, a, b, one, zero)
+        _pair_gemm(args, ARGS_HEAD + GEMM_FIELDS, a, b, one, zero)
     return c_callback(attention_chunk, "void(int64, CPointer(int64))")
 
 
 @specialized
-def attention_grad_chunks(fast: bool, gemms: bool = True):
+def attention_grad_chunks(fast: bool):
     """Backward of pair c (no dropout): dW = dO v^T (GEMM 0, into the scores), its softmax
-    backward rows, then dq = dS k, dk = dS^T q, dv = W^T dO (GEMMs 1, 2, 3); without
-    ``gemms``, the softmax backward rows alone."""
+    backward rows, then dq = dS k, dk = dS^T q, dv = W^T dO (GEMMs 1, 2, 3)."""
     softmax_grad_row = _softmax_grad_row[False]
     dt = np.float32 if fast else np.float64
 
@@ -243,14 +239,12 @@ def attention_grad_chunks(fast: bool, gemms: bool = True):
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        if gemms:
-            _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
+        _pair_gemm(args, ARGS_HEAD, a, b, one, zero)
         G = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
         P = numba.carray(blas.pointer(args[6], zero), (A * B * L, S))
         scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
         for i in range(L):
             softmax_grad_row(G[c * L + i], P[c * L + i], P[c * L + i], scale)
-        if gemms:
-            for k in range(1, 4):
-                _pair_gemm(args, ARGS_HEAD + k * GEMM_FIELDS, a, b, one, zero)
+        for k in range(1, 4):
+            _pair_gemm(args, ARGS_HEAD + k * GEMM_FIELDS, a, b, one, zero)
     return c_callback(attention_grad_chunk, "void(int64, CPointer(int64))")

@@ -94,16 +94,14 @@ def _attention_forward(t):
     softmax = K.masked_softmax[fast, s.has_mask, s.causal, s.nan_rows]
     no_mask = _NO_MASK[t.dtype]
     chunks = None if s.dropout else _Chunks(
-        lambda gemms: K.attention_chunks[fast, s.has_mask, s.causal, s.nan_rows, gemms],
-        t.dtype, s, 2)
+        lambda: K.attention_chunks[fast, s.has_mask, s.causal, s.nan_rows], t.dtype, s, 2)
 
     def fwd(out, *ins):
         W = layout.views(out)
         P = W["p"] if s.dropout else W["w"]
         q, kt, v, o = s.q(ins), s.k(ins).swapaxes(-1, -2), s.v(ins), s.out(W["out"])
         mask = c_contiguous(ins[s.n_srcs]) if s.has_mask else no_mask
-        if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask,
-                                             ("scores", "rows")):
+        if chunks is not None and chunks.run([(q, kt, P), (W["w"], v, o)], P, mask):
             return
         np.matmul(q, kt, out=P)
         softmax(P, s.scale, mask)
@@ -123,30 +121,27 @@ class _Chunks:
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
     kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
     ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one
-    thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run their GEMMs
-    batched (OpenBLAS splits each between the threads; causal scores by row blocks,
-    :func:`_matmul`) and only their softmax rows as chunks (which the batched path's softmax
-    kernel ran on one thread below 4M scores), on any number of threads, so that the bits do
-    not depend on it."""
+    thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run as chunks too,
+    with BLAS on one thread for the while (``blas.single_threaded``): each thread its own
+    pairs, rather than every GEMM split between the threads and the softmax kernel, below 4M
+    scores, on one (the small GPT's attention forward and backward at 2 threads: 28 -> 19 ms,
+    loaded machine).  On one thread the pairs run one after the other (a pair's scores stay in
+    the cache between its GEMMs and its softmax)."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
         self._gemm = blas.gemm_address(dtype)
         self._args = np.zeros(K.ARGS_HEAD + n_gemms * K.GEMM_FIELDS, np.int64)
         self._scale = np.array([s.scale])
-        self._fn = {}
+        self._fn = None
 
-    def run(self, gemms, scores, second, kinds: tuple[str, ...]) -> bool:
+    def run(self, gemms, scores, second) -> bool:
         """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)), the first before
         the softmax rows and the others after, and the scores (and mask or probabilities)
-        ``second``; ``kinds``: where each GEMM meets causal scores (:func:`_matmul`); False
-        (nothing done) where the conditions above do not hold."""
+        ``second``; False (nothing done) where the conditions above do not hold."""
         s = self._s
         if self._gemm is None or s.A * s.B < 2:
             return False
-        # (also on one thread, one pair after the other: a pair's scores stay in the cache
-        # between its GEMMs and its softmax, where the batched path streams all of them
-        # through memory three times)
         runner = shared_threads.chunk_runner()
         args = self._args
         d = K.ARGS_HEAD
@@ -161,46 +156,18 @@ class _Chunks:
                 args[d + 8 + 3 * k:d + 11 + 3 * k] = (arr.ctypes.data, arr.strides[0],
                                                       arr.strides[1])
             d += K.GEMM_FIELDS
-        fn = self._fn.get(small)
-        if fn is None:
-            fn = self._fn[small] = self._make(small)
+        if self._fn is None:
+            self._fn = self._make()
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
                               second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
-        causal = kinds if s.causal and s.L == s.S else (None,) * len(gemms)
-        if not small:
-            _matmul(*gemms[0], causal[0])
-        runner(fn.address, s.A * s.B, args.ctypes.data)
-        if not small:
-            for (x, y, out), kind in zip(gemms[1:], causal[1:]):
-                _matmul(x, y, out, kind)
+        if small:
+            runner(self._fn.address, s.A * s.B, args.ctypes.data)
+        else:
+            with blas.single_threaded():
+                runner(self._fn.address, s.A * s.B, args.ctypes.data)
         return True
 
-
-_CAUSAL_ROWS = 64
-
-
-def _matmul(x: np.ndarray, y: np.ndarray, out: np.ndarray, kind: str | None) -> None:
-    """out = x @ y over (A, B) stacks; with causal scores (query i sees keys j <= i, L = S) by
-    blocks of ``_CAUSAL_ROWS`` rows, leaving out the products with the scores' zero upper
-    triangle (a causal step's attention GEMMs: 10/16 of the work at T = 256), as PyTorch's
-    flash kernel skips those blocks.  ``kind``: ``"scores"``, out is the scores (its columns
-    past a block's last row are not computed: the softmax rows write them); ``"scores0"``, the
-    same, written 0; ``"rows"``, x is the scores; ``"cols"``, x is the scores transposed."""
-    if kind is None:
-        np.matmul(x, y, out=out)
-        return
-    L = out.shape[-2]
-    for r0 in range(0, L, _CAUSAL_ROWS):
-        r1 = min(L, r0 + _CAUSAL_ROWS)
-        if kind == "rows":
-            np.matmul(x[..., r0:r1, :r1], y[..., :r1, :], out=out[..., r0:r1, :])
-        elif kind == "cols":
-            np.matmul(x[..., r0:r1, r0:], y[..., r0:, :], out=out[..., r0:r1, :])
-        else:
-            np.matmul(x[..., r0:r1, :], y[..., :, :r1], out=out[..., r0:r1, :r1])
-            if kind == "scores0":
-                out[..., r0:r1, r1:] = 0
 
 
 def _grad_layout(s: _Spec, src_shapes, tiled: bool) -> Layout:
@@ -234,7 +201,7 @@ def _attention_grad_forward(t):
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
     softmax_grad = K.masked_softmax_grad[s.dropout]
     chunks = None if s.dropout or from_weights or not all(tiled) else _Chunks(
-        lambda gemms: K.attention_grad_chunks[t.dtype == np.float32, gemms], t.dtype, s, 4)
+        lambda: K.attention_grad_chunks[t.dtype == np.float32], t.dtype, s, 4)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)
@@ -251,8 +218,7 @@ def _attention_grad_forward(t):
                 return _heads(grads[si], kind, off, s.A, s.B, D)
             if chunks.run([(go, v.swapaxes(-1, -2), dS), (dS, s.k(ins), target(0, s.D)),
                            (dS.swapaxes(-1, -2), s.q(ins), target(1, s.D)),
-                           (W["w"].swapaxes(-1, -2), go, target(2, s.Dv))], dS, P,
-                          ("scores0", "rows", "cols", "cols")):
+                           (W["w"].swapaxes(-1, -2), go, target(2, s.Dv))], dS, P):
                 return
         if from_weights:
             dS[...] = g
