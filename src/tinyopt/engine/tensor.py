@@ -104,8 +104,9 @@ class Tensor(TensorMethods):
     """A tensor (see the module docstring).
 
     The named methods of the tensor API (math, shape, selection and their in-place variants)
-    are declared in :class:`tinyopt.engine.tensor_api.TensorMethods`; this class holds storage,
-    realization, autograd and the operators.
+    are declared in :class:`tinyopt.engine.tensor_api.TensorMethods` and, for those that are
+    just their op function, written from the op table into ``engine/op_methods.py``; this class
+    holds storage, realization, autograd and the operators.
 
     ``to.Tensor(2, 3)`` makes a float32 tensor of that shape (zeros), ``to.Tensor([1, 2])`` one
     from data, as ``torch.Tensor`` does; most code uses ``to.tensor``/``to.zeros``/... instead.
@@ -611,12 +612,12 @@ class Tensor(TensorMethods):
         out = self if dtype is None else _F.to(self, as_dtype(dtype))
         return out.clone() if copy and out is self else out
 
-    def cpu(self, memory_format: Any = None) -> Tensor:
+    def cpu(self, *, memory_format: Any = None) -> Tensor:
         """This tensor itself (it is on the CPU already)."""
         return self
 
-    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None
-             ) -> Tensor:
+    def cuda(self, device: Any = None, non_blocking: bool = False, *,
+             memory_format: Any = None) -> Tensor:
         """Raises RuntimeError: tinyopt runs on the CPU only (the message says what to use
         instead)."""
         check_device("cuda")
@@ -641,7 +642,7 @@ class Tensor(TensorMethods):
         """A copy with its own storage; gradients flow back to this tensor."""
         return _F.clone(self)
 
-    def contiguous(self, memory_format: Any = None) -> Tensor:
+    def contiguous(self, *, memory_format: Any = None) -> Tensor:
         """This tensor if it is contiguous, else a contiguous copy (gradients flow back)."""
         return self if self.is_contiguous() else _F.contiguous(self)
 
@@ -1376,7 +1377,7 @@ def _flat(data: Any) -> Iterator[Any]:
             yield x
 
 
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
     check_device(device)
@@ -1387,8 +1388,10 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return t
 
 
-def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """``x`` as a Tensor without copying: numpy arrays and numbers become concrete tensors."""
+def as_tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a Tensor without copying: numpy arrays and numbers become concrete
+    tensors."""
+    x = data
     if isinstance(x, Tensor):
         if dtype is not None and as_dtype(dtype) != x.dtype:
             return _F.to(x, as_dtype(dtype))
@@ -1416,10 +1419,11 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return leaf(arr)
 
 
-def from_dlpack(ext: Any) -> Tensor:
-    """A Tensor sharing the memory of ``ext`` (writes to either show in both): any CPU object
-    with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A Tensor sharing the memory of ``ext_tensor`` (writes to either show in both): any CPU
+    object with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
     capsule (``torch.utils.dlpack.to_dlpack``; numpy reads those as read-only memory)."""
+    ext = ext_tensor
     if type(ext).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
         ext = _Capsule(ext)
     arr = np.from_dlpack(ext)
@@ -1450,9 +1454,6 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
 
 
 from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
-from tinyopt.engine import tensor_api as _api  # noqa: E402
-
-_api._F = _F
 
 
 # ---- legacy tensor types (``torch.FloatTensor([1, 2])``, ``x.type(torch.LongTensor)``) --------
