@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 import numpy as np
 from typing_extensions import Self
 
-from tinyopt.engine import arena, grad_mode, shared_memory
+from tinyopt.engine import arena, grad_mode, ops, shared_memory
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
@@ -577,7 +577,7 @@ class Tensor(TensorMethods):
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
         autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
         scatter = (_INPLACE or _inplace_module()).scatter
-        return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
+        return self._inplace(lambda x: scatter(x, ops.expand(ops.to(ops.as_tensor(src), x.dtype),
                                                             x.shape)), src, check_cast=False)
 
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
@@ -593,7 +593,7 @@ class Tensor(TensorMethods):
         that dtype (itself when nothing changes).  The only device is the CPU."""
         if not kwargs and len(args) == 1 and isinstance(args[0], np.dtype):  # internal callers
             # (``linear``'s ``bias.to(x.dtype)`` on every step: no cast, no call)
-            return self if args[0] is self.dtype else _F.to(self, as_dtype(args[0]))
+            return self if args[0] is self.dtype else ops.to(self, as_dtype(args[0]))
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -609,7 +609,7 @@ class Tensor(TensorMethods):
             elif a is not None:
                 dtype = a
         check_device(dev)
-        out = self if dtype is None else _F.to(self, as_dtype(dtype))
+        out = self if dtype is None else ops.to(self, as_dtype(dtype))
         return out.clone() if copy and out is self else out
 
     def cpu(self, *, memory_format: Any = None) -> Tensor:
@@ -629,22 +629,22 @@ class Tensor(TensorMethods):
         if dtype is None:
             return tensor_type_name(self.dtype)
         if isinstance(dtype, str) and tensor_type_dtype(dtype) is not None:
-            return _F.to(self, tensor_type_dtype(dtype))
+            return ops.to(self, tensor_type_dtype(dtype))
         if isinstance(dtype, _TensorTypeMeta):
-            return _F.to(self, dtype._dtype)  # type: ignore[attr-defined]
-        return _F.to(self, as_dtype(dtype))
+            return ops.to(self, dtype._dtype)  # type: ignore[attr-defined]
+        return ops.to(self, as_dtype(dtype))
 
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor cast to ``other``'s dtype."""
-        return _F.to(self, other.dtype)
+        return ops.to(self, other.dtype)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
         """A copy with its own storage; gradients flow back to this tensor."""
-        return _F.clone(self)
+        return ops.clone(self)
 
     def contiguous(self, *, memory_format: Any = None) -> Tensor:
         """This tensor if it is contiguous, else a contiguous copy (gradients flow back)."""
-        return self if self.is_contiguous() else _F.contiguous(self)
+        return self if self.is_contiguous() else ops.contiguous(self)
 
     def pin_memory(self, device: Any = None) -> Tensor:
         """This tensor itself: pinned memory only matters for GPU transfers."""
@@ -694,155 +694,155 @@ class Tensor(TensorMethods):
     def __add__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.add(self, other)
+        return ops.add(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.add(other, self)
+        return ops.add(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.sub(self, other)
+        return ops.sub(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.sub(other, self)
+        return ops.sub(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.mul(self, other)
+        return ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.mul(other, self)
+        return ops.mul(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.div(self, other)
+        return ops.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.div(other, self)
+        return ops.div(other, self)
 
     def __floordiv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.floor_divide(self, other)
+        return ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.floor_divide(other, self)
+        return ops.floor_divide(other, self)
 
     def __mod__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.remainder(self, other)
+        return ops.remainder(self, other)
 
     def __rmod__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.remainder(other, self)
+        return ops.remainder(other, self)
 
     def __pow__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.pow(self, other)
+        return ops.pow(self, other)
 
     def __rpow__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.pow(other, self)
+        return ops.pow(other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.matmul(self, other)
+        return ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.matmul(other, self)
+        return ops.matmul(other, self)
 
     def __neg__(self) -> Tensor:
-        return _F.neg(self)
+        return ops.neg(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __abs__(self) -> Tensor:
-        return _F.abs(self)
+        return ops.abs(self)
 
     def __invert__(self) -> Tensor:
-        return _F.bitwise_not(self)
+        return ops.bitwise_not(self)
 
     def __and__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_and(self, other)
+        return ops.bitwise_and(self, other)
 
     def __rand__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_and(other, self)
+        return ops.bitwise_and(other, self)
 
     def __or__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_or(self, other)
+        return ops.bitwise_or(self, other)
 
     def __ror__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_or(other, self)
+        return ops.bitwise_or(other, self)
 
     def __xor__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_xor(self, other)
+        return ops.bitwise_xor(self, other)
 
     def __rxor__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_xor(other, self)
+        return ops.bitwise_xor(other, self)
 
     # comparisons give bool tensors
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.eq(self, other)
+        return ops.eq(self, other)
 
     def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.ne(self, other)
+        return ops.ne(self, other)
 
     def __lt__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.lt(self, other)
+        return ops.lt(self, other)
 
     def __le__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.le(self, other)
+        return ops.le(self, other)
 
     def __gt__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.gt(self, other)
+        return ops.gt(self, other)
 
     def __ge__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.ge(self, other)
+        return ops.ge(self, other)
 
     # in-place operators
     def __iadd__(self, other: Any) -> Self:
@@ -858,25 +858,25 @@ class Tensor(TensorMethods):
         return self.div_(other)
 
     def __ifloordiv__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.floor_divide(x, other), other)
+        return self._inplace(lambda x: ops.floor_divide(x, other), other)
 
     def __imod__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.remainder(x, other), other)
+        return self._inplace(lambda x: ops.remainder(x, other), other)
 
     def __ipow__(self, other: Any) -> Self:
         return self.pow_(other)
 
     def __iand__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_and(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_and(x, other), other)
 
     def __ior__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_or(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_or(x, other), other)
 
     def __ixor__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_xor(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_xor(x, other), other)
 
     def __getitem__(self, key: Any) -> Tensor:
-        return _F.getitem(self, key)
+        return ops.getitem(self, key)
 
     if TYPE_CHECKING:
         # ``__array_priority__`` makes numpy defer to these; declared for type checkers.
@@ -1394,7 +1394,7 @@ def as_tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     x = data
     if isinstance(x, Tensor):
         if dtype is not None and as_dtype(dtype) != x.dtype:
-            return _F.to(x, as_dtype(dtype))
+            return ops.to(x, as_dtype(dtype))
         return x
     if device is not None:
         check_device(device)
@@ -1451,9 +1451,6 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {d})")
     return d % n
-
-
-from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
 
 
 # ---- legacy tensor types (``torch.FloatTensor([1, 2])``, ``x.type(torch.LongTensor)``) --------
