@@ -212,7 +212,7 @@ def _method(name: str, fn: Callable, names: _Names, inplace: bool) -> list[str]:
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY,
-                                           params[0].POSITIONAL_OR_KEYWORD):
+                                            params[0].POSITIONAL_OR_KEYWORD):
         raise ValueError(f"{name}: the function's first parameter is not the tensor")
     decl, args, star = ["self"], [], False
     for p in params[1:]:

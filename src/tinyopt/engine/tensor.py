@@ -578,7 +578,7 @@ class Tensor(TensorMethods):
         autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
         scatter = (_INPLACE or _inplace_module()).scatter
         return self._inplace(lambda x: scatter(x, ops.expand(ops.to(ops.as_tensor(src), x.dtype),
-                                                            x.shape)), src, check_cast=False)
+                                                             x.shape)), src, check_cast=False)
 
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())

@@ -163,27 +163,27 @@ class TensorMethods(OpMethods, TensorCasts):
     def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
         return ops.zeros(*size, dtype=dtype or self.dtype, device=device,
-                        requires_grad=requires_grad)
+                         requires_grad=requires_grad)
 
     def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Tensor:
         return ops.ones(*size, dtype=dtype or self.dtype, device=device,
-                       requires_grad=requires_grad)
+                        requires_grad=requires_grad)
 
     def new_empty(self, *size: Any, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
         return ops.zeros(*size, dtype=dtype or self.dtype, device=device,
-                        requires_grad=requires_grad)
+                         requires_grad=requires_grad)
 
     def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
                  device: Any = None, requires_grad: bool = False) -> Tensor:
         return ops.full(size, fill_value, dtype=dtype or self.dtype, device=device,
-                       requires_grad=requires_grad)
+                        requires_grad=requires_grad)
 
     def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None,
                    requires_grad: bool = False) -> Tensor:
         return ops.tensor(data, dtype=dtype or self.dtype, device=device,
-                         requires_grad=requires_grad)
+                          requires_grad=requires_grad)
 
     def new(self, *args: Any) -> Tensor:
         """The legacy constructor: ``x.new(2, 3)`` (uninitialized in PyTorch: zeros here) or
