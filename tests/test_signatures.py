@@ -95,6 +95,29 @@ def test_tensor_methods_name_their_parameters_as_torch_does():
     assert not KNOWN_METHODS - differ, f"remove from KNOWN_METHODS: {KNOWN_METHODS - differ}"
 
 
+def test_methods_of_sizes_take_torchs_keyword_too():
+    """``x.view(2, 3)`` is also ``x.view(size=(2, 3))`` in torch (``permute(dims=...)``,
+    ``new_zeros(size=...)``...): a method whose parameters are ``*sizes`` takes torch's keyword."""
+    torch = pytest.importorskip("torch")
+    missing = []
+    for name in _public_methods():
+        params = list(inspect.signature(getattr(to.Tensor, name)).parameters.values())[1:]
+        if not params or params[0].kind is not params[0].VAR_POSITIONAL or \
+                any(p.kind is p.VAR_KEYWORD for p in params):
+            continue
+        theirs = _torch_names(torch, name, True) or []
+        keywords = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+        if theirs and not any(t and t[0] in keywords for t in theirs):
+            missing.append(name)
+    assert not missing, missing
+    x = to.arange(6.0)
+    assert x.view(size=(2, 3)).permute(dims=(1, 0)).shape == (3, 2)
+    assert x.reshape(shape=(3, 2)).shape == x.new_zeros(size=(3, 2)).shape == (3, 2)
+    np.testing.assert_array_equal(x.flip(dims=(0,)).numpy(), x.numpy()[::-1])
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        x.view(2, size=(3,))
+
+
 def test_torch_keywords_reach_the_elementwise_functions():
     """``to.mul(x, other=y)`` raised "build() got an unexpected keyword argument 'other'"."""
     x = to.tensor(np.array([1.0, 2.0], np.float32))

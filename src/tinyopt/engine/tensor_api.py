@@ -110,14 +110,14 @@ class TensorMethods(OpMethods, TensorCasts):
         return ops.norm(self, p, dim, keepdim, dtype=dtype)
 
     # ---- shape ------------------------------------------------------------------------------
-    def reshape(self, *shape: Any) -> Tensor:
-        return ops.reshape(self, *shape)
+    def reshape(self, *sizes: Any, shape: Any = None) -> Tensor:
+        return ops.reshape(self, *_sizes("reshape", sizes, "shape", shape))
 
     def ravel(self) -> Tensor:
         return ops.reshape(self, -1)
 
-    def view(self, *shape: Any) -> Tensor:
-        return ops.view(self, *shape)
+    def view(self, *sizes: Any, size: Any = None) -> Tensor:
+        return ops.view(self, *_sizes("view", sizes, "size", size))
 
     def view_as(self, other: Tensor) -> Tensor:
         return ops.view(self, other.shape)
@@ -125,8 +125,8 @@ class TensorMethods(OpMethods, TensorCasts):
     def reshape_as(self, other: Tensor) -> Tensor:
         return ops.reshape(self, other.shape)
 
-    def permute(self, *dims: Any) -> Tensor:
-        return ops.permute(self, *dims)
+    def permute(self, *sizes: Any, dims: Any = None) -> Tensor:
+        return ops.permute(self, *_sizes("permute", sizes, "dims", dims))
 
     @property
     def T(self) -> Tensor:
@@ -141,8 +141,8 @@ class TensorMethods(OpMethods, TensorCasts):
                                "Got 1-D tensor.")
         return ops.transpose(self, -2, -1)
 
-    def expand(self, *sizes: Any) -> Tensor:
-        return ops.expand(self, *sizes)
+    def expand(self, *sizes: Any, size: Any = None) -> Tensor:
+        return ops.expand(self, *_sizes("expand", sizes, "size", size))
 
     def expand_as(self, other: Tensor) -> Tensor:
         return ops.expand(self, other.shape)
@@ -150,30 +150,32 @@ class TensorMethods(OpMethods, TensorCasts):
     def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
         return ops.split(self, split_size, dim)
 
-    def repeat(self, *sizes: Any) -> Tensor:
-        return ops.repeat(self, *sizes)
+    def repeat(self, *sizes: Any, repeats: Any = None) -> Tensor:
+        return ops.repeat(self, *_sizes("repeat", sizes, "repeats", repeats))
 
-    def tile(self, *dims: Any) -> Tensor:
-        return ops.tile(self, dims[0] if len(dims) == 1 else dims)
+    def tile(self, *sizes: Any, dims: Any = None) -> Tensor:
+        sizes = _sizes("tile", sizes, "dims", dims)
+        return ops.tile(self, sizes[0] if len(sizes) == 1 else sizes)
 
-    def flip(self, *dims: Any) -> Tensor:
-        return ops.flip(self, dims[0] if len(dims) == 1 else dims)
+    def flip(self, *sizes: Any, dims: Any = None) -> Tensor:
+        sizes = _sizes("flip", sizes, "dims", dims)
+        return ops.flip(self, sizes[0] if len(sizes) == 1 else sizes)
 
     # ---- new tensors like this one (dtype kept unless given) --------------------------------
-    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None,
+    def new_zeros(self, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
-        return ops.zeros(*size, dtype=dtype or self.dtype, device=device,
-                         requires_grad=requires_grad)
+        return ops.zeros(*_sizes("new_zeros", sizes, "size", size), dtype=dtype or self.dtype,
+                         device=device, requires_grad=requires_grad)
 
-    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None,
+    def new_ones(self, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> Tensor:
-        return ops.ones(*size, dtype=dtype or self.dtype, device=device,
-                        requires_grad=requires_grad)
+        return ops.ones(*_sizes("new_ones", sizes, "size", size), dtype=dtype or self.dtype,
+                        device=device, requires_grad=requires_grad)
 
-    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None,
+    def new_empty(self, *sizes: Any, size: Any = None, dtype: Any = None, device: Any = None,
                   requires_grad: bool = False) -> Tensor:
-        return ops.zeros(*size, dtype=dtype or self.dtype, device=device,
-                         requires_grad=requires_grad)
+        return ops.zeros(*_sizes("new_empty", sizes, "size", size), dtype=dtype or self.dtype,
+                         device=device, requires_grad=requires_grad)
 
     def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None,
                  device: Any = None, requires_grad: bool = False) -> Tensor:
@@ -331,9 +333,10 @@ class TensorMethods(OpMethods, TensorCasts):
     def swapdims_(self, dim0: int, dim1: int) -> Self:
         return self.transpose_(dim0, dim1)
 
-    def resize_(self, *sizes: Any, memory_format: Any = None) -> Self:
+    def resize_(self, *sizes: Any, size: Any = None, memory_format: Any = None) -> Self:
         """This tensor with shape ``sizes``: its first elements (in memory order) when the count
         is no larger, else those followed by zeros in new storage.  Concrete tensors only."""
+        sizes = _sizes("resize_", sizes, "size", size)
         shape = tuple(int(s) for s in (sizes[0] if len(sizes) == 1 and not isinstance(
             sizes[0], (int, np.integer)) else sizes))
         if self.requires_grad:
@@ -407,6 +410,16 @@ class TensorMethods(OpMethods, TensorCasts):
     def random_(self, from_: int = 0, to: int | None = None, *, generator: Any = None
                 ) -> Self:
         return ops.fill_random(self, "integers", from_, to, generator)
+
+
+def _sizes(name: str, sizes: tuple, keyword: str, value: Any) -> tuple:
+    """The sizes (or dims) of ``x.view(2, 3)``, ``x.view((2, 3))`` or, with torch's keyword,
+    ``x.view(size=(2, 3))``."""
+    if value is None:
+        return sizes
+    if sizes:
+        raise TypeError(f"{name}() got multiple values for argument '{keyword}'")
+    return (value,)
 
 
 def _alpha_first(name: str, other: Any, deprecated: tuple, alpha: Any) -> tuple[Any, Any]:
