@@ -1,4 +1,4 @@
-"""Write what the op table (``src/tinyopt/engine/ops/table.py``) declares: each op is declared
+"""Write what the API table (``src/tinyopt/engine/ops/api_table.py``) declares: each op is declared
 once, and the lists and methods that name it are written from that declaration.
 
     python tools/gen_ops.py            # rewrite the files below
@@ -12,7 +12,7 @@ once, and the lists and methods that name it are written from that declaration.
 
 The signatures are read from the functions themselves (imported from their families), so a
 change of a listed function's parameters is a change of its method: rerun this, and
-``tests/test_ops_table.py`` checks that the files are current.
+``tests/test_ops_api_table.py`` checks that the files are current.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ ENGINE = SRC / "tinyopt" / "engine"
 INIT = ENGINE / "ops" / "__init__.py"
 METHODS = ENGINE / "op_methods.py"
 HAND_WRITTEN = (ENGINE / "tensor_api.py", ENGINE / "tensor.py")  # their classes' own methods
-BEGIN = "# ---- written by tools/gen_ops.py from ops/table.py (edit the table, not this) ----"
+BEGIN = "# ---- written by tools/gen_ops.py from ops/api_table.py (edit the table, not this) ----"
 END = "# ---- end of what tools/gen_ops.py writes ----"
 WIDTH = 99
 
@@ -43,8 +43,8 @@ if str(SRC) not in sys.path:
 
 
 def _table() -> types.ModuleType:
-    """``engine/ops/table.py``, read as a file (data: the package need not import)."""
-    spec = importlib.util.spec_from_file_location("op_table", ENGINE / "ops" / "table.py")
+    """``engine/ops/api_table.py``, read as a file (data: the package need not import)."""
+    spec = importlib.util.spec_from_file_location("api_table", ENGINE / "ops" / "api_table.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -127,9 +127,9 @@ def write_exports(text: str, current: str) -> str:
 _HEADER = '''"""The ``Tensor`` methods that are op functions: ``x.exp()`` is ``ops.exp(x)`` and
 ``x.exp_()`` writes it into ``x`` (PyTorch's in-place rules, ``engine/inplace.py``).
 
-Written by ``tools/gen_ops.py`` from ``engine/ops/table.py``, with each function's own signature
-(``self`` for its first parameter): edit the table or the function, then run
-``python tools/gen_ops.py`` (``tests/test_ops_table.py`` checks that this file is current).
+Written by ``tools/gen_ops.py`` from ``engine/ops/api_table.py``, with each function's own
+signature (``self`` for its first parameter): edit the table or the function, then run
+``python tools/gen_ops.py`` (``tests/test_ops_api_table.py`` checks that this file is current).
 Methods that are not just their function are written by hand in ``engine/tensor_api.py``.
 """
 
@@ -285,7 +285,7 @@ def methods_text(entries: list[tuple[str, str, str, frozenset[str]]]) -> str:
             full = method + "_" * inplace
             if full in taken:
                 raise ValueError(f"Tensor.{full} is written by hand (engine/tensor_api.py or "
-                                 f"tensor.py) and declared in the op table: keep one")
+                                 f"tensor.py) and declared in the API table: keep one")
             body += _method(method, fn, names, inplace)
     clash = names.used & {n for _, n, _, f in entries if "method" in f}
     if clash:  # (a method named like a type would hide the type in later annotations)

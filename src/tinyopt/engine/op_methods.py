@@ -1,9 +1,9 @@
 """The ``Tensor`` methods that are op functions: ``x.exp()`` is ``ops.exp(x)`` and
 ``x.exp_()`` writes it into ``x`` (PyTorch's in-place rules, ``engine/inplace.py``).
 
-Written by ``tools/gen_ops.py`` from ``engine/ops/table.py``, with each function's own signature
-(``self`` for its first parameter): edit the table or the function, then run
-``python tools/gen_ops.py`` (``tests/test_ops_table.py`` checks that this file is current).
+Written by ``tools/gen_ops.py`` from ``engine/ops/api_table.py``, with each function's own
+signature (``self`` for its first parameter): edit the table or the function, then run
+``python tools/gen_ops.py`` (``tests/test_ops_api_table.py`` checks that this file is current).
 Methods that are not just their function are written by hand in ``engine/tensor_api.py``.
 """
 

@@ -105,7 +105,7 @@ class Tensor(TensorMethods):
 
     The named methods of the tensor API (math, shape, selection and their in-place variants)
     are declared in :class:`tinyopt.engine.tensor_api.TensorMethods` and, for those that are
-    just their op function, written from the op table into ``engine/op_methods.py``; this class
+    just their op function, written from the API table into ``engine/op_methods.py``; this class
     holds storage, realization, autograd and the operators.
 
     ``to.Tensor(2, 3)`` makes a float32 tensor of that shape (zeros), ``to.Tensor([1, 2])`` one

@@ -3,7 +3,7 @@ than its function, declared where type checkers see it.
 
 :class:`TensorMethods` is ``Tensor``'s base class.  Most methods are the function of the same
 name in ``tinyopt.engine.ops`` (``x.exp()`` is ``to.exp(x)``, ``x.exp_()`` its in-place
-variant): those are declared in ``engine/ops/table.py`` and written into
+variant): those are declared in ``engine/ops/api_table.py`` and written into
 :class:`~tinyopt.engine.op_methods.OpMethods` by ``tools/gen_ops.py``.  Here are the rest:
 casts, torch's deprecated overloads, methods whose signature is not their function's
 (``reshape(*shape)``, ``where(condition, other)``, ``split(split_size)``), views that rebind

@@ -5,7 +5,7 @@ A submodule registers its ops when it is imported, on first use: the first ``to.
 (issue 14: import time).  :func:`load_all` imports every family; ``engine.op.OPS`` calls it when
 asked for an op that no imported family has registered yet.  ``Tensor``'s methods
 (``tinyopt.engine.op_methods``, ``tensor_api``) and the ``tinyopt.*`` functions are these
-functions.  Which names each family exports, and as what, is declared once in ``ops/table.py``;
+functions.  Which names each family exports, and as what, is declared once in ``ops/api_table.py``;
 ``tools/gen_ops.py`` writes the lists below from it.
 """
 
@@ -17,7 +17,7 @@ import typing as _typing
 from tinyopt.engine.lazy_exports import exports as _exports
 from tinyopt.engine.lazy_exports import table as _table
 
-# ---- written by tools/gen_ops.py from ops/table.py (edit the table, not this) ----
+# ---- written by tools/gen_ops.py from ops/api_table.py (edit the table, not this) ----
 if _typing.TYPE_CHECKING:
     from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
     from tinyopt.engine.ops.creation import (arange, bernoulli, empty, empty_like, eye,

@@ -1,4 +1,4 @@
-"""The op table (``engine/ops/table.py``) is each op's one declaration: the files
+"""The API table (``engine/ops/api_table.py``) is each op's one declaration: the files
 ``tools/gen_ops.py`` writes from it are current, every name it declares resolves, and the
 methods it declares are the functions (issue 26 point 2)."""
 
@@ -14,7 +14,7 @@ import pytest
 
 import tinyopt as to
 from tinyopt.engine import op_methods, ops
-from tinyopt.engine.ops import table
+from tinyopt.engine.ops import api_table
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
@@ -36,7 +36,7 @@ def test_the_generated_files_are_current():
 
 
 def test_every_declared_name_resolves_with_its_faces():
-    for module, name, attr, faces in table.entries():
+    for module, name, attr, faces in api_table.entries():
         fn = getattr(ops, name)
         assert fn is getattr(importlib.import_module(module), attr), name
         assert ("function" in faces) == (name in ops.__all__) == (name in to.__all__), name

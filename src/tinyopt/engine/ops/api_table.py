@@ -1,11 +1,11 @@
-"""The op table: each public op declared once, with its faces (issue 26 point 2).
+"""The API table: each public op declared once, with its faces (issue 26 point 2).
 
 An op is written once, in its family module (``engine/ops/<family>.py``: the function, with
 PyTorch's parameter names, next to its forward and backward).  This table says which names each
 family exports and how users reach them; ``tools/gen_ops.py`` writes from it what would otherwise
-be listed by hand in several places, and ``tests/test_ops_table.py`` checks that what it wrote is
-current (run ``python tools/gen_ops.py`` after editing this table or a listed function's
-signature):
+be listed by hand in several places, and ``tests/test_ops_api_table.py`` checks that what it
+wrote is current (run ``python tools/gen_ops.py`` after editing this table or a listed
+function's signature):
 
 - ``engine/ops/__init__.py``: the lazy loader's table (a name is imported from its family on
   first use), the ``TYPE_CHECKING`` imports type checkers read, and ``__all__``;
@@ -367,6 +367,6 @@ def entries() -> list[tuple[str, str, str, frozenset[str]]]:
             faces = frozenset(words[1:])
             unknown = faces - {"function", "method", "method_"}
             if unknown:
-                raise ValueError(f"op table, {family}: {name}: unknown faces {sorted(unknown)}")
+                raise ValueError(f"API table, {family}: {name}: unknown faces {sorted(unknown)}")
             out.append((f"tinyopt.engine.{family}", name, attr, faces))
     return out
