@@ -62,6 +62,22 @@ def test_a_method_has_its_functions_signature_and_result():
     np.testing.assert_array_equal(y.numpy(), np.clip(x.numpy(), -1.0, 2.0))
 
 
+def test_every_in_place_method_of_one_tensor_writes_its_function_in_place():
+    """``x.f_()`` is ``x`` holding ``f(x)`` for every declared ``method_`` whose function takes
+    only the tensor (``exp_``, ``asin_``, ``absolute_``...)."""
+    x = to.tensor(np.array([0.25, 0.5, -0.75], np.float64))
+    checked = 0
+    for module, name, attr, faces in api_table.entries():
+        fn = getattr(ops, name)
+        if "method_" not in faces or len(inspect.signature(fn).parameters) != 1:
+            continue
+        y = x.clone()
+        assert getattr(y, f"{name}_")() is y, name
+        np.testing.assert_allclose(y.numpy(), fn(x).numpy().astype(np.float64), err_msg=name)
+        checked += 1
+    assert checked > 30
+
+
 def test_the_generator_writes_a_method_from_a_signature():
     from tinyopt.engine.tensor import Tensor
 

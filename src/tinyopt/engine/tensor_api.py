@@ -395,7 +395,7 @@ class TensorMethods(OpMethods, TensorCasts):
 
     # ---- random fills (the tinyopt generator, ``manual_seed``) ------------------------------
     def uniform_(self, from_: float = 0.0, to: float = 1.0, *, generator: Any = None) -> Self:
-        """Uniform on [from, to) (torch's ``from``: a Python keyword, so positional only)."""
+        """Fill with values uniform on [from_, to) (torch's ``from``, a Python keyword)."""
         return ops.fill_random(self, "uniform", from_, to, generator)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Self:
