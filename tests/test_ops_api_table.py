@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,15 +18,9 @@ from tinyopt.engine.ops import api_table
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 
 
-def _gen_ops():
-    spec = importlib.util.spec_from_file_location("gen_ops", TOOLS / "gen_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gen_ops"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gen_ops = _gen_ops()
+_spec = importlib.util.spec_from_file_location("gen_ops", TOOLS / "gen_ops.py")
+gen_ops = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gen_ops)
 
 
 def test_the_generated_files_are_current():
