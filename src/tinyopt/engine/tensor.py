@@ -1391,20 +1391,19 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
 def as_tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
     """``data`` as a Tensor without copying: numpy arrays and numbers become concrete
     tensors."""
-    x = data
-    if isinstance(x, Tensor):
-        if dtype is not None and as_dtype(dtype) != x.dtype:
-            return ops.to(x, as_dtype(dtype))
-        return x
+    if isinstance(data, Tensor):
+        if dtype is not None and as_dtype(dtype) != data.dtype:
+            return ops.to(data, as_dtype(dtype))
+        return data
     if device is not None:
         check_device(device)
-    if isinstance(x, np.ndarray):
-        if dtype is None and x.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
-            return make_node("input", (), (), x.shape, x.dtype, False, x)
-        return leaf(_to_array(x, dtype))
-    if dtype is None and isinstance(x, numbers.Number):
-        return leaf(np.array(x, dtype=scalar_dtype(x)))
-    return leaf(_to_array(x, dtype))
+    if isinstance(data, np.ndarray):
+        if dtype is None and data.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
+            return make_node("input", (), (), data.shape, data.dtype, False, data)
+        return leaf(_to_array(data, dtype))
+    if dtype is None and isinstance(data, numbers.Number):
+        return leaf(np.array(data, dtype=scalar_dtype(data)))
+    return leaf(_to_array(data, dtype))
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -1423,10 +1422,9 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     """A Tensor sharing the memory of ``ext_tensor`` (writes to either show in both): any CPU
     object with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
     capsule (``torch.utils.dlpack.to_dlpack``; numpy reads those as read-only memory)."""
-    ext = ext_tensor
-    if type(ext).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
-        ext = _Capsule(ext)
-    arr = np.from_dlpack(ext)
+    if type(ext_tensor).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
+        ext_tensor = _Capsule(ext_tensor)
+    arr = np.from_dlpack(ext_tensor)
     if arr.dtype not in SUPPORTED:
         raise TypeError(f"from_dlpack: unsupported dtype {arr.dtype}")
     return leaf(arr)

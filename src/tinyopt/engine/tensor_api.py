@@ -6,7 +6,7 @@ name in ``tinyopt.engine.ops`` (``x.exp()`` is ``to.exp(x)``, ``x.exp_()`` its i
 variant): those are declared in ``engine/ops/api_table.py`` and written into
 :class:`~tinyopt.engine.op_methods.OpMethods` by ``tools/gen_ops.py``.  Here are the rest:
 casts, torch's deprecated overloads, methods whose signature is not their function's
-(``reshape(*shape)``, ``where(condition, other)``, ``split(split_size)``), views that rebind
+(``reshape(2, 3)``, ``where(condition, other)``, ``split(split_size)``), views that rebind
 this tensor, and methods that are no op at all.
 """
 
