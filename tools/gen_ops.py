@@ -197,7 +197,10 @@ class _Names:
             self.imports[name] = (f"import {value.__name__}" if value.__name__ == name else
                                   f"import {value.__name__} as {name}")
         elif value is not None and not name.startswith("_"):
-            self.imports[name] = f"from {fn.__module__} import {name}"
+            home = getattr(value, "__module__", fn.__module__)  # (where a class is defined)
+            if getattr(sys.modules.get(home), name, None) is not value:
+                home = fn.__module__
+            self.imports[name] = f"from {home} import {name}"
         else:
             raise ValueError(f"{fn.__module__}.{fn.__name__}: annotation name {name!r} is not a "
                              f"public name of its module")

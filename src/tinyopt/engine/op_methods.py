@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from tinyopt.engine.ops.histograms import HistogramResult
-    from tinyopt.engine.ops.selection import MaxMin
+    from tinyopt.engine.ops.reduce import MaxMin
     from tinyopt.engine.tensor import Tensor
 
 

@@ -26,6 +26,11 @@ the engine's own, ``ops.<name>``, as ``nn.functional`` uses ``ops.conv2d``); ``m
 deprecated overload, ``reshape(*shape)``, ``where``...) are written by hand in
 ``engine/tensor_api.py``; the generator refuses a name declared in both places.
 
+A new op touches three files: its family module (the function, its forward and backward), a
+line here, and its test (``tests/test_ops_<family>.py``: values against a reference, gradients
+against finite differences); ``python tools/gen_ops.py`` then rewrites the lists and methods
+(and ``python docs/gen_api.py`` the API reference).
+
 The module is data: nothing imports it when ``tinyopt`` is imported.
 """
 
