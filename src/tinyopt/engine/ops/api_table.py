@@ -23,7 +23,7 @@ the engine's own, ``ops.<name>``, as ``nn.functional`` uses ``ops.conv2d``); ``m
 ``Tensor.<name>(...)``, the function with ``self`` for its first argument; ``method_``:
 ``Tensor.<name>_(...)``, the same written into ``self`` in place (PyTorch's in-place rules,
 ``engine/inplace.py``).  Methods whose signature or behaviour is not the function's (``add``'s
-deprecated overload, ``reshape(*shape)``, ``where``...) are written by hand in
+deprecated overload, ``reshape(2, 3)``, ``where``...) are written by hand in
 ``engine/tensor_api.py``; the generator refuses a name declared in both places.
 
 A new op touches three files: its family module (the function, its forward and backward), a
