@@ -79,18 +79,25 @@ def test_the_generator_writes_a_method_from_a_signature():
         raise AssertionError
 
     names = gen_ops._Names()
-    assert gen_ops._method("pick", pick, names, inplace=False) == [
+    assert gen_ops._method("pick", pick, names, False, "tinyopt") == [
         '    def pick(self, index: int, count: Any = 2, *, largest: bool = True,',
         '             label: str = "a") -> Tensor:',
+        '        """See ``tinyopt.pick``."""',
         '        return ops.pick(self, index, count, largest=largest, label=label)', '']
-    assert gen_ops._method("pick", pick, names, inplace=True)[-2] == \
+    assert gen_ops._method("pick", pick, names, True, "tinyopt")[-2] == \
         '        return self._unary_inplace(ops.pick, index, count, largest=largest, label=label)'
 
     def bad(input, dims=object()) -> Tensor:
         raise AssertionError
 
     with pytest.raises(ValueError, match="not a literal"):
-        gen_ops._method("bad", bad, names, inplace=False)
+        gen_ops._method("bad", bad, names, False, "tinyopt")
+
+    def only(input, n, /, k=1) -> Tensor:
+        raise AssertionError
+
+    assert gen_ops._method("only", only, names, False, "tinyopt")[0] == \
+        "    def only(self, n: Any, /, k: Any = 1) -> Tensor:"
 
 
 def test_a_method_written_by_hand_is_not_also_declared():

@@ -210,15 +210,17 @@ class _Names:
         return "\n".join("    " + line for line in lines) + "\n"
 
 
-def _method(name: str, fn: Callable, names: _Names, inplace: bool) -> list[str]:
-    """The source lines of one method."""
+def _method(name: str, fn: Callable, names: _Names, inplace: bool, where: str) -> list[str]:
+    """The source lines of one method (``where``: the function's public module)."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY,
                                             params[0].POSITIONAL_OR_KEYWORD):
         raise ValueError(f"{name}: the function's first parameter is not the tensor")
     decl, args, star = ["self"], [], False
-    for p in params[1:]:
+    for before, p in zip(params, params[1:]):
+        if before.kind is p.POSITIONAL_ONLY and p.kind is not p.POSITIONAL_ONLY:
+            decl.append("/")
         text = p.name
         if p.kind is p.VAR_POSITIONAL:
             text, star = "*" + p.name, True
@@ -237,10 +239,9 @@ def _method(name: str, fn: Callable, names: _Names, inplace: bool) -> list[str]:
             text += f": {names.annotation(p.annotation, fn)}"
             if p.default is not p.empty:
                 text += f" = {_literal(p.default)}"
-        if params[0].kind is p.POSITIONAL_ONLY and p is params[1] and \
-                p.kind is not p.POSITIONAL_ONLY:
-            decl.append("/")
         decl.append(text)
+    if params[-1].kind is params[-1].POSITIONAL_ONLY:
+        decl.append("/")
     returns = "Self" if inplace else names.annotation(sig.return_annotation, fn)
     head = f"    def {name}{'_' if inplace else ''}("
     lines = _wrap(head, decl, f") -> {returns}:", len(head))
@@ -249,10 +250,12 @@ def _method(name: str, fn: Callable, names: _Names, inplace: bool) -> list[str]:
         call = f"self._unary_inplace({', '.join([func] + args)})"
     else:
         call = f"{func}({', '.join(['self'] + args)})"
+    doc = f"        \"\"\"``{name}``, in place.\"\"\"" if inplace else \
+        f"        \"\"\"See ``{where}.{name}``.\"\"\""
     body = _wrap(f"        return {call[:call.index('(') + 1]}",
                  call[call.index("(") + 1:-1].split(", "), ")",
                  len(f"        return {call[:call.index('(') + 1]}"))
-    return lines + body + [""]
+    return lines + [doc] + body + [""]
 
 
 def hand_written() -> set[str]:
@@ -289,7 +292,8 @@ def methods_text(entries: list[tuple[str, str, str, frozenset[str]]]) -> str:
             if full in taken:
                 raise ValueError(f"Tensor.{full} is written by hand (engine/tensor_api.py or "
                                  f"tensor.py) and declared in the API table: keep one")
-            body += _method(method, fn, names, inplace)
+            where = "tinyopt" if "function" in faces else "tinyopt.engine.ops"
+            body += _method(method, fn, names, inplace, where)
     clash = names.used & {n for _, n, _, f in entries if "method" in f}
     if clash:  # (a method named like a type would hide the type in later annotations)
         raise ValueError(f"methods named like annotation types: {sorted(clash)}")
