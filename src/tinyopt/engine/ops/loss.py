@@ -125,10 +125,16 @@ def _ce_grad_forward(t, mean: bool):
     no_rows = np.empty(0, t.dtype)
     no_exp = np.empty((0, 0), t.dtype), np.empty((0, 2), np.float64)
     scratch = K.ce_scratch(N, C, t.dtype, from_exp)
+    rows_g = np.empty(0 if mean else N, t.dtype)
 
     def fwd(out, g, x, y, w, e=None):
         if mean:
             g = g.reshape(1)
+        elif not g.flags.c_contiguous and g.dtype == rows_g.dtype:
+            # (a broadcast gradient, as loss.sum() gives) contiguous, as the forward's: the
+            # kernel's one compile then serves both ways
+            np.copyto(rows_g, g)
+            g = rows_g
         kernel(True, g, x, y, w, ignore, eps, share, no_rows, out, err,
                *(no_exp if e is None else _exp_parts(e, N, C)), *scratch)
         _check_targets(err, y)
