@@ -99,7 +99,7 @@ def _exp_row(fast: bool):
     return exp_row
 
 
-EXP_ARGS = 6
+EXP_ARGS = 8
 
 
 def exp_stats_size(N: int, itemsize: int) -> int:
@@ -112,7 +112,8 @@ def exp_stats_size(N: int, itemsize: int) -> int:
 def ce_exp(single: bool):
     """``ce_exp[single]``: a C function ``void chunk(int64 c, int64 *args)`` (float32 if
     ``single``, else float64), args = [address of x (N, C), of e (N, C), of stats (N, 2)
-    float64, N, C, rows per chunk R], that computes, for the rows i of chunk c (rows c R .. c R
+    float64, N, C, rows per chunk R, of work and of lanes (chunks, LANES) (scratch of x's dtype
+    and float64, row c for chunk c)], that computes, for the rows i of chunk c (rows c R .. c R
     + R - 1), e[i, c] = exp(x[i, c] - m_i) in x's dtype, stats[i] = (m_i, s_i), m_i = max_c x[i,
     c] and s_i = sum_c e[i, c] (:func:`_exp_row`): what a large cross-entropy's loss and
     gradient both read (``ce_rows[True, .]`` both ways), computed once instead of once each
@@ -128,9 +129,12 @@ def ce_exp(single: bool):
         x = numba.carray(blas.pointer(args[0], dt(0.0)), (N, C))
         e = numba.carray(blas.pointer(args[1], dt(0.0)), (N, C))
         stats = numba.carray(blas.pointer(args[2], 0.0), (N, 2))
-        mx = np.empty(LANES, dt)
-        ls = np.empty(LANES)
-        for i in range(c * R, min(N, (c + 1) * R)):
+        mx = numba.carray(blas.pointer(args[6], dt(0.0)), (c + 1, LANES))[c]
+        ls = numba.carray(blas.pointer(args[7], 0.0), (c + 1, LANES))[c]
+        end = (c + 1) * R
+        # (not min(): numba compiles its min once per caller's flags, a C callback's are not
+        # a kernel's)
+        for i in range(c * R, N if N < end else end):
             m, s = exp_row(x[i], e[i], mx, ls)
             stats[i, 0] = m
             stats[i, 1] = s

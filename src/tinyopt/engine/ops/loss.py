@@ -150,13 +150,17 @@ def _ce_exp_forward(t):
     N, C = x_node.shape
     chunk = K.ce_exp[x_node.dtype == np.float32]
     args = np.zeros(K.EXP_ARGS, np.int64)
+    chunks = max(1, -(-N // _EXP_ROWS))  # (the most: one chunk of N rows on this thread)
+    work = np.empty((chunks, K.LANES), x_node.dtype)
+    lanes = np.empty((chunks, K.LANES), np.float64)
 
     def fwd(out, x):
         x = np.ascontiguousarray(x)
         e, stats = _exp_parts(out, N, C)
         run = shared_threads.chunk_runner()
         rows = _EXP_ROWS if run.parallel else max(N, 1)
-        args[:] = x.ctypes.data, e.ctypes.data, stats.ctypes.data, N, C, rows
+        args[:] = (x.ctypes.data, e.ctypes.data, stats.ctypes.data, N, C, rows,
+                   work.ctypes.data, lanes.ctypes.data)
         run(chunk.address, -(-N // rows), args.ctypes.data)
     return fwd
 
