@@ -101,16 +101,16 @@ def _ce_forward(t, mean: bool):
     from_exp = len(t.srcs) == 4
     kernel = K.ce_rows[from_exp, x.dtype == np.float32]
     err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
-    no_total = np.empty(0, t.dtype)
-    no_g, no_out = np.empty(0, t.dtype), np.empty((0, 0), t.dtype)
+    no_vec, no_mat = np.empty(0, t.dtype), np.empty((0, 0), t.dtype)  # (what only backward reads)
     no_stats = np.empty((0, 2), np.float64)
     scratch = K.ce_scratch(N, C, x.dtype, from_exp)
     rows = np.empty(N, t.dtype) if mean else None
 
     def fwd(out, x, y, w, e=None):
-        r, total = (rows, out.reshape(1)) if mean else (out, no_total)
+        r, total = (rows, out.reshape(1)) if mean else (out, no_vec)
         stats = no_stats if e is None else _exp_parts(e, N, C)[1]
-        kernel(False, no_g, x, y, w, ignore, eps, total, r, no_out, err, no_out, stats, *scratch)
+        kernel(False, no_vec, x, y, w, ignore, eps, total, r, no_mat, err, no_mat, stats,
+               *scratch)
         _check_targets(err, y)
     return fwd
 
