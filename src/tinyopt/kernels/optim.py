@@ -65,6 +65,7 @@ import numpy as np
 from tinyopt.kernels.native import half
 from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
+from tinyopt.kernels.vecmath import fma
 
 
 class Algorithm:
@@ -375,6 +376,14 @@ def _lerp(a, b, w, w_c, low):
     """``torch.lerp(a, b, w)``: ``a + w (b - a)`` for ``w < 0.5``, else ``b - (b - a)(1 - w)``
     (``w_c`` is ``1 - w`` rounded in the buffer dtype)."""
     return a + w * (b - a) if low else b - (b - a) * w_c
+
+
+@inline
+def lerp_fused(a, b, w, w_c, low):
+    """``torch.lerp(a, b, w)`` to the bit, as PyTorch's CPU kernel rounds it: ``fma(w, b - a,
+    a)`` for ``w < 0.5``, else ``fma(-(1 - w), b - a, b)``: one rounding where :func:`_lerp` has
+    two (a quarter of the elements differ by an ulp; ``kernels/averaging.py``)."""
+    return fma(w, b - a, a) if low else fma(-w_c, b - a, b)
 
 
 @inline
@@ -1010,6 +1019,10 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
         g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
         m1 <- lerp(m1, g, 1 - b1);  v <- b2 v + (1 - b2) g^2;  m2 <- lerp(m2, g, 1 - beta3_t)
         p <- p - lr (m1 / (1 - b1^t) + alpha_t m2) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+    rounded as the reference's PyTorch ops round on a CPU: ``g + lambda p``, the lerps,
+    ``+ (1 - b2) g^2`` and ``+ alpha_t m2`` are fused multiply-adds (float32: the same bits as
+    pytorch-optimizer but where PyTorch's sqrt, not correctly rounded, is an ulp off).
     """
     @inline
     def scalars(s, h):
@@ -1024,13 +1037,24 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
 
     @inline
     def update(i, p, g, m1, v, m2, h, c):
-        pi, gi, mi, vi = adam_moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
+        # pytorch-optimizer's ops in its order, each rounded as PyTorch's CPU kernels round it:
+        # add(alpha=), lerp and addcmul are fused multiply-adds there
+        gi = -g[i] if maximize else g[i]
+        pi = p[i]
+        if wd_on:
+            if decoupled:
+                pi = pi * h.decay
+            else:
+                gi = fma(pi, h.weight_decay, gi)
+        mi = lerp_fused(m1[i], gi, h.w, h.w_c, lerp_low)
+        m1[i] = mi
+        vi = fma(h.one_minus_b2 * gi, gi, v[i] * h.b2)
+        v[i] = vi
         w3 = c[3]
-        a = m2[i]
-        s = a + w3 * (gi - a) if abs(w3) < 0.5 else gi - (gi - a) * (h.one - w3)
+        s = lerp_fused(m2[i], gi, w3, h.one - w3, abs(w3) < 0.5)
         m2[i] = s
         d = math.sqrt(vi) / c[1] + h.eps
-        u = mi / c[0] + c[2] * s
+        u = fma(s, c[2], mi / c[0])
         p[i] = pi + h.neg_lr * u / d
 
     return scalars, update
@@ -1049,6 +1073,8 @@ def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
         p <- p - lambda dlr p                                   (decoupled decay)
         p <- p - dlr m / (sqrt(v) + d eps)                      (beta1 > 0)
         p <- p - dlr d (g + lambda p) / (sqrt(v) + d eps)       (beta1 = 0; + lambda p if coupled)
+
+    (``+ lambda p`` and the decay are fused multiply-adds, as PyTorch's ``add(alpha=)``.)
     """
     @inline
     def scalars(s, h):
@@ -1058,9 +1084,9 @@ def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
     def update(i, p, g, m, v, _s2, h, c):
         d = math.sqrt(v[i]) + h.d_eps
         pi = p[i]
-        gi = g[i] + h.weight_decay * pi if coupled else g[i]
+        gi = fma(pi, h.weight_decay, g[i]) if coupled else g[i]
         if decoupled:
-            pi = pi + h.decay_alpha * pi
+            pi = fma(pi, h.decay_alpha, pi)
         if beta1_on:
             p[i] = pi + h.neg_dlr * m[i] / d
         else:
