@@ -401,6 +401,20 @@ def decayed_grad(i, p, g, h, maximize, wd_on, decoupled):
 
 
 @inline
+def decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled):
+    """:func:`decayed_grad` with ``g + lambda p`` rounded once, as PyTorch's CPU
+    ``g.add_(p, alpha=lambda)`` rounds it (a fused multiply-add)."""
+    gi = -g[i] if maximize else g[i]
+    pi = p[i]
+    if wd_on:
+        if decoupled:
+            pi = pi * h.decay
+        else:
+            gi = fma(pi, h.weight_decay, gi)
+    return pi, gi
+
+
+@inline
 def adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
     """Adam's first half, shared by Adam, NAdam and RAdam: element ``i``'s gradient (negated if
     maximize, plus lambda p unless decoupled), its parameter (times ``h.decay`` = 1 - lr lambda
@@ -972,6 +986,9 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
         t == 1:  v <- v + g^2                                  (nothing else moves)
         else:    n <- clamp(g / max(sqrt(v), eps), -clip, clip)
                  m <- lerp(m, n, 1 - b1);  p <- p - lr m;  v <- b2 v + (1 - b2) g^2
+
+    (``g + lambda p``, the lerp, ``- lr m`` and the ``+`` of ``v`` are fused multiply-adds, as
+    pytorch-optimizer's ``add(alpha=)``, ``lerp`` and ``addcmul`` round on a CPU.)
     """
     @inline
     def scalars(s, h):
@@ -981,7 +998,7 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled)
         vi = v[i]
         d = math.sqrt(vi)
         d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
@@ -990,11 +1007,11 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
             n = -c[1] if n < -c[1] else n
             n = c[1] if n > c[1] else n
         mi = m[i]
-        mn = _lerp(mi, n, h.w, h.w_c, lerp_low)
+        mn = lerp_fused(mi, n, h.w, h.w_c, lerp_low)
         first = c[0] != 0
         m[i] = mi if first else mn
-        p[i] = pi if first else pi + h.neg_lr * mn
-        v[i] = vi + gi * gi if first else vi * h.b2 + h.one_minus_b2 * gi * gi
+        p[i] = pi if first else fma(mn, h.neg_lr, pi)
+        v[i] = fma(gi, gi, vi) if first else fma(h.one_minus_b2 * gi, gi, vi * h.b2)
 
     return scalars, update
 
@@ -1039,13 +1056,7 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
     def update(i, p, g, m1, v, m2, h, c):
         # pytorch-optimizer's ops in its order, each rounded as PyTorch's CPU kernels round it:
         # add(alpha=), lerp and addcmul are fused multiply-adds there
-        gi = -g[i] if maximize else g[i]
-        pi = p[i]
-        if wd_on:
-            if decoupled:
-                pi = pi * h.decay
-            else:
-                gi = fma(pi, h.weight_decay, gi)
+        pi, gi = decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled)
         mi = lerp_fused(m1[i], gi, h.w, h.w_c, lerp_low)
         m1[i] = mi
         vi = fma(h.one_minus_b2 * gi, gi, v[i] * h.b2)
