@@ -28,7 +28,8 @@ dequantizing gathers per element pair add 4.5 ms and the two quantizing ones 5.5
 of a division, and one division in Adam's update instead of two, took it from 22.7 ms.
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
-empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
+empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read
+in place), ``seg`` (parameter ``j`` is ``p[seg[j]:seg[j + 1]]``), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
 their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
 block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
 range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
@@ -50,6 +51,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
+from tinyopt.kernels.native.address import at
 from tinyopt.kernels.optim import sixteen_bit
 
 BLOCK = 256
@@ -298,8 +300,8 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
-    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo, bhi,
-               boff, kind8, flags, steps, hs, scratch, coef):
+    def kernel(q, p, ga, seg, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo,
+               bhi, boff, kind8, flags, steps, hs, scratch, coef):
         nb = bj.shape[0]
         for j in range(flags.shape[0]):  # each parameter's coefficients, once
             if flags[j] != 0:
@@ -314,6 +316,10 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     continue
                 c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                 lo, n, so = blo[b], bhi[b] - blo[b], boff[b]
+                # the gradient where it lies (a user's own array is not copied in first: at 1e7
+                # that copy took a quarter of the Adam step)
+                at_j = lo - seg[j]
+                gs = at(ga[j], seg[j + 1] - seg[j], p)[at_j:at_j + n]
                 if low:  # a master whose 16-bit copy was written since takes the copy
                     for k in range(n):
                         x, qi = p[lo + k], q[lo + k]
@@ -321,7 +327,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                 if kind8[j] != 0:
                     s1 = a1[b]
                     s2 = a2[b] if two else s1
-                    ps, gs, r1, r2 = p[lo:lo + n], g[lo:lo + n], q1[so:so + n], q2[so:so + n]
+                    ps, r1, r2 = p[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
                     _dequantize_block(x1s, r1, n, code1, s1)
                     if two:
@@ -348,7 +354,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     for k in range(n):
                         x1 = f1[so + k]
                         x2 = f2[so + k] if two else x1
-                        pi, x1, x2 = u32(p[lo + k], g[lo + k], x1, x2, h, c)
+                        pi, x1, x2 = u32(p[lo + k], gs[k], x1, x2, h, c)
                         p[lo + k] = pi
                         f1[so + k] = x1
                         if two:
