@@ -19,13 +19,17 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time under load): an
-Adam step takes 18 ms where float32 AdamW's takes 8.6.  The update alone (no lookups) takes
-8.6 ms too: on this CPU both are bound by the divider (a square root and a division per
-element), not by memory, so moving 16 bytes an element instead of 28 does not show; the two
-dequantizing gathers per element pair add 4.5 ms and the two quantizing ones 5.5 (each a
-16-lane ``vpgatherdd`` at 9-11 cycles).  Normalizing by a multiply by ``1 / absmax`` instead
-of a division, and one division in Adam's update instead of two, took it from 22.7 ms.
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11
+under load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its
+parts, each measured by a build without it: the two dequantizing gathers per element pair 6.8
+ms, the two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and
+division 5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So
+the lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it
+took 11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per
+element pair (a 512 KiB table) cost the same as two.  Taken: reading each gradient where it lies
+(a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
+earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
+instead of two (22.7 -> 18 ms on a quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read
