@@ -26,7 +26,10 @@ ms, the two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's sq
 division 5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So
 the lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it
 took 11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per
-element pair (a 512 KiB table) cost the same as two.  Taken: reading each gradient where it lies
+element pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI
+byte permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged
+into floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle
+uops per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
 (a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
 earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
 instead of two (22.7 -> 18 ms on a quieter machine).
