@@ -387,30 +387,19 @@ def lerp_fused(a, b, w, w_c, low):
 
 
 @inline
-def decayed_grad(i, p, g, h, maximize, wd_on, decoupled):
+def decayed_grad(i, p, g, h, maximize, wd_on, decoupled, fused):
     """Element ``i``'s parameter and gradient after the gradient's sign (maximize) and the weight
-    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p``."""
+    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p`` (``fused``:
+    rounded once, as PyTorch's CPU ``g.add_(p, alpha=lambda)``, a fused multiply-add)."""
     gi = -g[i] if maximize else g[i]
     pi = p[i]
     if wd_on:
         if decoupled:
             pi = pi * h.decay
+        elif fused:
+            gi = fma(pi, h.weight_decay, gi)
         else:
             gi = gi + h.weight_decay * pi
-    return pi, gi
-
-
-@inline
-def decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled):
-    """:func:`decayed_grad` with ``g + lambda p`` rounded once, as PyTorch's CPU
-    ``g.add_(p, alpha=lambda)`` rounds it (a fused multiply-add)."""
-    gi = -g[i] if maximize else g[i]
-    pi = p[i]
-    if wd_on:
-        if decoupled:
-            pi = pi * h.decay
-        else:
-            gi = fma(pi, h.weight_decay, gi)
     return pi, gi
 
 
@@ -423,7 +412,7 @@ def adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
         m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
 
     Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
-    pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+    pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, False)
     mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
     m[i] = mi
     vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -998,7 +987,7 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi = decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, True)
         vi = v[i]
         d = math.sqrt(vi)
         d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
@@ -1056,7 +1045,7 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
     def update(i, p, g, m1, v, m2, h, c):
         # pytorch-optimizer's ops in its order, each rounded as PyTorch's CPU kernels round it:
         # add(alpha=), lerp and addcmul are fused multiply-adds there
-        pi, gi = decayed_grad_fused(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, True)
         mi = lerp_fused(m1[i], gi, h.w, h.w_c, lerp_low)
         m1[i] = mi
         vi = fma(h.one_minus_b2 * gi, gi, v[i] * h.b2)

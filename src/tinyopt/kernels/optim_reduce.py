@@ -349,7 +349,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
 
     @inline
     def apply(i, p, g, m, v, vhat, _s3, h, c, r):
-        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, False)
         mi = m[i]
         vi = vhat[i] if amsgrad else v[i]
         mask = r[0] if mi * gi > 0 else h.zero
