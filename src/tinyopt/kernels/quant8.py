@@ -19,31 +19,31 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11
-under load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its
-parts, each measured by a build without it: the two dequantizing gathers per element pair 6.8
-ms, the two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and
-division 5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So
-the lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it
-took 11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per
-element pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI
-byte permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged
-into floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle
-uops per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11 under
+load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its parts,
+each measured by a build without it: the two dequantizing gathers per element pair 6.8 ms, the
+two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and division
+5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So the
+lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it took
+11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
+pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
+permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
+floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
+per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
 (a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
 earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
 instead of two (22.7 -> 18 ms on a quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
-empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read
-in place), ``seg`` (parameter ``j`` is ``p[seg[j]:seg[j + 1]]``), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
-their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
-block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
-range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
-``table1``, ``table2`` (the codes' lookup tables, :func:`tables`),
-``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
-``scratch`` (float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each
-parameter's coefficients of this step, computed first).
+empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
+place), ``seg`` (parameter ``j`` is ``p[seg[j]:seg[j + 1]]``), ``q1``, ``q2`` (uint8 state of
+the 8-bit parameters, at their own offsets), ``f1``, ``f2`` (float32 state of the others),
+``a1``, ``a2`` (absmax per block), ``code1``, ``code2``, the block table ``bj`` (parameter),
+``blo``, ``bhi`` (element range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1
+when quantized), ``table1``, ``table2`` (the codes' lookup tables, :func:`tables`), ``flags``
+(1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record), ``scratch``
+(float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each parameter's
+coefficients of this step, computed first).
 """
 
 from __future__ import annotations
