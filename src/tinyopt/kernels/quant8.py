@@ -55,10 +55,10 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
 from tinyopt.kernels.native.address import at
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 from tinyopt.kernels.optim import sixteen_bit
 
 BLOCK = 256
@@ -192,7 +192,7 @@ def _lookups(width: int):
                                  ir.Constant(vec(ir.IntType(1)), [1] * width),
                                  ir.Constant(vec(ty), ir.Undefined)])
 
-    @intrinsic
+    @cached_intrinsic
     def dequantize(typingctx, out, q, at, code, scale):
         if not (out.dtype == code.dtype == scale == types.float32 and q.dtype == types.uint8
                 and isinstance(at, types.Integer)):
@@ -208,7 +208,7 @@ def _lookups(width: int):
         return types.void(out, q, at, code, scale), codegen
 
     def quantizer(divide: bool):
-        @intrinsic
+        @cached_intrinsic(key=f"divide={divide}")
         def quantize(typingctx, r, x, at, scale, table):
             if not (x.dtype == scale == types.float32 and r.dtype == types.uint8
                     and table.dtype == types.uint32 and isinstance(at, types.Integer)):
@@ -240,7 +240,7 @@ _dequantize, _quantize, _quantize_div = _lookups(VECTOR)
 _dequantize1, _quantize1, _quantize_div1 = _lookups(1)
 
 
-@intrinsic
+@cached_intrinsic
 def _abs_bits(typingctx, x):
     """The pattern of ``|x|`` (float32) as uint32: ordered as the magnitudes, a NaN above inf,
     so an integer maximum is the absmax, NaN if one is NaN (a block with a NaN moment
@@ -255,7 +255,7 @@ def _abs_bits(typingctx, x):
     return types.uint32(types.float32), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def _float_of_bits(typingctx, u):
     """The float32 of pattern ``u`` (uint32)."""
     if u != types.uint32:

@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 
 from numba import types
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import subroutine
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
 
-@intrinsic
+@cached_intrinsic
 def fma(typingctx, x, y, z):
     """``x * y + z`` rounded once (LLVM's ``llvm.fma``: a ``vfmadd`` on CPUs that have one), as
     PyTorch's CPU kernels compute ``lerp``, ``add(alpha=)`` and ``addcmul``."""
