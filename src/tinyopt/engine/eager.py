@@ -4,7 +4,7 @@ Compiling a plan (autodiff, sorting, memory planning, kernel closures: ~30 us a 
 when the plan is replayed; code whose graph changes every step (episodes of every length, a
 per-sample loop, a CRF's path) would compile a plan per step and use it once.  So realization
 works like a tracing JIT: the plan cache counts the structures it misses, and a structure is
-compiled only once it repeats (``plan_cache.PlanCache.compile_after``); until then :func:`run`
+compiled only once it repeats (``plan_cache.PlanCache._hot``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
 1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the

@@ -15,6 +15,7 @@ values whose graph is freed.
 from __future__ import annotations
 
 import weakref
+from time import perf_counter
 
 import numpy as np
 
@@ -50,9 +51,11 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
         fwd, index, sig = toposort_signed(roots)
     wanted = list(outputs) + effects if effects else list(outputs)
-    plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
-    if plan is None:  # a structure not seen often enough to compile: run it node by node
+    plan, kept, key = CACHE.find(fwd, wanted, loss, index, sig)
+    if plan is None:  # a structure not worth a plan yet: run it node by node
+        t0 = perf_counter()
         values = eager.run(fwd, wanted + kept, loss, update)
+        CACHE.ran_eagerly(key, perf_counter() - t0)
     else:
         leaves = plan.leaves(fwd)
         values = plan.run(leaves) if update is None else plan.run(leaves, update)
