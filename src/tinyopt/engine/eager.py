@@ -69,35 +69,55 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     readers = _readers(nodes, keep) if big else None
 
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    flat: set[int] = set()  # the nodes whose array is C-contiguous (of their shape and dtype)
     last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
         for t in nodes:
-            if t.op in LEAF_OPS:
-                vals[id(t)] = t._value
-                continue
             k = id(t)
+            if t.op in LEAF_OPS:
+                v = vals[k] = t._value
+                if v.flags.c_contiguous:
+                    flat.add(k)
+                continue
             op = OPS[t.op]
+            srcs = t.srcs
             if (v := t._value) is not None and t._id > last and k not in dest:
                 # computed by an earlier realization (``probs.item()`` inside an episode) and
                 # nothing written since the node was made: the bits a run computes again
                 vals[k] = v
+                if v.flags.c_contiguous:
+                    flat.add(k)
             elif op.view is not None:
-                vals[k] = op.view(t)(*[vals[id(s)] for s in t.srcs])
+                vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
             else:
                 out = dest.get(k) if dest else None
                 if out is None:
                     out = np.empty(t.shape, t.dtype)
-                if (op.elementwise is not None and not t.attrs and t.dtype in FLOATS
-                        and t.srcs[0].dtype in FLOATS):
-                    # the kernel the forward calls on float operands, called as a plan binds
-                    # it (``plan._step``): the same loop
-                    op.elementwise(*[vals[id(s)] for s in t.srcs], out=out)
+                    flat.add(k)
+                elif out.flags.c_contiguous:
+                    flat.add(k)
+                kernel = op.elementwise
+                if kernel is not None and not t.attrs and t.dtype in FLOATS:
+                    loop = _flat_loop(kernel, t, srcs, flat)
+                    if loop is not None:
+                        if len(srcs) == 1:
+                            loop(vals[id(srcs[0])], out)
+                        elif len(srcs) == 2:
+                            loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
+                        else:
+                            loop(*[vals[id(s)] for s in srcs], out)
+                    elif srcs[0].dtype in FLOATS:
+                        # the kernel the forward calls on float operands, called as a plan
+                        # binds it (``plan._step``): the same loop
+                        kernel(*[vals[id(s)] for s in srcs], out=out)
+                    else:
+                        op.forward(t)(out, *[vals[id(s)] for s in srcs])
                 else:
-                    op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
+                    op.forward(t)(out, *[vals[id(s)] for s in srcs])
                 vals[k] = out
             if readers is not None:
-                for src in t.srcs:
+                for src in srcs:
                     k = id(src)
                     readers[k] -= 1
                     if not readers[k]:
@@ -132,6 +152,22 @@ to the end of the run: rewriting a graph costs a copy and a sort of it (the acto
 update, whose ``linear -> relu`` fuses, ran 16% faster unfused), and counting readers 0.8 us a
 node.  Fused or not, the values are the same bits (a fusion computes what the chain does, in
 the same order; ``tests/test_eager.py`` compares unfused eager runs with fused plans)."""
+
+
+def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
+    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 1-d shape whose sources all
+    have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
+    as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
+    ~0.8 us of checks that call makes again on every node; None where it would take another
+    way, or has not built the loop yet."""
+    loop = getattr(kernel, "_loop", None)
+    if loop is None or len(t.shape) != 1 or t.dtype not in getattr(kernel, "_flat_types", ()):
+        return None
+    shape, dtype = t.shape, t.dtype
+    for s in srcs:
+        if s.shape != shape or s.dtype != dtype or id(s) not in flat:
+            return None
+    return loop
 
 
 def _nbytes(nodes: list[Tensor]) -> int:
