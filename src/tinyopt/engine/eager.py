@@ -99,7 +99,7 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
                     flat.add(k)
                 kernel = op.elementwise
                 if kernel is not None and not t.attrs and t.dtype in FLOATS:
-                    loop = _flat_loop(kernel, t, srcs, flat)
+                    loop = _flat_loop(kernel, t, srcs, flat) if len(t.shape) == 1 else None
                     if loop is not None:
                         if len(srcs) == 1:
                             loop(vals[id(srcs[0])], out)
@@ -160,14 +160,23 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
     as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
     way, or has not built the loop yet."""
-    loop = getattr(kernel, "_loop", None)
-    if loop is None or len(t.shape) != 1 or t.dtype not in getattr(kernel, "_flat_types", ()):
-        return None
+    found = _LOOPS.get(kernel)
+    if found is None:
+        loop = getattr(kernel, "_loop", None)
+        if loop is None:  # (not built yet: the kernel's own call builds it)
+            return None
+        found = _LOOPS[kernel] = (loop, getattr(kernel, "_flat_types", ()))
     shape, dtype = t.shape, t.dtype
+    if dtype not in found[1]:
+        return None
     for s in srcs:
         if s.shape != shape or s.dtype != dtype or id(s) not in flat:
             return None
-    return loop
+    return found[0]
+
+
+_LOOPS: dict = {}
+"""kernel -> (its flat loop, the dtypes it takes that loop for), once the kernel built it."""
 
 
 def _nbytes(nodes: list[Tensor]) -> int:
