@@ -98,21 +98,20 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
                 elif out.flags.c_contiguous:
                     flat.add(k)
                 kernel = op.elementwise
-                if kernel is not None and not t.attrs and t.dtype in FLOATS:
-                    loop = _flat_loop(kernel, t, srcs, flat) if len(t.shape) == 1 else None
-                    if loop is not None:
-                        if len(srcs) == 1:
-                            loop(vals[id(srcs[0])], out)
-                        elif len(srcs) == 2:
-                            loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
-                        else:
-                            loop(*[vals[id(s)] for s in srcs], out)
-                    elif srcs[0].dtype in FLOATS:
-                        # the kernel the forward calls on float operands, called as a plan
-                        # binds it (``plan._step``): the same loop
-                        kernel(*[vals[id(s)] for s in srcs], out=out)
+                floats = kernel is not None and not t.attrs and t.dtype in FLOATS
+                loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
+                        else None)
+                if loop is not None:
+                    if len(srcs) == 1:
+                        loop(vals[id(srcs[0])], out)
+                    elif len(srcs) == 2:
+                        loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
                     else:
-                        op.forward(t)(out, *[vals[id(s)] for s in srcs])
+                        loop(*[vals[id(s)] for s in srcs], out)
+                elif floats and kernel is not None and srcs[0].dtype in FLOATS:
+                    # the kernel the forward calls on float operands, called as a plan binds
+                    # it (``plan._step``): the same loop
+                    kernel(*[vals[id(s)] for s in srcs], out=out)
                 else:
                     op.forward(t)(out, *[vals[id(s)] for s in srcs])
                 vals[k] = out
@@ -159,7 +158,7 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
     have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
     as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
-    way, or has not built the loop yet."""
+    way, has not built the loop yet, or is another kind of kernel (one without ``_loop``)."""
     found = _LOOPS.get(kernel)
     if found is None:
         loop = getattr(kernel, "_loop", None)

@@ -214,8 +214,8 @@ class PlanCache:
         is worth one now (lock held): at once when a plan of it was evicted (it was hot then);
         with a fixed ``compile_after``, at that sighting; else at a sighting after the first
         when it recurs soon (``RECUR_GAP``) or when its eager runs, this one counted as their
-        mean, have cost what compiling it is estimated to (see ``COMPILE_AFTER``).  Sightings
-        are kept for the ``SEEN`` structures seen last."""
+        mean, have cost ``PAYBACK`` of what compiling it is estimated to cost (see
+        ``COMPILE_AFTER``).  Sightings are kept for the ``SEEN`` structures seen last."""
         fixed = self.compile_after
         if fixed is not None and fixed <= 1 or h in self._evicted:
             return True

@@ -882,7 +882,8 @@ class Tensor(TensorMethods):
         def __array_ufunc__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
-_OPERANDS = (Tensor, float, int) + _OPERANDS  # (exact types first: numbers.Number is an ABC, ~0.3 us a check)
+# exact types first: numbers.Number is an ABC, ~0.3 us a check on every operator
+_OPERANDS = (Tensor, float, int) + _OPERANDS
 
 
 def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
