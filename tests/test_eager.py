@@ -13,6 +13,7 @@ import pytest
 
 import tinyopt as to
 from tinyopt.engine import cache_clear, cache_info
+from tinyopt.engine import realize as realize_module
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan_cache import CACHE
 
@@ -230,6 +231,17 @@ def _run(case: str, compile_after: int, ops: set[str] | None = None) -> list[byt
     fn, values = CASES[case]
     cache_clear()
     CACHE.compile_after = compile_after
+    # (every realization through the eager path or a plan: not one op over computed values,
+    # ``realize._op_of_values``, which computes such a node as an eager run does)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(realize_module, "_op_of_values", lambda t: False)
+    try:
+        return _run_case(fn, values, ops)
+    finally:
+        monkeypatch.undo()
+
+
+def _run_case(fn, values, ops: set[str] | None) -> list[bytes]:
     to.manual_seed(0)
     _INDEX_RNG[0] = np.random.default_rng(2)
     params = [to.nn.Parameter(to.tensor(v)) for v in values]
