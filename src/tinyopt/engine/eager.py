@@ -158,13 +158,14 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
     have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
     as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
-    way, has not built the loop yet, or is another kind of kernel (one without ``_loop``)."""
+    way, has not built the loop yet, or is another kind of kernel (one without ``flat_loop``)."""
     found = _LOOPS.get(kernel)
     if found is None:
-        loop = getattr(kernel, "_loop", None)
-        if loop is None:  # (not built yet: the kernel's own call builds it)
+        get = getattr(kernel, "flat_loop", None)
+        found = get() if get is not None else None
+        if found is None:  # (not built yet: the kernel's own call builds it)
             return None
-        found = _LOOPS[kernel] = (loop, getattr(kernel, "_flat_types", ()))
+        _LOOPS[kernel] = found
     shape, dtype = t.shape, t.dtype
     if dtype not in found[1]:
         return None

@@ -411,6 +411,12 @@ class _LazyUfunc:
             self._ufunc = self._build(self._signatures)
         return self._ufunc(*args, out=out)
 
+    def flat_loop(self) -> tuple[object, set[np.dtype]] | None:
+        """``(loop, dtypes)``: the loop ``__call__``'s first case runs (every operand a
+        C-contiguous array of ``out``'s shape and dtype, ``loop(*ins, out)``) and the dtypes it
+        takes it for; None until a call has built it."""
+        return None if self._loop is None else (self._loop, self._flat_types)
+
     def bound(self, out: np.ndarray, *ins: np.ndarray):
         """``self(*ins, out=out)`` for these very arrays as a call made once (a plan binds its
         fixed arrays so): the flat loop over their flattened views, where ``__call__`` would take

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 
 import numba
+from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
 _RUNTIME_READY: list[bool] = []
@@ -89,8 +90,6 @@ def cached_intrinsic(defn=None, *, key: str = ""):
     for intrinsics made once per process (at module level, or by a factory run once per key)."""
     if defn is None:
         return lambda d: cached_intrinsic(d, key=key)
-    from numba.extending import intrinsic
-
     made = intrinsic(defn)
     made._set_uuid(f"tinyopt:{defn.__module__}.{defn.__qualname__}" + (f"[{key}]" if key else ""))
     return made
