@@ -1,23 +1,30 @@
-"""Start-up cost: ``import tinyopt``, and the time to the first finished training step of the MLP
-784-500-10 (forward, cross-entropy, backward, Adam step) in a fresh process, with an empty numba
-cache (every kernel compiled) and with a warm one (kernels loaded from the cache).
+"""Start-up cost: ``import tinyopt``, and the time to the first finished training step in a
+fresh process, with an empty numba cache (every kernel compiled) and with a warm one (kernels
+loaded from the cache), for three models:
 
-Goals (issue 14): ``import tinyopt`` <= 0.35 s; first step <= 1.0 s cold and <= 0.25 s warm.
-The CPU columns (the child's process time) say the same on a quiet machine and stay readable on a
-busy one, where the wall times grow with the other load.
+- ``mlp``: the README's MLP 784-500-10 (forward, cross-entropy, backward, Adam step), batch 32;
+- ``lstm``, ``gpt``: ``bench_seq.py``'s word-level LSTM language model (2 layers, 200 wide,
+  vocabulary 5000) and small GPT (2 pre-norm layers, 128 wide, block 64), Adam.
 
-    python benchmarks/bench_startup.py
+Goals (issue 27): ``import tinyopt`` <= 0.35 s; first step of the MLP <= 1.5 s cold and <= 0.2 s
+warm, of the LSTM and the GPT <= 2.5 s cold.  The CPU columns (the child's process time) say the
+same on a quiet machine and stay readable on a busy one, where the wall times grow with the
+other load.
+
+    python benchmarks/bench_startup.py [--models mlp,lstm,gpt] [--repeats 1]
     python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
-    python benchmarks/bench_startup.py --floors    # where the first step's time goes (below)
+    python benchmarks/bench_startup.py --floors [--models mlp]  # where the first step's time goes
 
-``--floors`` prints, cold and warm: each numba kernel the MLP's first step compiles or loads,
-with its CPU time and, for a compile, the part numba's own timer puts in LLVM (optimisation and
-machine code; the rest is numba's typing and lowering, in Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
-options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
+``--floors`` prints, cold and warm: each numba kernel the first step compiles or loads (C
+callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part numba's own timer
+puts in LLVM (optimisation and machine code; the rest is numba's typing and lowering, in
+Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the options
+tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
@@ -25,7 +32,7 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, time
+import json, sys, time
 t0 = time.perf_counter()
 c0 = time.process_time()
 import numpy as np
@@ -35,59 +42,94 @@ c_tinyopt = time.process_time() - c0
 from tinyopt import nn, optim
 t_import = time.perf_counter() - t0
 c_import = time.process_time() - c0
+{build}
+t1 = time.perf_counter()
+c1 = time.process_time()
+step()
+t_step = time.perf_counter() - t1
+c_step = time.process_time() - c1
+print(json.dumps({{"import": t_import, "first_step": t_step, "total": time.perf_counter() - t0,
+                  "import_cpu": c_import, "first_step_cpu": c_step,
+                  "import_tinyopt": t_tinyopt, "import_tinyopt_cpu": c_tinyopt}}))
+"""
+
+# the model, optimizer and batch of each case, built before the clock starts: ``step()``
+MLP = r"""
 model = nn.Sequential(nn.Flatten(), nn.Linear(784, 500), nn.ReLU(), nn.Linear(500, 10))
 opt = optim.Adam(model.parameters(), lr=1e-3)
 rng = np.random.default_rng(0)
 x = rng.random((32, 1, 28, 28), dtype=np.float32)
 y = rng.integers(0, 10, 32)
-t1 = time.perf_counter()
-c1 = time.process_time()
-opt.zero_grad()
-loss = nn.functional.cross_entropy(model(x), y)
-loss.backward()
-opt.step()
-loss.item()
-t_step = time.perf_counter() - t1
-c_step = time.process_time() - c1
-print(json.dumps({"import": t_import, "first_step": t_step, "total": time.perf_counter() - t0,
-                  "import_cpu": c_import, "first_step_cpu": c_step,
-                  "import_tinyopt": t_tinyopt, "import_tinyopt_cpu": c_tinyopt}))
+
+def step():
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    loss.item()
+"""
+SEQ = r"""
+sys.path.insert(0, {here!r})
+import bench_seq
+step = bench_seq.stepper("tinyopt", {kind!r})
 """
 
+MODELS = ("mlp", "lstm", "gpt")
 
-def run(cache_dir: str, child: str = CHILD) -> dict:
+
+def child(model: str) -> str:
+    """The code of a fresh process that times ``model``'s first training step."""
+    build = MLP if model == "mlp" else SEQ.format(
+        here=os.path.dirname(os.path.abspath(__file__)), kind=model)
+    return CHILD.format(build=build)
+
+
+def run(cache_dir: str, code: str) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
-    out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-# the first step's kernels: CPU of each dispatcher compile or cache load (nested ones indented)
+# the first step's kernels: CPU of each dispatcher or C callback compile or cache load (nested
+# ones indented)
 KERNELS = r"""
 import json, time
-from numba.core import dispatcher
+from numba.core import ccallback, dispatcher
 rows, depth = [], [0]
+def timed(name, compile, hit, llvm):
+    row = len(rows); rows.append(None); depth[0] += 1
+    c = time.thread_time()
+    try:
+        return compile()
+    finally:
+        depth[0] -= 1
+        rows[row] = ("  " * depth[0] + name, time.thread_time() - c, hit(), llvm())
 compile = dispatcher.Dispatcher.compile
-def timed(self, sig):
+def timed_dispatcher(self, sig):
     if self.overloads.get(tuple(sig)) is not None:
         return compile(self, sig)
     hits = sum(self._cache_hits.values())
-    row = len(rows); rows.append(None); depth[0] += 1
-    c = time.thread_time()
-    llvm = 0.0
-    try:
-        entry = compile(self, sig)
-        try:  # numba's own timer of the time spent in LLVM (optimisation and code generation)
-            llvm = self.overloads[tuple(sig)].metadata["timers"]["llvm_lock"]
+    def llvm():  # numba's own timer of the time spent in LLVM (optimisation and code generation)
+        try:
+            return self.overloads[tuple(sig)].metadata["timers"]["llvm_lock"]
         except (KeyError, TypeError, AttributeError):
-            pass
-        return entry
-    finally:
-        depth[0] -= 1
-        rows[row] = ("  " * depth[0] + self.py_func.__qualname__.split(".")[-1],
-                     time.thread_time() - c, sum(self._cache_hits.values()) > hits, llvm)
-dispatcher.Dispatcher.compile = timed
-""" + CHILD.replace('print(json.dumps({', 'print(json.dumps({"kernels": rows, ')
+            return 0.0
+    return timed(self.py_func.__qualname__.split(".")[-1], lambda: compile(self, sig),
+                 lambda: sum(self._cache_hits.values()) > hits, llvm)
+dispatcher.Dispatcher.compile = timed_dispatcher
+compile_c = ccallback.CFunc.compile
+def timed_cfunc(self):
+    return timed("cfunc:" + self._pyfunc.__qualname__.split(".")[-1], lambda: compile_c(self),
+                 lambda: self._cache_hits > 0, lambda: 0.0)
+ccallback.CFunc.compile = timed_cfunc
+"""
+
+
+def with_kernels(code: str) -> str:
+    """``code`` with the kernel table above, printed with its figures."""
+    return KERNELS + code.replace('print(json.dumps({', 'print(json.dumps({"kernels": rows, ')
+
 
 TRIVIAL = """
 import numba
@@ -111,19 +153,22 @@ print(json.dumps({{"numba": c_numba, "kernels": times}}))
 """
 
 
-def floors() -> None:
+def floors(models: list[str]) -> None:
     """The per-kernel table and numba's fixed cost (see the module docstring)."""
-    with tempfile.TemporaryDirectory() as cache:
-        steps = {name: run(cache, KERNELS) for name in ("cold", "warm")}
-    for name, r in steps.items():
-        print(f"{name} first step: {r['first_step']:.3f} s wall, {r['first_step_cpu']:.3f} s CPU;"
-              f" numba kernels (CPU s, compile or cache load; of a compile, the seconds in LLVM):")
-        for label, cpu, hit, llvm in r["kernels"]:
-            print(f"  {label:<38} {cpu:6.3f}  {'load' if hit else 'compile'}"
-                  + ("" if hit else f"  LLVM {llvm:6.3f}"))
-        top = [k for k in r["kernels"] if not k[0].startswith(" ")]
-        print(f"  {'sum (top level)':<38} {sum(k[1] for k in top):6.3f}"
-              + (f"           LLVM {sum(k[3] for k in top):6.3f}" if name == "cold" else ""))
+    for model in models:
+        with tempfile.TemporaryDirectory() as cache:
+            steps = {name: run(cache, with_kernels(child(model))) for name in ("cold", "warm")}
+        for name, r in steps.items():
+            print(f"{model} {name} first step: {r['first_step']:.3f} s wall, "
+                  f"{r['first_step_cpu']:.3f} s CPU; numba kernels (CPU s, compile or cache load; "
+                  f"of a compile, the seconds in LLVM):")
+            for label, cpu, hit, llvm in r["kernels"]:
+                print(f"  {label:<38} {cpu:6.3f}  {'load' if hit else 'compile'}"
+                      + ("" if hit or label.strip().startswith("cfunc:")
+                         else f"  LLVM {llvm:6.3f}"))
+            top = [k for k in r["kernels"] if not k[0].startswith(" ")]
+            print(f"  {'sum (top level)':<38} {sum(k[1] for k in top):6.3f}"
+                  + (f"           LLVM {sum(k[3] for k in top):6.3f}" if name == "cold" else ""))
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "trivial_kernels.py"), "w") as f:
             f.write("".join(TRIVIAL.format(i) for i in range(1, 7)))
@@ -161,24 +206,38 @@ def imports(repeats: int = 7) -> None:
 
 
 def main() -> None:
-    if "--imports" in sys.argv:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--repeats", type=int, default=1, help="fresh caches per model")
+    ap.add_argument("--imports", action="store_true")
+    ap.add_argument("--floors", action="store_true")
+    args = ap.parse_args()
+    models = args.models.split(",")
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        ap.error(f"unknown model {sorted(unknown)[0]!r}; expected some of {', '.join(MODELS)}")
+    if args.imports:
         imports()
         return
-    if "--floors" in sys.argv:
-        floors()
+    if args.floors:
+        floors(models)
         return
-    with tempfile.TemporaryDirectory() as cache:
-        cold = run(cache)
-        warm = run(cache)
-    print(f"{'':>6} {'import':>9} {'first step':>11} {'total':>9}   {'import cpu':>10} "
+    print(f"{'':>10} {'import':>9} {'first step':>11} {'total':>9}   {'import cpu':>10} "
           f"{'step cpu':>9}   {'import tinyopt':>14} {'(cpu)':>7}")
-    for name, r in (("cold", cold), ("warm", warm)):
-        print(f"{name:>6} {r['import']:>8.3f}s {r['first_step']:>10.3f}s {r['total']:>8.3f}s   "
-              f"{r['import_cpu']:>9.3f}s {r['first_step_cpu']:>8.3f}s   "
-              f"{r['import_tinyopt']:>13.3f}s {r['import_tinyopt_cpu']:>6.3f}s")
+    for model in models:
+        for _ in range(args.repeats):
+            with tempfile.TemporaryDirectory() as cache:
+                cold = run(cache, child(model))
+                warm = run(cache, child(model))
+            for name, r in (("cold", cold), ("warm", warm)):
+                print(f"{model:>4} {name:>5} {r['import']:>8.3f}s {r['first_step']:>10.3f}s "
+                      f"{r['total']:>8.3f}s   {r['import_cpu']:>9.3f}s "
+                      f"{r['first_step_cpu']:>8.3f}s   {r['import_tinyopt']:>13.3f}s "
+                      f"{r['import_tinyopt_cpu']:>6.3f}s", flush=True)
     print("import: numpy, tinyopt, tinyopt.nn and tinyopt.optim; import tinyopt: numpy and "
           "tinyopt alone")
-    print("goals: import tinyopt <= 0.35 s; first step <= 1.0 s cold, <= 0.25 s warm")
+    print("goals: import tinyopt <= 0.35 s; first step of the mlp <= 1.5 s cold, <= 0.2 s warm; "
+          "of the lstm and gpt <= 2.5 s cold")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ import pytest
 
 import tinyopt as to
 from tinyopt.engine import cache_clear, cache_info
+from tinyopt.engine import realize as realize_module
 from tinyopt.engine.op import OPS
 from tinyopt.engine.plan_cache import CACHE
 
@@ -230,6 +231,17 @@ def _run(case: str, compile_after: int, ops: set[str] | None = None) -> list[byt
     fn, values = CASES[case]
     cache_clear()
     CACHE.compile_after = compile_after
+    # (every realization through the eager path or a plan: not one op over computed values,
+    # ``realize._op_of_values``, which computes such a node as an eager run does)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setattr(realize_module, "_op_of_values", lambda t: False)
+    try:
+        return _run_case(fn, values, ops)
+    finally:
+        monkeypatch.undo()
+
+
+def _run_case(fn, values, ops: set[str] | None) -> list[bytes]:
     to.manual_seed(0)
     _INDEX_RNG[0] = np.random.default_rng(2)
     params = [to.nn.Parameter(to.tensor(v)) for v in values]
@@ -307,7 +319,7 @@ def test_a_structure_runs_eagerly_once_and_is_compiled_when_it_repeats(restore_t
 
 def test_one_off_structures_never_fill_the_cache_nor_warn(restore_threshold, caplog):
     import logging
-    CACHE.compile_after = 2
+    CACHE.compile_after = None  # (the default: adaptive)
     cache_clear()
     w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
     with caplog.at_level(logging.INFO, logger="tinyopt"):
@@ -358,9 +370,56 @@ def test_the_thrashing_warning_names_the_bound_that_evicted(restore_threshold, c
 
 def test_compile_after_comes_from_the_environment(monkeypatch):
     from tinyopt.engine.plan_cache import COMPILE_AFTER, PlanCache
-    assert PlanCache().compile_after == COMPILE_AFTER == 2
+    monkeypatch.delenv("TINYOPT_COMPILE_AFTER", raising=False)
+    assert PlanCache().compile_after is COMPILE_AFTER is None  # adaptive
     monkeypatch.setenv("TINYOPT_COMPILE_AFTER", "5")
     assert PlanCache().compile_after == 5
+
+
+def _adaptive(monkeypatch, seconds_per_node: float) -> None:
+    """The default, adaptive threshold, with compiling estimated to cost ``seconds_per_node``
+    whatever the compiles take."""
+    from tinyopt.engine import plan_cache
+    monkeypatch.setattr(plan_cache, "COMPILE_SECONDS_PER_NODE", seconds_per_node)
+    monkeypatch.setattr(plan_cache, "PER_NODE_BOUNDS", (seconds_per_node, seconds_per_node))
+    CACHE.compile_after = None
+    cache_clear()
+
+
+def test_a_training_loop_compiles_at_its_second_step_however_costly(restore_threshold,
+                                                                      monkeypatch):
+    _adaptive(monkeypatch, 10.0)  # 10 s a node: never worth it by cost alone
+    w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
+    for _ in range(3):
+        _chain(w, 6).backward()
+        (w * 2.0).sum().item()  # (another structure in between: still a loop over a few)
+    info = cache_info()
+    assert (info.eager, info.misses, info.hits) == (2, 2, 2)
+
+
+def test_structures_that_recur_rarely_compile_once_their_eager_runs_cost_a_compile(
+        restore_threshold, monkeypatch):
+    """An episode loop over many lengths: each structure recurs after more than RECUR_GAP
+    others, so it stays eager while its eager runs cost less than compiling it would (ski
+    rental), whatever the number of its sightings; and is compiled at its second sighting when
+    compiling is cheap."""
+    from tinyopt.engine.plan_cache import RECUR_GAP
+    w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
+    lengths = range(1, RECUR_GAP + 4)
+    for per_node, want in ((10.0, (3 * len(lengths), 0, 0)),
+                           (0.0, (len(lengths), len(lengths), len(lengths)))):
+        _adaptive(monkeypatch, per_node)
+        grads = []
+        for _ in range(3):
+            for n in lengths:
+                w.grad = None
+                _chain(w, n).backward()
+                grads.append(w.grad.numpy().copy())
+        info = cache_info()
+        assert (info.eager, info.misses, info.hits) == want, per_node
+        k = len(lengths)
+        assert all(np.array_equal(a, b) for a, b in zip(grads[:k], grads[k:2 * k]))
+        assert all(np.array_equal(a, b) for a, b in zip(grads[:k], grads[2 * k:]))
 
 
 # ---- what works through plans works eagerly -----------------------------------------------------

@@ -60,6 +60,28 @@ def test_specialized_makes_one_kernel_per_option_combination():
     assert scale.__doc__.startswith("y <- -x")
 
 
+def test_kernels_and_subroutines_compile_no_c_wrapper():
+    """numba's cfunc wrapper (a C-callable copy of a function, for first-class function values)
+    is compiled for no kernel nor subroutine: it was ~8% of a cold first training step."""
+    @jit.subroutine
+    def twice(v):
+        return 2.0 * v
+
+    @jit.kernel
+    def k(x, y):
+        for i in range(x.shape[0]):
+            y[i] = twice(x[i])
+
+    x = np.arange(3.0)
+    y = np.empty(3)
+    k(x, y)
+    np.testing.assert_array_equal(y, 2 * x)
+    (cres,) = k.overloads.values()
+    lib = cres.library
+    assert lib.get_pointer_to_function(cres.fndesc.llvm_cpython_wrapper_name)  # (the probe works)
+    assert not lib.get_pointer_to_function(cres.fndesc.llvm_cfunc_wrapper_name)
+
+
 # ---- a read-only install, fork (issue 9.6, 9.7): each in a child process -----------------
 NO_LOCATOR = """if True:
     import os, sys, tempfile, warnings
@@ -436,3 +458,24 @@ def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_
     assert run() == ["1", "0", "2.0"]  # still loaded
     (src / "kmod.py").write_text(KMOD + "\n# a new version\n")
     assert run() == ["0", "1", "2.0"]  # compiled again
+
+
+def test_module_level_intrinsics_keep_one_identity_across_processes():
+    """A kernel whose closure reaches an intrinsic is keyed by that intrinsic's pickled identity;
+    numba draws it afresh per process, so the kernel missed the disk cache in every new process
+    (the Adam walker after ``decayed_grad`` called ``vecmath.fma``).  Every module-level
+    intrinsic of tinyopt takes its name as its identity (``numba_cache.cached_intrinsic``)."""
+    import importlib
+    import pkgutil
+
+    from numba.core.extending import _Intrinsic
+
+    import tinyopt.kernels
+    found = []
+    for info in pkgutil.walk_packages(tinyopt.kernels.__path__, "tinyopt.kernels."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if isinstance(value, _Intrinsic) and value.__module__ == module.__name__:
+                found.append(name)
+                assert value._uuid.startswith(f"tinyopt:{module.__name__}.{value.__qualname__}"), name
+    assert "fma" in found and len(found) >= 10

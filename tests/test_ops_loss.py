@@ -417,6 +417,31 @@ def test_an_ignored_row_with_nan_or_inf_gets_pytorchs_nan_gradient():
             assert np.isfinite(g[5]).all() and g[5].any()
 
 
+def test_cross_entropy_and_its_gradient_run_one_kernel_of_one_signature(monkeypatch):
+    """The loss and its gradient are one numba kernel, called with the same argument types both
+    ways: one cold compile serves a training step (each kernel costs its own)."""
+    import numba
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import jit, loss as K
+    kernel = K.ce_rows[False, False]
+    build = kernel._serial
+    calls = []
+
+    def serial(*args):
+        calls.append((args[0], tuple(numba.typeof(a) for a in args[1:])))
+        return build(*args)
+    monkeypatch.setattr(kernel, "_serial", serial)
+    monkeypatch.setattr(jit, "PARALLEL_MIN_ELEMENTS", 1 << 62)
+    cache_clear()
+    rng = np.random.default_rng(5)
+    for reduction in REDUCTIONS:
+        p = to.Parameter(rng.standard_normal((6, 4)))
+        loss = O.cross_entropy(p, rng.integers(0, 4, 6), reduction=reduction)
+        (loss if reduction != "none" else loss.sum()).backward()
+    assert {grad for grad, _ in calls} == {False, True}
+    assert len({types for _, types in calls}) == 1
+
+
 # ---- rows in parallel (kernels/loss.py's parallel build): the same bits as the serial build -----
 def _force_parallel(monkeypatch, on: bool):
     from tinyopt.engine import cache_clear

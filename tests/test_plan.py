@@ -159,14 +159,16 @@ def test_a_failed_run_keeps_no_batch_or_model_alive(compile_at_once):
 
 def _sharing(share: bool, work):
     """``work()`` on a fresh cache whose plans of one structure share their runs (``share``) or
-    each hold their own, as before plans shared them."""
-    old = CACHE.share_sizes
+    each hold their own, as before plans shared them; under the adaptive threshold, every
+    structure compiled at its second sighting, however rarely it recurs
+    (``plan_cache.COMPILE_AFTER``)."""
+    old, after = CACHE.share_sizes, CACHE.compile_after
     cache_clear()
-    CACHE.share_sizes = share
+    CACHE.share_sizes, CACHE.compile_after = share, after or 2
     try:
         return work(), cache_info(), list(CACHE._plans.values())
     finally:
-        CACHE.share_sizes = old
+        CACHE.share_sizes, CACHE.compile_after = old, after
         cache_clear()
 
 

@@ -105,3 +105,34 @@ def test_which_nodes_are_held_can_change_from_step_to_step(runs):
             assert len(runs) == 1
         lin.weight.grad = None
         lin.bias.grad = None
+
+
+def test_a_node_over_computed_values_is_computed_alone_with_the_bits_of_its_graph(runs):
+    """The actor-critic's ``probs.item()`` then ``value.item()``: the second reads the hidden
+    layer the first computed, so only its own op runs (as PyTorch had computed it); the value is
+    that of realizing its whole graph, and a write since falls back to the whole graph."""
+    to.manual_seed(0)
+    body, head, value = nn.Linear(4, 16), nn.Linear(16, 2), nn.Linear(16, 1)
+    x = to.tensor(np.random.default_rng(0).standard_normal(4).astype(np.float32))
+
+    def forward():
+        h = nn.functional.relu(body(x))
+        return nn.functional.softmax(head(h), dim=-1), value(h)
+
+    whole = []
+    for _ in range(2):
+        _, v = forward()
+        whole.append(v.numpy().copy())  # the hidden layer not computed yet: the whole graph
+    runs.clear()
+    probs, v = forward()
+    probs[1].item()
+    assert len(runs) == 1
+    got = v.numpy()
+    assert len(runs) == 1  # no second run: one linear over the hidden layer's value
+    assert got.tobytes() == whole[0].tobytes() == whole[1].tobytes()
+    probs, v = forward()
+    probs[1].item()
+    with to.no_grad():
+        value.bias.add_(1.0)  # written after v was made: v's graph runs, as without the rule
+    with pytest.raises(RuntimeError, match="modified by an inplace operation|in-place write"):
+        v.numpy()

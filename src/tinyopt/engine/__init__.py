@@ -2,7 +2,7 @@
 
 Ops over concrete tensors run at once; ops over Parameters (or anything that requires grad)
 only record graph nodes, and realizing one runs its graph: node by node the first time
-(``engine/eager.py``), and from the second time on as a plan its structure is compiled into
+(``engine/eager.py``), and once the structure repeats as a plan it is compiled into
 once (topological order, planned memory, one kernel call per node).  The ggml example,
 f(x) = a*x^2 + b::
 

@@ -4,7 +4,7 @@ Compiling a plan (autodiff, sorting, memory planning, kernel closures: ~30 us a 
 when the plan is replayed; code whose graph changes every step (episodes of every length, a
 per-sample loop, a CRF's path) would compile a plan per step and use it once.  So realization
 works like a tracing JIT: the plan cache counts the structures it misses, and a structure is
-compiled only once it repeats (``plan_cache.PlanCache.compile_after``); until then :func:`run`
+compiled only once it repeats (``plan_cache.PlanCache._hot``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
 1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the
@@ -69,35 +69,54 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     readers = _readers(nodes, keep) if big else None
 
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    flat: set[int] = set()  # the nodes whose array is C-contiguous (of their shape and dtype)
     last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
         for t in nodes:
-            if t.op in LEAF_OPS:
-                vals[id(t)] = t._value
-                continue
             k = id(t)
+            if t.op in LEAF_OPS:
+                v = vals[k] = t._value
+                if v.flags.c_contiguous:
+                    flat.add(k)
+                continue
             op = OPS[t.op]
+            srcs = t.srcs
             if (v := t._value) is not None and t._id > last and k not in dest:
                 # computed by an earlier realization (``probs.item()`` inside an episode) and
                 # nothing written since the node was made: the bits a run computes again
                 vals[k] = v
+                if v.flags.c_contiguous:
+                    flat.add(k)
             elif op.view is not None:
-                vals[k] = op.view(t)(*[vals[id(s)] for s in t.srcs])
+                vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
             else:
                 out = dest.get(k) if dest else None
                 if out is None:
                     out = np.empty(t.shape, t.dtype)
-                if (op.elementwise is not None and not t.attrs and t.dtype in FLOATS
-                        and t.srcs[0].dtype in FLOATS):
+                    flat.add(k)
+                elif out.flags.c_contiguous:
+                    flat.add(k)
+                kernel = op.elementwise
+                floats = kernel is not None and not t.attrs and t.dtype in FLOATS
+                loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
+                        else None)
+                if loop is not None:
+                    if len(srcs) == 1:
+                        loop(vals[id(srcs[0])], out)
+                    elif len(srcs) == 2:
+                        loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
+                    else:
+                        loop(*[vals[id(s)] for s in srcs], out)
+                elif floats and kernel is not None and srcs[0].dtype in FLOATS:
                     # the kernel the forward calls on float operands, called as a plan binds
                     # it (``plan._step``): the same loop
-                    op.elementwise(*[vals[id(s)] for s in t.srcs], out=out)
+                    kernel(*[vals[id(s)] for s in srcs], out=out)
                 else:
-                    op.forward(t)(out, *[vals[id(s)] for s in t.srcs])
+                    op.forward(t)(out, *[vals[id(s)] for s in srcs])
                 vals[k] = out
             if readers is not None:
-                for src in t.srcs:
+                for src in srcs:
                     k = id(src)
                     readers[k] -= 1
                     if not readers[k]:
@@ -132,6 +151,32 @@ to the end of the run: rewriting a graph costs a copy and a sort of it (the acto
 update, whose ``linear -> relu`` fuses, ran 16% faster unfused), and counting readers 0.8 us a
 node.  Fused or not, the values are the same bits (a fusion computes what the chain does, in
 the same order; ``tests/test_eager.py`` compares unfused eager runs with fused plans)."""
+
+
+def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
+    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 1-d shape whose sources all
+    have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
+    as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
+    ~0.8 us of checks that call makes again on every node; None where it would take another
+    way, has not built the loop yet, or is another kind of kernel (one without ``flat_loop``)."""
+    found = _LOOPS.get(kernel)
+    if found is None:
+        get = getattr(kernel, "flat_loop", None)
+        found = get() if get is not None else None
+        if found is None:  # (not built yet: the kernel's own call builds it)
+            return None
+        _LOOPS[kernel] = found
+    shape, dtype = t.shape, t.dtype
+    if dtype not in found[1]:
+        return None
+    for s in srcs:
+        if s.shape != shape or s.dtype != dtype or id(s) not in flat:
+            return None
+    return found[0]
+
+
+_LOOPS: dict = {}
+"""kernel -> (its flat loop, the dtypes it takes that loop for), once the kernel built it."""
 
 
 def _nbytes(nodes: list[Tensor]) -> int:

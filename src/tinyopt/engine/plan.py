@@ -391,29 +391,29 @@ def _held_bytes(fns) -> int:
     not Python functions are skipped without a look)."""
     seen: set[int] = set()
     total = 0
-    stack = list(fns)
+    stack = [f for f in fns if type(f) is _FUNCTION]
     while stack:
         for v in _captured(stack.pop()):
             t = type(v)
-            if t is _FUNCTION or t is np.ndarray or isinstance(v, np.ndarray):
-                if id(v) in seen:
-                    continue
-                seen.add(id(v))
-                if t is _FUNCTION:
+            if t is _FUNCTION:
+                if id(v) not in seen:
+                    seen.add(id(v))
                     stack.append(v)
-                else:
+            elif t is np.ndarray or t not in _PLAIN and isinstance(v, np.ndarray):
+                if id(v) not in seen:
+                    seen.add(id(v))
                     total += v.nbytes
     return total
 
 
 _FUNCTION = type(_held_bytes)
+_PLAIN = frozenset((int, float, str, bool, tuple, list, type(None)))
+"""Types a step binds often (slots, its array table) that are surely no arrays."""
 
 
 def _captured(fn) -> list:
     """What a Python function keeps: its closure's contents and its default arguments (a plan
-    step binds its operands as defaults, ``_step``); nothing for other callables."""
-    if type(fn) is not _FUNCTION:
-        return []
+    step binds its operands as defaults, ``_step``)."""
     found = list(fn.__defaults__ or ())
     for cell in fn.__closure__ or ():
         try:

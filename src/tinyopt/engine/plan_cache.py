@@ -1,8 +1,9 @@
 """The plan cache: compiled plans (``engine/plan.py``) by graph signature.
 
 Only structures that repeat are compiled: the cache counts the sightings of structures it has
-no plan for, and until a structure's ``compile_after``-th one (``COMPILE_AFTER``) realization
-runs it eagerly (``engine/eager.py``), with the same bits.
+no plan for and the time their eager runs took, and until a structure is worth a plan
+(``PlanCache._hot``: at once when it recurs soon, else once its eager runs cost what compiling
+would) realization runs it eagerly (``engine/eager.py``), with the same bits.
 
 The cache is bounded by bytes (arenas, scratch, constants and the Python objects of every plan;
 default 1 GiB, environment variable ``TINYOPT_PLAN_CACHE_BYTES``, or :func:`set_cache_limit`),
@@ -37,29 +38,54 @@ class CacheInfo(NamedTuple):
     nbytes: int      # bytes the cached plans hold (arenas, scratch, constants)
     max_bytes: int
     structures: int  # plan structures the cached plans share (plans differing only in sizes)
-    eager: int       # realizations run without a plan (structures not seen often enough yet)
+    eager: int       # realizations run without a plan (structures not worth a plan yet)
 
 
 log = logging.getLogger("tinyopt")
 
 DEFAULT_MAX_BYTES = 1 << 30
 
-COMPILE_AFTER = 2
-"""A structure is compiled into a plan the ``COMPILE_AFTER``-th time it is realized; before, it
-runs eagerly (``engine/eager.py``).  Environment variable ``TINYOPT_COMPILE_AFTER`` (1: always
-a plan, as before eager execution).
+COMPILE_AFTER: int | None = None
+"""A fixed threshold: a structure is compiled into a plan the ``COMPILE_AFTER``-th time it is
+realized, and runs eagerly (``engine/eager.py``) before.  None (the default) adapts the
+threshold to how the structure recurs (:meth:`PlanCache._hot`).  Environment variable
+``TINYOPT_COMPILE_AFTER`` (1: always a plan, as before eager execution; 2: the second sighting,
+as before the threshold adapted).
 
-Why 2.  Measured on a chain of 32 small ops with backward (~80 nodes, 2026-12-06, shared
+Why adapt.  Measured on a chain of 32 small ops with backward (~80 nodes, 2026-12-06, shared
 2-core machine, process time): eager 600 us, compiling plus the first run 2700 us, a replay
-280 us.  Loops come in two kinds: the structure changes every step (episodes, per-sample
-loops, a CRF's path), where any threshold above 1 runs everything eagerly; or a few structures
-repeat for the whole run (batch shapes, sequence buckets), where every eager run beyond the
-first costs 320 us that a plan would save, on every structure.  A threshold of t loses the most
-on a structure seen exactly t times (ski rental: at t=2, 3300 us against the 1200 us of two
-eager runs, 2.75x; at t=8 at most 1.5x), but a larger t makes every repeated structure run
-eagerly t - 1 times first, with no memory planning and no step inside the plan; 2 keeps the
-steady state from the second step on, as before, and costs at most one compile per structure
-seen twice."""
+280 us; the actor-critic's update (``benchmarks/bench_eager.py``, 200-1200 forward nodes):
+eager ~12 us and compiling ~27 us a forward node.  A fixed threshold of 2 loses the most on a
+structure seen exactly twice (ski rental: the chain's 3300 us against two eager runs' 1200,
+2.75x), and a larger one makes a training loop run its one structure eagerly t - 1 times
+first.  So a structure is compiled at its second sighting when it recurs soon (a loop over a
+few structures: its last sighting was at most ``RECUR_GAP`` realizations ago), and otherwise
+once its eager runs, this one counted, have cost ``PAYBACK`` of what compiling it is estimated
+to cost: the chain and the actor-critic's update above at their 2nd or 3rd sighting.  A
+structure seen twice mostly recurs again (an episode length, a sentence length), so buying at
+half the break-even (ski rental's deterministic rule buys at it) pays: at 1 the actor-critic's
+51 episode lengths compiled a sighting later and its episodes 60-210 cost 18% more; at 0.5
+they cost what compiling at the second sighting costs (470-486 against 470 us an environment
+step, load 1.9), and a structure compiled and then never seen again cost at most about
+1 + 1 / ``PAYBACK`` times its eager runs (its plan's one run counted as one of them)."""
+
+
+RECUR_GAP = 8
+"""A structure realized again within this many realizations recurs soon (a training loop, with
+an evaluation or a metric's ``.item()`` in between): compiled at its second sighting."""
+
+COMPILE_SECONDS_PER_NODE = 30e-6
+"""What compiling a plan costs per forward node before the cache has timed a compile of its own
+(autodiff, sorting, memory planning, kernel calls; measured on chains of small ops): the
+estimate then follows the compiles it times, within ``PER_NODE_BOUNDS``."""
+
+PAYBACK = 0.5
+"""The share of a compile's estimated cost a rarely recurring structure's eager runs must reach
+before it is compiled (1 would be ski rental's break-even)."""
+
+PER_NODE_BOUNDS = (5e-6, 200e-6)
+"""The compile times per node the estimate may follow: a first compile of numba's kernels or a
+busy moment must not make every later structure look expensive."""
 
 
 def _mib(n: int) -> str:
@@ -95,12 +121,16 @@ class PlanCache:
                  compile_after: int | None = None):
         if max_bytes is None:
             max_bytes = int(os.environ.get("TINYOPT_PLAN_CACHE_BYTES", DEFAULT_MAX_BYTES))
-        if compile_after is None:
-            compile_after = int(os.environ.get("TINYOPT_COMPILE_AFTER", COMPILE_AFTER))
+        if compile_after is None and os.environ.get("TINYOPT_COMPILE_AFTER"):
+            compile_after = int(os.environ["TINYOPT_COMPILE_AFTER"])
         self.maxsize = maxsize
         self.max_bytes = max_bytes
-        self.compile_after = compile_after
-        self._seen: OrderedDict[int, int] = OrderedDict()  # key hash -> sightings without a plan
+        self.compile_after: int | None = compile_after  # None: adaptive (see COMPILE_AFTER)
+        # key hash -> [sightings, the realization it was last seen at, seconds its eager runs
+        # took] of the structures without a plan
+        self._seen: OrderedDict[int, list] = OrderedDict()
+        self._looks = 0  # realizations looked up
+        self._per_node = COMPILE_SECONDS_PER_NODE  # compile seconds per forward node, estimated
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -134,12 +164,14 @@ class PlanCache:
         return self._compile(key, fwd, outputs, loss)
 
     def find(self, fwd: list[Tensor], wanted: list[Tensor], loss: Tensor | None,
-             index: dict[int, int], sig: tuple) -> tuple[Plan, list[Tensor]]:
+             index: dict[int, int], sig: tuple) -> tuple[Plan | None, list[Tensor], int]:
         """The plan realizing ``wanted`` (and ``loss``) of the sorted graph ``fwd`` (``index``,
         ``sig``: from ``graph.toposort_signed``) together with the nodes of ``fwd`` the program
-        still holds (``graph.held``), which the plan outputs too: ``(plan, held nodes)``.  What a
-        cache hit needs of the signature (the held candidates, the plans by held nodes) is kept
-        per (signature, outputs, loss), so a hit hashes the signature once."""
+        still holds (``graph.held``), which the plan outputs too: ``(plan, held nodes, key)``.
+        The plan is None for a structure not worth a plan yet: the caller runs it eagerly and
+        reports the time to :meth:`ran_eagerly` under ``key``.  What a cache hit needs of the
+        signature (the held candidates, the plans by held nodes) is kept per (signature,
+        outputs, loss), so a hit hashes the signature once."""
         front_key = (sig, tuple([index[id(t)] for t in wanted]),
                      index[id(loss)] if loss is not None else -1)
         front = self._front.get(front_key)
@@ -149,12 +181,13 @@ class PlanCache:
             front = _Front(front_key, held_candidates(sig, roots))
         kept = tuple(held(fwd, front.candidates))
         with self._lock:
+            self._looks += 1
             plan = front.plans.get(kept)
             if plan is not None and not plan.evicted:
                 self.hits += 1
                 self._tick += 1
                 plan.used = self._tick
-                return plan, [fwd[i] for i in kept]
+                return plan, [fwd[i] for i in kept], 0
         held_nodes = [fwd[i] for i in kept]
         key = (sig, front_key[1] + kept, front_key[2])
         h = hash(key)  # (outside the lock: hashing a signature is a pass over the graph)
@@ -165,31 +198,51 @@ class PlanCache:
                 self._tick += 1
                 plan.used = self._tick
                 self._enter(front, kept, plan)
-                return plan, held_nodes
-            if not self._hot(h):
+                return plan, held_nodes, 0
+            if not self._hot(h, len(fwd)):
                 self.eager += 1
-                return None, held_nodes
+                return None, held_nodes, h
             self.misses += 1
         plan = self._compile(key, fwd, wanted + held_nodes, loss)
         with self._lock:
             if not plan.evicted:
                 self._enter(front, kept, plan)
-        return plan, held_nodes
+        return plan, held_nodes, 0
 
-    def _hot(self, h: int) -> bool:
-        """Whether the structure of key hash ``h``, which has no plan, is seen often enough now
-        to compile one (lock held): the ``compile_after``-th time, or at once when a plan of it
-        was evicted (it was hot then).  Counts are kept for the ``SEEN`` structures seen last."""
-        if self.compile_after <= 1 or h in self._evicted:
+    def _hot(self, h: int, nodes: int) -> bool:
+        """Whether the structure of key hash ``h`` (``nodes`` forward nodes), which has no plan,
+        is worth one now (lock held): at once when a plan of it was evicted (it was hot then);
+        with a fixed ``compile_after``, at that sighting; else at a sighting after the first
+        when it recurs soon (``RECUR_GAP``) or when its eager runs, this one counted as their
+        mean, have cost ``PAYBACK`` of what compiling it is estimated to cost (see
+        ``COMPILE_AFTER``).  Sightings are kept for the ``SEEN`` structures seen last."""
+        fixed = self.compile_after
+        if fixed is not None and fixed <= 1 or h in self._evicted:
             return True
         seen = self._seen
-        n = seen.pop(h, 0) + 1
-        if n >= self.compile_after:
+        entry = seen.pop(h, None)
+        if entry is None:
+            entry = [0, 0, 0.0]
+        n = entry[0] + 1
+        if fixed is not None:
+            hot = n >= fixed
+        else:
+            hot = n > 1 and (self._looks - entry[1] <= RECUR_GAP
+                             or entry[2] * n / entry[0] >= PAYBACK * self._per_node * nodes)
+        if hot:
             return True
-        seen[h] = n
+        entry[0], entry[1] = n, self._looks
+        seen[h] = entry
         if len(seen) > self.SEEN:
             seen.popitem(last=False)
         return False
+
+    def ran_eagerly(self, key: int, seconds: float) -> None:
+        """Count ``seconds`` of an eager run of the structure ``find`` gave ``key`` for."""
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is not None:
+                entry[2] += seconds
 
     def _enter(self, front: _Front, kept: tuple, plan: Plan) -> None:
         """File ``plan`` under ``front`` for the held positions ``kept`` (lock held)."""
@@ -203,9 +256,13 @@ class PlanCache:
         shared_threads.share()  # numpy's BLAS on the kernels' threads, once (kernels/native/shared_threads.py)
         t0 = time.perf_counter()
         plan = Plan(fwd, outputs, loss, self._family_of if self.share_sizes else None)
-        ms = (time.perf_counter() - t0) * 1e3
+        seconds = time.perf_counter() - t0
+        ms = seconds * 1e3
         h = hash(key)
         with self._lock:
+            low, high = PER_NODE_BOUNDS
+            per_node = min(max(seconds / max(len(fwd), 1), low), high)
+            self._per_node += 0.25 * (per_node - self._per_node)
             kept = self._plans.get(key)
             if kept is not None:  # another thread compiled it meanwhile
                 return kept
@@ -305,6 +362,8 @@ class PlanCache:
             self._families.clear()
             self._evicted.clear()
             self._seen.clear()
+            self._looks = 0
+            self._per_node = COMPILE_SECONDS_PER_NODE
             self.nbytes = self.hits = self.misses = self.eager = 0
             self._warned = False
 

@@ -15,10 +15,11 @@ values whose graph is freed.
 from __future__ import annotations
 
 import weakref
+from time import perf_counter
 
 import numpy as np
 
-from tinyopt.engine import eager
+from tinyopt.engine import eager, fpstate
 from tinyopt.engine.gc_pause import paused
 from tinyopt.engine.graph import check_saved, toposort, toposort_signed
 from tinyopt.engine.inplace import alias_value
@@ -37,7 +38,7 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     ``retain_graph``.  ``update`` steps parameters during the run (``engine/update_in_plan.py``)."""
     if loss is None:
         for t in outputs:
-            if t._value is None and not _view_of_values(t):
+            if t._value is None and not _view_of_values(t) and not _op_of_values(t):
                 break
         else:
             return [t._value for t in outputs]
@@ -50,9 +51,11 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         roots = list(outputs) + effects + ([loss] if loss is not None else [])
         fwd, index, sig = toposort_signed(roots)
     wanted = list(outputs) + effects if effects else list(outputs)
-    plan, kept = CACHE.find(fwd, wanted, loss, index, sig)
-    if plan is None:  # a structure not seen often enough to compile: run it node by node
+    plan, kept, key = CACHE.find(fwd, wanted, loss, index, sig)
+    if plan is None:  # a structure not worth a plan yet: run it node by node
+        t0 = perf_counter()
         values = eager.run(fwd, wanted + kept, loss, update)
+        CACHE.ran_eagerly(key, perf_counter() - t0)
     else:
         leaves = plan.leaves(fwd)
         values = plan.run(leaves) if update is None else plan.run(leaves, update)
@@ -84,6 +87,39 @@ def _view_of_values(t: Tensor, depth: int = 8) -> bool:
         return False
     value = op.view(t)(*[s._value for s in t.srcs])
     _keep(t, value if getattr(t, "_view", None) is not None else np.array(value), False)
+    return True
+
+
+def _op_of_values(t: Tensor) -> bool:
+    """Compute ``t`` with one call of its forward when every source holds a value, one of them
+    a node an earlier realization computed, and nothing was written in place since ``t`` and
+    those nodes were made (``v.item()`` after ``probs.item()`` realized the layer ``v`` reads:
+    PyTorch had computed both): the rule by which an eager run takes a node's value instead of
+    computing it again (``engine/eager.py``), so the same bits as realizing the whole graph;
+    whether it did.  (One op over leaves alone is still a plan, replayed from the cache.)"""
+    if _PENDING or t.op in LEAF_OPS or t._id <= MUTATIONS.last:
+        return False
+    op = OPS[t.op]
+    if op.view is not None or op.forward is None:
+        return False
+    last = MUTATIONS.last
+    computed = False
+    for s in t.srcs:
+        if s._value is None:
+            return False
+        if s.op not in LEAF_OPS:
+            if s._id <= last:
+                return False
+            computed = True
+    if not computed:
+        return False
+    out = np.empty(t.shape, t.dtype)
+    token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
+    try:
+        op.forward(t)(out, *[s._value for s in t.srcs])
+    finally:
+        fpstate.restore(token)
+    _keep(t, out, False)
     return True
 
 

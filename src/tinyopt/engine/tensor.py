@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 import numpy as np
 from typing_extensions import Self
 
-from tinyopt.engine import arena, grad_mode, shared_memory
+from tinyopt.engine import arena, grad_mode, ops, shared_memory
 from tinyopt.engine.device import CPU, check_device
 from tinyopt.engine.device import device as _device
 from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category, default_dtype_for,
@@ -104,8 +104,9 @@ class Tensor(TensorMethods):
     """A tensor (see the module docstring).
 
     The named methods of the tensor API (math, shape, selection and their in-place variants)
-    are declared in :class:`tinyopt.engine.tensor_api.TensorMethods`; this class holds storage,
-    realization, autograd and the operators.
+    are declared in :class:`tinyopt.engine.tensor_api.TensorMethods` and, for those that are
+    just their op function, written from the API table into ``engine/op_methods.py``; this class
+    holds storage, realization, autograd and the operators.
 
     ``to.Tensor(2, 3)`` makes a float32 tensor of that shape (zeros), ``to.Tensor([1, 2])`` one
     from data, as ``torch.Tensor`` does; most code uses ``to.tensor``/``to.zeros``/... instead.
@@ -576,8 +577,8 @@ class Tensor(TensorMethods):
         """Copy ``src`` (broadcast to this shape, cast to this dtype) into this tensor; with
         autograd the old value's gradient is zero (torch's ``CopyBackwards``)."""
         scatter = (_INPLACE or _inplace_module()).scatter
-        return self._inplace(lambda x: scatter(x, _F.expand(_F.to(_F.as_tensor(src), x.dtype),
-                                                            x.shape)), src, check_cast=False)
+        return self._inplace(lambda x: scatter(x, ops.expand(ops.to(ops.as_tensor(src), x.dtype),
+                                                             x.shape)), src, check_cast=False)
 
     def _unary_inplace(self, fn: Callable[..., Tensor], *args: Any, **kwargs: Any) -> Self:
         return self._inplace(lambda x: fn(x, *args, **kwargs), *args, *kwargs.values())
@@ -592,7 +593,7 @@ class Tensor(TensorMethods):
         that dtype (itself when nothing changes).  The only device is the CPU."""
         if not kwargs and len(args) == 1 and isinstance(args[0], np.dtype):  # internal callers
             # (``linear``'s ``bias.to(x.dtype)`` on every step: no cast, no call)
-            return self if args[0] is self.dtype else _F.to(self, as_dtype(args[0]))
+            return self if args[0] is self.dtype else ops.to(self, as_dtype(args[0]))
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -608,15 +609,15 @@ class Tensor(TensorMethods):
             elif a is not None:
                 dtype = a
         check_device(dev)
-        out = self if dtype is None else _F.to(self, as_dtype(dtype))
+        out = self if dtype is None else ops.to(self, as_dtype(dtype))
         return out.clone() if copy and out is self else out
 
-    def cpu(self, memory_format: Any = None) -> Tensor:
+    def cpu(self, *, memory_format: Any = None) -> Tensor:
         """This tensor itself (it is on the CPU already)."""
         return self
 
-    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None
-             ) -> Tensor:
+    def cuda(self, device: Any = None, non_blocking: bool = False, *,
+             memory_format: Any = None) -> Tensor:
         """Raises RuntimeError: tinyopt runs on the CPU only (the message says what to use
         instead)."""
         check_device("cuda")
@@ -628,22 +629,22 @@ class Tensor(TensorMethods):
         if dtype is None:
             return tensor_type_name(self.dtype)
         if isinstance(dtype, str) and tensor_type_dtype(dtype) is not None:
-            return _F.to(self, tensor_type_dtype(dtype))
+            return ops.to(self, tensor_type_dtype(dtype))
         if isinstance(dtype, _TensorTypeMeta):
-            return _F.to(self, dtype._dtype)  # type: ignore[attr-defined]
-        return _F.to(self, as_dtype(dtype))
+            return ops.to(self, dtype._dtype)  # type: ignore[attr-defined]
+        return ops.to(self, as_dtype(dtype))
 
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor cast to ``other``'s dtype."""
-        return _F.to(self, other.dtype)
+        return ops.to(self, other.dtype)
 
     def clone(self, *, memory_format: Any = None) -> Tensor:
         """A copy with its own storage; gradients flow back to this tensor."""
-        return _F.clone(self)
+        return ops.clone(self)
 
-    def contiguous(self, memory_format: Any = None) -> Tensor:
+    def contiguous(self, *, memory_format: Any = None) -> Tensor:
         """This tensor if it is contiguous, else a contiguous copy (gradients flow back)."""
-        return self if self.is_contiguous() else _F.contiguous(self)
+        return self if self.is_contiguous() else ops.contiguous(self)
 
     def pin_memory(self, device: Any = None) -> Tensor:
         """This tensor itself: pinned memory only matters for GPU transfers."""
@@ -693,155 +694,155 @@ class Tensor(TensorMethods):
     def __add__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.add(self, other)
+        return ops.add(self, other)
 
     def __radd__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.add(other, self)
+        return ops.add(other, self)
 
     def __sub__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.sub(self, other)
+        return ops.sub(self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.sub(other, self)
+        return ops.sub(other, self)
 
     def __mul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.mul(self, other)
+        return ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.mul(other, self)
+        return ops.mul(other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.div(self, other)
+        return ops.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.div(other, self)
+        return ops.div(other, self)
 
     def __floordiv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.floor_divide(self, other)
+        return ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.floor_divide(other, self)
+        return ops.floor_divide(other, self)
 
     def __mod__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.remainder(self, other)
+        return ops.remainder(self, other)
 
     def __rmod__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.remainder(other, self)
+        return ops.remainder(other, self)
 
     def __pow__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.pow(self, other)
+        return ops.pow(self, other)
 
     def __rpow__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.pow(other, self)
+        return ops.pow(other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.matmul(self, other)
+        return ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.matmul(other, self)
+        return ops.matmul(other, self)
 
     def __neg__(self) -> Tensor:
-        return _F.neg(self)
+        return ops.neg(self)
 
     def __pos__(self) -> Tensor:
         return self
 
     def __abs__(self) -> Tensor:
-        return _F.abs(self)
+        return ops.abs(self)
 
     def __invert__(self) -> Tensor:
-        return _F.bitwise_not(self)
+        return ops.bitwise_not(self)
 
     def __and__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_and(self, other)
+        return ops.bitwise_and(self, other)
 
     def __rand__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_and(other, self)
+        return ops.bitwise_and(other, self)
 
     def __or__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_or(self, other)
+        return ops.bitwise_or(self, other)
 
     def __ror__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_or(other, self)
+        return ops.bitwise_or(other, self)
 
     def __xor__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_xor(self, other)
+        return ops.bitwise_xor(self, other)
 
     def __rxor__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.bitwise_xor(other, self)
+        return ops.bitwise_xor(other, self)
 
     # comparisons give bool tensors
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.eq(self, other)
+        return ops.eq(self, other)
 
     def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.ne(self, other)
+        return ops.ne(self, other)
 
     def __lt__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.lt(self, other)
+        return ops.lt(self, other)
 
     def __le__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.le(self, other)
+        return ops.le(self, other)
 
     def __gt__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.gt(self, other)
+        return ops.gt(self, other)
 
     def __ge__(self, other: Any) -> Tensor:
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return _F.ge(self, other)
+        return ops.ge(self, other)
 
     # in-place operators
     def __iadd__(self, other: Any) -> Self:
@@ -857,32 +858,33 @@ class Tensor(TensorMethods):
         return self.div_(other)
 
     def __ifloordiv__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.floor_divide(x, other), other)
+        return self._inplace(lambda x: ops.floor_divide(x, other), other)
 
     def __imod__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.remainder(x, other), other)
+        return self._inplace(lambda x: ops.remainder(x, other), other)
 
     def __ipow__(self, other: Any) -> Self:
         return self.pow_(other)
 
     def __iand__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_and(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_and(x, other), other)
 
     def __ior__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_or(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_or(x, other), other)
 
     def __ixor__(self, other: Any) -> Self:
-        return self._inplace(lambda x: _F.bitwise_xor(x, other), other)
+        return self._inplace(lambda x: ops.bitwise_xor(x, other), other)
 
     def __getitem__(self, key: Any) -> Tensor:
-        return _F.getitem(self, key)
+        return ops.getitem(self, key)
 
     if TYPE_CHECKING:
         # ``__array_priority__`` makes numpy defer to these; declared for type checkers.
         def __array_ufunc__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
-_OPERANDS = _OPERANDS + (Tensor,)
+# exact types first: numbers.Number is an ABC, ~0.3 us a check on every operator
+_OPERANDS = (Tensor, float, int) + _OPERANDS
 
 
 def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
@@ -925,11 +927,18 @@ def make_node(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
     """A new tensor (graph node or concrete leaf) without going through the user constructor
     (``_init`` inlined: every graph node is made here).  ``engine.op.node`` records an op's node
     with its checks; this is for the engine's own rewrites (fusion, plan specs)."""
+    for d in shape:  # (a loop over a few dims costs a quarter of the conversion it spares)
+        if type(d) is not int:
+            shape = tuple(map(int, shape))
+            break
+    else:
+        if type(shape) is not tuple:
+            shape = tuple(shape)
     t = _new(Tensor)
     t.op = op
     t.srcs = srcs
     t.attrs = attrs
-    t.shape = tuple(map(int, shape))
+    t.shape = shape
     t.dtype = dtype
     t.requires_grad = requires_grad
     t.name = ""
@@ -1376,7 +1385,7 @@ def _flat(data: Any) -> Iterator[Any]:
             yield x
 
 
-def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
+def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False,
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
     check_device(device)
@@ -1387,21 +1396,22 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     return t
 
 
-def as_tensor(x: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    """``x`` as a Tensor without copying: numpy arrays and numbers become concrete tensors."""
-    if isinstance(x, Tensor):
-        if dtype is not None and as_dtype(dtype) != x.dtype:
-            return _F.to(x, as_dtype(dtype))
-        return x
+def as_tensor(data: Any, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a Tensor without copying: numpy arrays and numbers become concrete
+    tensors."""
+    if isinstance(data, Tensor):
+        if dtype is not None and as_dtype(dtype) != data.dtype:
+            return ops.to(data, as_dtype(dtype))
+        return data
     if device is not None:
         check_device(device)
-    if isinstance(x, np.ndarray):
-        if dtype is None and x.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
-            return make_node("input", (), (), x.shape, x.dtype, False, x)
-        return leaf(_to_array(x, dtype))
-    if dtype is None and isinstance(x, numbers.Number):
-        return leaf(np.array(x, dtype=scalar_dtype(x)))
-    return leaf(_to_array(x, dtype))
+    if isinstance(data, np.ndarray):
+        if dtype is None and data.dtype in SUPPORTED:  # (a batch, on every step: no astype call)
+            return make_node("input", (), (), data.shape, data.dtype, False, data)
+        return leaf(_to_array(data, dtype))
+    if dtype is None and isinstance(data, numbers.Number):
+        return leaf(np.array(data, dtype=scalar_dtype(data)))
+    return leaf(_to_array(data, dtype))
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -1416,13 +1426,13 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return leaf(arr)
 
 
-def from_dlpack(ext: Any) -> Tensor:
-    """A Tensor sharing the memory of ``ext`` (writes to either show in both): any CPU object
-    with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
+def from_dlpack(ext_tensor: Any) -> Tensor:
+    """A Tensor sharing the memory of ``ext_tensor`` (writes to either show in both): any CPU
+    object with ``__dlpack__`` (a torch tensor, a numpy array, a tinyopt tensor), or a bare DLPack
     capsule (``torch.utils.dlpack.to_dlpack``; numpy reads those as read-only memory)."""
-    if type(ext).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
-        ext = _Capsule(ext)
-    arr = np.from_dlpack(ext)
+    if type(ext_tensor).__name__ == "PyCapsule":  # (numpy imports a bare capsule read-only)
+        ext_tensor = _Capsule(ext_tensor)
+    arr = np.from_dlpack(ext_tensor)
     if arr.dtype not in SUPPORTED:
         raise TypeError(f"from_dlpack: unsupported dtype {arr.dtype}")
     return leaf(arr)
@@ -1447,12 +1457,6 @@ def _dim_index(op: str, d: int, ndim: int) -> int:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {d})")
     return d % n
-
-
-from tinyopt.engine import ops as _F  # noqa: E402  (the ops import Tensor from this module)
-from tinyopt.engine import tensor_api as _api  # noqa: E402
-
-_api._F = _F
 
 
 # ---- legacy tensor types (``torch.FloatTensor([1, 2])``, ``x.type(torch.LongTensor)``) --------

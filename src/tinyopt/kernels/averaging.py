@@ -15,22 +15,8 @@ in ``a``'s dtype.  Iteration ``i`` writes only ``a[i]``.
 
 from __future__ import annotations
 
-from numba import types
-from numba.extending import intrinsic
-
 from tinyopt.kernels.jit import parallel_kernel, prange
-
-
-@intrinsic
-def fma(typingctx, x, y, z):
-    """``x * y + z`` rounded once (LLVM's ``llvm.fma``: a ``vfmadd`` on CPUs that have one)."""
-    if not (isinstance(x, types.Float) and x == y == z):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-
-    return x(x, y, z), codegen
+from tinyopt.kernels.vecmath import fma
 
 
 @parallel_kernel(sized_by=0)

@@ -48,7 +48,12 @@ from tinyopt.kernels.native.numba_cache import loads_without_refresh
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
 # of raising ZeroDivisionError, and the check it would need in every loop does not stop LLVM from
 # vectorizing (Adam over 1e6 float32 in a serial build: 3.4 ms with the check, 0.45 ms without).
-_OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy")
+# no_cfunc_wrapper: numba otherwise compiles a C-callable copy of every function (for passing it
+# to another jitted function as a first-class function value, which no kernel does), about 2.5 ms
+# of compile per array argument: a cold first training step of the README's MLP took 2.35 s of
+# CPU with it and 2.18 s without (2 interleaved runs each).
+_OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy",
+                no_cfunc_wrapper=True)
 
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("TINYOPT_PARALLEL_MIN", 1 << 22))
 
@@ -228,7 +233,8 @@ class _CCallback:
 
         def build():
             cf = CFunc(fn, sigutils.normalize_signature(signature), locals={},
-                       options={k: v for k, v in _OPTIONS.items() if k != "cache"})
+                       options={k: v for k, v in _OPTIONS.items()
+                                if k not in ("cache", "no_cfunc_wrapper")})
             if _OPTIONS["cache"]:
                 cf.enable_caching()
             return cf
@@ -333,7 +339,7 @@ def subroutine(fn):
     signature, not inlined), with the same disk-cache property as :func:`inline`."""
     from numba.extending import register_jitable
 
-    register_jitable(fn)
+    register_jitable(no_cfunc_wrapper=True)(fn)  # (see ``_OPTIONS``)
     return fn
 
 
@@ -404,6 +410,12 @@ class _LazyUfunc:
         if self._ufunc is None:
             self._ufunc = self._build(self._signatures)
         return self._ufunc(*args, out=out)
+
+    def flat_loop(self) -> tuple[object, set[np.dtype]] | None:
+        """``(loop, dtypes)``: the loop ``__call__``'s first case runs (every operand a
+        C-contiguous array of ``out``'s shape and dtype, ``loop(*ins, out)``) and the dtypes it
+        takes it for; None until a call has built it."""
+        return None if self._loop is None else (self._loop, self._flat_types)
 
     def bound(self, out: np.ndarray, *ins: np.ndarray):
         """``self(*ins, out=out)`` for these very arrays as a call made once (a plan binds its

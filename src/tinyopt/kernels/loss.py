@@ -69,8 +69,11 @@ def _exp_row(fast: bool):
     @subroutine
     def exp_row(xr, er, mx, ls):
         C = xr.shape[0]
-        L = max(1, min(C, LANES))  # (lanes past C would stay -inf and 0: combining them
-        # changes nothing)
+        # lanes in use, max(1, min(C, LANES)) (lanes past C would stay -inf and 0: combining
+        # them changes nothing), without the builtins: each is a numba function compiled on its
+        # own, ~0.03 s of a cold first step
+        L = C if C < LANES else LANES
+        L = L if L > 1 else 1
         for k in range(L):
             mx[k] = -math.inf
             ls[k] = 0.0
@@ -96,7 +99,7 @@ def _exp_row(fast: bool):
     return exp_row
 
 
-EXP_ARGS = 6
+EXP_ARGS = 8
 
 
 def exp_stats_size(N: int, itemsize: int) -> int:
@@ -109,11 +112,12 @@ def exp_stats_size(N: int, itemsize: int) -> int:
 def ce_exp(single: bool):
     """``ce_exp[single]``: a C function ``void chunk(int64 c, int64 *args)`` (float32 if
     ``single``, else float64), args = [address of x (N, C), of e (N, C), of stats (N, 2)
-    float64, N, C, rows per chunk R], that computes, for the rows i of chunk c (rows c R .. c R
+    float64, N, C, rows per chunk R, of work and of lanes (chunks, LANES) (scratch of x's dtype
+    and float64, row c for chunk c)], that computes, for the rows i of chunk c (rows c R .. c R
     + R - 1), e[i, c] = exp(x[i, c] - m_i) in x's dtype, stats[i] = (m_i, s_i), m_i = max_c x[i,
     c] and s_i = sum_c e[i, c] (:func:`_exp_row`): what a large cross-entropy's loss and
-    gradient both read (``ce_rows[True, .]``, ``ce_rows_grad[True, .]``), computed once instead
-    of once each way.  Each row alone: the chunks run on the shared threads
+    gradient both read (``ce_rows[True, .]`` both ways), computed once instead of once each
+    way.  Each row alone: the chunks run on the shared threads
     (``shared_threads.chunk_runner``) or, R = N, as one call; a parallel build (numba parfor)
     cost ~0.6 s more of a cold first step."""
     dt = np.float32 if single else np.float64
@@ -125,64 +129,119 @@ def ce_exp(single: bool):
         x = numba.carray(blas.pointer(args[0], dt(0.0)), (N, C))
         e = numba.carray(blas.pointer(args[1], dt(0.0)), (N, C))
         stats = numba.carray(blas.pointer(args[2], 0.0), (N, 2))
-        mx = np.empty(LANES, dt)
-        ls = np.empty(LANES)
-        for i in range(c * R, min(N, (c + 1) * R)):
+        mx = numba.carray(blas.pointer(args[6], dt(0.0)), (c + 1, LANES))[c]
+        ls = numba.carray(blas.pointer(args[7], 0.0), (c + 1, LANES))[c]
+        end = (c + 1) * R
+        # (not min(): numba compiles its min once per caller's flags, a C callback's are not
+        # a kernel's)
+        for i in range(c * R, N if N < end else end):
             m, s = exp_row(x[i], e[i], mx, ls)
             stats[i, 0] = m
             stats[i, 1] = s
     return c_callback(ce_exp_chunk, "void(int64, CPointer(int64))")
 
 
+def ce_scratch(N: int, C: int, dtype, from_exp: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The scratch :func:`ce_rows` needs for N rows of C classes of ``dtype``: ``work`` (one row
+    of exponentials, unless ``from_exp``, and LANES maxima per block of ``_ROWS`` rows, of
+    ``dtype``) and ``lanes`` (LANES float64 sums per block).  Passed in rather than allocated in
+    the kernel: numba's ``np.empty`` is a function of its own to compile for each dtype (~0.1 s
+    of a cold first training step)."""
+    blocks = (N + _ROWS - 1) // _ROWS
+    return (np.empty((blocks, (0 if from_exp else C) + LANES), dtype),
+            np.empty((blocks, LANES), np.float64))
+
+
 @specialized
 def ce_rows(from_exp: bool, single: bool):
-    """``ce_rows[from_exp, single](x, y, w, ignore_index, eps, out, total, err, stats)``: out[i]
-    = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]), p_i = softmax(x_i) (the
-    label-smoothed, class-weighted cross-entropy of row i), each row alone (rows in parallel for
-    large ``x``), with -log p_i[c] = lse_i - x[i, c], lse_i = m_i + log s_i (:func:`_exp_row`;
-    float32 ``x``: ``single``); ``from_exp``: m_i, s_i are read from ``stats`` (N, 2)
-    (:func:`ce_exp`, the same values), else computed (``stats`` unused).
+    """``ce_rows[from_exp, single](grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e,
+    stats, work, lanes)``: the cross-entropy of each row of logits ``x`` (N, C) (``grad`` False)
+    or its gradient (``grad`` True), each row alone (rows in parallel for large ``x``).  One
+    kernel both ways: they share their target checks, weight sums and row exponentials, and each
+    numba kernel costs its own cold compile (the two as kernels of their own took ~0.2 s more of
+    a cold first training step).
 
-    ``total`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i out[i] / sum_i w[y_i] over rows
-    not ignored (0/0 = NaN when every row is); ``total`` of shape (0,): no reduction.  A target
-    out of range: nothing is computed (``err[0]`` its row).
+    Forward: rows[i] = (1-eps) w[y_i] (-log p_i[y_i]) + (eps/C) sum_c w_c (-log p_i[c]), p_i =
+    softmax(x_i) (the label-smoothed, class-weighted cross-entropy of row i), with -log p_i[c] =
+    lse_i - x[i, c], lse_i = m_i + log s_i (:func:`_exp_row`; float32 ``x``: ``single``).
+    ``mean`` (1,) gets the 'mean' reduction, as PyTorch's: sum_i rows[i] / sum_i w[y_i] over
+    rows not ignored (0/0 = NaN when every row is); ``mean`` of shape (0,): no reduction.
 
-    With ``from_exp`` a serial kernel: what is left is light (C elements a row only with label
-    smoothing), and a parallel build costs ~1.6 s of a cold first step against ~0.8 s."""
-    build = kernel if from_exp else parallel_kernel(sized_by=0, shared_min=PARALLEL_ROWS_MIN)
+    Gradient: d/dx of the rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i]) +
+    (eps/C) (p_k sum_c w_c - w_k)), p_k = e[i, k] / s_i; on an ignored row 0 p_k, as PyTorch's
+    log_softmax backward (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0.
+    ``mean`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``mean`` (1,): ``g`` (1,) is the
+    gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``, which
+    stores it in ``mean[0]``).
+
+    ``from_exp``: m_i, s_i are read from ``stats`` (N, 2) and the gradient's exponentials from
+    ``e`` (N, C) (:func:`ce_exp`, the same values; a serial kernel: what is left is light, and
+    a parallel build costs ~1.6 s of a cold first step against ~0.8 s); else computed (the
+    gradient's into ``out``; ``e``, ``stats`` unused).  ``work``, ``lanes``: scratch of
+    :func:`ce_scratch`.  Arguments one way does not use are passed empty.  A target out of
+    range: nothing is computed (``err[0]`` its row)."""
+    build = kernel if from_exp else parallel_kernel(sized_by=2, shared_min=PARALLEL_ROWS_MIN)
     exp_row = _exp_row[single]
 
     @build
-    def ce_rows_kernel(x, y, w, ignore_index, eps, out, total, err, stats):
+    def ce_rows_kernel(grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e, stats, work,
+                       lanes):
         N, C = x.shape
         err[0] = _first_bad_target(y, C, ignore_index)
         if err[0] >= 0:
             return
-        for blk in prange((N + _ROWS - 1) // _ROWS):
-            # a block's scratch, allocated once (per row, three allocations cost as much as a
-            # short row's work)
-            er = np.empty(0 if from_exp else C, x.dtype)
-            mx = np.empty(LANES, x.dtype)
-            ls = np.empty(LANES)
-            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
-                t = y[i]
-                if t == ignore_index:
-                    out[i] = 0.0
-                else:
-                    if from_exp:
-                        m, s = stats[i, 0], stats[i, 1]
+        reduced = mean.shape[0] != 0
+        ex = work.shape[1] - LANES  # the row of exponentials a block's rows use in turn
+        if not grad:
+            for blk in prange((N + _ROWS - 1) // _ROWS):
+                for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+                    t = y[i]
+                    if t == ignore_index:
+                        rows[i] = 0.0
                     else:
-                        m, s = exp_row(x[i], er, mx, ls)
-                    lse = m + math.log(s)
-                    loss = (1.0 - eps) * w[t] * (lse - x[i, t])
-                    if eps != 0.0:
-                        smooth = 0.0
-                        for c in range(C):
-                            smooth += w[c] * (lse - x[i, c])
-                        loss += eps / C * smooth
-                    out[i] = loss
-        if total.shape[0] != 0:
-            total[0] = _mean(out, _weight_sum(y, w, ignore_index, err))
+                        if from_exp:
+                            m, s = stats[i, 0], stats[i, 1]
+                        else:
+                            m, s = exp_row(x[i], work[blk, :ex], work[blk, ex:], lanes[blk])
+                        lse = m + math.log(s)
+                        loss = (1.0 - eps) * w[t] * (lse - x[i, t])
+                        if eps != 0.0:
+                            smooth = 0.0
+                            for c in range(C):
+                                smooth += w[c] * (lse - x[i, c])
+                            loss += eps / C * smooth
+                        rows[i] = loss
+            if reduced:
+                mean[0] = _mean(rows, _weight_sum(y, w, ignore_index, err))
+            return
+        if reduced and not _mean_share(g, y, w, ignore_index, mean, err):
+            return
+        wsum = 0.0
+        for c in range(C):
+            wsum += w[c]
+        for blk in prange((N + _ROWS - 1) // _ROWS):
+            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+                if C == 0:  # (an ignored row of no classes)
+                    continue
+                t = y[i]
+                if from_exp:
+                    er = e[i]
+                    s = stats[i, 1]
+                else:
+                    er = out[i]
+                    _, s = exp_row(x[i], er, work[blk, ex:], lanes[blk])
+                inv = 1.0 / s
+                if t == ignore_index:
+                    for c in range(C):
+                        out[i, c] = 0.0 * (er[c] * inv)
+                else:
+                    gi = mean[0] if reduced else g[i]
+                    a = gi * (1.0 - eps) * w[t]
+                    b = gi * eps / C
+                    for c in range(C):
+                        p = er[c] * inv
+                        out[i, c] = a * p + b * (p * wsum - w[c])
+                    out[i, t] -= a
     return ce_rows_kernel
 
 
@@ -233,63 +292,6 @@ def _mean_share(g, y, w, ignore_index, share, err):
     return True
 
 
-@specialized
-def ce_rows_grad(from_exp: bool, single: bool):
-    """``ce_rows_grad[from_exp, single](g, x, y, w, ignore_index, eps, share, out, err, e,
-    stats)``: d/dx of ce_rows times g: out[i, k] = g_i ((1-eps) w[y_i] (p_k - [k = y_i]) +
-    (eps/C) (p_k sum_c w_c - w_k)), p_k = e[i, k] / s_i; on an ignored row 0 p_k, as PyTorch's
-    log_softmax backward (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0; each
-    row alone (rows in parallel for large ``x``); ``from_exp``: e and s_i from :func:`ce_exp`
-    (``e`` (N, C), ``stats`` (N, 2); ``x`` is not read), else computed by :func:`_exp_row` as
-    in :func:`ce_rows` (into ``out``).
-
-    ``share`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``share`` (1,): ``g`` (1,) is
-    the gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``).  A
-    target out of range: nothing is computed (``err[0]`` its row).  With ``from_exp`` a serial
-    kernel (see :func:`ce_rows`)."""
-    build = kernel if from_exp else parallel_kernel(sized_by=7, shared_min=PARALLEL_ROWS_MIN)
-    exp_row = _exp_row[single]
-
-    @build
-    def ce_rows_grad_kernel(g, x, y, w, ignore_index, eps, share, out, err, e, stats):
-        N, C = out.shape
-        err[0] = _first_bad_target(y, C, ignore_index)
-        if err[0] >= 0:
-            return
-        mean = share.shape[0] != 0
-        if mean and not _mean_share(g, y, w, ignore_index, share, err):
-            return
-        wsum = 0.0
-        for c in range(C):
-            wsum += w[c]
-        for blk in prange((N + _ROWS - 1) // _ROWS):
-            mx = np.empty(LANES, x.dtype)  # a block's scratch, allocated once
-            ls = np.empty(LANES)
-            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
-                if C == 0:  # (an ignored row of no classes)
-                    continue
-                t = y[i]
-                if from_exp:
-                    er = e[i]
-                    s = stats[i, 1]
-                else:
-                    er = out[i]
-                    _, s = exp_row(x[i], er, mx, ls)
-                inv = 1.0 / s
-                if t == ignore_index:
-                    for c in range(C):
-                        out[i, c] = 0.0 * (er[c] * inv)
-                else:
-                    gi = share[0] if mean else g[i]
-                    a = gi * (1.0 - eps) * w[t]
-                    b = gi * eps / C
-                    for c in range(C):
-                        p = er[c] * inv
-                        out[i, c] = a * p + b * (p * wsum - w[c])
-                    out[i, t] -= a
-    return ce_rows_grad_kernel
-
-
 @kernel
 def nll_rows(logp, y, w, ignore_index, out, total, err):
     """out[i] = -w[y_i] logp[i, y_i] (0 for ignored rows); ``total`` as in :func:`ce_rows`."""
@@ -312,7 +314,8 @@ def nll_rows(logp, y, w, ignore_index, out, total, err):
 
 @kernel
 def nll_rows_grad(g, y, w, ignore_index, share, out, err):
-    """out[i, c] = -g_i w[y_i] where c = y_i, else 0; ``share`` as in :func:`ce_rows_grad`."""
+    """out[i, c] = -g_i w[y_i] where c = y_i, else 0; ``share`` as ``mean`` in the gradient of
+    :func:`ce_rows`."""
     N, C = out.shape
     err[0] = -1
     mean = share.shape[0] != 0

@@ -65,6 +65,7 @@ import numpy as np
 from tinyopt.kernels.native import half
 from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
+from tinyopt.kernels.vecmath import fma
 
 
 class Algorithm:
@@ -378,14 +379,25 @@ def _lerp(a, b, w, w_c, low):
 
 
 @inline
-def decayed_grad(i, p, g, h, maximize, wd_on, decoupled):
+def lerp_fused(a, b, w, w_c, low):
+    """``torch.lerp(a, b, w)`` to the bit, as PyTorch's CPU kernel rounds it: ``fma(w, b - a,
+    a)`` for ``w < 0.5``, else ``fma(-(1 - w), b - a, b)``: one rounding where :func:`_lerp` has
+    two (a quarter of the elements differ by an ulp; ``kernels/averaging.py``)."""
+    return fma(w, b - a, a) if low else fma(-w_c, b - a, b)
+
+
+@inline
+def decayed_grad(i, p, g, h, maximize, wd_on, decoupled, fused):
     """Element ``i``'s parameter and gradient after the gradient's sign (maximize) and the weight
-    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p``."""
+    decay: ``p (1 - lr lambda)`` if decoupled (``h.decay``), else ``g + lambda p`` (``fused``:
+    rounded once, as PyTorch's CPU ``g.add_(p, alpha=lambda)``, a fused multiply-add)."""
     gi = -g[i] if maximize else g[i]
     pi = p[i]
     if wd_on:
         if decoupled:
             pi = pi * h.decay
+        elif fused:
+            gi = fma(pi, h.weight_decay, gi)
         else:
             gi = gi + h.weight_decay * pi
     return pi, gi
@@ -400,7 +412,7 @@ def adam_moments(i, p, g, m, v, h, maximize, wd_on, decoupled, lerp_low):
         m <- lerp(m, g, 1 - b1);  v <- b2 v + (1 - b2) g^2
 
     Returns ``(p, g, m, v)``; the switches are the caller's compile-time constants."""
-    pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+    pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, False)
     mi = _lerp(m[i], gi, h.w, h.w_c, lerp_low)
     m[i] = mi
     vi = v[i] * h.b2 + h.one_minus_b2 * gi * gi
@@ -963,6 +975,9 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
         t == 1:  v <- v + g^2                                  (nothing else moves)
         else:    n <- clamp(g / max(sqrt(v), eps), -clip, clip)
                  m <- lerp(m, n, 1 - b1);  p <- p - lr m;  v <- b2 v + (1 - b2) g^2
+
+    (``g + lambda p``, the lerp, ``- lr m`` and the ``+`` of ``v`` are fused multiply-adds, as
+    pytorch-optimizer's ``add(alpha=)``, ``lerp`` and ``addcmul`` round on a CPU.)
     """
     @inline
     def scalars(s, h):
@@ -972,7 +987,7 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
 
     @inline
     def update(i, p, g, m, v, _s2, h, c):
-        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, True)
         vi = v[i]
         d = math.sqrt(vi)
         d = h.eps if d < h.eps else d  # clamp(min=eps): NaN stays NaN
@@ -981,11 +996,11 @@ def adopt(maximize: bool, wd_on: bool, decoupled: bool, clip_on: bool, clip_give
             n = -c[1] if n < -c[1] else n
             n = c[1] if n > c[1] else n
         mi = m[i]
-        mn = _lerp(mi, n, h.w, h.w_c, lerp_low)
+        mn = lerp_fused(mi, n, h.w, h.w_c, lerp_low)
         first = c[0] != 0
         m[i] = mi if first else mn
-        p[i] = pi if first else pi + h.neg_lr * mn
-        v[i] = vi + gi * gi if first else vi * h.b2 + h.one_minus_b2 * gi * gi
+        p[i] = pi if first else fma(mn, h.neg_lr, pi)
+        v[i] = fma(gi, gi, vi) if first else fma(h.one_minus_b2 * gi, gi, vi * h.b2)
 
     return scalars, update
 
@@ -1010,6 +1025,10 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
         g <- -g if maximize;  p <- p (1 - lr lambda) if decoupled | g <- g + lambda p
         m1 <- lerp(m1, g, 1 - b1);  v <- b2 v + (1 - b2) g^2;  m2 <- lerp(m2, g, 1 - beta3_t)
         p <- p - lr (m1 / (1 - b1^t) + alpha_t m2) / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+    rounded as the reference's PyTorch ops round on a CPU: ``g + lambda p``, the lerps,
+    ``+ (1 - b2) g^2`` and ``+ alpha_t m2`` are fused multiply-adds (float32: the same bits as
+    pytorch-optimizer but where PyTorch's sqrt, not correctly rounded, is an ulp off).
     """
     @inline
     def scalars(s, h):
@@ -1024,13 +1043,18 @@ def ademamix(maximize: bool, wd_on: bool, decoupled: bool, warmup: bool, lerp_lo
 
     @inline
     def update(i, p, g, m1, v, m2, h, c):
-        pi, gi, mi, vi = adam_moments(i, p, g, m1, v, h, maximize, wd_on, decoupled, lerp_low)
+        # pytorch-optimizer's ops in its order, each rounded as PyTorch's CPU kernels round it:
+        # add(alpha=), lerp and addcmul are fused multiply-adds there
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, True)
+        mi = lerp_fused(m1[i], gi, h.w, h.w_c, lerp_low)
+        m1[i] = mi
+        vi = fma(h.one_minus_b2 * gi, gi, v[i] * h.b2)
+        v[i] = vi
         w3 = c[3]
-        a = m2[i]
-        s = a + w3 * (gi - a) if abs(w3) < 0.5 else gi - (gi - a) * (h.one - w3)
+        s = lerp_fused(m2[i], gi, w3, h.one - w3, abs(w3) < 0.5)
         m2[i] = s
         d = math.sqrt(vi) / c[1] + h.eps
-        u = mi / c[0] + c[2] * s
+        u = fma(s, c[2], mi / c[0])
         p[i] = pi + h.neg_lr * u / d
 
     return scalars, update
@@ -1049,6 +1073,8 @@ def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
         p <- p - lambda dlr p                                   (decoupled decay)
         p <- p - dlr m / (sqrt(v) + d eps)                      (beta1 > 0)
         p <- p - dlr d (g + lambda p) / (sqrt(v) + d eps)       (beta1 = 0; + lambda p if coupled)
+
+    (``+ lambda p`` and the decay are fused multiply-adds, as PyTorch's ``add(alpha=)``.)
     """
     @inline
     def scalars(s, h):
@@ -1058,9 +1084,9 @@ def prodigy(beta1_on: bool, decoupled: bool, coupled: bool):
     def update(i, p, g, m, v, _s2, h, c):
         d = math.sqrt(v[i]) + h.d_eps
         pi = p[i]
-        gi = g[i] + h.weight_decay * pi if coupled else g[i]
+        gi = fma(pi, h.weight_decay, g[i]) if coupled else g[i]
         if decoupled:
-            pi = pi + h.decay_alpha * pi
+            pi = fma(pi, h.decay_alpha, pi)
         if beta1_on:
             p[i] = pi + h.neg_dlr * m[i] / d
         else:

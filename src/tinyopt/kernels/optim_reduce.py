@@ -55,6 +55,7 @@ from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.optim import (adam_moments, decayed_grad, lion_sign, sixteen_bit,
                                    step_prologue)
+from tinyopt.kernels.vecmath import fma
 
 
 class _Reducing:
@@ -348,7 +349,7 @@ def cautious_adam(amsgrad: bool, maximize: bool, wd_on: bool, decoupled: bool, l
 
     @inline
     def apply(i, p, g, m, v, vhat, _s3, h, c, r):
-        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled)
+        pi, gi = decayed_grad(i, p, g, h, maximize, wd_on, decoupled, False)
         mi = m[i]
         vi = vhat[i] if amsgrad else v[i]
         mask = r[0] if mi * gi > 0 else h.zero
@@ -519,6 +520,10 @@ def prodigy_collect(beta1_on: bool, coupled: bool, lr_on: bool):
 
         g <- g + lambda p     (coupled decay);     p0 <- p at the parameter's first step
         m <- b1 m + d (1 - b1) g;  v <- b2 v + d^2 (1 - b2) g^2;  s <- b3 s + s_alpha g
+
+    Each ``+`` of a product is a fused multiply-add, as PyTorch's ``add(alpha=)`` and
+    ``addcmul`` round on a CPU; ``g (p0 - p)`` is a float64 product, summed in float64 (the
+    reference sums in float32, in BLAS's and ATen's orders: the one difference left).
     """
     @inline
     def scalars(s, h):
@@ -530,16 +535,16 @@ def prodigy_collect(beta1_on: bool, coupled: bool, lr_on: bool):
         gi = g[i]
         pi = p[i]
         if coupled:
-            gi = gi + h.weight_decay * pi
+            gi = fma(pi, h.weight_decay, gi)
         q = pi if c[0] != 0 else p0[i]
         p0[i] = q
         if not lr_on:
             return 0.0, 0.0, 0.0
         if beta1_on:
-            m[i] = m[i] * h.b1 + h.m_alpha * gi
-        v[i] = v[i] * h.b2 + h.v_value * gi * gi
-        si = s[i] * h.b3 + h.s_alpha * gi
+            m[i] = fma(gi, h.m_alpha, m[i] * h.b1)
+        v[i] = fma(h.v_value * gi, gi, v[i] * h.b2)
+        si = fma(gi, h.s_alpha, s[i] * h.b3)
         s[i] = si
-        return gi * (q - pi), abs(si), 0.0
+        return np.float64(gi) * np.float64(q - pi), abs(si), 0.0
 
     return scalars, collect

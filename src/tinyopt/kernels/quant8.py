@@ -19,23 +19,31 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time under load): an
-Adam step takes 18 ms where float32 AdamW's takes 8.6.  The update alone (no lookups) takes
-8.6 ms too: on this CPU both are bound by the divider (a square root and a division per
-element), not by memory, so moving 16 bytes an element instead of 28 does not show; the two
-dequantizing gathers per element pair add 4.5 ms and the two quantizing ones 5.5 (each a
-16-lane ``vpgatherdd`` at 9-11 cycles).  Normalizing by a multiply by ``1 / absmax`` instead
-of a division, and one division in Adam's update instead of two, took it from 22.7 ms.
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11 under
+load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its parts,
+each measured by a build without it: the two dequantizing gathers per element pair 6.8 ms, the
+two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and division
+5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So the
+lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it took
+11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
+pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
+permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
+floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
+per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
+(a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
+earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
+instead of two (22.7 -> 18 ms on a quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
-empty), ``p``, ``g`` (float32, flat), ``q1``, ``q2`` (uint8 state of the 8-bit parameters, at
-their own offsets), ``f1``, ``f2`` (float32 state of the others), ``a1``, ``a2`` (absmax per
-block), ``code1``, ``code2``, the block table ``bj`` (parameter), ``blo``, ``bhi`` (element
-range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1 when quantized),
-``table1``, ``table2`` (the codes' lookup tables, :func:`tables`),
-``flags`` (1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record),
-``scratch`` (float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each
-parameter's coefficients of this step, computed first).
+empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
+place), ``seg`` (parameter ``j`` is ``p[seg[j]:seg[j + 1]]``), ``q1``, ``q2`` (uint8 state of
+the 8-bit parameters, at their own offsets), ``f1``, ``f2`` (float32 state of the others),
+``a1``, ``a2`` (absmax per block), ``code1``, ``code2``, the block table ``bj`` (parameter),
+``blo``, ``bhi`` (element range in ``p``), ``boff`` (state offset), ``kind8`` (per parameter: 1
+when quantized), ``table1``, ``table2`` (the codes' lookup tables, :func:`tables`), ``flags``
+(1: has a gradient), ``steps`` (float32, already advanced), ``hs`` (host record), ``scratch``
+(float32, ``(chunks, 2, BLOCK)``), ``coef`` (float32, ``(len(flags), 4)``: each parameter's
+coefficients of this step, computed first).
 """
 
 from __future__ import annotations
@@ -47,9 +55,10 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
+from tinyopt.kernels.native.address import at
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 from tinyopt.kernels.optim import sixteen_bit
 
 BLOCK = 256
@@ -183,7 +192,7 @@ def _lookups(width: int):
                                  ir.Constant(vec(ir.IntType(1)), [1] * width),
                                  ir.Constant(vec(ty), ir.Undefined)])
 
-    @intrinsic
+    @cached_intrinsic
     def dequantize(typingctx, out, q, at, code, scale):
         if not (out.dtype == code.dtype == scale == types.float32 and q.dtype == types.uint8
                 and isinstance(at, types.Integer)):
@@ -199,7 +208,7 @@ def _lookups(width: int):
         return types.void(out, q, at, code, scale), codegen
 
     def quantizer(divide: bool):
-        @intrinsic
+        @cached_intrinsic(key=f"divide={divide}")
         def quantize(typingctx, r, x, at, scale, table):
             if not (x.dtype == scale == types.float32 and r.dtype == types.uint8
                     and table.dtype == types.uint32 and isinstance(at, types.Integer)):
@@ -231,7 +240,7 @@ _dequantize, _quantize, _quantize_div = _lookups(VECTOR)
 _dequantize1, _quantize1, _quantize_div1 = _lookups(1)
 
 
-@intrinsic
+@cached_intrinsic
 def _abs_bits(typingctx, x):
     """The pattern of ``|x|`` (float32) as uint32: ordered as the magnitudes, a NaN above inf,
     so an integer maximum is the absmax, NaN if one is NaN (a block with a NaN moment
@@ -246,7 +255,7 @@ def _abs_bits(typingctx, x):
     return types.uint32(types.float32), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def _float_of_bits(typingctx, u):
     """The float32 of pattern ``u`` (uint32)."""
     if u != types.uint32:
@@ -298,8 +307,8 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
-    def kernel(q, p, g, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo, bhi,
-               boff, kind8, flags, steps, hs, scratch, coef):
+    def kernel(q, p, ga, seg, q1, q2, f1, f2, a1, a2, code1, code2, table1, table2, bj, blo,
+               bhi, boff, kind8, flags, steps, hs, scratch, coef):
         nb = bj.shape[0]
         for j in range(flags.shape[0]):  # each parameter's coefficients, once
             if flags[j] != 0:
@@ -314,6 +323,10 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     continue
                 c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                 lo, n, so = blo[b], bhi[b] - blo[b], boff[b]
+                # the gradient where it lies (a user's own array is not copied in first: at 1e7
+                # that copy took a quarter of the Adam step)
+                at_j = lo - seg[j]
+                gs = at(ga[j], seg[j + 1] - seg[j], p)[at_j:at_j + n]
                 if low:  # a master whose 16-bit copy was written since takes the copy
                     for k in range(n):
                         x, qi = p[lo + k], q[lo + k]
@@ -321,7 +334,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                 if kind8[j] != 0:
                     s1 = a1[b]
                     s2 = a2[b] if two else s1
-                    ps, gs, r1, r2 = p[lo:lo + n], g[lo:lo + n], q1[so:so + n], q2[so:so + n]
+                    ps, r1, r2 = p[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
                     _dequantize_block(x1s, r1, n, code1, s1)
                     if two:
@@ -348,7 +361,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     for k in range(n):
                         x1 = f1[so + k]
                         x2 = f2[so + k] if two else x1
-                        pi, x1, x2 = u32(p[lo + k], g[lo + k], x1, x2, h, c)
+                        pi, x1, x2 = u32(p[lo + k], gs[k], x1, x2, h, c)
                         p[lo + k] = pi
                         f1[so + k] = x1
                         if two:

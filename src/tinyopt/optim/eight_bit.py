@@ -221,11 +221,13 @@ class _Blockwise8bit(Optimizer):
                     self._bind(st, int(j))
                 fb.steps[on] += np.float32(1)
                 kernel = quant8.step[self.algorithm, fb.mode]
-                storage = fb.gather_params()  # (the group as one flat vector: the parameters'
-                q = storage.view(np.uint16) if fb.mode else np.zeros(0, np.uint16)  # own when
-                kernel(q, fb.data, fb.gather_grads(), st.q1, st.q2, st.f1, st.f2, st.a1,  # end
-                       st.a2, *_tables(), st.bj, st.blo,  # to end, else a copy written back)
-                       st.bhi, st.boff, st.kind8, fb.flags, fb.steps,
+                # (the group as one flat vector: the parameters' own when end to end, else a
+                # copy written back; the gradients are read where they lie)
+                storage = fb.gather_params()
+                q = storage.view(np.uint16) if fb.mode else np.zeros(0, np.uint16)
+                kernel(q, fb.data, fb.slots.grad_addr, fb.seg, st.q1, st.q2, st.f1, st.f2, st.a1,
+                       st.a2, *_tables(), st.bj, st.blo, st.bhi, st.boff, st.kind8, fb.flags,
+                       fb.steps,
                        fb.host(host, ("lr", "beta1", "beta2", "eps_wide")), st.scratch, fb.coef)
                 fb.scatter_params()
         return loss

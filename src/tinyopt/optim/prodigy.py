@@ -157,5 +157,7 @@ class Prodigy(FusedOptimizer):
         sums = np.zeros((len(fb.params), 3))
         if kernel(*args, fb.host(host), sums) >= 0:
             raise RuntimeError(f"value cannot be converted to type {fb._ctype} without overflow")
-        ph["numerator"] += (d / d0) * ph["dlr"] * float(sums[:, 0].sum())
-        ph["denominator"] += float(sums[:, 1].sum())
+        scale = (d / d0) * ph["dlr"]
+        for dot, norm in sums[:, :2].tolist():  # one parameter at a time, as the reference adds
+            ph["numerator"] += scale * dot
+            ph["denominator"] += norm

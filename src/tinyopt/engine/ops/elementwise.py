@@ -475,22 +475,34 @@ def refuse_for_dtype(op: str, dtype: np.dtype) -> None:
         raise NotImplementedError(f'"{kernel}" not implemented for \'{scalar_type_name(dtype)}\'')
 
 
-def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc=None):
-    """An elementwise function op.  ``float_only``: integer and bool inputs compute in float32
-    (``exp``); ``int_ok``: integer inputs keep their dtype (``abs``, ``neg``)."""
+def _unary(name, kernel, backward, *, float_only=True, int_ok=False, numpy_ufunc=None,
+           with_attrs=False):
+    """An elementwise function op, ``f(input)`` (``with_attrs``: ``f(input, *numbers)``, the
+    numbers the kernel takes after x, for the functions that wrap it).  ``float_only``: integer
+    and bool inputs compute in float32 (``exp``); ``int_ok``: integer inputs keep their dtype
+    (``abs``, ``neg``)."""
     defop(name, forward=lambda t: (
         lambda out, x: (kernel if x.dtype in FLOATS or numpy_ufunc is None else numpy_ufunc)(
             x, *t.attrs, out=out)), backward=backward, inplace=True,
           elementwise=kernel if hasattr(kernel, "bound") else None)
 
-    def build(input, *attrs) -> Tensor:
+    def operand(input) -> Tensor:
         x = as_tensor(input)
         if not is_float(x.dtype):
             refuse_for_dtype(name, x.dtype)
         if x.dtype not in FLOATS and not is_low(x.dtype) and not (int_ok and x.dtype != bool_):
             if float_only:
                 x = to(x, float32)
-        return node(name, (x,), x.shape, x.dtype, tuple([float(a) for a in attrs]) if attrs else ())
+        return x
+
+    if with_attrs:
+        def build(input, *attrs) -> Tensor:
+            x = operand(input)
+            return node(name, (x,), x.shape, x.dtype, tuple([float(a) for a in attrs]))
+    else:
+        def build(input) -> Tensor:  # (a public function: torch's signature, nothing more)
+            x = operand(input)
+            return node(name, (x,), x.shape, x.dtype, ())
     build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)
     return build
 
@@ -499,9 +511,10 @@ def _grad_node(op, *srcs, attrs=()):
     return node(op, srcs, srcs[0].shape, srcs[0].dtype, attrs)
 
 
-def _neg(x) -> Tensor:
-    """``-x``, elementwise (``negative`` is the same; a bool tensor raises, as in PyTorch)."""
-    x = as_tensor(x)
+def _neg(input) -> Tensor:
+    """``-input``, elementwise (``negative`` is the same; a bool tensor raises, as in
+    PyTorch)."""
+    x = as_tensor(input)
     if x.dtype == bool_:
         raise RuntimeError(_BOOL_ERRORS["neg"])
     return _neg_op(x)
@@ -525,13 +538,16 @@ _gelu = _unary("gelu", K.gelu, lambda t, g: (_grad_node("gelu_grad", g, t.srcs[0
 _gelu_tanh = _unary("gelu_tanh", K.gelu_tanh,
                     lambda t, g: (_grad_node("gelu_tanh_grad", g, t.srcs[0]),))
 _leaky_relu = _unary("leaky_relu", K.leaky_relu,
-                     lambda t, g: (_grad_node("leaky_relu_grad", g, t.srcs[0], attrs=t.attrs),))
+                     lambda t, g: (_grad_node("leaky_relu_grad", g, t.srcs[0], attrs=t.attrs),),
+                     with_attrs=True)
 _softplus = _unary("softplus", K.softplus,
-                   lambda t, g: (_grad_node("softplus_grad", g, t.srcs[0], attrs=t.attrs),))
+                   lambda t, g: (_grad_node("softplus_grad", g, t.srcs[0], attrs=t.attrs),),
+                   with_attrs=True)
 _clamp = _unary("clamp", K.clamp,
                 lambda t, g: (_grad_node("clamp_grad", g, t.srcs[0], attrs=t.attrs),),
                 int_ok=True, numpy_ufunc=lambda x, lo, hi, out: np.clip(x, lo, hi, out=out,
-                                                                        casting="unsafe"))
+                                                                        casting="unsafe"),
+                with_attrs=True)
 
 # functions of x whose gradient is g * f'(x) (or of the output y), one fused kernel each way
 sin = _unary("sin", np.sin, lambda t, g: (_grad_node("sin_grad", g, t.srcs[0]),))

@@ -43,12 +43,12 @@ def _matmul_forward(t):
 defop("matmul", forward=_matmul_forward, backward=_matmul_backward)
 
 
-def matmul(a, b) -> Tensor:
+def matmul(input, other) -> Tensor:
     """Matrix product with PyTorch's rules: 1-D operands are promoted to matrices and the added
     dimension removed afterwards; leading (batch) dimensions broadcast."""
-    if isinstance(a, SparseCOOTensor):
-        return spmm(a, b)
-    a, b = promoted_operands("matmul", *autocast.lower(a, b))
+    if isinstance(input, SparseCOOTensor):
+        return spmm(input, other)
+    a, b = promoted_operands("matmul", *autocast.lower(input, other))
     require_float("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
@@ -204,9 +204,9 @@ def mv(input, vec) -> Tensor:
     return matmul(a, v)
 
 
-def dot(input, other) -> Tensor:
+def dot(input, tensor) -> Tensor:
     """The dot product of two 1-D tensors."""
-    a, b = as_tensor(input), as_tensor(other)
+    a, b = as_tensor(input), as_tensor(tensor)
     if a.ndim != 1 or b.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
     if a.shape != b.shape:

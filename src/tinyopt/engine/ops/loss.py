@@ -96,17 +96,21 @@ def _exp_parts(buf: np.ndarray, N: int, C: int) -> tuple[np.ndarray, np.ndarray]
 
 def _ce_forward(t, mean: bool):
     ignore, eps = t.attrs
-    N, C = t.srcs[0].shape
-    kernel = K.ce_rows[len(t.srcs) == 4, t.srcs[0].dtype == np.float32]
+    x = t.srcs[0]
+    N, C = x.shape
+    from_exp = len(t.srcs) == 4
+    kernel = K.ce_rows[from_exp, x.dtype == np.float32]
     err = np.empty(1, np.int64)  # per run: the plan compiles each run's closures
-    no_total = np.empty(0, t.dtype)
+    no_vec, no_mat = np.empty(0, t.dtype), np.empty((0, 0), t.dtype)  # (what only backward reads)
     no_stats = np.empty((0, 2), np.float64)
+    scratch = K.ce_scratch(N, C, x.dtype, from_exp)
     rows = np.empty(N, t.dtype) if mean else None
 
     def fwd(out, x, y, w, e=None):
-        r, total = (rows, out.reshape(1)) if mean else (out, no_total)
+        r, total = (rows, out.reshape(1)) if mean else (out, no_vec)
         stats = no_stats if e is None else _exp_parts(e, N, C)[1]
-        kernel(x, y, w, ignore, eps, r, total, err, stats)
+        kernel(False, no_vec, x, y, w, ignore, eps, total, r, no_mat, err, no_mat, stats,
+               *scratch)
         _check_targets(err, y)
     return fwd
 
@@ -114,16 +118,25 @@ def _ce_forward(t, mean: bool):
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
     N, C = t.shape
-    kernel = K.ce_rows_grad[len(t.srcs) == 5, t.dtype == np.float32]
+    from_exp = len(t.srcs) == 5
+    kernel = K.ce_rows[from_exp, t.dtype == np.float32]
     err = np.empty(1, np.int64)
     share = np.empty(1 if mean else 0, t.dtype)
+    no_rows = np.empty(0, t.dtype)
     no_exp = np.empty((0, 0), t.dtype), np.empty((0, 2), np.float64)
+    scratch = K.ce_scratch(N, C, t.dtype, from_exp)
+    rows_g = np.empty(0 if mean else N, t.dtype)
 
     def fwd(out, g, x, y, w, e=None):
         if mean:
             g = g.reshape(1)
-        kernel(g, x, y, w, ignore, eps, share, out, err,
-               *(no_exp if e is None else _exp_parts(e, N, C)))
+        elif not g.flags.c_contiguous and g.dtype == rows_g.dtype:
+            # (a broadcast gradient, as loss.sum() gives) contiguous, as the forward's: the
+            # kernel's one compile then serves both ways
+            np.copyto(rows_g, g)
+            g = rows_g
+        kernel(True, g, x, y, w, ignore, eps, share, no_rows, out, err,
+               *(no_exp if e is None else _exp_parts(e, N, C)), *scratch)
         _check_targets(err, y)
     return fwd
 
@@ -137,13 +150,17 @@ def _ce_exp_forward(t):
     N, C = x_node.shape
     chunk = K.ce_exp[x_node.dtype == np.float32]
     args = np.zeros(K.EXP_ARGS, np.int64)
+    chunks = max(1, -(-N // _EXP_ROWS))  # (the most: one chunk of N rows on this thread)
+    work = np.empty((chunks, K.LANES), x_node.dtype)
+    lanes = np.empty((chunks, K.LANES), np.float64)
 
     def fwd(out, x):
         x = np.ascontiguousarray(x)
         e, stats = _exp_parts(out, N, C)
         run = shared_threads.chunk_runner()
         rows = _EXP_ROWS if run.parallel else max(N, 1)
-        args[:] = x.ctypes.data, e.ctypes.data, stats.ctypes.data, N, C, rows
+        args[:] = (x.ctypes.data, e.ctypes.data, stats.ctypes.data, N, C, rows,
+                   work.ctypes.data, lanes.ctypes.data)
         run(chunk.address, -(-N // rows), args.ctypes.data)
     return fwd
 

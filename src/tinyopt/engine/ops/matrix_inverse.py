@@ -22,7 +22,7 @@ from tinyopt.engine.ops.linalg import matmul
 from tinyopt.engine.ops.movement import broadcast_shapes
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["LinAlgError", "inv", "solve"]
+__all__ = ["LinAlgError", "inv", "inverse", "solve"]
 
 
 class LinAlgError(RuntimeError):
@@ -87,6 +87,11 @@ def inv(A) -> Tensor:
     a = as_tensor(A)
     _square("inv", a)
     return node("linalg_inv", (a,), a.shape, a.dtype)
+
+
+def inverse(input) -> Tensor:
+    """``torch.inverse``: ``linalg.inv`` of ``input``."""
+    return inv(input)
 
 
 def _solve(a: Tensor, b: Tensor) -> Tensor:

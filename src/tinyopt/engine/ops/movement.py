@@ -328,10 +328,10 @@ def select(input, dim: int, index: int) -> Tensor:
     return _along(input, wrap_dim("select", dim, input.ndim), int(index))
 
 
-def split(x, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+def split(tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Views of consecutive pieces along ``dim``: of ``split_size`` each (the last may be
     smaller), or of the sizes in a list."""
-    x = as_tensor(x)
+    x = as_tensor(tensor)
     if x.ndim == 0:
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = wrap_dim("split", dim, x.ndim)
@@ -384,9 +384,9 @@ def chunk(input, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     return split(input, max(1, -(-size // chunks)), dim)
 
 
-def tensor_split(x, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
+def tensor_split(input, indices_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """``torch.tensor_split``: ``n`` pieces as equal as possible, or pieces between indices."""
-    x = as_tensor(x)
+    x = as_tensor(input)
     if x.ndim == 0:
         raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor "
                            "with 0 dims")
@@ -433,11 +433,13 @@ moveaxis = movedim
 
 
 def swapaxes(input, axis0: int, axis1: int) -> Tensor:
-    """``transpose(x, axis0, axis1)``; ``swapdims`` is the same."""
+    """``transpose(input, axis0, axis1)`` (NumPy's name)."""
     return transpose(input, axis0, axis1)
 
 
-swapdims = swapaxes
+def swapdims(input, dim0: int, dim1: int) -> Tensor:
+    """``transpose(input, dim0, dim1)``."""
+    return transpose(input, dim0, dim1)
 
 
 def unflatten(input, dim: int, sizes) -> Tensor:

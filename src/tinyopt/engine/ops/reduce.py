@@ -396,7 +396,7 @@ def all(input, dim=None, keepdim: bool = False, *, keepdims: bool | None = None)
 
 
 # ---- norms ---------------------------------------------------------------------------------------
-def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+def norm(input, p="fro", dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """``torch.norm``: the 2-norm (``"fro"``) or ``p``-norm of the elements over ``dim``
     (``distance.vector_norm``)."""
     from tinyopt.engine.ops.distance import vector_norm
@@ -404,7 +404,7 @@ def norm(x, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
         p = 2
     if isinstance(p, str):
         raise NotImplementedError(f"norm(p={p!r}) is not supported (vector p-norms and 'fro')")
-    return vector_norm(x, p, dim, keepdim, dtype=dtype)
+    return vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
 # ---- products and scans --------------------------------------------------------------------------

@@ -398,7 +398,7 @@ def _sort_indices(x: Tensor, d: int, descending: bool, k: int | None = None) -> 
     return node("argsort", (x,), shape, int64, (d, bool(descending)))
 
 
-def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = False) -> Tensor:
     """The indices that sort ``input`` along ``dim`` (ties keep their order)."""
     x = as_tensor(input)
     if x.ndim == 0:
@@ -406,7 +406,7 @@ def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False
     return _sort_indices(x, wrap_dim("argsort", dim, x.ndim), descending)
 
 
-def sort(input, dim: int = -1, descending: bool = False, stable: bool = False) -> MaxMin:
+def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False) -> MaxMin:
     """``(values, indices)`` of ``input`` sorted along ``dim``; gradients flow to the values."""
     x = as_tensor(input)
     if x.ndim == 0:
@@ -549,11 +549,12 @@ def bincount(input, weights=None, minlength: int = 0) -> Tensor:
     return leaf(r.astype(w.dtype if w.dtype in FLOATS else np.float64))
 
 
-def searchsorted(sorted_sequence, values, *, out_int32: bool = False, right: bool = False,
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False,
                  side: str | None = None, sorter=None) -> Tensor:
-    """Where ``values`` would go in the sorted last dimension of ``sorted_sequence``."""
+    """Where the values ``input`` would go in the sorted last dimension of ``sorted_sequence``
+    (torch documents them as ``values`` but takes the keyword ``input``)."""
     seq = np.asarray(as_tensor(sorted_sequence).numpy())
-    v = np.asarray(as_tensor(values).numpy())
+    v = np.asarray(as_tensor(input).numpy())
     side = side or ("right" if right else "left")
     if seq.ndim == 1:
         r = np.searchsorted(seq, v, side=side)

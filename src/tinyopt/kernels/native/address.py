@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import numba
 from numba import types
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, kernel
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
 
-@intrinsic
+@cached_intrinsic
 def _pointer(typingctx, addr, like):
     """A typed pointer (to ``like``'s dtype: an array's, or a numpy scalar type's) at ``addr``."""
     dtype = like.dtype if isinstance(like, types.Array) else like.instance_type

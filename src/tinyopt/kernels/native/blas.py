@@ -167,9 +167,9 @@ def matmul_args(x, y, out) -> tuple[int, ...] | None:
 
 def _gemm_typer():
     from numba import types
-    from numba.extending import intrinsic
+    from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
-    @intrinsic
+    @cached_intrinsic
     def gemm(typingctx, fn, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
         """``cblas_?gemm(RowMajor, t1, t2, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`` at
         address ``fn`` (64-bit integers; ``a``, ``b``, ``c`` addresses; alpha's type picks s/d)."""
@@ -196,9 +196,9 @@ def _gemm_typer():
 
 def _pointer_typer():
     from numba import types
-    from numba.extending import intrinsic
+    from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
-    @intrinsic
+    @cached_intrinsic
     def pointer(typingctx, address, like):
         """The address (an int64) as a pointer to ``like``'s type (a float scalar)."""
         sig = types.CPointer(like)(types.int64, like)

@@ -50,9 +50,9 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 from tinyopt.kernels.native import half
 
 MR = 14
@@ -135,7 +135,7 @@ def usable() -> bool:
 _USABLE: list[bool] = []
 
 
-@intrinsic
+@cached_intrinsic
 def _tile_dot(typingctx, ap, a_off, bp, b_off, kpairs, acc, c_off, first):
     """``acc[c_off + 32 r + j] (+)= sum_p A-pair(ap[a_off + MR p + r]) . B-pair(bp[b_off + 32 p
     + j])`` for r < MR, j < 32, p < kpairs (``kpairs`` >= 1; starts from 0 when ``first``): the

@@ -35,15 +35,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
-from numba.extending import intrinsic
 
 from tinyopt.kernels.jit import parallel_kernel, prange
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
 
 _INF32 = 0x7F800000
 
 
-@intrinsic
+@cached_intrinsic
 def f16_to_f32(typingctx, h):
     """The float32 equal to the float16 with bit pattern ``h`` (uint16): exact."""
     if h != types.uint16:
@@ -54,7 +54,7 @@ def f16_to_f32(typingctx, h):
     return types.float32(types.uint16), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def f32_to_f16(typingctx, x):
     """The bit pattern (uint16) of float32 ``x`` rounded to the nearest float16, ties to even."""
     if x != types.float32:
@@ -65,7 +65,7 @@ def f32_to_f16(typingctx, x):
     return types.uint16(types.float32), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def bf16_to_f32(typingctx, h):
     """The float32 equal to the bfloat16 with bit pattern ``h`` (uint16): exact."""
     if h != types.uint16:
@@ -77,7 +77,7 @@ def bf16_to_f32(typingctx, h):
     return types.float32(types.uint16), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def f32_to_bf16(typingctx, x):
     """The bit pattern (uint16) of float32 ``x`` rounded to the nearest bfloat16, ties to even
     (a NaN becomes the quiet NaN with its sign, as ml_dtypes rounds it)."""
@@ -91,7 +91,7 @@ def f32_to_bf16(typingctx, x):
     return types.uint16(types.float32), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def f32_to_bf16_unless_nan(typingctx, x):
     """:func:`f32_to_bf16` for a ``x`` that is not NaN, in fewer instructions (a NaN gives a
     pattern that may not be a NaN)."""
@@ -106,7 +106,7 @@ def f32_to_bf16_unless_nan(typingctx, x):
     return types.uint16(types.float32), codegen
 
 
-@intrinsic
+@cached_intrinsic
 def f32_to_bf16_sr(typingctx, x, i):
     """The bit pattern (uint16) of float32 ``x`` at position ``i`` stochastically rounded to
     bfloat16 (see the module docstring): ``(bits(x) + r) >> 16`` with ``r`` = 16 bits of

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 
 import numba
+from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
 _RUNTIME_READY: list[bool] = []
@@ -75,3 +76,20 @@ def loads_without_refresh(dispatcher):
     if lazy is not None and type(getattr(dispatcher, "_cache", None)) is lazy.__base__:
         dispatcher._cache.__class__ = lazy  # the same object and state, one method overridden
     return dispatcher
+
+
+def cached_intrinsic(defn=None, *, key: str = ""):
+    """numba's ``@intrinsic``, with an identity that is the same in every process: the function's
+    module and qualified name (plus ``key``, for a factory that makes several of one name).
+
+    numba keys a kernel's disk cache by its bytecode and the pickled contents of its closure.
+    Kernels built inside a factory close over functions that pickle by value, with the globals
+    they call; an intrinsic among them pickles with its ``uuid``, which numba draws afresh in each
+    process (``uuid1``), so such a kernel's key never matched the one saved and every process
+    compiled it again (the Adam walker, once ``decayed_grad`` called :func:`vecmath.fma`).  Use it
+    for intrinsics made once per process (at module level, or by a factory run once per key)."""
+    if defn is None:
+        return lambda d: cached_intrinsic(d, key=key)
+    made = intrinsic(defn)
+    made._set_uuid(f"tinyopt:{defn.__module__}.{defn.__qualname__}" + (f"[{key}]" if key else ""))
+    return made

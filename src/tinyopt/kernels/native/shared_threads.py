@@ -207,9 +207,9 @@ def _define_jobs_functions(mod):
 def _run_jobs_typer():
     from numba import types
     from numba.core import cgutils
-    from numba.extending import intrinsic
+    from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
-    @intrinsic
+    @cached_intrinsic
     def run_jobs(typingctx, dojob, numjobs, elsize, jobdata, data):
         """Run OpenBLAS's jobs ``dojob(i, jobdata + i elsize, data)``, ``i < numjobs``, each on
         a thread of its own, and return when all are done (see the module docstring)."""
@@ -322,9 +322,9 @@ _callback = _Callback()
 def _run_chunks_typer():
     from numba import types
     from numba.core import cgutils
-    from numba.extending import intrinsic
+    from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
-    @intrinsic
+    @cached_intrinsic
     def run_chunks(typingctx, fn, n, args, nthreads):
         """``fn(c, args)`` for c < n, on ``nthreads`` OpenMP threads (on this thread alone when
         ``nthreads`` <= 1: no OpenMP call at all)."""
