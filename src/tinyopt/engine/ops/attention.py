@@ -112,7 +112,7 @@ def _attention_forward(t):
 
 
 # OpenBLAS splits a GEMM between its threads above m n k = 65536 * 4 (its interface/gemm.c):
-# pairs run as chunks only below that, where each pair's GEMMs take one thread anyway
+# pairs above that run as chunks with BLAS held to one thread (``_Chunks``)
 _CHUNK_GEMM_MAX = 65536 * 4
 
 
@@ -124,9 +124,9 @@ class _Chunks:
     thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run as chunks too,
     with BLAS on one thread for the while (``blas.single_threaded``): each thread its own
     pairs, rather than every GEMM split between the threads and the softmax kernel, below 4M
-    scores, on one (the small GPT's attention forward and backward at 2 threads: 28 -> 19 ms,
-    loaded machine).  On one thread the pairs run one after the other (a pair's scores stay in
-    the cache between its GEMMs and its softmax)."""
+    scores, on one (the small GPT's attention forward and backward at 2 threads: 70-77 -> 38-65
+    ms wall, 170-310 -> 51 ms CPU, loaded machine).  On one thread the pairs run one after the
+    other (a pair's scores stay in the cache between its GEMMs and its softmax)."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
@@ -167,7 +167,6 @@ class _Chunks:
             with blas.single_threaded():
                 runner(self._fn.address, s.A * s.B, args.ctypes.data)
         return True
-
 
 
 def _grad_layout(s: _Spec, src_shapes, tiled: bool) -> Layout:
