@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 from numba import types
+from numba.extending import overload
 
 from tinyopt.kernels.jit import inline, subroutine
 from tinyopt.kernels.native.numba_cache import cached_intrinsic
@@ -158,9 +159,6 @@ def float32_or(single, other):
     ``other(*args)``; chosen when the caller is compiled and inlined into it (numba's
     ``overload``), so one scalar function serves both signatures of a ufunc (``single`` in
     float32 arithmetic, ``other`` as exact as float64 needs).  One or two arguments."""
-    from numba import types
-    from numba.extending import overload
-
     s, o = inline(single), inline(other)
     if single.__code__.co_argcount == 1:
         def chosen(a):
