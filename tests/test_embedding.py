@@ -156,3 +156,38 @@ def test_embedding_bag_repr_and_from_pretrained():
     bag = nn.EmbeddingBag.from_pretrained(w, mode="max")
     assert not bag.weight.requires_grad
     np.testing.assert_array_equal(bag(np.array([[1, 2]])).numpy()[0], w[[1, 2]].max(0))
+
+
+# ---- a tied embedding (nanoGPT's head): one gradient buffer, the same bits ------------------------
+def _tied_loss(w, x, kw):
+    return F.linear(F.embedding(x, w, **kw), w).square().sum()
+
+
+@pytest.mark.parametrize("kw", [{}, dict(padding_idx=3), dict(scale_grad_by_freq=True)])
+def test_tied_embedding_gradient_is_the_bits_of_the_two_contributions_added(kw):
+    x = rng.integers(0, V, (4, 6))
+    x[0, :3] = 3  # a repeated row (and the padding row)
+    w0 = rng.standard_normal((V, D)).astype(np.float32)
+    tied = to.Parameter(w0.copy())
+    _tied_loss(tied, to.tensor(x), kw).backward()
+    emb, head = to.Parameter(w0.copy()), to.Parameter(w0.copy())  # the same graph, untied
+    F.linear(F.embedding(to.tensor(x), emb, **kw), head).square().sum().backward()
+    np.testing.assert_array_equal(tied.grad, head.grad.numpy() + emb.grad.numpy())
+    if not kw:  # (padding_idx and scale_grad_by_freq define a gradient that is not d/dw)
+        gradcheck(lambda w: _tied_loss(w, to.tensor(x), kw), rng.standard_normal((V, D)))
+
+
+def test_tied_embedding_plan_holds_one_weight_gradient_in_its_arena():
+    from tinyopt.engine import get_plan
+    big_v, d = 4096, 64  # a (V, D) gradient: 1 MiB
+    x = to.tensor(rng.integers(0, big_v, (2, 8)))
+    w0 = rng.standard_normal((big_v, d)).astype(np.float32)
+    w, emb, head = (to.Parameter(w0.copy()) for _ in range(3))
+    tied = get_plan(loss=_tied_loss(w, x, {}))
+    ops = {t.op for t in tied.nodes}
+    assert "embedding_grad_add" in ops and "embedding_grad" not in ops
+    untied = get_plan(loss=F.linear(F.embedding(x, emb), head).square().sum())
+    # untied, each gradient is computed into its .grad; tied, the head's is in the arena and the
+    # embedding's rows are added into it on the way to .grad: one (V, D) buffer more, not two
+    extra = tied.peak_bytes - untied.peak_bytes
+    assert 0.9 * big_v * d * 4 <= extra < 1.1 * big_v * d * 4

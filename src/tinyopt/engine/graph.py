@@ -26,7 +26,7 @@ from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine import autocast
 from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.inplace import OVERLAP
-from tinyopt.engine.op import OPS
+from tinyopt.engine.op import OPS, accumulate
 from tinyopt.engine.saved import saved
 from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
 
@@ -261,5 +261,5 @@ def backward_graph(loss: Tensor, nodes: list[Tensor], wrt: list[Tensor],
                     raise AssertionError(f"backward of {t.op} gave a gradient of shape {gs.shape} "
                                          f"for a source of shape {s.shape}")
                 prev = grads.get(id(s))
-                grads[id(s)] = gs if prev is None else prev + gs
+                grads[id(s)] = gs if prev is None else accumulate(prev, gs)
     return {id(t): grads[id(t)] for t in wrt if id(t) in grads}

@@ -83,6 +83,33 @@ def defop(name: str, *, forward: Callable | None = None, backward: Callable | No
     return op
 
 
+# op -> a rule giving ``prev + g`` as one node when ``g``, a fresh gradient contribution of that
+# op, can be added into ``prev`` as it is computed (None: the plain sum); see ``accumulate``
+ACCUMULATE: dict[str, Callable[[Tensor, Tensor], "Tensor | None"]] = {}
+
+
+def accumulate_rule(op: str):
+    """Register an accumulate rule for gradient contributions of ``op`` (see ``accumulate``)."""
+    def register(rule):
+        ACCUMULATE[op] = rule
+        return rule
+    return register
+
+
+def accumulate(prev: Tensor, g: Tensor) -> Tensor:
+    """The sum of two gradient contributions to one tensor: ``prev + g``, or one node of the
+    contribution's op that adds into ``prev`` where a rule gives the same bits with one buffer
+    fewer (``embedding_grad``: a tied embedding).  IEEE addition is commutative, so ``g + prev``
+    is the same value: either side may be the one accumulated into."""
+    for a, b in ((prev, g), (g, prev)):
+        rule = ACCUMULATE.get(b.op)
+        if rule is not None and b.shape == a.shape:
+            t = rule(a, b)
+            if t is not None:
+                return t
+    return prev + g
+
+
 def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dtype,
          attrs: tuple = ()) -> Tensor:
     """Record a new graph node; it requires grad when grad mode is on and any source does.  Over

@@ -341,3 +341,51 @@ def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out, err):
         else:
             for d in range(D):
                 out[i, d] += g[k, d]
+
+
+@kernel
+def embedding_grad_add(base, g, idx, padding_idx, scale_by_freq, head, nxt, row, out, err):
+    """out = base + embedding_grad(g, idx): out[i, :] = base[i, :] + s_i, where s_i is
+    :func:`embedding_grad`'s row i (the sum over k with idx[k] == i of g[k, :], in k order from
+    +0, each term divided by the count of i when ``scale_by_freq``; +0 for ``padding_idx`` and
+    rows not looked up), so the same bits as the two-step sum without its (V, D) array.  base,
+    out (V, D) of one float dtype (out may be base: element (i, d) is read before it is
+    written); g (K, D), idx (K,) int64; head (V,), nxt (K,) int64 scratch (each row's
+    chain of positions k, ascending); row (D,) scratch of g's dtype."""
+    K, D = g.shape
+    V = out.shape[0]
+    err[0] = -1
+    for k in range(K):
+        i = idx[k]
+        if i < 0 or i >= V:
+            err[0] = k
+            return
+    for i in range(V):
+        head[i] = -1
+    for k in range(K - 1, -1, -1):  # prepend, from the last: each chain in ascending k
+        i = idx[k]
+        nxt[k] = head[i]
+        head[i] = k
+    for i in range(V):
+        if head[i] < 0 or i == padding_idx:
+            for d in range(D):
+                out[i, d] = base[i, d] + 0.0  # (-0 + +0 is +0, as in the two-step sum)
+            continue
+        c = 0
+        k = head[i]
+        while k >= 0:
+            c += 1
+            k = nxt[k]
+        for d in range(D):
+            row[d] = 0
+        k = head[i]
+        while k >= 0:
+            if scale_by_freq:
+                for d in range(D):
+                    row[d] += g[k, d] / c
+            else:
+                for d in range(D):
+                    row[d] += g[k, d]
+            k = nxt[k]
+        for d in range(D):
+            out[i, d] = base[i, d] + row[d]

@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import accumulate_rule, defop, node
 from tinyopt.engine.ops.family import c_contiguous, require_float
 
 from tinyopt.engine.random import Generator, default_generator
@@ -372,8 +372,34 @@ def _embedding_backward(t, g):
     return node("embedding_grad", (g, idx), w.shape, g.dtype, t.attrs), None
 
 
+def _embedding_grad_add_forward(t):
+    padding_idx, scale = t.attrs
+    V, D = t.shape
+    head = np.empty(V, np.int64)
+    row = np.empty(D, t.dtype)
+    err = np.empty(1, np.int64)
+
+    def fwd(out, base, g, idx):
+        idx = c_contiguous(idx).reshape(-1)
+        K.embedding_grad_add(base, c_contiguous(g).reshape(-1, D), idx, padding_idx, scale,
+                             head, np.empty(idx.shape[0], np.int64), row, out, err)
+        _check_indices(err)
+    return fwd
+
+
+@accumulate_rule("embedding_grad")
+def _add_embedding_grad(prev: Tensor, gs: Tensor) -> Tensor | None:
+    """``prev + embedding_grad(g, idx)`` as one node that adds each looked-up row's sum into
+    ``prev`` (in place when ``prev`` dies there): a tied embedding (nanoGPT's head) holds one
+    (V, D) gradient, not two (GPT-2 small: 147 MiB less), with the same bits."""
+    if prev.dtype != gs.dtype or gs.dtype not in (np.float32, np.float64):
+        return None
+    return node("embedding_grad_add", (prev,) + gs.srcs, gs.shape, gs.dtype, gs.attrs)
+
+
 defop("embedding", forward=_embedding_forward, backward=_embedding_backward)
 defop("embedding_grad", forward=_embedding_grad_forward)
+defop("embedding_grad_add", forward=_embedding_grad_add_forward, inplace=True)
 defop("embedding_sparse_grad", forward=_embedding_sparse_grad_forward)
 
 
