@@ -92,6 +92,41 @@ def test_heads_read_from_a_packed_projection(kind):
     gradcheck(f, x, max_elems=40)
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_nanogpt_heads_are_read_where_they_are(packed):
+    """q, k, v made as nanoGPT makes them (a packed projection split in three, or projections
+    of their own, each viewed as heads and transposed): the attention op reads them in place
+    (``"nlc"`` parts of the projections, no copies) with the values and gradients of the
+    reference, and an unusual view (a slice with a step) still works, as a ``"4d"`` part."""
+    N, T, H, D = 2, 5, 2, 3
+    E = H * D
+    xs = [rng.standard_normal((N, T, 3 * E))] if packed else \
+        [rng.standard_normal((N, T, E)) for _ in range(3)]
+
+    def heads(*arrs):
+        parts = arrs[0].split(E, dim=2) if packed else arrs
+        return [p.view(N, T, H, D).transpose(1, 2) for p in parts]
+
+    def f(*arrs):
+        return F.scaled_dot_product_attention(*heads(*arrs), is_causal=True)
+
+    ts = [to.tensor(x, dtype=to.float64, requires_grad=True) for x in xs]
+    y = f(*ts)
+    att = y.srcs[0] if y.op == "reshape" else y  # (attention_out: the op's attrs)
+    assert [kind for _, kind, _ in att.attrs[6]] == ["nlc"] * 3
+    assert [off for _, _, off in att.attrs[6]] == ([0, E, 2 * E] if packed else [0, 0, 0])
+    npx = [np.asarray(x) for x in xs]
+    qkv = np.split(npx[0], 3, axis=2) if packed else npx
+    want = ref(*[a.reshape(N, T, H, D).transpose(0, 2, 1, 3) for a in qkv], causal=True)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12, atol=1e-13)
+    gradcheck(f, *xs, max_elems=30)
+    strided = to.tensor(rng.standard_normal((N, T, 2 * E)))[:, :, ::2]
+    q = strided.reshape(N, T, H, D).transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, q, q).numpy()
+    qn = strided.numpy().reshape(N, T, H, D).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(out, ref(qn, qn, qn), rtol=1e-12)
+
+
 def test_fully_masked_rows_give_zero_and_nan_scores_give_nan():
     q, k, v = (rng.standard_normal((1, 3, 4)) for _ in range(3))
     mask = np.ones((3, 3), bool)
@@ -188,11 +223,16 @@ def _chunked_and_batched(run, monkeypatch):
     return chunked, run(), sum(took)
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["pairs", "large-pairs"])
 @pytest.mark.parametrize("kind", ["nlc", "4d"])
-def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, monkeypatch):
-    """Forward and backward, each pair's GEMMs and softmax rows as one chunk: the same bits as
-    the batched GEMMs and kernels (float32 heads read from a packed projection with a mask, a
-    fully masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D, nan_rows)."""
+def test_pairs_as_chunks_on_the_shared_threads_give_the_batched_bits(kind, big, monkeypatch):
+    """Forward and backward, each pair's GEMMs and softmax rows as one chunk (``big``: GEMMs
+    that OpenBLAS would split between threads, run on one thread each): the same bits as the
+    batched GEMMs and kernels (float32 heads read from a packed projection with a mask, a fully
+    masked row and a NaN, causal; float64 4-d q, k, v, L != S, Dv != D, nan_rows)."""
+    if big:
+        from tinyopt.engine.ops import attention as ops
+        monkeypatch.setattr(ops, "_CHUNK_GEMM_MAX", 0)
     N, H, L = 3, 2, 6
     if kind == "nlc":
         D = Dv = 4
@@ -229,3 +269,4 @@ def test_a_query_that_is_its_own_key_takes_the_batched_path(monkeypatch):
     chunked, batched, took = _chunked_and_batched(
         lambda: [F.scaled_dot_product_attention(a, a, a).numpy().tobytes()], monkeypatch)
     assert took == 0 and chunked == batched
+

@@ -14,7 +14,11 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
+from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import ufunc
+from tinyopt.kernels.threaded_ufunc import threaded_ufunc
 
 F2 = ("float32(float32, float32)", "float64(float64, float64)")
 I2 = ("int64(int64, int64)",)
@@ -181,15 +185,43 @@ def leaky_relu_grad(g, x, slope):
     return g if x > 0 else g * slope
 
 
-@ufunc(*F1)
-def gelu(x):
-    """x * Phi(x), Phi the standard normal CDF (``approximate='none'``)."""
+# GELU in float32 arithmetic for float32 (vecmath's exp_f32 and normal_cdf_f32: vectorized, a
+# few ulps), in float64 with libm's erf for float64.
+_MINUS_HALF_F32 = np.float32(-0.5)
+_INV_SQRT_2PI_F32 = np.float32(INV_SQRT_2PI)
+
+
+def _gelu_f32(x):
+    return x * _V.normal_cdf_f32(x, _V.exp_f32(_MINUS_HALF_F32 * x * x))
+
+
+def _gelu_f64(x):
     return x * 0.5 * (1.0 + math.erf(x * INV_SQRT_2))
 
 
-@ufunc(*F2)
-def gelu_grad(g, x):
+def _gelu_grad_f32(g, x):
+    e = _V.exp_f32(_MINUS_HALF_F32 * x * x)
+    return g * (_V.normal_cdf_f32(x, e) + x * e * _INV_SQRT_2PI_F32)
+
+
+def _gelu_grad_f64(g, x):
     return g * (0.5 * (1.0 + math.erf(x * INV_SQRT_2)) + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+_gelu_value = _V.float32_or(_gelu_f32, _gelu_f64)
+_gelu_slope = _V.float32_or(_gelu_grad_f32, _gelu_grad_f64)
+
+
+@threaded_ufunc(*F1)
+def gelu(x):
+    """x * Phi(x), Phi the standard normal CDF (``approximate='none'``)."""
+    return _gelu_value(x)
+
+
+@threaded_ufunc(*F2)
+def gelu_grad(g, x):
+    """g * (Phi(x) + x phi(x)), phi the standard normal density."""
+    return _gelu_slope(g, x)
 
 
 @ufunc(*F1)

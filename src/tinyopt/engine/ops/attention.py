@@ -112,7 +112,7 @@ def _attention_forward(t):
 
 
 # OpenBLAS splits a GEMM between its threads above m n k = 65536 * 4 (its interface/gemm.c):
-# pairs run as chunks only below that, where each pair's GEMMs take one thread anyway
+# pairs above that run as chunks with BLAS held to one thread (``_Chunks``)
 _CHUNK_GEMM_MAX = 65536 * 4
 
 
@@ -120,7 +120,13 @@ class _Chunks:
     """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
     kernels' threads (``kernels/native/shared_threads.py``), each GEMM the ``cblas_?gemm`` call
-    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one thread."""
+    ``np.matmul`` makes (``kernels/native/blas.py`` ``matmul_args``), and small enough for one
+    thread.  Pairs whose GEMMs are larger (the small GPT's 256 x 256 x 64) run as chunks too,
+    with BLAS on one thread for the while (``blas.single_threaded``): each thread its own
+    pairs, rather than every GEMM split between the threads and the softmax kernel, below 4M
+    scores, on one (the small GPT's attention forward and backward at 2 threads: 70-77 -> 38-65
+    ms wall, 170-310 -> 51 ms CPU, loaded machine).  On one thread the pairs run one after the
+    other (a pair's scores stay in the cache between its GEMMs and its softmax)."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
@@ -130,21 +136,21 @@ class _Chunks:
         self._fn = None
 
     def run(self, gemms, scores, second) -> bool:
-        """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)) and the scores
-        (and mask or probabilities) ``second``; False (nothing done) where the conditions
-        above do not hold."""
+        """Run the pairs with the GEMMs ``(x, y, out)`` (stacks (A, B, ., .)), the first before
+        the softmax rows and the others after, and the scores (and mask or probabilities)
+        ``second``; False (nothing done) where the conditions above do not hold."""
         s = self._s
         if self._gemm is None or s.A * s.B < 2:
             return False
         runner = shared_threads.chunk_runner()
-        if not runner.parallel:
-            return False
         args = self._args
         d = K.ARGS_HEAD
+        small = True
         for x, y, out in gemms:
             call = blas.matmul_args(x, y, out)
-            if call is None or call[2] * call[3] * call[4] > _CHUNK_GEMM_MAX:
+            if call is None:
                 return False
+            small = small and call[2] * call[3] * call[4] <= _CHUNK_GEMM_MAX
             args[d:d + 8] = call[:8]
             for k, arr in enumerate((x, y, out)):
                 args[d + 8 + 3 * k:d + 11 + 3 * k] = (arr.ctypes.data, arr.strides[0],
@@ -155,7 +161,11 @@ class _Chunks:
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
                               second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
-        runner(self._fn.address, s.A * s.B, args.ctypes.data)
+        if small:
+            runner(self._fn.address, s.A * s.B, args.ctypes.data)
+        else:
+            with blas.single_threaded():
+                runner(self._fn.address, s.A * s.B, args.ctypes.data)
         return True
 
 
@@ -360,6 +370,30 @@ def _mask4(mask: Tensor, lead: tuple[int, ...], L: int, S: int) -> Tensor:
     return m.reshape(Am, b, shape[-2], S)
 
 
+def _heads_of(x: Tensor, N: int, h: int, T: int, D: int) -> tuple[Tensor, int] | None:
+    """``(base, offset)`` where ``x`` is ``base[:, :, offset:offset + h D].view(N, T, h,
+    D).transpose(1, 2)`` for a 3-d ``base`` (N, T, C), as nanoGPT makes its heads
+    (``c_attn(x).split(C, dim=2)``, a view, a transpose); else None.  Attention then reads the
+    heads in ``base`` itself (an ``"nlc"`` part) and writes their gradient there: no copy of q,
+    k and v into contiguous stacks, and no slice gradients zero-filled and added up (the small
+    GPT's step: ~4% of it, one thread)."""
+    if x.op != "permute" or x.attrs != ((0, 2, 1, 3),):
+        return None
+    r = x.srcs[0]
+    if r.op != "reshape" or r.shape != (N, T, h, D):
+        return None
+    base = r.srcs[0]
+    if base.shape != (N, T, h * D):
+        return None
+    if base.op != "slice":
+        return base, 0
+    struct, starts = base.attrs[0], base.srcs[1]._value
+    if starts is None or len(struct) != 3 or any(e[0] != "s" or e[2] != 1 for e in struct) \
+            or starts[0] != 0 or starts[1] != 0 or base.srcs[0].shape[:2] != (N, T):
+        return None
+    return base.srcs[0], int(starts[2])
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -400,14 +434,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     B = lead[-1] if lead else 1
     srcs: list[Tensor] = []
     parts = []
-    for x in (q, k, v):
+    for x, T, D in ((q, L, E), (k, S, E), (v, S, Ev)):
+        part = _heads_of(x, A, B, T, D) if len(lead) == 2 else None
+        kind, off = ("4d", 0) if part is None else ("nlc", part[1])
+        x = x if part is None else part[0]
         for i, s in enumerate(srcs):
             if s is x:
                 break
         else:
             srcs.append(x)
             i = len(srcs) - 1
-        parts.append((i, "4d", 0))
+        parts.append((i, kind, off))
     mask = None
     if attn_mask is not None and is_causal:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
