@@ -122,7 +122,7 @@ def test_matches_pytorch_optimizer(dtype):
 def test_matches_pytorch_optimizer_to_the_bit_with_numpys_linear_algebra(dtype, monkeypatch):
     """With the reference's eigh, QR, tensordot and matmul computed by numpy (as tinyopt's
     are), its sqrt correctly rounded (PyTorch's CPU sqrt is MKL's vsSqrt, within an ulp but not
-    correctly rounded) and its mean by numpy (PyTorch's float32 sum adds in an order of its
+    correctly rounded) and its mean by numpy (PyTorch's sum adds in an order set by the CPU's
     vector width), every parameter equals pytorch-optimizer's to the bit: the moments' lerps
     and the step ``p.add_(u, alpha=-step_size)`` round as PyTorch's CPU kernels do (fused
     multiply-adds), and everything else is the same arithmetic in the same order."""
@@ -136,12 +136,13 @@ def test_matches_pytorch_optimizer_to_the_bit_with_numpys_linear_algebra(dtype, 
         return tuple(map(_tensors, r)) if isinstance(r, tuple) else torch.from_numpy(np.array(r))
 
     monkeypatch.setattr(torch.linalg, "eigh", numpy_(np.linalg.eigh))
-    monkeypatch.setattr(torch.linalg, "qr", numpy_(lambda a: tuple(np.linalg.qr(a))))
+    monkeypatch.setattr(torch.linalg, "qr", numpy_(np.linalg.qr))
     monkeypatch.setattr(torch, "tensordot", numpy_(lambda a, b, dims: np.tensordot(a, b, dims)))
     monkeypatch.setattr(torch.Tensor, "__matmul__", numpy_(np.matmul))
     monkeypatch.setattr(torch.Tensor, "sqrt", numpy_(np.sqrt))
     monkeypatch.setattr(torch.Tensor, "sqrt_", lambda t: t.copy_(numpy_(np.sqrt)(t)))
-    monkeypatch.setattr(torch, "mean", numpy_(lambda a: np.mean(a) if a.size else np.nan))
+    monkeypatch.setattr(torch, "mean",
+                        numpy_(lambda a: np.mean(a) if a.size else a.dtype.type("nan")))
     ours, theirs = _against_pytorch_optimizer(torch, pytorch_optimizer, dtype)
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a, b)
