@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from tinyopt.engine.tensor import Parameter
+from tinyopt.kernels import averaging, soap as kernels
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
 from tinyopt.optim.optimizer import cast_state
@@ -38,9 +39,11 @@ class SOAP(FusedOptimizer):
     (without ``correct_bias``, the step size is :math:`\gamma`; ``normalize_gradient`` divides
     the update by its RMS plus :math:`\epsilon`; :math:`\beta_s` = ``shampoo_beta`` or
     :math:`\beta_2`).  The rotations and eigenbases are BLAS/LAPACK products per parameter
-    (numpy), the rest numpy operations on the group's flat buffers.  State: ``step``,
-    ``exp_avg``, ``exp_avg_sq``, and per preconditioned dimension ``GG<i>`` and ``Q<i>``.
-    ``merge_dims=True`` is not supported (ValueError).  Not elementwise.
+    (numpy), the rest elementwise passes over the group's flat buffers, whose lerps and step
+    round as PyTorch's CPU kernels do (fused multiply-adds): with its linear algebra, sqrt and
+    mean computed as tinyopt's, pytorch-optimizer's SOAP gives the same bits.  State:
+    ``step``, ``exp_avg``, ``exp_avg_sq``, and per preconditioned dimension ``GG<i>`` and
+    ``Q<i>``.  ``merge_dims=True`` is not supported (ValueError).  Not elementwise.
 
     Example::
 
@@ -129,9 +132,8 @@ class SOAP(FusedOptimizer):
                               p.ndim, forward=False)
             if group["normalize_gradient"] and update.size:
                 update = update / (np.sqrt(np.mean(update * update)) + eps)
-            p += fb.dtype.type(-step_size) * update
-            if wd != 0:
-                p *= fb.dtype.type(1.0 - lr * wd)
+            kernels.descend_(p.reshape(-1), update.reshape(-1), fb.dtype.type(-step_size),
+                             fb.dtype.type(1.0 - lr * wd))
             _gather(g, GG, sb)
             if s % group["precondition_frequency"] == 0:
                 _power_iteration(GG, Q, v)
@@ -170,11 +172,10 @@ def _preconditioned(shape: tuple[int, ...], group: dict[str, Any]) -> list[int]:
 
 
 def _lerp(a: np.ndarray, b: np.ndarray, w) -> None:
-    """``a.lerp_(b, w)`` as torch computes it, in place."""
-    if abs(w) < 0.5:
-        a += w * (b - a)
-    else:
-        a[...] = b - (b - a) * (a.dtype.type(1) - w)
+    """``a.lerp_(b, w)`` in place, to the bit as PyTorch's CPU kernel rounds it (fused
+    multiply-adds; ``a``: a C-contiguous state view)."""
+    w = a.dtype.type(w)
+    averaging.lerp_(a.reshape(-1), b.reshape(-1), w, w - a.dtype.type(1))
 
 
 def _gather(g: np.ndarray, GG: dict[int, np.ndarray], sb: float) -> None:
