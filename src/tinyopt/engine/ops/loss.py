@@ -10,6 +10,7 @@ from tinyopt.engine.dtypes import FLOATS, int64
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, softplus
+from tinyopt.engine.ops.workspace import region
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
 from tinyopt.kernels.native import shared_threads
@@ -117,8 +118,8 @@ def _ce_forward(t, mean: bool):
 
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
-    N, C = t.shape
-    from_exp = len(t.srcs) == 5
+    from_exp = len(t.shape) == 1  # (ce_exp's buffer: see _ce_grad)
+    N, C = t.srcs[2].shape[0], t.srcs[3].shape[0]
     kernel = K.ce_rows[from_exp, t.dtype == np.float32]
     err = np.empty(1, np.int64)
     share = np.empty(1 if mean else 0, t.dtype)
@@ -127,7 +128,14 @@ def _ce_grad_forward(t, mean: bool):
     scratch = K.ce_scratch(N, C, t.dtype, from_exp)
     rows_g = np.empty(0 if mean else N, t.dtype)
 
-    def fwd(out, g, x, y, w, e=None):
+    def fwd(out, *srcs):
+        if from_exp:  # (e, g, y, w): the logits' gradient into out's exponentials part
+            e, g, y, w = srcs
+            exp = _exp_parts(e, N, C)
+            x = out = _exp_parts(out, N, C)[0]  # (x: only its shape is read, as the exp's)
+        else:
+            g, x, y, w = srcs
+            exp = no_exp
         if mean:
             g = g.reshape(1)
         elif not g.flags.c_contiguous and g.dtype == rows_g.dtype:
@@ -135,8 +143,7 @@ def _ce_grad_forward(t, mean: bool):
             # kernel's one compile then serves both ways
             np.copyto(rows_g, g)
             g = rows_g
-        kernel(True, g, x, y, w, ignore, eps, share, no_rows, out, err,
-               *(no_exp if e is None else _exp_parts(e, N, C)), *scratch)
+        kernel(True, g, x, y, w, ignore, eps, share, no_rows, out, err, *exp, *scratch)
         _check_targets(err, y)
     return fwd
 
@@ -189,10 +196,22 @@ def _rows_forward(kernel):
     return compile
 
 
-def _ce_backward(t, g):
+def _ce_grad(op: str, t: Tensor, g: Tensor, dtype) -> Tensor:
+    """The logits' gradient node of cross-entropy node ``t``.  With the exponentials (``ce_exp``,
+    srcs (x, y, w, e)) it is written over them, in their node's buffer (in place when the
+    gradient is their last reader, as in training: GPT-2 small's 512 x 50304 logits, 98 MiB
+    less at the peak) and read out as a region; its sources are (e, g, y, w), so the logits
+    themselves die with the forward loss (their shape is all it reads of them)."""
     x = t.srcs[0]
-    return (node("ce_rows_grad", (g,) + t.srcs, x.shape, x.dtype, t.attrs),) \
-        + (None,) * (len(t.srcs) - 1)
+    if len(t.srcs) == 4 and t.srcs[3].op == "ce_exp":
+        e = t.srcs[3]
+        ws = node(op, (e, g) + t.srcs[1:3], e.shape, dtype, t.attrs)
+        return region(ws, K.exp_stats_size(x.shape[0], np.dtype(dtype).itemsize), x.shape)
+    return node(op, (g,) + t.srcs, x.shape, dtype, t.attrs)
+
+
+def _ce_backward(t, g):
+    return (_ce_grad("ce_rows_grad", t, g, t.srcs[0].dtype),) + (None,) * (len(t.srcs) - 1)
 
 
 def _nll_backward(t, g):
@@ -214,7 +233,7 @@ def _rows_grad_forward(kernel):
 
 
 defop("ce_rows", forward=lambda t: _ce_forward(t, False), backward=_ce_backward)
-defop("ce_rows_grad", forward=lambda t: _ce_grad_forward(t, False))
+defop("ce_rows_grad", forward=lambda t: _ce_grad_forward(t, False), inplace=True)
 defop("ce_exp", forward=_ce_exp_forward)
 defop("nll_rows", forward=_rows_forward(K.nll_rows), backward=_nll_backward)
 defop("nll_rows_grad", forward=_rows_grad_forward(K.nll_rows_grad))
@@ -251,9 +270,8 @@ def _mean_grad_forward(kernel):
 
 
 defop("ce_mean", forward=lambda t: _ce_forward(t, True), backward=lambda t, g: (
-    node("ce_mean_grad", (g,) + t.srcs, t.srcs[0].shape, g.dtype, t.attrs),)
-    + (None,) * (len(t.srcs) - 1))
-defop("ce_mean_grad", forward=lambda t: _ce_grad_forward(t, True))
+    _ce_grad("ce_mean_grad", t, g, g.dtype),) + (None,) * (len(t.srcs) - 1))
+defop("ce_mean_grad", forward=lambda t: _ce_grad_forward(t, True), inplace=True)
 defop("nll_mean", forward=_mean_forward(K.nll_rows), backward=lambda t, g: (
     node("nll_mean_grad", (g,) + t.srcs[1:], t.srcs[0].shape, g.dtype, t.attrs), None, None))
 defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad))
