@@ -64,6 +64,7 @@ class Plan:
         nodes = toposort(roots)
         index = self._place(nodes, leaves, outputs, loss)
         into_grad_slots = self._route_gradients(grad_nodes, index, leaves)
+        self._chain_gradients(nodes, index, into_grad_slots)
         srcs = [tuple([index[id(s)] for s in t.srcs]) for t in nodes]
         self._join_family(nodes, srcs, into_grad_slots, family_of)
         self._plan_memory(nodes, srcs)
@@ -111,6 +112,37 @@ class Plan:
                 into_grad_slots.add(gi)
             self.grad_outs.append((leaf_pos[id(p)], gi, into_grad))
         return into_grad_slots
+
+    def _chain_gradients(self, nodes: list[Tensor], index: dict[int, int],
+                         into_grad_slots: set[int]) -> None:
+        """A gradient node that may write in place over its source 0 (a tied embedding's rows
+        added into the head's weight gradient, ``embedding_grad_add``) has that source, when
+        nothing else reads it, computed into the same gradient storage (``grad_chain``: pairs
+        (slot bound, slot whose array it takes)): not in the arena for the rest of the backward
+        pass (GPT-2 small: the head's 147 MiB from the loss to the embedding).  Not through an
+        elementwise op: its source is made just before it, and its call over the arena is bound
+        once (``_step``)."""
+        self.grad_chain: list[tuple[int, int]] = []
+        heads = [(gi, nodes[gi]) for _, gi, into_grad in self.grad_outs
+                 if into_grad and _chains(nodes[gi])]
+        if not heads:
+            return
+        readers: dict[int, int] = {}
+        for t in nodes:
+            for src in t.srcs:
+                readers[id(src)] = readers.get(id(src), 0) + 1
+        taken = {gi for _, gi, _ in self.grad_outs} | set(self.output_slots) | {self.loss_slot}
+        for gi, g in heads:
+            while _chains(g):
+                s0 = g.srcs[0]
+                si = index[id(s0)]
+                if (s0.op in LEAF_OPS or OPS[s0.op].forward is None or si in taken
+                        or readers[id(s0)] != 1 or s0.shape != g.shape or s0.dtype != g.dtype):
+                    break
+                into_grad_slots.add(si)
+                taken.add(si)
+                self.grad_chain.append((si, gi))
+                g = s0
 
     def _join_family(self, nodes: list[Tensor], srcs: list[tuple[int, ...]],
                      into_grad_slots: set[int], family_of) -> None:
@@ -313,6 +345,8 @@ class _Run:
                         fresh.append(p)
                     else:
                         A[gi] = scratch
+            for si, gi in plan.grad_chain:  # (in order: a chain's head is bound first)
+                A[si] = A[gi]
             try:
                 if scheduled is None:
                     for step in steps:
@@ -432,6 +466,12 @@ def _specs(nodes: list[Tensor]) -> list[Tensor]:
         copies[id(t)] = make_node(t.op, tuple(copies[id(s)] for s in t.srcs), t.attrs, t.shape,
                               t.dtype, t.requires_grad)
     return [copies[id(t)] for t in nodes]
+
+
+def _chains(t: Tensor) -> bool:
+    """Whether gradient node ``t`` may take its source 0's place in a gradient's storage."""
+    op = OPS[t.op]
+    return bool(t.srcs) and op.inplace and op.elementwise is None and op.forward is not None
 
 
 def _same_layout(t: Tensor) -> bool:
