@@ -540,13 +540,11 @@ def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, mo
 
 def test_a_big_eager_run_gives_the_heap_back_and_a_small_one_does_not_pay_for_it(eager_only,
                                                                                    monkeypatch):
-    """The arrays a big run freed stay on the C heap unless trimmed (GPT-2 small's eager first
-    step: 0.38 GB, the process's peak once the optimizer's state and the plan's arena came on
-    top); a small run (the per-sample loops run eagerly at every step) is not trimmed."""
-    from tinyopt.engine import eager
+    """The arrays a big run freed stay on the C heap unless trimmed (engine/heap.py); a small
+    run (the per-sample loops run eagerly at every step) is not trimmed."""
+    from tinyopt.engine import eager, heap
     calls = []
-    trim = eager._trim_heap
-    monkeypatch.setattr(eager, "_trim_heap", lambda: calls.append(trim()))
+    monkeypatch.setattr(eager, "trim_heap", lambda: calls.append(heap.trim_heap()))
     p = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 1 << 20, dtype=np.float32)))
     to.tanh(p * 1.5).sum().backward()  # 4 MiB arrays: small
     assert calls == []

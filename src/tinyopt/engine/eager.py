@@ -33,6 +33,7 @@ from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
+from tinyopt.engine.heap import trim_heap
 from tinyopt.engine.op import OPS
 from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
 
@@ -140,28 +141,10 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
             for p, on in zip(taken, take):
                 if on:
                     update.ready(p)
-    if big:
-        _trim_heap()
+    if big:  # its freed arrays (heap.py), those of nodes nobody read included
+        vals.clear()
+        trim_heap()
     return values
-
-
-_TRIM: list = []  # [glibc's malloc_trim, or None where the C library has none]
-
-
-def _trim_heap() -> None:
-    """Give the pages the C heap has free back to the system (glibc's ``malloc_trim(0)``).
-
-    A big run frees arrays of every size as it goes.  glibc serves an array below its mmap
-    threshold from the heap, and raises that threshold (up to 32 MiB) each time it unmaps a
-    freed larger one, so a run's activations end up on a heap whose free pages it keeps
-    while anything lives above them: GPT-2 small's eager first step left 0.38 GB there, on
-    top of which the optimizer's state and the compiled plan's arena came next, the process's
-    peak (3.25 GB, against 2.87 GB trimmed; torch: 2.99).  Once per big eager run, a few ms."""
-    if not _TRIM:
-        import ctypes
-        _TRIM.append(getattr(ctypes.CDLL(None), "malloc_trim", None))
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
 
 
 BIG_BYTES = 1 << 24
