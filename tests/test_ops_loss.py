@@ -513,39 +513,48 @@ def test_cross_entropy_from_its_exponentials_node_gives_the_same_bits(monkeypatc
 
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
-def test_cross_entropy_gradient_is_written_over_its_exponentials_in_a_plan(
-        monkeypatch, compile_at_once, reduction):
+@pytest.mark.parametrize("C", [1000, 1])
+def test_cross_entropy_gradient_is_written_in_place_in_a_plan(monkeypatch, compile_at_once,
+                                                               reduction, C):
     """A planned training step writes the logits' gradient over the exponentials' buffer (their
-    last reader) and lets the logits die with the forward loss: the peak holds one (N, C)
-    array less than logits + exponentials + gradient, and the bits are those of the plain
-    kernels."""
+    last reader; the logits die with the forward loss: the peak holds one (N, C) array less
+    than logits + exponentials + gradient), or over the logits without the exponentials node;
+    the bits are those of an eager run (no plan, nothing in place).  C = 1: the row gradient's
+    source (the per-row g) is never what it overwrites."""
     from tinyopt.engine import get_plan
     from tinyopt.kernels import loss as K
     rng = np.random.default_rng(5)
-    N, C = 64, 1000
+    N = 64
     x0, w0 = rng.standard_normal((N, 8)).astype(np.float32), \
         rng.standard_normal((C, 8)).astype(np.float32)
     y = rng.integers(0, C, N)
     y[3] = -100
+    scale = to.tensor(rng.uniform(0.5, 1.5, N).astype(np.float32))
 
-    def step(least):
+    def step(least, planned=True):
         monkeypatch.setattr(K, "PARALLEL_ROWS_MIN", least)
         compile_at_once.clear()
+        compile_at_once.compile_after = 1 if planned else 1 << 30
         w = to.Parameter(w0.copy())
         loss = O.cross_entropy(O.linear(to.tensor(x0), w), y, reduction=reduction)
-        loss = loss if reduction == "mean" else loss.sum()
-        plan = get_plan(loss=loss)
+        loss = loss if reduction == "mean" else (loss * scale).sum()
+        plan = get_plan(loss=loss) if planned else None
         loss.backward()
         return plan, loss.numpy().tobytes(), w.grad.numpy().tobytes()
 
-    plan, *bits = step(1)
-    assert bits == list(step(1 << 62)[1:])
-    k = {t.op: i for i, t in enumerate(plan.nodes)}
-    grad = k["ce_mean_grad" if reduction == "mean" else "ce_rows_grad"]
-    m = plan.memory
-    assert m.root[grad] == m.root[k["ce_exp"]]  # in place over the exponentials
-    assert m.blocks[m.root[k["linear"]]].last < grad  # the logits died before it
-    assert plan.peak_bytes < 2.2 * N * C * 4  # exponentials (+ row stats) + logits at most
+    reference = step(1, planned=False)[1:]
+    for least in (1, 1 << 62):
+        plan, *bits = step(least)
+        assert tuple(bits) == reference
+        k = {t.op: i for i, t in enumerate(plan.nodes)}
+        grad = k["ce_mean_grad" if reduction == "mean" else "ce_rows_grad"]
+        m = plan.memory
+        if least == 1:
+            assert m.root[grad] == m.root[k["ce_exp"]]  # over the exponentials
+            assert m.blocks[m.root[k["linear"]]].last < grad  # the logits died before it
+            assert C == 1 or plan.peak_bytes < 2.2 * N * C * 4  # exponentials (+ stats), logits
+        else:
+            assert "ce_exp" not in k and m.root[grad] == m.root[k["linear"]]  # over the logits
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -119,7 +119,7 @@ def _ce_forward(t, mean: bool):
 def _ce_grad_forward(t, mean: bool):
     ignore, eps = t.attrs
     from_exp = len(t.shape) == 1  # (ce_exp's buffer: see _ce_grad)
-    N, C = t.srcs[2].shape[0], t.srcs[3].shape[0]
+    N, C = (t.srcs[2].shape[0], t.srcs[3].shape[0]) if from_exp else t.shape
     kernel = K.ce_rows[from_exp, t.dtype == np.float32]
     err = np.empty(1, np.int64)
     share = np.empty(1 if mean else 0, t.dtype)
@@ -134,7 +134,7 @@ def _ce_grad_forward(t, mean: bool):
             exp = _exp_parts(e, N, C)
             x = out = _exp_parts(out, N, C)[0]  # (x: only its shape is read, as the exp's)
         else:
-            g, x, y, w = srcs
+            x, g, y, w = srcs
             exp = no_exp
         if mean:
             g = g.reshape(1)
@@ -197,17 +197,19 @@ def _rows_forward(kernel):
 
 
 def _ce_grad(op: str, t: Tensor, g: Tensor, dtype) -> Tensor:
-    """The logits' gradient node of cross-entropy node ``t``.  With the exponentials (``ce_exp``,
-    srcs (x, y, w, e)) it is written over them, in their node's buffer (in place when the
-    gradient is their last reader, as in training: GPT-2 small's 512 x 50304 logits, 98 MiB
-    less at the peak) and read out as a region; its sources are (e, g, y, w), so the logits
-    themselves die with the forward loss (their shape is all it reads of them)."""
+    """The logits' gradient node of cross-entropy node ``t``, written in place over its source
+    0 when that is its last reader, as in training (the kernel reads a row's values before it
+    writes them).  With the exponentials (``ce_exp``, srcs (x, y, w, e)) its sources are
+    (e, g, y, w): the gradient goes over the exponentials in their node's buffer and is read
+    out as a region, and the logits die with the forward loss (their shape is all the gradient
+    reads of them): GPT-2 small's 512 x 50304 logits, two 98 MiB arrays less at the peak.
+    Else (x, g, y, w): over the logits."""
     x = t.srcs[0]
     if len(t.srcs) == 4 and t.srcs[3].op == "ce_exp":
         e = t.srcs[3]
         ws = node(op, (e, g) + t.srcs[1:3], e.shape, dtype, t.attrs)
         return region(ws, K.exp_stats_size(x.shape[0], np.dtype(dtype).itemsize), x.shape)
-    return node(op, (g,) + t.srcs, x.shape, dtype, t.attrs)
+    return node(op, (x, g) + t.srcs[1:], x.shape, dtype, t.attrs)
 
 
 def _ce_backward(t, g):

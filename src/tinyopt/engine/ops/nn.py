@@ -375,14 +375,13 @@ def _embedding_backward(t, g):
 def _embedding_grad_add_forward(t):
     padding_idx, scale = t.attrs
     V, D = t.shape
-    head = np.empty(V, np.int64)
+    head, nxt = np.empty(V, np.int64), np.empty(math.prod(t.srcs[2].shape), np.int64)
     row = np.empty(D, t.dtype)
     err = np.empty(1, np.int64)
 
     def fwd(out, base, g, idx):
-        idx = c_contiguous(idx).reshape(-1)
-        K.embedding_grad_add(base, c_contiguous(g).reshape(-1, D), idx, padding_idx, scale,
-                             head, np.empty(idx.shape[0], np.int64), row, out, err)
+        K.embedding_grad_add(base, c_contiguous(g).reshape(-1, D), c_contiguous(idx).reshape(-1),
+                             padding_idx, scale, head, nxt, row, out, err)
         _check_indices(err)
     return fwd
 
