@@ -28,7 +28,7 @@ from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.inplace import OVERLAP
 from tinyopt.engine.op import OPS, accumulate
 from tinyopt.engine.saved import saved
-from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor
+from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor, make_node
 
 
 def toposort(roots: list[Tensor]) -> list[Tensor]:
@@ -207,7 +207,6 @@ def _calibrate() -> int:
     consumer (interpreters differ in how many references a call adds)."""
     import numpy as np
 
-    from tinyopt.engine.tensor import make_node
     x = make_node("input", (), (), (), np.dtype(np.float32))
     order = [x, make_node("neg", (x,), (), (), x.dtype)]
     return _refcount(order[1])

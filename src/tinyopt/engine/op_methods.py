@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from typing_extensions import Self
-
 from tinyopt.engine import ops
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from typing_extensions import Self
 
     from tinyopt.engine.ops.histograms import HistogramResult
     from tinyopt.engine.ops.reduce import MaxMin

@@ -42,7 +42,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, SupportsIndex, overload
 
 import numpy as np
-from typing_extensions import Self
 
 from tinyopt.engine import arena, grad_mode, ops, shared_memory
 from tinyopt.engine.device import CPU, check_device
@@ -56,6 +55,8 @@ from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, ve
 from tinyopt.engine.tensor_api import TensorMethods
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from tinyopt.engine.slot import Slot
 
 _ids = itertools.count(1)

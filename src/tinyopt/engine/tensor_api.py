@@ -18,13 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from typing_extensions import Self
 
 from tinyopt.engine import ops
 from tinyopt.engine.dtypes import as_dtype
 from tinyopt.engine.op_methods import OpMethods
 
 if TYPE_CHECKING:
+    from typing_extensions import Self
+
     from tinyopt.engine.tensor import Tensor
 
 _Dims = Any  # an int, a tuple of ints, or None

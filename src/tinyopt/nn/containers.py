@@ -20,12 +20,13 @@ import operator
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain, islice
-from typing import Any
-
-from typing_extensions import Self
+from typing import TYPE_CHECKING, Any
 
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn.module import Module, _addindent, _typename
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 

@@ -28,10 +28,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-from typing_extensions import Self
 
 from tinyopt.engine import shared_memory
 from tinyopt.engine.device import check_device
@@ -40,6 +39,9 @@ from tinyopt.engine.dtypes import FLOATS, as_dtype, grad_dtype, is_low, torch_na
 from tinyopt.engine.hooks import RemovableHandle
 from tinyopt.engine.row_sparse import forget_rows
 from tinyopt.engine.tensor import Parameter, Tensor, leaf
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["Module", "RemovableHandle"]
 
