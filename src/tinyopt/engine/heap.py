@@ -11,13 +11,14 @@ under the optimizer's state and then the compiled plan's arena: the process's pe
 
 from __future__ import annotations
 
+import ctypes
+
 _TRIM: list = []  # [glibc's malloc_trim, or None where the C library has none]
 
 
 def trim_heap() -> None:
     """``malloc_trim(0)`` where the C library has it (glibc); nothing elsewhere."""
     if not _TRIM:
-        import ctypes
         _TRIM.append(getattr(ctypes.CDLL(None), "malloc_trim", None))
     if _TRIM[0] is not None:
         _TRIM[0](0)
