@@ -600,3 +600,24 @@ def test_cross_entropy_reports_the_first_bad_target(monkeypatch, parallel):
         with pytest.raises(IndexError, match=r"^Target 12 is out of bounds\.$"):
             loss.sum().backward()
         assert p.grad is None
+
+
+def test_a_large_cross_entropy_differentiates_on_its_first_eager_run_and_when_planned():
+    """A cross-entropy large enough for its exponentials node, run eagerly first (its sources
+    are values by the time autodiff builds the gradient: the gradient's form was chosen by the
+    node's op name and raised "too many values to unpack"), then planned: same gradient bits."""
+    from tinyopt.kernels import loss as kloss
+    rows = kloss.PARALLEL_ROWS_MIN // 64
+    rng = np.random.default_rng(5)
+    logits = rng.standard_normal((rows, 64)).astype(np.float32)
+    y = rng.integers(0, 64, rows)
+    grads = []
+    for _ in range(3):
+        x = to.tensor(logits, requires_grad=True)
+        to.nn.functional.cross_entropy(x, to.tensor(y)).backward()
+        grads.append(x.grad.numpy().copy())
+    assert grads[0].tobytes() == grads[1].tobytes() == grads[2].tobytes()
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    p = e / e.sum(1, keepdims=True)
+    p[np.arange(rows), y] -= 1
+    np.testing.assert_allclose(grads[0], p / rows, rtol=1e-4, atol=1e-8)
