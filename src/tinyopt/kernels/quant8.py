@@ -269,6 +269,26 @@ def _float_of_bits(typingctx, u):
 _NORMAL = np.float32(np.finfo(np.float32).tiny)
 
 
+@cached_intrinsic
+def _prefetch(typingctx, a, i):
+    """A hint that ``a[i]``'s cache line will be read soon: ``llvm.prefetch`` into L2 (locality
+    2: ``prefetcht1``).  It never faults; callers keep ``i`` within ``a`` all the same."""
+    if not (isinstance(a, types.Array) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        where = builder.bitcast(builder.gep(data, [context.cast(builder, args[1], sig.args[1],
+                                                                 types.intp)]),
+                                ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [where.type, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [where, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+    return types.void(a, i), codegen
+
+
 @inline
 def _dequantize_block(out, r, n, code, scale):
     """``out[:n] = code[r[:n]] * scale``."""
@@ -299,6 +319,30 @@ def _quantize_block(r, xs, n, m, table):
             _quantize_div1(r, xs, k, m, table)
 
 
+AHEAD = 2
+"""Blocks ahead whose memory a step prefetches (:func:`_prefetch_block`)."""
+
+
+@inline
+def _prefetch_block(p, ga, seg, q1, q2, j, lo, hi, so, quantized, two):
+    """Prefetch into L2 the lines a step of block ``[lo, hi)`` of parameter ``j`` will read:
+    its parameter, gradient and (``quantized``) 8-bit states at ``so``.  Why: a block's memory
+    is read in a burst between stretches of lookups, so the core waited for DRAM at each block
+    (the hardware prefetchers, which follow the demand stream, fall behind it): 1e7 elements, 1
+    thread, CPU time, Adam 19.4 -> 13.6 ms, Lion 12.6 -> 9.7, SGD 11.4 -> 8.6 (L2 against L1:
+    the same to noise; non-temporal: Adam 35 ms; 1, 2, 4 or 8 blocks ahead: the same to noise,
+    8 a little slower)."""
+    gs = at(ga[j], seg[j + 1] - seg[j], p)
+    for k in range(lo, hi, 16):  # a line is 16 float32, 64 uint8
+        _prefetch(p, k)
+        _prefetch(gs, k - seg[j])
+    if quantized:
+        for k in range(so, so + hi - lo, 64):
+            _prefetch(q1, k)
+            if two:
+                _prefetch(q2, k)
+
+
 def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
     h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
@@ -319,6 +363,10 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
             sc = scratch[ci]
             for b in range(ci * BLOCKS_PER_CHUNK, min((ci + 1) * BLOCKS_PER_CHUNK, nb)):
                 j = bj[b]
+                ahead = b + AHEAD
+                if ahead < nb and flags[bj[ahead]] != 0:  # (no gradient: no address)
+                    _prefetch_block(p, ga, seg, q1, q2, bj[ahead], blo[ahead], bhi[ahead],
+                                    boff[ahead], kind8[bj[ahead]] != 0, two)
                 if flags[j] == 0:
                     continue
                 c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
