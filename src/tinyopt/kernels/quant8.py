@@ -19,20 +19,30 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11 under
-load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its parts,
-each measured by a build without it: the two dequantizing gathers per element pair 6.8 ms, the
-two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and division
-5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So the
-lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it took
-11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
-pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
-permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
-floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
-per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
-(a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
-earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
-instead of two (22.7 -> 18 ms on a quieter machine).
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians, under
+load 3-5, 2026-12-06): an Adam step takes 13.6 ms where float32 AdamW's takes 9.5; Lion 9.7,
+SGD-momentum 8.6.  Where the Adam step's time goes (perf samples): the two dequantizing loops
+22%, the update 37%, the two quantizing loops 28%, the prefetches of the block two ahead 15%
+(waiting for DRAM: see :func:`_prefetch_block`, which took the step from 19.4 ms).  At 2.6
+GHz that is 1.8 cycles per element in the lookups (four 16-lane gathers per 16 elements,
+``vgatherdps`` and ``vpgatherdd``, 6 to 8 cycles each: the gather unit's throughput, with the
+tables' hot parts in L1), 1.3 in the update (bound by the divider: two 8-lane ``vsqrtps`` and
+two ``vdivps`` per 16 elements, 21 cycles, which float32 AdamW pays as well) and 0.5 waiting
+for memory, where float32 AdamW takes 2.5 in all (28 bytes an element at 29 GB/s).  So on one
+thread the exact lookups, not the bytes moved, keep Adam slower than AdamW; with two threads
+AdamW is bound by the memory bandwidth the cores share, and the 8-bit steps, which move 16
+bytes an element, by each core's own work.  Tried and dropped:
+one 64-bit gather of a (signed, unsigned) code pair per element pair (a 512 KiB table) cost the
+same as two; dequantizing 64 elements by AVX512-VBMI byte permutes (``vpermi2b`` on the codes'
+four byte planes, the bytes then widened and merged into floats) was slower than the gathers,
+17.9 against 17.0 ms (the widening took ~40 shuffle uops per 64 elements, on the one port the
+permutes use); dequantizing each 16 (or 32 to 128) elements inside the update loop, to overlap
+the gathers with the divider: LLVM then no longer vectorizes the update (Adam 14.5 -> 37 ms);
+prefetching each line of the block ahead inside the dequantizing loop instead of in one burst:
+the same to 2%.  Taken: reading each gradient where it lies (a user's own gradient was first
+copied into the flat buffer: 6.4 ms of the 27.2 the step took); earlier, a multiply by ``1 /
+absmax`` instead of a division and one division in Adam's update instead of two (22.7 -> 18 ms
+on a quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
