@@ -243,11 +243,46 @@ def _lookups(width: int):
             return types.void(r, x, at, scale, table), codegen
         return quantize
 
-    return dequantize, quantizer(False), quantizer(True)
+    @cached_intrinsic
+    def adam(typingctx, ps, gs, at, m, v, r1, r2, code1, code2, scales, k):
+        f32t = types.float32
+        if not (ps.dtype == gs.dtype == m.dtype == v.dtype == f32t and isinstance(at, types.Integer)
+                and r1.dtype == r2.dtype == types.uint8 and scales == types.UniTuple(f32t, 2)
+                and k == types.UniTuple(f32t, 7)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            def load(i, ty, align):
+                return builder.load(elements(context, builder, sig, args, i, ty), align=align)
+
+            def store(value, i):
+                builder.store(value, elements(context, builder, sig, args, i, f32), align=4)
+
+            def table(i):
+                return context.make_array(sig.args[i])(context, builder, args[i]).data
+            s1, s2 = (splat(builder, x) for x in cgutils.unpack_tuple(builder, args[9], 2))
+            b1, omb1, b2, omb2, decay, c0, c1 = (splat(builder, x) for x in
+                                                 cgutils.unpack_tuple(builder, args[10], 7))
+            mul, add = builder.fmul, builder.fadd
+            m0 = mul(gather(builder, table(7), builder.zext(load(5, i8, 1), vec(i32)), f32), s1)
+            v0 = mul(gather(builder, table(8), builder.zext(load(6, i8, 1), vec(i32)), f32), s2)
+            g = load(1, f32, 4)
+            m1 = add(mul(m0, b1), mul(omb1, g))
+            v1 = add(mul(v0, b2), mul(mul(omb2, g), g))
+            sqrt = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec(f32), [vec(f32)]), f"llvm.sqrt.v{width}f32")
+            step = builder.fdiv(m1, add(builder.call(sqrt, [v1]), c1))
+            store(add(mul(load(0, f32, 4), decay), mul(c0, step)), 0)
+            store(m1, 3)
+            store(v1, 4)
+            return context.get_dummy_value()
+        return types.void(ps, gs, at, m, v, r1, r2, code1, code2, scales, k), codegen
+
+    return dequantize, quantizer(False), quantizer(True), adam
 
 
-_dequantize, _quantize, _quantize_div = _lookups(VECTOR)
-_dequantize1, _quantize1, _quantize_div1 = _lookups(1)
+_dequantize, _quantize, _quantize_div, _adam_lanes = _lookups(VECTOR)
+_dequantize1, _quantize1, _quantize_div1, _adam_lanes1 = _lookups(1)
 
 
 @cached_intrinsic
@@ -357,7 +392,9 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
     h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
     ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
-    coefficients, u8, u32 = functions
+    coefficients, u8, u32, fused_lanes = functions
+    fused = fused_lanes is not None
+    lanes, lanes1 = fused_lanes if fused else (_dequantize, _dequantize1)  # (not called)
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
@@ -394,20 +431,34 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     s2 = a2[b] if two else s1
                     ps, r1, r2 = p[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
-                    _dequantize_block(x1s, r1, n, code1, s1)
-                    if two:
-                        _dequantize_block(x2s, r2, n, code2, s2)
                     b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
-                    for k in range(n):  # update (the parameter from the float32 states)
-                        pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k], h, c)
-                        ps[k] = pi
-                        x1s[k] = x1
-                        y = _abs_bits(x1)
-                        b1 = y if y > b1 else b1
-                        if two:
-                            x2s[k] = x2
-                            y = _abs_bits(x2)
+                    if fused:
+                        whole = n - n % VECTOR
+                        k7 = (h.b1, h.one_minus_b1, h.b2, h.one_minus_b2, h.decay, c[0], c[1])
+                        for k in range(0, whole, VECTOR):
+                            lanes(ps, gs, k, x1s, x2s, r1, r2, code1, code2, (s1, s2), k7)
+                        for k in range(whole, n):
+                            lanes1(ps, gs, k, x1s, x2s, r1, r2, code1, code2, (s1, s2), k7)
+                        for k in range(n):
+                            y = _abs_bits(x1s[k])
+                            b1 = y if y > b1 else b1
+                            y = _abs_bits(x2s[k])
                             b2 = y if y > b2 else b2
+                    else:
+                        _dequantize_block(x1s, r1, n, code1, s1)
+                        if two:
+                            _dequantize_block(x2s, r2, n, code2, s2)
+                        for k in range(n):  # update (the parameter from the float32 states)
+                            pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k],
+                                            h, c)
+                            ps[k] = pi
+                            x1s[k] = x1
+                            y = _abs_bits(x1)
+                            b1 = y if y > b1 else b1
+                            if two:
+                                x2s[k] = x2
+                                y = _abs_bits(x2)
+                                b2 = y if y > b2 else b2
                     m1 = _float_of_bits(b1)
                     a1[b] = m1
                     _quantize_block(r1, x1s, n, m1, table1)
@@ -488,9 +539,9 @@ def _momentum32(p, g, m, v, h, c):
 
 
 ALGORITHMS = {
-    "adam": ((_adam_coefficients, _adam, _adam), True),
-    "lion": ((_lion_coefficients, _lion, _lion), False),
-    "momentum": ((_momentum_coefficients, _momentum8, _momentum32), False),
+    "adam": ((_adam_coefficients, _adam, _adam, (_adam_lanes, _adam_lanes1)), True),
+    "lion": ((_lion_coefficients, _lion, _lion, None), False),
+    "momentum": ((_momentum_coefficients, _momentum8, _momentum32, None), False),
 }
 """name -> ((coefficients, 8-bit update, 32-bit update), two states)."""
 
