@@ -19,30 +19,28 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians, under
-load 3-5, 2026-12-06): an Adam step takes 13.6 ms where float32 AdamW's takes 9.5; Lion 9.7,
-SGD-momentum 8.6.  Where the Adam step's time goes (perf samples): the two dequantizing loops
-22%, the update 37%, the two quantizing loops 28%, the prefetches of the block two ahead 15%
-(waiting for DRAM: see :func:`_prefetch_block`, which took the step from 19.4 ms).  At 2.6
-GHz that is 1.8 cycles per element in the lookups (four 16-lane gathers per 16 elements,
-``vgatherdps`` and ``vpgatherdd``, 6 to 8 cycles each: the gather unit's throughput, with the
-tables' hot parts in L1), 1.3 in the update (bound by the divider: two 8-lane ``vsqrtps`` and
-two ``vdivps`` per 16 elements, 21 cycles, which float32 AdamW pays as well) and 0.5 waiting
-for memory, where float32 AdamW takes 2.5 in all (28 bytes an element at 29 GB/s).  So on one
-thread the exact lookups, not the bytes moved, keep Adam slower than AdamW; with two threads
-AdamW is bound by the memory bandwidth the cores share, and the 8-bit steps, which move 16
-bytes an element, by each core's own work.  Tried and dropped:
-one 64-bit gather of a (signed, unsigned) code pair per element pair (a 512 KiB table) cost the
-same as two; dequantizing 64 elements by AVX512-VBMI byte permutes (``vpermi2b`` on the codes'
-four byte planes, the bytes then widened and merged into floats) was slower than the gathers,
-17.9 against 17.0 ms (the widening took ~40 shuffle uops per 64 elements, on the one port the
-permutes use); dequantizing each 16 (or 32 to 128) elements inside the update loop, to overlap
-the gathers with the divider: LLVM then no longer vectorizes the update (Adam 14.5 -> 37 ms);
-prefetching each line of the block ahead inside the dequantizing loop instead of in one burst:
-the same to 2%.  Taken: reading each gradient where it lies (a user's own gradient was first
-copied into the flat buffer: 6.4 ms of the 27.2 the step took); earlier, a multiply by ``1 /
-absmax`` instead of a division and one division in Adam's update instead of two (22.7 -> 18 ms
-on a quieter machine).
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM at 2.6 GHz, CPU time, medians,
+under load 3-5, 2026-12-06): an Adam step takes 12.8 ms where float32 AdamW's takes 9.3; Lion
+9.5, SGD-momentum 8.6.  Where the Adam step's time goes (perf samples): the pass that
+dequantizes and updates 45%, the two requantizing loops 32%, the prefetches of the block two
+ahead 18% (waiting for DRAM: see :func:`_prefetch_block`, which took the step from 19.4 ms to
+13.6; the fused pass, see :func:`_lookups`, to 12.8).  Per element that is 1.5 cycles in the
+fused pass (bound by the divider: two 8-lane ``vsqrtps`` and two ``vdivps`` per 16 elements,
+21 cycles, which float32 AdamW pays as well, its two dequantizing 16-lane ``vgatherdps``
+overlapping it), 1.0 in the requantizing ``vpgatherdd`` (8 cycles each, the gather unit's
+throughput: the tables' hot parts are in L1) and 0.6 waiting for memory, where float32 AdamW
+takes 2.4 in all (28 bytes an element at 30 GB/s).  So on one thread the exact lookups, not the
+bytes moved, keep Adam slower than AdamW; with two threads AdamW is bound by the memory
+bandwidth the cores share, and the 8-bit steps, which move 16 bytes an element, by each core's
+own work.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
+pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
+permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
+floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
+per 64 elements, on the one port the permutes use); prefetching each line of the block ahead
+inside the dequantizing loop instead of in one burst: the same to 2%.  Taken: reading each
+gradient where it lies (a user's own gradient was first copied into the flat buffer: 6.4 ms of
+the 27.2 the step took); earlier, a multiply by ``1 / absmax`` instead of a division and one
+division in Adam's update instead of two (22.7 -> 18 ms on a quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
@@ -159,7 +157,7 @@ VECTOR = 16
 
 
 def _lookups(width: int):
-    """The two table lookups of a step, over ``width`` elements at once as LLVM vectors with
+    """The table lookups of a step, over ``width`` elements at once as LLVM vectors with
     ``llvm.masked.gather`` (numba's loop vectorizer does not gather on x86: LLVM 20's cost
     model prefers scalar loads there; a scalar quantizer loop took 5-6 ns an element, the
     rest of the Adam step 1):
@@ -171,9 +169,20 @@ def _lookups(width: int):
     of :func:`tables`: the cell's index, plus one from its threshold on.  Integer arithmetic
     on the pattern, no branch and no search: a moment's indices are as unpredictable as its
     values.  (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of
-    its unsigned indices are not the nearest code.)  The caller keeps ``at + width`` within
-    the arrays; every index read from ``q`` (< 256) or computed as a key (< 2^17) is within
-    ``code`` and ``table``."""
+    its unsigned indices are not the nearest code.)
+
+    ``adam(p, g, at, m, v, r1, r2, code1, code2, (s1, s2), (b1, 1 - b1, b2, 1 - b2, decay, c0,
+    c1))``: Adam's 8-bit update of elements ``at + i`` (:func:`_adam`'s float32 operations in
+    its order, so the same bits), its states dequantized from ``r1``, ``r2`` on the way in and
+    left in ``m``, ``v``.  In one pass the dequantizing gathers overlap the update's divider
+    (Adam 1e7, one thread: 15.0 -> 12.8 ms).  LLVM does not vectorize a loop that dequantizes
+    and updates: 16 elements at a time it unrolls the update and leaves it scalar; 32 to 128
+    at a time, Adam took 2.5x as long.  Holding a block's requantization for the next block's
+    pass, its gathers in the same loop, gained nothing (13.4 ms: the gather unit is then the
+    bound).
+
+    The caller keeps ``at + width`` within the arrays; every index read from ``q`` (< 256) or
+    computed as a key (< 2^17) is within ``code`` and ``table``."""
     f32, i32, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(8)
 
     def vec(t):
