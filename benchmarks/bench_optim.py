@@ -431,9 +431,9 @@ def main() -> None:
                     help="time the optimizers PyTorch does not ship against their reference "
                          "packages (default size 1e7; --only picks rows)")
     ap.add_argument("--cpu-time", action="store_true",
-                    help="--extra: time each step by its worker's CPU time (all threads, an "
-                         "OpenMP pool's spinning included) instead of the wall clock: steadier "
-                         "than the wall clock where other processes share the cores")
+                    help="--extra: time each step by its worker's CPU time instead of the wall "
+                         "clock: steadier where other processes share the cores, with --threads "
+                         "1 (it counts all threads, an OpenMP pool's spinning too)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to pause before each timed sample (idle threads go to sleep)")
     ap.add_argument("--reps", type=int,

@@ -385,7 +385,8 @@ def _prefetch_block(p, ga, seg, q1, q2, j, lo, hi, so, quantized, two):
     (the hardware prefetchers, which follow the demand stream, fall behind it): 1e7 elements, 1
     thread, CPU time, Adam 19.4 -> 13.6 ms, Lion 12.6 -> 9.7, SGD 11.4 -> 8.6 (L2 against L1:
     the same to noise; non-temporal: Adam 35 ms; 1, 2, 4 or 8 blocks ahead: the same to noise,
-    8 a little slower)."""
+    8 a little slower; every second or fourth line, the hardware left to fetch the others:
+    slower, Adam 12.8 -> 12.9 to 16.1 ms)."""
     gs = at(ga[j], seg[j + 1] - seg[j], p)
     for k in range(lo, hi, 16):  # a line is 16 float32, 64 uint8
         _prefetch(p, k)
@@ -398,12 +399,15 @@ def _prefetch_block(p, ga, seg, q1, q2, j, lo, hi, so, quantized, two):
 
 
 def _step_factory(functions: tuple, two: bool, mode: int, name: str):
-    """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
-    h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
-    ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
+    """The kernel of one algorithm, ``functions = (coefficients, u8, u32, lanes)``: ``u8(p, g,
+    s1, s2, h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32
+    state; ``c`` = ``coefficients(t, h)``, the parameter's at its step t; ``lanes``: None, or
+    the (16-lane, 1-lane) intrinsics that dequantize and apply ``u8`` in one pass (see
+    :func:`_lookups` and :data:`ALGORITHMS`)."""
     coefficients, u8, u32, fused_lanes = functions
     fused = fused_lanes is not None
-    lanes, lanes1 = fused_lanes if fused else (_dequantize, _dequantize1)  # (not called)
+    # (unfused, the kernel's fused branch is pruned at compile time: these are never typed)
+    lanes, lanes1 = fused_lanes if fused else (_dequantize, _dequantize1)
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
@@ -552,7 +556,7 @@ ALGORITHMS = {
     "lion": ((_lion_coefficients, _lion, _lion, None), False),
     "momentum": ((_momentum_coefficients, _momentum8, _momentum32, None), False),
 }
-"""name -> ((coefficients, 8-bit update, 32-bit update), two states)."""
+"""name -> ((coefficients, 8-bit update, 32-bit update, fused lanes or None), two states)."""
 
 step = specialized(lambda name, mode: _step_factory(*ALGORITHMS[name], mode, name))
 """``step[name, mode]``: the 8-bit step of algorithm ``name`` (16-bit ``mode`` or 0)."""
