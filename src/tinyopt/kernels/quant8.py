@@ -323,24 +323,30 @@ def _float_of_bits(typingctx, u):
 _NORMAL = np.float32(np.finfo(np.float32).tiny)
 
 
-@cached_intrinsic
-def _prefetch(typingctx, a, i):
-    """A hint that ``a[i]``'s cache line will be read soon: ``llvm.prefetch`` into L2 (locality
-    2: ``prefetcht1``).  It never faults; callers keep ``i`` within ``a`` all the same."""
-    if not (isinstance(a, types.Array) and isinstance(i, types.Integer)):
-        return None
+def _prefetcher(locality: int):
+    """An intrinsic ``prefetch(a, i)``: a hint that ``a[i]``'s cache line will be read soon,
+    ``llvm.prefetch`` with ``locality`` 3 (into L1: ``prefetcht0``) or 2 (into L2:
+    ``prefetcht1``).  It never faults; callers keep ``i`` within ``a`` all the same."""
+    @cached_intrinsic(key=f"locality={locality}")
+    def prefetch(typingctx, a, i):
+        if not (isinstance(a, types.Array) and isinstance(i, types.Integer)):
+            return None
 
-    def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        where = builder.bitcast(builder.gep(data, [context.cast(builder, args[1], sig.args[1],
-                                                                 types.intp)]),
-                                ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [where.type, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [where, ir.Constant(i32, 0), ir.Constant(i32, 2), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-    return types.void(a, i), codegen
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            where = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+            where = builder.bitcast(where, ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [where.type, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+            builder.call(fn, [where, ir.Constant(i32, 0), ir.Constant(i32, locality),
+                              ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return types.void(a, i), codegen
+    return prefetch
+
+
+_prefetch, _prefetch_l1 = _prefetcher(2), _prefetcher(3)
 
 
 @inline
@@ -461,6 +467,13 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                         _dequantize_block(x1s, r1, n, code1, s1)
                         if two:
                             _dequantize_block(x2s, r2, n, code2, s2)
+                        # (the block's parameter and gradient lines from L2 into L1 at once, not
+                        # as the update's loads reach them: 1e7, one thread, Lion 11.0 -> 9.1
+                        # ms, SGD the same; before the dequantizing, SGD took 4% longer; in
+                        # Adam's fused pass, 4% longer)
+                        for k in range(0, n, 16):
+                            _prefetch_l1(p, lo + k)
+                            _prefetch_l1(gs, k)
                         for k in range(n):  # update (the parameter from the float32 states)
                             pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k],
                                             h, c)
