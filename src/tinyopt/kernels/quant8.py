@@ -20,27 +20,28 @@ Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (
 and takes bitsandbytes' 32-bit update.
 
 Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM at 2.6 GHz, CPU time, medians,
-under load 3-5, 2026-12-06): an Adam step takes 12.8 ms where float32 AdamW's takes 9.3; Lion
-9.5, SGD-momentum 8.6.  Where the Adam step's time goes (perf samples): the pass that
-dequantizes and updates 45%, the two requantizing loops 32%, the prefetches of the block two
-ahead 18% (waiting for DRAM: see :func:`_prefetch_block`, which took the step from 19.4 ms to
-13.6; the fused pass, see :func:`_lookups`, to 12.8).  Per element that is 1.5 cycles in the
-fused pass (bound by the divider: two 8-lane ``vsqrtps`` and two ``vdivps`` per 16 elements,
-21 cycles, which float32 AdamW pays as well, its two dequantizing 16-lane ``vgatherdps``
+under load 3-7, 2026-12-06): an Adam step takes 11.9-12.8 ms where float32 AdamW's takes 9.3-9.6;
+Lion 9.1-9.8, SGD-momentum 8.6-9.8 (one step's time moves by up to 15% with where its parameter,
+gradient and scratch happen to lie, mod 4 KiB and in huge pages or not).  Where the Adam step's time
+goes (perf samples): the pass that dequantizes and updates 45%, the two requantizing loops 32%, the
+prefetches of the block two ahead 18% (waiting for DRAM: see :func:`_prefetch_block`, which took the
+step from 19.4 ms to 13.6; the fused pass, see :func:`_lookups`, to 12.8).  Per element that is 1.5
+cycles in the fused pass (bound by the divider: two 8-lane ``vsqrtps`` and two ``vdivps`` per 16
+elements, 21 cycles, which float32 AdamW pays as well, its two dequantizing 16-lane ``vgatherdps``
 overlapping it), 1.0 in the requantizing ``vpgatherdd`` (8 cycles each, the gather unit's
-throughput: the tables' hot parts are in L1) and 0.6 waiting for memory, where float32 AdamW
-takes 2.4 in all (28 bytes an element at 30 GB/s).  So on one thread the exact lookups, not the
-bytes moved, keep Adam slower than AdamW; with two threads AdamW is bound by the memory
-bandwidth the cores share, and the 8-bit steps, which move 16 bytes an element, by each core's
-own work.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
-pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
-permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
-floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
-per 64 elements, on the one port the permutes use); prefetching each line of the block ahead
-inside the dequantizing loop instead of in one burst: the same to 2%.  Taken: reading each
-gradient where it lies (a user's own gradient was first copied into the flat buffer: 6.4 ms of
-the 27.2 the step took); earlier, a multiply by ``1 / absmax`` instead of a division and one
-division in Adam's update instead of two (22.7 -> 18 ms on a quieter machine).
+throughput: the tables' hot parts are in L1) and 0.6 waiting for memory, where float32 AdamW takes
+2.4 in all (28 bytes an element at 30 GB/s).  So on one thread the exact lookups, not the bytes
+moved, keep Adam slower than AdamW; with two threads AdamW is bound by the memory bandwidth the
+cores share, and the 8-bit steps, which move 16 bytes an element, by each core's own work.  Tried
+and dropped: one 64-bit gather of a (signed, unsigned) code pair per element pair (a 512 KiB table)
+cost the same as two; dequantizing 64 elements by AVX512-VBMI byte permutes (``vpermi2b`` on the
+codes' four byte planes, the bytes then widened and merged into floats) was slower than the gathers,
+17.9 against 17.0 ms (the widening took ~40 shuffle uops per 64 elements, on the one port the
+permutes use); prefetching each line of the block ahead inside the dequantizing loop instead of in
+one burst: the same to 2%.  Taken: reading each gradient where it lies (a user's own gradient was
+first copied into the flat buffer: 6.4 ms of the 27.2 the step took); earlier, a multiply by ``1 /
+absmax`` instead of a division and one division in Adam's update instead of two (22.7 -> 18 ms on a
+quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
