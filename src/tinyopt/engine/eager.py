@@ -31,6 +31,7 @@ import numpy as np
 
 from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.eager_grad import flat_loop, gradients
 from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.heap import trim_heap
@@ -47,104 +48,133 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     big = _nbytes(fwd) >= BIG_BYTES
     if big:  # (a small graph runs unfused: see BIG_BYTES)
         fwd, outputs, loss = fuse(fwd, outputs, loss)
-    nodes = fwd
-    grad_of: list[tuple[Tensor, Tensor]] = []
-    if loss is not None:
-        grads = backward_graph(loss, fwd, params)
-        grad_of = [(p, grads[id(p)]) for p in params if id(p) in grads]
-        if grad_of:
-            nodes = fwd + _new_nodes([g for _, g in grad_of], fwd)
     wanted = {id(t) for t in outputs}
     if loss is not None:
         wanted.add(id(loss))
-    keep = set(wanted)
-    dest: dict[int, np.ndarray] = {}  # fresh gradients: computed in the parameter's storage
-    fresh: dict[int, Tensor] = {}      # ... and whose storage it is
-    for p, g in grad_of:
-        k = id(g)
-        keep.add(k)
-        if (p._grad is None and g.op not in LEAF_OPS and OPS[g.op].view is None
-                and k not in dest and k not in wanted):
-            dest[k] = p._grad_dest()
-            fresh[k] = p
-    readers = _readers(nodes, keep) if big else None
-
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    delivered: list[tuple[Tensor, np.ndarray]] = []  # (leaf, its gradient)
     flat: set[int] = set()  # the nodes whose array is C-contiguous (of their shape and dtype)
-    last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
-        for t in nodes:
-            k = id(t)
-            if t.op in LEAF_OPS:
-                v = vals[k] = t._value
-                if v.flags.c_contiguous:
-                    flat.add(k)
-                continue
-            op = OPS[t.op]
-            srcs = t.srcs
-            if (v := t._value) is not None and t._id > last and k not in dest:
-                # computed by an earlier realization (``probs.item()`` inside an episode) and
-                # nothing written since the node was made: the bits a run computes again
-                vals[k] = v
-                if v.flags.c_contiguous:
-                    flat.add(k)
-            elif op.view is not None:
-                vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+        if loss is not None and not big and params:
+            # the forward, then the backward straight over its arrays (``eager_grad``)
+            _run_nodes(fwd, vals, flat, {}, None)
+            grads = gradients(loss, fwd, vals)
+            if grads is not None:
+                delivered = [(p, grads[id(p)]) for p in params if id(p) in grads]
+                grad_of = nodes = []
             else:
-                out = dest.get(k) if dest else None
-                if out is None:
-                    out = np.empty(t.shape, t.dtype)
-                    flat.add(k)
-                elif out.flags.c_contiguous:
-                    flat.add(k)
-                kernel = op.elementwise
-                floats = kernel is not None and not t.attrs and t.dtype in FLOATS
-                loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
-                        else None)
-                if loop is not None:
-                    if len(srcs) == 1:
-                        loop(vals[id(srcs[0])], out)
-                    elif len(srcs) == 2:
-                        loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
-                    else:
-                        loop(*[vals[id(s)] for s in srcs], out)
-                elif floats and kernel is not None and srcs[0].dtype in FLOATS:
-                    # the kernel the forward calls on float operands, called as a plan binds
-                    # it (``plan._step``): the same loop
-                    kernel(*[vals[id(s)] for s in srcs], out=out)
-                else:
-                    op.forward(t)(out, *[vals[id(s)] for s in srcs])
-                vals[k] = out
-            if readers is not None:
-                for src in srcs:
-                    k = id(src)
-                    readers[k] -= 1
-                    if not readers[k]:
-                        del vals[k]
-    except BaseException:
-        for p in fresh.values():
-            p.grad = None
-        raise
+                grad_of = _backward_graph(loss, fwd, params)
+                nodes = _new_nodes([g for _, g in grad_of], fwd) if grad_of else []
+        else:
+            grad_of = _backward_graph(loss, fwd, params) if loss is not None else []
+            nodes = fwd + _new_nodes([g for _, g in grad_of], fwd) if grad_of else fwd
+        keep = set(wanted)
+        dest: dict[int, np.ndarray] = {}  # fresh gradients: computed in the parameter's storage
+        fresh: dict[int, Tensor] = {}      # ... and whose storage it is
+        for p, g in grad_of:
+            k = id(g)
+            keep.add(k)
+            if (p._grad is None and g.op not in LEAF_OPS and OPS[g.op].view is None
+                    and k not in dest and k not in wanted):
+                dest[k] = p._grad_dest()
+                fresh[k] = p
+        readers = _readers(nodes, keep) if big else None
+        try:
+            _run_nodes(nodes, vals, flat, dest, readers)
+        except BaseException:
+            for p in fresh.values():
+                p.grad = None
+            raise
     finally:
         fpstate.restore(token)
-    for p, g in grad_of:
-        if fresh.get(id(g)) is not p:
-            p._accumulate_grad(vals[id(g)])
+    taken = [p for p, _ in grad_of or delivered]
+    if grad_of:  # (the fresh ones are in place already)
+        delivered = [(p, vals[id(g)]) for p, g in grad_of if fresh.get(id(g)) is not p]
+    for p, value in delivered:
+        p._accumulate_grad(value)
+    values = _finish(outputs, loss, vals, update, taken)
+    if big:  # its freed arrays (heap.py), those of nodes nobody read included
+        vals.clear()
+        trim_heap()
+    return values
+
+
+def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
+                    ) -> list[tuple[Tensor, Tensor]]:
+    """Autodiff's backward graph, as a plan compiles it: (parameter, its gradient node)."""
+    grads = backward_graph(loss, fwd, params)
+    return [(p, grads[id(p)]) for p in params if id(p) in grads]
+
+
+def _finish(outputs: list[Tensor], loss: Tensor | None, vals: dict[int, np.ndarray], update,
+            taken: list[Tensor]) -> list[np.ndarray]:
+    """The run's return values; an ``update`` is offered the parameters that got gradients."""
     values = [_own(t, vals[id(t)]) for t in outputs]
     if loss is not None:
         values.append(vals[id(loss)])
-    if update is not None and grad_of:
-        taken = [p for p, g in grad_of]
+    if update is not None and taken:
         take = update.begin(taken, [False] * len(taken))
         if take:
             for p, on in zip(taken, take):
                 if on:
                     update.ready(p)
-    if big:  # its freed arrays (heap.py), those of nodes nobody read included
-        vals.clear()
-        trim_heap()
     return values
+
+
+def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
+               dest: dict[int, np.ndarray], readers: dict[int, int] | None) -> None:
+    """Compute each node of the sorted ``nodes`` into ``vals`` (a node in ``dest`` into its
+    array there), dropping an array after its last reader when ``readers`` counts them."""
+    last = MUTATIONS.last
+    for t in nodes:
+        k = id(t)
+        if t.op in LEAF_OPS:
+            v = vals[k] = t._value
+            if v.flags.c_contiguous:
+                flat.add(k)
+            continue
+        op = OPS[t.op]
+        srcs = t.srcs
+        if (v := t._value) is not None and t._id > last and k not in dest:
+            # computed by an earlier realization (``probs.item()`` inside an episode) and
+            # nothing written since the node was made: the bits a run computes again
+            vals[k] = v
+            if v.flags.c_contiguous:
+                flat.add(k)
+        elif op.view is not None:
+            vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+        else:
+            out = dest.get(k) if dest else None
+            if out is None:
+                out = np.empty(t.shape, t.dtype)
+                flat.add(k)
+            elif out.flags.c_contiguous:
+                flat.add(k)
+            kernel = op.elementwise
+            floats = kernel is not None and not t.attrs and t.dtype in FLOATS
+            loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
+                    else None)
+            if loop is not None:
+                if len(srcs) == 1:
+                    loop(vals[id(srcs[0])], out)
+                elif len(srcs) == 2:
+                    loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
+                else:
+                    loop(*[vals[id(s)] for s in srcs], out)
+            elif floats and kernel is not None and srcs[0].dtype in FLOATS:
+                # the kernel the forward calls on float operands, called as a plan binds
+                # it (``plan._step``): the same loop
+                kernel(*[vals[id(s)] for s in srcs], out=out)
+            else:
+                op.forward(t)(out, *[vals[id(s)] for s in srcs])
+            vals[k] = out
+        if readers is not None:
+            for src in srcs:
+                k = id(src)
+                readers[k] -= 1
+                if not readers[k]:
+                    del vals[k]
 
 
 BIG_BYTES = 1 << 24
@@ -163,13 +193,9 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
     as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
     way, has not built the loop yet, or is another kind of kernel (one without ``flat_loop``)."""
-    found = _LOOPS.get(kernel)
+    found = flat_loop(kernel)
     if found is None:
-        get = getattr(kernel, "flat_loop", None)
-        found = get() if get is not None else None
-        if found is None:  # (not built yet: the kernel's own call builds it)
-            return None
-        _LOOPS[kernel] = found
+        return None
     shape, dtype = t.shape, t.dtype
     if dtype not in found[1]:
         return None
@@ -177,10 +203,6 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
         if s.shape != shape or s.dtype != dtype or id(s) not in flat:
             return None
     return found[0]
-
-
-_LOOPS: dict = {}
-"""kernel -> (its flat loop, the dtypes it takes that loop for), once the kernel built it."""
 
 
 def _nbytes(nodes: list[Tensor]) -> int:

@@ -1,0 +1,283 @@
+"""The backward pass of an eager run, computed straight into arrays: no backward graph is built.
+
+A plan compiles autodiff's backward graph (``graph.backward_graph``: each op's rule builds
+Tensor nodes through the public builders).  An eager run used to build that graph too, then sort
+and run it, to use it once: about a quarter of a changing structure's time.  Here the tape is
+the sorted forward graph and its values; walking it in reverse, each op's *array rule* computes
+its sources' gradient contributions from the arrays, calling the kernels the nodes of its graph
+rule would run, with the same operands in the same order, and contributions are summed in the
+order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel).  So the bits are those of
+the planned gradient (``tests/test_eager_grad.py`` compares them op by op, and
+``tests/test_eager.py`` the whole table).
+
+A rule returns None where it does not mirror its graph rule (another dtype to promote, an
+attribute it does not handle); :func:`gradients` then returns None before anything was
+written, and the run builds the backward graph as before.  An op without a rule does the same.
+
+Array rules exist for the ops of small, changing models: elementwise arithmetic and functions,
+sums, reshapes and broadcasts, matrix products.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.op import OPS
+from tinyopt.engine.tensor import LEAF_OPS, Tensor
+from tinyopt.kernels import elementwise as K
+from tinyopt.kernels.reduce import sum_axis
+
+Rule = Callable[[Tensor, np.ndarray, dict], "tuple[np.ndarray | None, ...] | None"]
+RULES: dict[str, Rule] = {}
+"""op name -> ``rule(node, g, vals)``: the gradient contributions of the node's sources (None
+for a source that needs none), from the node's gradient ``g`` and ``vals`` (``id(node) ->
+array`` of the forward's nodes), or None when the rule does not apply (see the docstring)."""
+
+
+def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray]
+              ) -> dict[int, np.ndarray] | None:
+    """``{id(t): gradient of loss}`` for the nodes of the sorted graph ``nodes`` that require
+    grad and that ``loss`` depends on, from the forward values ``vals``; None when a node on the
+    way has no array rule (the caller builds the backward graph instead)."""
+    for t in nodes:  # (first: nothing computed in vain when a rule is missing)
+        if t.requires_grad and t.op not in RULES and t.op not in LEAF_OPS:
+            return None
+    seed = np.empty(loss.shape, loss.dtype)
+    seed.fill(1.0)  # (the ``full`` node autodiff seeds with)
+    grads: dict[int, np.ndarray] = {id(loss): seed}
+    for t in reversed(nodes):
+        g = grads.get(id(t))
+        if g is None or not t.requires_grad:
+            continue
+        op = t.op
+        if op in LEAF_OPS:
+            if op == "freed":  # (a second backward: the backward graph raises torch's error)
+                return None
+            continue
+        found = RULES[op](t, g, vals)
+        if found is None:
+            return None
+        for s, gs in zip(t.srcs, found):
+            if gs is None or not s.requires_grad:
+                continue
+            k = id(s)
+            prev = grads.get(k)
+            if prev is None:
+                grads[k] = gs
+            else:  # ``prev + gs``: the node ``accumulate`` builds for these contributions
+                total = _binary(K.add, prev, gs)
+                if total is None:
+                    return None
+                grads[k] = total
+    return grads
+
+
+def _rule(*names: str):
+    def register(fn: Rule) -> Rule:
+        for name in names:
+            RULES[name] = fn
+        return fn
+    return register
+
+
+# ---- helpers: the arrays of ``sum_to``, ``g * x`` and the views ------------------------------------
+def _sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``elementwise.sum_to``: ``g`` summed over the dimensions broadcasting added to ``shape``,
+    as its ``sum_run`` nodes compute it (``reduce._sum_forward``), then reshaped."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and g.shape[lead + i] != 1)
+    r = g
+    for d0, d1 in reversed(_runs(dims)):
+        kept = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
+        out = np.empty(kept, r.dtype)
+        A, R, B = (math.prod(r.shape[:d0]), math.prod(r.shape[d0:d1 + 1]),
+                   math.prod(r.shape[d1 + 1:]))
+        sum_axis(np.ascontiguousarray(r).reshape(A, R, B), out.reshape(A, B))
+        r = out
+    return r.reshape(shape)
+
+
+def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted dims as runs of consecutive dims (``reduce._runs``)."""
+    runs: list[list[int]] = []
+    for d in dims:
+        if runs and runs[-1][1] == d - 1:
+            runs[-1][1] = d
+        else:
+            runs.append([d, d])
+    return [(a, b) for a, b in runs]
+
+
+def _binary(kernel, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``kernel(a, b)`` into a fresh array of the broadcast shape, as the node ``a op b`` runs
+    it; None where that node would promote (dtypes differ) or is not a float kernel's."""
+    if a.dtype != b.dtype or a.dtype not in FLOATS:
+        return None
+    out = np.empty(a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape),
+                   a.dtype)
+    call(kernel, out, a, b)
+    return out
+
+
+def call(kernel, out: np.ndarray, *ins) -> None:
+    """``kernel(*ins, out=out)`` for an elementwise kernel (``kernels.jit.ufunc``): where every
+    operand is a C-contiguous 1-d array of out's shape and dtype, the flat loop that call takes
+    (``_LazyUfunc.__call__``'s first case: the same loop, so the same bits), without the ~0.8 us
+    of checks the call makes again on every node."""
+    if out.ndim == 1:
+        found = flat_loop(kernel)
+        if found is not None and out.dtype in found[1]:
+            shape, dtype = out.shape, out.dtype
+            for a in ins:
+                if (type(a) is not np.ndarray or a.shape != shape or a.dtype != dtype
+                        or not a.flags.c_contiguous):
+                    break
+            else:
+                found[0](*ins, out)
+                return
+    kernel(*ins, out=out)
+
+
+def flat_loop(kernel) -> tuple | None:
+    """``(loop, dtypes)`` of an elementwise kernel (``_LazyUfunc.flat_loop``) once its own call
+    has built the loop; None before, or for another kind of kernel."""
+    found = _LOOPS.get(kernel)
+    if found is None:
+        get = getattr(kernel, "flat_loop", None)
+        found = get() if get is not None else None
+        if found is None:  # (not built yet: the kernel's own call builds it)
+            return None
+        _LOOPS[kernel] = found
+    return found
+
+
+_LOOPS: dict = {}
+"""kernel -> (its flat loop, the dtypes it takes that loop for), once the kernel built it."""
+
+
+def _expand(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The ``expand`` view (``movement._expand_view``)."""
+    lead = len(shape) - x.ndim
+    strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in
+                                  zip(x.shape, shape[lead:], x.strides))
+    return np.lib.stride_tricks.as_strided(x, shape, strides)
+
+
+# ---- elementwise -------------------------------------------------------------------------------
+@_rule("add")
+def _add(t, g, vals):
+    a, b = t.srcs
+    return (_sum_to(g, a.shape) if a.requires_grad else None,
+            _sum_to(g, b.shape) if b.requires_grad else None)
+
+
+@_rule("sub")
+def _sub(t, g, vals):
+    a, b = t.srcs
+    gb = None
+    if b.requires_grad:
+        if g.dtype not in FLOATS:
+            return None
+        neg = np.empty(g.shape, g.dtype)
+        call(K.neg, neg, g)
+        gb = _sum_to(neg, b.shape)
+    return (_sum_to(g, a.shape) if a.requires_grad else None, gb)
+
+
+@_rule("mul")
+def _mul(t, g, vals):
+    a, b = t.srcs
+    ga = gb = None
+    if a.requires_grad:
+        if (p := _binary(K.mul, g, vals[id(b)])) is None:
+            return None
+        ga = _sum_to(p, a.shape)
+    if b.requires_grad:
+        if (p := _binary(K.mul, g, vals[id(a)])) is None:
+            return None
+        gb = _sum_to(p, b.shape)
+    return ga, gb
+
+
+@_rule("neg")
+def _neg(t, g, vals):
+    if g.dtype not in FLOATS:
+        return None
+    out = np.empty(g.shape, g.dtype)
+    call(K.neg, out, g)
+    return (out,)
+
+
+@_rule("exp")
+def _exp(t, g, vals):
+    return (_binary(K.mul, g, vals[id(t)]),)
+
+
+@_rule("log")
+def _log(t, g, vals):
+    return (_binary(K.div, g, vals[id(t.srcs[0])]),)
+
+
+# f(x) whose graph rule is one ``<op>_grad`` node over (g, x), or (g, y) for those reading the output
+_OF_OUTPUT = ("relu", "sigmoid", "tanh", "tan", "expm1", "rsqrt", "reciprocal")
+_OF_INPUT = ("abs", "silu", "gelu", "gelu_tanh", "leaky_relu", "softplus", "clamp", "sin", "cos",
+             "sinh", "cosh", "asin", "acos", "atan", "log1p", "log2", "log10", "erf")
+_GRAD_KERNELS = {name: getattr(K, name + "_grad") for name in _OF_OUTPUT + _OF_INPUT}
+
+
+@_rule(*_OF_OUTPUT, *_OF_INPUT)
+def _unary(t, g, vals):
+    if g.dtype != t.dtype or g.dtype not in FLOATS:
+        return None
+    x = vals[id(t)] if t.op in _OF_OUTPUT else vals[id(t.srcs[0])]
+    out = np.empty(g.shape, g.dtype)
+    if t.attrs:
+        _GRAD_KERNELS[t.op](g, x, *t.attrs, out=out)
+    else:
+        call(_GRAD_KERNELS[t.op], out, g, x)
+    return (out,)
+
+
+# ---- sums and views ----------------------------------------------------------------------------
+@_rule("sum_run")
+def _sum_run(t, g, vals):
+    src = t.srcs[0]
+    d0, d1 = t.attrs
+    kept = src.shape[:d0] + (1,) * (d1 - d0 + 1) + src.shape[d1 + 1:]
+    return (_expand(g.reshape(kept), src.shape),)
+
+
+@_rule("reshape")
+def _reshape(t, g, vals):
+    return (g.reshape(t.srcs[0].shape),)
+
+
+@_rule("expand")
+def _expand_grad(t, g, vals):
+    return (_sum_to(g, t.srcs[0].shape),)
+
+
+@_rule("permute")
+def _permute(t, g, vals):
+    return (g.transpose(np.argsort(t.attrs[0])),)
+
+
+@_rule("contiguous")
+def _contiguous(t, g, vals):
+    return (g,)
+
+
+@_rule("slice")
+def _slice(t, g, vals):
+    src, starts = t.srcs
+    out = np.empty(src.shape, g.dtype)
+    # the ``slice_grad`` node's forward, which reads the slice's attributes alone
+    OPS["slice_grad"].forward(t)(out, g, vals[id(starts)])
+    return (out, None)

@@ -1,0 +1,130 @@
+"""engine/eager_grad.py: an eager run's backward computed straight over arrays gives the bits of
+the planned gradient (autodiff's graph, compiled), op by op and through broadcasting,
+accumulation and views; a graph with an op that has no array rule, or a rule that declines,
+takes the backward graph instead, with the same bits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tinyopt as to
+from tinyopt.engine import cache_clear, eager
+from tinyopt.engine import realize as realize_module
+from tinyopt.engine.eager_grad import RULES
+from tinyopt.engine.graph import toposort
+from tinyopt.engine.plan_cache import CACHE
+
+F = to.nn.functional
+rng = np.random.default_rng(0)
+
+
+def _r(*shape, lo=-1.0, hi=1.0):
+    return rng.uniform(lo, hi, shape).astype(np.float32)
+
+
+X, Y, B, ROW = _r(3, 4), _r(3, 4), _r(4), _r(1, 4)
+POS = _r(3, 4, lo=0.2, hi=2.0)
+V = _r(7)
+
+# name -> (function of Parameters returning a tensor, the Parameters' values)
+CASES = {
+    "add": (lambda x, y, b: x + y + b + (x + 0.5), (X, Y, B)),
+    "sub": (lambda x, y, r: (x - y) - r - (0.25 - x), (X, Y, ROW)),
+    "mul": (lambda x, y, b: x * y * b * x * 3.0, (X, Y, B)),
+    "neg": (lambda x: -(-x) * x, (X,)),
+    "exp_log": (lambda x, p: to.exp(x) * to.log(p), (X, POS)),
+    "of_output": (lambda x: to.relu(x) + to.sigmoid(x) * to.tanh(x) + to.tan(x)
+                  + to.expm1(x) + to.reciprocal(x + 3.0), (X,)),
+    "rsqrt": (lambda p: to.rsqrt(p), (POS,)),
+    "of_input": (lambda x: to.abs(x) + F.silu(x) + F.gelu(x) + F.gelu(x, approximate="tanh")
+                 + F.leaky_relu(x, 0.2) + F.softplus(x) + to.clamp(x, -0.5, 0.4) + to.sin(x)
+                 + to.cos(x) + to.sinh(x) + to.cosh(x) + to.asin(x * 0.9)
+                 + to.acos(x * 0.9) + to.atan(x) + to.erf(x), (X,)),
+    "logs": (lambda p: to.log1p(p) + to.log2(p) + to.log10(p), (POS,)),
+    "sums": (lambda x: x.sum(0) * x.sum(1, keepdim=True).sum() + x.sum((0, 1)), (X,)),
+    "views": (lambda x, v: x.reshape(4, 3).t().reshape(12)[:7] * v
+              + x.expand(2, 3, 4).sum(0).reshape(12)[5:], (X, V)),
+    "chain": (lambda v: to.relu(to.sigmoid(to.tanh(v * v + v) * v) + v) * v, (V,)),
+}
+
+
+def _bits(a) -> bytes:
+    a = np.ascontiguousarray(np.asarray(a))
+    return a.dtype.str.encode() + str(a.shape).encode() + a.tobytes()
+
+
+def _run(fn, values, compile_after: int) -> list[bytes]:
+    """The loss, the output and every gradient (as bytes) of one backward of ``fn``."""
+    cache_clear()
+    CACHE.compile_after = compile_after
+    params = [to.nn.Parameter(to.tensor(v)) for v in values]
+    out = fn(*params)
+    w = to.tensor(np.random.default_rng(1).uniform(0.5, 1.5, out.shape).astype(np.float32))
+    loss = (out * w).sum()
+    loss.backward()
+    return ([_bits(loss.numpy()), _bits(out.numpy())]
+            + [_bits(p.grad.numpy()) if p.grad is not None else b"none" for p in params])
+
+
+@pytest.fixture
+def threshold(monkeypatch):
+    before = CACHE.compile_after
+    # (every realization through the eager path or a plan: ``realize._op_of_values`` aside)
+    monkeypatch.setattr(realize_module, "_op_of_values", lambda t: False)
+    yield
+    CACHE.compile_after = before
+    cache_clear()
+
+
+def _no_backward_graph(*args):
+    raise AssertionError("the eager run built the backward graph")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_array_backward_gives_the_planned_bits(case, threshold, monkeypatch):
+    fn, values = CASES[case]
+    planned = _run(fn, values, 1)
+    with monkeypatch.context() as m:
+        m.setattr(eager, "_backward_graph", _no_backward_graph)
+        direct = _run(fn, values, 1 << 30)
+    graph = _run(fn, values, 1 << 30)  # (not patched: the array path again)
+    with monkeypatch.context() as m:
+        m.setattr(eager, "gradients", lambda *a: None)
+        built = _run(fn, values, 1 << 30)  # the eager run's backward graph
+    assert direct == planned == built == graph
+
+
+def test_the_cases_reach_every_rule(threshold, monkeypatch):
+    seen: set[str] = set()
+    for fn, values in CASES.values():
+        params = [to.nn.Parameter(to.tensor(v)) for v in values]
+        seen.update(t.op for t in toposort([fn(*params)]))
+    assert not set(RULES) - seen, sorted(set(RULES) - seen)
+
+
+def test_an_op_without_a_rule_takes_the_backward_graph(threshold, monkeypatch):
+    fn = lambda x, y: to.tanh(x / y) * x  # noqa: E731  (div has no array rule)
+    planned = _run(fn, (X, POS), 1)
+    calls = []
+    real = eager._backward_graph
+    monkeypatch.setattr(eager, "_backward_graph", lambda *a: calls.append(1) or real(*a))
+    assert _run(fn, (X, POS), 1 << 30) == planned
+    assert calls == [1]
+
+
+def test_a_declining_rule_leaves_no_gradient_behind(threshold, monkeypatch):
+    fn, values = CASES["chain"]
+    planned = _run(fn, values, 1)
+    monkeypatch.setitem(RULES, "tanh", lambda t, g, vals: None)
+    assert _run(fn, values, 1 << 30) == planned  # (a half-written .grad would differ)
+
+
+def test_a_second_backward_through_a_freed_graph_raises(threshold):
+    CACHE.compile_after = 1 << 30
+    cache_clear()
+    w = to.nn.Parameter(to.tensor(V))
+    h = to.tanh(w * w)
+    h.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        (h * w).sum().backward()
