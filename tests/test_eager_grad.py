@@ -1,7 +1,8 @@
 """engine/eager_grad.py: an eager run's backward computed straight over arrays gives the bits of
 the planned gradient (autodiff's graph, compiled), op by op and through broadcasting,
-accumulation and views; a graph with an op that has no array rule, or a rule that declines,
-takes the backward graph instead, with the same bits."""
+accumulation and views; an op that has no array rule, or whose rule declines, runs the nodes of
+its graph rule at once, with the same bits.  (``tests/test_eager.py`` runs the whole op table
+through this backward against plans.)"""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 import tinyopt as to
-from tinyopt.engine import cache_clear, eager
+from tinyopt.engine import cache_clear, eager, eager_grad
 from tinyopt.engine import realize as realize_module
 from tinyopt.engine.eager_grad import RULES
 from tinyopt.engine.graph import toposort
@@ -46,6 +47,10 @@ CASES = {
     "views": (lambda x, v: x.reshape(4, 3).t().reshape(12)[:7] * v
               + x.expand(2, 3, 4).sum(0).reshape(12)[5:], (X, V)),
     "chain": (lambda v: to.relu(to.sigmoid(to.tanh(v * v + v) * v) + v) * v, (V,)),
+    # ops without array rules, several contributions each (the nodes their graph rules make
+    # are new objects every time: none may be taken for another)
+    "graph_rules": (lambda x, p: (x / p).double() + to.sqrt(p).double() * x.double()
+                    + (p ** 1.5).double() + F.elu(x).double() / p.double(), (X, POS)),
 }
 
 
@@ -103,21 +108,31 @@ def test_the_cases_reach_every_rule(threshold, monkeypatch):
     assert not set(RULES) - seen, sorted(set(RULES) - seen)
 
 
-def test_an_op_without_a_rule_takes_the_backward_graph(threshold, monkeypatch):
+def _spy_by_graph(monkeypatch) -> list[str]:
+    """The ops whose graph rule an eager backward runs (``eager_grad._by_graph``)."""
+    ops: list[str] = []
+    real = eager_grad._by_graph
+    monkeypatch.setattr(eager_grad, "_by_graph",
+                        lambda t, *a: ops.append(t.op) or real(t, *a))
+    monkeypatch.setattr(eager, "_backward_graph", _no_backward_graph)
+    return ops
+
+
+def test_an_op_without_a_rule_runs_its_graph_rule_at_once(threshold, monkeypatch):
     fn = lambda x, y: to.tanh(x / y) * x  # noqa: E731  (div has no array rule)
     planned = _run(fn, (X, POS), 1)
-    calls = []
-    real = eager._backward_graph
-    monkeypatch.setattr(eager, "_backward_graph", lambda *a: calls.append(1) or real(*a))
+    ops = _spy_by_graph(monkeypatch)
     assert _run(fn, (X, POS), 1 << 30) == planned
-    assert calls == [1]
+    assert ops == ["div"]
 
 
-def test_a_declining_rule_leaves_no_gradient_behind(threshold, monkeypatch):
+def test_a_declining_rule_runs_its_graph_rule(threshold, monkeypatch):
     fn, values = CASES["chain"]
     planned = _run(fn, values, 1)
+    ops = _spy_by_graph(monkeypatch)
     monkeypatch.setitem(RULES, "tanh", lambda t, g, vals: None)
-    assert _run(fn, values, 1 << 30) == planned  # (a half-written .grad would differ)
+    assert _run(fn, values, 1 << 30) == planned
+    assert ops == ["tanh"]
 
 
 def test_a_second_backward_through_a_freed_graph_raises(threshold):

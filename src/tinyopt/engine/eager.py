@@ -59,7 +59,8 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
         if loss is not None and not big and params:
             # the forward, then the backward straight over its arrays (``eager_grad``)
             _run_nodes(fwd, vals, flat, {}, None)
-            grads = gradients(loss, fwd, vals)
+            grads = gradients(loss, fwd, vals,
+                              lambda new: _run_nodes(new, vals, flat, {}, None))
             if grads is not None:
                 delivered = [(p, grads[id(p)]) for p in params if id(p) in grads]
                 grad_of = nodes = []

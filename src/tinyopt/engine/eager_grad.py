@@ -10,24 +10,25 @@ order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel).  So the b
 the planned gradient (``tests/test_eager_grad.py`` compares them op by op, and
 ``tests/test_eager.py`` the whole table).
 
-A rule returns None where it does not mirror its graph rule (another dtype to promote, an
-attribute it does not handle); :func:`gradients` then returns None before anything was
-written, and the run builds the backward graph as before.  An op without a rule does the same.
-
 Array rules exist for the ops of small, changing models: elementwise arithmetic and functions,
-sums, reshapes and broadcasts, matrix products.
+sums, views.  An op without one, or a rule that declines (another dtype to promote, an
+attribute it does not handle), has its graph rule build its nodes over ``g`` as a concrete
+tensor, and they run at once: the same nodes as in the backward graph, so the same bits.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from operator import attrgetter
 
 import numpy as np
 
+from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import LEAF_OPS, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, Tensor, leaf
 from tinyopt.kernels import elementwise as K
 from tinyopt.kernels.reduce import sum_axis
 
@@ -38,17 +39,17 @@ for a source that needs none), from the node's gradient ``g`` and ``vals`` (``id
 array`` of the forward's nodes), or None when the rule does not apply (see the docstring)."""
 
 
-def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray]
-              ) -> dict[int, np.ndarray] | None:
+def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray],
+              run: Callable[[list[Tensor]], None]) -> dict[int, np.ndarray] | None:
     """``{id(t): gradient of loss}`` for the nodes of the sorted graph ``nodes`` that require
-    grad and that ``loss`` depends on, from the forward values ``vals``; None when a node on the
-    way has no array rule (the caller builds the backward graph instead)."""
-    for t in nodes:  # (first: nothing computed in vain when a rule is missing)
-        if t.requires_grad and t.op not in RULES and t.op not in LEAF_OPS:
-            return None
+    grad and that ``loss`` depends on, from the forward values ``vals``.  A node whose op has
+    no array rule, or whose rule declines, gets its graph rule's nodes, run at once by
+    ``run(sorted nodes)`` into ``vals`` (see :func:`_by_graph`).  None when the caller must
+    build the whole backward graph instead (it raises what autodiff raises)."""
     seed = np.empty(loss.shape, loss.dtype)
     seed.fill(1.0)  # (the ``full`` node autodiff seeds with)
     grads: dict[int, np.ndarray] = {id(loss): seed}
+    made: list[Tensor] = []  # the nodes graph rules made: alive while ``vals`` has their ids
     for t in reversed(nodes):
         g = grads.get(id(t))
         if g is None or not t.requires_grad:
@@ -58,12 +59,16 @@ def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray]
             if op == "freed":  # (a second backward: the backward graph raises torch's error)
                 return None
             continue
-        found = RULES[op](t, g, vals)
+        rule = RULES.get(op)
+        found = rule(t, g, vals) if rule is not None else None
         if found is None:
-            return None
+            found = _by_graph(t, g, vals, run, made)
         for s, gs in zip(t.srcs, found):
             if gs is None or not s.requires_grad:
                 continue
+            if gs.shape != s.shape:  # (as autodiff checks)
+                raise AssertionError(f"backward of {op} gave a gradient of shape {gs.shape} for "
+                                     f"a source of shape {s.shape}")
             k = id(s)
             prev = grads.get(k)
             if prev is None:
@@ -74,6 +79,31 @@ def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray]
                     return None
                 grads[k] = total
     return grads
+
+
+def _by_graph(t: Tensor, g: np.ndarray, vals: dict[int, np.ndarray],
+              run: Callable[[list[Tensor]], None], made: list[Tensor]
+              ) -> tuple[np.ndarray | None, ...]:
+    """The gradient contributions of ``t``'s sources by its graph rule: the nodes autodiff
+    would build for it, over ``g`` as a concrete tensor and the forward nodes (whose values
+    are in ``vals``), run now in creation order and kept in ``made``."""
+    with no_grad(), no_fold(), autocast.disabled():  # (as ``graph.backward_graph``)
+        found = OPS[t.op].backward(t, leaf(g))
+    new: dict[int, Tensor] = {}
+    stack = [x for x in found if x is not None]
+    while stack:
+        x = stack.pop()
+        k = id(x)
+        if k not in vals and k not in new:
+            new[k] = x
+            stack.extend(x.srcs)
+    order = sorted(new.values(), key=_creation)
+    made += order
+    run(order)
+    return tuple(None if x is None else vals[id(x)] for x in found)
+
+
+_creation = attrgetter("_id")
 
 
 def _rule(*names: str):
