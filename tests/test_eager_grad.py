@@ -25,6 +25,7 @@ def _r(*shape, lo=-1.0, hi=1.0):
 
 
 X, Y, B, ROW = _r(3, 4), _r(3, 4), _r(4), _r(1, 4)
+W, W1, BIAS, X3 = _r(5, 4), _r(1, 4), _r(5), _r(2, 3, 4)
 POS = _r(3, 4, lo=0.2, hi=2.0)
 V = _r(7)
 
@@ -47,6 +48,17 @@ CASES = {
     "views": (lambda x, v: x.reshape(4, 3).t().reshape(12)[:7] * v
               + x.expand(2, 3, 4).sum(0).reshape(12)[5:], (X, V)),
     "chain": (lambda v: to.relu(to.sigmoid(to.tanh(v * v + v) * v) + v) * v, (V,)),
+    "softmax": (lambda x: F.softmax(x, dim=1) * F.log_softmax(x, dim=0)
+                + F.softmax(x[0], dim=-1), (X,)),
+    "logsumexp": (lambda x: to.logsumexp(x, 1) * to.logsumexp(x, 0).sum(), (X,)),
+    "pair_losses": (lambda x, y, r: F.smooth_l1_loss(x, y, reduction="none", beta=0.5)
+                    + F.huber_loss(x, r.expand(3, 4), reduction="none", delta=0.3)
+                    + F.smooth_l1_loss(x, r.expand(3, 4), reduction="none"), (X, Y, ROW)),
+    "linear": (lambda x, w, w1, b, x3: F.linear(x, w, b).sum(1) + F.linear(x[1], w).sum()
+               + F.linear(x, w1).reshape(3) + F.linear(to.relu(x[0]), w1, b[:1]).sum()
+               + F.linear(x3, w, b).sum((0, 2)), (X, W, W1, BIAS, X3)),
+    "cat": (lambda x, y: to.cat([x, y * y], 1)[:, 1:6] * to.stack([x[0], y[1], x[2]]).sum(1,
+            keepdim=True), (X, Y)),
     # ops without array rules, several contributions each (the nodes their graph rules make
     # are new objects every time: none may be taken for another)
     "graph_rules": (lambda x, p: (x / p).double() + to.sqrt(p).double() * x.double()
@@ -86,13 +98,25 @@ def _no_backward_graph(*args):
     raise AssertionError("the eager run built the backward graph")
 
 
+def _spy_by_graph(monkeypatch) -> list[str]:
+    """The ops whose graph rule an eager backward runs (``eager_grad._by_graph``)."""
+    ops: list[str] = []
+    real = eager_grad._by_graph
+    monkeypatch.setattr(eager_grad, "_by_graph",
+                        lambda t, *a: ops.append(t.op) or real(t, *a))
+    monkeypatch.setattr(eager, "_backward_graph", _no_backward_graph)
+    return ops
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_array_backward_gives_the_planned_bits(case, threshold, monkeypatch):
     fn, values = CASES[case]
     planned = _run(fn, values, 1)
     with monkeypatch.context() as m:
-        m.setattr(eager, "_backward_graph", _no_backward_graph)
+        by_graph = _spy_by_graph(m)
         direct = _run(fn, values, 1 << 30)
+    # every op by its array rule (none declined), but in the case of ops without one
+    assert all(op not in RULES for op in by_graph) and bool(by_graph) == (case == "graph_rules")
     graph = _run(fn, values, 1 << 30)  # (not patched: the array path again)
     with monkeypatch.context() as m:
         m.setattr(eager, "gradients", lambda *a: None)
@@ -106,16 +130,6 @@ def test_the_cases_reach_every_rule(threshold, monkeypatch):
         params = [to.nn.Parameter(to.tensor(v)) for v in values]
         seen.update(t.op for t in toposort([fn(*params)]))
     assert not set(RULES) - seen, sorted(set(RULES) - seen)
-
-
-def _spy_by_graph(monkeypatch) -> list[str]:
-    """The ops whose graph rule an eager backward runs (``eager_grad._by_graph``)."""
-    ops: list[str] = []
-    real = eager_grad._by_graph
-    monkeypatch.setattr(eager_grad, "_by_graph",
-                        lambda t, *a: ops.append(t.op) or real(t, *a))
-    monkeypatch.setattr(eager, "_backward_graph", _no_backward_graph)
-    return ops
 
 
 def test_an_op_without_a_rule_runs_its_graph_rule_at_once(threshold, monkeypatch):

@@ -30,6 +30,7 @@ from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.op import OPS
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, leaf
 from tinyopt.kernels import elementwise as K
+from tinyopt.kernels.linalg import outer
 from tinyopt.kernels.reduce import sum_axis
 
 Rule = Callable[[Tensor, np.ndarray, dict], "tuple[np.ndarray | None, ...] | None"]
@@ -311,3 +312,101 @@ def _slice(t, g, vals):
     # the ``slice_grad`` node's forward, which reads the slice's attributes alone
     OPS["slice_grad"].forward(t)(out, g, vals[id(starts)])
     return (out, None)
+
+
+@_rule("cat")
+def _cat(t, g, vals):
+    dim = t.attrs[0]
+    found: list[np.ndarray | None] = []
+    start = 0
+    for s in t.srcs:  # (``getitem(g, key)``: basic slices, views of g)
+        n = s.shape[dim]
+        found.append(g[(slice(None),) * dim + (slice(start, start + n),)]
+                     if s.requires_grad else None)
+        start += n
+    return tuple(found)
+
+
+# ---- softmax, logsumexp, losses, linear ----------------------------------------------------------
+def _grad_of_output(grad_op: str) -> Rule:
+    """The rule of an op whose graph rule is one ``grad_op`` node over (g, the output) of the
+    op's own shape, dtype and attributes: that node's forward, compiled for the op's node."""
+    def rule(t, g, vals):
+        if g.dtype != t.dtype:
+            return None
+        out = np.empty(t.shape, t.dtype)
+        OPS[grad_op].forward(t)(out, g, vals[id(t)])
+        return (out,)
+    return rule
+
+
+RULES["softmax_run"] = _grad_of_output("softmax_grad")
+RULES["log_softmax_run"] = _grad_of_output("log_softmax_grad")
+
+
+@_rule("logsumexp_run")
+def _logsumexp_run(t, g, vals):  # g * (x - y).exp()
+    d = _binary(K.sub, vals[id(t.srcs[0])], vals[id(t)])
+    if d is None:
+        return None
+    e = np.empty(d.shape, d.dtype)
+    call(K.exp, e, d)
+    return (_binary(K.mul, g, e),)
+
+
+def _pair_loss(t, g, vals):
+    x, y = t.srcs
+    if g.dtype != t.dtype or t.dtype not in FLOATS:
+        return None
+    gx = np.empty(t.shape, t.dtype)
+    OPS[t.op + "_grad"].forward(t)(gx, g, vals[id(x)], vals[id(y)])  # (attrs: the op's)
+    gy = None
+    if y.requires_grad:
+        neg = np.empty(gx.shape, gx.dtype)
+        call(K.neg, neg, gx)
+        gy = _sum_to(neg, y.shape)
+    return (_sum_to(gx, x.shape) if x.requires_grad else None, gy)
+
+
+RULES["smooth_l1"] = RULES["huber"] = _pair_loss
+
+
+@_rule("linear")
+def _linear(t, g, vals):
+    """``linear.py``'s rule: ``matmul(g, w)``, then one node for each parameter gradient."""
+    x, w = t.srcs[0], t.srcs[1]
+    dtype = g.dtype
+    if (dtype not in (np.float32, np.float64) or x.dtype != dtype or w.dtype != dtype
+            or len(t.srcs) == 3 and t.srcs[2].dtype != dtype):
+        return None
+    wv = vals[id(w)]
+    n_out, n_in = w.shape
+    rows = math.prod(g.shape[:-1])
+    gx = gw = gb = None
+    if x.requires_grad:  # matmul's nodes and kernels (``linalg._matmul_forward``)
+        if g.ndim <= 2:
+            a = g.reshape(1, -1) if g.ndim == 1 else g
+            gx = np.empty((a.shape[0], n_in), dtype)
+            if n_out == 1:  # (an outer product)
+                outer(a[:, 0], wv[0], gx)
+            else:
+                np.dot(a, wv, out=gx)
+            if g.ndim == 1:
+                gx = gx.reshape(n_in)
+        else:
+            gx = np.empty(x.shape, dtype)
+            np.dot(np.ascontiguousarray(g).reshape(rows, n_out), wv,
+                   out=gx.reshape(rows, n_in))
+    if w.requires_grad:  # ``linear_grad_weight``
+        gw = np.empty(w.shape, dtype)
+        g2, x2 = g.reshape(rows, n_out), vals[id(x)].reshape(rows, n_in)
+        if rows == 1:
+            outer(g2[0], x2[0], gw)
+        else:
+            np.dot(g2.T, x2, out=gw)
+    if len(t.srcs) == 2:
+        return gx, gw
+    if t.srcs[2].requires_grad:  # ``linear_grad_bias``
+        gb = np.empty((n_out,), dtype)
+        sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out), gb.reshape(1, n_out))
+    return gx, gw, gb
