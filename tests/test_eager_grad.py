@@ -48,6 +48,8 @@ CASES = {
     "views": (lambda x, v: x.reshape(4, 3).t().reshape(12)[:7] * v
               + x.expand(2, 3, 4).sum(0).reshape(12)[5:], (X, V)),
     "chain": (lambda v: to.relu(to.sigmoid(to.tanh(v * v + v) * v) + v) * v, (V,)),
+    "scalars": (lambda v: (v[0] * v[1] + to.tanh(v[2]) - to.exp(v[3]) * v[0]) * to.sigmoid(v[4])
+                - to.log(v[5].abs()), (V,)),  # (0-d nodes: their flat loops)
     "softmax": (lambda x: F.softmax(x, dim=1) * F.log_softmax(x, dim=0)
                 + F.softmax(x[0], dim=-1), (X,)),
     "logsumexp": (lambda x: to.logsumexp(x, 1) * to.logsumexp(x, 0).sum(), (X,)),

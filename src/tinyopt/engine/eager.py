@@ -154,10 +154,12 @@ def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
                 flat.add(k)
             kernel = op.elementwise
             floats = kernel is not None and not t.attrs and t.dtype in FLOATS
-            loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
+            loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) <= 1
                     else None)
             if loop is not None:
-                if len(srcs) == 1:
+                if not t.shape:  # (0-d: the loop over one-element views, as the kernel's call)
+                    loop(*[vals[id(s)].reshape(1) for s in srcs], out.reshape(1))
+                elif len(srcs) == 1:
                     loop(vals[id(srcs[0])], out)
                 elif len(srcs) == 2:
                     loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
@@ -189,9 +191,9 @@ the same order; ``tests/test_eager.py`` compares unfused eager runs with fused p
 
 
 def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
-    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 1-d shape whose sources all
-    have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
-    as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
+    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 0-d or 1-d shape whose
+    sources all have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over
+    the arrays (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
     way, has not built the loop yet, or is another kind of kernel (one without ``flat_loop``)."""
     found = flat_loop(kernel)

@@ -159,20 +159,22 @@ def _binary(kernel, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 
 def call(kernel, out: np.ndarray, *ins) -> None:
     """``kernel(*ins, out=out)`` for an elementwise kernel (``kernels.jit.ufunc``) and a fresh
-    ``out``: where every operand is a 1-d array laid out as out, the flat loop that call takes
-    (``_LazyUfunc.__call__``'s first case: the same loop, so the same bits), without the ~0.8 us
-    of checks the call makes again on every node."""
-    if len(out.shape) == 1:
-        found = _LOOPS.get(kernel) or flat_loop(kernel)
-        if found is not None and out.dtype in found[1]:
-            shape, dtype, strides = out.shape, out.dtype, out.strides
-            for a in ins:
-                if (type(a) is not np.ndarray or a.strides != strides or a.shape != shape
-                        or a.dtype != dtype):
-                    break
-            else:
+    ``out``: where every operand is an array laid out as out, the flat loop that call takes
+    (``_LazyUfunc.__call__``'s first case: the same loop, so the same bits), without the ~1 us
+    of checks the call makes again on every node (most of a 0-d or 1-d node's time)."""
+    found = _LOOPS.get(kernel) or flat_loop(kernel)
+    if found is not None and out.dtype in found[1]:
+        shape, dtype, strides = out.shape, out.dtype, out.strides
+        for a in ins:
+            if (type(a) is not np.ndarray or a.strides != strides or a.shape != shape
+                    or a.dtype != dtype):
+                break
+        else:
+            if len(shape) == 1:
                 found[0](*ins, out)
-                return
+            else:
+                found[0](*[a.reshape(-1) for a in ins], out.reshape(-1))
+            return
     kernel(*ins, out=out)
 
 
