@@ -196,10 +196,13 @@ _LOOPS: dict = {}
 
 
 def _expand(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The ``expand`` view (``movement._expand_view``)."""
+    """The ``expand`` view (``movement._expand_view``: the same strides), made by the ndarray
+    constructor over a contiguous ``x`` (0.4 us; ``as_strided`` takes ~7)."""
     lead = len(shape) - x.ndim
     strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in
                                   zip(x.shape, shape[lead:], x.strides))
+    if x.flags.c_contiguous and x.size:
+        return np.ndarray(shape, x.dtype, x, 0, strides)
     return np.lib.stride_tricks.as_strided(x, shape, strides)
 
 
