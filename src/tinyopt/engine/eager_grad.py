@@ -104,7 +104,7 @@ def _by_graph(t: Tensor, g: np.ndarray, vals: dict[int, np.ndarray],
     return tuple(None if x is None else vals[id(x)] for x in found)
 
 
-_creation = attrgetter("_id")
+_creation = attrgetter("node_id")
 
 
 def _rule(*names: str):
