@@ -25,13 +25,12 @@ same bits again.
 from __future__ import annotations
 
 import math
-from operator import attrgetter
 
 import numpy as np
 
 from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
-from tinyopt.engine.eager_grad import flat_loop, gradients
+from tinyopt.engine.eager_grad import flat_loop, gradients, new_nodes
 from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.heap import trim_heap
@@ -66,10 +65,10 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
                 grad_of = nodes = []
             else:
                 grad_of = _backward_graph(loss, fwd, params)
-                nodes = _new_nodes([g for _, g in grad_of], fwd) if grad_of else []
+                nodes = _grad_nodes(grad_of, fwd)
         else:
             grad_of = _backward_graph(loss, fwd, params) if loss is not None else []
-            nodes = fwd + _new_nodes([g for _, g in grad_of], fwd) if grad_of else fwd
+            nodes = fwd + _grad_nodes(grad_of, fwd)
         keep = set(wanted)
         dest: dict[int, np.ndarray] = {}  # fresh gradients: computed in the parameter's storage
         fresh: dict[int, Tensor] = {}      # ... and whose storage it is
@@ -106,6 +105,12 @@ def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
     """Autodiff's backward graph, as a plan compiles it: (parameter, its gradient node)."""
     grads = backward_graph(loss, fwd, params)
     return [(p, grads[id(p)]) for p in params if id(p) in grads]
+
+
+def _grad_nodes(grad_of: list[tuple[Tensor, Tensor]], fwd: list[Tensor]) -> list[Tensor]:
+    """The backward graph's nodes: those reaching the gradients that ``fwd`` does not hold,
+    sources first."""
+    return new_nodes([g for _, g in grad_of], {id(t) for t in fwd}) if grad_of else []
 
 
 def _finish(outputs: list[Tensor], loss: Tensor | None, vals: dict[int, np.ndarray], update,
@@ -224,24 +229,6 @@ def _readers(nodes: list[Tensor], keep: set[int]) -> dict[int, int]:
             k = id(s)
             readers[k] = readers.get(k, 0) + 1
     return readers
-
-
-def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
-    """The nodes reaching ``roots`` that are not in the sorted graph ``fwd``, sorted by creation
-    (autodiff made them after every node of ``fwd``), which puts sources before consumers."""
-    seen = {id(t) for t in fwd}
-    found: dict[int, Tensor] = {}
-    stack = list(roots)
-    while stack:
-        t = stack.pop()
-        k = id(t)
-        if k not in seen and k not in found:
-            found[k] = t
-            stack.extend(t.srcs)
-    return sorted(found.values(), key=_creation)
-
-
-_creation = attrgetter("node_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

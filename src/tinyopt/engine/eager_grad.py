@@ -28,6 +28,7 @@ from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS
 from tinyopt.engine.grad_mode import no_fold, no_grad
 from tinyopt.engine.op import OPS
+from tinyopt.engine.ops.reduce import dim_runs
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, leaf
 from tinyopt.kernels import elementwise as K
 from tinyopt.kernels.linalg import outer
@@ -90,18 +91,24 @@ def _by_graph(t: Tensor, g: np.ndarray, vals: dict[int, np.ndarray],
     are in ``vals``), run now in creation order and kept in ``made``."""
     with no_grad(), no_fold(), autocast.disabled():  # (as ``graph.backward_graph``)
         found = OPS[t.op].backward(t, leaf(g))
-    new: dict[int, Tensor] = {}
-    stack = [x for x in found if x is not None]
-    while stack:
-        x = stack.pop()
-        k = id(x)
-        if k not in vals and k not in new:
-            new[k] = x
-            stack.extend(x.srcs)
-    order = sorted(new.values(), key=_creation)
+    order = new_nodes([x for x in found if x is not None], vals)
     made += order
     run(order)
     return tuple(None if x is None else vals[id(x)] for x in found)
+
+
+def new_nodes(roots: list[Tensor], known) -> list[Tensor]:
+    """The nodes reaching ``roots`` whose ids are not in ``known``, sorted by creation (which
+    puts sources before consumers)."""
+    found: dict[int, Tensor] = {}
+    stack = list(roots)
+    while stack:
+        t = stack.pop()
+        k = id(t)
+        if k not in known and k not in found:
+            found[k] = t
+            stack.extend(t.srcs)
+    return sorted(found.values(), key=_creation)
 
 
 _creation = attrgetter("node_id")
@@ -115,7 +122,7 @@ def _rule(*names: str):
     return register
 
 
-# ---- helpers: the arrays of ``sum_to``, ``g * x`` and the views ------------------------------------
+# ---- helpers: the arrays of ``sum_to``, ``g * x`` and the views --------------------------------
 def _sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """``elementwise.sum_to``: ``g`` summed over the dimensions broadcasting added to ``shape``,
     as its ``sum_run`` nodes compute it (``reduce._sum_forward``), then reshaped."""
@@ -125,7 +132,7 @@ def _sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
                                       if s == 1 and g.shape[lead + i] != 1)
     r = g
-    for d0, d1 in reversed(_runs(dims)):
+    for d0, d1 in reversed(dim_runs(dims)):
         kept = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
         out = np.empty(kept, r.dtype)
         A, R, B = (math.prod(r.shape[:d0]), math.prod(r.shape[d0:d1 + 1]),
@@ -133,17 +140,6 @@ def _sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         sum_axis(np.ascontiguousarray(r).reshape(A, R, B), out.reshape(A, B))
         r = out
     return r.reshape(shape)
-
-
-def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
-    """Sorted dims as runs of consecutive dims (``reduce._runs``)."""
-    runs: list[list[int]] = []
-    for d in dims:
-        if runs and runs[-1][1] == d - 1:
-            runs[-1][1] = d
-        else:
-            runs.append([d, d])
-    return [(a, b) for a, b in runs]
 
 
 def _binary(kernel, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
@@ -261,7 +257,7 @@ def _log(t, g, vals):
     return (_binary(K.div, g, vals[id(t.srcs[0])]),)
 
 
-# f(x) whose graph rule is one ``<op>_grad`` node over (g, x), or (g, y) for those reading the output
+# f(x) whose graph rule is one ``<op>_grad`` node over (g, x) (or (g, y): those reading y)
 _OF_OUTPUT = ("relu", "sigmoid", "tanh", "tan", "expm1", "rsqrt", "reciprocal")
 _OF_INPUT = ("abs", "silu", "gelu", "gelu_tanh", "leaky_relu", "softplus", "clamp", "sin", "cos",
              "sinh", "cosh", "asin", "acos", "atan", "log1p", "log2", "log10", "erf")
