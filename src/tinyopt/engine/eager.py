@@ -7,13 +7,14 @@ works like a tracing JIT: the plan cache counts the structures it misses, and a 
 compiled only once it repeats (``plan_cache.PlanCache._hot``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
-1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the
-   graph is the tape; a big graph gets the plan's fusions first (see :data:`BIG_BYTES`);
-2. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
-   array, which a big graph drops after its last reader (the plan's liveness, with numpy's
-   allocator in place of an arena);
-3. gradients land in ``.grad`` as a plan delivers them: a fresh one is computed straight into
-   the parameter's gradient storage (an optimizer's flat slot), an accumulated one is added.
+1. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
+   array; a big graph gets the plan's fusions first and drops each array after its last reader
+   (the plan's liveness, with numpy's allocator in place of an arena; see :data:`BIG_BYTES`);
+2. the backward pass of a small graph is computed straight over those arrays, the forward
+   graph and its values being the tape (``engine/eager_grad.py``); a big one runs autodiff's
+   backward graph (``graph.backward_graph``), the graph a plan would compile, with its nodes;
+3. gradients land in ``.grad`` as a plan delivers them: a fresh one is written into the
+   parameter's gradient storage (an optimizer's flat slot), an accumulated one is added.
 
 Both paths run the same kernels on the same operands in the same order, so they give the same
 bits (``tests/test_eager.py`` checks every op of the table, forward and backward); only where
@@ -93,7 +94,15 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
         delivered = [(p, vals[id(g)]) for p, g in grad_of if fresh.get(id(g)) is not p]
     for p, value in delivered:
         p._accumulate_grad(value)
-    values = _finish(outputs, loss, vals, update, taken)
+    values = [_own(t, vals[id(t)]) for t in outputs]
+    if loss is not None:
+        values.append(vals[id(loss)])
+    if update is not None and taken:
+        take = update.begin(taken, [False] * len(taken))
+        if take:
+            for p, on in zip(taken, take):
+                if on:
+                    update.ready(p)
     if big:  # its freed arrays (heap.py), those of nodes nobody read included
         vals.clear()
         trim_heap()
@@ -111,21 +120,6 @@ def _grad_nodes(grad_of: list[tuple[Tensor, Tensor]], fwd: list[Tensor]) -> list
     """The backward graph's nodes: those reaching the gradients that ``fwd`` does not hold,
     sources first."""
     return new_nodes([g for _, g in grad_of], {id(t) for t in fwd}) if grad_of else []
-
-
-def _finish(outputs: list[Tensor], loss: Tensor | None, vals: dict[int, np.ndarray], update,
-            taken: list[Tensor]) -> list[np.ndarray]:
-    """The run's return values; an ``update`` is offered the parameters that got gradients."""
-    values = [_own(t, vals[id(t)]) for t in outputs]
-    if loss is not None:
-        values.append(vals[id(loss)])
-    if update is not None and taken:
-        take = update.begin(taken, [False] * len(taken))
-        if take:
-            for p, on in zip(taken, take):
-                if on:
-                    update.ready(p)
-    return values
 
 
 def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
