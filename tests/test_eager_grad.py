@@ -48,7 +48,7 @@ CASES = {
     "views": (lambda x, v: x.reshape(4, 3).t().reshape(12)[:7] * v
               + x.expand(2, 3, 4).sum(0).reshape(12)[5:], (X, V)),
     "chain": (lambda v: to.relu(to.sigmoid(to.tanh(v * v + v) * v) + v) * v, (V,)),
-    "scalars": (lambda v: (v[0] * v[1] + to.tanh(v[2]) - to.exp(v[3]) * v[0]) * to.sigmoid(v[4])
+    "scalars": (lambda v: (v[0] * v[1] + to.tanh(v[2]) - to.exp(v[3]) * v[0]) / to.sigmoid(v[4])
                 - to.log(v[5].abs()), (V,)),  # (0-d nodes: their flat loops)
     "softmax": (lambda x: F.softmax(x, dim=1) * F.log_softmax(x, dim=0)
                 + F.softmax(x[0], dim=-1), (X,)),
@@ -63,8 +63,10 @@ CASES = {
             keepdim=True), (X, Y)),
     # ops without array rules, several contributions each (the nodes their graph rules make
     # are new objects every time: none may be taken for another)
-    "graph_rules": (lambda x, p: (x / p).double() + to.sqrt(p).double() * x.double()
-                    + (p ** 1.5).double() + F.elu(x).double() / p.double(), (X, POS)),
+    "graph_rules": (lambda x, p: (p ** x).double() + to.sqrt(p).double() * x.double()
+                    + (p ** 1.5).double() + F.elu(x).double() * p.double(), (X, POS)),
+    "div": (lambda x, y, p, r: x / p + (x / 3.0) / r.abs() + 2.0 / p + p / y.abs(),
+            (X, Y, POS, ROW)),
 }
 
 
@@ -135,11 +137,11 @@ def test_the_cases_reach_every_rule(threshold, monkeypatch):
 
 
 def test_an_op_without_a_rule_runs_its_graph_rule_at_once(threshold, monkeypatch):
-    fn = lambda x, y: to.tanh(x / y) * x  # noqa: E731  (div has no array rule)
+    fn = lambda x, y: to.tanh(y ** x) * x  # noqa: E731  (pow has no array rule)
     planned = _run(fn, (X, POS), 1)
     ops = _spy_by_graph(monkeypatch)
     assert _run(fn, (X, POS), 1 << 30) == planned
-    assert ops == ["div"]
+    assert ops == ["pow"]
 
 
 def test_a_declining_rule_runs_its_graph_rule(threshold, monkeypatch):

@@ -412,3 +412,20 @@ def _linear(t, g, vals):
         gb = np.empty((n_out,), dtype)
         sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out), gb.reshape(1, n_out))
     return gx, gw, gb
+
+
+@_rule("div")
+def _div(t, g, vals):  # ``g / b``, and ``-(g / b * y)`` for the divisor
+    a, b = t.srcs
+    ga = _binary(K.div, g, vals[id(b)])
+    if ga is None:
+        return None
+    gb = None
+    if b.requires_grad:
+        p = _binary(K.mul, ga, vals[id(t)])
+        if p is None:
+            return None
+        neg = np.empty(p.shape, p.dtype)
+        call(K.neg, neg, p)
+        gb = _sum_to(neg, b.shape)
+    return (_sum_to(ga, a.shape) if a.requires_grad else None, gb)
