@@ -424,6 +424,48 @@ def test_structures_that_recur_rarely_compile_once_their_eager_runs_cost_a_compi
         assert all(np.array_equal(a, b) for a, b in zip(grads[:k], grads[2 * k:]))
 
 
+def test_replays_that_save_little_make_rare_structures_wait_longer(restore_threshold,
+                                                                   monkeypatch):
+    """Ski rental counts what a plan would save, not what the eager runs cost: once replays of
+    the plans the cost rule compiled are measured to take nearly an eager run's time (an
+    episode's update replays the forward its steps realized already), a rarely recurring
+    structure needs that many more eager runs before it is compiled.  Every run takes one unit
+    of a fake clock here, replays too."""
+    from tinyopt.engine import plan_cache, realize
+    from tinyopt.engine.graph import toposort
+    clock = iter(range(1 << 30))
+    monkeypatch.setattr(realize, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(plan_cache, "RECUR_GAP", -1)  # every structure recurs rarely
+    w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
+
+    def loss(op):
+        h = w
+        for k in range(4):
+            h = op(to.tanh(h * (k + 1.0)), 0.5)
+        return h.sum()
+    nodes = len(toposort([loss(to.add)]))
+    assert len(toposort([loss(to.sub)])) == nodes
+    _adaptive(monkeypatch, 3.0 / nodes)  # a compile estimated at three eager runs
+
+    def sightings_to_compile(op):
+        for n in range(1, 60):
+            misses = cache_info().misses
+            w.grad = None
+            loss(op).backward()
+            got = w.grad.numpy().copy()
+            if n == 1:
+                first = got
+            np.testing.assert_array_equal(got, first)  # eager and planned: the same bits
+            if cache_info().misses > misses:
+                return n
+        return None
+
+    assert sightings_to_compile(to.add) == 3  # replays assumed free: break-even at three runs
+    for _ in range(12):  # replays measured as long as eager runs (counted at most 0.9)
+        loss(to.add).backward()
+    assert sightings_to_compile(to.sub) >= 20  # a tenth or so saved a run: ~30 runs
+
+
 # ---- what works through plans works eagerly -----------------------------------------------------
 @pytest.fixture
 def eager_only():

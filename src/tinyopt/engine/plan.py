@@ -173,6 +173,7 @@ class Plan:
         self.evicted = False  # set when the cache drops it: runs then drop its tables
         self.used = 0  # the cache's tick of its last lookup (least recently used goes first)
         self.fronts: list = []  # the cache's _Front entries filing it
+        self.eager_seconds: float | None = None  # (the cache's: see PlanCache.ran_plan)
 
     def _prepare_run(self) -> None:
         """Build this plan's table in an idle run of its family (or a new one), and count the

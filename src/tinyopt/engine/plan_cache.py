@@ -69,7 +69,15 @@ back after about six more sightings, not two: with 0.5 its episodes 60-210 took 
 environment step (39 compiles in the window), with 1 396 (21), with 2 326 (5); in the long run
 (episodes 400-700, every length compiled) 310 with 0.5, 314 with 1 and 401 with 2 (still
 compiling).  A structure compiled and then never seen again cost at most about
-1 + 1 / ``PAYBACK`` times its eager runs (its plan's one run counted as one of them)."""
+1 + 1 / ``PAYBACK`` times its eager runs (its plan's one run counted as one of them).
+
+A replay is not free, and for the actor-critic's update it is far from it: its plan computes
+again every environment step's forward, which an eager run takes from the values the steps'
+``.item()`` realized (2.3 ms a replay against 2.7-3.3 an eager run, 2026-12-06).  So the rule
+counts what the eager runs would have saved as replays (``PlanCache.ran_plan`` measures the
+replays of the plans this rule compiled against their eager runs: a ratio of 0.4-0.6 there)
+instead of their whole cost: the actor-critic's episodes 150-300 compiled 4 plans, not 25, and
+took 300-365 us an environment step against 349-514 (the two run side by side, load ~4)."""
 
 
 RECUR_GAP = 8
@@ -84,6 +92,11 @@ estimate then follows the compiles it times, within ``PER_NODE_BOUNDS``."""
 PAYBACK = 1.0
 """The multiple of a compile's estimated cost a rarely recurring structure's eager runs must
 reach before it is compiled (1: ski rental's break-even; see ``COMPILE_AFTER``)."""
+
+REPLAY_RATIO_MAX = 0.9
+"""The most of an eager run's time a replay is taken to cost (see ``PlanCache.ran_plan``): a
+structure whose replays seem to save nothing is still compiled once its eager runs reach ten
+times a compile, so the estimate keeps being measured."""
 
 PER_NODE_BOUNDS = (5e-6, 200e-6)
 """The compile times per node the estimate may follow: a first compile of numba's kernels or a
@@ -133,6 +146,10 @@ class PlanCache:
         self._seen: OrderedDict[int, list] = OrderedDict()
         self._looks = 0  # realizations looked up
         self._per_node = COMPILE_SECONDS_PER_NODE  # compile seconds per forward node, estimated
+        # a replay's time over the eager runs' it replaced, estimated from the plans the cost
+        # rule compiled (0 until one is replayed: a replay taken as free)
+        self._replay_ratio = 0.0
+        self._payback_mean: dict[int, float] = {}  # key hash -> mean eager seconds, compiling
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
         self.nbytes = 0
@@ -215,9 +232,11 @@ class PlanCache:
         """Whether the structure of key hash ``h`` (``nodes`` forward nodes), which has no plan,
         is worth one now (lock held): at once when a plan of it was evicted (it was hot then);
         with a fixed ``compile_after``, at that sighting; else at a sighting after the first
-        when it recurs soon (``RECUR_GAP``) or when its eager runs, this one counted as their
-        mean, have cost ``PAYBACK`` times what compiling it is estimated to cost (see
-        ``COMPILE_AFTER``).  Sightings are kept for the ``SEEN`` structures seen last."""
+        when it recurs soon (``RECUR_GAP``) or when what its eager runs, this one counted as
+        their mean, would have saved as replays (their time less the estimated share a replay
+        costs: :meth:`ran_plan`) reaches ``PAYBACK`` times what compiling it is estimated to
+        cost (see ``COMPILE_AFTER``).  Sightings are kept for the ``SEEN`` structures seen
+        last."""
         fixed = self.compile_after
         if fixed is not None and fixed <= 1 or h in self._evicted:
             return True
@@ -228,9 +247,15 @@ class PlanCache:
         n = entry[0] + 1
         if fixed is not None:
             hot = n >= fixed
+        elif n > 1 and self._looks - entry[1] <= RECUR_GAP:
+            hot = True
+        elif n > 1:  # what its eager runs would have saved as replays (this one counted as
+            mean = entry[2] / entry[0]  # their mean) against what compiling it would cost
+            hot = mean * n * (1.0 - self._replay_ratio) >= PAYBACK * self._per_node * nodes
+            if hot:
+                self._payback_mean[h] = mean
         else:
-            hot = n > 1 and (self._looks - entry[1] <= RECUR_GAP
-                             or entry[2] * n / entry[0] >= PAYBACK * self._per_node * nodes)
+            hot = False
         if hot:
             return True
         entry[0], entry[1] = n, self._looks
@@ -245,6 +270,22 @@ class PlanCache:
             entry = self._seen.get(key)
             if entry is not None:
                 entry[2] += seconds
+
+    def ran_plan(self, plan: Plan, seconds: float) -> None:
+        """Count a replay of ``plan`` that took ``seconds``: for a plan the cost rule compiled
+        (``_hot``), its ratio to the mean eager run of its structure updates the estimate of
+        what replays save (a replay is not free: a plan computes again the values an eager run
+        takes from nodes realized before, such as an episode's forward).  Its first run, which
+        builds the plan's tables, is not counted."""
+        mean = plan.eager_seconds
+        if mean is None:
+            return
+        if mean < 0:  # the first run
+            plan.eager_seconds = -mean
+            return
+        ratio = min(seconds / mean, REPLAY_RATIO_MAX)
+        with self._lock:
+            self._replay_ratio += 0.25 * (ratio - self._replay_ratio)
 
     def _enter(self, front: _Front, kept: tuple, plan: Plan) -> None:
         """File ``plan`` under ``front`` for the held positions ``kept`` (lock held)."""
@@ -265,10 +306,12 @@ class PlanCache:
             low, high = PER_NODE_BOUNDS
             per_node = min(max(seconds / max(len(fwd), 1), low), high)
             self._per_node += 0.25 * (per_node - self._per_node)
+            mean = self._payback_mean.pop(h, None)
             kept = self._plans.get(key)
             if kept is not None:  # another thread compiled it meanwhile
                 return kept
             self._plans[key] = plan
+            plan.eager_seconds = None if mean is None else -mean  # (negative: not run yet)
             self._tick += 1
             plan.used = self._tick
             fam = plan.family
@@ -366,6 +409,8 @@ class PlanCache:
             self._seen.clear()
             self._looks = 0
             self._per_node = COMPILE_SECONDS_PER_NODE
+            self._replay_ratio = 0.0
+            self._payback_mean.clear()
             self.nbytes = self.hits = self.misses = self.eager = 0
             self._warned = False
 

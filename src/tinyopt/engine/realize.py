@@ -58,7 +58,10 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         CACHE.ran_eagerly(key, perf_counter() - t0)
     else:
         leaves = plan.leaves(fwd)
+        t0 = perf_counter()
         values = plan.run(leaves) if update is None else plan.run(leaves, update)
+        if plan.eager_seconds is not None:
+            CACHE.ran_plan(plan, perf_counter() - t0)
     for e in effects:
         _PENDING.pop(id(e), None)
     free = loss is not None and not retain_graph
