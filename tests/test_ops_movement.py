@@ -284,6 +284,31 @@ def test_cat_accepts_arrays_and_reuses_a_tensor():
     np.testing.assert_array_equal(a.grad, [5.0, 7.0])
 
 
+def test_stack_reads_its_inputs_as_they_were_and_records_no_view_of_them():
+    """``stack`` copies: in-place writes into its inputs after it (a graph node; a Parameter
+    under ``no_grad``, once the stack is computed) change neither its value nor its gradient,
+    as in PyTorch; and its inputs keep no view record of the stack's inner reshapes."""
+    from tinyopt.engine.storage import storage_of
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (to, torch):
+        p = lib.nn.Parameter(lib.tensor([0.5, -1.0, 2.0]))
+        h = p * 3.0
+        c = lib.tensor([1.0, 2.0, 3.0])
+        s = lib.stack([h, c, p], 1)
+        if lib is to:
+            assert storage_of(p).views() == [] and storage_of(h).views() == []
+        h.mul_(2.0)
+        (s * lib.tensor([[1.0, 2.0, 3.0]])).sum().backward()
+        got.append((s.detach().numpy().copy(), p.grad.numpy().copy(), h.detach().numpy().copy()))
+        with lib.no_grad():
+            p.add_(1.0)
+        got.append(s.detach().numpy().copy())
+    for a, b in zip(got[0] + (got[1],), got[2] + (got[3],)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[1], got[0][0])
+
+
 def test_cat_stack_errors():
     a, b = to.tensor(np.zeros((2, 3))), to.tensor(np.zeros((2, 4)))
     with pytest.raises(RuntimeError, match=r"dimension 0.*\(2, 3\).*\(2, 4\)"):

@@ -286,7 +286,17 @@ def stack(tensors, dim: int = 0) -> Tensor:
             raise RuntimeError(f"stack: expects each tensor to be equal size, but got "
                                f"{ts[0].shape} at entry 0 and {x.shape} at entry {k}")
     d = wrap_dim("stack", dim, ts[0].ndim + 1)
-    return cat([unsqueeze(x, d) for x in ts], d)
+    shape = ts[0].shape[:d] + (1,) + ts[0].shape[d:]
+    return cat([_unsqueezed(x, shape) for x in ts], d)
+
+
+def _unsqueezed(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``x`` reshaped to ``shape`` for ``stack``'s ``cat`` alone: not recorded as a view of
+    ``x`` (no write can reach a tensor the program never sees; a write into ``x`` after the
+    stack leaves what ``cat`` read alone either way), which saves a storage record an input."""
+    if x.op == "rebased_multi_view":  # (its error, as a recorded view raises it)
+        return reshape(x, shape)
+    return view_node(ViewStep("reshape", (shape,), shape, x.dtype, ()), x)
 
 
 defop("contiguous", forward=lambda t: (lambda out, x: np.copyto(out, x)),
