@@ -112,6 +112,29 @@ def test_sum_mean_details():
     assert abs(big.sum().item() - 10 ** 4) < 1e-2
 
 
+def test_a_sum_is_a_new_tensor_not_a_view():
+    """``x.sum()`` (also of a 0-d tensor, which sums nothing) and ``mean`` are new tensors, as
+    in PyTorch: not views of ``x`` or of an inner node, so a later write into ``x`` does not
+    show in them, and a write into them is an ordinary recorded one."""
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (to, torch):
+        row = []
+        for x in (lib.tensor(2.0), lib.tensor([2.0, 3.0]), lib.ones(2, 3)):
+            sums = (x.sum(), x.mean(), x.sum(-1), x.sum(-1, keepdim=True))
+            assert not any(t._is_view() for t in sums)
+            x.add_(1.0)
+            row += [t.numpy().copy() for t in sums]
+        p = lib.nn.Parameter(lib.tensor([0.5, -1.0]))
+        s = (p * 3.0).sum()
+        s.mul_(2.0)
+        (s * s).backward()
+        row += [s.detach().numpy().copy(), p.grad.numpy().copy()]
+        got.append(row)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_reduction_errors():
     x = to.tensor(np.zeros((2, 3)))
     with pytest.raises(IndexError, match=r"Dimension out of range.*\[-2, 1\].*got 2"):

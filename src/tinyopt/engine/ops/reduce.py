@@ -14,9 +14,10 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
-from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.op import defop, node, refuse_unsigned, view_node
 from tinyopt.engine.ops.elementwise import eq, in_float32, isfinite, maximum, minimum, ne, where
 from tinyopt.engine.ops.family import c_contiguous, require_float
+from tinyopt.engine.storage import ViewStep
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -92,8 +93,11 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
     for d0, d1 in reversed(dim_runs(dims)):
         shape = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
         r = node("sum_run", (r,), shape, r.dtype, (d0, d1))
-    if not keepdim:
-        r = r.reshape(tuple(s for i, s in enumerate(input.shape) if i not in dims))
+    if r is input:  # nothing summed (a 0-d tensor): a new tensor still, as torch's
+        return node("contiguous", (input,), input.shape, input.dtype)
+    shape = tuple(s for i, s in enumerate(input.shape) if i not in dims)
+    if not keepdim and shape != r.shape:  # (not a view: the summed tensor is the result's own)
+        r = view_node(ViewStep("reshape", (shape,), shape, r.dtype, ()), r)
     return r
 
 
