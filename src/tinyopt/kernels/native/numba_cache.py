@@ -93,3 +93,21 @@ def cached_intrinsic(defn=None, *, key: str = ""):
     made = intrinsic(defn)
     made._set_uuid(f"tinyopt:{defn.__module__}.{defn.__qualname__}" + (f"[{key}]" if key else ""))
     return made
+
+
+def load_cached(dispatcher, argtypes: tuple) -> bool:
+    """Give ``dispatcher`` its machine code for ``argtypes`` (numba types) from memory or the disk
+    cache, as its first call of those types would (numba's ``Dispatcher.compile`` up to its
+    compile); False, having compiled nothing, when the disk cache does not hold it."""
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        if dispatcher.overloads.get(tuple(argtypes)) is not None:
+            return True
+        cres = dispatcher._cache.load_overload(tuple(argtypes), dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[tuple(argtypes)] += 1
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+        return True
