@@ -64,7 +64,8 @@ def _exp_row(fast: bool):
     A subroutine, compiled once and called by each kernel (the cross-entropy rows and their
     gradient each compiled it again when it was inlined); lanes past C are neither set nor
     combined (they would add -inf to the max and 0 to the sum: the same bits)."""
-    ex = _V.exp_fast if fast else math.exp
+    # (inlined: its one call site costs less than compiling it as a function of its own)
+    ex = inline(_V.exp_fast) if fast else math.exp
 
     @subroutine
     def exp_row(xr, er, mx, ls):
