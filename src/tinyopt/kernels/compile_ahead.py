@@ -77,7 +77,7 @@ def start(recipe: tuple, args: tuple) -> Pending | None:
     ``recipe`` is ``(module, name, method, key)``: the dispatcher is
     ``getattr(getattr(module, name), method)(key)`` in both processes."""
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
-    if mode == "0" or _RUNNING or not jit._OPTIONS["cache"] or (mode != "1" and not _idle_cpu()):
+    if mode == "0" or _RUNNING or not jit.caches_on_disk() or (mode != "1" and not _idle_cpu()):
         return None
     argtypes = tuple(numba.typeof(a) for a in args)
     if load_cached(resolve(recipe), argtypes):

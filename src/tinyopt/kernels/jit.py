@@ -58,6 +58,11 @@ _OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy",
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("TINYOPT_PARALLEL_MIN", 1 << 22))
 
 
+def caches_on_disk() -> bool:
+    """Whether kernels keep their machine code in a disk cache (see the module docstring)."""
+    return bool(_OPTIONS["cache"])
+
+
 def _cannot_cache(e: RuntimeError) -> bool:
     return "cannot cache" in str(e) or "no locator available" in str(e)
 
@@ -163,6 +168,11 @@ class _ParallelKernel:
     def serial(self, *args):
         """The serial build, whatever the sizes (for a caller that chooses the build itself)."""
         return self._serial(*args)
+
+    @property
+    def serial_build(self):
+        """The serial build's numba dispatcher."""
+        return self._serial
 
     def parallel(self, *args):
         """The parallel build, whatever the sizes (the serial one in a forked child, see the

@@ -99,7 +99,7 @@ class Algorithm:
     def serial_build(self, switches: tuple):
         """The numba dispatcher of ``self[switches]``'s serial build."""
         kernel = self[switches]
-        return getattr(kernel, "_kernel", kernel)._serial
+        return getattr(kernel, "_kernel", kernel).serial_build
 
     def compile_ahead(self, switches: tuple, args: tuple) -> None:
         """Start compiling ``self[switches]`` for the types of ``args`` (a call's arguments) in
