@@ -51,3 +51,27 @@ def test_a_cold_optimizer_kernel_compiles_in_a_helper_and_loads_with_the_same_bi
     itself = _run(tmp_path / "itself", "0")
     assert itself["started"] == 0 and (itself["hits"], itself["misses"]) == (0, 1)
     assert ahead["bits"] == warm["bits"] == itself["bits"]
+
+
+TWO = """if True:
+    from tinyopt import nn, optim
+    from tinyopt.kernels import compile_ahead
+    m = nn.Linear(4, 3)
+    optim.Adam(m.parameters())
+    [first] = compile_ahead._RUNNING
+    optim.SGD(m.parameters(), lr=0.1)  # (while the first runs: one helper at a time)
+    assert compile_ahead._RUNNING == [first]
+    first._process.wait()
+    optim.SGD(m.parameters(), lr=0.1, momentum=0.9)  # its kernel never called, first is done
+    [second] = compile_ahead._RUNNING
+    assert second is not first
+    print("OK")
+"""
+
+
+def test_a_helper_whose_kernel_is_not_called_yet_does_not_hold_up_the_next(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
+               TINYOPT_COMPILE_AHEAD="1")
+    r = subprocess.run([sys.executable, "-c", TWO], capture_output=True, text=True, timeout=600,
+                       env=env)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]

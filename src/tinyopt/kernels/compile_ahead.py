@@ -47,6 +47,10 @@ class Pending:
         self._process = process
         self._owner = os.getpid()  # (a forked child neither waits for it nor stops it)
 
+    def finished(self) -> bool:
+        """Whether the helper has ended (for a forked child: whether it is not its own)."""
+        return self._owner != os.getpid() or self._process.poll() is not None
+
     def wait(self) -> None:
         """Return once the helper has finished (its kernel is then in the disk cache, unless
         it failed: the first call then compiles it here)."""
@@ -77,6 +81,9 @@ def start(recipe: tuple, args: tuple) -> Pending | None:
     ``recipe`` is ``(module, name, method, key)``: the dispatcher is
     ``getattr(getattr(module, name), method)(key)`` in both processes."""
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
+    for pending in list(_RUNNING):  # (helpers that finished, their kernel not called yet)
+        if pending.finished():
+            _RUNNING.remove(pending)
     if mode == "0" or _RUNNING or not jit.caches_on_disk() or (mode != "1" and not _idle_cpu()):
         return None
     argtypes = tuple(numba.typeof(a) for a in args)
