@@ -92,8 +92,11 @@ def start(recipe: tuple, args: tuple) -> Pending | None:
     path = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = _HELPER.format(path=path, recipe=base64.b64encode(
         pickle.dumps((recipe, argtypes))).decode())
-    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except (OSError, ValueError):  # no interpreter to start (an embedded Python): compile here
+        return None
     pending = Pending(process)
     _RUNNING.append(pending)
     return pending
