@@ -18,11 +18,11 @@ where a core is free (``TINYOPT_COMPILE_AHEAD=1`` in the environment: always).
     python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
     python benchmarks/bench_startup.py --floors [--models mlp]  # where the first step's time goes
 
-``--floors`` prints, cold and warm: each numba kernel the first step compiles or loads (C
-callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part numba's own timer
-puts in LLVM (optimisation and machine code; the rest is numba's typing and lowering, in
-Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the options
-tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
+``--floors`` prints, cold and warm (nothing compiled ahead): each numba kernel the first step
+compiles or loads (C callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part
+numba's own timer puts in LLVM (optimisation and machine code; the rest is numba's typing and
+lowering, in Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
+options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
 """
 
 from __future__ import annotations
@@ -166,7 +166,8 @@ def floors(models: list[str]) -> None:
     """The per-kernel table and numba's fixed cost (see the module docstring)."""
     for model in models:
         with tempfile.TemporaryDirectory() as cache:
-            steps = {name: run(cache, with_kernels(child(model))) for name in ("cold", "warm")}
+            steps = {name: run(cache, with_kernels(child(model)), ahead=False)
+                     for name in ("cold", "warm")}
         for name, r in steps.items():
             print(f"{model} {name} first step: {r['first_step']:.3f} s wall, "
                   f"{r['first_step_cpu']:.3f} s CPU; numba kernels (CPU s, compile or cache load; "

@@ -200,9 +200,6 @@ def ce_rows(from_exp: bool, single: bool):
                     ws += w[t]
             if grad:  # each row's share of the mean's gradient (rounded to mean's dtype)
                 mean[0] = g[0] / ws
-        wsum = 0.0
-        for c in range(C):
-            wsum += w[c]
         ex = work.shape[1] - LANES  # the row of exponentials a block's rows use in turn
         if not grad:
             for blk in prange((N + _ROWS - 1) // _ROWS):
@@ -227,6 +224,9 @@ def ce_rows(from_exp: bool, single: bool):
             if reduced:
                 mean[0] = _mean(rows, ws)
             return
+        wsum = 0.0
+        for c in range(C):
+            wsum += w[c]
         for blk in prange((N + _ROWS - 1) // _ROWS):
             end = (blk + 1) * _ROWS
             for i in range(blk * _ROWS, N if N < end else end):
