@@ -59,7 +59,9 @@ def exp_fast(x):
 @subroutine
 def sigmoid_fast(x):
     """1 / (1 + e^-x) with :func:`exp_fast`."""
-    return 1.0 / (1.0 + exp_fast(-x))
+    # (-x widened first: exp_fast of a float32 is exp_fast of it widened, bit for bit, and one
+    # signature of exp_fast is one compile less in a cold first step: tanh_fast calls the other)
+    return 1.0 / (1.0 + exp_fast(-np.float64(x)))
 
 
 @subroutine
