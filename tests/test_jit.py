@@ -330,6 +330,38 @@ def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs()
                                               err_msg=f"{module}.{name} {sig} (all signatures)")
 
 
+def test_elementwise_kernels_over_one_broadcast_value_give_the_ufuncs_bits():
+    """A call whose operands are laid out as out or are one value broadcast (a 0-d or size-1
+    array, a zero-strided view) runs a cached loop reading that value at index 0: the same bits
+    as numba's ufunc (so a warm process builds no ufunc for ``x ** 2`` or its gradient)."""
+    rng = np.random.default_rng(1)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 3.0, -2.5], np.float32)
+    by_arity: dict[int, list] = {}
+    for entry in _ufuncs():
+        k = entry[2]
+        sig = next((s for s in k._signatures if s.startswith("float32(")), None)
+        if sig is not None and all(t.strip() == "float32" for t in sig[8:-1].split(",")):
+            by_arity.setdefault(sig.count(",") + 1, []).append(entry)
+    assert {1, 2, 3} <= set(by_arity)  # (up to 3 operands take the loop)
+    for module, name, k in [e for n in (1, 2, 3) for e in by_arity[n][:2]]:
+        n = k._signatures[0].count(",") + 1
+        ufunc = k._build(["float32(" + ", ".join(["float32"] * n) + ")"])
+        for one in range(n):
+            for value in (special[rng.integers(8)], rng.standard_normal() * 3):
+                args = [rng.permutation(np.concatenate([special, rng.standard_normal(40) * 3])
+                                        .astype(np.float32)).reshape(6, 8) for _ in range(n)]
+                for form in (np.array(value, np.float32), np.full((1, 1), value, np.float32),
+                             np.broadcast_to(np.float32(value), (6, 8))):
+                    args[one] = form
+                    got, want = np.empty((6, 8), np.float32), np.empty((6, 8), np.float32)
+                    with np.errstate(all="ignore"):
+                        k(*args, out=got)
+                        ufunc(*args, out=want)
+                    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32),
+                                                  err_msg=f"{module}.{name} {form.shape}")
+    assert k._broadcast  # (the loops ran: what this test is about)
+
+
 WARM_START = """if True:
     import hashlib, os, sys, threading
     import numpy as np

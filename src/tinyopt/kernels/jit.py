@@ -374,6 +374,7 @@ class _LazyUfunc:
         self._typed: dict[np.dtype, object] = {}
         self._loop = None
         self._in_place: dict[tuple[int, ...], object] = {}
+        self._broadcast: dict[tuple[int, ...], object] = {}
         # the dtypes with a signature T(T, ..., T): only those take the flat loop, so a call the
         # ufunc would reject or cast (no signature for its types) still goes to the ufunc
         self._flat_types = {np.dtype(ret) for ret, ins in (_parse(s) for s in signatures)
@@ -411,8 +412,21 @@ class _LazyUfunc:
                         self._loop = _flat_loop(self._fn, len(args))
                     self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
                     return out
-                # every operand of out's dtype, broadcast or strided: the ufunc of that one
-                # signature, which numpy's type resolution would pick among all of them anyway
+                # every operand of out's dtype, laid out as out or one value broadcast (a
+                # scalar operand, a scalar's gradient): a loop reading that value at index 0,
+                # the same fn on the same values (a warm process then loads it from the disk
+                # cache, where numba builds a ufunc and refreshes its contexts: ``x ** 2`` cost
+                # ~0.1-0.2 s of a warm first step)
+                steps = _broadcast_steps(args, out) if len(args) <= 3 else None
+                if steps is not None:
+                    loop = self._broadcast.get(steps)
+                    if loop is None:
+                        loop = self._broadcast[steps] = _broadcast_loop(self._fn, steps)
+                    loop(*[a.reshape(-1) if k else _one_value(a) for a, k in zip(args, steps)],
+                         out.reshape(-1))
+                    return out
+                # else (broadcast or strided) the ufunc of that one signature, which numpy's
+                # type resolution would pick among all of them anyway
                 typed = self._typed.get(out.dtype)
                 if typed is None:
                     sig = f"{out.dtype.name}({', '.join([out.dtype.name] * len(args))})"
@@ -508,6 +522,54 @@ def _flat_loop(fn, arity: int):
                 out[i] = fn(a[i], b[i], c[i], d[i], e[i])
         return _njit(loop5)
     return None
+
+
+def _broadcast_steps(args: tuple, out: np.ndarray) -> tuple[int, ...] | None:
+    """For a C-contiguous ``out``: per operand, 1 if it is laid out as ``out`` (C-contiguous, of
+    its shape), 0 if it is one value that broadcasting repeats over ``out`` (one element and no
+    more dimensions than ``out``, or of ``out``'s shape with all strides 0); None if any is
+    neither (or ``out`` is not C-contiguous)."""
+    if not out.flags.c_contiguous:
+        return None
+    steps = []
+    for a in args:
+        if a.shape == out.shape and a.flags.c_contiguous:
+            steps.append(1)
+        elif (a.size == 1 and a.ndim <= out.ndim) or (
+                a.shape == out.shape and a.size and not any(a.strides)):
+            steps.append(0)
+        else:
+            return None
+    return tuple(steps)
+
+
+def _one_value(a: np.ndarray) -> np.ndarray:
+    """A 1-element 1-d view of the value a step-0 operand repeats (see
+    :func:`_broadcast_steps`)."""
+    return a.reshape(1) if a.size == 1 else a[(0,) * (a.ndim - 1)][:1]
+
+
+def _broadcast_loop(fn, steps: tuple[int, ...]):
+    """``loop(*ins, out)``: out[i] = fn(ins[0][i * steps[0]], ...) over 1-d arrays (1 to 3
+    inputs): an input of step 0 is one value (its element 0) for every i.  The steps are
+    compile-time constants of the loop."""
+    fn = inline(fn)
+    s0, s1, s2 = steps + (0,) * (3 - len(steps))
+    if len(steps) == 1:
+        def bcast1(a, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i * s0])
+        return _njit(bcast1)
+    if len(steps) == 2:
+        def bcast2(a, b, out):
+            for i in range(out.shape[0]):
+                out[i] = fn(a[i * s0], b[i * s1])
+        return _njit(bcast2)
+
+    def bcast3(a, b, c, out):
+        for i in range(out.shape[0]):
+            out[i] = fn(a[i * s0], b[i * s1], c[i * s2])
+    return _njit(bcast3)
 
 
 def _in_place_loop(fn, arity: int, same: tuple[int, ...]):
