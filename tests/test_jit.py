@@ -330,10 +330,11 @@ def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs()
                                               err_msg=f"{module}.{name} {sig} (all signatures)")
 
 
-def test_elementwise_kernels_over_one_broadcast_value_give_the_ufuncs_bits():
-    """A call whose operands are laid out as out or are one value broadcast (a 0-d or size-1
-    array, a zero-strided view) runs a cached loop reading that value at index 0: the same bits
-    as numba's ufunc (so a warm process builds no ufunc for ``x ** 2`` or its gradient)."""
+def test_elementwise_kernels_over_broadcast_operands_give_the_ufuncs_bits():
+    """A call whose operands are laid out as out, are one value broadcast (a 0-d or size-1
+    array, a zero-strided view) or are out's trailing dimensions repeated (a bias row) runs a
+    cached loop reading each where broadcasting puts it: the same bits as numba's ufunc (so a
+    warm process builds no ufunc for ``x ** 2``, its gradient or a bias add)."""
     rng = np.random.default_rng(1)
     special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 3.0, -2.5], np.float32)
     by_arity: dict[int, list] = {}
@@ -350,8 +351,11 @@ def test_elementwise_kernels_over_one_broadcast_value_give_the_ufuncs_bits():
             for value in (special[rng.integers(8)], rng.standard_normal() * 3):
                 args = [rng.permutation(np.concatenate([special, rng.standard_normal(40) * 3])
                                         .astype(np.float32)).reshape(6, 8) for _ in range(n)]
+                row = rng.permutation(np.concatenate([special, rng.standard_normal(4)])
+                                      ).astype(np.float32)[:8]
                 for form in (np.array(value, np.float32), np.full((1, 1), value, np.float32),
-                             np.broadcast_to(np.float32(value), (6, 8))):
+                             np.broadcast_to(np.float32(value), (6, 8)), row, row[None],
+                             np.broadcast_to(row, (6, 8)), row[:6, None]):
                     args[one] = form
                     got, want = np.empty((6, 8), np.float32), np.empty((6, 8), np.float32)
                     with np.errstate(all="ignore"):
@@ -360,6 +364,14 @@ def test_elementwise_kernels_over_one_broadcast_value_give_the_ufuncs_bits():
                     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32),
                                                   err_msg=f"{module}.{name} {form.shape}")
     assert k._broadcast  # (the loops ran: what this test is about)
+    # two repeated operands of different lengths (a (3, 4) and a (4,) over (2, 3, 4)): the ufunc
+    x, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (3, 4), (4,)))
+    [(_, _, fma3)] = [e for e in by_arity[3][:1]]
+    got, want = np.empty((2, 3, 4), np.float32), np.empty((2, 3, 4), np.float32)
+    with np.errstate(all="ignore"):
+        fma3(x, a, b, out=got)
+        fma3._build(["float32(float32, float32, float32)"])(x, a, b, out=want)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 WARM_START = """if True:

@@ -412,18 +412,20 @@ class _LazyUfunc:
                         self._loop = _flat_loop(self._fn, len(args))
                     self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
                     return out
-                # every operand of out's dtype, laid out as out or one value broadcast (a
-                # scalar operand, a scalar's gradient): a loop reading that value at index 0,
-                # the same fn on the same values (a warm process then loads it from the disk
-                # cache, where numba builds a ufunc and refreshes its contexts: ``x ** 2`` cost
-                # ~0.1-0.2 s of a warm first step)
-                steps = _broadcast_steps(args, out) if len(args) <= 3 else None
-                if steps is not None:
-                    loop = self._broadcast.get(steps)
+                # every operand of out's dtype, laid out as out, one value broadcast (a scalar
+                # operand, a scalar's gradient) or out's trailing dimensions repeated (a bias, a
+                # position table): a loop reading each where broadcasting puts it, the same fn
+                # on the same values (a warm process loads it from the disk cache, where numba
+                # builds a ufunc again and refreshes its contexts: ``x ** 2`` and its gradient
+                # cost ~0.15 s of a warm first step, a GPT's token + position sum ~0.25 s)
+                how = _broadcast_modes(args, out) if len(args) <= 3 else None
+                if how is not None:
+                    modes, n = how
+                    loop = self._broadcast.get(modes)
                     if loop is None:
-                        loop = self._broadcast[steps] = _broadcast_loop(self._fn, steps)
-                    loop(*[a.reshape(-1) if k else _one_value(a) for a, k in zip(args, steps)],
-                         out.reshape(-1))
+                        loop = self._broadcast[modes] = _broadcast_loop(self._fn, modes)
+                    loop(*[_one_value(a) if m == 0 else a.reshape(-1)
+                           for a, m in zip(args, modes)], n, out.reshape(-1))
                     return out
                 # else (broadcast or strided) the ufunc of that one signature, which numpy's
                 # type resolution would pick among all of them anyway
@@ -524,51 +526,69 @@ def _flat_loop(fn, arity: int):
     return None
 
 
-def _broadcast_steps(args: tuple, out: np.ndarray) -> tuple[int, ...] | None:
-    """For a C-contiguous ``out``: per operand, 1 if it is laid out as ``out`` (C-contiguous, of
-    its shape), 0 if it is one value that broadcasting repeats over ``out`` (one element and no
-    more dimensions than ``out``, or of ``out``'s shape with all strides 0); None if any is
-    neither (or ``out`` is not C-contiguous)."""
-    if not out.flags.c_contiguous:
+def _broadcast_modes(args: tuple, out: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """How each operand of a call into a C-contiguous ``out`` is read, and the tile length ``n``:
+    1, laid out as ``out`` (C-contiguous, of its shape); 0, one value that broadcasting repeats
+    (one element and no more dimensions than ``out``, or of ``out``'s shape with all strides 0);
+    2, C-contiguous trailing dimensions of ``out`` (after leading 1s: a bias row, a position
+    table), repeated every ``n`` elements of ``out`` (all such operands the same size ``n``;
+    ``n`` is ``out.size`` when there are none).  None where an operand is none of these."""
+    if not out.flags.c_contiguous or out.size == 0:
         return None
-    steps = []
+    modes, n = [], 0
     for a in args:
         if a.shape == out.shape and a.flags.c_contiguous:
-            steps.append(1)
+            modes.append(1)
         elif (a.size == 1 and a.ndim <= out.ndim) or (
-                a.shape == out.shape and a.size and not any(a.strides)):
-            steps.append(0)
+                a.shape == out.shape and not any(a.strides)):
+            modes.append(0)
         else:
-            return None
-    return tuple(steps)
+            core = a.shape
+            while core and core[0] == 1:
+                core = core[1:]
+            if (not core or len(core) > out.ndim or core != out.shape[out.ndim - len(core):]
+                    or not a.flags.c_contiguous or (n and a.size != n)):
+                return None
+            n = a.size
+            modes.append(2)
+    return tuple(modes), n or out.size
 
 
 def _one_value(a: np.ndarray) -> np.ndarray:
-    """A 1-element 1-d view of the value a step-0 operand repeats (see
-    :func:`_broadcast_steps`)."""
+    """A 1-element 1-d view of the value a mode-0 operand repeats (see
+    :func:`_broadcast_modes`)."""
     return a.reshape(1) if a.size == 1 else a[(0,) * (a.ndim - 1)][:1]
 
 
-def _broadcast_loop(fn, steps: tuple[int, ...]):
-    """``loop(*ins, out)``: out[i] = fn(ins[0][i * steps[0]], ...) over 1-d arrays (1 to 3
-    inputs): an input of step 0 is one value (its element 0) for every i.  The steps are
-    compile-time constants of the loop."""
+def _broadcast_loop(fn, modes: tuple[int, ...]):
+    """``loop(*ins, n, out)``: for each block ``o`` of ``n`` elements of ``out`` (1-d) and ``j``
+    in it, out[o n + j] = fn(...) of each input at o n + j (mode 1), j (mode 2) or 0 (mode 0;
+    see :func:`_broadcast_modes`), 1 to 3 inputs.  The modes are compile-time constants."""
     fn = inline(fn)
-    s0, s1, s2 = steps + (0,) * (3 - len(steps))
-    if len(steps) == 1:
-        def bcast1(a, out):
-            for i in range(out.shape[0]):
-                out[i] = fn(a[i * s0])
+    # input k is read at (o n) f_k + j t_k
+    (f0, t0), (f1, t1), (f2, t2) = [(int(m == 1), int(m != 0))
+                                    for m in modes + (0,) * (3 - len(modes))]
+    if len(modes) == 1:
+        def bcast1(a, n, out):
+            for o in range(out.shape[0] // n):
+                base = o * n
+                for j in range(n):
+                    out[base + j] = fn(a[base * f0 + j * t0])
         return _njit(bcast1)
-    if len(steps) == 2:
-        def bcast2(a, b, out):
-            for i in range(out.shape[0]):
-                out[i] = fn(a[i * s0], b[i * s1])
+    if len(modes) == 2:
+        def bcast2(a, b, n, out):
+            for o in range(out.shape[0] // n):
+                base = o * n
+                for j in range(n):
+                    out[base + j] = fn(a[base * f0 + j * t0], b[base * f1 + j * t1])
         return _njit(bcast2)
 
-    def bcast3(a, b, c, out):
-        for i in range(out.shape[0]):
-            out[i] = fn(a[i * s0], b[i * s1], c[i * s2])
+    def bcast3(a, b, c, n, out):
+        for o in range(out.shape[0] // n):
+            base = o * n
+            for j in range(n):
+                out[base + j] = fn(a[base * f0 + j * t0], b[base * f1 + j * t1],
+                                   c[base * f2 + j * t2])
     return _njit(bcast3)
 
 
