@@ -360,11 +360,12 @@ class _LazyUfunc:
     plan) run a plain numba loop over the flat arrays instead: the same scalar function on the same
     types, so the same values, but compiled per dtype on demand and loaded from the disk cache,
     where numba builds a ufunc's loops for every signature and its wrapper in every process
-    (about 0.1 s a ufunc: most of a warm first training step).  Other calls whose operands all
-    have ``out``'s dtype (broadcast or strided) take a ufunc of that one signature, the loop
-    numpy would pick among all of them: the tiny GPT's first step built ``add`` for int64,
-    float32 and float64 (0.45-0.58 s of CPU cold, under load) and now for float32
-    alone.
+    (about 0.1 s a ufunc: most of a warm first training step).  So do calls whose operands
+    have ``out``'s dtype and are broadcast as one value or as ``out``'s trailing dimensions
+    (:func:`_broadcast_modes`; a loop per pattern).  Other calls whose operands all have
+    ``out``'s dtype (strided, or broadcast otherwise) take a ufunc of that one signature, the
+    loop numpy would pick among all of them: the tiny GPT's first step built ``add`` for int64,
+    float32 and float64 (0.45-0.58 s of CPU cold, under load) and then for float32 alone.
     """
 
     def __init__(self, fn, signatures: list[str]):
