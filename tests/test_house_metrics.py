@@ -104,3 +104,30 @@ def test_the_house_does_not_get_more_coupled():
     grown = {k: (m[k], ceiling) for k, ceiling in CEILINGS.items() if m[k] > ceiling}
     assert not grown, (f"counts above their ceilings (now, ceiling): {grown}; "
                        f"python tests/house_metrics.py --json lists each use")
+
+
+def test_only_the_native_sub_layer_writes_llvm_ir():
+    """LLVM IR written by hand (``llvmlite.ir``, numba's ``cgutils``, intrinsics) depends on one
+    numba/llvmlite, so it lives in ``kernels/native`` alone, where it is gated (issue 26, point
+    5); ``diagnostics`` may ask llvmlite's binding for the host CPU, a report."""
+    import ast
+    ir_modules = ("llvmlite", "numba.core.cgutils")
+    ir_names = {"intrinsic", "cached_intrinsic", "cgutils"}
+    found = []
+    for path in sorted((SRC / "tinyopt").rglob("*.py")):
+        rel = path.relative_to(SRC / "tinyopt").as_posix()
+        if rel.startswith("kernels/native/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{a.name}" for a in node.names if node.module]
+            else:
+                continue
+            for name in names:
+                if rel == "diagnostics.py" and name == "llvmlite.binding":
+                    continue
+                if name.startswith(ir_modules) or name.rsplit(".", 1)[-1] in ir_names:
+                    found.append(f"{rel}:{node.lineno} {name}")
+    assert not found, found
