@@ -129,7 +129,7 @@ def test_plans_follow_moved_parameter_storage():
     y.backward()
     assert y.item() == 74.0
     np.testing.assert_array_equal(flat_grad, [0, 10, 14, 0])
-    assert table.flags[0] == 1 and p.grad._value is p.slot.grad_view
+    assert table.flags[0] == 1 and p.grad.value is p.slot.grad_view
 
 
 def test_signature_ignores_values_but_not_structure():

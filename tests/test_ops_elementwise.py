@@ -398,7 +398,7 @@ def test_backward_needs_a_scalar():
 def test_nothing_computes_before_realization():
     p = to.Parameter(np.ones(3))
     y = (p * 2).exp()
-    assert y._value is None and p.grad is None
+    assert y.value is None and p.grad is None
 
 
 # ---- NaN and inf propagate like numpy / PyTorch --------------------------------------------------

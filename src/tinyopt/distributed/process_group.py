@@ -354,11 +354,11 @@ def _storage(where: str, tensor: Any) -> np.ndarray:
     if isinstance(tensor, Parameter):
         return tensor._data
     if isinstance(tensor, Tensor):
-        if tensor.op != "input" or tensor._value is None:
+        if tensor.op != "input" or tensor.value is None:
             raise TypeError(f"{where}: works in place on a numpy array, a Parameter or a leaf "
                             f"Tensor; got a Tensor that is a graph node (call .numpy() and pass "
                             f"the array)")
-        tensor = tensor._value
+        tensor = tensor.value
     if isinstance(tensor, np.ndarray):
         if not tensor.flags.writeable:
             raise ValueError(f"{where}: the array is read-only; collectives write their result "

@@ -178,7 +178,7 @@ def _explicit(loss: Tensor, wrt: list[Tensor], *, retain_graph: bool,
     grad when empty); accumulate into ``.grad`` or return the values."""
     from tinyopt.engine.realize import backward_done, freeze_after_backward, realize
     fwd = toposort([loss])
-    if fwd and MUTATIONS.last > fwd[0]._id:
+    if fwd and MUTATIONS.last > fwd[0].node_id:
         check_saved(fwd)
     if not wrt:
         wrt = [t for t in fwd if t.op in ("param", "input") and t.requires_grad]

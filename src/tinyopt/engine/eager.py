@@ -77,13 +77,13 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
         for t in nodes:
             k = id(t)
             if t.op in LEAF_OPS:
-                v = vals[k] = t._value
+                v = vals[k] = t.value
                 if v.flags.c_contiguous:
                     flat.add(k)
                 continue
             op = OPS[t.op]
             srcs = t.srcs
-            if (v := t._value) is not None and t._id > last and k not in dest:
+            if (v := t.value) is not None and t.node_id > last and k not in dest:
                 # computed by an earlier realization (``probs.item()`` inside an episode) and
                 # nothing written since the node was made: the bits a run computes again
                 vals[k] = v
@@ -216,7 +216,7 @@ def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
     return sorted(found.values(), key=_creation)
 
 
-_creation = attrgetter("_id")
+_creation = attrgetter("node_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

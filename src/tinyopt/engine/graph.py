@@ -59,9 +59,9 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
             seen[k] = t
             srcs = t.srcs
             if srcs:
-                push(srcs if t._id > last else resolve_sources(t))
+                push(srcs if t.node_id > last else resolve_sources(t))
     order = sorted(seen.values(), key=_creation)
-    if order and MUTATIONS.last > order[0]._id:
+    if order and MUTATIONS.last > order[0].node_id:
         check_versions(order)
     # one loop, no comprehension per node (a call each): most nodes have one or two sources
     index: dict[int, int] = {}
@@ -82,20 +82,20 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
     return order, index, tuple(sig)
 
 
-_creation = attrgetter("_id")
+_creation = attrgetter("node_id")
 
 
 def resolve_sources(t: Tensor) -> tuple[Tensor, ...]:
     """``t``'s sources as they were when ``t`` was built: a source that in-place autograd turned
     into a newer node since (``h.add_(1)`` after ``y = f(h)``) is replaced, for good, by the
-    version ``t`` read, which that rebuild kept in ``_prev``."""
+    version ``t`` read, which that rebuild kept in ``prev_version``."""
     srcs = t.srcs
-    if not any(s._id > t._id for s in srcs):
+    if not any(s.node_id > t.node_id for s in srcs):
         return srcs
     fixed = []
     for s in srcs:
-        while s._id > t._id and getattr(s, "_prev", None) is not None:
-            s = s._prev
+        while s.node_id > t.node_id and getattr(s, "prev_version", None) is not None:
+            s = s.prev_version
         fixed.append(s)
     t.srcs = tuple(fixed)
     return t.srcs
@@ -104,11 +104,11 @@ def resolve_sources(t: Tensor) -> tuple[Tensor, ...]:
 def _version(t: Tensor) -> int:
     """The id of the latest change to what ``t`` reads: its creation (or in-place rebuild), an
     in-place write into its storage, or, for a view, a change to what it views."""
-    v = t._id
-    m = getattr(t, "_mutated", 0)
+    v = t.node_id
+    m = getattr(t, "write_stamp", 0)
     base = getattr(t, "_base", None)
     if base is not None:
-        m = max(m, getattr(base, "_mutated", 0))
+        m = max(m, getattr(base, "write_stamp", 0))
     if t.srcs and OPS[t.op].view is not None:
         v = max(v, _version(t.srcs[0]))
     return max(v, m)
@@ -119,14 +119,14 @@ def check_versions(order: list[Tensor]) -> None:
     the node was built: it would compute with the new values."""
     last = MUTATIONS.last
     for t in order:
-        if t._id >= last:
+        if t.node_id >= last:
             break
         if not t.srcs or OPS[t.op].view is not None:
             continue
         for s in t.srcs:
-            if _version(s) > t._id:
+            if _version(s) > t.node_id:
                 raise RuntimeError(
-                    version_error(s, t._id) + " (tinyopt computes graph nodes when their value "
+                    version_error(s, t.node_id) + " (tinyopt computes graph nodes when their value "
                     "is needed, so a node built before an in-place write into memory it reads "
                     "would see the new values: compute it first with .item(), .numpy() or "
                     ".detach(), or use an out-of-place op.)")
@@ -141,7 +141,7 @@ def check_saved(order: list[Tensor]) -> None:
     last = MUTATIONS.last
     older = []
     for t in order:
-        if t._id > last:
+        if t.node_id > last:
             break
         if t.requires_grad and t.srcs:
             older.append(t)
@@ -152,21 +152,22 @@ def check_saved(order: list[Tensor]) -> None:
         if t.op == "view_scatter" and t.attrs[2] and t.attrs[1] and t.srcs[0].requires_grad:
             raise RuntimeError(OVERLAP)
         for s in saved(t):  # (a version already superseded when t was made: a copy)
-            st = getattr(s, "_storage", None)
-            if (st is not None and st.written_since(t._id)
-                    and getattr(s, "_superseded", t._id) >= t._id):
-                raise RuntimeError(version_error(s, t._id))
+            st = getattr(s, "shared_storage", None)
+            if (st is not None and st.written_since(t.node_id)
+                    and getattr(s, "superseded_at", t.node_id) >= t.node_id):
+                raise RuntimeError(version_error(s, t.node_id))
 
 
 def version_error(s: Tensor, since: int) -> str:
     """torch's words for ``s`` modified in place after ``since`` (the engine's clock)."""
     base = getattr(s, "_base", None)
-    st = getattr(s, "_storage", None) or getattr(s if base is None else base, "_storage", None)
+    st = (getattr(s, "shared_storage", None)
+          or getattr(s if base is None else base, "shared_storage", None))
     now = 0 if st is None else st.version
     then = 0 if st is None else st.version_at(since)
     what = f"[{tensor_type_name(s.dtype)} {list(s.shape)}]"
     owner = st.base if st is not None else None
-    view = getattr(s, "_view", None)
+    view = getattr(s, "view_info", None)
     if view is not None and not view.alias:
         what += ", which is output 0 of AsStrided"
     elif owner is not None and owner.op not in LEAF_OPS:

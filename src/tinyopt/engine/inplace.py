@@ -12,8 +12,8 @@
    sends it); the base becomes a ``view_scatter`` node putting it into the old base (for a write
    to the base itself, the base simply becomes the new node), and every live view of the storage
    is regenerated from the new base by replaying its view ops.  Each rebound tensor keeps its
-   previous version in ``_prev``, so graph nodes built before the write still read what they read
-   then (``graph.resolve_sources``); each write is stamped on the engine's clock, so
+   previous version in ``prev_version``, so graph nodes built before the write still read what
+   they read then (``graph.resolve_sources``); each write is stamped on the engine's clock, so
    ``graph.check_saved`` raises torch's error where a value saved for backward was written
    (``engine/saved.py``).
 3. *A write autograd does not see* (a write under ``no_grad`` into a tensor that requires grad
@@ -60,7 +60,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
           check_cast: bool = True, overlap_ok: bool = False) -> None:
     """Make ``t`` hold ``build(t)`` in place (see the module docstring); ``overlap_ok`` when
     the caller checked the written region's overlap itself (``x[key] = v``, ``fill_``)."""
-    info: ViewInfo | None = getattr(t, "_view", None)
+    info: ViewInfo | None = getattr(t, "view_info", None)
     root = t if info is None else _base(t)
     diff = grad_mode._state.enabled and (
         t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in operands)
@@ -90,7 +90,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
         # an alias written with autograd: its value goes into the memory now, and it becomes
         # a node of its own graph (torch: ``p.data.add_(w)`` is ``AddBackward0``, p changes)
         old_t = make_node("input", (), (), t.shape, t.dtype, False, np.array(writable(t, True)))
-        old_t._id = t._id  # (a private copy: the memory is about to change under it)
+        old_t.node_id = t.node_id  # (a private copy: the memory is about to change under it)
         if t.op not in LEAF_OPS and t.requires_grad:  # (its graph from an earlier write: kept)
             old_t = scatter(snapshot(t), old_t, (), through=False)
         new_t = _built(t, build, old_t, check_cast)
@@ -147,12 +147,12 @@ def writable(t: Tensor, overlap_ok: bool = False) -> np.ndarray:
     """The numpy array a plain write into ``t`` goes to: its value (a concrete view's is a view
     of its base's memory), or for a view that is a graph node, its view of the base's memory."""
     if t.op in LEAF_OPS:
-        arr = t._value
+        arr = t.value
     else:
-        info = getattr(t, "_view", None)
+        info = getattr(t, "view_info", None)
         if info is None or _base(t).op not in LEAF_OPS:
             raise AssertionError("writable: a graph node that is not a view of concrete memory")
-        arr = view_array(info.steps, _base(t)._value)
+        arr = view_array(info.steps, _base(t).value)
     if not overlap_ok and overlaps(arr):
         raise RuntimeError(OVERLAP)
     if not arr.flags.writeable:
@@ -176,15 +176,15 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     a graph node that is not a view is contiguous; a view's are computed by replaying its view
     ops over a stand-in array of the base's geometry that owns no memory (only strides are
     read, never elements)."""
-    info = getattr(t, "_view", None)
+    info = getattr(t, "view_info", None)
     if info is None:
         if t.op in LEAF_OPS:
-            a = t._value
+            a = t.value
             return a.shape, a.strides, 0
         return t.shape, _contiguous_strides(t.shape, t.dtype.itemsize), 0
     base = _base(t)
     if base.op in LEAF_OPS:
-        arr = base._value
+        arr = base.value
         shape, strides = arr.shape, arr.strides
     else:
         shape, strides = base.shape, _contiguous_strides(base.shape, base.dtype.itemsize)
@@ -201,7 +201,7 @@ def stand_in(shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np
 
 
 def _base(t: Tensor) -> Tensor:
-    """The base of view ``t`` (set with its ``_view``)."""
+    """The base of view ``t`` (set with its ``view_info``)."""
     return cast(Tensor, t._base)
 
 
@@ -218,14 +218,14 @@ def snapshot(t: Tensor, stamp: int = 0) -> Tensor:
     """A tensor holding ``t``'s current version (its node or value, id and storage), which
     nodes built before the write at ``stamp`` keep reading (and the write's own node, as
     torch's "original self": a copy no later write can reach, ``graph.check_saved``)."""
-    old = make_node(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t._value)
-    old._id = t._id
-    old._superseded = stamp
+    old = make_node(t.op, t.srcs, t.attrs, t.shape, t.dtype, t.requires_grad, t.value)
+    old.node_id = t.node_id
+    old.superseded_at = stamp
     old.name = t.name
-    old._prev = getattr(t, "_prev", None)
-    s = getattr(t, "_storage", None)
+    old.prev_version = getattr(t, "prev_version", None)
+    s = getattr(t, "shared_storage", None)
     if s is not None:
-        old._storage = s
+        old.shared_storage = s
     return old
 
 
@@ -233,10 +233,10 @@ def become(t: Tensor, new: Tensor, old: Tensor) -> None:
     """``t`` takes ``new``'s place in the graph (its op, sources, value and id); ``old`` is the
     version it had."""
     t.op, t.srcs, t.attrs, t.requires_grad = new.op, new.srcs, new.attrs, new.requires_grad
-    t._value = new._value if not isinstance(t, _Alias) else None
-    t._id = new._id
-    t._prev = old
-    MUTATIONS.last = max(MUTATIONS.last, t._id)
+    t.value = new.value if not isinstance(t, _Alias) else None
+    t.node_id = new.node_id
+    t.prev_version = old
+    MUTATIONS.last = max(MUTATIONS.last, t.node_id)
 
 
 def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast: bool,
@@ -246,8 +246,8 @@ def _built(t: Tensor, build: Callable[[Tensor], Tensor], old: Tensor, check_cast
     after ``stamp``, the write's) is what ``storage`` now holds: a later write into it
     invalidates that node's saved output (``engine/saved.py``)."""
     new = build(old)
-    if storage is not None and new._id > stamp and getattr(new, "_storage", None) is None:
-        new._storage = storage
+    if storage is not None and new.node_id > stamp and getattr(new, "shared_storage", None) is None:
+        new.shared_storage = storage
     _check_result(t, new, check_cast)
     if new.dtype != t.dtype:
         new = F.to(new, t.dtype)
@@ -280,11 +280,11 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
     concrete memory, only the ``detach()``/``.data`` aliases that a recorded write made graph
     nodes of their own (concrete views read the memory itself; these read it again, as torch's
     share it)."""
-    s = getattr(root, "_storage", None)
+    s = getattr(root, "shared_storage", None)
     if s is None:
         return
     for v in s.views():
-        info: ViewInfo = v._view
+        info: ViewInfo = v.view_info
         if v is skip or only_graphs and not (info.alias and v.requires_grad
                                              and v.op not in LEAF_OPS):
             continue
@@ -313,7 +313,8 @@ def regenerate(root: Tensor, skip: Tensor | None = None, stamp: int = 0,
 def reshape(t: Tensor, build: Callable[[Tensor], Tensor]) -> None:
     """``t.unsqueeze_(0)``, ``t.t_()`` and the other in-place shape changes: ``t`` becomes
     ``build(t)``, a view of its own storage (or for ``resize_``/``as_strided_``, a concrete
-    tensor over its memory); nodes built before keep reading the old ``t`` through ``_prev``.
+    tensor over its memory); nodes built before keep reading the old ``t`` through
+    ``prev_version``.
     A tensor other live tensors view is refused: their view steps are made against its shape."""
     if isinstance(t, (Parameter, _Alias)):
         raise RuntimeError("in-place shape changes are not supported on a Parameter or its .data "
@@ -321,23 +322,23 @@ def reshape(t: Tensor, build: Callable[[Tensor], Tensor]) -> None:
     if grad_mode._state.enabled and t.requires_grad and t.op in ("param", "input"):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    info: ViewInfo | None = getattr(t, "_view", None)
-    s = getattr(t, "_storage", None)
+    info: ViewInfo | None = getattr(t, "view_info", None)
+    s = getattr(t, "shared_storage", None)
     if info is None and s is not None and any(v is not t for v in s.views()):
         raise RuntimeError("tinyopt does not support an in-place shape change (unsqueeze_, t_, "
                            "resize_...) of a tensor that other live tensors view: use the "
                            "out-of-place op (x = x.unsqueeze(0))")
     old = snapshot(t)
     if info is not None:  # so the new view's steps start from t's base, as t's do
-        old._view, old._base = info, t._base
+        old.view_info, old._base = info, t._base
     new = build(old)
-    if new.op in LEAF_OPS and getattr(new, "_view", None) is None and info is not None:
+    if new.op in LEAF_OPS and getattr(new, "view_info", None) is None and info is not None:
         raise RuntimeError("tinyopt supports resize_ and as_strided_ only on a tensor that is "
                            "not a view (clone() it first)")
     become(t, new, old)
     t.shape = new.shape
     if info is not None:
-        t._view, t._base = new._view, new._base
+        t.view_info, t._base = new.view_info, new._base
 
 
 def relocate(s: Storage, array: np.ndarray) -> None:
@@ -345,28 +346,28 @@ def relocate(s: Storage, array: np.ndarray) -> None:
     values are copied in): the base and every view of it read and write ``array`` from now on
     (what ``share_memory_`` needs).  Views that are graph nodes follow by themselves."""
     base = s.base
-    if base is None or base._value is None:
+    if base is None or base.value is None:
         raise RuntimeError("relocate: the storage's base has no memory of its own (a graph "
                            "node, or gone)")
     if array.shape != base.shape or array.dtype != base.dtype:
         raise ValueError(f"relocate: an array of shape {base.shape} and dtype {base.dtype} "
                          f"is needed, got {array.shape} {array.dtype}")
-    np.copyto(array, base._value)
-    base._value = array
+    np.copyto(array, base.value)
+    base.value = array
     for v in s.views():
-        info = v._view
-        if info is not None and v._value is not None and not isinstance(v, _Alias):
-            v._value = view_array(info.steps, array)  # (a Parameter's aliases follow it)
+        info = v.view_info
+        if info is not None and v.value is not None and not isinstance(v, _Alias):
+            v.value = view_array(info.steps, array)  # (a Parameter's aliases follow it)
 
 
 def alias_value(t: Tensor) -> Any:
     """For a realized view of a base that has a value: its value as a numpy view of the base's
     (so the two share memory, as torch's do); None when there is none to share."""
-    info = getattr(t, "_view", None)
+    info = getattr(t, "view_info", None)
     if info is None:
         return None
     base = _base(t)
-    bv = base._value
+    bv = base.value
     if bv is None:
         return None
     return view_array(info.steps, bv)

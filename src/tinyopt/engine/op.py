@@ -185,7 +185,7 @@ def view_array(steps: tuple[ViewStep, ...], arr: np.ndarray) -> np.ndarray:
     for step in steps:
         view = OPS[step.op].view
         assert view is not None, step.op
-        arr = view(step)(arr, *[e._value for e in step.extras])
+        arr = view(step)(arr, *[e.value for e in step.extras])
     return arr
 
 
@@ -237,7 +237,7 @@ def _in_float32(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype
 def _run_now(t: Tensor, opdef: OpDef) -> None:
     """Compute ``t`` from its concrete sources and make it concrete (a view shares its source's
     storage)."""
-    arrays = [s._value for s in t.srcs]
+    arrays = [s.value for s in t.srcs]
     if opdef.view is not None:
         value = opdef.view(t)(*arrays)
         base = _root(t.srcs[0]) if t.srcs and _views(value, arrays[0]) else None
@@ -252,6 +252,6 @@ def _run_now(t: Tensor, opdef: OpDef) -> None:
     t.op = "input"
     t.srcs = ()
     t.attrs = ()
-    t._value = value
+    t.value = value
     if base is not None:
         t._base = base

@@ -167,7 +167,7 @@ class Plan:
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
         self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
         bound_leaves = set(self.leaf_slots)
-        self._consts = [(i, t._value) for i, t in enumerate(nodes)
+        self._consts = [(i, t.value) for i, t in enumerate(nodes)
                         if t.op == "input" and i not in bound_leaves]
         self.own_bytes = sum(v.nbytes for _, v in self._consts) + NODE_BYTES * len(nodes)
         self.evicted = False  # set when the cache drops it: runs then drop its tables
@@ -335,7 +335,7 @@ class _Run:
         try:
             for slot, t in zip(plan.leaf_slots, leaves):
                 if slot >= 0:
-                    A[slot] = t._value  # a Parameter's _value is its _data
+                    A[slot] = t.value  # a Parameter's _value is its _data
             fresh = []
             for (k, gi, into_grad), scratch in zip(plan.grad_outs, self.grad_scratch):
                 if into_grad:

@@ -38,13 +38,13 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
     ``retain_graph``.  ``update`` steps parameters during the run (``engine/update_in_plan.py``)."""
     if loss is None:
         for t in outputs:
-            if t._value is None and not _view_of_values(t) and not _op_of_values(t):
+            if t.value is None and not _view_of_values(t) and not _op_of_values(t):
                 break
         else:
-            return [t._value for t in outputs]
+            return [t.value for t in outputs]
     roots = list(outputs) + ([loss] if loss is not None else [])
     fwd, index, sig = toposort_signed(roots)
-    if loss is not None and fwd and MUTATIONS.last > fwd[0]._id:
+    if loss is not None and fwd and MUTATIONS.last > fwd[0].node_id:
         check_saved(fwd)
     effects = _effects_in(fwd) if _PENDING else []
     if effects:  # run them as extra outputs of this plan (they are part of its signature)
@@ -69,8 +69,8 @@ def realize(outputs: list[Tensor], loss: Tensor | None = None, *,
         _keep(loss, values[-1], free)
         if BACKWARD_HOOKS:
             backward_done()
-        return [t._value for t in outputs] + [loss._value]
-    return [t._value for t in outputs]
+        return [t.value for t in outputs] + [loss.value]
+    return [t.value for t in outputs]
 
 
 def _view_of_values(t: Tensor, depth: int = 8) -> bool:
@@ -78,15 +78,15 @@ def _view_of_values(t: Tensor, depth: int = 8) -> bool:
     values (``h_n`` of a recurrent layer read after ``backward`` freed the layer's workspace: an
     RNN's ``hidden.detach()``), keeping a copy of the value as a plan's output would (a torch
     view keeps the view: it shares its base's memory); whether it did."""
-    if t._value is not None:
+    if t.value is not None:
         return True
     if depth == 0 or id(t) in _PENDING:
         return False
     op = OPS[t.op]
     if op.view is None or not all(_view_of_values(s, depth - 1) for s in t.srcs):
         return False
-    value = op.view(t)(*[s._value for s in t.srcs])
-    _keep(t, value if getattr(t, "_view", None) is not None else np.array(value), False)
+    value = op.view(t)(*[s.value for s in t.srcs])
+    _keep(t, value if getattr(t, "view_info", None) is not None else np.array(value), False)
     return True
 
 
@@ -97,7 +97,7 @@ def _op_of_values(t: Tensor) -> bool:
     PyTorch had computed both): the rule by which an eager run takes a node's value instead of
     computing it again (``engine/eager.py``), so the same bits as realizing the whole graph;
     whether it did.  (One op over leaves alone is still a plan, replayed from the cache.)"""
-    if _PENDING or t.op in LEAF_OPS or t._id <= MUTATIONS.last:
+    if _PENDING or t.op in LEAF_OPS or t.node_id <= MUTATIONS.last:
         return False
     op = OPS[t.op]
     if op.view is not None or op.forward is None:
@@ -105,10 +105,10 @@ def _op_of_values(t: Tensor) -> bool:
     last = MUTATIONS.last
     computed = False
     for s in t.srcs:
-        if s._value is None:
+        if s.value is None:
             return False
         if s.op not in LEAF_OPS:
-            if s._id <= last:
+            if s.node_id <= last:
                 return False
             computed = True
     if not computed:
@@ -116,7 +116,7 @@ def _op_of_values(t: Tensor) -> bool:
     out = np.empty(t.shape, t.dtype)
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
-        op.forward(t)(out, *[s._value for s in t.srcs])
+        op.forward(t)(out, *[s.value for s in t.srcs])
     finally:
         fpstate.restore(token)
     _keep(t, out, False)
@@ -127,10 +127,10 @@ def _share_views(tensors: list[Tensor]) -> None:
     """Make the values of views among ``tensors`` views of their base's value, so the memory is
     shared as in torch (a later plain write into the base shows in them)."""
     for t in tensors:
-        if getattr(t, "_view", None) is not None and t._value is not None:
+        if getattr(t, "view_info", None) is not None and t.value is not None:
             v = alias_value(t)
             if v is not None:
-                t._value = v
+                t.value = v
 
 
 def _keep(t: Tensor, value: np.ndarray, free: bool) -> None:
@@ -138,7 +138,7 @@ def _keep(t: Tensor, value: np.ndarray, free: bool) -> None:
     becomes a freed value when ``free`` (its graph was just differentiated)."""
     if t.op in LEAF_OPS:
         return
-    t._value = value
+    t.value = value
     if not t.requires_grad:
         _freeze(t, value, "input")
     elif free:
@@ -149,8 +149,8 @@ def freeze_after_backward(fwd: list[Tensor], loss: Tensor) -> None:
     """Free the graph ``fwd`` of ``loss`` after a backward pass: nodes with values become freed
     values (the explicit autograd path's counterpart of ``realize(..., loss=...)``)."""
     for t in fwd:
-        if t.op not in LEAF_OPS and t._value is not None and t.requires_grad:
-            _freeze(t, t._value, "freed")
+        if t.op not in LEAF_OPS and t.value is not None and t.requires_grad:
+            _freeze(t, t.value, "freed")
 
 
 BACKWARD_HOOKS: list = []

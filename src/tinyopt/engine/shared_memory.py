@@ -91,7 +91,7 @@ def _rebuild_shared(dupfd: Any, nbytes: int, offset: int, dtype: str, shape: tup
 
 def reduce_tensor(t: Any) -> Any:
     """``ForkingPickler``'s reduction of a Tensor: by handle when its storage is shared."""
-    arr = t._value if t.op == "input" else None
+    arr = t.value if t.op == "input" else None
     m = mapping_of(arr) if isinstance(arr, np.ndarray) else None
     if m is None:
         return t.__reduce_ex__(4)

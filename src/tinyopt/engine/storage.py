@@ -107,7 +107,7 @@ class Storage:
     def views(self) -> list[Tensor]:
         """The views of this storage still alive, oldest first."""
         alive = [t for t in (r() for r in self._views)
-                 if t is not None and getattr(t, "_view", None) is not None]
+                 if t is not None and getattr(t, "view_info", None) is not None]
         if len(alive) < len(self._views):
             self._views = [weakref.ref(t) for t in alive]
         return alive
@@ -142,14 +142,14 @@ class Storage:
 def storage_of(t: Tensor) -> Storage:
     """The storage ``t`` shares with its base and views (made on first need: a tensor that is
     never viewed nor written in place has none)."""
-    s = getattr(t, "_storage", None)
+    s = getattr(t, "shared_storage", None)
     if s is None:
         base = getattr(t, "_base", None)
         root = t if base is None else base
-        s = getattr(root, "_storage", None)
+        s = getattr(root, "shared_storage", None)
         if s is None:
-            s = root._storage = Storage(root)
-        t._storage = s
+            s = root.shared_storage = Storage(root)
+        t.shared_storage = s
     return s
 
 
@@ -158,7 +158,7 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     or, with ``alias`` (:data:`ALIAS`, :data:`DATA`) and no step, that ``t`` aliases all of it.
     Its creation follows torch's rule: a view of a ``no_grad`` or multi-output view is one too;
     else grad mode decides."""
-    info = getattr(parent, "_view", None)
+    info = getattr(parent, "view_info", None)
     steps = () if info is None else info.steps
     if step is not None:
         steps = steps + (step,)
@@ -178,15 +178,15 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     base = getattr(parent, "_base", None)
     t._base = parent if base is None else base
     s = storage_of(t._base)
-    t._storage = s
-    t._view = ViewInfo(steps, creation, name, inherited, counter, alias_at)
+    t.shared_storage = s
+    t.view_info = ViewInfo(steps, creation, name, inherited, counter, alias_at)
     s.add_view(t)
 
 
 def version_counter(t: Tensor) -> Storage:
     """The storage whose version ``t._version`` shows and its in-place writes bump: its own
     storage's, or a ``.data`` alias's own counter."""
-    info = getattr(t, "_view", None)
+    info = getattr(t, "view_info", None)
     if info is not None and info.counter is not None:
         return info.counter
     return storage_of(t)

@@ -27,7 +27,7 @@ nodes built before keep the versions they read; torch's errors guard leaves, mul
 ``no_grad`` views, overlapping memory and values saved for backward (``engine/saved.py``).
 
 Inside the library, storage is read and written as numpy through ``p._data``/``p._grad`` for
-Parameters and ``t._value`` for any concrete tensor (``Parameter._value`` is its ``_data``); the
+Parameters and ``t.value`` for any concrete tensor (``Parameter.value`` is its ``_data``); the
 public ``.data``/``.grad``/``.numpy()`` give Tensors and arrays sharing that storage.
 """
 
@@ -50,8 +50,9 @@ from tinyopt.engine.dtypes import (FLOATS, SUPPORTED, as_dtype, bool_, category,
                                    float32, grad_dtype, int64, is_low, scalar_dtype, stored_scalar,
                                    tensor_type_dtype, tensor_type_name, torch_name)
 from tinyopt.engine.hooks import RemovableHandle
+from tinyopt.engine.node import Node
 from tinyopt.engine.row_sparse import forget_rows
-from tinyopt.engine.storage import ALIAS, DATA, Storage, ViewInfo, note_view, version_counter
+from tinyopt.engine.storage import ALIAS, DATA, note_view, version_counter
 from tinyopt.engine.tensor_api import TensorMethods
 
 if TYPE_CHECKING:
@@ -101,42 +102,33 @@ class Size(tuple):
 _ShapeArg = Any  # ints, or one sequence of ints (``view(2, 3)`` or ``view((2, 3))``)
 
 
-class Tensor(TensorMethods):
+class Tensor(Node, TensorMethods):
     """A tensor (see the module docstring).
 
     The named methods of the tensor API (math, shape, selection and their in-place variants)
     are declared in :class:`tinyopt.engine.tensor_api.TensorMethods` and, for those that are
-    just their op function, written from the API table into ``engine/op_methods.py``; this class
-    holds storage, realization, autograd and the operators.
+    just their op function, written from the API table into ``engine/op_methods.py``; the
+    engine's node fields (``op``, ``srcs``, ``attrs``, ``value``, ``node_id``...) are declared in
+    :class:`tinyopt.engine.node.Node`; this class holds storage, realization, autograd and the
+    operators.
 
     ``to.Tensor(2, 3)`` makes a float32 tensor of that shape (zeros), ``to.Tensor([1, 2])`` one
     from data, as ``torch.Tensor`` does; most code uses ``to.tensor``/``to.zeros``/... instead.
     """
 
-    __slots__ = ("op", "srcs", "attrs", "shape", "dtype", "requires_grad", "name", "_value", "_id",
-                 "_grad", "_base", "_storage", "_view", "_mutated", "_superseded", "_hooks",
-                 "_retains_grad", "_post_hooks", "_prev", "__weakref__")
+    __slots__ = ("shape", "dtype", "requires_grad", "name", "_grad", "_base", "_hooks",
+                 "_retains_grad", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # so ``ndarray + Tensor`` dispatches to Tensor.__radd__
 
-    op: str
-    srcs: tuple[Tensor, ...]
-    attrs: tuple
     shape: tuple[int, ...]
     dtype: np.dtype
     requires_grad: bool
     name: str
-    _value: Any                       # a concrete tensor's storage (None for graph nodes)
-    _id: int                          # creation order (a fresh one after in-place autograd)
     _grad: Any
     _base: Tensor | None              # the tensor whose storage this one views
-    _storage: Storage | None          # shared with the base and its views (made on first need)
-    _view: ViewInfo | None            # how this view is made from its base (views only)
-    _mutated: int                     # the stamp of the latest in-place write into the storage
-    _superseded: int                  # (a version before a write) the stamp of that write
     _hooks: dict[int, Callable[[Tensor], Tensor | None]] | None
     _retains_grad: bool
     _post_hooks: dict[int, Callable[[Tensor], None]] | None
-    _prev: Tensor | None              # the version before an in-place autograd op
 
     def __init__(self, *data: Any, dtype: Any = None, device: Any = None,
                  requires_grad: bool = False) -> None:
@@ -265,15 +257,15 @@ class Tensor(TensorMethods):
     def _version(self) -> int:
         """How many times this tensor's storage was modified in place (torch's version counter,
         shared by the base, its views and its ``detach()`` aliases)."""
-        info = getattr(self, "_view", None)
+        info = getattr(self, "view_info", None)
         if info is not None and info.counter is not None:
             return info.counter.version
-        s = getattr(self, "_storage", None) or getattr(_root(self), "_storage", None)
+        s = getattr(self, "shared_storage", None) or getattr(_root(self), "shared_storage", None)
         return 0 if s is None else s.version
 
     def _is_view(self) -> bool:
         """Whether this tensor is a view of another (torch's ``Tensor._is_view``)."""
-        info = getattr(self, "_view", None)
+        info = getattr(self, "view_info", None)
         return info is not None and not (info.alias and not info.steps)
 
     def __len__(self) -> int:
@@ -349,7 +341,7 @@ class Tensor(TensorMethods):
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """This tensor's value as a numpy array that shares its storage (computed now if it is
         a graph node)."""
-        v = self._value
+        v = self.value
         if v is not None:
             return v
         from tinyopt.engine.realize import realize
@@ -518,11 +510,11 @@ class Tensor(TensorMethods):
         arr = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
         if self.op not in CONCRETE:
             raise RuntimeError("assigning .data is supported on concrete tensors and Parameters")
-        self._value = np.array(arr, dtype=arr.dtype if isinstance(value, Tensor) else self.dtype)
-        self.shape = self._value.shape
-        self.dtype = self._value.dtype
-        if getattr(self, "_view", None) is not None:  # new memory: no longer a view of its base
-            self._view = self._base = self._storage = None
+        self.value = np.array(arr, dtype=arr.dtype if isinstance(value, Tensor) else self.dtype)
+        self.shape = self.value.shape
+        self.dtype = self.value.dtype
+        if getattr(self, "view_info", None) is not None:  # new memory: no longer a view of its base
+            self.view_info = self._base = self.shared_storage = None
         _mark_mutated(self)
 
     def _grad_dest(self) -> np.ndarray:
@@ -656,7 +648,7 @@ class Tensor(TensorMethods):
         forked afterwards write into the same memory, and spawned ones receive it by handle
         through ``tinyopt.multiprocessing``.  Nothing happens if it is shared already."""
         shared_memory.register_reductions()
-        arr = self._value
+        arr = self.value
         if arr is None:
             raise RuntimeError("share_memory_(): this tensor is a node of a graph, computed on "
                                "demand; call it on a leaf tensor (or on .detach().clone())")
@@ -669,22 +661,22 @@ class Tensor(TensorMethods):
         # its whole-storage aliases (``.data``, ``detach()``) follow it; any other view of the
         # storage (or an array from .numpy()) holds the array and would keep the old memory, so
         # refuse (references: this tensor's, ``arr``, getrefcount's argument, the aliases')
-        storage = getattr(self, "_storage", None)
+        storage = getattr(self, "shared_storage", None)
         aliases = [v for v in (storage.views() if storage is not None else ())
-                   if v._view.alias and not v._view.steps and v._value is not None]
-        held = sum(v._value is arr or v._value.base is arr for v in aliases)
+                   if v.view_info.alias and not v.view_info.steps and v.value is not None]
+        held = sum(v.value is arr or v.value.base is arr for v in aliases)
         if sys.getrefcount(arr) > 3 + held:
             raise RuntimeError("share_memory_(): views of this tensor (or other tensors or "
                                "arrays sharing its storage) are alive and would keep the old "
                                "memory; call share_memory_() before taking views of it")
-        self._value = shared_memory.shared_copy(arr)
+        self.value = shared_memory.shared_copy(arr)
         for v in aliases:
-            v._value = self._value.view()
+            v.value = self.value.view()
         return self
 
     def is_shared(self) -> bool:
         """Whether the storage is in shared memory (``share_memory_()``)."""
-        arr = self._value
+        arr = self.value
         return arr is not None and shared_memory.is_shared(arr)
 
     def is_pinned(self, device: Any = None) -> bool:
@@ -897,8 +889,8 @@ def _init(t: Tensor, op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np
     t.dtype = dtype
     t.requires_grad = requires_grad
     t.name = ""
-    t._value = value
-    t._id = next(_ids)
+    t.value = value
+    t.node_id = next(_ids)
     t._grad = None
 
 
@@ -943,8 +935,8 @@ def make_node(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
     t.dtype = dtype
     t.requires_grad = requires_grad
     t.name = ""
-    t._value = value
-    t._id = next(_ids)
+    t.value = value
+    t.node_id = next(_ids)
     t._grad = None
     return t
 
@@ -986,7 +978,7 @@ def _shared_value(t: Tensor) -> np.ndarray:
     """``t``'s value, as a view of its base's memory when it is a view of concrete memory (an
     alias of it then shares that memory too); a graph node is computed."""
     base = getattr(t, "_base", None)
-    if getattr(t, "_view", None) is not None and base is not None and base.op in LEAF_OPS:
+    if getattr(t, "view_info", None) is not None and base is not None and base.op in LEAF_OPS:
         return (_INPLACE or _inplace_module()).alias_value(t)
     return t.numpy()
 
@@ -996,10 +988,10 @@ def _mark_mutated(t: Tensor) -> None:
     version (a ``.data`` alias counts its own)."""
     stamp = next(_ids)
     root = _root(t)
-    root._mutated = stamp
+    root.write_stamp = stamp
     version_counter(t).bump(stamp)
     if root is not t:
-        t._mutated = stamp
+        t.write_stamp = stamp
     MUTATIONS.last = stamp
 
 
@@ -1009,7 +1001,7 @@ def _freeze(t: Tensor, value: np.ndarray, op: str) -> None:
     t.attrs = (t.op,) if op == "freed" else ()  # grad_fn's name
     t.op = op
     t.srcs = ()
-    t._value = value
+    t.value = value
 
 
 def _check_result(t: Tensor, new: Tensor, check_cast: bool) -> None:
@@ -1041,7 +1033,7 @@ def _grad_tensor(owner: Tensor, g: np.ndarray) -> Tensor:
     """The Tensor ``owner.grad`` returns for gradient storage ``g`` (one per storage array, so
     ``p.grad`` is the same object until the storage changes)."""
     cached = getattr(owner, "_grad_t", None) if isinstance(owner, Parameter) else None
-    if cached is not None and cached._value is g:
+    if cached is not None and cached.value is g:
         return cached
     t = leaf(g)
     if isinstance(owner, Parameter):
@@ -1071,11 +1063,12 @@ class _Alias(Tensor):
         return t
 
     @property  # type: ignore[override]
-    def _value(self) -> np.ndarray:
-        return self._owner_ref._value
+    def value(self) -> np.ndarray:
+        """(:class:`~tinyopt.engine.node.Node`'s ``value``) the owner's storage."""
+        return self._owner_ref.value
 
-    @_value.setter
-    def _value(self, value: np.ndarray | None) -> None:
+    @value.setter
+    def value(self, value: np.ndarray | None) -> None:
         if value is not None:
             raise AttributeError("the storage of an alias is its owner's")
 
@@ -1149,11 +1142,13 @@ class Parameter(Tensor):
             slot.bind_data(arr)
 
     @property  # type: ignore[override]
-    def _value(self) -> np.ndarray:
+    def value(self) -> np.ndarray:
+        """(:class:`~tinyopt.engine.node.Node`'s ``value``) the parameter's storage, its
+        ``_data``; the engine's writes of a new array rebind ``_data`` (the slots follow)."""
         return self._arr
 
-    @_value.setter
-    def _value(self, value: np.ndarray | None) -> None:
+    @value.setter
+    def value(self, value: np.ndarray | None) -> None:
         if value is not None:
             self._data = value
 

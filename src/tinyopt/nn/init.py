@@ -53,10 +53,10 @@ def _array(tensor: Parameter | np.ndarray) -> np.ndarray:
             raise ValueError("cannot initialise a read-only array")
         return tensor
     if isinstance(tensor, Tensor):
-        if tensor.op != "input" or not tensor._value.flags.writeable:
+        if tensor.op != "input" or not tensor.value.flags.writeable:
             raise TypeError("nn.init functions fill a Parameter, a tensor holding values, or a "
                             f"numpy array in place; got a graph node ({tensor.op})")
-        return tensor._value
+        return tensor.value
     raise TypeError(f"nn.init functions expect a Parameter or numpy array, got "
                     f"{type(tensor).__name__}")
 

@@ -84,10 +84,10 @@ class StateEntry(dict):
         """Make ``self[name]`` a Tensor viewing ``view`` (copying in a value assigned before the
         buffer existed; keeping a Tensor that already views it)."""
         old = dict.get(self, name)
-        if isinstance(old, Tensor) and old._value is view:
+        if isinstance(old, Tensor) and old.value is view:
             return
-        if isinstance(old, Tensor) and old._value.ctypes.data == view.ctypes.data \
-                and old._value.shape == view.shape:
+        if isinstance(old, Tensor) and old.value.ctypes.data == view.ctypes.data \
+                and old.value.shape == view.shape:
             return
         if old is not None:
             view[...] = self._converted(name, old, view)

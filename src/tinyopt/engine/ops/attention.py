@@ -387,7 +387,7 @@ def _heads_of(x: Tensor, N: int, h: int, T: int, D: int) -> tuple[Tensor, int] |
         return None
     if base.op != "slice":
         return base, 0
-    struct, starts = base.attrs[0], base.srcs[1]._value
+    struct, starts = base.attrs[0], base.srcs[1].value
     if starts is None or len(struct) != 3 or any(e[0] != "s" or e[2] != 1 for e in struct) \
             or starts[0] != 0 or starts[1] != 0 or base.srcs[0].shape[:2] != (N, T):
         return None

@@ -272,7 +272,7 @@ def pow(input, exponent) -> Tensor:
     if a.dtype == bool_:
         a, b = to(a, np.int64), to(b, np.int64)
     if not is_float(a.dtype) and isinstance(b, Tensor) and b.op == "input" \
-            and b._value is not None and (b._value < 0).any():
+            and b.value is not None and (b.value < 0).any():
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     return node("pow", (a, b), broadcast_shape("pow", a.shape, b.shape), a.dtype)
 

@@ -130,7 +130,7 @@ def parse_index(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
         new_dim = k is True or k is False  # (x[True] is x[None]; x[False] picks none of it)
         if isinstance(k, Tensor):
             if k.ndim == 0 and k.op == "input" and k.dtype in _INDEX_DTYPES:
-                k = int(k._value)  # a concrete scalar index: basic indexing
+                k = int(k.value)  # a concrete scalar index: basic indexing
             elif k.ndim == 0 and k.dtype == bool_:
                 new_dim = True
         if k is None:
@@ -278,8 +278,8 @@ def _check_bounds(shape: tuple[int, ...], positions: tuple[int, ...],
     if 0 in _advanced_shape(shape, positions, arrays):
         return  # nothing is read or written, and torch checks no index then
     for i, (p, a) in enumerate(zip(positions, arrays)):
-        if a.op == "input" and a._value.size:
-            v = a._value
+        if a.op == "input" and a.value.size:
+            v = a.value
             lo, hi = int(v.min()), int(v.max())
             if lo < -shape[p] or hi >= shape[p]:  # (torch counts the index tensors)
                 bad = hi if hi >= shape[p] else lo
@@ -477,7 +477,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
     if k.arrays and (v is None or v.numel() == 1) and _byte_mask(key):
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
                            "unsigned char")
-    info = getattr(x, "_view", None)
+    info = getattr(x, "view_info", None)
     root = x if info is None else cast(Tensor, x._base)
     if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
                                       (info is not None and not info.alias

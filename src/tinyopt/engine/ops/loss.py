@@ -389,9 +389,9 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if num_classes == -1:
         if not (y.op == "input"):
             raise ValueError("one_hot: num_classes=-1 needs concrete indices; pass num_classes")
-        if y._value.min() < 0:
+        if y.value.min() < 0:
             raise RuntimeError("Class values must be non-negative.")
-        num_classes = int(y._value.max()) + 1
+        num_classes = int(y.value.max()) + 1
     elif num_classes < -1:
         raise RuntimeError("Class values must be smaller than num_classes.")
     # the range of the indices is checked by the kernel, where it reads them

@@ -54,7 +54,7 @@ def reshape(input: Tensor, *shape) -> Tensor:
                            f"(input shape {input.shape})")
     if shape == input.shape:
         return _same(input)
-    if getattr(input, "_view", None) is not None and not _viewable(input, shape):
+    if getattr(input, "view_info", None) is not None and not _viewable(input, shape):
         input = contiguous(input)  # torch's reshape copies exactly where view would raise
     return node("reshape", (input,), shape, input.dtype, (shape,))
 
@@ -79,15 +79,15 @@ def view(x: Tensor, *shape) -> Tensor:
 def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
     """Whether ``x``'s memory (its view's geometry in its base, as torch's strides) can be seen
     with ``shape`` without a copy."""
-    info = getattr(x, "_view", None)
+    info = getattr(x, "view_info", None)
     if info is None:
         if x.op not in ("input", "freed"):
             return True  # a node's own buffer is contiguous
-        if x._value.flags.c_contiguous:
+        if x.value.flags.c_contiguous:
             return True
     elif all(s.op == "reshape" for s in info.steps):
         base = x._base
-        if base.op not in ("input", "freed") or base._value.flags.c_contiguous:
+        if base.op not in ("input", "freed") or base.value.flags.c_contiguous:
             return True  # reshapes of contiguous memory are contiguous (autodiff makes many)
     if [n for n in shape if n != 1] == [n for n in x.shape if n != 1]:
         return True  # only size-1 dimensions added or removed: any layout is seen so
@@ -125,7 +125,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
     if new == shape:
         return _same(input)
-    if getattr(input, "_view", None) is not None and not _viewable(input, new):
+    if getattr(input, "view_info", None) is not None and not _viewable(input, new):
         input = contiguous(input)  # (as reshape: a copy where a view cannot be made)
     # (reshape's checks hold by construction)
     return node("reshape", (input,), new, input.dtype, (new,))
@@ -367,9 +367,9 @@ def _multi(views: list[Tensor], name: str) -> tuple[Tensor, ...]:
     """Mark ``views`` as the outputs of multi-output function ``name`` (torch forbids writing
     them in place with autograd: ``engine/inplace.py``)."""
     for i, v in enumerate(views):
-        info = getattr(v, "_view", None)
+        info = getattr(v, "view_info", None)
         if info is not None:
-            v._view = info._replace(creation=MULTI, name=f"Output {i} of {name}")
+            v.view_info = info._replace(creation=MULTI, name=f"Output {i} of {name}")
     return tuple(views)
 
 
@@ -738,9 +738,9 @@ def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor
     if any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got "
                            f"strides: {list(stride)}")
-    info = getattr(input, "_view", None)
+    info = getattr(input, "view_info", None)
     base = input if info is None else input._base
-    if base.op in ("input", "param", "freed") and not base._value.flags.c_contiguous:
+    if base.op in ("input", "param", "freed") and not base.value.flags.c_contiguous:
         raise NotImplementedError("as_strided of a tensor whose memory is not contiguous (a "
                                   "non-contiguous numpy array): make it .contiguous() first")
     if storage_offset is None:
@@ -762,7 +762,7 @@ def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor
     if info.alias or not input.requires_grad:
         with no_grad() if info.alias else nullcontext():
             t = node("as_strided", (base,), size, input.dtype, attrs)
-        if getattr(t, "_view", None) is None:  # (a copy: nothing to inherit)
+        if getattr(t, "view_info", None) is None:  # (a copy: nothing to inherit)
             return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
         if input.op == "rebased_multi_view" and grad_mode._state.enabled:
@@ -772,15 +772,15 @@ def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor
         seen = where(leaf(covered), base,
                      view_node(ViewStep("alias", (), base.shape, base.dtype, ()), base))
         t = node("as_strided", (seen,), size, input.dtype, attrs)
-        t._base, t._storage = base, storage_of(base)  # (a view of the base itself)
-        t._storage.add_view(t)
-    view = t._view
+        t._base, t.shared_storage = base, storage_of(base)  # (a view of the base itself)
+        t.shared_storage.add_view(t)
+    view = t.view_info
     assert view is not None
     if not info.alias:
         view = view._replace(steps=(ViewStep("as_strided", attrs, t.shape, input.dtype, ()),),
                              alias_at=0)
     name = "Output 0 of AsStrided" if info.creation == MULTI else ""
-    t._view = view._replace(creation=info.creation, name=name, alias=info.alias,
+    t.view_info = view._replace(creation=info.creation, name=name, alias=info.alias,
                             counter=info.counter)
     return t
 

@@ -431,9 +431,9 @@ def embedding(input, weight, padding_idx: int | None = None, max_norm: float | N
     if max_norm is not None:
         if not (idx.op == "input" and w.op in ("param", "input")):
             raise RuntimeError("embedding: max_norm needs concrete indices and a leaf weight")
-        if idx._value.size and (idx._value.min() < 0 or idx._value.max() >= V):
+        if idx.value.size and (idx.value.min() < 0 or idx.value.max() >= V):
             raise IndexError("index out of range in self")  # before renormalizing any row
-        renorm_rows(w._value, idx._value, float(max_norm), float(norm_type))
+        renorm_rows(w.value, idx.value, float(max_norm), float(norm_type))
     attrs = (-1 if padding_idx is None else int(padding_idx), bool(scale_grad_by_freq))
     srcs = (w, idx)
     if sparse and w.op == "param" and w.requires_grad:

@@ -131,8 +131,8 @@ def gather(input, dim: int, index, *, sparse_grad: bool = False) -> Tensor:
     if x.ndim == 0 and idx.ndim == 0:  # as a 1-element 1-d gather, as in torch
         return gather(x.reshape(1), 0, idx.reshape(1)).reshape(())
     _check_shapes("gather", x, d, idx)
-    if idx.op == "input" and idx._value.size:
-        v = idx._value
+    if idx.op == "input" and idx.value.size:
+        v = idx.value
         if v.min() < 0 or v.max() >= x.shape[d]:
             bad = int(v.min()) if v.min() < 0 else int(v.max())
             raise RuntimeError(f"index {bad} is out of bounds for dimension {d} with size "
@@ -164,8 +164,8 @@ def take(input, index) -> Tensor:
     refuse_unsigned("take_cpu", x)
     idx = _index("take", index)
     n = x.numel()
-    if idx.op == "input" and idx._value.size:
-        v = idx._value
+    if idx.op == "input" and idx.value.size:
+        v = idx.value
         bad = v[(v < -n) | (v >= n)]
         if bad.size:
             raise IndexError(f"out of range: tried to access index {int(bad[0])} on a tensor of "
@@ -279,8 +279,8 @@ def _index_1d(op: str, index, size: int, d: int = 0) -> Tensor:
     if i.ndim > 1:
         raise IndexError(f"{op}(): Index is supposed to be a vector")
     i = i.reshape(-1) if i.ndim == 0 else i
-    if i.op == "input" and i._value.size and (i._value.min() < 0 or i._value.max() >= size):
-        v = i._value
+    if i.op == "input" and i.value.size and (i.value.min() < 0 or i.value.max() >= size):
+        v = i.value
         kind, words = _OUT_OF_RANGE[op]
         raise kind(words.format(i=int(v[(v < 0) | (v >= size)][0]), d=d, n=size))
     return i if i.dtype == int64 else i.to(int64)

@@ -44,8 +44,8 @@ def _leaf_value(x) -> np.ndarray | None:
     """The value of a mask known when the graph is built (a numpy array or an input leaf)."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, Tensor) and x.op == "input" and x._value is not None:
-        return x._value
+    if isinstance(x, Tensor) and x.op == "input" and x.value is not None:
+        return x.value
     return None
 
 
