@@ -19,20 +19,29 @@ pass over the memory the step reads and writes (1 byte per state per element whe
 Adam moves 4).  A parameter smaller than ``min_8bit_size`` keeps float32 state (``f1``, ``f2``)
 and takes bitsandbytes' 32-bit update.
 
-Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM, CPU time, medians of 11 under
-load 4.4, 2026-12-06): an Adam step takes 20.4 ms where float32 AdamW's takes 9.7.  Its parts,
-each measured by a build without it: the two dequantizing gathers per element pair 6.8 ms, the
-two quantizing ones 4.9 (each a 16-lane ``vpgatherdd``), the update's square root and division
-5, and the walk itself (blocks, scratch, absmax, the update with no lookups) 7.1.  So the
-lookups, not the bytes moved or the divider, keep it slower than AdamW: with no gathers it took
-11.8 ms.  Tried and dropped: one 64-bit gather of a (signed, unsigned) code pair per element
-pair (a 512 KiB table) cost the same as two; dequantizing 64 elements by AVX512-VBMI byte
-permutes (``vpermi2b`` on the codes' four byte planes, the bytes then widened and merged into
-floats) was slower than the gathers, 17.9 against 17.0 ms (the widening took ~40 shuffle uops
-per 64 elements, on the one port the permutes use).  Taken: reading each gradient where it lies
-(a user's own gradient was first copied into the flat buffer: 6.4 ms of the 27.2 the step took);
-earlier, a multiply by ``1 / absmax`` instead of a division and one division in Adam's update
-instead of two (22.7 -> 18 ms on a quieter machine).
+Speed (1e7 elements, one thread of the 2-core Sapphire Rapids VM at 2.6 GHz, CPU time, medians,
+under load 3-7, 2026-12-06): an Adam step takes 11.9-12.8 ms where float32 AdamW's takes 9.3-9.6;
+Lion 9.1-9.8, SGD-momentum 8.6-9.8 (one step's time moves by up to 15% with where its parameter,
+gradient and scratch happen to lie, mod 4 KiB and in huge pages or not).  Where the Adam step's time
+goes (perf samples): the pass that dequantizes and updates 45%, the two requantizing loops 32%, the
+prefetches of the block two ahead 18% (waiting for DRAM: see :func:`_prefetch_block`, which took the
+step from 19.4 ms to 13.6; the fused pass, see :func:`_lookups`, to 12.8).  Per element that is 1.5
+cycles in the fused pass (bound by the divider: two 8-lane ``vsqrtps`` and two ``vdivps`` per 16
+elements, 21 cycles, which float32 AdamW pays as well, its two dequantizing 16-lane ``vgatherdps``
+overlapping it), 1.0 in the requantizing ``vpgatherdd`` (8 cycles each, the gather unit's
+throughput: the tables' hot parts are in L1) and 0.6 waiting for memory, where float32 AdamW takes
+2.4 in all (28 bytes an element at 30 GB/s).  So on one thread the exact lookups, not the bytes
+moved, keep Adam slower than AdamW; with two threads AdamW is bound by the memory bandwidth the
+cores share, and the 8-bit steps, which move 16 bytes an element, by each core's own work.  Tried
+and dropped: one 64-bit gather of a (signed, unsigned) code pair per element pair (a 512 KiB table)
+cost the same as two; dequantizing 64 elements by AVX512-VBMI byte permutes (``vpermi2b`` on the
+codes' four byte planes, the bytes then widened and merged into floats) was slower than the gathers,
+17.9 against 17.0 ms (the widening took ~40 shuffle uops per 64 elements, on the one port the
+permutes use); prefetching each line of the block ahead inside the dequantizing loop instead of in
+one burst: the same to 2%.  Taken: reading each gradient where it lies (a user's own gradient was
+first copied into the flat buffer: 6.4 ms of the 27.2 the step took); earlier, a multiply by ``1 /
+absmax`` instead of a division and one division in Adam's update instead of two (22.7 -> 18 ms on a
+quieter machine).
 
 Arguments of every kernel: ``q`` (the 16-bit parameters' storage, for ``low`` modes; else
 empty), ``p`` (float32, flat), ``ga`` (the address of each parameter's float32 gradient, read in
@@ -149,7 +158,7 @@ VECTOR = 16
 
 
 def _lookups(width: int):
-    """The two table lookups of a step, over ``width`` elements at once as LLVM vectors with
+    """The table lookups of a step, over ``width`` elements at once as LLVM vectors with
     ``llvm.masked.gather`` (numba's loop vectorizer does not gather on x86: LLVM 20's cost
     model prefers scalar loads there; a scalar quantizer loop took 5-6 ns an element, the
     rest of the Adam step 1):
@@ -161,9 +170,20 @@ def _lookups(width: int):
     of :func:`tables`: the cell's index, plus one from its threshold on.  Integer arithmetic
     on the pattern, no branch and no search: a moment's indices are as unpredictable as its
     values.  (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of
-    its unsigned indices are not the nearest code.)  The caller keeps ``at + width`` within
-    the arrays; every index read from ``q`` (< 256) or computed as a key (< 2^17) is within
-    ``code`` and ``table``."""
+    its unsigned indices are not the nearest code.)
+
+    ``adam(p, g, at, m, v, r1, r2, code1, code2, (s1, s2), (b1, 1 - b1, b2, 1 - b2, decay, c0,
+    c1))``: Adam's 8-bit update of elements ``at + i`` (:func:`_adam`'s float32 operations in
+    its order, so the same bits), its states dequantized from ``r1``, ``r2`` on the way in and
+    left in ``m``, ``v``.  In one pass the dequantizing gathers overlap the update's divider
+    (Adam 1e7, one thread: 15.0 -> 12.8 ms).  LLVM does not vectorize a loop that dequantizes
+    and updates: 16 elements at a time it unrolls the update and leaves it scalar; 32 to 128
+    at a time, Adam took 2.5x as long.  Holding a block's requantization for the next block's
+    pass, its gathers in the same loop, gained nothing (13.4 ms: the gather unit is then the
+    bound).
+
+    The caller keeps ``at + width`` within the arrays; every index read from ``q`` (< 256) or
+    computed as a key (< 2^17) is within ``code`` and ``table``."""
     f32, i32, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(8)
 
     def vec(t):
@@ -233,11 +253,46 @@ def _lookups(width: int):
             return types.void(r, x, at, scale, table), codegen
         return quantize
 
-    return dequantize, quantizer(False), quantizer(True)
+    @cached_intrinsic
+    def adam(typingctx, ps, gs, at, m, v, r1, r2, code1, code2, scales, k):
+        f32t = types.float32
+        if not (ps.dtype == gs.dtype == m.dtype == v.dtype == f32t and isinstance(at, types.Integer)
+                and r1.dtype == r2.dtype == types.uint8 and scales == types.UniTuple(f32t, 2)
+                and k == types.UniTuple(f32t, 7)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            def load(i, ty, align):
+                return builder.load(elements(context, builder, sig, args, i, ty), align=align)
+
+            def store(value, i):
+                builder.store(value, elements(context, builder, sig, args, i, f32), align=4)
+
+            def table(i):
+                return context.make_array(sig.args[i])(context, builder, args[i]).data
+            s1, s2 = (splat(builder, x) for x in cgutils.unpack_tuple(builder, args[9], 2))
+            b1, omb1, b2, omb2, decay, c0, c1 = (splat(builder, x) for x in
+                                                 cgutils.unpack_tuple(builder, args[10], 7))
+            mul, add = builder.fmul, builder.fadd
+            m0 = mul(gather(builder, table(7), builder.zext(load(5, i8, 1), vec(i32)), f32), s1)
+            v0 = mul(gather(builder, table(8), builder.zext(load(6, i8, 1), vec(i32)), f32), s2)
+            g = load(1, f32, 4)
+            m1 = add(mul(m0, b1), mul(omb1, g))
+            v1 = add(mul(v0, b2), mul(mul(omb2, g), g))
+            sqrt = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec(f32), [vec(f32)]), f"llvm.sqrt.v{width}f32")
+            step = builder.fdiv(m1, add(builder.call(sqrt, [v1]), c1))
+            store(add(mul(load(0, f32, 4), decay), mul(c0, step)), 0)
+            store(m1, 3)
+            store(v1, 4)
+            return context.get_dummy_value()
+        return types.void(ps, gs, at, m, v, r1, r2, code1, code2, scales, k), codegen
+
+    return dequantize, quantizer(False), quantizer(True), adam
 
 
-_dequantize, _quantize, _quantize_div = _lookups(VECTOR)
-_dequantize1, _quantize1, _quantize_div1 = _lookups(1)
+_dequantize, _quantize, _quantize_div, _adam_lanes = _lookups(VECTOR)
+_dequantize1, _quantize1, _quantize_div1, _adam_lanes1 = _lookups(1)
 
 
 @cached_intrinsic
@@ -267,6 +322,32 @@ def _float_of_bits(typingctx, u):
 
 
 _NORMAL = np.float32(np.finfo(np.float32).tiny)
+
+
+def _prefetcher(locality: int):
+    """An intrinsic ``prefetch(a, i)``: a hint that ``a[i]``'s cache line will be read soon,
+    ``llvm.prefetch`` with ``locality`` 3 (into L1: ``prefetcht0``) or 2 (into L2:
+    ``prefetcht1``).  It never faults; callers keep ``i`` within ``a`` all the same."""
+    @cached_intrinsic(key=f"locality={locality}")
+    def prefetch(typingctx, a, i):
+        if not (isinstance(a, types.Array) and isinstance(i, types.Integer)):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = context.make_array(sig.args[0])(context, builder, args[0]).data
+            where = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
+            where = builder.bitcast(where, ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [where.type, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+            builder.call(fn, [where, ir.Constant(i32, 0), ir.Constant(i32, locality),
+                              ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+        return types.void(a, i), codegen
+    return prefetch
+
+
+_prefetch, _prefetch_l1 = _prefetcher(2), _prefetcher(3)
 
 
 @inline
@@ -299,11 +380,41 @@ def _quantize_block(r, xs, n, m, table):
             _quantize_div1(r, xs, k, m, table)
 
 
+AHEAD = 2
+"""Blocks ahead whose memory a step prefetches (:func:`_prefetch_block`)."""
+
+
+@inline
+def _prefetch_block(p, ga, seg, q1, q2, j, lo, hi, so, quantized, two):
+    """Prefetch into L2 the lines a step of block ``[lo, hi)`` of parameter ``j`` will read:
+    its parameter, gradient and (``quantized``) 8-bit states at ``so``.  Why: a block's memory
+    is read in a burst between stretches of lookups, so the core waited for DRAM at each block
+    (the hardware prefetchers, which follow the demand stream, fall behind it): 1e7 elements, 1
+    thread, CPU time, Adam 19.4 -> 13.6 ms, Lion 12.6 -> 9.7, SGD 11.4 -> 8.6 (L2 against L1:
+    the same to noise; non-temporal: Adam 35 ms; 1, 2, 4 or 8 blocks ahead: the same to noise,
+    8 a little slower; every second or fourth line, the hardware left to fetch the others:
+    slower, Adam 12.8 -> 12.9 to 16.1 ms)."""
+    gs = at(ga[j], seg[j + 1] - seg[j], p)
+    for k in range(lo, hi, 16):  # a line is 16 float32, 64 uint8
+        _prefetch(p, k)
+        _prefetch(gs, k - seg[j])
+    if quantized:
+        for k in range(so, so + hi - lo, 64):
+            _prefetch(q1, k)
+            if two:
+                _prefetch(q2, k)
+
+
 def _step_factory(functions: tuple, two: bool, mode: int, name: str):
-    """The kernel of one algorithm, ``functions = (coefficients, u8, u32)``: ``u8(p, g, s1, s2,
-    h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32 state;
-    ``c`` = ``coefficients(t, h)``, the parameter's at its step t (see :data:`ALGORITHMS`)."""
-    coefficients, u8, u32 = functions
+    """The kernel of one algorithm, ``functions = (coefficients, u8, u32, lanes)``: ``u8(p, g,
+    s1, s2, h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32
+    state; ``c`` = ``coefficients(t, h)``, the parameter's at its step t; ``lanes``: None, or
+    the (16-lane, 1-lane) intrinsics that dequantize and apply ``u8`` in one pass (see
+    :func:`_lookups` and :data:`ALGORITHMS`)."""
+    coefficients, u8, u32, fused_lanes = functions
+    fused = fused_lanes is not None
+    # (unfused, the kernel's fused branch is pruned at compile time: these are never typed)
+    lanes, lanes1 = fused_lanes if fused else (_dequantize, _dequantize1)
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
@@ -319,6 +430,10 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
             sc = scratch[ci]
             for b in range(ci * BLOCKS_PER_CHUNK, min((ci + 1) * BLOCKS_PER_CHUNK, nb)):
                 j = bj[b]
+                ahead = b + AHEAD
+                if ahead < nb and flags[bj[ahead]] != 0:  # (no gradient: no address)
+                    _prefetch_block(p, ga, seg, q1, q2, bj[ahead], blo[ahead], bhi[ahead],
+                                    boff[ahead], kind8[bj[ahead]] != 0, two)
                 if flags[j] == 0:
                     continue
                 c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
@@ -336,20 +451,41 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     s2 = a2[b] if two else s1
                     ps, r1, r2 = p[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
-                    _dequantize_block(x1s, r1, n, code1, s1)
-                    if two:
-                        _dequantize_block(x2s, r2, n, code2, s2)
                     b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
-                    for k in range(n):  # update (the parameter from the float32 states)
-                        pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k], h, c)
-                        ps[k] = pi
-                        x1s[k] = x1
-                        y = _abs_bits(x1)
-                        b1 = y if y > b1 else b1
-                        if two:
-                            x2s[k] = x2
-                            y = _abs_bits(x2)
+                    if fused:
+                        whole = n - n % VECTOR
+                        k7 = (h.b1, h.one_minus_b1, h.b2, h.one_minus_b2, h.decay, c[0], c[1])
+                        for k in range(0, whole, VECTOR):
+                            lanes(ps, gs, k, x1s, x2s, r1, r2, code1, code2, (s1, s2), k7)
+                        for k in range(whole, n):
+                            lanes1(ps, gs, k, x1s, x2s, r1, r2, code1, code2, (s1, s2), k7)
+                        for k in range(n):
+                            y = _abs_bits(x1s[k])
+                            b1 = y if y > b1 else b1
+                            y = _abs_bits(x2s[k])
                             b2 = y if y > b2 else b2
+                    else:
+                        _dequantize_block(x1s, r1, n, code1, s1)
+                        if two:
+                            _dequantize_block(x2s, r2, n, code2, s2)
+                        # (the block's parameter and gradient lines from L2 into L1 at once, not
+                        # as the update's loads reach them: 1e7, one thread, Lion 11.0 -> 9.1
+                        # ms, SGD the same; before the dequantizing, SGD took 4% longer; in
+                        # Adam's fused pass, 4% longer)
+                        for k in range(0, n, 16):
+                            _prefetch_l1(p, lo + k)
+                            _prefetch_l1(gs, k)
+                        for k in range(n):  # update (the parameter from the float32 states)
+                            pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k],
+                                            h, c)
+                            ps[k] = pi
+                            x1s[k] = x1
+                            y = _abs_bits(x1)
+                            b1 = y if y > b1 else b1
+                            if two:
+                                x2s[k] = x2
+                                y = _abs_bits(x2)
+                                b2 = y if y > b2 else b2
                     m1 = _float_of_bits(b1)
                     a1[b] = m1
                     _quantize_block(r1, x1s, n, m1, table1)
@@ -430,11 +566,11 @@ def _momentum32(p, g, m, v, h, c):
 
 
 ALGORITHMS = {
-    "adam": ((_adam_coefficients, _adam, _adam), True),
-    "lion": ((_lion_coefficients, _lion, _lion), False),
-    "momentum": ((_momentum_coefficients, _momentum8, _momentum32), False),
+    "adam": ((_adam_coefficients, _adam, _adam, (_adam_lanes, _adam_lanes1)), True),
+    "lion": ((_lion_coefficients, _lion, _lion, None), False),
+    "momentum": ((_momentum_coefficients, _momentum8, _momentum32, None), False),
 }
-"""name -> ((coefficients, 8-bit update, 32-bit update), two states)."""
+"""name -> ((coefficients, 8-bit update, 32-bit update, fused lanes or None), two states)."""
 
 step = specialized(lambda name, mode: _step_factory(*ALGORITHMS[name], mode, name))
 """``step[name, mode]``: the 8-bit step of algorithm ``name`` (16-bit ``mode`` or 0)."""
