@@ -214,9 +214,12 @@ def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
         if b is not None:
             views.setdefault(id(b), []).append(j)
     unheld = {i for i, _ in candidates} - {i for i, _ in over}  # (roots are not candidates)
-    return [i for i, most in over
-            if not views.get(id(order[i])) or _refcount(order[i]) > most + len(views[id(order[i])])
-            or not unheld.issuperset(views[id(order[i])])]
+    out = []
+    for i, most in over:
+        vs = views.get(id(order[i]), ())
+        if _refcount(order[i]) > most + len(vs) or not unheld.issuperset(vs):
+            out.append(i)
+    return out
 
 
 def _calibrate() -> int:
