@@ -367,12 +367,13 @@ def worker(conn, lib: str) -> None:
             conn.send(list(fns))
         elif cmd[0] == "run":
             fn, block = fns[cmd[1]], cmd[2]
+            clock = time.process_time if cmd[3] else time.perf_counter
             if block > 1:
                 fn()
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(block):
                 fn()
-            conn.send((time.perf_counter() - t0) / block)
+            conn.send((clock() - t0) / block)
         elif cmd[0] == "info":
             if lib == "tinyopt":
                 import numba
@@ -384,8 +385,10 @@ def worker(conn, lib: str) -> None:
             return
 
 
-def _timed(pipes: dict, case: tuple, reps: int, block: int, settle: float) -> dict[str, float]:
-    """Median time per call of every contender of ``case``, the libraries' workers interleaved."""
+def _timed(pipes: dict, case: tuple, reps: int, block: int, settle: float,
+           cpu: bool = False) -> dict[str, float]:
+    """Median time per call of every contender of ``case``, the libraries' workers interleaved
+    (``cpu``: the worker process's CPU time, all its threads, instead of the wall time)."""
     names = {}
     for lib, c in pipes.items():
         c.send(("case",) + case)
@@ -397,7 +400,7 @@ def _timed(pipes: dict, case: tuple, reps: int, block: int, settle: float) -> di
         for lib, name in order:
             if settle:
                 time.sleep(settle)
-            pipes[lib].send(("run", name, block))
+            pipes[lib].send(("run", name, block, cpu))
             times[f"{lib} {name}"].append(pipes[lib].recv())
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -427,6 +430,10 @@ def main() -> None:
     ap.add_argument("--extra", action="store_true",
                     help="time the optimizers PyTorch does not ship against their reference "
                          "packages (default size 1e7; --only picks rows)")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="--extra: time each step by its worker's CPU time instead of the wall "
+                         "clock: steadier where other processes share the cores, with --threads "
+                         "1 (it counts all threads, an OpenMP pool's spinning too)")
     ap.add_argument("--settle", type=float, default=0.0,
                     help="seconds to pause before each timed sample (idle threads go to sleep)")
     ap.add_argument("--reps", type=int,
@@ -513,7 +520,7 @@ def _run_extra(pipes: dict, args) -> None:
     for n in ns:
         print(f"== {n:.0e} parameters, one tensor (SOAP: one 1000 x 1000 matrix)")
         for name in names:
-            t = _timed(pipes, ("extra", name, n), reps, args.block, args.settle)
+            t = _timed(pipes, ("extra", name, n), reps, args.block, args.settle, args.cpu_time)
             ours, nbytes, state = t["tinyopt tinyopt"], EXTRA[name][3], EXTRA[name][4]
             bw = 28 * n / t["tinyopt bw"] / 1e9
             row = f"{name:<18} | {bw:>7.1f} | {ours * 1e3:>10.3f} "

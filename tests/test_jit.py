@@ -507,7 +507,7 @@ def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_
 def test_module_level_intrinsics_keep_one_identity_across_processes():
     """A kernel whose closure reaches an intrinsic is keyed by that intrinsic's pickled identity;
     numba draws it afresh per process, so the kernel missed the disk cache in every new process
-    (the Adam walker after ``decayed_grad`` called ``vecmath.fma``).  Every module-level
+    (the Adam walker after ``decayed_grad`` called ``fma``).  Every module-level
     intrinsic of tinyopt takes its name as its identity (``numba_cache.cached_intrinsic``)."""
     import importlib
     import pkgutil
@@ -515,14 +515,19 @@ def test_module_level_intrinsics_keep_one_identity_across_processes():
     from numba.core.extending import _Intrinsic
 
     import tinyopt.kernels
-    found = []
+    found = {}
     for info in pkgutil.walk_packages(tinyopt.kernels.__path__, "tinyopt.kernels."):
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, _Intrinsic) and value.__module__ == module.__name__:
-                found.append(name)
+                found[name] = value._uuid
                 assert value._uuid.startswith(f"tinyopt:{module.__name__}.{value.__qualname__}"), name
-    assert "fma" in found and len(found) >= 10
+    # the ones a factory makes (one per width, locality, ...) too, each with an identity of its own
+    made = {"fma", "prefetch_l1", "prefetch_l2", "abs_bits", "float_of_bits"} | {
+        f"{op}_{n}" for op in ("dequantize", "quantize", "quantize_div", "adam")
+        for n in ("lane", "lanes")}
+    assert made <= set(found) and len(found) >= 10
+    assert len(set(found.values())) == len(found), "two intrinsics share an identity"
 
 
 def test_a_bound_elementwise_call_into_its_own_input_reads_it_through_out():

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyopt import Parameter, is_grad_enabled, no_grad, optim
-from tinyopt.optim.optimizer import Optimizer, required
+from tinyopt.optim.optimizer import Optimizer, call_closure, required
 
 ALL = [optim.SGD, optim.Adam, optim.AdamW, optim.Adagrad, optim.RMSprop, optim.Adadelta,
        optim.Adamax, optim.NAdam, optim.RAdam, optim.ASGD, optim.Rprop]
@@ -543,7 +543,7 @@ def test_pytorch_style_subclass_of_the_base_class():
             super().__init__(params, dict(lr=lr))
 
         def step(self, closure=None):
-            loss = self._call_closure(closure)
+            loss = call_closure(closure)
             for group in self.param_groups:
                 for p in group["params"]:
                     if p.grad is None:

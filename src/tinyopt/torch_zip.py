@@ -717,7 +717,7 @@ class _TorchPickler(pickle._Pickler):  # type: ignore[name-defined]
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, Parameter):
-            return _REBUILD_PARAMETER, (_tensor_record(obj._data, False), obj.requires_grad,
+            return _REBUILD_PARAMETER, (_tensor_record(obj.value, False), obj.requires_grad,
                                         _ordered())
         if isinstance(obj, Tensor):
             return _tensor_record(obj.numpy(), obj.requires_grad).__reduce__()

@@ -39,12 +39,12 @@ def get_autocast_dtype(device_type: str) -> np.dtype:
     """The default autocast dtype: bfloat16 for ``"cpu"``, float16 for ``"cuda"``."""
     if device_type == "cuda":
         return float16
-    return _state_module._state.dtype or as_dtype("bfloat16")
+    return _state_module.current.dtype or as_dtype("bfloat16")
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
     """Whether autocast is on in this thread (for ``"cpu"``; never for ``"cuda"``)."""
-    return device_type != "cuda" and _state_module._state.dtype is not None
+    return device_type != "cuda" and _state_module.current.dtype is not None
 
 
 class autocast:
@@ -78,14 +78,14 @@ class autocast:
         self._prev: list[np.dtype | None] = []
 
     def __enter__(self) -> autocast:
-        state = _state_module._state
+        state = _state_module.current
         self._prev.append(state.dtype)
         if self.device == "cpu":
             state.dtype = self.fast_dtype if self._enabled else None
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _state_module._state.dtype = self._prev.pop()
+        _state_module.current.dtype = self._prev.pop()
 
     def __call__(self, func: _F) -> _F:
         @functools.wraps(func)

@@ -52,7 +52,7 @@ def collate_arrays(batch: list[Any]) -> Any:
         raise ValueError("default_collate: the batch is empty")
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return np.stack([p._data if isinstance(p, Parameter) else p.numpy() for p in batch])
+        return np.stack([p.value if isinstance(p, Parameter) else p.numpy() for p in batch])
     if isinstance(elem, (np.ndarray, np.generic)):
         if elem.dtype.kind in "OUSV":
             if elem.dtype.kind in "US" and isinstance(elem, np.generic):

@@ -83,7 +83,7 @@ def _as_array(x: Any, position: int) -> np.ndarray:
     if isinstance(x, np.ndarray):
         return x
     if isinstance(x, Parameter):
-        return x._data
+        return x.value
     if isinstance(x, Tensor):
         return x.numpy()
     raise TypeError(f"TensorDataset: argument {position} must be a numpy array or a tinyopt "

@@ -128,7 +128,7 @@ class DistributedDataParallel(Module):
         self._verify_same_model()
         self._pack_unowned()
         if init_sync:
-            _bcast_coalesced(pg, [p._data for _, p in module.named_parameters()]
+            _bcast_coalesced(pg, [p.value for _, p in module.named_parameters()]
                              + [b.numpy() for b in module.buffers()], Purpose.DDP_SYNC)
         _LIVE.append(weakref.ref(self, _LIVE.remove))
 
@@ -189,8 +189,8 @@ class DistributedDataParallel(Module):
         by_dtype: dict[np.dtype, list[list[Parameter]]] = {}
         for p in reversed(loose):
             lists = by_dtype.setdefault(np.dtype(p.dtype), [[]])
-            size = sum(q._data.nbytes for q in lists[-1])
-            if lists[-1] and size + p._data.nbytes > cap:
+            size = sum(q.value.nbytes for q in lists[-1])
+            if lists[-1] and size + p.value.nbytes > cap:
                 lists.append([])
             lists[-1].append(p)
         self._buckets.extend(FlatBuffer(ps, dt) for dt, lists in by_dtype.items() for ps in lists)

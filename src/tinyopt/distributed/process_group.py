@@ -352,7 +352,7 @@ def _storage(where: str, tensor: Any) -> np.ndarray:
     """The array a collective works on in place: a numpy array, a Parameter's storage, or the
     storage of a leaf Tensor that holds a value (``tinyopt.tensor(...)``)."""
     if isinstance(tensor, Parameter):
-        return tensor._data
+        return tensor.value
     if isinstance(tensor, Tensor):
         if tensor.op != "input" or tensor.value is None:
             raise TypeError(f"{where}: works in place on a numpy array, a Parameter or a leaf "

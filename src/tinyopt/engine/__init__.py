@@ -27,6 +27,7 @@ from tinyopt.engine.dtypes import (bool_, float32, float64, int8, int16, int32, 
                                    result_type, uint8)
 from tinyopt.engine.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
+from tinyopt.engine.node import Node
 from tinyopt.engine.random import (Generator, default_generator, get_rng_state, manual_seed,
                                    seed, set_rng_state)
 from tinyopt.engine.tensor import Parameter, Size, Tensor, as_tensor, from_numpy, tensor

@@ -28,19 +28,21 @@ class _State(threading.local):
     dtype: np.dtype | None = None  # the autocast dtype inside an enabled region, else None
 
 
-_state = _State()
+current = _State()
+"""This thread's autocast dtype, read by the op builders; ``tinyopt.autocast`` and
+:class:`disabled` set it."""
 
 
 def lower(*xs: Any) -> tuple:
     """``xs`` with each floating, non-float64 tensor (or array) cast to the autocast dtype, when
     autocast is on; unchanged otherwise."""
-    d = _state.dtype
+    d = current.dtype
     return xs if d is None else tuple(_cast(x, d) for x in xs)
 
 
 def fp32(*xs: Any) -> tuple:
     """``xs`` with each 16-bit float tensor cast to float32, when autocast is on."""
-    return xs if _state.dtype is None else tuple(_cast(x, float32) for x in xs)
+    return xs if current.dtype is None else tuple(_cast(x, float32) for x in xs)
 
 
 def _cast(x: Any, d: np.dtype) -> Any:
@@ -57,8 +59,8 @@ class disabled:
     """Autocast off inside (while autodiff builds a gradient graph)."""
 
     def __enter__(self) -> None:
-        self._prev = _state.dtype
-        _state.dtype = None
+        self._prev = current.dtype
+        current.dtype = None
 
     def __exit__(self, *exc: object) -> None:
-        _state.dtype = self._prev
+        current.dtype = self._prev

@@ -7,13 +7,14 @@ works like a tracing JIT: the plan cache counts the structures it misses, and a 
 compiled only once it repeats (``plan_cache.PlanCache._hot``); until then :func:`run`
 computes the graph here, as PyTorch eager does, on the same kernels:
 
-1. autodiff builds the backward graph a plan would compile (``graph.backward_graph``): the
-   graph is the tape; a big graph gets the plan's fusions first (see :data:`BIG_BYTES`);
-2. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
-   array, which a big graph drops after its last reader (the plan's liveness, with numpy's
-   allocator in place of an arena);
-3. gradients land in ``.grad`` as a plan delivers them: a fresh one is computed straight into
-   the parameter's gradient storage (an optimizer's flat slot), an accumulated one is added.
+1. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
+   array; a big graph gets the plan's fusions first and drops each array after its last reader
+   (the plan's liveness, with numpy's allocator in place of an arena; see :data:`BIG_BYTES`);
+2. the backward pass of a small graph is computed straight over those arrays, the forward
+   graph and its values being the tape (``engine/eager_grad.py``); a big one runs autodiff's
+   backward graph (``graph.backward_graph``), the graph a plan would compile, with its nodes;
+3. gradients land in ``.grad`` as a plan delivers them: a fresh one is written into the
+   parameter's gradient storage (an optimizer's flat slot), an accumulated one is added.
 
 Both paths run the same kernels on the same operands in the same order, so they give the same
 bits (``tests/test_eager.py`` checks every op of the table, forward and backward); only where
@@ -25,12 +26,12 @@ same bits again.
 from __future__ import annotations
 
 import math
-from operator import attrgetter
 
 import numpy as np
 
 from tinyopt.engine import fpstate
 from tinyopt.engine.dtypes import FLOATS
+from tinyopt.engine.eager_grad import flat_loop, gradients, new_nodes
 from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.heap import trim_heap
@@ -47,95 +48,56 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     big = _nbytes(fwd) >= BIG_BYTES
     if big:  # (a small graph runs unfused: see BIG_BYTES)
         fwd, outputs, loss = fuse(fwd, outputs, loss)
-    nodes = fwd
-    grad_of: list[tuple[Tensor, Tensor]] = []
-    if loss is not None:
-        grads = backward_graph(loss, fwd, params)
-        grad_of = [(p, grads[id(p)]) for p in params if id(p) in grads]
-        if grad_of:
-            nodes = fwd + _new_nodes([g for _, g in grad_of], fwd)
     wanted = {id(t) for t in outputs}
     if loss is not None:
         wanted.add(id(loss))
-    keep = set(wanted)
-    dest: dict[int, np.ndarray] = {}  # fresh gradients: computed in the parameter's storage
-    fresh: dict[int, Tensor] = {}      # ... and whose storage it is
-    for p, g in grad_of:
-        k = id(g)
-        keep.add(k)
-        if (p._grad is None and g.op not in LEAF_OPS and OPS[g.op].view is None
-                and k not in dest and k not in wanted):
-            dest[k] = p._grad_dest()
-            fresh[k] = p
-    readers = _readers(nodes, keep) if big else None
-
     vals: dict[int, np.ndarray] = {}  # id(node) -> its array, while someone still reads it
+    delivered: list[tuple[Tensor, np.ndarray]] = []  # (leaf, its gradient)
     flat: set[int] = set()  # the nodes whose array is C-contiguous (of their shape and dtype)
-    last = MUTATIONS.last
     token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch
     try:
-        for t in nodes:
-            k = id(t)
-            if t.op in LEAF_OPS:
-                v = vals[k] = t.value
-                if v.flags.c_contiguous:
-                    flat.add(k)
-                continue
-            op = OPS[t.op]
-            srcs = t.srcs
-            if (v := t.value) is not None and t.node_id > last and k not in dest:
-                # computed by an earlier realization (``probs.item()`` inside an episode) and
-                # nothing written since the node was made: the bits a run computes again
-                vals[k] = v
-                if v.flags.c_contiguous:
-                    flat.add(k)
-            elif op.view is not None:
-                vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+        if loss is not None and not big and params:
+            # the forward, then the backward straight over its arrays (``eager_grad``)
+            _run_nodes(fwd, vals, flat, {}, None)
+            grads = gradients(loss, fwd, vals,
+                              lambda new: _run_nodes(new, vals, flat, {}, None))
+            if grads is not None:
+                delivered = [(p, grads[id(p)]) for p in params if id(p) in grads]
+                grad_of = nodes = []
             else:
-                out = dest.get(k) if dest else None
-                if out is None:
-                    out = np.empty(t.shape, t.dtype)
-                    flat.add(k)
-                elif out.flags.c_contiguous:
-                    flat.add(k)
-                kernel = op.elementwise
-                floats = kernel is not None and not t.attrs and t.dtype in FLOATS
-                loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) == 1
-                        else None)
-                if loop is not None:
-                    if len(srcs) == 1:
-                        loop(vals[id(srcs[0])], out)
-                    elif len(srcs) == 2:
-                        loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
-                    else:
-                        loop(*[vals[id(s)] for s in srcs], out)
-                elif floats and kernel is not None and srcs[0].dtype in FLOATS:
-                    # the kernel the forward calls on float operands, called as a plan binds
-                    # it (``plan._step``): the same loop
-                    kernel(*[vals[id(s)] for s in srcs], out=out)
-                else:
-                    op.forward(t)(out, *[vals[id(s)] for s in srcs])
-                vals[k] = out
-            if readers is not None:
-                for src in srcs:
-                    k = id(src)
-                    readers[k] -= 1
-                    if not readers[k]:
-                        del vals[k]
-    except BaseException:
-        for p in fresh.values():
-            p.grad = None
-        raise
+                grad_of = _backward_graph(loss, fwd, params)
+                nodes = _grad_nodes(grad_of, fwd)
+        else:
+            grad_of = _backward_graph(loss, fwd, params) if loss is not None else []
+            nodes = fwd + _grad_nodes(grad_of, fwd)
+        keep = set(wanted)
+        dest: dict[int, np.ndarray] = {}  # fresh gradients: computed in the parameter's storage
+        fresh: dict[int, Tensor] = {}      # ... and whose storage it is
+        for p, g in grad_of:
+            k = id(g)
+            keep.add(k)
+            if (p._grad is None and g.op not in LEAF_OPS and OPS[g.op].view is None
+                    and k not in dest and k not in wanted):
+                dest[k] = p._grad_dest()
+                fresh[k] = p
+        readers = _readers(nodes, keep) if big else None
+        try:
+            _run_nodes(nodes, vals, flat, dest, readers)
+        except BaseException:
+            for p in fresh.values():
+                p.grad = None
+            raise
     finally:
         fpstate.restore(token)
-    for p, g in grad_of:
-        if fresh.get(id(g)) is not p:
-            p._accumulate_grad(vals[id(g)])
+    taken = [p for p, _ in grad_of or delivered]
+    if grad_of:  # (the fresh ones are in place already)
+        delivered = [(p, vals[id(g)]) for p, g in grad_of if fresh.get(id(g)) is not p]
+    for p, value in delivered:
+        p._accumulate_grad(value)
     values = [_own(t, vals[id(t)]) for t in outputs]
     if loss is not None:
         values.append(vals[id(loss)])
-    if update is not None and grad_of:
-        taken = [p for p, g in grad_of]
+    if update is not None and taken:
         take = update.begin(taken, [False] * len(taken))
         if take:
             for p, on in zip(taken, take):
@@ -145,6 +107,76 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
         vals.clear()
         trim_heap()
     return values
+
+
+def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
+                    ) -> list[tuple[Tensor, Tensor]]:
+    """Autodiff's backward graph, as a plan compiles it: (parameter, its gradient node)."""
+    grads = backward_graph(loss, fwd, params)
+    return [(p, grads[id(p)]) for p in params if id(p) in grads]
+
+
+def _grad_nodes(grad_of: list[tuple[Tensor, Tensor]], fwd: list[Tensor]) -> list[Tensor]:
+    """The backward graph's nodes: those reaching the gradients that ``fwd`` does not hold,
+    sources first."""
+    return new_nodes([g for _, g in grad_of], {id(t) for t in fwd}) if grad_of else []
+
+
+def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
+               dest: dict[int, np.ndarray], readers: dict[int, int] | None) -> None:
+    """Compute each node of the sorted ``nodes`` into ``vals`` (a node in ``dest`` into its
+    array there), dropping an array after its last reader when ``readers`` counts them."""
+    last = MUTATIONS.last
+    for t in nodes:
+        k = id(t)
+        if t.op in LEAF_OPS:
+            v = vals[k] = t.value
+            if v.flags.c_contiguous:
+                flat.add(k)
+            continue
+        op = OPS[t.op]
+        srcs = t.srcs
+        if (v := t.value) is not None and t.node_id > last and k not in dest:
+            # computed by an earlier realization (``probs.item()`` inside an episode) and
+            # nothing written since the node was made: the bits a run computes again
+            vals[k] = v
+            if v.flags.c_contiguous:
+                flat.add(k)
+        elif op.view is not None:
+            vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+        else:
+            out = dest.get(k) if dest else None
+            if out is None:
+                out = np.empty(t.shape, t.dtype)
+                flat.add(k)
+            elif out.flags.c_contiguous:
+                flat.add(k)
+            kernel = op.elementwise
+            floats = kernel is not None and not t.attrs and t.dtype in FLOATS
+            loop = (_flat_loop(kernel, t, srcs, flat) if floats and len(t.shape) <= 1
+                    else None)
+            if loop is not None:
+                if not t.shape:  # (0-d: the loop over one-element views, as the kernel's call)
+                    loop(*[vals[id(s)].reshape(1) for s in srcs], out.reshape(1))
+                elif len(srcs) == 1:
+                    loop(vals[id(srcs[0])], out)
+                elif len(srcs) == 2:
+                    loop(vals[id(srcs[0])], vals[id(srcs[1])], out)
+                else:
+                    loop(*[vals[id(s)] for s in srcs], out)
+            elif floats and kernel is not None and srcs[0].dtype in FLOATS:
+                # the kernel the forward calls on float operands, called as a plan binds
+                # it (``plan._step``): the same loop
+                kernel(*[vals[id(s)] for s in srcs], out=out)
+            else:
+                op.forward(t)(out, *[vals[id(s)] for s in srcs])
+            vals[k] = out
+        if readers is not None:
+            for src in srcs:
+                k = id(src)
+                readers[k] -= 1
+                if not readers[k]:
+                    del vals[k]
 
 
 BIG_BYTES = 1 << 24
@@ -158,18 +190,14 @@ the same order; ``tests/test_eager.py`` compares unfused eager runs with fused p
 
 
 def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
-    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 1-d shape whose sources all
-    have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over the arrays
-    as they are (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
+    """The loop ``kernel(*ins, out=out)`` runs for node ``t`` of a 0-d or 1-d shape whose
+    sources all have its shape and dtype and C-contiguous arrays (``flat``): the flat loop over
+    the arrays (``kernels.jit._LazyUfunc.__call__``'s first case), called here without the
     ~0.8 us of checks that call makes again on every node; None where it would take another
     way, has not built the loop yet, or is another kind of kernel (one without ``flat_loop``)."""
-    found = _LOOPS.get(kernel)
+    found = flat_loop(kernel)
     if found is None:
-        get = getattr(kernel, "flat_loop", None)
-        found = get() if get is not None else None
-        if found is None:  # (not built yet: the kernel's own call builds it)
-            return None
-        _LOOPS[kernel] = found
+        return None
     shape, dtype = t.shape, t.dtype
     if dtype not in found[1]:
         return None
@@ -177,10 +205,6 @@ def _flat_loop(kernel, t: Tensor, srcs: tuple[Tensor, ...], flat: set[int]):
         if s.shape != shape or s.dtype != dtype or id(s) not in flat:
             return None
     return found[0]
-
-
-_LOOPS: dict = {}
-"""kernel -> (its flat loop, the dtypes it takes that loop for), once the kernel built it."""
 
 
 def _nbytes(nodes: list[Tensor]) -> int:
@@ -199,24 +223,6 @@ def _readers(nodes: list[Tensor], keep: set[int]) -> dict[int, int]:
             k = id(s)
             readers[k] = readers.get(k, 0) + 1
     return readers
-
-
-def _new_nodes(roots: list[Tensor], fwd: list[Tensor]) -> list[Tensor]:
-    """The nodes reaching ``roots`` that are not in the sorted graph ``fwd``, sorted by creation
-    (autodiff made them after every node of ``fwd``), which puts sources before consumers."""
-    seen = {id(t) for t in fwd}
-    found: dict[int, Tensor] = {}
-    stack = list(roots)
-    while stack:
-        t = stack.pop()
-        k = id(t)
-        if k not in seen and k not in found:
-            found[k] = t
-            stack.extend(t.srcs)
-    return sorted(found.values(), key=_creation)
-
-
-_creation = attrgetter("node_id")
 
 
 def _own(t: Tensor, value: np.ndarray) -> np.ndarray:

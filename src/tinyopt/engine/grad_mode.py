@@ -19,17 +19,19 @@ class _State(threading.local):
     fold = True     # ops over concrete tensors run at once (off while autodiff builds a graph)
 
 
-_state = _State()
+current = _State()
+"""This thread's mode (``enabled``, ``fold``), read by the engine as it makes each node; the
+context managers below set it."""
 
 
 def is_grad_enabled() -> bool:
     """Whether operations are recorded for autograd now (False inside ``no_grad``)."""
-    return _state.enabled
+    return current.enabled
 
 
 def is_inference_mode_enabled() -> bool:
     """Whether inference mode is on (inside ``inference_mode()``)."""
-    return not _state.enabled
+    return not current.enabled
 
 
 class _Mode:
@@ -38,23 +40,23 @@ class _Mode:
     _mode = True
 
     def __enter__(self) -> None:
-        self._prev = _state.enabled
-        _state.enabled = self._mode
+        self._prev = current.enabled
+        current.enabled = self._mode
 
     def __exit__(self, *exc: Any) -> None:
-        _state.enabled = self._prev
+        current.enabled = self._prev
 
     def __call__(self, fn: F) -> F:
         mode = self._mode
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            prev = _state.enabled
-            _state.enabled = mode
+            prev = current.enabled
+            current.enabled = mode
             try:
                 return fn(*args, **kwargs)
             finally:
-                _state.enabled = prev
+                current.enabled = prev
         return wrapper  # type: ignore[return-value]
 
     def clone(self) -> _Mode:
@@ -103,15 +105,15 @@ class set_grad_enabled(_Mode):
     used as a context manager or decorator."""
 
     def __init__(self, mode: bool):
-        self._prev = _state.enabled
+        self._prev = current.enabled
         self._mode = bool(mode)
-        _state.enabled = self._mode
+        current.enabled = self._mode
 
     def __enter__(self) -> None:
-        _state.enabled = self._mode
+        current.enabled = self._mode
 
     def __call__(self, fn: F) -> F:
-        _state.enabled = self._prev  # as a decorator it changes nothing until ``fn`` runs
+        current.enabled = self._prev  # as a decorator it changes nothing until ``fn`` runs
         return super().__call__(fn)
 
     def clone(self) -> set_grad_enabled:
@@ -124,8 +126,8 @@ class no_fold:
     builds gradient graphs this way, so a compiled plan never captures one step's values."""
 
     def __enter__(self) -> None:
-        self._prev = _state.fold
-        _state.fold = False
+        self._prev = current.fold
+        current.fold = False
 
     def __exit__(self, *exc: Any) -> None:
-        _state.fold = self._prev
+        current.fold = self._prev

@@ -62,7 +62,7 @@ def write(t: Tensor, build: Callable[[Tensor], Tensor], operands: tuple,
     the caller checked the written region's overlap itself (``x[key] = v``, ``fill_``)."""
     info: ViewInfo | None = getattr(t, "view_info", None)
     root = t if info is None else _base(t)
-    diff = grad_mode._state.enabled and (
+    diff = grad_mode.current.enabled and (
         t.requires_grad or any(isinstance(o, Tensor) and o.requires_grad for o in operands)
         or (info is not None and not info.alias and root.requires_grad))
     if diff:
@@ -319,7 +319,7 @@ def reshape(t: Tensor, build: Callable[[Tensor], Tensor]) -> None:
     if isinstance(t, (Parameter, _Alias)):
         raise RuntimeError("in-place shape changes are not supported on a Parameter or its .data "
                            "(use an out-of-place view such as unsqueeze)")
-    if grad_mode._state.enabled and t.requires_grad and t.op in ("param", "input"):
+    if grad_mode.current.enabled and t.requires_grad and t.op in ("param", "input"):
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     info: ViewInfo | None = getattr(t, "view_info", None)

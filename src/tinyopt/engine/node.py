@@ -30,7 +30,10 @@ if TYPE_CHECKING:
 
 
 class Node:
-    """A node of the engine's graph (the base of every Tensor).
+    """A node of the engine's graph, the base of every Tensor: the engine's node protocol.
+
+    These fields are not torch API (``torch.Tensor`` has none of these names): read them to
+    inspect a graph; only the engine assigns them.
 
     Always set (``engine/tensor.py``'s ``make_node``):
 
@@ -39,7 +42,7 @@ class Node:
       ``backward()`` freed).
     - ``srcs``: the nodes this one is computed from, in the op's order.
     - ``attrs``: the op's non-tensor arguments (axes, scalars, flags), hashable.
-    - ``value``: the realized numpy array (a concrete tensor's storage, a Parameter's ``_data``);
+    - ``value``: the realized numpy array (a concrete tensor's array, a Parameter's storage);
       None for a graph node not computed yet.
     - ``node_id``: the creation stamp (a global counter): orders nodes, and is renewed when an
       in-place autograd write makes this tensor a new node.

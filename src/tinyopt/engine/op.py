@@ -114,7 +114,7 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
          attrs: tuple = ()) -> Tensor:
     """Record a new graph node; it requires grad when grad mode is on and any source does.  Over
     concrete sources, with no gradient to record, the op runs now (see the module docstring)."""
-    state = grad_mode._state
+    state = grad_mode.current
     opdef = OPS[op]
     rg = False
     concrete = state.fold
@@ -173,9 +173,9 @@ def view_node(step: ViewStep, parent: Tensor) -> Tensor:
     (``engine/inplace.py``) gives the view itself the result's place."""
     opdef = OPS[step.op]
     srcs = (parent,) + step.extras
-    rg = parent.requires_grad and grad_mode._state.enabled and opdef.backward is not None
+    rg = parent.requires_grad and grad_mode.current.enabled and opdef.backward is not None
     t = make_node(step.op, srcs, step.attrs, step.shape, step.dtype, rg)
-    if not rg and parent.op in CONCRETE and grad_mode._state.fold:
+    if not rg and parent.op in CONCRETE and grad_mode.current.fold:
         _run_now(t, opdef)
     return t
 

@@ -60,13 +60,15 @@ structure seen exactly twice (ski rental: the chain's 3300 us against two eager 
 2.75x), and a larger one makes a training loop run its one structure eagerly t - 1 times
 first.  So a structure is compiled at its second sighting when it recurs soon (a loop over a
 few structures: its last sighting was at most ``RECUR_GAP`` realizations ago), and otherwise
-once its eager runs, this one counted, have cost ``PAYBACK`` of what compiling it is estimated
-to cost: the chain and the actor-critic's update above at their 2nd or 3rd sighting.  A
-structure seen twice mostly recurs again (an episode length, a sentence length), so buying at
-half the break-even (ski rental's deterministic rule buys at it) pays: at 1 the actor-critic's
-51 episode lengths compiled a sighting later and its episodes 60-210 cost 18% more; at 0.5
-they cost what compiling at the second sighting costs (470-486 against 470 us an environment
-step, load 1.9), and a structure compiled and then never seen again cost at most about
+once its eager runs, this one counted, have cost ``PAYBACK`` times what compiling it is
+estimated to cost (ski rental's break-even).  ``PAYBACK`` was 0.5 while an eager run built
+its backward graph (~12 us a forward node); since the backward is computed over arrays
+(``engine/eager_grad.py``) an eager run of the actor-critic's update costs ~8 us a forward
+node (5.6 ms against a replay's 2.3 and a compile's 20, 2026-12-06, load 5), so a compile pays
+back after about six more sightings, not two: with 0.5 its episodes 60-210 took 513 us an
+environment step (39 compiles in the window), with 1 396 (21), with 2 326 (5); in the long run
+(episodes 400-700, every length compiled) 310 with 0.5, 314 with 1 and 401 with 2 (still
+compiling).  A structure compiled and then never seen again cost at most about
 1 + 1 / ``PAYBACK`` times its eager runs (its plan's one run counted as one of them)."""
 
 
@@ -79,9 +81,9 @@ COMPILE_SECONDS_PER_NODE = 30e-6
 (autodiff, sorting, memory planning, kernel calls; measured on chains of small ops): the
 estimate then follows the compiles it times, within ``PER_NODE_BOUNDS``."""
 
-PAYBACK = 0.5
-"""The share of a compile's estimated cost a rarely recurring structure's eager runs must reach
-before it is compiled (1 would be ski rental's break-even)."""
+PAYBACK = 1.0
+"""The multiple of a compile's estimated cost a rarely recurring structure's eager runs must
+reach before it is compiled (1: ski rental's break-even; see ``COMPILE_AFTER``)."""
 
 PER_NODE_BOUNDS = (5e-6, 200e-6)
 """The compile times per node the estimate may follow: a first compile of numba's kernels or a
@@ -214,7 +216,7 @@ class PlanCache:
         is worth one now (lock held): at once when a plan of it was evicted (it was hot then);
         with a fixed ``compile_after``, at that sighting; else at a sighting after the first
         when it recurs soon (``RECUR_GAP``) or when its eager runs, this one counted as their
-        mean, have cost ``PAYBACK`` of what compiling it is estimated to cost (see
+        mean, have cost ``PAYBACK`` times what compiling it is estimated to cost (see
         ``COMPILE_AFTER``).  Sightings are kept for the ``SEEN`` structures seen last."""
         fixed = self.compile_after
         if fixed is not None and fixed <= 1 or h in self._evicted:

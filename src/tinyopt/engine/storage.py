@@ -162,7 +162,7 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     steps = () if info is None else info.steps
     if step is not None:
         steps = steps + (step,)
-    creation, name = DEFAULT if grad_mode._state.enabled else NO_GRAD, ""
+    creation, name = DEFAULT if grad_mode.current.enabled else NO_GRAD, ""
     inherited, counter = ("", None) if info is None else (info.alias, info.counter)
     alias_at = 0 if info is None else info.alias_at
     if alias:

@@ -26,9 +26,10 @@ through a view is a ``view_scatter`` into the base) and every view of it is rege
 nodes built before keep the versions they read; torch's errors guard leaves, multi-output and
 ``no_grad`` views, overlapping memory and values saved for backward (``engine/saved.py``).
 
-Inside the library, storage is read and written as numpy through ``p._data``/``p._grad`` for
-Parameters and ``t.value`` for any concrete tensor (``Parameter.value`` is its ``_data``); the
-public ``.data``/``.grad``/``.numpy()`` give Tensors and arrays sharing that storage.
+Inside the library, storage is read and written as numpy through ``t.value`` (the engine's node
+field, ``engine/node.py``: a concrete tensor's array, a Parameter's storage) and ``p._grad``; a
+Parameter's storage is rebound through ``p._data`` (its slots follow); the public
+``.data``/``.grad``/``.numpy()`` give Tensors and arrays sharing that storage.
 """
 
 from __future__ import annotations
@@ -1088,7 +1089,8 @@ class Parameter(Tensor):
     storage never moves: an optimizer steps it where it is, and a numpy array taken from ``p``
     (``p.detach().numpy()``) stays in sync.  ``p.data`` and ``p.grad`` are Tensors sharing the parameter's
     storage and gradient; assigning a same-shaped value to ``p.data`` copies into the storage.
-    Inside the library the storage is ``p._data`` and the gradient ``p._grad`` (numpy).
+    Inside the library the storage is ``p.value`` (rebound through ``p._data``) and the gradient
+    ``p._grad`` (numpy).
 
     Slots (``engine/slot.py``): the flat buffers of optimizers and DDP hold the parameter in a
     :class:`~tinyopt.engine.slot.Slot` (``p.slot``: the newest); every change of ``_data`` or

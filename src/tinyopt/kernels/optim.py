@@ -67,7 +67,7 @@ from tinyopt.kernels.native import half
 from tinyopt.kernels.native.address import at
 from tinyopt.kernels import compile_ahead, jit
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.vecmath import fma
+from tinyopt.kernels.native.instructions import fma
 
 
 class Algorithm:

@@ -26,20 +26,6 @@ from numba import types
 from numba.extending import overload
 
 from tinyopt.kernels.jit import inline, subroutine
-from tinyopt.kernels.native.numba_cache import cached_intrinsic
-
-
-@cached_intrinsic
-def fma(typingctx, x, y, z):
-    """``x * y + z`` rounded once (LLVM's ``llvm.fma``: a ``vfmadd`` on CPUs that have one), as
-    PyTorch's CPU kernels compute ``lerp``, ``add(alpha=)`` and ``addcmul``."""
-    if not (isinstance(x, types.Float) and x == y == z):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-
-    return x(x, y, z), codegen
 
 
 @subroutine

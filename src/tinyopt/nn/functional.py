@@ -198,7 +198,7 @@ def _pointwise_loss(op: str, loss, input, target, size_average, reduce, reductio
     reduction = _reduction(size_average, reduce, reduction)
     if weight is None:
         return loss(input, target, reduction)
-    _loss._check_reduction(op, reduction)
+    _loss.check_reduction(op, reduction)
     return _weighted(op, loss(input, target, "none"), as_tensor(input), weight, reduction)
 
 
@@ -467,8 +467,8 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
 
 # ---- more losses ---------------------------------------------------------------------------------
 def _reduced(loss: Tensor, reduction: str, op: str) -> Tensor:
-    _loss._check_reduction(op, reduction)
-    return _loss._reduce(loss, reduction)
+    _loss.check_reduction(op, reduction)
+    return _loss.apply_reduction(loss, reduction)
 
 
 def _warn_broadcast(input, target) -> None:
@@ -485,7 +485,7 @@ def binary_cross_entropy(input, target, weight=None, size_average: bool | None =
     inputs outside [0, 1] raise when the graph runs (use ``binary_cross_entropy_with_logits``
     on logits)."""
     reduction = _reduction(size_average, reduce, reduction)
-    _loss._check_reduction("binary_cross_entropy", reduction)
+    _loss.check_reduction("binary_cross_entropy", reduction)
     return _reduced(_pw.binary_cross_entropy(input, target, weight), reduction,
                     "binary_cross_entropy")
 
@@ -495,7 +495,7 @@ def smooth_l1_loss(input, target, size_average: bool | None = None, reduce: bool
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = x - y); l1_loss for beta = 0."""
     _warn_broadcast(input, target)
     reduction = _reduction(size_average, reduce, reduction)
-    _loss._check_reduction("smooth_l1_loss", reduction)
+    _loss.check_reduction("smooth_l1_loss", reduction)
     if beta == 0.0:
         a, b = _ew.promoted_operands("smooth_l1_loss", input, target)
         return _reduced((a - b).abs(), reduction, "smooth_l1_loss")
@@ -507,7 +507,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0,
     """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta); with ``weight`` (the input's
     shape) the weighted losses are reduced (their plain mean for 'mean', as PyTorch)."""
     _warn_broadcast(input, target)
-    _loss._check_reduction("huber_loss", reduction)
+    _loss.check_reduction("huber_loss", reduction)
     loss = _pw.huber(input, target, delta)
     if weight is not None:
         w = as_tensor(weight)
@@ -548,7 +548,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
     """max(d(a, p) - d(a, n) + margin, 0) with d the ``pairwise_distance``; with ``swap``,
     d(a, n) is replaced by min(d(a, n), d(p, n)) (Balntas et al. 2016)."""
     reduction = _reduction(size_average, reduce, reduction)
-    _loss._check_reduction("triplet_margin_loss", reduction)
+    _loss.check_reduction("triplet_margin_loss", reduction)
     if margin <= 0:
         raise ValueError(f"margin must be greater than 0, got {margin}")
     a, pos, neg = as_tensor(anchor), as_tensor(positive), as_tensor(negative)
@@ -577,7 +577,7 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0,
     cos = <x1, x2> / sqrt((|x1|^2 + eps) (|x2|^2 + eps)) over dimension 1, with PyTorch's
     eps = float32(1e-12) (a float constant in ATen, also for float64 inputs)."""
     reduction = _reduction(size_average, reduce, reduction)
-    _loss._check_reduction("cosine_embedding_loss", reduction)
+    _loss.check_reduction("cosine_embedding_loss", reduction)
     x1, x2 = _ew.promoted_operands("cosine_embedding_loss", input1, input2)
     _ew.require_float("cosine_embedding_loss", x1, x2)
     y = as_tensor(target)
@@ -605,7 +605,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0,
                         reduction: str = "mean") -> Tensor:
     """max(0, -y (x1 - x2) + margin)."""
     reduction = _reduction(size_average, reduce, reduction)
-    _loss._check_reduction("margin_ranking_loss", reduction)
+    _loss.check_reduction("margin_ranking_loss", reduction)
     x1, x2, y = as_tensor(input1), as_tensor(input2), as_tensor(target)
     if not x1.ndim == x2.ndim == y.ndim:
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "

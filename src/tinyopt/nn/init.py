@@ -47,7 +47,7 @@ _LINEAR_FNS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv
 def _array(tensor: Parameter | np.ndarray) -> np.ndarray:
     """The numpy storage ``tensor`` is initialised through."""
     if isinstance(tensor, Parameter):
-        return tensor._data
+        return tensor.value
     if isinstance(tensor, np.ndarray):
         if not tensor.flags.writeable:
             raise ValueError("cannot initialise a read-only array")

@@ -550,7 +550,7 @@ class Module:
 
     def _local_state(self) -> dict[str, np.ndarray]:
         """Name -> the array ``load_state_dict`` copies into (parameters, persistent buffers)."""
-        state = {n: p._data for n, p in self._parameters.items() if p is not None}
+        state = {n: p.value for n, p in self._parameters.items() if p is not None}
         for name, buf in self._buffers.items():
             if buf is not None and name not in self._non_persistent_buffers_set:
                 state[name] = buf.numpy()
@@ -588,7 +588,7 @@ class Module:
                     continue
                 value = state_dict[key]
                 if isinstance(value, Parameter):
-                    value = value._data
+                    value = value.value
                 elif isinstance(value, Tensor):
                     value = value.numpy()
                 elif isinstance(value, np.generic):

@@ -86,7 +86,7 @@ class Adafactor(FusedOptimizer):
             raise ZeroDivisionError("float division by zero")
         eps1, eps2 = group["eps"]
         if eps1 is None:  # torch: the machine epsilon of the first parameter with a gradient
-            first = next(p for p in group["params"] if p._grad is not None)
+            first = next(p for p in group["params"] if p.grad is not None)
             eps1 = _machine_eps(np.dtype(first.dtype))
         lr, wd = float(group["lr"]), float(group["weight_decay"])
         host = fb.host(dict(lr=lr, beta2_decay=float(group["beta2_decay"]), eps2=float(eps2),

@@ -31,7 +31,7 @@ from tinyopt.kernels import quant8
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import Optimizer, cast_state
+from tinyopt.optim.optimizer import Optimizer, call_closure, cast_state
 
 CODES = {"signed": quant8.dynamic_map(True), "unsigned": quant8.dynamic_map(False)}
 for _code in CODES.values():
@@ -209,7 +209,7 @@ class _Blockwise8bit(Optimizer):
             closure: optional; re-evaluates the model and returns the loss, which ``step``
                 returns.
         """
-        loss = None if closure is None else self._call_closure(closure)
+        loss = call_closure(closure)
         for group, stores in zip(self.param_groups, self._stores):
             host = self._host(group)
             for st in stores:

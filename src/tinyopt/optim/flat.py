@@ -150,7 +150,7 @@ class FlatBuffer:
         self.chunk_seg = (np.searchsorted(self.seg, starts, side="right") - 1).astype(np.int64)
         self._slots = 0
         # staggered against the storage of the first parameter (the others' are anywhere)
-        self._base = params[0]._data.ctypes.data % _PAGE if params else 0
+        self._base = params[0].value.ctypes.data % _PAGE if params else 0
         self.grad = self._alloc()
         self.slots = SlotTable(self, params, self.seg, self.grad)
         self.flags = self.slots.flags

@@ -51,7 +51,7 @@ from tinyopt.engine.tensor import Parameter, Tensor, leaf
 from tinyopt.kernels.optim import BF16, BF16_SR, LOW_MODES, Algorithm
 from tinyopt.optim import in_plan
 from tinyopt.optim.flat import FlatBuffer
-from tinyopt.optim.optimizer import (Optimizer, cast_scalar, ParamList,
+from tinyopt.optim.optimizer import (Optimizer, call_closure, cast_scalar, ParamList,
                                      hyperparameters_as_numbers)
 
 
@@ -347,7 +347,7 @@ class FusedOptimizer(Optimizer):
             closure: optional; re-evaluates the model (zero grads, forward, backward) and returns
                 the loss, which ``step`` returns.
         """
-        loss = None if closure is None else self._call_closure(closure)
+        loss = call_closure(closure)
         self._follow_groups()
         rows = row_sparse_params()
         if rows:

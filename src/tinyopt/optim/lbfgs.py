@@ -32,7 +32,7 @@ from tinyopt.kernels import lbfgs as vec
 from tinyopt.kernels.optim import LOW_MODES
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import MASTER
-from tinyopt.optim.optimizer import Optimizer, cast_state, typename
+from tinyopt.optim.optimizer import Optimizer, call_closure, cast_state, typename
 
 _INT_STATE = ("func_evals", "n_iter")
 _VECTOR_STATE = ("d", "prev_flat_grad")
@@ -185,7 +185,7 @@ class LBFGS(Optimizer):
 
     def _directional_evaluate(self, closure: Callable, x: list[np.ndarray], t, d: np.ndarray):
         self._add_grad(t, d)
-        loss = float(self._call_closure(closure))
+        loss = float(call_closure(closure))
         flat_grad = self._gather_flat_grad()
         self._set_params(x)
         return loss, flat_grad
@@ -207,7 +207,7 @@ class LBFGS(Optimizer):
         state.setdefault("func_evals", 0)
         state.setdefault("n_iter", 0)
 
-        orig_loss = self._call_closure(closure)
+        orig_loss = call_closure(closure)
         loss = float(orig_loss)
         current_evals = 1
         state["func_evals"] += 1
@@ -282,7 +282,7 @@ class LBFGS(Optimizer):
                     self._add_grad(t, d)
                     opt_cond = False
                     if n_iter != max_iter:  # re-evaluate, except after the last iteration
-                        loss = float(self._call_closure(closure))
+                        loss = float(call_closure(closure))
                         flat_grad = self._gather_flat_grad()
                         opt_cond = _abs_max(flat_grad) <= tolerance_grad
                         ls_func_evals = 1

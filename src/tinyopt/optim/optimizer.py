@@ -130,6 +130,15 @@ def typename(x) -> str:
     return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
+def call_closure(closure: Callable[[], Any] | None) -> Any:
+    """What ``step(closure)`` does with its closure: ``closure()`` with gradient recording on
+    (torch's ``with torch.enable_grad(): loss = closure()``), None without one."""
+    if closure is None:
+        return None
+    with enable_grad():
+        return closure()
+
+
 def _hooked_step(step: Callable) -> Callable:
     """Wrap a subclass's ``step`` so the step pre/post hooks run around it (once, when nested)."""
 
@@ -242,7 +251,7 @@ class Optimizer:
         groups = [dict(g, params=[index[id(p)] for p in g["params"]]) for g in self.param_groups]
         state = [(index[id(k)], None, dict(v)) if isinstance(k, Parameter) else (None, k, v)
                  for k, v in self.state.items() if not isinstance(k, Parameter) or id(k) in index]
-        saved = [(np.array(p._data), None if p._grad is None else np.array(p._grad),
+        saved = [(np.array(p.value), None if p._grad is None else np.array(p._grad),
                   p.requires_grad, p.name) for p in params]
         return _unpickle, (type(self), self.defaults, groups, saved, state)
 
@@ -359,14 +368,6 @@ class Optimizer:
         only a ``FusedOptimizer`` does; this base takes the two calls."""
         loss.backward()
         self.step()
-
-    @staticmethod
-    def _call_closure(closure: Callable[[], Any] | None):
-        """Evaluate ``closure`` with gradient recording on, as PyTorch's optimizers do."""
-        if closure is None:
-            return None
-        with enable_grad():
-            return closure()
 
     # ---- hooks ----------------------------------------------------------------------------------
     @staticmethod

@@ -12,6 +12,7 @@ from tinyopt.kernels import optim as kernels
 from tinyopt.kernels import optim_reduce
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
+from tinyopt.optim.optimizer import call_closure
 
 
 class Prodigy(FusedOptimizer):
@@ -95,7 +96,7 @@ class Prodigy(FusedOptimizer):
 
     def step(self, closure: Callable[[], Any] | None = None):
         """One step: the moments and d's sums for every group, d, then the parameters."""
-        loss = None if closure is None else self._call_closure(closure)
+        loss = call_closure(closure)
         groups = self.param_groups
         g0 = groups[0]
         lr = max(g["lr"] for g in groups)

@@ -10,6 +10,7 @@ import numpy as np
 from tinyopt.kernels import optim as kernels
 from tinyopt.optim.adam import check_adam_hyperparameters
 from tinyopt.optim.fused import FusedOptimizer
+from tinyopt.optim.optimizer import call_closure
 
 _NOT_TRAINING = ("Optimizer was not in train mode when step is called. Please insert .train() and "
                  ".eval() calls on the optimizer. See documentation for details.")
@@ -70,7 +71,7 @@ class _ScheduleFree(FusedOptimizer):
         """One step (one fused kernel call per group and dtype); raises unless in train mode."""
         if not self.param_groups[0]["train_mode"]:
             raise RuntimeError(_NOT_TRAINING)
-        loss = None if closure is None else self._call_closure(closure)
+        loss = call_closure(closure)
         for group in self.param_groups:  # the group's weight of this step, as the reference
             k = group["k"]
             lr = group["scheduled_lr"] = self._scheduled_lr(group)[0]

@@ -12,7 +12,7 @@ from tinyopt.engine.row_sparse import is_row_sparse, row_mask
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.kernels import row_sparse as kernels
 from tinyopt.optim.adam import check_adam_hyperparameters
-from tinyopt.optim.optimizer import Optimizer
+from tinyopt.optim.optimizer import Optimizer, call_closure
 
 _DENSE = "SparseAdam does not support dense gradients, please consider Adam instead"
 
@@ -49,20 +49,20 @@ class SparseAdam(Optimizer):
 
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient; returns ``closure()``'s loss."""
-        loss = self._call_closure(closure)
+        loss = call_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             todo = []
             for p in group["params"]:
-                if p._grad is None:
+                if p.grad is None:
                     continue
                 if not is_row_sparse(p):
                     raise RuntimeError(_DENSE)
                 state = self.state[p]
                 if len(state) == 0:
                     state["step"] = 0
-                    state["exp_avg"] = np.zeros_like(p._data)
-                    state["exp_avg_sq"] = np.zeros_like(p._data)
+                    state["exp_avg"] = np.zeros_like(p.value)
+                    state["exp_avg_sq"] = np.zeros_like(p.value)
                 state["step"] += 1
                 todo.append((p, state))
             lr = float(np.asarray(group["lr"]))
@@ -73,7 +73,7 @@ class SparseAdam(Optimizer):
     @staticmethod
     def _update(p: Parameter, state: dict, lr: float, beta1: float, beta2: float, eps: float,
                 maximize: bool) -> None:
-        data = p._data
+        data = p.value
         if data.dtype not in (np.float32, np.float64) or p._grad.dtype != data.dtype:
             raise NotImplementedError(f"SparseAdam: parameters of dtype {data.dtype} are not "
                                       "supported (float32 and float64 are)")

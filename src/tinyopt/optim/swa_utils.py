@@ -66,7 +66,7 @@ _INT_ADDCDIV = (
 def _storage(t: Any) -> np.ndarray:
     """The array holding ``t``'s values (shared, written in place)."""
     if isinstance(t, Parameter):
-        return t._data
+        return t.value
     if isinstance(t, Tensor):
         return t.numpy()
     if isinstance(t, np.ndarray):
@@ -319,7 +319,7 @@ class AveragedModel(Module):
         for kind, items in (("p", params), ("b", buffers)):
             by_dtype: dict[np.dtype, list] = {}
             for item in items:
-                arr = item._data if kind == "p" else item[0]._buffers[item[1]].numpy()
+                arr = item.value if kind == "p" else item[0]._buffers[item[1]].numpy()
                 if arr.dtype.kind == "f" and not (kind == "p" and item.slot is not None):
                     by_dtype.setdefault(arr.dtype, []).append((item, arr))
             for slot, (dtype, members) in enumerate(by_dtype.items()):
@@ -340,8 +340,8 @@ class AveragedModel(Module):
         """Average ``model``'s current weights into this one (copy them on the first call)."""
         own_p, own_b = self._targets(self.module)
         src_p, src_b = self._targets(model)
-        own = [p._data for p in own_p]
-        src = [p._data for p in src_p]
+        own = [p.value for p in own_p]
+        src = [p.value for p in src_p]
         if self.use_buffers:
             own += [m._buffers[n].numpy() for m, n in own_b]
             src += [m._buffers[n].numpy() for m, n in src_b]
@@ -382,7 +382,7 @@ class AveragedModel(Module):
     def _average(self, fn: _MultiAverage, own_p, src_p, own_b, src_b, count,
                  may_repack: bool = True) -> None:
         """A built-in average: one fused kernel call per dtype of parameters (and of buffers)."""
-        kinds = [("p", [p._data for p in own_p], [p._data for p in src_p])]
+        kinds = [("p", [p.value for p in own_p], [p.value for p in src_p])]
         if self.use_buffers:
             kinds.append(("b", [m._buffers[n].numpy() for m, n in own_b],
                           [m._buffers[n].numpy() for m, n in src_b]))

@@ -64,7 +64,7 @@ from tinyopt.distributed.process_group import _default
 from tinyopt.engine.tensor import Parameter, leaf
 from tinyopt.optim.flat import FlatBuffer
 from tinyopt.optim.fused import FusedOptimizer
-from tinyopt.optim.optimizer import Optimizer, StateDict
+from tinyopt.optim.optimizer import Optimizer, StateDict, call_closure
 
 
 class _ZeroBuffer(FlatBuffer):
@@ -202,7 +202,7 @@ class ZeroRedundancyOptimizer(Optimizer):
         the parameters (see the module docstring).  Call it on every rank."""
         for group in self.param_groups:  # before anything moves (a user may set it on a group)
             _check_elementwise_group(group)
-        loss = self._call_closure(closure)
+        loss = call_closure(closure)
         pg, world = self.process_group, self.world_size
         self._steps += 1
         step = self._steps

@@ -187,7 +187,7 @@ def embedding_bag(input, weight, offsets=None, max_norm: float | None = None,
             k = int(np.argmax((idx < 0) | (idx >= V)))
             raise RuntimeError(f"Index {k} of input takes value {int(idx[k])} which is not in "
                                f"the valid range [0, {V})")
-        renorm_rows(w._data if hasattr(w, "_data") else w.value, idx, float(max_norm),
+        renorm_rows(w.value, idx, float(max_norm),
                 float(norm_type))
     srcs = (w, _leaf(idx), _leaf(starts), _leaf(ends))
     B = len(starts)

@@ -479,7 +479,7 @@ def setitem(x: Tensor, key, value, overlap_ok: bool = False) -> Tensor:
                            "unsigned char")
     info = getattr(x, "view_info", None)
     root = x if info is None else cast(Tensor, x._base)
-    if (grad_mode._state.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
+    if (grad_mode.current.enabled and (x.requires_grad or (v is not None and v.requires_grad) or
                                       (info is not None and not info.alias
                                        and root.requires_grad))
             or root.op not in LEAF_OPS):

@@ -148,7 +148,7 @@ defop("linear_grad_bias", forward=_linear_grad_bias_forward)
 
 def linear(input, weight, bias=None) -> Tensor:
     """y = x W^T + b, with x of shape (..., in), W (out, in) and b (out,)."""
-    if autocast._state.dtype is not None:
+    if autocast.current.dtype is not None:
         input, weight, bias = autocast.lower(input, weight, bias)
     x = input if isinstance(input, Tensor) else as_tensor(input)
     w = weight if isinstance(weight, Tensor) else as_tensor(weight)

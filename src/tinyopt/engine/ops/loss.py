@@ -18,13 +18,17 @@ from tinyopt.kernels.native import shared_threads
 _REDUCTIONS = ("none", "mean", "sum")
 
 
-def _check_reduction(op: str, reduction: str) -> None:
+def check_reduction(op: str, reduction: str) -> None:
+    """torch's ``ValueError`` for a ``reduction`` that is not ``"none"``, ``"mean"`` or ``"sum"``
+    (every loss function checks it first)."""
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
                          f"(expected one of {_REDUCTIONS})")
 
 
-def _reduce(loss: Tensor, reduction: str) -> Tensor:
+def apply_reduction(loss: Tensor, reduction: str) -> Tensor:
+    """The per-element ``loss`` reduced as ``reduction`` says: its mean, its sum, or itself
+    (``"none"``)."""
     if reduction == "mean":
         return loss.mean()
     if reduction == "sum":
@@ -175,7 +179,7 @@ def _ce_exp_forward(t):
 def _with_exp(x: Tensor, srcs: tuple) -> tuple:
     """``srcs`` (x, y, w), and the node of x's shifted exponentials and row statistics after them
     when the loss will be differentiated and x holds at least ``PARALLEL_ROWS_MIN`` elements."""
-    if x.requires_grad and grad_mode._state.enabled and x.dtype in FLOATS and \
+    if x.requires_grad and grad_mode.current.enabled and x.dtype in FLOATS and \
             x.shape[0] * x.shape[1] >= K.PARALLEL_ROWS_MIN:  # (its kernel: float32/float64)
         N, C = x.shape
         size = K.exp_stats_size(N, np.dtype(x.dtype).itemsize) + N * C
@@ -282,8 +286,8 @@ defop("nll_mean_grad", forward=_mean_grad_forward(K.nll_rows_grad))
 def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, reduction: str,
                extra: tuple) -> Tensor:
     if reduction not in _REDUCTIONS:
-        _check_reduction(op, reduction)
-    if autocast._state.dtype is not None:
+        check_reduction(op, reduction)
+    if autocast.current.dtype is not None:
         input, weight = autocast.fp32(input, weight)
     x = as_tensor(input)
     if x.dtype not in FLOATS:
@@ -295,7 +299,7 @@ def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, red
     if reduction == "mean":
         return node(kind.replace("_rows", "_mean"), srcs, (), x.dtype, attrs)
     rows = node(kind, srcs, (x2.shape[0],), x.dtype, attrs)
-    return _unflatten(_reduce(rows, reduction), x.shape, reduction)
+    return _unflatten(apply_reduction(rows, reduction), x.shape, reduction)
 
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
@@ -323,27 +327,27 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100,
 
 
 def mse_loss(input, target, reduction: str = "mean") -> Tensor:
-    _check_reduction("mse_loss", reduction)
+    check_reduction("mse_loss", reduction)
     a, b = promoted_operands("mse_loss", *autocast.fp32(input, target))
     require_float("mse_loss", a, b)
     _same_shape("mse_loss", a, b)
     d = a - b
-    return _reduce(d * d, reduction)
+    return apply_reduction(d * d, reduction)
 
 
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:
-    _check_reduction("l1_loss", reduction)
+    check_reduction("l1_loss", reduction)
     a, b = promoted_operands("l1_loss", *autocast.fp32(input, target))
     require_float("l1_loss", a, b)
     _same_shape("l1_loss", a, b)
-    return _reduce((a - b).abs(), reduction)
+    return apply_reduction((a - b).abs(), reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None) -> Tensor:
     """-[pw y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))], computed stably as
     (1 - y) x + (1 + (pw - 1) y) softplus(-x)."""
-    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    check_reduction("binary_cross_entropy_with_logits", reduction)
     input, target, weight, pos_weight = autocast.fp32(input, target, weight, pos_weight)
     x, y = promoted_operands("binary_cross_entropy_with_logits", input, target)
     require_float("binary_cross_entropy_with_logits", x, y)
@@ -355,7 +359,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
         loss = (1.0 - y) * x + (1.0 + (as_tensor(pos_weight).to(x.dtype) - 1.0) * y) * sp
     if weight is not None:
         loss = loss * as_tensor(weight).to(x.dtype)
-    return _reduce(loss, reduction)
+    return apply_reduction(loss, reduction)
 
 
 def _same_shape(op: str, a: Tensor, b: Tensor) -> None:

@@ -765,7 +765,7 @@ def as_strided(input, size, stride, storage_offset: int | None = None) -> Tensor
         if getattr(t, "view_info", None) is None:  # (a copy: nothing to inherit)
             return t
     else:  # torch differentiates into x's elements only: the base's gradient outside is zero
-        if input.op == "rebased_multi_view" and grad_mode._state.enabled:
+        if input.op == "rebased_multi_view" and grad_mode.current.enabled:
             raise RuntimeError(input.attrs[0])
         covered = np.zeros(base.shape, np.bool_)
         view_array(info.steps, covered)[...] = True

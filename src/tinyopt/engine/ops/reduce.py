@@ -42,7 +42,9 @@ def _split(shape: tuple[int, ...], d0: int, d1: int) -> tuple[int, int, int]:
     return math.prod(shape[:d0]), math.prod(shape[d0:d1 + 1]), math.prod(shape[d1 + 1:])
 
 
-def _runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
+def dim_runs(dims: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted dims as runs of consecutive dims, ``(first, last)`` each: one ``sum_run`` node
+    a run."""
     runs: list[list[int]] = []
     for d in dims:
         if runs and runs[-1][1] == d - 1:
@@ -87,7 +89,7 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
         input = input.to(int64)
     dims = _dims("sum", input, dim)
     r = input
-    for d0, d1 in reversed(_runs(dims)):
+    for d0, d1 in reversed(dim_runs(dims)):
         shape = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
         r = node("sum_run", (r,), shape, r.dtype, (d0, d1))
     if not keepdim:

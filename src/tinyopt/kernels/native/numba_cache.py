@@ -93,7 +93,7 @@ def cached_intrinsic(defn=None, *, key: str = ""):
     Kernels built inside a factory close over functions that pickle by value, with the globals
     they call; an intrinsic among them pickles with its ``uuid``, which numba draws afresh in each
     process (``uuid1``), so such a kernel's key never matched the one saved and every process
-    compiled it again (the Adam walker, once ``decayed_grad`` called :func:`vecmath.fma`).  Use it
+    compiled it again (the Adam walker, once ``decayed_grad`` called ``instructions.fma``).  Use it
     for intrinsics made once per process (at module level, or by a factory run once per key)."""
     if defn is None:
         return lambda d: cached_intrinsic(d, key=key)

@@ -289,7 +289,7 @@ class PReLU(Module):
 
     def reset_parameters(self) -> None:
         """Set every slope to ``init``."""
-        self.weight._data[...] = self.init
+        self.weight.value[...] = self.init
 
     def forward(self, input) -> Tensor:
         return F.prelu(input, self.weight)

@@ -57,7 +57,7 @@ class Embedding(Module):
         """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            self.weight.value[self.padding_idx] = 0
 
     def forward(self, input) -> Tensor:
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
@@ -83,7 +83,7 @@ class Embedding(Module):
                         scale_grad_by_freq: bool = False, sparse: bool = False) -> Embedding:
         """An Embedding whose weight is a copy of the 2-D array ``embeddings`` (frozen unless
         ``freeze=False``)."""
-        w = np.asarray(embeddings._data if isinstance(embeddings, Parameter) else embeddings)
+        w = np.asarray(embeddings.value if isinstance(embeddings, Parameter) else embeddings)
         if w.ndim != 2:
             raise ValueError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = w.shape
@@ -104,7 +104,7 @@ def _padding_idx(padding_idx: int | None, n: int, word: str = "padding_idx") -> 
 def _weight_array(weight, dt: np.dtype, dtype) -> np.ndarray:
     """A copy of a given ``_weight`` (array or Parameter), float (``dt`` unless it is float and
     no ``dtype`` was asked for)."""
-    w = np.array(weight._data if isinstance(weight, Parameter) else weight,
+    w = np.array(weight.value if isinstance(weight, Parameter) else weight,
                  dtype=dt if dtype is not None else None)
     return w if w.dtype.kind == "f" else w.astype(dt)
 
@@ -145,7 +145,7 @@ class EmbeddingBag(Module):
         """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight._data[self.padding_idx] = 0
+            self.weight.value[self.padding_idx] = 0
 
     def forward(self, input, offsets=None, per_sample_weights=None) -> Tensor:
         return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
@@ -173,7 +173,7 @@ class EmbeddingBag(Module):
                         padding_idx: int | None = None) -> EmbeddingBag:
         """An EmbeddingBag whose weight is a copy of the 2-D array ``embeddings`` (frozen unless
         ``freeze=False``)."""
-        w = np.asarray(embeddings._data if isinstance(embeddings, Parameter) else embeddings)
+        w = np.asarray(embeddings.value if isinstance(embeddings, Parameter) else embeddings)
         if w.ndim != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = w.shape

@@ -40,5 +40,5 @@ def vector_to_parameters(vec, parameters: Iterable[Parameter]) -> None:
     offset = 0
     for p in params:
         n = p.numel()
-        np.copyto(p._data, values[offset:offset + n].reshape(p.shape), casting="same_kind")
+        np.copyto(p.value, values[offset:offset + n].reshape(p.shape), casting="same_kind")
         offset += n
