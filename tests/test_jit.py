@@ -364,6 +364,13 @@ def test_elementwise_kernels_over_broadcast_operands_give_the_ufuncs_bits():
                     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32),
                                                   err_msg=f"{module}.{name} {form.shape}")
     assert k._broadcast  # (the loops ran: what this test is about)
+    # a repeated operand in out's own memory: read as numpy reads it (from a copy)
+    [(_, _, two)] = by_arity[2][:1]
+    x = (rng.standard_normal((6, 8)) * 3).astype(np.float32)
+    want = np.empty_like(x)
+    two._build(["float32(float32, float32)"])(x.copy(), x[:1, :1].copy(), out=want)
+    two(x, x[:1, :1], out=x)
+    np.testing.assert_array_equal(x.view(np.uint32), want.view(np.uint32))
     # two repeated operands of different lengths (a (3, 4) and a (4,) over (2, 3, 4)): the ufunc
     x, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (3, 4), (4,)))
     [(_, _, fma3)] = [e for e in by_arity[3][:1]]

@@ -533,7 +533,8 @@ def _broadcast_modes(args: tuple, out: np.ndarray) -> tuple[tuple[int, ...], int
     (one element and no more dimensions than ``out``, or of ``out``'s shape with all strides 0);
     2, C-contiguous trailing dimensions of ``out`` (after leading 1s: a bias row, a position
     table), repeated every ``n`` elements of ``out`` (all such operands the same size ``n``;
-    ``n`` is ``out.size`` when there are none).  None where an operand is none of these."""
+    ``n`` is ``out.size`` when there are none).  None where an operand is none of these, or is
+    repeated from memory ``out`` may overlap (numpy's ufunc reads such an operand from a copy)."""
     if not out.flags.c_contiguous or out.size == 0:
         return None
     modes, n = [], 0
@@ -552,6 +553,8 @@ def _broadcast_modes(args: tuple, out: np.ndarray) -> tuple[tuple[int, ...], int
                 return None
             n = a.size
             modes.append(2)
+        if modes[-1] != 1 and np.may_share_memory(a, out):
+            return None
     return tuple(modes), n or out.size
 
 
