@@ -43,6 +43,7 @@ import numba
 import numba.extending
 import numpy as np
 
+from tinyopt.kernels.native.c_function import compile_c_function
 from tinyopt.kernels.native.numba_cache import loads_without_refresh
 
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
@@ -238,25 +239,14 @@ class _CCallback:
     (and loaded from there without numba's context refresh)."""
 
     def __init__(self, fn, signature: str):
-        from numba.core import sigutils
-        from numba.core.ccallback import CFunc
-
-        def build():
-            cf = CFunc(fn, sigutils.normalize_signature(signature), locals={},
-                       options={k: v for k, v in _OPTIONS.items()
-                                if k not in ("cache", "no_cfunc_wrapper")})
-            if _OPTIONS["cache"]:
-                cf.enable_caching()
-            return cf
+        options = {k: v for k, v in _OPTIONS.items() if k not in ("cache", "no_cfunc_wrapper")}
         try:
-            cf = build()
+            cf = compile_c_function(fn, signature, options, _OPTIONS["cache"])
         except RuntimeError as e:
             if not _cannot_cache(e):
                 raise
             _cache_elsewhere(e)
-            cf = build()
-        loads_without_refresh(cf)
-        cf.compile()
+            cf = compile_c_function(fn, signature, options, _OPTIONS["cache"])
         self.address: int = cf.address
         self._cfunc = cf  # keeps the machine code alive
 

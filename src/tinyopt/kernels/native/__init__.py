@@ -15,6 +15,8 @@ OpenMP), so it is kept in one place, gated, and never the only path:
 - ``gemm_bf16``: the AVX512-BF16 GEMM (``llvm.x86.avx512bf16.dpbf16ps.512``) Muon uses;
 - ``numba_cache``: numba's cache class swapped for one that loads cached kernels without the
   context refresh;
+- ``c_function``: a C function compiled by numba's ``CFunc`` class and cached on disk (the
+  callbacks ``shared_threads`` hands OpenBLAS, made through ``kernels/jit.py``'s ``c_callback``);
 - ``instructions``: single instructions as intrinsics (``llvm.fma``, ``llvm.prefetch``, a
   float32's bit pattern), for the optimizers' kernels;
 - ``quant8_lanes``: the 8-bit optimizers' table lookups and Adam pass, 16 elements at once
