@@ -5,8 +5,9 @@ The model follows nanoGPT's ``model.py`` (written here for both libraries): toke
 embeddings, pre-norm blocks of causal self-attention (one ``c_attn`` projection to q, k, v,
 ``scaled_dot_product_attention(is_causal=True)``, ``c_proj``) and an MLP (4x, GELU), a final
 LayerNorm and a head tied to the token embedding; AdamW (betas 0.9, 0.95) with weight decay 0.1
-on the matrices only, as nanoGPT's ``configure_optimizers``; dropout 0.  Both libraries start
-from the same weights and see the same batches.
+on the matrices only, as nanoGPT's ``configure_optimizers``; dropout 0.  Weights start as
+nanoGPT's ``_init_weights`` sets them (``init_weights``); both libraries start from the same
+weights and see the same batches.
 
 Sizes (layers x width, heads, block, batch, vocabulary):
 
@@ -78,11 +79,34 @@ def build(lib, c: dict):
     return GPT()
 
 
+def init_weights(model, layers: int, seed: int = 0) -> None:
+    """nanoGPT's ``_init_weights``: linear and embedding weights N(0, 0.02), the residual
+    projections' N(0, 0.02 / sqrt(2 layers)), biases 0 (LayerNorm keeps 1 and 0).
+
+    (With the layers' own defaults instead, the tied embedding's N(0, 1) rows make GPT-2's
+    logits span hundreds of nats: a first loss of ~480, and from the second step on a quarter
+    of the cross-entropy gradient's entries subnormal, which both libraries' GEMMs then read
+    4-30x slower: a benchmark of subnormal arithmetic, not of training.)"""
+    rng = np.random.default_rng(seed)
+    state = {}
+    for name, v in model.state_dict().items():
+        shape = tuple(v.shape)
+        if name.endswith("bias") and not name.split(".")[-2].startswith("ln"):
+            state[name] = np.zeros(shape, np.float32)
+        elif name.endswith("weight") and len(shape) == 2:
+            std = 0.02 / np.sqrt(2 * layers) if name.endswith("proj.weight") else 0.02
+            if name != "lm_head.weight":  # tied: wte's
+                state[name] = (rng.standard_normal(shape) * std).astype(np.float32)
+    state["lm_head.weight"] = state["wte.weight"]
+    model.load_state_dict(state, strict=False)
+
+
 def _stepper(lib_name: str, size: str):
     import tinyopt as to
     c = SIZES[size]
     to.manual_seed(0)
     ref = build(to, c)
+    init_weights(ref, c["layers"])
     rng = np.random.default_rng(0)
     batches = [(rng.integers(0, c["vocab"], (c["batch"], c["block"])),
                 rng.integers(0, c["vocab"], (c["batch"], c["block"]))) for _ in range(4)]

@@ -7,19 +7,22 @@ loaded from the cache), for three models:
   vocabulary 5000) and small GPT (2 pre-norm layers, 128 wide, block 64), Adam.
 
 Goals (issue 27): ``import tinyopt`` <= 0.35 s; first step of the MLP <= 1.5 s cold and <= 0.2 s
-warm, of the LSTM and the GPT <= 2.5 s cold.  The CPU columns (the child's process time) say the
+warm, of the LSTM and the GPT <= 2.5 s cold.  The CPU columns (the child's process time, plus
+that of the helper processes compiling a kernel ahead, ``kernels/compile_ahead.py``) say the
 same on a quiet machine and stay readable on a busy one, where the wall times grow with the
-other load.
+other load.  ``--ahead both`` runs each cold step with and without compiling ahead (rows ``cold``
+and ``cold-``, ``TINYOPT_COMPILE_AHEAD=0``), one after the other; tinyopt compiles ahead only
+where a core is free (``TINYOPT_COMPILE_AHEAD=1`` in the environment: always).
 
-    python benchmarks/bench_startup.py [--models mlp,lstm,gpt] [--repeats 1]
+    python benchmarks/bench_startup.py [--models mlp,lstm,gpt] [--repeats 1] [--ahead both]
     python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
     python benchmarks/bench_startup.py --floors [--models mlp]  # where the first step's time goes
 
-``--floors`` prints, cold and warm: each numba kernel the first step compiles or loads (C
-callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part numba's own timer
-puts in LLVM (optimisation and machine code; the rest is numba's typing and lowering, in
-Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the options
-tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
+``--floors`` prints, cold and warm (nothing compiled ahead): each numba kernel the first step
+compiles or loads (C callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part
+numba's own timer puts in LLVM (optimisation and machine code; the rest is numba's typing and
+lowering, in Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
+options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
 """
 
 from __future__ import annotations
@@ -32,7 +35,10 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, sys, time
+import json, resource, sys, time
+def helpers_cpu():  # of the processes that compiled kernels ahead (``kernels/compile_ahead.py``)
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 t0 = time.perf_counter()
 c0 = time.process_time()
 import numpy as np
@@ -49,7 +55,8 @@ step()
 t_step = time.perf_counter() - t1
 c_step = time.process_time() - c1
 print(json.dumps({{"import": t_import, "first_step": t_step, "total": time.perf_counter() - t0,
-                  "import_cpu": c_import, "first_step_cpu": c_step,
+                  "import_cpu": c_import, "first_step_cpu": c_step + helpers_cpu(),
+                  "build": t1 - t0 - t_import, "helpers_cpu": helpers_cpu(),
                   "import_tinyopt": t_tinyopt, "import_tinyopt_cpu": c_tinyopt}}))
 """
 
@@ -84,8 +91,10 @@ def child(model: str) -> str:
     return CHILD.format(build=build)
 
 
-def run(cache_dir: str, code: str) -> dict:
+def run(cache_dir: str, code: str, ahead: bool = True) -> dict:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+    if not ahead:
+        env["TINYOPT_COMPILE_AHEAD"] = "0"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -157,7 +166,8 @@ def floors(models: list[str]) -> None:
     """The per-kernel table and numba's fixed cost (see the module docstring)."""
     for model in models:
         with tempfile.TemporaryDirectory() as cache:
-            steps = {name: run(cache, with_kernels(child(model))) for name in ("cold", "warm")}
+            steps = {name: run(cache, with_kernels(child(model)), ahead=False)
+                     for name in ("cold", "warm")}
         for name, r in steps.items():
             print(f"{model} {name} first step: {r['first_step']:.3f} s wall, "
                   f"{r['first_step_cpu']:.3f} s CPU; numba kernels (CPU s, compile or cache load; "
@@ -211,6 +221,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="fresh caches per model")
     ap.add_argument("--imports", action="store_true")
     ap.add_argument("--floors", action="store_true")
+    ap.add_argument("--ahead", choices=("on", "off", "both"), default="on",
+                    help="compile the optimizer's kernel ahead in a helper process")
     args = ap.parse_args()
     models = args.models.split(",")
     unknown = set(models) - set(MODELS)
@@ -222,20 +234,29 @@ def main() -> None:
     if args.floors:
         floors(models)
         return
-    print(f"{'':>10} {'import':>9} {'first step':>11} {'total':>9}   {'import cpu':>10} "
-          f"{'step cpu':>9}   {'import tinyopt':>14} {'(cpu)':>7}")
+    print(f"{'':>10} {'import':>9} {'build':>7} {'first step':>11} {'total':>9}   "
+          f"{'import cpu':>10} {'step cpu':>9} {'(helper)':>8}   {'import tinyopt':>14} "
+          f"{'(cpu)':>7}")
     for model in models:
         for _ in range(args.repeats):
-            with tempfile.TemporaryDirectory() as cache:
-                cold = run(cache, child(model))
-                warm = run(cache, child(model))
-            for name, r in (("cold", cold), ("warm", warm)):
-                print(f"{model:>4} {name:>5} {r['import']:>8.3f}s {r['first_step']:>10.3f}s "
-                      f"{r['total']:>8.3f}s   {r['import_cpu']:>9.3f}s "
-                      f"{r['first_step_cpu']:>8.3f}s   {r['import_tinyopt']:>13.3f}s "
-                      f"{r['import_tinyopt_cpu']:>6.3f}s", flush=True)
-    print("import: numpy, tinyopt, tinyopt.nn and tinyopt.optim; import tinyopt: numpy and "
-          "tinyopt alone")
+            rows = []
+            if args.ahead != "on":
+                with tempfile.TemporaryDirectory() as cache:
+                    rows.append(("cold-", run(cache, child(model), ahead=False)))
+            if args.ahead != "off":
+                with tempfile.TemporaryDirectory() as cache:
+                    rows.append(("cold", run(cache, child(model))))
+                    rows.append(("warm", run(cache, child(model))))
+            for name, r in rows:
+                print(f"{model:>4} {name:>5} {r['import']:>8.3f}s {r['build']:>6.3f}s "
+                      f"{r['first_step']:>10.3f}s {r['total']:>8.3f}s   {r['import_cpu']:>9.3f}s "
+                      f"{r['first_step_cpu']:>8.3f}s {r['helpers_cpu']:>7.3f}s   "
+                      f"{r['import_tinyopt']:>13.3f}s {r['import_tinyopt_cpu']:>6.3f}s",
+                      flush=True)
+    print("import: numpy, tinyopt, tinyopt.nn and tinyopt.optim; build: the model, optimizer and "
+          "batch (a kernel compiled ahead starts there); step cpu: the first step's CPU and the "
+          "helpers' (a kernel compiled ahead in another process, all of theirs); import tinyopt: "
+          "numpy and tinyopt alone")
     print("goals: import tinyopt <= 0.35 s; first step of the mlp <= 1.5 s cold, <= 0.2 s warm; "
           "of the lstm and gpt <= 2.5 s cold")
 

@@ -330,6 +330,57 @@ def test_elementwise_kernels_give_the_same_bits_on_flat_arrays_as_their_ufuncs()
                                               err_msg=f"{module}.{name} {sig} (all signatures)")
 
 
+def test_elementwise_kernels_over_broadcast_operands_give_the_ufuncs_bits():
+    """A call whose operands are laid out as out, are one value broadcast (a 0-d or size-1
+    array, a zero-strided view) or are out's trailing dimensions repeated (a bias row) runs a
+    cached loop reading each where broadcasting puts it: the same bits as numba's ufunc (so a
+    warm process builds no ufunc for ``x ** 2``, its gradient or a bias add)."""
+    rng = np.random.default_rng(1)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 3.0, -2.5], np.float32)
+    by_arity: dict[int, list] = {}
+    for entry in _ufuncs():
+        k = entry[2]
+        sig = next((s for s in k._signatures if s.startswith("float32(")), None)
+        if sig is not None and all(t.strip() == "float32" for t in sig[8:-1].split(",")):
+            by_arity.setdefault(sig.count(",") + 1, []).append(entry)
+    assert {1, 2, 3} <= set(by_arity)  # (up to 3 operands take the loop)
+    for module, name, k in [e for n in (1, 2, 3) for e in by_arity[n][:2]]:
+        n = k._signatures[0].count(",") + 1
+        ufunc = k._build(["float32(" + ", ".join(["float32"] * n) + ")"])
+        for one in range(n):
+            for value in (special[rng.integers(8)], rng.standard_normal() * 3):
+                args = [rng.permutation(np.concatenate([special, rng.standard_normal(40) * 3])
+                                        .astype(np.float32)).reshape(6, 8) for _ in range(n)]
+                row = rng.permutation(np.concatenate([special, rng.standard_normal(4)])
+                                      ).astype(np.float32)[:8]
+                for form in (np.array(value, np.float32), np.full((1, 1), value, np.float32),
+                             np.broadcast_to(np.float32(value), (6, 8)), row, row[None],
+                             np.broadcast_to(row, (6, 8)), row[:6, None]):
+                    args[one] = form
+                    got, want = np.empty((6, 8), np.float32), np.empty((6, 8), np.float32)
+                    with np.errstate(all="ignore"):
+                        k(*args, out=got)
+                        ufunc(*args, out=want)
+                    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32),
+                                                  err_msg=f"{module}.{name} {form.shape}")
+    assert k._broadcast  # (the loops ran: what this test is about)
+    # a repeated operand in out's own memory: read as numpy reads it (from a copy)
+    [(_, _, two)] = by_arity[2][:1]
+    x = (rng.standard_normal((6, 8)) * 3).astype(np.float32)
+    want = np.empty_like(x)
+    two._build(["float32(float32, float32)"])(x.copy(), x[:1, :1].copy(), out=want)
+    two(x, x[:1, :1], out=x)
+    np.testing.assert_array_equal(x.view(np.uint32), want.view(np.uint32))
+    # two repeated operands of different lengths (a (3, 4) and a (4,) over (2, 3, 4)): the ufunc
+    x, a, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 4), (3, 4), (4,)))
+    [(_, _, fma3)] = [e for e in by_arity[3][:1]]
+    got, want = np.empty((2, 3, 4), np.float32), np.empty((2, 3, 4), np.float32)
+    with np.errstate(all="ignore"):
+        fma3(x, a, b, out=got)
+        fma3._build(["float32(float32, float32, float32)"])(x, a, b, out=want)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 WARM_START = """if True:
     import hashlib, os, sys, threading
     import numpy as np
@@ -463,7 +514,7 @@ def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_
 def test_module_level_intrinsics_keep_one_identity_across_processes():
     """A kernel whose closure reaches an intrinsic is keyed by that intrinsic's pickled identity;
     numba draws it afresh per process, so the kernel missed the disk cache in every new process
-    (the Adam walker after ``decayed_grad`` called ``vecmath.fma``).  Every module-level
+    (the Adam walker after ``decayed_grad`` called ``fma``).  Every module-level
     intrinsic of tinyopt takes its name as its identity (``numba_cache.cached_intrinsic``)."""
     import importlib
     import pkgutil
@@ -471,14 +522,19 @@ def test_module_level_intrinsics_keep_one_identity_across_processes():
     from numba.core.extending import _Intrinsic
 
     import tinyopt.kernels
-    found = []
+    found = {}
     for info in pkgutil.walk_packages(tinyopt.kernels.__path__, "tinyopt.kernels."):
         module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if isinstance(value, _Intrinsic) and value.__module__ == module.__name__:
-                found.append(name)
+                found[name] = value._uuid
                 assert value._uuid.startswith(f"tinyopt:{module.__name__}.{value.__qualname__}"), name
-    assert "fma" in found and len(found) >= 10
+    # the ones a factory makes (one per width, locality, ...) too, each with an identity of its own
+    made = {"fma", "prefetch_l1", "prefetch_l2", "abs_bits", "float_of_bits"} | {
+        f"{op}_{n}" for op in ("dequantize", "quantize", "quantize_div", "adam")
+        for n in ("lane", "lanes")}
+    assert made <= set(found) and len(found) >= 10
+    assert len(set(found.values())) == len(found), "two intrinsics share an identity"
 
 
 def test_a_bound_elementwise_call_into_its_own_input_reads_it_through_out():

@@ -107,6 +107,46 @@ def test_which_nodes_are_held_can_change_from_step_to_step(runs):
         lin.bias.grad = None
 
 
+def test_a_node_only_its_views_in_the_graph_hold_is_not_kept(monkeypatch):
+    """A view holds its base, but that is not the program holding it: nanoGPT's
+    ``y.transpose(1, 2).contiguous().view(B, T, C)`` and ``logits.view(-1, V)`` left the bases
+    as outputs of every run (GPT-2's logits: 103 MB copied a step).  Held by the program, the
+    view or the base still comes out of the run with its value."""
+    outputs: list[list[tuple]] = []  # the shapes of each run's outputs but the loss's
+    run = plan_module.Plan.run
+
+    def recorded(self, leaves):
+        outputs.append(sorted(self.nodes[i].shape for i in self.output_slots
+                              if self.nodes[i].shape in ((2, 3, 4), (2, 4, 3), (24,))))
+        return run(self, leaves)
+    monkeypatch.setattr(plan_module.Plan, "run", recorded)
+    to.manual_seed(0)
+    lin = nn.Linear(6, 4)
+    x = np.random.default_rng(3).standard_normal((2, 3, 6)).astype(np.float32)
+    ref = (x @ lin.weight.numpy().T + lin.bias.numpy()) * np.float32(2.0)
+
+    def forward(hold: str):
+        y = lin(to.tensor(x)) * 2.0  # (2, 3, 4), whose only consumer is a view
+        flat = y.transpose(1, 2).reshape(-1)  # a view (24,) of a copy (2, 4, 3)
+        return flat.sum(), {"view": flat, "base": y}.get(hold)
+
+    def steps(hold: str):
+        outputs.clear()
+        for _ in range(3):  # (a plan from the second sighting on)
+            loss, held = forward(hold)
+            loss.backward()
+            lin.weight.grad = lin.bias.grad = None
+        return held
+    steps("")
+    assert outputs and outputs[-1] == []
+    held = steps("view")
+    assert outputs and outputs[-1] == [(2, 4, 3), (24,)]  # a held view keeps its base
+    np.testing.assert_allclose(held.numpy(), ref.transpose(0, 2, 1).reshape(-1), rtol=1e-6)
+    held = steps("base")
+    assert outputs and outputs[-1] == [(2, 3, 4)]
+    np.testing.assert_allclose(held.numpy(), ref, rtol=1e-6)
+
+
 def test_a_node_over_computed_values_is_computed_alone_with_the_bits_of_its_graph(runs):
     """The actor-critic's ``probs.item()`` then ``value.item()``: the second reads the hidden
     layer the first computed, so only its own op runs (as PyTorch had computed it); the value is

@@ -3,7 +3,7 @@
 The first use of a numba kernel compiles it (0.1-1 s each) and caches the machine code on disk
 next to the installed package (or in ``NUMBA_CACHE_DIR``), keyed by the kernel's source and the
 CPU; every later process loads it in milliseconds.  So a fresh install's first training step
-takes seconds (the README's MLP: about 3.5 s of CPU, a small GPT or LSTM more) where a warm one
+takes seconds (the README's MLP: about 2 s of CPU, a small GPT or LSTM 4-5 s) where a warm one
 takes about 0.15 s.  :func:`warmup` pays that once, ahead of time -- after installing, in a
 container's build step, before timing anything -- by training a few small models for two steps
 each on the kernels those models use in float32:

@@ -199,8 +199,27 @@ _refcount = sys.getrefcount
 def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
     """Positions of the non-leaf nodes of the sorted graph ``order`` that the program still holds
     (a variable, a list, another graph), from ``held_candidates`` of its signature: realizing the
-    graph computes them anyway, so their values are kept (see ``tensor``'s docstring)."""
-    return [i for i, most in candidates if _refcount(order[i]) > most]
+    graph computes them anyway, so their values are kept (see ``tensor``'s docstring).
+
+    A view holds its base (``_base``), so a base whose views are nodes of this graph that are
+    themselves unheld (``y`` in ``y.transpose(1, 2).contiguous()``, the logits under
+    ``logits.view(-1, V)``) is not held by the program: keeping it would copy it out of every
+    run (GPT-2's logits: 103 MB a step) and keep its buffer alive to the end of the plan."""
+    over = [(i, most) for i, most in candidates if _refcount(order[i]) > most]
+    if not over:
+        return over
+    views: dict[int, list[int]] = {}  # a base's id -> positions of its views in ``order``
+    for j, t in enumerate(order):
+        b = getattr(t, "_base", None)
+        if b is not None:
+            views.setdefault(id(b), []).append(j)
+    unheld = {i for i, _ in candidates} - {i for i, _ in over}  # (roots are not candidates)
+    out = []
+    for i, most in over:
+        vs = views.get(id(order[i]), ())
+        if _refcount(order[i]) > most + len(vs) or not unheld.issuperset(vs):
+            out.append(i)
+    return out
 
 
 def _calibrate() -> int:

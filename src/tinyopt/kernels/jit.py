@@ -43,6 +43,7 @@ import numba
 import numba.extending
 import numpy as np
 
+from tinyopt.kernels.native.c_function import compile_c_function
 from tinyopt.kernels.native.numba_cache import loads_without_refresh
 
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
@@ -56,6 +57,11 @@ _OPTIONS = dict(cache=True, nogil=True, fastmath=False, error_model="numpy",
                 no_cfunc_wrapper=True)
 
 PARALLEL_MIN_ELEMENTS = int(os.environ.get("TINYOPT_PARALLEL_MIN", 1 << 22))
+
+
+def caches_on_disk() -> bool:
+    """Whether kernels keep their machine code in a disk cache (see the module docstring)."""
+    return bool(_OPTIONS["cache"])
 
 
 def _cannot_cache(e: RuntimeError) -> bool:
@@ -164,6 +170,11 @@ class _ParallelKernel:
         """The serial build, whatever the sizes (for a caller that chooses the build itself)."""
         return self._serial(*args)
 
+    @property
+    def serial_build(self):
+        """The serial build's numba dispatcher."""
+        return self._serial
+
     def parallel(self, *args):
         """The parallel build, whatever the sizes (the serial one in a forked child, see the
         module docstring)."""
@@ -228,25 +239,14 @@ class _CCallback:
     (and loaded from there without numba's context refresh)."""
 
     def __init__(self, fn, signature: str):
-        from numba.core import sigutils
-        from numba.core.ccallback import CFunc
-
-        def build():
-            cf = CFunc(fn, sigutils.normalize_signature(signature), locals={},
-                       options={k: v for k, v in _OPTIONS.items()
-                                if k not in ("cache", "no_cfunc_wrapper")})
-            if _OPTIONS["cache"]:
-                cf.enable_caching()
-            return cf
+        options = {k: v for k, v in _OPTIONS.items() if k not in ("cache", "no_cfunc_wrapper")}
         try:
-            cf = build()
+            cf = compile_c_function(fn, signature, options, _OPTIONS["cache"])
         except RuntimeError as e:
             if not _cannot_cache(e):
                 raise
             _cache_elsewhere(e)
-            cf = build()
-        loads_without_refresh(cf)
-        cf.compile()
+            cf = compile_c_function(fn, signature, options, _OPTIONS["cache"])
         self.address: int = cf.address
         self._cfunc = cf  # keeps the machine code alive
 
@@ -350,11 +350,12 @@ class _LazyUfunc:
     plan) run a plain numba loop over the flat arrays instead: the same scalar function on the same
     types, so the same values, but compiled per dtype on demand and loaded from the disk cache,
     where numba builds a ufunc's loops for every signature and its wrapper in every process
-    (about 0.1 s a ufunc: most of a warm first training step).  Other calls whose operands all
-    have ``out``'s dtype (broadcast or strided) take a ufunc of that one signature, the loop
-    numpy would pick among all of them: the tiny GPT's first step built ``add`` for int64,
-    float32 and float64 (0.45-0.58 s of CPU cold, under load) and now for float32
-    alone.
+    (about 0.1 s a ufunc: most of a warm first training step).  So do calls whose operands
+    have ``out``'s dtype and are broadcast as one value or as ``out``'s trailing dimensions
+    (:func:`_broadcast_modes`; a loop per pattern).  Other calls whose operands all have
+    ``out``'s dtype (strided, or broadcast otherwise) take a ufunc of that one signature, the
+    loop numpy would pick among all of them: the tiny GPT's first step built ``add`` for int64,
+    float32 and float64 (0.45-0.58 s of CPU cold, under load) and then for float32 alone.
     """
 
     def __init__(self, fn, signatures: list[str]):
@@ -364,6 +365,7 @@ class _LazyUfunc:
         self._typed: dict[np.dtype, object] = {}
         self._loop = None
         self._in_place: dict[tuple[int, ...], object] = {}
+        self._broadcast: dict[tuple[int, ...], object] = {}
         # the dtypes with a signature T(T, ..., T): only those take the flat loop, so a call the
         # ufunc would reject or cast (no signature for its types) still goes to the ufunc
         self._flat_types = {np.dtype(ret) for ret, ins in (_parse(s) for s in signatures)
@@ -401,8 +403,23 @@ class _LazyUfunc:
                         self._loop = _flat_loop(self._fn, len(args))
                     self._loop(*[a.reshape(-1) for a in args], out.reshape(-1))
                     return out
-                # every operand of out's dtype, broadcast or strided: the ufunc of that one
-                # signature, which numpy's type resolution would pick among all of them anyway
+                # every operand of out's dtype, laid out as out, one value broadcast (a scalar
+                # operand, a scalar's gradient) or out's trailing dimensions repeated (a bias, a
+                # position table): a loop reading each where broadcasting puts it, the same fn
+                # on the same values (a warm process loads it from the disk cache, where numba
+                # builds a ufunc again and refreshes its contexts: ``x ** 2`` and its gradient
+                # cost ~0.15 s of a warm first step, a GPT's token + position sum ~0.25 s)
+                how = _broadcast_modes(args, out) if len(args) <= 3 else None
+                if how is not None:
+                    modes, n = how
+                    loop = self._broadcast.get(modes)
+                    if loop is None:
+                        loop = self._broadcast[modes] = _broadcast_loop(self._fn, modes)
+                    loop(*[_one_value(a) if m == 0 else a.reshape(-1)
+                           for a, m in zip(args, modes)], n, out.reshape(-1))
+                    return out
+                # else (broadcast or strided) the ufunc of that one signature, which numpy's
+                # type resolution would pick among all of them anyway
                 typed = self._typed.get(out.dtype)
                 if typed is None:
                     sig = f"{out.dtype.name}({', '.join([out.dtype.name] * len(args))})"
@@ -498,6 +515,75 @@ def _flat_loop(fn, arity: int):
                 out[i] = fn(a[i], b[i], c[i], d[i], e[i])
         return _njit(loop5)
     return None
+
+
+def _broadcast_modes(args: tuple, out: np.ndarray) -> tuple[tuple[int, ...], int] | None:
+    """How each operand of a call into a C-contiguous ``out`` is read, and the tile length ``n``:
+    1, laid out as ``out`` (C-contiguous, of its shape); 0, one value that broadcasting repeats
+    (one element and no more dimensions than ``out``, or of ``out``'s shape with all strides 0);
+    2, C-contiguous trailing dimensions of ``out`` (after leading 1s: a bias row, a position
+    table), repeated every ``n`` elements of ``out`` (all such operands the same size ``n``;
+    ``n`` is ``out.size`` when there are none).  None where an operand is none of these, or is
+    repeated from memory ``out`` may overlap (numpy's ufunc reads such an operand from a copy)."""
+    if not out.flags.c_contiguous or out.size == 0:
+        return None
+    modes, n = [], 0
+    for a in args:
+        if a.shape == out.shape and a.flags.c_contiguous:
+            modes.append(1)
+        elif (a.size == 1 and a.ndim <= out.ndim) or (
+                a.shape == out.shape and not any(a.strides)):
+            modes.append(0)
+        else:
+            core = a.shape
+            while core and core[0] == 1:
+                core = core[1:]
+            if (not core or len(core) > out.ndim or core != out.shape[out.ndim - len(core):]
+                    or not a.flags.c_contiguous or (n and a.size != n)):
+                return None
+            n = a.size
+            modes.append(2)
+        if modes[-1] != 1 and np.may_share_memory(a, out):
+            return None
+    return tuple(modes), n or out.size
+
+
+def _one_value(a: np.ndarray) -> np.ndarray:
+    """A 1-element 1-d view of the value a mode-0 operand repeats (see
+    :func:`_broadcast_modes`)."""
+    return a.reshape(1) if a.size == 1 else a[(0,) * (a.ndim - 1)][:1]
+
+
+def _broadcast_loop(fn, modes: tuple[int, ...]):
+    """``loop(*ins, n, out)``: for each block ``o`` of ``n`` elements of ``out`` (1-d) and ``j``
+    in it, out[o n + j] = fn(...) of each input at o n + j (mode 1), j (mode 2) or 0 (mode 0;
+    see :func:`_broadcast_modes`), 1 to 3 inputs.  The modes are compile-time constants."""
+    fn = inline(fn)
+    # input k is read at (o n) f_k + j t_k
+    (f0, t0), (f1, t1), (f2, t2) = [(int(m == 1), int(m != 0))
+                                    for m in modes + (0,) * (3 - len(modes))]
+    if len(modes) == 1:
+        def bcast1(a, n, out):
+            for o in range(out.shape[0] // n):
+                base = o * n
+                for j in range(n):
+                    out[base + j] = fn(a[base * f0 + j * t0])
+        return _njit(bcast1)
+    if len(modes) == 2:
+        def bcast2(a, b, n, out):
+            for o in range(out.shape[0] // n):
+                base = o * n
+                for j in range(n):
+                    out[base + j] = fn(a[base * f0 + j * t0], b[base * f1 + j * t1])
+        return _njit(bcast2)
+
+    def bcast3(a, b, c, n, out):
+        for o in range(out.shape[0] // n):
+            base = o * n
+            for j in range(n):
+                out[base + j] = fn(a[base * f0 + j * t0], b[base * f1 + j * t1],
+                                   c[base * f2 + j * t2])
+    return _njit(bcast3)
 
 
 def _in_place_loop(fn, arity: int, same: tuple[int, ...]):

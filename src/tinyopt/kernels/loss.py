@@ -64,7 +64,8 @@ def _exp_row(fast: bool):
     A subroutine, compiled once and called by each kernel (the cross-entropy rows and their
     gradient each compiled it again when it was inlined); lanes past C are neither set nor
     combined (they would add -inf to the max and 0 to the sum: the same bits)."""
-    ex = _V.exp_fast if fast else math.exp
+    # (inlined: its one call site costs less than compiling it as a function of its own)
+    ex = inline(_V.exp_fast) if fast else math.exp
 
     @subroutine
     def exp_row(xr, er, mx, ls):
@@ -171,8 +172,8 @@ def ce_rows(from_exp: bool, single: bool):
     (eps/C) (p_k sum_c w_c - w_k)), p_k = e[i, k] / s_i; on an ignored row 0 p_k, as PyTorch's
     log_softmax backward (0 - p_k 0): NaN where p_k is (a NaN or +inf in the row), else 0.
     ``mean`` of shape (0,): ``g`` (N,) holds each row's g_i.  ``mean`` (1,): ``g`` (1,) is the
-    gradient of the 'mean' reduction, and every g_i its share (see ``_mean_share``, which
-    stores it in ``mean[0]``).
+    gradient of the 'mean' reduction, and every g_i its share, g[0] / sum_i w[y_i] over rows
+    not ignored, stored in ``mean[0]`` (so rounded to its dtype, as a gradient array would be).
 
     ``from_exp``: m_i, s_i are read from ``stats`` (N, 2) and the gradient's exponentials from
     ``e`` (N, C) (:func:`ce_exp`, the same values; a serial kernel: what is left is light, and
@@ -191,10 +192,19 @@ def ce_rows(from_exp: bool, single: bool):
         if err[0] >= 0:
             return
         reduced = mean.shape[0] != 0
+        ws = 0.0  # sum_i w[y_i] over rows not ignored, in order (the targets are checked)
+        if reduced:
+            for i in range(N):
+                t = y[i]
+                if t != ignore_index:
+                    ws += w[t]
+            if grad:  # each row's share of the mean's gradient (rounded to mean's dtype)
+                mean[0] = g[0] / ws
         ex = work.shape[1] - LANES  # the row of exponentials a block's rows use in turn
         if not grad:
             for blk in prange((N + _ROWS - 1) // _ROWS):
-                for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+                end = (blk + 1) * _ROWS
+                for i in range(blk * _ROWS, N if N < end else end):
                     t = y[i]
                     if t == ignore_index:
                         rows[i] = 0.0
@@ -212,15 +222,14 @@ def ce_rows(from_exp: bool, single: bool):
                             loss += eps / C * smooth
                         rows[i] = loss
             if reduced:
-                mean[0] = _mean(rows, _weight_sum(y, w, ignore_index, err))
-            return
-        if reduced and not _mean_share(g, y, w, ignore_index, mean, err):
+                mean[0] = _mean(rows, ws)
             return
         wsum = 0.0
         for c in range(C):
             wsum += w[c]
         for blk in prange((N + _ROWS - 1) // _ROWS):
-            for i in range(blk * _ROWS, min(N, (blk + 1) * _ROWS)):
+            end = (blk + 1) * _ROWS
+            for i in range(blk * _ROWS, N if N < end else end):
                 if C == 0:  # (an ignored row of no classes)
                     continue
                 t = y[i]

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 import time
 
 import numba
@@ -64,8 +65,9 @@ import numpy as np
 
 from tinyopt.kernels.native import half
 from tinyopt.kernels.native.address import at
+from tinyopt.kernels import compile_ahead, jit
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.vecmath import fma
+from tinyopt.kernels.native.instructions import fma
 
 
 class Algorithm:
@@ -76,11 +78,16 @@ class Algorithm:
         self._factory = factory
         self._shared_min = shared_min
         self._kernels: dict[tuple, object] = {}
+        self._ahead: dict[tuple, compile_ahead.Pending] = {}
         functools.update_wrapper(self, factory)
 
     def __getitem__(self, switches):
         switches = switches if isinstance(switches, tuple) else (switches,)
         kernel = self._kernels.get(switches)
+        if kernel is None or self._ahead:
+            pending = self._ahead.pop(switches, None)
+            if pending is not None:  # its first call loads what the helper compiled
+                pending.wait()
         if kernel is None:
             name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
             kernel = walker(*self._factory(*switches), name)
@@ -88,6 +95,26 @@ class Algorithm:
                 kernel = _SharedPoolWalker(kernel, self._shared_min)
             self._kernels[switches] = kernel
         return kernel
+
+    def serial_build(self, switches: tuple):
+        """The numba dispatcher of ``self[switches]``'s serial build."""
+        kernel = self[switches]
+        return getattr(kernel, "_kernel", kernel).serial_build
+
+    def compile_ahead(self, switches: tuple, args: tuple) -> None:
+        """Start compiling ``self[switches]`` for the types of ``args`` (a call's arguments) in
+        a helper process (``kernels/compile_ahead.py``), where such a call would take the serial
+        build (as ``jit._ParallelKernel`` chooses); ``self[switches]`` then waits for it."""
+        least = jit.PARALLEL_MIN_ELEMENTS
+        if self._shared_min is not None and _FORK["openmp_started"]:
+            least = min(least, self._shared_min)
+        if (switches in self._ahead or flat_size(args) >= least
+                or getattr(sys.modules[self.__module__], self.__name__, None) is not self):
+            return
+        pending = compile_ahead.start((self.__module__, self.__name__, "serial_build", switches),
+                                      args)
+        if pending is not None:
+            self._ahead[switches] = pending
 
 
 def algorithm(factory=None, *, shared_min: int | None = None):
@@ -226,11 +253,12 @@ def walker(scalars, update, name: str):
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
             start = ci * chunk
-            end = min(start + chunk, n)
+            # (not min(): a function numba compiles on its own, ~0.02 s of a cold first step)
+            end = start + chunk if start + chunk < n else n
             j = chunk_seg[ci]
             i0 = start
             while i0 < end:
-                e = min(seg[j + 1], end)
+                e = seg[j + 1] if seg[j + 1] < end else end
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
@@ -292,11 +320,12 @@ def _low_walker(prologue, update, mode, name: str):
         for ci in prange(chunk_seg.shape[0]):
             h = hs[0]
             start = ci * chunk
-            end = min(start + chunk, n)
+            # (not min(): a function numba compiles on its own, ~0.02 s of a cold first step)
+            end = start + chunk if start + chunk < n else n
             j = chunk_seg[ci]
             i0 = start
             while i0 < end:
-                e = min(seg[j + 1], end)
+                e = seg[j + 1] if seg[j + 1] < end else end
                 if flags[j] != 0:
                     c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
                     lo, size = i0 - seg[j], seg[j + 1] - seg[j]

@@ -55,7 +55,7 @@ from tinyopt.kernels.native.address import at
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.optim import (adam_moments, decayed_grad, lion_sign, sixteen_bit,
                                    step_prologue)
-from tinyopt.kernels.vecmath import fma
+from tinyopt.kernels.native.instructions import fma
 
 
 class _Reducing:

@@ -25,7 +25,7 @@ Lion 9.1-9.8, SGD-momentum 8.6-9.8 (one step's time moves by up to 15% with wher
 gradient and scratch happen to lie, mod 4 KiB and in huge pages or not).  Where the Adam step's time
 goes (perf samples): the pass that dequantizes and updates 45%, the two requantizing loops 32%, the
 prefetches of the block two ahead 18% (waiting for DRAM: see :func:`_prefetch_block`, which took the
-step from 19.4 ms to 13.6; the fused pass, see :func:`_lookups`, to 12.8).  Per element that is 1.5
+step from 19.4 ms to 13.6; the fused pass, ``adam_lanes``, to 12.8).  Per element that is 1.5
 cycles in the fused pass (bound by the divider: two 8-lane ``vsqrtps`` and two ``vdivps`` per 16
 elements, 21 cycles, which float32 AdamW pays as well, its two dequantizing 16-lane ``vgatherdps``
 overlapping it), 1.0 in the requantizing ``vpgatherdd`` (8 cycles each, the gather unit's
@@ -61,13 +61,12 @@ import math
 
 import numpy as np
 
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
 from tinyopt.kernels.native.address import at
-from tinyopt.kernels.native.numba_cache import cached_intrinsic
+from tinyopt.kernels.native.instructions import abs_bits, float_of_bits, prefetch_l1, prefetch_l2
+from tinyopt.kernels.native.quant8_lanes import (
+    KEY_SHIFT, VECTOR, adam_lane, adam_lanes, dequantize_lane, dequantize_lanes, quantize_div_lane,
+    quantize_div_lanes, quantize_lane, quantize_lanes)
 from tinyopt.kernels.optim import sixteen_bit
 
 BLOCK = 256
@@ -105,11 +104,6 @@ def dynamic_map(signed: bool) -> np.ndarray:
     data += [0.0, 1.0]
     return np.array(sorted(data), dtype=np.float32)
 
-
-KEY_SHIFT = 15
-"""A float32 ``x``'s lookup key is its pattern's top 17 bits (sign, exponent, 8 mantissa bits):
-a cell of relative width 2^-8, narrower than the gaps between the codes' midpoints (0.7% at
-least), so the nearest code changes at most once inside a cell (:func:`tables` checks it)."""
 
 _LOW = (1 << KEY_SHIFT) - 1
 
@@ -153,201 +147,9 @@ def tables(code: np.ndarray) -> np.ndarray:
     return np.where(finite, first, 0).astype(np.uint32) | (threshold << np.uint32(8))
 
 
-VECTOR = 16
-"""Elements per step of the vector table lookups (:func:`_lookups`)."""
-
-
-def _lookups(width: int):
-    """The table lookups of a step, over ``width`` elements at once as LLVM vectors with
-    ``llvm.masked.gather`` (numba's loop vectorizer does not gather on x86: LLVM 20's cost
-    model prefers scalar loads there; a scalar quantizer loop took 5-6 ns an element, the
-    rest of the Adam step 1):
-
-    ``dequantize(out, q, at, code, scale)``: ``out[at + i] = code[q[at + i]] * scale``;
-    ``quantize(r, x, at, scale, table)``: ``r[at + i]`` = the index of the code value nearest
-    ``x[at + i] * scale`` (the lower one on a tie; NaN: 0) for ``i < width``, and
-    ``quantize_div`` the same for ``x[at + i] / scale``, from the table
-    of :func:`tables`: the cell's index, plus one from its threshold on.  Integer arithmetic
-    on the pattern, no branch and no search: a moment's indices are as unpredictable as its
-    values.  (bitsandbytes' CPU quantizer in 0.50 is not exact: 0.1% of its signed and 3% of
-    its unsigned indices are not the nearest code.)
-
-    ``adam(p, g, at, m, v, r1, r2, code1, code2, (s1, s2), (b1, 1 - b1, b2, 1 - b2, decay, c0,
-    c1))``: Adam's 8-bit update of elements ``at + i`` (:func:`_adam`'s float32 operations in
-    its order, so the same bits), its states dequantized from ``r1``, ``r2`` on the way in and
-    left in ``m``, ``v``.  In one pass the dequantizing gathers overlap the update's divider
-    (Adam 1e7, one thread: 15.0 -> 12.8 ms).  LLVM does not vectorize a loop that dequantizes
-    and updates: 16 elements at a time it unrolls the update and leaves it scalar; 32 to 128
-    at a time, Adam took 2.5x as long.  Holding a block's requantization for the next block's
-    pass, its gathers in the same loop, gained nothing (13.4 ms: the gather unit is then the
-    bound).
-
-    The caller keeps ``at + width`` within the arrays; every index read from ``q`` (< 256) or
-    computed as a key (< 2^17) is within ``code`` and ``table``."""
-    f32, i32, i8 = ir.FloatType(), ir.IntType(32), ir.IntType(8)
-
-    def vec(t):
-        return ir.VectorType(t, width)
-
-    def splat(builder, value):
-        v = builder.insert_element(ir.Constant(vec(value.type), ir.Undefined), value,
-                                   ir.Constant(i32, 0))
-        return builder.shuffle_vector(v, v, ir.Constant(vec(i32), [0] * width))
-
-    def elements(context, builder, sig, args, k, ty):
-        """A pointer to ``width`` elements (LLVM type ``ty``) of array argument ``k`` from
-        index ``at`` (argument 2) on."""
-        data = context.make_array(sig.args[k])(context, builder, args[k]).data
-        where = builder.gep(data, [context.cast(builder, args[2], sig.args[2], types.intp)])
-        return builder.bitcast(where, vec(ty).as_pointer())
-
-    def gather(builder, base, index, ty):
-        """``base[index]`` for a vector of ``i32`` indices (nonnegative: GEP sign-extends)."""
-        where = builder.gep(base, [index], inbounds=True, source_etype=ty)
-        where.type = vec(ty.as_pointer())  # a vector GEP (llvmlite types GEPs as scalar)
-        fnty = ir.FunctionType(vec(ty), [where.type, i32, vec(ir.IntType(1)), vec(ty)])
-        name = f"llvm.masked.gather.v{width}{'f32' if ty == f32 else 'i32'}.v{width}p0"
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        return builder.call(fn, [where, ir.Constant(i32, 4),
-                                 ir.Constant(vec(ir.IntType(1)), [1] * width),
-                                 ir.Constant(vec(ty), ir.Undefined)])
-
-    @cached_intrinsic
-    def dequantize(typingctx, out, q, at, code, scale):
-        if not (out.dtype == code.dtype == scale == types.float32 and q.dtype == types.uint8
-                and isinstance(at, types.Integer)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            qs = builder.load(elements(context, builder, sig, args, 1, i8), align=1)
-            base = context.make_array(sig.args[3])(context, builder, args[3]).data
-            values = builder.fmul(gather(builder, base, builder.zext(qs, vec(i32)), f32),
-                                  splat(builder, args[4]))
-            builder.store(values, elements(context, builder, sig, args, 0, f32), align=4)
-            return context.get_dummy_value()
-        return types.void(out, q, at, code, scale), codegen
-
-    def quantizer(divide: bool):
-        @cached_intrinsic(key=f"divide={divide}")
-        def quantize(typingctx, r, x, at, scale, table):
-            if not (x.dtype == scale == types.float32 and r.dtype == types.uint8
-                    and table.dtype == types.uint32 and isinstance(at, types.Integer)):
-                return None
-
-            def codegen(context, builder, sig, args):
-                def const(v):
-                    return ir.Constant(vec(i32), [v] * width)
-                xs = builder.load(elements(context, builder, sig, args, 1, f32), align=4)
-                y = (builder.fdiv if divide else builder.fmul)(xs, splat(builder, args[3]))
-                bits = builder.bitcast(y, vec(i32))
-                key = builder.lshr(bits, const(KEY_SHIFT))
-                t = builder.xor(builder.and_(bits, const(_LOW)),
-                                builder.and_(builder.ashr(bits, const(31)), const(_LOW)))
-                base = context.make_array(sig.args[4])(context, builder, args[4]).data
-                entry = gather(builder, base, key, i32)
-                index = builder.add(builder.and_(entry, const(0xFF)), builder.zext(
-                    builder.icmp_unsigned(">=", t, builder.lshr(entry, const(8))), vec(i32)))
-                builder.store(builder.trunc(index, vec(i8)),
-                              elements(context, builder, sig, args, 0, i8), align=1)
-                return context.get_dummy_value()
-            return types.void(r, x, at, scale, table), codegen
-        return quantize
-
-    @cached_intrinsic
-    def adam(typingctx, ps, gs, at, m, v, r1, r2, code1, code2, scales, k):
-        f32t = types.float32
-        if not (ps.dtype == gs.dtype == m.dtype == v.dtype == f32t and isinstance(at, types.Integer)
-                and r1.dtype == r2.dtype == types.uint8 and scales == types.UniTuple(f32t, 2)
-                and k == types.UniTuple(f32t, 7)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            def load(i, ty, align):
-                return builder.load(elements(context, builder, sig, args, i, ty), align=align)
-
-            def store(value, i):
-                builder.store(value, elements(context, builder, sig, args, i, f32), align=4)
-
-            def table(i):
-                return context.make_array(sig.args[i])(context, builder, args[i]).data
-            s1, s2 = (splat(builder, x) for x in cgutils.unpack_tuple(builder, args[9], 2))
-            b1, omb1, b2, omb2, decay, c0, c1 = (splat(builder, x) for x in
-                                                 cgutils.unpack_tuple(builder, args[10], 7))
-            mul, add = builder.fmul, builder.fadd
-            m0 = mul(gather(builder, table(7), builder.zext(load(5, i8, 1), vec(i32)), f32), s1)
-            v0 = mul(gather(builder, table(8), builder.zext(load(6, i8, 1), vec(i32)), f32), s2)
-            g = load(1, f32, 4)
-            m1 = add(mul(m0, b1), mul(omb1, g))
-            v1 = add(mul(v0, b2), mul(mul(omb2, g), g))
-            sqrt = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec(f32), [vec(f32)]), f"llvm.sqrt.v{width}f32")
-            step = builder.fdiv(m1, add(builder.call(sqrt, [v1]), c1))
-            store(add(mul(load(0, f32, 4), decay), mul(c0, step)), 0)
-            store(m1, 3)
-            store(v1, 4)
-            return context.get_dummy_value()
-        return types.void(ps, gs, at, m, v, r1, r2, code1, code2, scales, k), codegen
-
-    return dequantize, quantizer(False), quantizer(True), adam
-
-
-_dequantize, _quantize, _quantize_div, _adam_lanes = _lookups(VECTOR)
-_dequantize1, _quantize1, _quantize_div1, _adam_lanes1 = _lookups(1)
-
-
-@cached_intrinsic
-def _abs_bits(typingctx, x):
-    """The pattern of ``|x|`` (float32) as uint32: ordered as the magnitudes, a NaN above inf,
-    so an integer maximum is the absmax, NaN if one is NaN (a block with a NaN moment
-    dequantizes to NaN: not silently to a number), and it vectorizes, where a float maximum
-    that keeps NaN does not."""
-    if x != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        bits = builder.bitcast(args[0], ir.IntType(32))
-        return builder.and_(bits, ir.Constant(ir.IntType(32), 0x7FFFFFFF))
-    return types.uint32(types.float32), codegen
-
-
-@cached_intrinsic
-def _float_of_bits(typingctx, u):
-    """The float32 of pattern ``u`` (uint32)."""
-    if u != types.uint32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.uint32), codegen
-
-
 _NORMAL = np.float32(np.finfo(np.float32).tiny)
 
 
-def _prefetcher(locality: int):
-    """An intrinsic ``prefetch(a, i)``: a hint that ``a[i]``'s cache line will be read soon,
-    ``llvm.prefetch`` with ``locality`` 3 (into L1: ``prefetcht0``) or 2 (into L2:
-    ``prefetcht1``).  It never faults; callers keep ``i`` within ``a`` all the same."""
-    @cached_intrinsic(key=f"locality={locality}")
-    def prefetch(typingctx, a, i):
-        if not (isinstance(a, types.Array) and isinstance(i, types.Integer)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            data = context.make_array(sig.args[0])(context, builder, args[0]).data
-            where = builder.gep(data, [context.cast(builder, args[1], sig.args[1], types.intp)])
-            where = builder.bitcast(where, ir.IntType(8).as_pointer())
-            i32 = ir.IntType(32)
-            fnty = ir.FunctionType(ir.VoidType(), [where.type, i32, i32, i32])
-            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-            builder.call(fn, [where, ir.Constant(i32, 0), ir.Constant(i32, locality),
-                              ir.Constant(i32, 1)])
-            return context.get_dummy_value()
-        return types.void(a, i), codegen
-    return prefetch
-
-
-_prefetch, _prefetch_l1 = _prefetcher(2), _prefetcher(3)
 
 
 @inline
@@ -355,9 +157,9 @@ def _dequantize_block(out, r, n, code, scale):
     """``out[:n] = code[r[:n]] * scale``."""
     whole = n - n % VECTOR  # vectors of VECTOR elements, then one at a time
     for k in range(0, whole, VECTOR):
-        _dequantize(out, r, k, code, scale)
+        dequantize_lanes(out, r, k, code, scale)
     for k in range(whole, n):
-        _dequantize1(out, r, k, code, scale)
+        dequantize_lane(out, r, k, code, scale)
 
 
 @inline
@@ -370,14 +172,14 @@ def _quantize_block(r, xs, n, m, table):
     if m >= _NORMAL:
         inv = np.float32(1.0) / m
         for k in range(0, whole, VECTOR):
-            _quantize(r, xs, k, inv, table)
+            quantize_lanes(r, xs, k, inv, table)
         for k in range(whole, n):
-            _quantize1(r, xs, k, inv, table)
+            quantize_lane(r, xs, k, inv, table)
     else:
         for k in range(0, whole, VECTOR):
-            _quantize_div(r, xs, k, m, table)
+            quantize_div_lanes(r, xs, k, m, table)
         for k in range(whole, n):
-            _quantize_div1(r, xs, k, m, table)
+            quantize_div_lane(r, xs, k, m, table)
 
 
 AHEAD = 2
@@ -396,13 +198,13 @@ def _prefetch_block(p, ga, seg, q1, q2, j, lo, hi, so, quantized, two):
     slower, Adam 12.8 -> 12.9 to 16.1 ms)."""
     gs = at(ga[j], seg[j + 1] - seg[j], p)
     for k in range(lo, hi, 16):  # a line is 16 float32, 64 uint8
-        _prefetch(p, k)
-        _prefetch(gs, k - seg[j])
+        prefetch_l2(p, k)
+        prefetch_l2(gs, k - seg[j])
     if quantized:
         for k in range(so, so + hi - lo, 64):
-            _prefetch(q1, k)
+            prefetch_l2(q1, k)
             if two:
-                _prefetch(q2, k)
+                prefetch_l2(q2, k)
 
 
 def _step_factory(functions: tuple, two: bool, mode: int, name: str):
@@ -410,11 +212,11 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
     s1, s2, h, c) -> (p, s1, s2)`` for the quantized parameters, ``u32`` the same for float32
     state; ``c`` = ``coefficients(t, h)``, the parameter's at its step t; ``lanes``: None, or
     the (16-lane, 1-lane) intrinsics that dequantize and apply ``u8`` in one pass (see
-    :func:`_lookups` and :data:`ALGORITHMS`)."""
+    ``native/quant8_lanes.py`` and :data:`ALGORITHMS`)."""
     coefficients, u8, u32, fused_lanes = functions
     fused = fused_lanes is not None
     # (unfused, the kernel's fused branch is pruned at compile time: these are never typed)
-    lanes, lanes1 = fused_lanes if fused else (_dequantize, _dequantize1)
+    lanes, lanes1 = fused_lanes if fused else (dequantize_lanes, dequantize_lane)
     widen, rnd, same = sixteen_bit(mode)
     low = mode != 0
 
@@ -451,7 +253,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                     s2 = a2[b] if two else s1
                     ps, r1, r2 = p[lo:lo + n], q1[so:so + n], q2[so:so + n]
                     x1s, x2s = sc[0, :n], sc[1, :n]
-                    b1 = b2 = np.uint32(0)  # the new absmax, as patterns (see _abs_bits)
+                    b1 = b2 = np.uint32(0)  # the new absmax, as patterns (abs_bits: NaN if one is)
                     if fused:
                         whole = n - n % VECTOR
                         k7 = (h.b1, h.one_minus_b1, h.b2, h.one_minus_b2, h.decay, c[0], c[1])
@@ -460,9 +262,9 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                         for k in range(whole, n):
                             lanes1(ps, gs, k, x1s, x2s, r1, r2, code1, code2, (s1, s2), k7)
                         for k in range(n):
-                            y = _abs_bits(x1s[k])
+                            y = abs_bits(x1s[k])
                             b1 = y if y > b1 else b1
-                            y = _abs_bits(x2s[k])
+                            y = abs_bits(x2s[k])
                             b2 = y if y > b2 else b2
                     else:
                         _dequantize_block(x1s, r1, n, code1, s1)
@@ -473,24 +275,24 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                         # ms, SGD the same; before the dequantizing, SGD took 4% longer; in
                         # Adam's fused pass, 4% longer)
                         for k in range(0, n, 16):
-                            _prefetch_l1(p, lo + k)
-                            _prefetch_l1(gs, k)
+                            prefetch_l1(p, lo + k)
+                            prefetch_l1(gs, k)
                         for k in range(n):  # update (the parameter from the float32 states)
                             pi, x1, x2 = u8(ps[k], gs[k], x1s[k], x2s[k] if two else x1s[k],
                                             h, c)
                             ps[k] = pi
                             x1s[k] = x1
-                            y = _abs_bits(x1)
+                            y = abs_bits(x1)
                             b1 = y if y > b1 else b1
                             if two:
                                 x2s[k] = x2
-                                y = _abs_bits(x2)
+                                y = abs_bits(x2)
                                 b2 = y if y > b2 else b2
-                    m1 = _float_of_bits(b1)
+                    m1 = float_of_bits(b1)
                     a1[b] = m1
                     _quantize_block(r1, x1s, n, m1, table1)
                     if two:
-                        m2 = _float_of_bits(b2)
+                        m2 = float_of_bits(b2)
                         a2[b] = m2
                         _quantize_block(r2, x2s, n, m2, table2)
                 else:
@@ -566,7 +368,7 @@ def _momentum32(p, g, m, v, h, c):
 
 
 ALGORITHMS = {
-    "adam": ((_adam_coefficients, _adam, _adam, (_adam_lanes, _adam_lanes1)), True),
+    "adam": ((_adam_coefficients, _adam, _adam, (adam_lanes, adam_lane)), True),
     "lion": ((_lion_coefficients, _lion, _lion, None), False),
     "momentum": ((_momentum_coefficients, _momentum8, _momentum32, None), False),
 }

@@ -8,7 +8,7 @@ length; scalars in their dtype.  Iteration ``i`` writes only ``p[i]``.
 from __future__ import annotations
 
 from tinyopt.kernels.jit import parallel_kernel, prange
-from tinyopt.kernels.vecmath import fma
+from tinyopt.kernels.native.instructions import fma
 
 
 @parallel_kernel(sized_by=0)

@@ -26,20 +26,6 @@ from numba import types
 from numba.extending import overload
 
 from tinyopt.kernels.jit import inline, subroutine
-from tinyopt.kernels.native.numba_cache import cached_intrinsic
-
-
-@cached_intrinsic
-def fma(typingctx, x, y, z):
-    """``x * y + z`` rounded once (LLVM's ``llvm.fma``: a ``vfmadd`` on CPUs that have one), as
-    PyTorch's CPU kernels compute ``lerp``, ``add(alpha=)`` and ``addcmul``."""
-    if not (isinstance(x, types.Float) and x == y == z):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.fma(*args)
-
-    return x(x, y, z), codegen
 
 
 @subroutine
@@ -59,7 +45,9 @@ def exp_fast(x):
 @subroutine
 def sigmoid_fast(x):
     """1 / (1 + e^-x) with :func:`exp_fast`."""
-    return 1.0 / (1.0 + exp_fast(-x))
+    # (-x widened first: exp_fast of a float32 is exp_fast of it widened, bit for bit, and one
+    # signature of exp_fast is one compile less in a cold first step: tanh_fast calls the other)
+    return 1.0 / (1.0 + exp_fast(-np.float64(x)))
 
 
 @subroutine

@@ -301,6 +301,24 @@ class FusedOptimizer(Optimizer):
                 for j in range(len(fb.params)):
                     fb.reset(j, init)
                 self._start(fb, np.arange(len(fb.params)))
+        self._compile_ahead(group, buffers)
+
+    def _compile_ahead(self, group: dict[str, Any], buffers: list[FlatBuffer]) -> None:
+        """Have the kernel of ``group``'s first step compiled in a helper process while the
+        forward and backward passes run here, where it is not cached yet
+        (``kernels/compile_ahead.py``; its first call waits for it)."""
+        # (a class whose step is its own, or a cautious one, calls kernels of its own)
+        if (type(self).in_plan_refusal() is not None or group.get("cautious") or not buffers
+                or buffers[0].mode):
+            return
+        fb = buffers[0]
+        try:
+            host = self.host_scalars(group, fb.round)
+            switches = self.switches(group, host)
+            args = (*fb.walker_args(), fb.host(host, self.host64))
+        except Exception:  # a value the first step will refuse, with its own error
+            return
+        type(self).kernel.compile_ahead(switches, args)
 
     def _start(self, fb: FlatBuffer, idx: Iterable[int]) -> None:
         """Create the ``state`` entries of ``fb``'s parameters ``idx``: Tensors viewing the

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 
 import numba
+from numba.core.compiler_lock import global_compiler_lock
 from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
@@ -70,11 +71,17 @@ def _runtime_ready(target_context) -> bool:
 LOAD_WITHOUT_REFRESH = _lazy_load_cache_class()
 
 
+def disk_cache_of(dispatcher):
+    """numba's disk cache object of ``dispatcher`` (None for a dispatcher without one)."""
+    return getattr(dispatcher, "_cache", None)
+
+
 def loads_without_refresh(dispatcher):
     """``dispatcher`` with its disk cache switched to ``LOAD_WITHOUT_REFRESH``."""
     lazy = LOAD_WITHOUT_REFRESH
-    if lazy is not None and type(getattr(dispatcher, "_cache", None)) is lazy.__base__:
-        dispatcher._cache.__class__ = lazy  # the same object and state, one method overridden
+    cache = disk_cache_of(dispatcher)
+    if lazy is not None and type(cache) is lazy.__base__:
+        cache.__class__ = lazy  # the same object and state, one method overridden
     return dispatcher
 
 
@@ -86,10 +93,28 @@ def cached_intrinsic(defn=None, *, key: str = ""):
     Kernels built inside a factory close over functions that pickle by value, with the globals
     they call; an intrinsic among them pickles with its ``uuid``, which numba draws afresh in each
     process (``uuid1``), so such a kernel's key never matched the one saved and every process
-    compiled it again (the Adam walker, once ``decayed_grad`` called :func:`vecmath.fma`).  Use it
+    compiled it again (the Adam walker, once ``decayed_grad`` called ``instructions.fma``).  Use it
     for intrinsics made once per process (at module level, or by a factory run once per key)."""
     if defn is None:
         return lambda d: cached_intrinsic(d, key=key)
     made = intrinsic(defn)
     made._set_uuid(f"tinyopt:{defn.__module__}.{defn.__qualname__}" + (f"[{key}]" if key else ""))
     return made
+
+
+def load_cached(dispatcher, argtypes: tuple) -> bool:
+    """Give ``dispatcher`` its machine code for ``argtypes`` (numba types) from memory or the disk
+    cache, as its first call of those types would (numba's ``Dispatcher.compile`` up to its
+    compile); False, having compiled nothing, when the disk cache does not hold it."""
+    with global_compiler_lock:
+        if dispatcher.overloads.get(tuple(argtypes)) is not None:
+            return True
+        cache = disk_cache_of(dispatcher)
+        cres = None if cache is None else cache.load_overload(tuple(argtypes),
+                                                              dispatcher.targetctx)
+        if cres is None:
+            return False
+        dispatcher._cache_hits[tuple(argtypes)] += 1
+        dispatcher.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+        dispatcher.add_overload(cres)
+        return True
