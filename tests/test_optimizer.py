@@ -340,8 +340,9 @@ def test_sgd_without_momentum_keeps_no_state():
     (p,) = _params((2,))
     opt = optim.SGD([p], lr=0.1)
     p.grad = np.ones(2)
-    opt.step()
-    assert opt.state_dict()["state"] == {}
+    for _ in range(3):
+        opt.step()
+        assert opt.state_dict()["state"] == {} and len(opt.state) == 0
     opt.param_groups[0]["momentum"] = 0.9  # turned on later: first buffer is the gradient
     opt.step()
     np.testing.assert_array_equal(opt.state[p]["momentum_buffer"], 1)

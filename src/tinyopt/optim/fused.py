@@ -448,7 +448,9 @@ class FusedOptimizer(Optimizer):
         """Make the ``state`` entries of the parameters that started in this step (those that
         stepped; a 16-bit one's master exists from now on)."""
         if starting is not None and len(starting):
-            self._start(fb, starting if fb.mode else starting[fb.steps[starting] > 0])
+            started = starting if fb.mode else starting[fb.steps[starting] > 0]
+            if len(started):  # (none, step after step, for a momentum-free SGD: no state)
+                self._start(fb, started)
 
     def _call(self, kernel: Any, group: dict[str, Any], fb: FlatBuffer, args: tuple,
               host: dict[str, Any]) -> None:
