@@ -126,7 +126,14 @@ def _torch_error(fn):
 def test_validation_errors_are_torchs(make):
     if torch is None:
         pytest.skip("torch is not installed")
-    kind, message = _torch_error(make)
+    # validation is on by default in both; torch.compile turns torch's default off for the rest
+    # of the process (its first call does), so a test that compiled earlier must not decide this
+    old = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    try:
+        kind, message = _torch_error(make)
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(old)
     with pytest.raises(kind) as err:
         make(to)
     assert str(err.value) == message.replace("torch.distributions", "tinyopt.distributions")
