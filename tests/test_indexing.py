@@ -101,6 +101,41 @@ def test_index_errors_are_torchs():
         w[computed].sum().backward()  # (torch's words, not numpy's "axis 0")
 
 
+def test_an_integer_index_is_the_view_any_other_spelling_of_it_gives():
+    """``x[i]`` with a Python int (a loop over a tensor) gives what ``x[i, ...]`` gives: the same
+    bits, a view that a later write into ``x`` shows in (a node not yet computed and a computed
+    one alike), the same gradient, torch's error out of range."""
+    data = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    for shape in ((3, 4), (12,)):
+        for i in range(-shape[0], shape[0]):
+            got = []
+            for key in (i, (i, ...)):
+                p = nn.Parameter(to.tensor(data.reshape(shape)))
+                y = p * 2.0
+                r, later = y[key], y[key]
+                first = r.detach().numpy().copy()
+                with to.no_grad():
+                    y.add_(1.0)
+                (later * to.arange(1, later.numel() + 1).reshape(later.shape)).sum().backward()
+                got.append((first, r.detach().numpy().copy(), later.detach().numpy().copy(),
+                            p.grad.numpy().copy(), r._is_view()))
+            assert got[0][4] and got[1][4]
+            for a, b in zip(got[0][:4], got[1][:4]):
+                assert a.shape == b.shape
+                np.testing.assert_array_equal(np.atleast_1d(a).view(np.uint8),
+                                              np.atleast_1d(b).view(np.uint8))
+            np.testing.assert_array_equal(got[0][1], got[0][0] + 1)  # (the write shows)
+    c = to.tensor(data)
+    row = c[1]
+    c[1, 2] = 100.0
+    assert row.numpy()[2] == 100.0 and [float(v) for v in c[0]] == list(data[0].astype(float))
+    for bad in (3, -4, 2**63, -2**63 - 1):
+        with pytest.raises((IndexError, ValueError)) as err:
+            c[bad]
+        with pytest.raises(type(err.value), match=str(err.value)):
+            c[bad, ...]
+
+
 def test_a_slice_that_moves_every_step_compiles_once():
     """A language model's ``data[i:i + bptt]``: offsets are bound per run, not compiled in."""
     to.manual_seed(0)

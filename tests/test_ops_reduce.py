@@ -135,6 +135,32 @@ def test_a_sum_is_a_new_tensor_not_a_view():
         np.testing.assert_array_equal(a, b)
 
 
+def test_the_mean_of_one_element_is_that_element_as_a_new_tensor():
+    """The mean over one element (the smooth L1 loss of one sample, ``v.mean()``) gives torch's
+    bits, -0.0, NaN, subnormals and the largest floats included, in float32 and float64, with
+    torch's gradient; it is a new tensor (a write into ``x`` does not show in it)."""
+    torch = pytest.importorskip("torch")
+    vals = np.array([-0.0, np.nan, 1e-45, 3.4e38, 1 / 3, -2.5], np.float32)
+    cases = [((1,), None), ((1, 1), None), ((1, 1), 0), ((3, 1), 1), ((1, 3), 0), ((1, 2, 1), 0)]
+    for dtype in (np.float32, np.float64):
+        for shape, dim in cases:
+            data = np.resize(vals, shape).astype(dtype)
+            got = []
+            for lib in (to, torch):
+                x = lib.nn.Parameter(lib.tensor(data.copy()))
+                m = x.mean() if dim is None else x.mean(dim)
+                assert not m._is_view()
+                (m * lib.arange(1, m.numel() + 1, dtype=m.dtype).reshape(m.shape)).sum().backward()
+                before = m.detach().numpy().copy()
+                with lib.no_grad():
+                    x.add_(1.0)
+                got.append((before, m.detach().numpy().copy(), x.grad.numpy().copy()))
+            for a, b in zip(*got):
+                assert a.dtype == b.dtype and a.shape == b.shape
+                np.testing.assert_array_equal(np.atleast_1d(a).view(np.uint8),
+                                              np.atleast_1d(b).view(np.uint8))
+
+
 def test_reduction_errors():
     x = to.tensor(np.zeros((2, 3)))
     with pytest.raises(IndexError, match=r"Dimension out of range.*\[-2, 1\].*got 2"):

@@ -387,9 +387,17 @@ def _region(x: Tensor, k: _Key) -> Tensor:
     return x
 
 
+_ONE_INT = ((("i",),),)  # the slice attrs of a key that is one integer
+
+
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
+    if type(key) is int and x.shape and -x.shape[0] <= key < x.shape[0]:
+        # ``x[i]`` in a Python loop: the node ``parse_index`` and ``_region`` make, without
+        # their passes over the key (an index out of range takes them, for torch's error)
+        return node("slice", (x, leaf(np.array([key % x.shape[0]], dtype=int64))), x.shape[1:],
+                    x.dtype, _ONE_INT)
     k = parse_index(x.shape, key)
     if k.identity and not k.arrays:  # (``x[:]`` is a view of all of x, as torch's)
         return node("reshape", (x,), x.shape, x.dtype, (x.shape,))

@@ -114,6 +114,8 @@ def mean(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
                            f"floating point or complex dtype. Got: {scalar_type_name(input.dtype)}")
     dims = _dims("mean", input, dim)
     n = math.prod([input.shape[d] for d in dims])
+    if n == 1:  # (x * 1.0 is x, bit for bit: the sum alone, two nodes fewer)
+        return sum(input, dims, keepdim)
     return sum(input, dims, keepdim) * (1.0 / n if n else float("nan"))
 
 
