@@ -141,7 +141,8 @@ def test_the_mean_of_one_element_is_that_element_as_a_new_tensor():
     torch's gradient; it is a new tensor (a write into ``x`` does not show in it)."""
     torch = pytest.importorskip("torch")
     vals = np.array([-0.0, np.nan, 1e-45, 3.4e38, 1 / 3, -2.5], np.float32)
-    cases = [((1,), None), ((1, 1), None), ((1, 1), 0), ((3, 1), 1), ((1, 3), 0), ((1, 2, 1), 0)]
+    cases = [((), None), ((1,), None), ((1, 1), None), ((1, 1), 0), ((3, 1), 1), ((1, 3), 0),
+             ((1, 2, 1), 0)]
     for dtype in (np.float32, np.float64):
         for shape, dim in cases:
             data = np.resize(vals, shape).astype(dtype)

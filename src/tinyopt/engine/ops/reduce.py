@@ -94,6 +94,8 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
         shape = r.shape[:d0] + (1,) * (d1 - d0 + 1) + r.shape[d1 + 1:]
         r = node("sum_run", (r,), shape, r.dtype, (d0, d1))
     if r is input:  # nothing summed (a 0-d tensor): a new tensor still, as torch's
+        if input.dtype.kind in "fc":  # torch adds to a zero: -0.0 sums to 0.0
+            return input + 0.0
         return node("contiguous", (input,), input.shape, input.dtype)
     shape = tuple(s for i, s in enumerate(input.shape) if i not in dims)
     if not keepdim and shape != r.shape:  # (not a view: the summed tensor is the result's own)
