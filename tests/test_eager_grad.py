@@ -35,6 +35,8 @@ CASES = {
     "sub": (lambda x, y, r: (x - y) - r - (0.25 - x), (X, Y, ROW)),
     "mul": (lambda x, y, b: x * y * b * x * 3.0, (X, Y, B)),
     "neg": (lambda x: -(-x) * x, (X,)),
+    # s's summed gradient handed on by ``add`` to x and y alike, then more added to each
+    "handed_on": (lambda x, y: x * 3.0 + y * x + (lambda s: s * s + s + s)(x + y), (X, Y)),
     "exp_log": (lambda x, p: to.exp(x) * to.log(p), (X, POS)),
     "of_output": (lambda x: to.relu(x) + to.sigmoid(x) * to.tanh(x) + to.tan(x)
                   + to.expm1(x) + to.reciprocal(x + 3.0), (X,)),

@@ -53,6 +53,11 @@ def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray],
     seed.fill(1.0)  # (the ``full`` node autodiff seeds with)
     grads: dict[int, np.ndarray] = {id(loss): seed}
     made: list[Tensor] = []  # the nodes graph rules made: alive while ``vals`` has their ids
+    # the nodes whose gradient is a sum made below, an array no one else holds until the node's
+    # rule hands it on: later contributions are added into it (a parameter read on every step
+    # of an episode, as torch's autograd sums into its buffer), the same ``add`` on the same
+    # values, one array fewer each
+    summed: set[int] = set()
     for t in reversed(nodes):
         g = grads.get(id(t))
         if g is None or not t.requires_grad:
@@ -76,11 +81,14 @@ def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray],
             prev = grads.get(k)
             if prev is None:
                 grads[k] = gs
+            elif k in summed and gs.dtype == prev.dtype:
+                call(K.add, prev, prev, gs)
             else:  # ``prev + gs``: the node ``accumulate`` builds for these contributions
                 total = _binary(K.add, prev, gs)
                 if total is None:
                     return None
                 grads[k] = total
+                summed.add(k)
     return grads
 
 
@@ -401,11 +409,15 @@ def _linear(t, g, vals):
                    out=gx.reshape(rows, n_in))
     if w.requires_grad:  # ``linear_grad_weight``
         gw = np.empty(w.shape, dtype)
-        g2, x2 = g.reshape(rows, n_out), vals[id(x)].reshape(rows, n_in)
-        if rows == 1:
-            outer(g2[0], x2[0], gw)
+        xv = vals[id(x)]
+        if g.ndim == 1:  # (one row: g and x are it, as the views below would be)
+            outer(g, xv, gw)
         else:
-            np.dot(g2.T, x2, out=gw)
+            g2, x2 = g.reshape(rows, n_out), xv.reshape(rows, n_in)
+            if rows == 1:
+                outer(g2[0], x2[0], gw)
+            else:
+                np.dot(g2.T, x2, out=gw)
     if len(t.srcs) == 2:
         return gx, gw
     if t.srcs[2].requires_grad:  # ``linear_grad_bias``
