@@ -47,7 +47,9 @@ class Node:
     - ``node_id``: the creation stamp (a global counter): orders nodes, and is renewed when an
       in-place autograd write makes this tensor a new node.
 
-    Set only where they apply (read with ``getattr(t, name, None)``):
+    Set only where they apply (``make_node`` sets ``view_info`` and ``shared_storage`` to None on
+    the nodes it makes; other tensors may leave any of these unset: read them with
+    ``getattr(t, name, None)``):
 
     - ``view_info``: for a view, its :class:`~tinyopt.engine.storage.ViewInfo` (how it is made
       from its base, how it was created).
