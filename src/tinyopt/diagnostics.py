@@ -37,6 +37,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tinyopt import __version__
+
 # every environment variable tinyopt reads (docs/environment.md says what each does;
 # tests/test_diagnostics.py checks that the source reads no other and that the table has each)
 VARIABLES = ("TINYOPT_NUM_THREADS", "TINYOPT_PARALLEL_MIN", "TINYOPT_SHARE_BLAS_THREADS",
@@ -165,7 +167,6 @@ def sections() -> list[tuple[str, list[tuple[str, str]]]]:
     """The report's sections as (title, [(key, value)])."""
     import numba
 
-    from tinyopt import __version__
     from tinyopt.kernels.native import gemm_bf16
     versions = [("python", f"{platform.python_version()} ({platform.python_implementation()}, "
                            f"{platform.platform(terse=True)})")]
