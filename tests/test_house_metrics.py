@@ -23,7 +23,7 @@ CEILINGS = {
     # storage read as that protocol's ``value``, public names for the thread's grad/autocast
     # mode (``grad_mode.current``), the losses' reduction helpers and ``call_closure``: 173 (39);
     # graph.held reads views' ``_base``, torch's own name for it, to tell a base its views hold
-    # from a held one: 174; w27s's compile-ahead reached one private name fewer: 173 (38))
+    # from a held one: 174; 173 (38) after the session's last merges)
     "private_attribute_uses": 173,
     "private_attribute_uses_across_layers": 38,
     "import_circles": 0,
