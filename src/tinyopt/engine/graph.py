@@ -22,6 +22,8 @@ import sys
 from collections.abc import Callable
 from operator import attrgetter
 
+import numpy as np
+
 from tinyopt.engine.dtypes import tensor_type_name
 from tinyopt.engine import autocast
 from tinyopt.engine.grad_mode import no_fold, no_grad
@@ -225,8 +227,6 @@ def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
 def _calibrate() -> int:
     """The reference count ``held`` sees for a node held only by the list and by no
     consumer (interpreters differ in how many references a call adds)."""
-    import numpy as np
-
     x = make_node("input", (), (), (), np.dtype(np.float32))
     order = [x, make_node("neg", (x,), (), (), x.dtype)]
     return _refcount(order[1])
