@@ -12,7 +12,7 @@ the planned gradient (``tests/test_eager_grad.py`` compares them op by op, and
 
 Array rules exist for the ops of small, changing models: elementwise arithmetic and functions,
 sums, views, ``cat``, softmax, logsumexp, the smooth L1 and Huber losses, ``linear``.  An op
-without one (the LSTM's, embeddings, division, ...), or a rule that declines (another dtype to promote, an
+without one (the LSTM's, embeddings, pow, casts, ...), or a rule that declines (another dtype to promote, an
 attribute it does not handle), has its graph rule build its nodes over ``g`` as a concrete
 tensor, and they run at once: the same nodes as in the backward graph, so the same bits.
 """
