@@ -143,7 +143,9 @@ def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
             if v.flags.c_contiguous:
                 flat.add(k)
         elif op.view is not None:
-            vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+            v = vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+            if v.flags.c_contiguous:  # (``x[i]`` read by a flat loop: the log of a probability)
+                flat.add(k)
         else:
             out = dest.get(k) if dest else None
             if out is None:
