@@ -558,6 +558,43 @@ def test_a_failing_eager_run_leaves_no_half_gradient(eager_only):
     assert x.grad is None
 
 
+def test_an_eager_run_computes_no_node_only_realized_values_read(eager_only, monkeypatch):
+    """An actor-critic's episode: each step's layer is realized by ``probs.item()`` (the relu
+    and softmax the program holds keep their values) and the update backpropagates through all
+    steps.  Its eager run takes those values and leaves out the linear layers under them (no
+    node it computes reads them), computing one only when a backward rule reads it (here none
+    does: relu's and softmax's rules read their outputs, linear's its input); the bits are a
+    plan's."""
+    from dataclasses import replace
+
+    calls = []
+    linear = OPS["linear"]
+
+    def counted(t):
+        calls.append(t)
+        return linear.forward(t)
+    monkeypatch.setitem(OPS, "linear", replace(linear, forward=counted))
+
+    def episode():
+        to.manual_seed(0)
+        lin1, lin2 = to.nn.Linear(3, 8), to.nn.Linear(8, 2)
+        lps = []
+        for x in np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3):
+            h = F.relu(lin1(to.tensor(x)))
+            probs = F.softmax(lin2(h), dim=-1)
+            a = int(probs[1].item() > 0.5)
+            lps.append(to.log(probs[a]))
+        del h, probs  # (as the next step of a loop would rebind them)
+        calls.clear()
+        (-to.stack(lps).sum()).backward()
+        return calls[:], [_bits(p.grad.numpy()) for p in (*lin1.parameters(), *lin2.parameters())]
+    computed, bits = episode()
+    assert cache_info().eager >= 1 and not computed  # (main: each step's two layers again)
+    CACHE.compile_after = 1
+    cache_clear()
+    assert episode()[1] == bits
+
+
 def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, monkeypatch):
     import tracemalloc
 

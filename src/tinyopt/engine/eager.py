@@ -26,6 +26,7 @@ same bits again.
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 
 import numpy as np
 
@@ -44,7 +45,14 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     """Compute ``outputs`` of the sorted graph ``fwd`` (and backpropagate ``loss`` into the
     leaves' ``.grad``): the values of ``outputs`` (and the loss, last), as ``Plan.run``
     returns them."""
-    params = [t for t in fwd if t.requires_grad and (t.op == "param" or t.op == "input")]
+    params = []
+    taken = False  # a node an earlier realization computed: what reaches only it may be left out
+    last = MUTATIONS.last
+    for t in fwd:
+        if t.requires_grad and (t.op == "param" or t.op == "input"):
+            params.append(t)
+        elif t.value is not None and t.node_id > last and t.op not in LEAF_OPS:
+            taken = True
     big = _nbytes(fwd) >= BIG_BYTES
     if big:  # (a small graph runs unfused: see BIG_BYTES)
         fwd, outputs, loss = fuse(fwd, outputs, loss)
@@ -58,7 +66,11 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     try:
         if loss is not None and not big and params:
             # the forward, then the backward straight over its arrays (``eager_grad``)
-            _run_nodes(fwd, vals, flat, {}, None)
+            if taken:
+                vals = _Tape(flat)
+                _run_nodes(vals.needed(fwd, wanted), vals, flat, {}, None)
+            else:
+                _run_nodes(fwd, vals, flat, {}, None)
             grads = gradients(loss, fwd, vals,
                               lambda new: _run_nodes(new, vals, flat, {}, None))
             if grads is not None:
@@ -107,6 +119,49 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
         vals.clear()
         trim_heap()
     return values
+
+
+class _Tape(dict):
+    """``id(node) -> array`` of an eager run that leaves out the forward nodes no node it
+    computes reads (an episode's layer whose consumers hold values an earlier realization
+    computed: ``linear`` under a realized ``relu``, ~4 us an environment step each); one is
+    computed when first read (a backward rule's operand), its sources first, in creation order:
+    the same kernels on the same values as in the forward."""
+
+    def __init__(self, flat: set[int]):
+        super().__init__()
+        self.flat = flat
+        self.left_out: dict[int, Tensor] = {}
+
+    def needed(self, fwd: list[Tensor], wanted: set[int]) -> list[Tensor]:
+        """The nodes of ``fwd`` that computing ``wanted`` reads (the rest are left out)."""
+        need = set(wanted)
+        last = MUTATIONS.last
+        for t in reversed(fwd):
+            if id(t) in need:
+                if t.srcs and (t.value is None or t.node_id <= last):
+                    need.update(map(id, t.srcs))
+            else:
+                self.left_out[id(t)] = t
+        return [t for t in fwd if id(t) in need]
+
+    def __missing__(self, k: int) -> np.ndarray:
+        t = self.left_out.pop(k, None)
+        if t is None:
+            raise KeyError(k)
+        todo, found, last = [t], {}, MUTATIONS.last
+        while todo:
+            x = todo.pop()
+            kx = id(x)
+            if kx not in found and kx not in self:
+                found[kx] = x
+                if x.op not in LEAF_OPS and (x.value is None or x.node_id <= last):
+                    todo.extend(x.srcs)  # (computed, not taken: its sources first)
+        _run_nodes(sorted(found.values(), key=_creation), self, self.flat, {}, None)
+        return dict.__getitem__(self, k)
+
+
+_creation = attrgetter("node_id")
 
 
 def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
