@@ -26,6 +26,7 @@ same bits again.
 from __future__ import annotations
 
 import math
+import sys
 from operator import attrgetter
 
 import numpy as np
@@ -37,7 +38,7 @@ from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.heap import trim_heap
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, leaf, make_node
 
 
 def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=None
@@ -45,14 +46,7 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     """Compute ``outputs`` of the sorted graph ``fwd`` (and backpropagate ``loss`` into the
     leaves' ``.grad``): the values of ``outputs`` (and the loss, last), as ``Plan.run``
     returns them."""
-    params = []
-    taken = False  # a node an earlier realization computed: what reaches only it may be left out
-    last = MUTATIONS.last
-    for t in fwd:
-        if t.requires_grad and (t.op == "param" or t.op == "input"):
-            params.append(t)
-        elif t.value is not None and t.node_id > last and t.op not in LEAF_OPS:
-            taken = True
+    params = [t for t in fwd if t.requires_grad and (t.op == "param" or t.op == "input")]
     big = _nbytes(fwd) >= BIG_BYTES
     if big:  # (a small graph runs unfused: see BIG_BYTES)
         fwd, outputs, loss = fuse(fwd, outputs, loss)
@@ -66,9 +60,10 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     try:
         if loss is not None and not big and params:
             # the forward, then the backward straight over its arrays (``eager_grad``)
+            taken = _taken(fwd)
             if taken:
                 vals = _Tape(flat)
-                _run_nodes(vals.needed(fwd, wanted), vals, flat, {}, None)
+                _run_nodes(vals.leave_out(fwd, taken, wanted), vals, flat, {}, None)
             else:
                 _run_nodes(fwd, vals, flat, {}, None)
             grads = gradients(loss, fwd, vals,
@@ -121,29 +116,40 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     return values
 
 
+def _taken(fwd: list[Tensor]) -> list[Tensor]:
+    """The nodes of ``fwd`` whose values an earlier realization computed, which a run takes
+    (see ``_run_nodes``)."""
+    last = MUTATIONS.last
+    return [t for t in fwd if t.value is not None and t.srcs and t.node_id > last]
+
+
 class _Tape(dict):
-    """``id(node) -> array`` of an eager run that leaves out the forward nodes no node it
-    computes reads (an episode's layer whose consumers hold values an earlier realization
-    computed: ``linear`` under a realized ``relu``, ~4 us an environment step each); one is
-    computed when first read (a backward rule's operand), its sources first, in creation order:
-    the same kernels on the same values as in the forward."""
+    """``id(node) -> array`` of an eager run that leaves out the nodes only values it takes
+    read (an episode's linear layers under the relu and softmax its steps realized: ~4 us an
+    environment step each), and computes one when a backward rule first reads it, its sources
+    first, in creation order: the same kernels on the same values as in the forward."""
 
     def __init__(self, flat: set[int]):
         super().__init__()
         self.flat = flat
         self.left_out: dict[int, Tensor] = {}
 
-    def needed(self, fwd: list[Tensor], wanted: set[int]) -> list[Tensor]:
-        """The nodes of ``fwd`` that computing ``wanted`` reads (the rest are left out)."""
-        need = set(wanted)
+    def leave_out(self, fwd: list[Tensor], taken: list[Tensor], wanted: set[int]
+                  ) -> list[Tensor]:
+        """``fwd`` without the computed nodes whose one reader is a node of ``taken`` or one
+        left out: one whose only reference, besides ``fwd``, is its reader's sources (a
+        reference count, as ``graph.held`` counts them: a node anything else holds is run)."""
+        left_out = self.left_out
         last = MUTATIONS.last
-        for t in reversed(fwd):
-            if id(t) in need:
-                if t.srcs and (t.value is None or t.node_id <= last):
-                    need.update(map(id, t.srcs))
-            else:
-                self.left_out[id(t)] = t
-        return [t for t in fwd if id(t) in need]
+        todo = taken
+        while todo:
+            t = todo.pop()
+            for s in t.srcs:
+                if (_refcount(s) == _ONE_READER and s.srcs and id(s) not in wanted
+                        and (s.value is None or s.node_id <= last)):
+                    left_out[id(s)] = s
+                    todo.append(s)
+        return [t for t in fwd if id(t) not in left_out] if left_out else fwd
 
     def __missing__(self, k: int) -> np.ndarray:
         t = self.left_out.pop(k, None)
@@ -162,6 +168,21 @@ class _Tape(dict):
 
 
 _creation = attrgetter("node_id")
+_refcount = sys.getrefcount
+
+
+def _count_one_reader() -> int:
+    """The reference count ``_Tape.leave_out`` sees for a node that only the sorted list and
+    its one reader's sources hold (interpreters differ in how many references a call adds)."""
+    x = leaf(np.zeros(1))
+    order = [x, make_node("neg", (x,), (), (1,), x.dtype)]
+    order.append(make_node("neg", (order[1],), (), (1,), x.dtype))
+    for s in order[2].srcs:
+        return _refcount(s)
+    raise AssertionError
+
+
+_ONE_READER = _count_one_reader()
 
 
 def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
