@@ -424,19 +424,26 @@ def test_structures_that_recur_rarely_compile_once_their_eager_runs_cost_a_compi
         assert all(np.array_equal(a, b) for a, b in zip(grads[:k], grads[2 * k:]))
 
 
-@pytest.mark.parametrize("replays", [1, 12])
+@pytest.mark.parametrize("replays, slow_first", [(1, False), (12, False), (12, True)])
 def test_replays_that_save_little_make_rare_structures_wait_longer(restore_threshold,
-                                                                   monkeypatch, replays):
+                                                                   monkeypatch, replays,
+                                                                   slow_first):
     """Ski rental counts what a plan would save, not what the eager runs cost: once replays of
     the plans the cost rule compiled are measured to take nearly an eager run's time (an
     episode's update replays the forward its steps realized already), a rarely recurring
     structure needs that many more eager runs before it is compiled -- from the first replay
     measured (an estimate that had to climb from "replays are free" kept compiling meanwhile).
-    Every run takes one unit of a fake clock here, replays too."""
+    A structure compiled on one eager run (which may have loaded the kernels: 100 units here)
+    gives no measure of what replays save.  Every run takes one unit of a fake clock here,
+    replays too."""
     from tinyopt.engine import plan_cache, realize
     from tinyopt.engine.graph import toposort
-    clock = iter(range(1 << 30))
-    monkeypatch.setattr(realize, "perf_counter", lambda: float(next(clock)))
+    now, jumps = [0.0], []
+
+    def clock():
+        now[0] += 1.0 + (jumps.pop(0) if jumps else 0.0)
+        return now[0]
+    monkeypatch.setattr(realize, "perf_counter", clock)
     monkeypatch.setattr(plan_cache, "RECUR_GAP", -1)  # every structure recurs rarely
     w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
 
@@ -465,6 +472,11 @@ def test_replays_that_save_little_make_rare_structures_wait_longer(restore_thres
     assert sightings_to_compile(to.add) == 3  # replays assumed free: break-even at three runs
     for _ in range(replays):  # replays measured as long as eager runs (counted at most 0.9)
         loss(to.add).backward()
+    if slow_first:
+        jumps[:] = [0.0, 99.0]  # its first run takes 100 units: compiled at the second
+        assert sightings_to_compile(to.mul) == 2
+        for _ in range(replays):  # 1 unit each: "replays save 99%" if counted
+            loss(to.mul).backward()
     assert sightings_to_compile(to.sub) >= 20  # a tenth or so saved a run: ~30 runs
 
 

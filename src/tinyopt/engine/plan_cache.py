@@ -254,8 +254,8 @@ class PlanCache:
         elif n > 1:  # what its eager runs would have saved as replays (this one counted as
             mean = entry[2] / entry[0]  # their mean) against what compiling it would cost
             hot = mean * n * (1.0 - self._replay_ratio) >= PAYBACK * self._per_node * nodes
-            if hot:
-                self._payback_mean[h] = mean
+            if hot and entry[0] > 1:  # (one run may have loaded the kernels: no measure of
+                self._payback_mean[h] = mean  # what its replays save)
         else:
             hot = False
         if hot:
