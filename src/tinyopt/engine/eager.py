@@ -10,6 +10,8 @@ computes the graph here, as PyTorch eager does, on the same kernels:
 1. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
    array; a big graph gets the plan's fusions first and drops each array after its last reader
    (the plan's liveness, with numpy's allocator in place of an arena; see :data:`BIG_BYTES`);
+   a node an earlier realization computed gives its value, and a small graph leaves out what
+   only such values read until a backward rule reads it (:class:`_Tape`);
 2. the backward pass of a small graph is computed straight over those arrays, the forward
    graph and its values being the tape (``engine/eager_grad.py``); a big one runs autodiff's
    backward graph (``graph.backward_graph``), the graph a plan would compile, with its nodes;
