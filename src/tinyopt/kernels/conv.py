@@ -489,12 +489,13 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
                                 orow[z] = row[z]
                         continue
                     # the pooling: comparisons without the NaN rule (selects, every lane a
-                    # float, the tap too), and the exact rule only for a window that holds a NaN
-                    # (or an inf, whose e - e is NaN as well)
+                    # float, the tap too: the row's loop vectorizes), then the exact rule for the
+                    # windows of a row that holds a NaN (or an inf, whose e - e is NaN as well)
                     pv, pt_ = pooled[0, n, o], pooled[1, n, o]
                     for u in range(uint64(pv.shape[0])):
                         row = a[u * uint64(psh) * uWp:]
                         prow, trow = pv[u], pt_[u]
+                        bad = False
                         for v_ in range(uint64(pv.shape[1])):
                             k0 = v_ * uint64(psw)
                             best = row[k0]
@@ -510,11 +511,20 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
                                         tap = x.dtype.type(i * uint64(pkw) + j) if take else tap
                                         best = max(best, e)
                                         check += e - e
-                            if check != check:
-                                val, tap = _window_max(row, k0, uWp, uint64(pkh),
-                                                       uint64(pkw))
                             prow[v_] = val
                             trow[v_] = tap
+                            bad |= check != check
+                        if bad:
+                            for v_ in range(uint64(pv.shape[1])):
+                                k0 = v_ * uint64(psw)
+                                check = zero
+                                for i in range(uint64(pkh)):
+                                    for j in range(uint64(pkw)):
+                                        e = row[k0 + i * uWp + j]
+                                        check += e - e
+                                if check != check:
+                                    prow[v_], trow[v_] = _window_max(row, k0, uWp, uint64(pkh),
+                                                                     uint64(pkw))
 
     def conv2d_direct_chunk(c, argp):
         a = numba.carray(argp, (CONV_ARGS,))
