@@ -410,8 +410,8 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
       inside the plane: ``pooled[0, n, o, u, v]`` is the window's maximum (the first in window
       order on ties, the last NaN if any, as :func:`max_pool2d_indices`) and
       ``pooled[1, n, o, u, v]`` its tap i*pkw + j; ``out`` only gives (OH, OW) (it may be empty).
-    - ``RELU_IN``: the input is x masked by a ReLU's output m (both (N, C, H, W)), as
-      ``relu_grad(x, m)``: the input gradient of a conv with the ReLU fused.
+    - ``RELU_IN``: the input is x masked by a ReLU's output m[0] (x (N, C, H, W), m (1, N, C, H,
+      W)), as ``relu_grad(x, m[0])``: the input gradient of a conv with the ReLU fused.
     - ``UNPOOL_IN``: the input is the H x W planes that the max-pooling gradient x (N, C, PU, PV)
       scatters to through ``m`` = the pooled array of a POOL_OUT run (masked by the ReLU when
       ``relu``; then y gets no ReLU).
@@ -438,7 +438,7 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
         for n in range(N):
             for c in range(C):
                 if mode == RELU_IN:
-                    _relu_plane(x[n, c], m[n, c], xp[c], pt, pl, Hp, Wp)
+                    _relu_plane(x[n, c], m[0, n, c], xp[c], pt, pl, Hp, Wp)
                 elif mode == UNPOOL_IN:
                     _unpool_plane(x[n, c], m[0, n, c], m[1, n, c], xp[c], pt, pl, Hp, Wp, H, W,
                                   pkh, pkw, psh, psw, relu)
@@ -536,12 +536,9 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
         s = CONV_SCALARS
         H, W, pt, pl = a[s], a[s + 1], a[s + 2], a[s + 3]
         dh, dw, relu = a[s + 4], a[s + 5], a[s + 6] != 0
-        if mode == UNPOOL_IN:
-            conv(x[lo:hi], _array5(a, 1, z)[:, lo:hi], w, b, out[lo:hi], pooled, H, W, pt, pl,
-                 dh, dw, relu)
-        else:  # (out is empty when pooling, m when not RELU_IN)
-            conv(x[lo:hi], _array4(a, 1, z)[lo:hi], w, b, out[lo:hi], pooled[:, lo:hi], H, W,
-                 pt, pl, dh, dw, relu)
+        # (out is empty when pooling, pooled when not, m in PLAIN)
+        conv(x[lo:hi], _array5(a, 1, z)[:, lo:hi], w, b, out[lo:hi], pooled[:, lo:hi], H, W, pt,
+             pl, dh, dw, relu)
     return c_callback(conv2d_direct_chunk, "void(int64, CPointer(int64))")
 
 
@@ -559,8 +556,8 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
     (xp as there).  The arrays x (N, C, H, W), g, m, part (B, OC, C*kh*kw + 1) are args' slots
     0-3, then the scalars OH, OW, pt, pl, dh, dw, relu; C-contiguous, float32 if ``single`` else
     float64.  g is the gradient of y (N, OC, OH, OW) in mode PLAIN, and as the input of
-    :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m) and UNPOOL_IN (the
-    pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
+    :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m[0]) and UNPOOL_IN
+    (the pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
     sample's sums run over its padded rows at once (g is 0 in the columns past OW); a sample whose
     input holds inf or NaN sums row by row over the real columns only, so no 0 * inf enters a sum
     (NaN and inf reach exactly the taps they reach in PyTorch).  The engine adds the chunks' parts
@@ -585,7 +582,7 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
                 finite &= _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
             for o in range(OC):
                 if mode == RELU_IN:
-                    _relu_plane(g[n, o], m[n, o], ge[o], 0, 0, OH, Wp)
+                    _relu_plane(g[n, o], m[0, n, o], ge[o], 0, 0, OH, Wp)
                 elif mode == UNPOOL_IN:
                     _unpool_plane(g[n, o], m[0, n, o], m[1, n, o], ge[o], 0, 0, OH, Wp, OH, OW,
                                   pkh, pkw, psh, psw, relu)
@@ -632,10 +629,6 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
         s = CONV_SCALARS
         OH, OW, pt, pl = a[s], a[s + 1], a[s + 2], a[s + 3]
         dh, dw, relu = a[s + 4], a[s + 5], a[s + 6] != 0
-        if mode == UNPOOL_IN:
-            grad(x[lo:hi], g[lo:hi], _array5(a, 2, z)[:, lo:hi], part[c], OH, OW, pt, pl, dh, dw,
-                 relu)
-        else:
-            grad(x[lo:hi], g[lo:hi], _array4(a, 2, z)[lo:hi], part[c], OH, OW, pt, pl, dh, dw,
-                 relu)
+        grad(x[lo:hi], g[lo:hi], _array5(a, 2, z)[:, lo:hi], part[c], OH, OW, pt, pl, dh, dw,
+             relu)
     return c_callback(conv2d_grad_params_chunk, "void(int64, CPointer(int64))", reassoc=True)

@@ -232,7 +232,7 @@ def _conv2d_forward(t):
     conv = _Direct(K.conv2d_direct, t.dtype, (kh, kw, K.POOL_OUT if pool else K.PLAIN)
                    + (pool[:4] or (0, 0, 0, 0)))
     none = np.empty(0, t.dtype)
-    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
     dims = np.empty((0, 0, OH, OW), t.dtype)   # POOL_OUT reads (OH, OW) from ``out``'s shape
     chunks = _chunks(N, N * OC * OH * OW * C * kh * kw)
     scalars = (H, W, ph, pw, dh, dw, relu, chunks)
@@ -240,9 +240,9 @@ def _conv2d_forward(t):
     def fwd(out, x, w, b=none):
         x, w, b = c_contiguous(x), c_contiguous(w), c_contiguous(b)
         if pool:
-            conv.run([x, unused, w, b, dims, out], scalars, chunks)
+            conv.run([x, unused5, w, b, dims, out], scalars, chunks)
         else:
-            conv.run([x, unused, w, b, out, unused5], scalars, chunks)
+            conv.run([x, unused5, w, b, out, unused5], scalars, chunks)
     return fwd
 
 
@@ -258,7 +258,7 @@ def _conv2d_grad_input_forward(t):
     OH, OW = pool[4:] if pool else t.srcs[0].shape[2:]
     flipped = np.empty((C, OC, kh, kw), t.dtype)
     none = np.empty(0, t.dtype)
-    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
     pt, pl = (kh - 1) * dh - ph, (kw - 1) * dw - pw
     chunks = _chunks(N, t.numel() * OC * kh * kw)
     scalars = (OH, OW, pt, pl, dh, dw, relu, chunks)
@@ -267,9 +267,9 @@ def _conv2d_grad_input_forward(t):
         np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
         g = c_contiguous(g)
         if mode == K.UNPOOL_IN:
-            g, m = g[0], c_contiguous(m)
-        else:
-            m = unused if m is None else c_contiguous(m)
+            g = g[0]
+        # the kernels read m 5-d: the pooled array (2, N, ...) or a ReLU's output as (1, N, ...)
+        m = unused5 if m is None else c_contiguous(m).reshape((-1,) + g.shape)
         conv.run([g, m, flipped, none, out, unused5], scalars, chunks)
     return fwd
 
@@ -293,15 +293,15 @@ def _conv2d_grad_params_forward(t):
     nw = OC * C * kh * kw
     blocks = conv_blocks(N)
     part = np.empty((blocks, OC, C * kh * kw + 1), t.dtype)
-    unused = np.empty((0,) * 4, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
     scalars = (OH, OW, ph, pw, dh, dw, relu)
 
     def fwd(out, x, g, m=None):
         x, g = c_contiguous(x), c_contiguous(g)
         if mode == K.UNPOOL_IN:
-            g, m = g[0], c_contiguous(m)
-        else:
-            m = unused if m is None else c_contiguous(m)
+            g = g[0]
+        # the kernels read m 5-d: the pooled array (2, N, ...) or a ReLU's output as (1, N, ...)
+        m = unused5 if m is None else c_contiguous(m).reshape((-1,) + g.shape)
         grad.run([x, g, m, part], scalars, blocks)
         total = part[0]
         for k in range(1, blocks):
