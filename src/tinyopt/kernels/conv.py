@@ -489,8 +489,8 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
                                 orow[z] = row[z]
                         continue
                     # the pooling: comparisons without the NaN rule (selects, every lane a
-                    # float, the tap too: the row's loop vectorizes), then the exact rule for the
-                    # windows of a row that holds a NaN (or an inf, whose e - e is NaN as well)
+                    # float, the tap too; no branch in the row's loop), then the exact rule for
+                    # the windows of a row that holds a NaN (or an inf, whose e - e is NaN too)
                     pv, pt_ = pooled[0, n, o], pooled[1, n, o]
                     for u in range(uint64(pv.shape[0])):
                         row = a[u * uint64(psh) * uWp:]
@@ -546,22 +546,22 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
 def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 0,
                               pkw: int = 0, psh: int = 0, psw: int = 0):
     """``conv2d_grad_params_direct[single, kh, kw, mode, pool]``: the C function (above) whose
-    chunk c of B (``part``'s first axis) sums the weight and bias gradients of
-    :func:`conv2d_direct` over samples [c N / B, (c + 1) N / B) of x into part[c], without
-    im2col,
+    chunk k of B (``part``'s first axis) sums the weight and bias gradients of
+    :func:`conv2d_direct` over the samples n of block k, [k N / B, (k + 1) N / B), without im2col,
 
-        part[c, o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
-        part[c, o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
+        part[k, o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
+        part[k, o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
 
     (xp as there).  The arrays x (N, C, H, W), g, m, part (B, OC, C*kh*kw + 1) are args' slots
     0-3, then the scalars OH, OW, pt, pl, dh, dw, relu; C-contiguous, float32 if ``single`` else
     float64.  g is the gradient of y (N, OC, OH, OW) in mode PLAIN, and as the input of
     :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m[0]) and UNPOOL_IN
-    (the pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
-    sample's sums run over its padded rows at once (g is 0 in the columns past OW); a sample whose
-    input holds inf or NaN sums row by row over the real columns only, so no 0 * inf enters a sum
-    (NaN and inf reach exactly the taps they reach in PyTorch).  The engine adds the chunks' parts
-    in order: B is a function of N alone, so the result does not depend on the threads."""
+    (the pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial
+    sums, as a GEMM's).  A sample's sums run over its padded rows at once (g is 0 in the columns
+    past OW); a sample whose input holds inf or NaN sums row by row over the real columns only, so
+    no 0 * inf enters a sum (NaN and inf reach exactly the taps they reach in PyTorch).  The
+    engine adds the chunks' parts in order: B is a function of N alone, so the result does not
+    depend on the threads."""
     K = kh * kw
     dt = np.float32 if single else np.float64
 
