@@ -597,6 +597,11 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
                 for q in range(uint64(L)):
                     s += go[q]
                 part[o, C * K] += s
+            for oa in range(0, OC, 2):
+                # two output channels at once, sharing the loads of x (a last lone channel
+                # reads its own g twice and writes once)
+                ob = oa + 1 if oa + 1 < OC else oa
+                ga, gb = ge[oa], ge[ob]
                 for c in range(C):
                     xc = xp[c]
                     for i in range(kh):
@@ -606,19 +611,29 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
                             o0 = uint64(base + j0 * dw)
                             o1 = uint64(base + (j0 + 1) * dw) if j0 + 1 < kw else o0
                             o2 = uint64(base + (j0 + 2) * dw) if j0 + 2 < kw else o0
-                            s0 = s1 = s2 = zero
+                            s0 = s1 = s2 = r0 = r1 = r2 = zero
                             for sg in range(uint64(nseg)):
                                 for q in range(sg * step, sg * step + seg):
-                                    gq = go[q]
-                                    s0 += gq * xc[q + o0]
-                                    s1 += gq * xc[q + o1]
-                                    s2 += gq * xc[q + o2]
+                                    x0, x1, x2 = xc[q + o0], xc[q + o1], xc[q + o2]
+                                    gq, hq = ga[q], gb[q]
+                                    s0 += gq * x0
+                                    s1 += gq * x1
+                                    s2 += gq * x2
+                                    r0 += hq * x0
+                                    r1 += hq * x1
+                                    r2 += hq * x2
                             t = c * K + i * kw + j0
-                            part[o, t] += s0
+                            part[oa, t] += s0
+                            if ob != oa:
+                                part[ob, t] += r0
                             if j0 + 1 < kw:
-                                part[o, t + 1] += s1
+                                part[oa, t + 1] += s1
+                                if ob != oa:
+                                    part[ob, t + 1] += r1
                             if j0 + 2 < kw:
-                                part[o, t + 2] += s2
+                                part[oa, t + 2] += s2
+                                if ob != oa:
+                                    part[ob, t + 2] += r2
 
     def conv2d_grad_params_chunk(c, argp):
         a = numba.carray(argp, (CONV_ARGS,))
