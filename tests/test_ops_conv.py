@@ -491,3 +491,32 @@ def test_direct_conv_chunks_give_the_same_bits_on_any_threads(monkeypatch, N):
     assert run() == shared                    # one thread, one chunk
     cache_clear()
 
+
+def test_direct_conv_chunks_run_on_the_threads_numpys_blas_shares(monkeypatch):
+    """Python workers found the second core taken by the OpenMP threads that spin after each of
+    numpy's GEMMs (on 2 cores the CNN's step at batch 256 took as long as on one): where BLAS runs
+    on OpenMP's threads, the direct kernels' chunks run there too, never on chunk_threads' pool."""
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import chunk_threads
+    from tinyopt.kernels.native import shared_threads
+    runner = shared_threads.chunk_runner()
+    if not runner.parallel:
+        pytest.skip("numpy's BLAS shares no OpenMP threads here")
+    cuts = []
+
+    def counting(chunk, n, args):
+        cuts.append(n)
+        runner(chunk, n, args)
+    counting.parallel = True
+
+    def refuse(fn, n):
+        raise AssertionError("a direct conv's chunks went to chunk_threads' pool")
+    monkeypatch.setattr(shared_threads, "chunk_runner", lambda: counting)
+    monkeypatch.setattr(chunk_threads, "run_chunks", refuse)
+    r = np.random.default_rng(13)
+    params = [(r.standard_normal(s) * 0.3).astype(np.float32)
+              for s in ((6, 3, 3, 3), (6,), (5, 6, 3, 3), (5,), (4, 5, 3, 2))]
+    cache_clear()
+    _direct_cnn_step(r.standard_normal((37, 3, 17, 13)).astype(np.float32), params)
+    cache_clear()
+    assert len(cuts) >= 9 and max(cuts) > 1   # 3 convs: forward, input and weight gradients
