@@ -607,6 +607,26 @@ def test_an_eager_run_computes_no_node_only_realized_values_read(eager_only, mon
     assert episode()[1] == bits
 
 
+def test_a_node_an_eager_run_left_out_is_computed_when_a_backward_rule_reads_it(eager_only):
+    """``sin``'s rule reads its input, which the run left out (its one reader, the realized
+    ``sin``, gave its value): computed then, from its sources, the bits a plan gives."""
+    def grads():
+        w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
+        out = []
+        for _ in range(2):
+            w.grad = None
+            b = to.sin(w * 1.5 + 0.25)  # (the product is left out too: its one reader is the sum)
+            b.sum().item()  # b is held: it keeps its value
+            (b * 2.0).sum().backward()
+            out.append(_bits(w.grad.numpy()))
+        return out
+    eager = grads()
+    assert cache_info().misses == 0
+    CACHE.compile_after = 1
+    cache_clear()
+    assert grads() == eager
+
+
 def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, monkeypatch):
     import tracemalloc
 
