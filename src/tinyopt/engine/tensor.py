@@ -1390,7 +1390,10 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
     check_device(device)
-    arr = np.array(_to_array(data, dtype), copy=True)
+    if dtype is None and type(data) is list and data and all(type(x) is float for x in data):
+        arr = np.array(data, dtype=float32)  # ``[float(r)]`` in a loop: what _to_array makes
+    else:
+        arr = np.array(_to_array(data, dtype), copy=True)
     t = leaf(arr)
     if requires_grad:
         t.requires_grad_()
