@@ -379,6 +379,31 @@ def test_a_list_of_python_floats_gives_the_tensor_any_other_spelling_gives():
     assert to.tensor([1.0], dtype=to.float64).dtype == to.float64
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16", "int64", "int32",
+                                   "uint8", "bool"])
+def test_item_of_one_element_of_any_shape_is_torchs_number(dtype):
+    """``.item()`` reads the one element of a tensor of any shape as torch's Python number
+    (type and value), of a value or of a graph node; more elements raise torch's error."""
+    torch = pytest.importorskip("torch")
+    for shape in ((), (1,), (1, 1, 1)):
+        for value in (0.0, 1.0, -2.5, 3e38):
+            ref = torch.full(shape, value).to(getattr(torch, dtype))
+            mine = to.full(shape, value).to(getattr(to, dtype))
+            node = (nn.Parameter(to.full(shape, value)) * 1.0).to(getattr(to, dtype))
+            assert node.value is None  # (a graph node: item() computes it)
+            for t in (mine, node):
+                got, want = t.item(), ref.item()
+                assert type(got) is type(want)
+                assert got == want or (got != got and want != want)
+    for shape in ((2,), (0,), (1, 2)):
+        n = int(np.prod(shape))
+        with pytest.raises(RuntimeError, match=f"^a Tensor with {n} elements cannot be converted "
+                                               "to Scalar$"):
+            to.zeros(shape).item()
+        with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+            torch.zeros(shape).item()
+
+
 def test_tensor_constructors_and_legacy_types():
     assert to.Tensor(2, 3).shape == (2, 3) and to.Tensor(2, 3).dtype == to.float32
     assert to.Tensor([1, 2]).dtype == to.float32

@@ -353,7 +353,7 @@ class Tensor(Node, TensorMethods):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
                                f"Scalar")
-        return self.numpy().reshape(()).item()
+        return self.numpy().item()  # (numpy's item() reads the one element of any shape)
 
     def tolist(self) -> Any:
         """The value as nested Python lists of numbers (a number for a 0-d tensor)."""
