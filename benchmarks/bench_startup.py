@@ -37,6 +37,8 @@ import tempfile
 CHILD = r"""
 import json, resource, sys, time
 def helpers_cpu():  # of the processes that compiled kernels ahead (``kernels/compile_ahead.py``)
+    from tinyopt.kernels import compile_ahead
+    compile_ahead.finish()  # (after the step: its CPU is counted once it has ended)
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
 t0 = time.perf_counter()

@@ -41,6 +41,7 @@ from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
+from tinyopt.nn import kernels_ahead
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -167,8 +168,10 @@ def cross_entropy(input, target, weight=None, size_average: bool | None = None,
                   label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of logits (N, C) or (N, C, d1, ...) against int64 class indices;
     see ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
-    return _loss.cross_entropy(input, target, weight, ignore_index,
+    loss = _loss.cross_entropy(input, target, weight, ignore_index,
                                _reduction(size_average, reduce, reduction), label_smoothing)
+    kernels_ahead.cross_entropy(loss)
+    return loss
 
 
 def nll_loss(input, target, weight=None, size_average: bool | None = None,
