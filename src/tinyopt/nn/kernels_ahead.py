@@ -40,10 +40,14 @@ def _arrays(dtype, *ndims: int, readonly: tuple[int, ...] = ()) -> tuple[np.ndar
 
 
 def lstm(dtype) -> None:
-    """An LSTM layer without projection: its scan by chunks of batch rows and its gradient."""
-    fast = np.dtype(dtype) == np.float32
+    """An LSTM layer without projection: its scan by chunks of batch rows and its gradient,
+    and the sum of the initial state's gradient."""
+    dt = np.dtype(dtype)
+    fast = dt == np.float32
     ahead.declare(_F, _c_function("rnn", "lstm_scan_chunks", fast))
     ahead.declare(_B, _c_function("rnn", "lstm_scan_grad_chunks", fast))
+    gh, dh = _arrays(dt, 3, 2)
+    ahead.declare(_B, ("tinyopt.kernels.rnn", "sum_grad_h"), (gh, 0, dh, dh, dh))
 
 
 def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
