@@ -165,3 +165,58 @@ def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_p
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["helper"] == [out["slow"]] and out["slow_hits"] == 1
     assert out["fast_misses"] == 1
+
+
+GPT = """if True:
+    import json
+    import numpy as np
+    import tinyopt as to
+    from tinyopt import nn, optim
+    from tinyopt.kernels import attention, compile_ahead, loss, norm, optim as walkers
+    to.manual_seed(0)
+    V, T, d = 64, 64, 128
+    tok, pos = nn.Embedding(V, d), nn.Embedding(T, d)
+    block = nn.TransformerEncoderLayer(d, 2, 2 * d, dropout=0.0, batch_first=True,
+                                       norm_first=True)
+    ln, head = nn.LayerNorm(d), nn.Linear(d, V)
+    params = [p for m in (tok, pos, block, ln, head) for p in m.parameters()]
+    opt = optim.Adam(params, lr=1e-3)
+    mask = nn.Transformer.generate_square_subsequent_mask(T)
+    idx = np.random.default_rng(0).integers(0, V, (4, T + 1))
+    opt.zero_grad()
+    h = block(tok(idx[:, :-1]) + pos(np.arange(T)), src_mask=mask, is_causal=True)
+    nn.functional.cross_entropy(head(ln(h)).reshape(-1, V), idx[:, 1:].reshape(-1)).backward()
+    opt.step()
+    compile_ahead.finish()
+    def counts(d):
+        return [sum(d._cache_hits.values()), sum(d._cache_misses.values())]
+    def c_function(made, key):  # (None: the step did not take that path)
+        return [made.made[key]._cfunc._cache_hits, 0] if key in made.made else None
+    print(json.dumps({
+        "walker": counts(walkers.adam.serial_build((False,) * 4 + (True,))),
+        "embedding_grad": counts(norm.embedding_grad),
+        "layer_norm_grad_wb": counts(norm.layer_norm_grad_wb),
+        "layer_norm_grad_x": c_function(norm.layer_norm_chunks, (True, norm.LN_GRAD_X, True)),
+        "attention_grad": c_function(attention.attention_grad_chunks, (True,)),
+        "forward": {"ce_rows": counts(loss.ce_rows[False, True].serial_build),
+                    "layer_norm_apply": counts(norm.layer_norm_apply.serial_build),
+                    "embedding_rows": counts(norm.embedding_rows)}}))
+"""
+
+
+def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path):
+    """A small GPT's first step with a helper: the kernels its layers declare (layer norm,
+    attention, the embedding, the cross-entropy) have the types the step calls them with, so
+    each is compiled once, by whichever process reaches it first: the backward kernels and the
+    walker by the helper (loaded here), the forward ones by either."""
+    import json
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
+               TINYOPT_COMPILE_AHEAD="1")
+    r = subprocess.run([sys.executable, "-c", GPT], capture_output=True, text=True, timeout=600,
+                       env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for kernel, counted in out.pop("forward").items():
+        assert counted in ([1, 0], [0, 1]), kernel
+    for kernel, counted in out.items():
+        assert counted in ([1, 0], None), kernel

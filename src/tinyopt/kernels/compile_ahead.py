@@ -60,6 +60,7 @@ _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _session: _Helper | None = None
 _ROLE = {"helper": None}  # in the helper process: its claims folder
+_LOCK = threading.Lock()
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry)
 _SERVE = ("import sys; sys.path.insert(0, {path!r}); "
@@ -167,6 +168,13 @@ def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
     a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
     example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
     types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once."""
+    if (recipe, args is None) in _declared:
+        return
+    with _LOCK:  # (layers built on two threads at once: one helper)
+        _declare(phase, recipe, args)
+
+
+def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     global _session
     if (recipe, args is None) in _declared:
         return
