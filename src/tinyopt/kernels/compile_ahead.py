@@ -60,6 +60,7 @@ _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _session: _Helper | None = None
 _ROLE = {"helper": None}  # in the helper process: its claims folder
+_CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry)
@@ -111,9 +112,10 @@ class _Helper:
         it has ended)."""
         while entry not in self.done and not self.ended:
             line = self.process.stdout.readline()
-            if not line:
+            if line:
+                self.done.add(line.strip().decode())
+            else:
                 self.ended = True
-            self.done.add(line.strip().decode())
 
     def stop(self) -> None:
         if self.owner == os.getpid():
@@ -214,8 +216,8 @@ def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
 def resolve(recipe: tuple):
     """The kernel ``recipe`` names: ``(module, step, ...)`` from the module, each step an
     attribute (a str) or a call ``(method, argument)``: ``("tinyopt.kernels.rnn",
-    ("lstm_scan_chunks", True))`` is ``rnn.lstm_scan_chunks[True]`` written ``("__getitem__",
-    True)``, ``("tinyopt.kernels.norm", "layer_norm_apply", "serial_build")`` a dispatcher."""
+    "lstm_scan_chunks", ("__getitem__", True))`` is the C function ``rnn.lstm_scan_chunks[True]``,
+    ``("tinyopt.kernels.norm", "layer_norm_apply", "serial_build")`` a dispatcher."""
     target = importlib.import_module(recipe[0])
     for step in recipe[1:]:
         target = getattr(target, step) if isinstance(step, str) else \
@@ -245,10 +247,6 @@ def _around_load(cache, sig, target_context, load):
         if not _claim(helper.claims, entry):
             helper.wait_for(entry)
     return load()
-
-
-numba_cache.AROUND_LOAD[:] = [_around_load]
-_CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 
 
 def _pick(items: list[tuple]) -> tuple:
@@ -307,6 +305,7 @@ def _forget() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
+numba_cache.AROUND_LOAD[:] = [_around_load]
 
 
 @atexit.register
