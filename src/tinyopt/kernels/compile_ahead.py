@@ -122,6 +122,11 @@ class _Helper:
             self.process.kill()
             self.process.wait()
             self.ended = True
+            for pipe in (self.process.stdin, self.process.stdout):
+                try:
+                    pipe.close()
+                except OSError:  # (nothing is left unwritten: each item is flushed)
+                    pass
             shutil.rmtree(self.claims, ignore_errors=True)
 
 
@@ -281,8 +286,8 @@ def serve(claims: str) -> None:
             arrived.wait()
     while True:
         with arrived:
-            if not items:
-                return
+            if not items:  # (every entry is written and reported: no interpreter shutdown,
+                os._exit(0)  # where the reader thread, blocked on stdin, would abort it)
             item = _pick(items)
             items.remove(item)
         _, _, recipe, argtypes = item
