@@ -272,9 +272,13 @@ def serve(claims: str) -> None:
     ended = []
 
     def read() -> None:
-        for line in sys.stdin.buffer:
+        # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
+        # interpreter's shutdown, taking it, would abort)
+        rest = b""
+        while block := os.read(sys.stdin.fileno(), 1 << 16):
+            *lines, rest = (rest + block).split(b"\n")
             with arrived:
-                items.append(pickle.loads(base64.b64decode(line)))
+                items.extend(pickle.loads(base64.b64decode(line)) for line in lines)
                 arrived.notify()
         with arrived:
             ended.append(True)
@@ -286,8 +290,8 @@ def serve(claims: str) -> None:
             arrived.wait()
     while True:
         with arrived:
-            if not items:  # (every entry is written and reported: no interpreter shutdown,
-                os._exit(0)  # where the reader thread, blocked on stdin, would abort it)
+            if not items:
+                return
             item = _pick(items)
             items.remove(item)
         _, _, recipe, argtypes = item
