@@ -41,11 +41,11 @@ from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.ops.loss import one_hot
 from tinyopt.engine.ops.nn import batch_norm, dropout, embedding, layer_norm
 from tinyopt.engine.ops.nn import dropout_mask as _dropout_mask
-from tinyopt.nn import kernels_ahead
 from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, pixel_shuffle,
                                          pixel_unshuffle)
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.engine.tensor import leaf as _leaf
+from tinyopt.nn import kernels_ahead
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",

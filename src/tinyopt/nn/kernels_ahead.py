@@ -115,4 +115,3 @@ def cross_entropy(loss) -> None:
     recipe = ("tinyopt.kernels.loss", "ce_rows", ("__getitem__", (from_exp, single)))
     ahead.declare(_F, recipe if from_exp else recipe + ("serial_build",),
                   (False, vec, xs, ys, ws, 0, 0.0, vec, rows, mat, err, mat, stats, mat, lanes))
-
