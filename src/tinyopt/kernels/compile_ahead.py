@@ -59,7 +59,7 @@ _declared: set[tuple] = set()
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _session: _Helper | None = None
-_ROLE = {"helper": None}  # in the helper process: its claims folder
+_ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
 
@@ -91,7 +91,9 @@ class _Helper:
     """A helper process compiling declared kernels, and this process's side of their claims."""
 
     def __init__(self, process: subprocess.Popen, claims: str):
+        assert process.stdin is not None and process.stdout is not None
         self.process, self.claims = process, claims
+        self.stdin, self.stdout = process.stdin, process.stdout
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
         self.ended = False
@@ -101,8 +103,8 @@ class _Helper:
         if self.ended or self.process.poll() is not None:
             return False
         try:
-            self.process.stdin.write(base64.b64encode(pickle.dumps(item)) + b"\n")
-            self.process.stdin.flush()
+            self.stdin.write(base64.b64encode(pickle.dumps(item)) + b"\n")
+            self.stdin.flush()
         except (OSError, ValueError):
             return False
         return True
@@ -111,7 +113,7 @@ class _Helper:
         """Return once the helper has finished cache entry ``entry`` (or has ended; None: once
         it has ended)."""
         while entry not in self.done and not self.ended:
-            line = self.process.stdout.readline()
+            line = self.stdout.readline()
             if line:
                 self.done.add(line.strip().decode())
             else:
@@ -122,7 +124,7 @@ class _Helper:
             self.process.kill()
             self.process.wait()
             self.ended = True
-            for pipe in (self.process.stdin, self.process.stdout):
+            for pipe in (self.stdin, self.stdout):
                 try:
                     pipe.close()
                 except OSError:  # (nothing is left unwritten: each item is flushed)
