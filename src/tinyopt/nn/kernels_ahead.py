@@ -43,6 +43,8 @@ def lstm(dtype) -> None:
     """An LSTM layer without projection: its scan by chunks of batch rows and its gradient,
     and the sum of the initial state's gradient."""
     dt = np.dtype(dtype)
+    if dt not in _FLOATS:
+        return
     fast = dt == np.float32
     ahead.declare(_F, _c_function("rnn", "lstm_scan_chunks", fast))
     ahead.declare(_B, _c_function("rnn", "lstm_scan_grad_chunks", fast))
@@ -54,7 +56,7 @@ def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
     """Layer norm: its statistics and its input's gradient by chunks of rows, its apply pass
     and its weight and bias gradients."""
     dt = np.dtype(dtype)
-    if dt not in (np.float32, np.float64):
+    if dt not in _FLOATS:
         return
     single = dt == np.float32
     ahead.declare(_F, _c_function("norm", "layer_norm_chunks",
@@ -73,6 +75,8 @@ def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
 def attention(dtype, has_mask: bool, causal: bool, nan_rows: bool) -> None:
     """Scaled dot-product attention without dropout: its (batch, head) pairs as chunks, both
     ways."""
+    if dtype not in _FLOATS:
+        return
     fast = dtype == np.float32
     ahead.declare(_F, _c_function("attention", "attention_chunks",
                                   (fast, has_mask, causal, nan_rows)))
@@ -82,6 +86,8 @@ def attention(dtype, has_mask: bool, causal: bool, nan_rows: bool) -> None:
 def embedding(dtype, padding_idx: int, scale_grad_by_freq: bool) -> None:
     """An embedding lookup of int64 indices and its gradient."""
     dt = np.dtype(dtype)
+    if dt not in _FLOATS:
+        return
     w, out, g = _arrays(dt, 2, 2, 2)
     idx, err, counts = _arrays(_I64, 1, 1, 1)
     ahead.declare(_F, ("tinyopt.kernels.norm", "embedding_rows"), (w, idx, out, err))
