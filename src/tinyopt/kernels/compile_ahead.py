@@ -4,8 +4,8 @@ A cold first training step compiles its kernels one after another, and numba com
 global lock, so a thread cannot overlap two compiles; another process can, on another core, and
 its machine code reaches this one through numba's disk cache.  Some kernels are known before the
 first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
-big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy) when the
-layer is built or first called.  Each is *declared* (:func:`declare`, which compiles nothing): a
+big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
+layer's bias gradient) when the layer is built or first called.  Each is *declared* (:func:`declare`, which compiles nothing): a
 helper process, started at the first declaration, compiles the declared kernels one after
 another, while this process builds the graph and compiles the kernels of the step in the order
 it reaches them.

@@ -52,6 +52,13 @@ def lstm(dtype) -> None:
     ahead.declare(_B, ("tinyopt.kernels.rnn", "sum_grad_h"), (gh, 0, dh, dh, dh))
 
 
+def linear(dtype) -> None:
+    """A linear layer's bias gradient: the sum of its output's gradient over the rows."""
+    dt = np.dtype(dtype)
+    if dt in _FLOATS:
+        ahead.declare(_B, ("tinyopt.kernels.reduce", "sum_axis"), _arrays(dt, 3, 2))
+
+
 def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
     """Layer norm: its statistics and its input's gradient by chunks of rows, its apply pass
     and its weight and bias gradients."""
