@@ -100,7 +100,7 @@ class _Helper:
 
     def send(self, item: tuple) -> bool:
         """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
-        if self.ended or self.process.poll() is not None:
+        if not self.running():
             return False
         try:
             self.stdin.write(base64.b64encode(pickle.dumps(item)) + b"\n")
@@ -108,6 +108,15 @@ class _Helper:
         except (OSError, ValueError):
             return False
         return True
+
+    def running(self) -> bool:
+        """Whether the helper may still compile (for this process: a forked child's is not)."""
+        if self.owner != os.getpid():
+            return False
+        if not self.ended and self.process.poll() is not None:  # (what it did is in the cache)
+            self.ended = True
+            shutil.rmtree(self.claims, ignore_errors=True)
+        return not self.ended
 
     def wait_for(self, entry: str | None) -> None:
         """Return once the helper has finished cache entry ``entry`` (or has ended; None: once
@@ -196,7 +205,7 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     if _cached(recipe, argtypes):
         return
     item = (next(_order), phase, recipe, argtypes)
-    if _session is not None and _session.owner == os.getpid() and _session.send(item):
+    if _session is not None and _session.send(item):
         return
     if _session is not None:
         _session.stop()
@@ -249,7 +258,7 @@ def _around_load(cache, sig, target_context, load):
             raise _NotCached
         return loaded
     helper = _session
-    if helper is not None and not helper.ended and helper.owner == os.getpid():
+    if helper is not None and helper.running():
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
             helper.wait_for(entry)
