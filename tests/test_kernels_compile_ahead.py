@@ -144,7 +144,10 @@ RACE = """if True:
         [sig] = d.overloads
         return d._cache.entry_id(sig, d.targetctx)
     norm.layer_norm_apply.serial(x, x, x[0], x[0], True, True, x)
+    compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.reduce", "sum_axis"),
+                          (np.ones((1, 2, 3)), x))  # (the helper has ended: another one)
     print(json.dumps({"helper": sorted(helper.done), "exit": helper.process.returncode,
+                      "next": compile_ahead._session not in (None, helper),
                       "slow": entry(norm.layer_norm_apply.serial_build),
                       "slow_hits": sum(norm.layer_norm_apply.serial_build._cache_hits.values()),
                       "fast": entry(norm.layer_norm_grad_wb),
@@ -155,7 +158,8 @@ RACE = """if True:
 def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_path):
     """Two kernels declared: this process calls the second at once and compiles it; the helper,
     which takes the first first, then finds the second claimed and skips it (it reports only
-    the first), and the first loads here from the cache; the helper then ends."""
+    the first), and the first loads here from the cache; the helper then ends, and a later
+    declaration starts another."""
     import json
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
                TINYOPT_COMPILE_AHEAD="1")
@@ -164,7 +168,7 @@ def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_p
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["helper"] == [out["slow"]] and out["slow_hits"] == 1
-    assert out["exit"] == 0  # (a helper with nothing left ends cleanly)
+    assert out["exit"] == 0 and out["next"]  # (a helper with nothing left ends cleanly)
     assert out["fast_misses"] == 1
 
 
