@@ -18,6 +18,7 @@ keeps numba's own path.  ``TINYOPT_NUMBA_LAZY_LOAD=0`` turns it off.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numba
@@ -26,6 +27,11 @@ from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
 _RUNTIME_READY: list[bool] = []
+
+AROUND_LOAD: list = []
+"""At most one ``around(cache, sig, target_context, load)`` that every disk-cache load of a
+kernel goes through (``load()`` loads it: the machine code, or None and numba compiles it):
+``kernels/compile_ahead.py``'s, while a helper process compiles kernels."""
 
 
 def _lazy_load_cache_class():
@@ -42,11 +48,24 @@ def _lazy_load_cache_class():
 
     class LoadWithoutRefresh(caching.FunctionCache):
         def load_overload(self, sig, target_context):
-            # numba calls this under its global compiler lock
+            # numba calls this under its global compiler lock, before it compiles: the place
+            # where a kernel compiled in another process is waited for (``AROUND_LOAD``)
+            if AROUND_LOAD:
+                return AROUND_LOAD[0](self, sig, target_context,
+                                      lambda: self._load_now(sig, target_context))
+            return self._load_now(sig, target_context)
+
+        def _load_now(self, sig, target_context):
             if not _runtime_ready(target_context):
                 return super().load_overload(sig, target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
+
+        def entry_id(self, sig, target_context) -> str:
+            """The cache entry's identity, the same in every process: its index file and
+            numba's key (signature, CPU, hashes of the bytecode and of the closure)."""
+            key = self._index_key(sig, target_context.codegen())
+            return hashlib.sha1(repr((self._cache_file._index_path, key)).encode()).hexdigest()
 
     return LoadWithoutRefresh
 
