@@ -201,7 +201,7 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
 # S <= L: every key seen by some query) the gradients of keys [j0, j1) the queries [j0, L) only
 # (dS and P are 0 above the diagonal): every GEMM runs on the blocks that hold unmasked
 # entries, (1 + 1 / tiles) / 2 of the full products' work for L = S (the small GPT's attention
-# forward and backward, 256 x 256 x 64 per pair, tiles of 64: 36 -> 28.5 ms, one core).  Each
+# forward and backward, 256 x 256 x 64 per pair, tiles of 32: 36.5 -> 27.5 ms, one core).  Each
 # entry is the sum of the same terms less exact zeros (trailing or leading); OpenBLAS may order
 # a smaller product's sums differently (last-place differences; the same bits at the GPT's
 # shapes), and masked probabilities are exact 0 as before.

@@ -115,6 +115,7 @@ def _attention_forward(t):
 # pairs above that run as chunks with BLAS held to one thread (``_Chunks``)
 _CHUNK_GEMM_MAX = 65536 * 4
 
+
 def _causal_tile(L: int) -> int:
     """Query rows per tile of causal chunks, which skip the keys no row of a tile sees
     (``kernels/attention.py``): smaller tiles skip more of the upper triangle, in more, smaller
