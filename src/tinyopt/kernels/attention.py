@@ -41,7 +41,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     float32 (``fast``): scores, exponentials and the normalisation in float32 arithmetic
     (``vecmath.exp_f32``), the max and the sum of the exponentials (in float64) in lanes: all
     five loops vectorize (the small GPT's 48 x 256 x 256 causal scores, batched: 6.8 -> 4.6 ms,
-    one core, where memory then bounds it).
+    one core; 4.7 -> 4.2 ms with the lane loops in groups of LANES, unsigned index).
     float64: libm's exp, one chain."""
     if fast:
         f32 = np.float32
@@ -56,10 +56,19 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
             for k in range(LANES):
                 lmax[k] = -math.inf
                 lsum[k] = 0.0
-            for j in range(n):
+            # (in groups of LANES around a loop over the lanes, the element's index unsigned:
+            # so LLVM vectorizes the loop; the same order as one loop over j with lane j % LANES)
+            whole = n - n % LANES
+            for j0 in range(0, whole, LANES):
+                for k in range(LANES):
+                    j = np.uint64(j0) + np.uint64(k)
+                    v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
+                    row[j] = v
+                    lmax[k] = v if v > lmax[k] or v != v else lmax[k]
+            for j in range(whole, n):
                 v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
                 row[j] = v
-                k = j % LANES
+                k = j - whole
                 lmax[k] = v if v > lmax[k] or v != v else lmax[k]
             m = lmax[0]
             for k in range(1, LANES):
@@ -72,8 +81,11 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 m32 = f32(m)
                 for j in range(n):
                     row[j] = _V.exp_f32(row[j] - m32)
-                for j in range(n):
-                    lsum[j % LANES] += row[j]
+                for j0 in range(0, whole, LANES):
+                    for k in range(LANES):
+                        lsum[k] += row[np.uint64(j0) + np.uint64(k)]
+                for j in range(whole, n):
+                    lsum[j - whole] += row[j]
                 acc = 0.0
                 for k in range(LANES):
                     acc += lsum[k]
