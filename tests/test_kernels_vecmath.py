@@ -1,5 +1,6 @@
 """kernels/vecmath.py: the vectorizable exp, sigmoid and tanh are within 1 float32 ulp of the exact
-values over the float32 range, and keep NaN and the limits at +-inf."""
+values over the float32 range, and keep NaN and the limits at +-inf; the float32 exp (its
+polynomial in fused multiply-adds) and normal CDF keep their bounds."""
 
 from __future__ import annotations
 
