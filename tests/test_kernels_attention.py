@@ -1,7 +1,6 @@
 """kernels/attention.py: the masked softmax, whose exponentials run in a loop of their own (so
 LLVM vectorizes them), gives the bits of the one-loop form it replaced (kept here as the
-reference, with vecmath's exp_f32 as the kernel's), with masks, causal limits, fully masked rows
-and NaN scores, in both dtypes."""
+reference), with masks, causal limits, fully masked rows and NaN scores, in both dtypes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """kernels/vecmath.py: the vectorizable exp, sigmoid and tanh are within 1 float32 ulp of the exact
-values over the float32 range, and keep NaN and the limits at +-inf; the float32 exp (its
-polynomial in fused multiply-adds) and normal CDF keep their bounds."""
+values over the float32 range, and keep NaN and the limits at +-inf."""
 
 from __future__ import annotations
 

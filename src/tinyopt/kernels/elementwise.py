@@ -185,10 +185,8 @@ def leaky_relu_grad(g, x, slope):
     return g if x > 0 else g * slope
 
 
-# GELU in float32 arithmetic for float32 (vecmath's exp_f32 and normal_cdf_f32: vectorized, their
-# polynomials in fused multiply-adds; within 6.3 ulps of the exact GELU where |x| <= 3 and 34
-# over [-10, 10], where PyTorch's float32 GELU is off by up to 1900 and millions of ulps),
-# in float64 with libm's erf for float64.
+# GELU in float32 arithmetic for float32 (vecmath's exp_f32 and normal_cdf_f32: vectorized, a
+# few ulps), in float64 with libm's erf for float64.
 _MINUS_HALF_F32 = np.float32(-0.5)
 _INV_SQRT_2PI_F32 = np.float32(INV_SQRT_2PI)
 

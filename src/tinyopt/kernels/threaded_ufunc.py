@@ -16,8 +16,6 @@ GELU gradient, 393k float32: 3.4 ms instead of 0.5).
 
 For kernels that are worth it: transcendental ones (GELU), whose arithmetic, not memory, bounds
 them.  (A plain add is bound by memory, and its chunk function would be one more cold compile.)
-numba's disk cache keys the chunk functions by this file: a change to a scalar function they
-inline from another module (``vecmath``) reaches a warm cache only when this file changes too.
 """
 
 from __future__ import annotations

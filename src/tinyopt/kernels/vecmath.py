@@ -26,7 +26,6 @@ from numba import types
 from numba.extending import overload
 
 from tinyopt.kernels.jit import inline, subroutine
-from tinyopt.kernels.native.instructions import fma as _fma
 
 
 @subroutine
@@ -84,14 +83,9 @@ def exp(x, fast):
 # The functions above compute in float64, 4 lanes an AVX2 instruction; these compute in float32,
 # 8 lanes, for kernels whose float32 values then round to within a few ulps instead of one: the
 # GELU of 393k float32 (the tiny GPT's feed-forward) took 5.6 ms with libm's erf and 0.45 ms with
-# these (one core, CPU time, loaded machine; PyTorch's: 0.17 ms, 16 lanes).  The polynomials are
-# Horner steps in fused multiply-adds (``native.instructions.fma``: one ``vfmadd`` each, where a
-# multiply and an add were two instructions): the small GPT's GELU and its gradient, 3.1M
-# float32, 4.0 -> 2.9 ms and 4.4 -> 3.4 ms (one core; within the same ulps of the exact values).
-# numba's disk cache keys a kernel by its own file: a kernel that inlines these recompiles only
-# when its file changes too.  Constants are float32 so that no operation widens to float64.
-# Called through :func:`~tinyopt.kernels.jit.inline` (a division in a subroutine keeps its
-# ZeroDivisionError check, which keeps the caller's loop from vectorizing).
+# these (one core, CPU time, loaded machine; PyTorch's: 0.17 ms, 16 lanes).  Constants are float32 so that no operation widens to float64.  Called through
+# :func:`~tinyopt.kernels.jit.inline` (a division in a subroutine keeps its ZeroDivisionError
+# check, which keeps the caller's loop from vectorizing).
 
 _F32 = np.float32
 _LOG2E = _F32(1.4426950408889634)
@@ -107,17 +101,14 @@ _T2, _T3, _T4, _T5, _T6, _T7 = (_F32(1 / 2), _F32(1 / 6), _F32(1 / 24), _F32(1 /
 @inline
 def exp_f32(x):
     """e^x for float32 ``x``, in float32 arithmetic: x = k ln 2 + r with |r| <= ln 2 / 2, e^r by
-    its Taylor polynomial of degree 7 (truncation error below 6e-9; Horner's rule in fused
-    multiply-adds), times 2^k made from its
+    its Taylor polynomial of degree 7 (truncation error below 6e-9), times 2^k made from its
     bits in two halves (so that subnormal results round once, correctly).  Within 1 ulp of the
     exact value wherever the result is a normal float32 (tests/test_kernels_vecmath.py); inf
     above ln(max float32), 0 below ln of half the smallest subnormal, NaN for NaN."""
     c = _EXP_HI if x > _EXP_HI else (_EXP_LO if x < _EXP_LO else x)
     k = np.floor(c * _LOG2E + _HALF)
     r = (c - k * _LN2_HI) - k * _LN2_LO
-    p = _fma(r, _T7, _T6)
-    for a in (_T5, _T4, _T3, _T2, _ONE, _ONE):
-        p = _fma(r, p, a)
+    p = _ONE + r * (_ONE + r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * (_T6 + r * _T7))))))
     ki = np.int32(k)  # (for NaN, whatever it is: p is NaN)
     k1 = ki >> 1
     return (p * np.int32((k1 + 127) << 23).view(np.float32)
@@ -128,7 +119,7 @@ def exp_f32(x):
 # smooth function of t on [0, 1] (R(0) = 0.2 / sqrt(pi), where erfc(w) ~ e^(-w^2) / (w sqrt pi)),
 # and this polynomial of degree 10 is its least-squares fit at 300 Chebyshev nodes of [0, 1] to
 # values computed with mpmath at 30 digits: relative error 9e-9 in exact arithmetic, ~1.5e-7 in
-# float32 arithmetic (the rounding of 10 Horner steps, each a fused multiply-add).
+# float32 arithmetic (the rounding of 10 Horner steps).
 _C_TAIL = _F32(0.4 / math.sqrt(2.0))
 _R = tuple(_F32(v) for v in (
     0.11283792, 0.11283793, 0.10380783, 0.08585023, 0.059661347, 0.041284025, -0.021756437,
@@ -145,9 +136,8 @@ def normal_cdf_f32(x, e):
     plus ~x^2 6e-8 from the rounding of x^2 / 2 in the lower tail.  NaN gives NaN, +-inf 1 and
     0."""
     t = _ONE / (_ONE + _C_TAIL * abs(x))
-    R = _fma(t, _R10, _R9)
-    for a in (_R8, _R7, _R6, _R5, _R4, _R3, _R2, _R1, _R0):
-        R = _fma(t, R, a)
+    R = _R0 + t * (_R1 + t * (_R2 + t * (_R3 + t * (_R4 + t * (_R5 + t * (_R6 + t * (
+        _R7 + t * (_R8 + t * (_R9 + t * _R10)))))))))
     q = t * e * R
     return q if x < _F32(0.0) else _ONE - q
 
