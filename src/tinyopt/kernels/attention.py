@@ -41,7 +41,8 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     float32 (``fast``): scores, exponentials and the normalisation in float32 arithmetic
     (``vecmath.exp_f32``), the max and the sum of the exponentials (in float64) in lanes: all
     five loops vectorize (the small GPT's 48 x 256 x 256 causal scores, batched: 6.8 -> 4.6 ms,
-    one core; 4.7 -> 4.2 ms with the lane loops in groups of LANES, unsigned index).
+    one core; with the lane loops in groups of LANES and an unsigned index, the max loop 1.4 ->
+    1.2 ms and the sum 1.1 -> 0.8 ms of it).
     float64: libm's exp, one chain."""
     if fast:
         f32 = np.float32
