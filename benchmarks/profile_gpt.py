@@ -1,4 +1,4 @@
-"""Where a GPT training step's time goes, op by op, tinyopt against PyTorch (issue 27, point 4).
+"""Where a GPT's (or the CNN's) training step goes, op by op, tinyopt against PyTorch (issue 27.4).
 
 tinyopt: every step of the compiled plan is wrapped in a timer, keyed by the node's op (and
 ``view`` for views), plus the optimizer step and what is left (graph building, binding, Python);
@@ -6,8 +6,10 @@ PyTorch: ``torch.profiler`` over the same steps, its ops' self CPU time.  The mo
 ``bench_gpt.py``'s; each library runs in its own spawned worker.  Times are wall clock per step,
 so on a loaded machine they carry the load; ``--cpu`` times tinyopt's ops and both whole steps in
 CPU time instead (readable under load at 1 thread; PyTorch's ops stay the profiler's wall time).
+``--size cnn`` profiles ``bench_train.py``'s CNN at batch 256 with Adam instead.
 
-    python benchmarks/profile_gpt.py [--size baby] [--threads 1] [--steps 10] [--top 25] [--cpu]
+    python benchmarks/profile_gpt.py [--size baby|small|gpt2|cnn] [--threads 1] [--steps 10]
+                                     [--top 25] [--cpu]
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ import time
 from harness import libraries, pin_threads, start_workers, stop_workers
 
 
+def _stepper(lib_name: str, size: str):
+    """One training step of the size's GPT (``bench_gpt.py``) or, for ``cnn``, of
+    ``bench_train.py``'s CNN at batch 256 with Adam."""
+    if size == "cnn":
+        import bench_train
+        return bench_train._stepper(lib_name, "CNN", 256, "adam")
+    import bench_gpt
+    return bench_gpt._stepper(lib_name, size)
+
+
 def _tinyopt_profile(size: str, steps: int, clock) -> dict[str, float]:
     from tinyopt.engine import plan as plan_mod
-    from bench_gpt import _stepper
     totals: dict[str, float] = collections.defaultdict(float)
     made = plan_mod._step
 
@@ -59,7 +70,7 @@ def _tinyopt_profile(size: str, steps: int, clock) -> dict[str, float]:
 
 
 def _optimizer_of(step):
-    """The optimizer ``bench_gpt._stepper``'s closure steps."""
+    """The optimizer a ``_stepper`` step's closure steps."""
     for cell in step.__closure__:
         v = cell.cell_contents
         if hasattr(v, "param_groups"):
@@ -70,7 +81,6 @@ def _optimizer_of(step):
 def _torch_profile(size: str, steps: int, clock) -> dict[str, float]:
     import torch
     from torch.profiler import ProfilerActivity, profile
-    from bench_gpt import _stepper
     step = _stepper("torch", size)
     step()
     step()

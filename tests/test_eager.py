@@ -424,17 +424,26 @@ def test_structures_that_recur_rarely_compile_once_their_eager_runs_cost_a_compi
         assert all(np.array_equal(a, b) for a, b in zip(grads[:k], grads[2 * k:]))
 
 
+@pytest.mark.parametrize("replays, slow_first", [(1, False), (12, False), (12, True)])
 def test_replays_that_save_little_make_rare_structures_wait_longer(restore_threshold,
-                                                                   monkeypatch):
+                                                                   monkeypatch, replays,
+                                                                   slow_first):
     """Ski rental counts what a plan would save, not what the eager runs cost: once replays of
     the plans the cost rule compiled are measured to take nearly an eager run's time (an
     episode's update replays the forward its steps realized already), a rarely recurring
-    structure needs that many more eager runs before it is compiled.  Every run takes one unit
-    of a fake clock here, replays too."""
+    structure needs that many more eager runs before it is compiled -- from the first replay
+    measured (an estimate that had to climb from "replays are free" kept compiling meanwhile).
+    A structure compiled on one eager run (which may have loaded the kernels: 100 units here)
+    gives no measure of what replays save.  Every run takes one unit of a fake clock here,
+    replays too."""
     from tinyopt.engine import plan_cache, realize
     from tinyopt.engine.graph import toposort
-    clock = iter(range(1 << 30))
-    monkeypatch.setattr(realize, "perf_counter", lambda: float(next(clock)))
+    now, jumps = [0.0], []
+
+    def clock():
+        now[0] += 1.0 + (jumps.pop(0) if jumps else 0.0)
+        return now[0]
+    monkeypatch.setattr(realize, "perf_counter", clock)
     monkeypatch.setattr(plan_cache, "RECUR_GAP", -1)  # every structure recurs rarely
     w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
 
@@ -461,8 +470,13 @@ def test_replays_that_save_little_make_rare_structures_wait_longer(restore_thres
         return None
 
     assert sightings_to_compile(to.add) == 3  # replays assumed free: break-even at three runs
-    for _ in range(12):  # replays measured as long as eager runs (counted at most 0.9)
+    for _ in range(replays):  # replays measured as long as eager runs (counted at most 0.9)
         loss(to.add).backward()
+    if slow_first:
+        jumps[:] = [0.0, 99.0]  # its first run takes 100 units: compiled at the second
+        assert sightings_to_compile(to.mul) == 2
+        for _ in range(replays):  # 1 unit each: "replays save 99%" if counted
+            loss(to.mul).backward()
     assert sightings_to_compile(to.sub) >= 20  # a tenth or so saved a run: ~30 runs
 
 
@@ -554,6 +568,63 @@ def test_a_failing_eager_run_leaves_no_half_gradient(eager_only):
     with pytest.raises(ValueError, match="hook failed"):
         (y * y).sum().backward()
     assert x.grad is None
+
+
+def test_an_eager_run_computes_no_node_only_realized_values_read(eager_only, monkeypatch):
+    """An actor-critic's episode: each step's layer is realized by ``probs.item()`` (the relu
+    and softmax the program holds keep their values) and the update backpropagates through all
+    steps.  Its eager run takes those values and leaves out the linear layers under them (no
+    node it computes reads them), computing one only when a backward rule reads it (here none
+    does: relu's and softmax's rules read their outputs, linear's its input); the bits are a
+    plan's."""
+    from dataclasses import replace
+
+    calls = []
+    linear = OPS["linear"]
+
+    def counted(t):
+        calls.append(t)
+        return linear.forward(t)
+    monkeypatch.setitem(OPS, "linear", replace(linear, forward=counted))
+
+    def episode():
+        to.manual_seed(0)
+        lin1, lin2 = to.nn.Linear(3, 8), to.nn.Linear(8, 2)
+        lps = []
+        for x in np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3):
+            h = F.relu(lin1(to.tensor(x)))
+            probs = F.softmax(lin2(h), dim=-1)
+            a = int(probs[1].item() > 0.5)
+            lps.append(to.log(probs[a]))
+        del h, probs  # (as the next step of a loop would rebind them)
+        calls.clear()
+        (-to.stack(lps).sum()).backward()
+        return calls[:], [_bits(p.grad.numpy()) for p in (*lin1.parameters(), *lin2.parameters())]
+    computed, bits = episode()
+    assert cache_info().eager >= 1 and not computed  # (main: each step's two layers again)
+    CACHE.compile_after = 1
+    cache_clear()
+    assert episode()[1] == bits
+
+
+def test_a_node_an_eager_run_left_out_is_computed_when_a_backward_rule_reads_it(eager_only):
+    """``sin``'s rule reads its input, which the run left out (its one reader, the realized
+    ``sin``, gave its value): computed then, from its sources, the bits a plan gives."""
+    def grads():
+        w = to.nn.Parameter(to.tensor(np.linspace(-1, 1, 5)))
+        out = []
+        for _ in range(2):
+            w.grad = None
+            b = to.sin(w * 1.5 + 0.25)  # (the product is left out too: its one reader is the sum)
+            b.sum().item()  # b is held: it keeps its value
+            (b * 2.0).sum().backward()
+            out.append(_bits(w.grad.numpy()))
+        return out
+    eager = grads()
+    assert cache_info().misses == 0
+    CACHE.compile_after = 1
+    cache_clear()
+    assert grads() == eager
 
 
 def test_a_big_eager_graph_drops_each_array_after_its_last_reader(eager_only, monkeypatch):

@@ -446,3 +446,77 @@ def test_max_pool2d_gradient_goes_to_the_last_of_several_nans(path):
     ty.sum().backward()
     np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
     np.testing.assert_array_equal(grad, tx.grad.numpy())
+
+
+# ---- the direct kernels' chunks: the same bits whoever runs them ---------------------------------
+def _direct_cnn_step(x, params):
+    """Forward + backward of conv -> ReLU -> max-pool (fused), conv -> ReLU (fused), conv (plain):
+    the output and every gradient, as bytes."""
+    w1, b1, w2, b2, w3 = (to.Parameter(p.copy()) for p in params)
+    xp = to.Parameter(x.copy())
+    F = to.nn.functional
+    h = max_pool2d(F.relu(conv2d(xp, w1, b1, padding=1)), 2)
+    h = F.relu(conv2d(h, w2, b2, padding=(1, 0)))
+    y = conv2d(h, w3, padding=2, dilation=2)
+    (y * y).sum().backward()
+    return [np.asarray(a).tobytes() for a in (y, xp.grad, w1.grad, b1.grad, w2.grad, b2.grad,
+                                              w3.grad)]
+
+
+@pytest.mark.parametrize("N", [1, 37])
+def test_direct_conv_chunks_give_the_same_bits_on_any_threads(monkeypatch, N):
+    """The direct kernels run chunks of samples on the threads numpy's BLAS shares, on
+    chunk_threads' workers where it shares none, or one after the other; the weight gradient's
+    blocks are fixed by the batch size and added in order: every way, the same bits (float32; odd
+    sizes, widths that are no multiple of a vector, batch 1)."""
+    from tinyopt.engine import cache_clear
+    from tinyopt.engine.ops import conv as conv_ops
+    from tinyopt.kernels import chunk_threads
+    from tinyopt.kernels.native import shared_threads
+    r = np.random.default_rng(11)
+    x = r.standard_normal((N, 3, 17, 13)).astype(np.float32)
+    params = [(r.standard_normal(s) * 0.3).astype(np.float32)
+              for s in ((6, 3, 3, 3), (6,), (5, 6, 3, 3), (5,), (4, 5, 3, 2))]
+    assert conv_ops._chunks(37, 37 * 6 * 17 * 13 * 3 * 9) > 1   # the big layer is cut
+
+    def run():
+        cache_clear()
+        return _direct_cnn_step(x, params)
+
+    shared = run()
+    monkeypatch.setattr(shared_threads, "chunk_runner", lambda: shared_threads._SERIAL)
+    assert run() == shared                    # chunk_threads' workers
+    monkeypatch.setattr(chunk_threads, "_pool", chunk_threads._Pool(0))
+    monkeypatch.setattr(conv_ops, "_chunks", lambda N, macs: 1)
+    assert run() == shared                    # one thread, one chunk
+    cache_clear()
+
+
+def test_direct_conv_chunks_run_on_the_threads_numpys_blas_shares(monkeypatch):
+    """Python workers found the second core taken by the OpenMP threads that spin after each of
+    numpy's GEMMs (on 2 cores the CNN's step at batch 256 took as long as on one): where BLAS runs
+    on OpenMP's threads, the direct kernels' chunks run there too, never on chunk_threads' pool."""
+    from tinyopt.engine import cache_clear
+    from tinyopt.kernels import chunk_threads
+    from tinyopt.kernels.native import shared_threads
+    runner = shared_threads.chunk_runner()
+    if not runner.parallel:
+        pytest.skip("numpy's BLAS shares no OpenMP threads here")
+    cuts = []
+
+    def counting(chunk, n, args):
+        cuts.append(n)
+        runner(chunk, n, args)
+    counting.parallel = True
+
+    def refuse(fn, n):
+        raise AssertionError("a direct conv's chunks went to chunk_threads' pool")
+    monkeypatch.setattr(shared_threads, "chunk_runner", lambda: counting)
+    monkeypatch.setattr(chunk_threads, "run_chunks", refuse)
+    r = np.random.default_rng(13)
+    params = [(r.standard_normal(s) * 0.3).astype(np.float32)
+              for s in ((6, 3, 3, 3), (6,), (5, 6, 3, 3), (5,), (4, 5, 3, 2))]
+    cache_clear()
+    _direct_cnn_step(r.standard_normal((37, 3, 17, 13)).astype(np.float32), params)
+    cache_clear()
+    assert len(cuts) >= 9 and max(cuts) > 1   # 3 convs: forward, input and weight gradients

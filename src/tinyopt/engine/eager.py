@@ -10,6 +10,8 @@ computes the graph here, as PyTorch eager does, on the same kernels:
 1. every node runs in topological order, its ``forward`` (or ``view``) writing into a fresh
    array; a big graph gets the plan's fusions first and drops each array after its last reader
    (the plan's liveness, with numpy's allocator in place of an arena; see :data:`BIG_BYTES`);
+   a node an earlier realization computed gives its value, and a small graph leaves out what
+   only such values read until a backward rule reads it (:class:`_Tape`);
 2. the backward pass of a small graph is computed straight over those arrays, the forward
    graph and its values being the tape (``engine/eager_grad.py``); a big one runs autodiff's
    backward graph (``graph.backward_graph``), the graph a plan would compile, with its nodes;
@@ -26,6 +28,8 @@ same bits again.
 from __future__ import annotations
 
 import math
+import sys
+from operator import attrgetter
 
 import numpy as np
 
@@ -36,7 +40,7 @@ from tinyopt.engine.op_fusion import fuse
 from tinyopt.engine.graph import backward_graph
 from tinyopt.engine.heap import trim_heap
 from tinyopt.engine.op import OPS
-from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor
+from tinyopt.engine.tensor import LEAF_OPS, MUTATIONS, Tensor, leaf, make_node
 
 
 def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=None
@@ -58,7 +62,12 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     try:
         if loss is not None and not big and params:
             # the forward, then the backward straight over its arrays (``eager_grad``)
-            _run_nodes(fwd, vals, flat, {}, None)
+            taken = _taken(fwd)
+            if taken:
+                vals = _Tape(flat)
+                _run_nodes(vals.leave_out(fwd, taken, wanted), vals, flat, {}, None)
+            else:
+                _run_nodes(fwd, vals, flat, {}, None)
             grads = gradients(loss, fwd, vals,
                               lambda new: _run_nodes(new, vals, flat, {}, None))
             if grads is not None:
@@ -109,6 +118,75 @@ def run(fwd: list[Tensor], outputs: list[Tensor], loss: Tensor | None, update=No
     return values
 
 
+def _taken(fwd: list[Tensor]) -> list[Tensor]:
+    """The nodes of ``fwd`` whose values an earlier realization computed, which a run takes
+    (see ``_run_nodes``)."""
+    last = MUTATIONS.last
+    return [t for t in fwd if t.value is not None and t.srcs and t.node_id > last]
+
+
+class _Tape(dict):
+    """``id(node) -> array`` of an eager run that leaves out the nodes only values it takes
+    read (an episode's linear layers under the relu and softmax its steps realized: ~4 us an
+    environment step each), and computes one when a backward rule first reads it, its sources
+    first, in creation order: the same kernels on the same values as in the forward."""
+
+    def __init__(self, flat: set[int]):
+        super().__init__()
+        self.flat = flat
+        self.left_out: dict[int, Tensor] = {}
+
+    def leave_out(self, fwd: list[Tensor], taken: list[Tensor], wanted: set[int]
+                  ) -> list[Tensor]:
+        """``fwd`` without the computed nodes whose one reader is a node of ``taken`` or one
+        left out: one whose only reference, besides ``fwd``, is its reader's sources (a
+        reference count, as ``graph.held`` counts them: a node anything else holds is run)."""
+        left_out = self.left_out
+        last = MUTATIONS.last
+        todo = taken
+        while todo:
+            t = todo.pop()
+            for s in t.srcs:
+                if (_refcount(s) == _ONE_READER and s.srcs and id(s) not in wanted
+                        and (s.value is None or s.node_id <= last)):
+                    left_out[id(s)] = s
+                    todo.append(s)
+        return [t for t in fwd if id(t) not in left_out] if left_out else fwd
+
+    def __missing__(self, k: int) -> np.ndarray:
+        t = self.left_out.pop(k, None)
+        if t is None:
+            raise KeyError(k)
+        todo, found, last = [t], {}, MUTATIONS.last
+        while todo:
+            x = todo.pop()
+            kx = id(x)
+            if kx not in found and kx not in self:
+                found[kx] = x
+                if x.op not in LEAF_OPS and (x.value is None or x.node_id <= last):
+                    todo.extend(x.srcs)  # (computed, not taken: its sources first)
+        _run_nodes(sorted(found.values(), key=_creation), self, self.flat, {}, None)
+        return dict.__getitem__(self, k)
+
+
+_creation = attrgetter("node_id")
+_refcount = sys.getrefcount
+
+
+def _count_one_reader() -> int:
+    """The reference count ``_Tape.leave_out`` sees for a node that only the sorted list and
+    its one reader's sources hold (interpreters differ in how many references a call adds)."""
+    x = leaf(np.zeros(1))
+    order = [x, make_node("neg", (x,), (), (1,), x.dtype)]
+    order.append(make_node("neg", (order[1],), (), (1,), x.dtype))
+    for s in order[2].srcs:
+        return _refcount(s)
+    raise AssertionError
+
+
+_ONE_READER = _count_one_reader()
+
+
 def _backward_graph(loss: Tensor, fwd: list[Tensor], params: list[Tensor]
                     ) -> list[tuple[Tensor, Tensor]]:
     """Autodiff's backward graph, as a plan compiles it: (parameter, its gradient node)."""
@@ -143,7 +221,9 @@ def _run_nodes(nodes: list[Tensor], vals: dict[int, np.ndarray], flat: set[int],
             if v.flags.c_contiguous:
                 flat.add(k)
         elif op.view is not None:
-            vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+            v = vals[k] = op.view(t)(*[vals[id(s)] for s in srcs])
+            if v.flags.c_contiguous:  # (``x[i]`` read by a flat loop: the log of a probability)
+                flat.add(k)
         else:
             out = dest.get(k) if dest else None
             if out is None:

@@ -198,10 +198,12 @@ def held_candidates(sig: tuple, roots: set[int]) -> list[tuple[int, int]]:
 _refcount = sys.getrefcount
 
 
-def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
-    """Positions of the non-leaf nodes of the sorted graph ``order`` that the program still holds
-    (a variable, a list, another graph), from ``held_candidates`` of its signature: realizing the
-    graph computes them anyway, so their values are kept (see ``tensor``'s docstring).
+def held(order: list[Tensor], candidates: list[tuple[int, int]], index: dict[int, int]
+         ) -> list[int]:
+    """Positions of the non-leaf nodes of the sorted graph ``order`` (``index``: each node's
+    position, keyed by ``id``) that the program still holds (a variable, a list, another graph),
+    from ``held_candidates`` of its signature: realizing the graph computes them anyway, so
+    their values are kept (see ``tensor``'s docstring).
 
     A view holds its base (``_base``), so a base whose views are nodes of this graph that are
     themselves unheld (``y`` in ``y.transpose(1, 2).contiguous()``, the logits under
@@ -210,18 +212,35 @@ def held(order: list[Tensor], candidates: list[tuple[int, int]]) -> list[int]:
     over = [(i, most) for i, most in candidates if _refcount(order[i]) > most]
     if not over:
         return over
-    views: dict[int, list[int]] = {}  # a base's id -> positions of its views in ``order``
-    for j, t in enumerate(order):
-        b = getattr(t, "_base", None)
-        if b is not None:
-            views.setdefault(id(b), []).append(j)
+    views = _views_in(order, over, index)
+    if not views:
+        return [i for i, _ in over]
     unheld = {i for i, _ in candidates} - {i for i, _ in over}  # (roots are not candidates)
     out = []
     for i, most in over:
-        vs = views.get(id(order[i]), ())
+        vs = views.get(i, ())
         if _refcount(order[i]) > most + len(vs) or not unheld.issuperset(vs):
             out.append(i)
     return out
+
+
+def _views_in(order: list[Tensor], over: list[tuple[int, int]], index: dict[int, int]
+              ) -> dict[int, list[int]]:
+    """For the positions ``over`` of ``order`` holding a base of views: where its views are in
+    ``order``.  A base's storage lists its live views (``storage.note_view``), so this looks
+    at a few views, not at every node (an episode's loss: ~600 nodes, one base of two views
+    an environment step; 2-3 us an environment step)."""
+    found: dict[int, list[int]] = {}
+    for i, _ in over:
+        s = getattr(order[i], "shared_storage", None)
+        if s is None:
+            continue
+        for v in s.views():  # (a view's storage is its base's: its views are not its own)
+            if getattr(v, "_base", None) is order[i]:
+                j = index.get(id(v))
+                if j is not None:
+                    found.setdefault(i, []).append(j)
+    return found
 
 
 def _calibrate() -> int:

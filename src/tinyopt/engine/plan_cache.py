@@ -147,8 +147,10 @@ class PlanCache:
         self._looks = 0  # realizations looked up
         self._per_node = COMPILE_SECONDS_PER_NODE  # compile seconds per forward node, estimated
         # a replay's time over the eager runs' it replaced, estimated from the plans the cost
-        # rule compiled (0 until one is replayed: a replay taken as free)
+        # rule compiled (0 until one is replayed: a replay taken as free; then the first
+        # measurement, then their moving average)
         self._replay_ratio = 0.0
+        self._replays = 0  # replays measured for it
         self._payback_mean: dict[int, float] = {}  # key hash -> mean eager seconds, compiling
         self._plans: dict[tuple, Plan] = {}
         self._lock = threading.Lock()
@@ -198,7 +200,7 @@ class PlanCache:
             roots = set(front_key[1])
             roots.add(front_key[2])
             front = _Front(front_key, held_candidates(sig, roots))
-        kept = tuple(held(fwd, front.candidates))
+        kept = tuple(held(fwd, front.candidates, index))
         with self._lock:
             self._looks += 1
             plan = front.plans.get(kept)
@@ -252,8 +254,8 @@ class PlanCache:
         elif n > 1:  # what its eager runs would have saved as replays (this one counted as
             mean = entry[2] / entry[0]  # their mean) against what compiling it would cost
             hot = mean * n * (1.0 - self._replay_ratio) >= PAYBACK * self._per_node * nodes
-            if hot:
-                self._payback_mean[h] = mean
+            if hot and entry[0] > 1:  # (one run may have loaded the kernels: no measure of
+                self._payback_mean[h] = mean  # what its replays save)
         else:
             hot = False
         if hot:
@@ -276,7 +278,9 @@ class PlanCache:
         (``_hot``), its ratio to the mean eager run of its structure updates the estimate of
         what replays save (a replay is not free: a plan computes again the values an eager run
         takes from nodes realized before, such as an episode's forward).  Its first run, which
-        builds the plan's tables, is not counted."""
+        builds the plan's tables, is not counted, nor the replays of a plan compiled on one
+        eager run (which may have loaded kernels: the actor-critic's first update took 300 ms
+        against 5)."""
         mean = plan.eager_seconds
         if mean is None:
             return
@@ -285,7 +289,11 @@ class PlanCache:
             return
         ratio = min(seconds / mean, REPLAY_RATIO_MAX)
         with self._lock:
-            self._replay_ratio += 0.25 * (ratio - self._replay_ratio)
+            # (an average started from the prior of 0 would take a dozen replays to come near
+            # the ratio measured, and compile meanwhile as if replays were nearly free)
+            weight = 0.25 if self._replays else 1.0
+            self._replay_ratio += weight * (ratio - self._replay_ratio)
+            self._replays += 1
 
     def _enter(self, front: _Front, kept: tuple, plan: Plan) -> None:
         """File ``plan`` under ``front`` for the held positions ``kept`` (lock held)."""
@@ -410,6 +418,7 @@ class PlanCache:
             self._looks = 0
             self._per_node = COMPILE_SECONDS_PER_NODE
             self._replay_ratio = 0.0
+            self._replays = 0
             self._payback_mean.clear()
             self.nbytes = self.hits = self.misses = self.eager = 0
             self._warned = False

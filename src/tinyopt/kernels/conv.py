@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import uint64
 
-from tinyopt.kernels.jit import kernel, parallel_kernel, prange, specialized
+from tinyopt.kernels.jit import (c_callback, inline, kernel, parallel_kernel, prange, specialized,
+                                 subroutine)
+from tinyopt.kernels.native import blas
 
 
 @specialized
@@ -251,7 +254,7 @@ def avg_pool2d_grad(g, gx, kh, kw, sh, sw, ph, pw, count_include_pad, divisor):
 # unsigned: numba wraps negative indices, and where LLVM cannot prove an index non-negative that
 # select keeps the loop from vectorizing (3x3 taps over 224 outputs: 536 ns signed, 98 ns unsigned).
 
-@kernel
+@subroutine
 def _pad_plane(src, dst, pt, pl, Hp, Wp):
     """dst[(h + pt)*Wp + w + pl] = src[h, w] where that lies inside the Hp x Wp plane (the rest of
     dst is left as it is: zero); whether every copied value is finite."""
@@ -270,7 +273,7 @@ def _pad_plane(src, dst, pt, pl, Hp, Wp):
     return finite
 
 
-@kernel
+@subroutine
 def _relu_plane(g, y, dst, pt, pl, Hp, Wp):
     """:func:`_pad_plane` of g masked by the ReLU's output y: 0 where y <= 0, else g (as
     ``relu_grad``: a NaN output passes the gradient)."""
@@ -283,7 +286,7 @@ def _relu_plane(g, y, dst, pt, pl, Hp, Wp):
             d[w] = 0 if m[w + uint64(w0)] <= 0 else s[w + uint64(w0)]
 
 
-@kernel
+@subroutine
 def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, relu):
     """:func:`_pad_plane` of the H x W plane that max-pooling's gradient g scatters to: each
     g[u, v] added at its window's tap ptap[u, v] (pooled value pv[u, v]; skipped when ``relu`` and
@@ -324,7 +327,7 @@ def _unpool_plane(g, pv, ptap, dst, pt, pl, Hp, Wp, H, W, pkh, pkw, psh, psw, re
                 dst[r * Wp + c] += g[u, v]
 
 
-@kernel
+@subroutine
 def _window_max(row, k0, Wp, pkh, pkw):
     """(value, tap) of the maximum of the pkh x pkw window at row[k0] (rows Wp apart): the first
     maximum in window order, or the last NaN if there is one (as :func:`max_pool2d_indices`).
@@ -352,12 +355,44 @@ def _window_max(row, k0, Wp, pkh, pkw):
 
 PLAIN, POOL_OUT, RELU_IN, UNPOOL_IN = 0, 1, 2, 3  # the modes of the direct conv kernels
 
+# The direct convolutions are C functions ``void chunk(int64 c, int64 *args)`` run by
+# ``shared_threads.chunk_runner`` on the threads numpy's BLAS shares (or one after the other):
+# args holds ``CONV_SLOTS`` arrays, array k as its address at args[6k] and its shape from
+# args[6k + 1], then the scalars from ``CONV_SCALARS`` on.  Python worker threads for these chunks
+# found the cores taken by the OpenMP threads spinning after the step's GEMMs: the CNN's step at
+# batch 256 took as long on 2 threads as on 1.
+CONV_SLOTS = 6
+CONV_SCALARS = 6 * CONV_SLOTS
+CONV_ARGS = CONV_SCALARS + 8
+
+
+@inline
+def _array1(a, k, z):
+    return numba.carray(blas.pointer(a[6 * k], z), (a[6 * k + 1],))
+
+
+@inline
+def _array3(a, k, z):
+    return numba.carray(blas.pointer(a[6 * k], z), (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3]))
+
+
+@inline
+def _array4(a, k, z):
+    return numba.carray(blas.pointer(a[6 * k], z),
+                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4]))
+
+
+@inline
+def _array5(a, k, z):
+    return numba.carray(blas.pointer(a[6 * k], z),
+                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4], a[6 * k + 5]))
+
 
 @specialized
-def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 0, psh: int = 0,
-                  psw: int = 0):
-    """``conv2d_direct[kh, kw](x, m, w, b, out, pooled, H, W, pt, pl, dh, dw, relu)``: the
-    stride-1 convolution
+def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 0,
+                  psh: int = 0, psw: int = 0):
+    """``conv2d_direct[single, kh, kw, ...]``: the C function (above) whose chunk c of ``n``
+    (args[CONV_SCALARS + 7]) computes samples [c N / n, (c + 1) N / n) of the stride-1 convolution
 
         y[n, o, r, s] = act(sum_{c, i, j} w[o, c, i, j] xp[n, c, r + i*dh, s + j*dw] + b[o]),
 
@@ -375,18 +410,19 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
       inside the plane: ``pooled[0, n, o, u, v]`` is the window's maximum (the first in window
       order on ties, the last NaN if any, as :func:`max_pool2d_indices`) and
       ``pooled[1, n, o, u, v]`` its tap i*pkw + j; ``out`` only gives (OH, OW) (it may be empty).
-    - ``RELU_IN``: the input is x masked by a ReLU's output m (both (N, C, H, W)), as
-      ``relu_grad(x, m)``: the input gradient of a conv with the ReLU fused.
+    - ``RELU_IN``: the input is x masked by a ReLU's output m[0] (x (N, C, H, W), m (1, N, C, H,
+      W)), as ``relu_grad(x, m[0])``: the input gradient of a conv with the ReLU fused.
     - ``UNPOOL_IN``: the input is the H x W planes that the max-pooling gradient x (N, C, PU, PV)
       scatters to through ``m`` = the pooled array of a POOL_OUT run (masked by the ReLU when
       ``relu``; then y gets no ReLU).
 
-    w (OC, C, kh, kw); C-contiguous, one dtype.  Serial: the engine runs chunks of samples on its
-    worker threads (``kernels/chunk_threads.py``)."""
+    The arrays x, m, w, b, out, pooled are args' slots 0-5, then the scalars H, W, pt, pl, dh,
+    dw, relu, n; w (OC, C, kh, kw); C-contiguous, float32 if ``single`` else float64."""
     K = kh * kw
+    dt = np.float32 if single else np.float64
 
-    @kernel
-    def conv2d_direct_kernel(x, m, w, b, out, pooled, H, W, pt, pl, dh, dw, relu):
+    @inline
+    def conv(x, m, w, b, out, pooled, H, W, pt, pl, dh, dw, relu):
         N, C = x.shape[0], x.shape[1]
         OC, OH, OW = w.shape[0], out.shape[2], out.shape[3]
         Hp = OH + (kh - 1) * dh
@@ -402,7 +438,7 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
         for n in range(N):
             for c in range(C):
                 if mode == RELU_IN:
-                    _relu_plane(x[n, c], m[n, c], xp[c], pt, pl, Hp, Wp)
+                    _relu_plane(x[n, c], m[0, n, c], xp[c], pt, pl, Hp, Wp)
                 elif mode == UNPOOL_IN:
                     _unpool_plane(x[n, c], m[0, n, c], m[1, n, c], xp[c], pt, pl, Hp, Wp, H, W,
                                   pkh, pkw, psh, psw, relu)
@@ -453,12 +489,13 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
                                 orow[z] = row[z]
                         continue
                     # the pooling: comparisons without the NaN rule (selects, every lane a
-                    # float, the tap too), and the exact rule only for a window that holds a NaN
-                    # (or an inf, whose e - e is NaN as well)
+                    # float, the tap too; no branch in the row's loop), then the exact rule for
+                    # the windows of a row that holds a NaN (or an inf, whose e - e is NaN too)
                     pv, pt_ = pooled[0, n, o], pooled[1, n, o]
                     for u in range(uint64(pv.shape[0])):
                         row = a[u * uint64(psh) * uWp:]
                         prow, trow = pv[u], pt_[u]
+                        bad = False
                         for v_ in range(uint64(pv.shape[1])):
                             k0 = v_ * uint64(psw)
                             best = row[k0]
@@ -474,36 +511,62 @@ def conv2d_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 
                                         tap = x.dtype.type(i * uint64(pkw) + j) if take else tap
                                         best = max(best, e)
                                         check += e - e
-                            if check != check:
-                                val, tap = _window_max(row, k0, uWp, uint64(pkh),
-                                                       uint64(pkw))
                             prow[v_] = val
                             trow[v_] = tap
-    return conv2d_direct_kernel
+                            bad |= check != check
+                        if bad:
+                            for v_ in range(uint64(pv.shape[1])):
+                                k0 = v_ * uint64(psw)
+                                check = zero
+                                for i in range(uint64(pkh)):
+                                    for j in range(uint64(pkw)):
+                                        e = row[k0 + i * uWp + j]
+                                        check += e - e
+                                if check != check:
+                                    prow[v_], trow[v_] = _window_max(row, k0, uWp, uint64(pkh),
+                                                                     uint64(pkw))
+
+    def conv2d_direct_chunk(c, argp):
+        a = numba.carray(argp, (CONV_ARGS,))
+        z = dt(0.0)
+        x = _array4(a, 0, z)
+        N, n = x.shape[0], a[CONV_SCALARS + 7]
+        lo, hi = c * N // n, (c + 1) * N // n
+        w, b, out, pooled = _array4(a, 2, z), _array1(a, 3, z), _array4(a, 4, z), _array5(a, 5, z)
+        s = CONV_SCALARS
+        H, W, pt, pl = a[s], a[s + 1], a[s + 2], a[s + 3]
+        dh, dw, relu = a[s + 4], a[s + 5], a[s + 6] != 0
+        # (out is empty when pooling, pooled when not, m in PLAIN)
+        conv(x[lo:hi], _array5(a, 1, z)[:, lo:hi], w, b, out[lo:hi], pooled[:, lo:hi], H, W, pt,
+             pl, dh, dw, relu)
+    return c_callback(conv2d_direct_chunk, "void(int64, CPointer(int64))")
 
 
 @specialized
-def conv2d_grad_params_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0, pkw: int = 0,
-                              psh: int = 0, psw: int = 0):
-    """``conv2d_grad_params_direct[kh, kw, mode, pool](x, g, m, part, OH, OW, pt, pl, dh, dw,
-    relu)``: the weight and bias gradients of :func:`conv2d_direct` over the samples of x, without
-    im2col,
+def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 0,
+                              pkw: int = 0, psh: int = 0, psw: int = 0):
+    """``conv2d_grad_params_direct[single, kh, kw, mode, pool]``: the C function (above) whose
+    chunk k of B (``part``'s first axis) sums the weight and bias gradients of
+    :func:`conv2d_direct` over the samples n of block k, [k N / B, (k + 1) N / B), without im2col,
 
-        part[o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
-        part[o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
+        part[k, o, c*kh*kw + i*kw + j] = sum_{n, y, z} g[n, o, y, z] xp[n, c, y + i*dh, z + j*dw],
+        part[k, o, C*kh*kw] = sum_{n, y, z} g[n, o, y, z]
 
-    (xp as there).  x (N, C, H, W), part (OC, C*kh*kw + 1) is overwritten; one dtype,
-    C-contiguous.  g is the gradient of y (N, OC, OH, OW) in mode PLAIN, and as the input of
-    :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m) and UNPOOL_IN (the
-    pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial sums, as a GEMM's).  A
-    sample's sums run over its padded rows at once (g is 0 in the columns past OW); a sample whose
-    input holds inf or NaN sums row by row over the real columns only, so no 0 * inf enters a sum
-    (NaN and inf reach exactly the taps they reach in PyTorch).  Serial: the engine sums blocks of
-    samples on its worker threads and adds the blocks' results in order."""
+    (xp as there).  The arrays x (N, C, H, W), g, m, part (B, OC, C*kh*kw + 1) are args' slots
+    0-3, then the scalars OH, OW, pt, pl, dh, dw, relu; C-contiguous, float32 if ``single`` else
+    float64.  g is the gradient of y (N, OC, OH, OW) in mode PLAIN, and as the input of
+    :func:`conv2d_direct` in modes RELU_IN (masked by the fused ReLU's output m[0]) and UNPOOL_IN
+    (the pooled gradient, scattered through m).  The sums may be reassociated (lane-wise partial
+    sums, as a GEMM's).  A sample's sums run over its padded rows at once (g is 0 in the columns
+    past OW); a sample whose input holds inf or NaN sums row by row over the real columns only, so
+    no 0 * inf enters a sum (NaN and inf reach exactly the taps they reach in PyTorch).  The
+    engine adds the chunks' parts in order: B is a function of N alone, so the result does not
+    depend on the threads."""
     K = kh * kw
+    dt = np.float32 if single else np.float64
 
-    @kernel(reassoc=True)
-    def conv2d_grad_params_direct_kernel(x, g, m, part, OH, OW, pt, pl, dh, dw, relu):
+    @inline
+    def grad(x, g, m, part, OH, OW, pt, pl, dh, dw, relu):
         N, C = x.shape[0], x.shape[1]
         OC = g.shape[1]
         Hp = OH + (kh - 1) * dh
@@ -519,7 +582,7 @@ def conv2d_grad_params_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0,
                 finite &= _pad_plane(x[n, c], xp[c], pt, pl, Hp, Wp)
             for o in range(OC):
                 if mode == RELU_IN:
-                    _relu_plane(g[n, o], m[n, o], ge[o], 0, 0, OH, Wp)
+                    _relu_plane(g[n, o], m[0, n, o], ge[o], 0, 0, OH, Wp)
                 elif mode == UNPOOL_IN:
                     _unpool_plane(g[n, o], m[0, n, o], m[1, n, o], ge[o], 0, 0, OH, Wp, OH, OW,
                                   pkh, pkw, psh, psw, relu)
@@ -534,6 +597,11 @@ def conv2d_grad_params_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0,
                 for q in range(uint64(L)):
                     s += go[q]
                 part[o, C * K] += s
+            for oa in range(0, OC, 2):
+                # two output channels at once, sharing the loads of x (a last lone channel
+                # reads its own g twice and writes once)
+                ob = oa + 1 if oa + 1 < OC else oa
+                ga, gb = ge[oa], ge[ob]
                 for c in range(C):
                     xc = xp[c]
                     for i in range(kh):
@@ -543,17 +611,39 @@ def conv2d_grad_params_direct(kh: int, kw: int, mode: int = PLAIN, pkh: int = 0,
                             o0 = uint64(base + j0 * dw)
                             o1 = uint64(base + (j0 + 1) * dw) if j0 + 1 < kw else o0
                             o2 = uint64(base + (j0 + 2) * dw) if j0 + 2 < kw else o0
-                            s0 = s1 = s2 = zero
+                            s0 = s1 = s2 = r0 = r1 = r2 = zero
                             for sg in range(uint64(nseg)):
                                 for q in range(sg * step, sg * step + seg):
-                                    gq = go[q]
-                                    s0 += gq * xc[q + o0]
-                                    s1 += gq * xc[q + o1]
-                                    s2 += gq * xc[q + o2]
+                                    x0, x1, x2 = xc[q + o0], xc[q + o1], xc[q + o2]
+                                    gq, hq = ga[q], gb[q]
+                                    s0 += gq * x0
+                                    s1 += gq * x1
+                                    s2 += gq * x2
+                                    r0 += hq * x0
+                                    r1 += hq * x1
+                                    r2 += hq * x2
                             t = c * K + i * kw + j0
-                            part[o, t] += s0
+                            part[oa, t] += s0
+                            if ob != oa:
+                                part[ob, t] += r0
                             if j0 + 1 < kw:
-                                part[o, t + 1] += s1
+                                part[oa, t + 1] += s1
+                                if ob != oa:
+                                    part[ob, t + 1] += r1
                             if j0 + 2 < kw:
-                                part[o, t + 2] += s2
-    return conv2d_grad_params_direct_kernel
+                                part[oa, t + 2] += s2
+                                if ob != oa:
+                                    part[ob, t + 2] += r2
+
+    def conv2d_grad_params_chunk(c, argp):
+        a = numba.carray(argp, (CONV_ARGS,))
+        z = dt(0.0)
+        x, g, part = _array4(a, 0, z), _array4(a, 1, z), _array3(a, 3, z)
+        N, B = x.shape[0], part.shape[0]
+        lo, hi = c * N // B, (c + 1) * N // B
+        s = CONV_SCALARS
+        OH, OW, pt, pl = a[s], a[s + 1], a[s + 2], a[s + 3]
+        dh, dw, relu = a[s + 4], a[s + 5], a[s + 6] != 0
+        grad(x[lo:hi], g[lo:hi], _array5(a, 2, z)[:, lo:hi], part[c], OH, OW, pt, pl, dh, dw,
+             relu)
+    return c_callback(conv2d_grad_params_chunk, "void(int64, CPointer(int64))", reassoc=True)

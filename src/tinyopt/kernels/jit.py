@@ -238,8 +238,10 @@ class _CCallback:
     """A C function compiled by numba (``cfunc``) when made, cached on disk like the kernels
     (and loaded from there without numba's context refresh)."""
 
-    def __init__(self, fn, signature: str):
+    def __init__(self, fn, signature: str, reassoc: bool = False):
         options = {k: v for k, v in _OPTIONS.items() if k not in ("cache", "no_cfunc_wrapper")}
+        if reassoc:
+            options.update(_REASSOC)
         try:
             cf = compile_c_function(fn, signature, options, _OPTIONS["cache"])
         except RuntimeError as e:
@@ -251,10 +253,11 @@ class _CCallback:
         self._cfunc = cf  # keeps the machine code alive
 
 
-def c_callback(fn, signature: str) -> _CCallback:
+def c_callback(fn, signature: str, reassoc: bool = False) -> _CCallback:
     """Compile ``fn`` now as a C function of ``signature`` (for a C library to call back), with
-    the kernels' options and disk cache; its address is ``.address``."""
-    return _CCallback(fn, signature)
+    the kernels' options and disk cache; its address is ``.address``.  ``reassoc``: as
+    :func:`kernel`'s."""
+    return _CCallback(fn, signature, reassoc)
 
 
 class _Specialized:

@@ -26,6 +26,8 @@ through the same indices without recomputing the maxima.
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from tinyopt.engine import autocast
@@ -37,6 +39,7 @@ from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node, as_tensor
 from tinyopt.kernels import conv as K
 from tinyopt.kernels import chunk_threads
+from tinyopt.kernels.native import shared_threads
 
 
 def _pair(op: str, name: str, v) -> tuple[int, int]:
@@ -185,24 +188,40 @@ def _grad_mode(relu: bool, pool: tuple) -> int:
 
 
 def _chunks(N: int, macs: int) -> int:
-    """Into how many chunks of samples to cut a direct conv's work for the worker threads: one
-    below about 2**20 multiply-adds (the hand-off costs tens of microseconds), else up to four per
+    """Into how many chunks of samples to cut a direct conv's work for the threads: one below
+    about 2**20 multiply-adds (the hand-off costs tens of microseconds), else up to four per
     thread.  Only for work whose result does not depend on the cut (each sample's outputs)."""
     if macs < 1 << 20:
         return 1
     return min(N, 4 * chunk_threads.num_threads())
 
 
-def _split(n: int, chunks: int, k: int) -> slice:
-    return slice(k * n // chunks, (k + 1) * n // chunks)
+class _Direct:
+    """A direct conv kernel of kernels/conv.py (a C function over chunks of samples) run for one
+    float32 or float64 node (16-bit floats reach ops widened, engine/op.py): ``run(arrays,
+    scalars, n)`` packs the arrays' addresses and shapes and the scalars into an argument block
+    and runs chunks c < n on the threads numpy's BLAS shares (``shared_threads.chunk_runner``),
+    or where it shares none, on ``chunk_threads``' workers."""
 
+    def __init__(self, factory, dtype: np.dtype, options: tuple):
+        self._chunk = factory[(dtype == np.float32,) + options]
+        self._call = None
 
-def _by_samples(fn, N: int, chunks: int) -> None:
-    """``fn(slice)`` over ``chunks`` consecutive ranges of the N samples, on the worker threads."""
-    if chunks == 1:
-        fn(slice(0, N))
-    else:
-        chunk_threads.run_chunks(lambda k: fn(_split(N, chunks, k)), chunks)
+    def run(self, arrays: list, scalars: tuple, n: int) -> None:
+        args = np.zeros(K.CONV_ARGS, np.int64)   # per call: a plan may run on several threads
+        for k, a in enumerate(arrays):
+            args[6 * k] = a.ctypes.data
+            args[6 * k + 1:6 * k + 1 + a.ndim] = a.shape
+        args[K.CONV_SCALARS:K.CONV_SCALARS + len(scalars)] = scalars
+        address = args.ctypes.data
+        run = shared_threads.chunk_runner()
+        if run.parallel:
+            run(self._chunk.address, n, address)
+            return
+        if self._call is None:   # (a ctypes call lets the GIL go)
+            self._call = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(
+                self._chunk.address)
+        chunk_threads.run_chunks(lambda c: self._call(c, address), n)
 
 
 def _conv2d_forward(t):
@@ -210,20 +229,20 @@ def _conv2d_forward(t):
     x_shape, OC = t.srcs[0].shape, t.srcs[1].shape[0]
     N, C, H, W = x_shape
     OH, OW = pool[4:] if pool else t.shape[2:]
-    conv = K.conv2d_direct[(kh, kw, K.POOL_OUT) + pool[:4]] if pool else K.conv2d_direct[kh, kw]
+    conv = _Direct(K.conv2d_direct, t.dtype, (kh, kw, K.POOL_OUT if pool else K.PLAIN)
+                   + (pool[:4] or (0, 0, 0, 0)))
     none = np.empty(0, t.dtype)
-    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
     dims = np.empty((0, 0, OH, OW), t.dtype)   # POOL_OUT reads (OH, OW) from ``out``'s shape
     chunks = _chunks(N, N * OC * OH * OW * C * kh * kw)
+    scalars = (H, W, ph, pw, dh, dw, relu, chunks)
 
     def fwd(out, x, w, b=none):
-        x, w = c_contiguous(x), c_contiguous(w)
+        x, w, b = c_contiguous(x), c_contiguous(w), c_contiguous(b)
         if pool:
-            _by_samples(lambda s: conv(x[s], unused, w, b, dims, out[:, s], H, W, ph, pw, dh, dw,
-                                       relu), N, chunks)
+            conv.run([x, unused5, w, b, dims, out], scalars, chunks)
         else:
-            _by_samples(lambda s: conv(x[s], unused, w, b, out[s], unused5, H, W, ph, pw, dh, dw,
-                                       relu), N, chunks)
+            conv.run([x, unused5, w, b, out, unused5], scalars, chunks)
     return fwd
 
 
@@ -233,25 +252,25 @@ def _conv2d_grad_input_forward(t):
     read from the node's gradient through the fused ReLU's mask or the fused pooling."""
     kh, kw, ph, pw, dh, dw, relu, pool = t.attrs
     mode = _grad_mode(relu, pool)
-    conv = K.conv2d_direct[(kh, kw, mode) + pool[:4]]
+    conv = _Direct(K.conv2d_direct, t.dtype, (kh, kw, mode) + (pool[:4] or (0, 0, 0, 0)))
     OC, C = t.srcs[1].shape[:2]
     N = t.shape[0]
     OH, OW = pool[4:] if pool else t.srcs[0].shape[2:]
     flipped = np.empty((C, OC, kh, kw), t.dtype)
     none = np.empty(0, t.dtype)
-    unused, unused5 = np.empty((0,) * 4, t.dtype), np.empty((0,) * 5, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
     pt, pl = (kh - 1) * dh - ph, (kw - 1) * dw - pw
     chunks = _chunks(N, t.numel() * OC * kh * kw)
+    scalars = (OH, OW, pt, pl, dh, dw, relu, chunks)
 
     def fwd(out, g, w, m=None):
         np.copyto(flipped, w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
         g = c_contiguous(g)
         if mode == K.UNPOOL_IN:
-            _by_samples(lambda s: conv(g[0, s], m[:, s], flipped, none, out[s], unused5, OH, OW,
-                                       pt, pl, dh, dw, relu), N, chunks)
-        else:
-            _by_samples(lambda s: conv(g[s], unused if m is None else m[s], flipped, none, out[s],
-                                       unused5, OH, OW, pt, pl, dh, dw, relu), N, chunks)
+            g = g[0]
+        # the kernels read m 5-d: the pooled array (2, N, ...) or a ReLU's output as (1, N, ...)
+        m = unused5 if m is None else c_contiguous(m).reshape((-1,) + g.shape)
+        conv.run([g, m, flipped, none, out, unused5], scalars, chunks)
     return fwd
 
 
@@ -266,27 +285,24 @@ def _conv2d_grad_params_forward(t):
     """[dW.ravel(), db] in one pass over the input and the gradient (db only with a bias)."""
     kh, kw, ph, pw, dh, dw, relu, pool, has_b = t.attrs
     mode = _grad_mode(relu, pool)
-    grad = K.conv2d_grad_params_direct[(kh, kw, mode) + pool[:4]]
+    grad = _Direct(K.conv2d_grad_params_direct, t.dtype, (kh, kw, mode)
+                   + (pool[:4] or (0, 0, 0, 0)))
     N, C = t.srcs[0].shape[:2]
     OH, OW = pool[4:] if pool else t.srcs[1].shape[2:]
     OC = t.srcs[1].shape[-3]
     nw = OC * C * kh * kw
     blocks = conv_blocks(N)
     part = np.empty((blocks, OC, C * kh * kw + 1), t.dtype)
-    unused = np.empty((0,) * 4, t.dtype)
+    unused5 = np.empty((0,) * 5, t.dtype)
+    scalars = (OH, OW, ph, pw, dh, dw, relu)
 
     def fwd(out, x, g, m=None):
         x, g = c_contiguous(x), c_contiguous(g)
         if mode == K.UNPOOL_IN:
-            def block(k):
-                s = _split(N, blocks, k)
-                grad(x[s], g[0, s], m[:, s], part[k], OH, OW, ph, pw, dh, dw, relu)
-        else:
-            def block(k):
-                s = _split(N, blocks, k)
-                grad(x[s], g[s], unused if m is None else m[s], part[k], OH, OW, ph, pw, dh, dw,
-                     relu)
-        chunk_threads.run_chunks(block, blocks)
+            g = g[0]
+        # the kernels read m 5-d: the pooled array (2, N, ...) or a ReLU's output as (1, N, ...)
+        m = unused5 if m is None else c_contiguous(m).reshape((-1,) + g.shape)
+        grad.run([x, g, m, part], scalars, blocks)
         total = part[0]
         for k in range(1, blocks):
             total += part[k]
