@@ -485,23 +485,29 @@ def plus1(x):
 '''
 
 
+def _child_with_cache(script: str, src, cache) -> list[str]:
+    """What ``script`` prints, run in a fresh interpreter with argument ``src`` and numba's
+    cache in ``cache``."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(cache))
+    r = subprocess.run([sys.executable, "-c", script, str(src)], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.split()
+
+
 def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_path):
     """A reinstall of the same version writes the same bytes with new file times: the kernels
     load from the cache.  Changed source compiles again."""
     import os
-    import subprocess
-    import sys
     src = tmp_path / "mod"
     src.mkdir()
     (src / "kmod.py").write_text(KMOD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
-               NUMBA_CACHE_DIR=str(tmp_path / "cache"))
 
     def run() -> list[str]:
-        r = subprocess.run([sys.executable, "-c", REINSTALLED, str(src)], capture_output=True,
-                           text=True, timeout=600, env=env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return r.stdout.split()
+        return _child_with_cache(REINSTALLED, src, tmp_path / "cache")
     assert run() == ["0", "1", "2.0"]  # compiled
     assert run() == ["1", "0", "2.0"]  # loaded
     (src / "kmod.py").write_text(KMOD)  # reinstalled: the same bytes, a new time
@@ -538,22 +544,14 @@ def test_a_cached_kernel_follows_a_changed_file_it_calls_into(tmp_path):
     """numba keys a kernel by its own file and bytecode: a kernel that inlines a function of
     another file loaded stale machine code once that file changed (an upgrade that changes
     ``vecmath`` and leaves ``__pycache__`` behind).  The kernels' sources key every entry."""
-    import os
-    import subprocess
-    import sys
     src = tmp_path / "mod"
     src.mkdir()
     (src / "kcaller.py").write_text(KCALLER)
     callee = "from tinyopt.kernels.jit import kernel\n\n\n@kernel\ndef scale(x):\n    return {} * x\n"
     (src / "kcallee.py").write_text(callee.format(2.0))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
-               NUMBA_CACHE_DIR=str(tmp_path / "cache"))
 
     def run() -> list[str]:
-        r = subprocess.run([sys.executable, "-c", CALLER, str(src)], capture_output=True,
-                           text=True, timeout=600, env=env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return r.stdout.split()
+        return _child_with_cache(CALLER, src, tmp_path / "cache")
     assert run() == ["0", "2.0"]  # compiled
     if numba_cache.LOAD_WITHOUT_REFRESH is None:
         pytest.skip("the sources key the cache only where numba's cache class was checked")
