@@ -455,7 +455,7 @@ def test_a_warm_process_loads_kernels_without_numbas_refresh_and_computes_the_sa
 
 # ---- the disk cache is keyed by source content and CPU, not file times (issue 27) ------------
 # numba 0.68 stamps a cache index with a hash of the source file's bytes and keys its entries by
-# bytecode, closure values and CPU; pip leaves the cache files in __pycache__ when it replaces
+# bytecode, closure values and CPU (tinyopt adds its kernels' sources); pip leaves the cache files in __pycache__ when it replaces
 # the sources.  This guards the property for tinyopt's kernels (and a numba that changed it).
 REINSTALLED = """if True:
     import sys
@@ -485,23 +485,29 @@ def plus1(x):
 '''
 
 
+def _child_with_cache(script: str, src, cache) -> list[str]:
+    """What ``script`` prints, run in a fresh interpreter with argument ``src`` and numba's
+    cache in ``cache``."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(cache))
+    r = subprocess.run([sys.executable, "-c", script, str(src)], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.split()
+
+
 def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_path):
     """A reinstall of the same version writes the same bytes with new file times: the kernels
     load from the cache.  Changed source compiles again."""
     import os
-    import subprocess
-    import sys
     src = tmp_path / "mod"
     src.mkdir()
     (src / "kmod.py").write_text(KMOD)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
-               NUMBA_CACHE_DIR=str(tmp_path / "cache"))
 
     def run() -> list[str]:
-        r = subprocess.run([sys.executable, "-c", REINSTALLED, str(src)], capture_output=True,
-                           text=True, timeout=600, env=env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        return r.stdout.split()
+        return _child_with_cache(REINSTALLED, src, tmp_path / "cache")
     assert run() == ["0", "1", "2.0"]  # compiled
     assert run() == ["1", "0", "2.0"]  # loaded
     (src / "kmod.py").write_text(KMOD)  # reinstalled: the same bytes, a new time
@@ -509,6 +515,49 @@ def test_the_kernel_cache_survives_a_reinstall_and_follows_a_changed_source(tmp_
     assert run() == ["1", "0", "2.0"]  # still loaded
     (src / "kmod.py").write_text(KMOD + "\n# a new version\n")
     assert run() == ["0", "1", "2.0"]  # compiled again
+
+
+CALLER = """if True:
+    import sys
+    import numpy as np
+    from tinyopt.kernels.native import numba_cache
+    numba_cache.SOURCE_ROOTS[:] = [sys.argv[1]]   # (tinyopt's kernels package, in the library)
+    sys.path.insert(0, sys.argv[1])
+    import kcaller
+    out = np.empty(1)
+    kcaller.apply(np.ones(1), out)
+    print(sum(kcaller.apply.stats.cache_hits.values()), out[0])
+"""
+KCALLER = '''
+from tinyopt.kernels.jit import kernel
+from kcallee import scale
+
+
+@kernel
+def apply(a, out):
+    for i in range(a.shape[0]):
+        out[i] = scale(a[i])
+'''
+
+
+def test_a_cached_kernel_follows_a_changed_file_it_calls_into(tmp_path):
+    """numba keys a kernel by its own file and bytecode: a kernel that inlines a function of
+    another file loaded stale machine code once that file changed (an upgrade that changes
+    ``vecmath`` and leaves ``__pycache__`` behind).  The kernels' sources key every entry."""
+    src = tmp_path / "mod"
+    src.mkdir()
+    (src / "kcaller.py").write_text(KCALLER)
+    callee = "from tinyopt.kernels.jit import kernel\n\n\n@kernel\ndef scale(x):\n    return {} * x\n"
+    (src / "kcallee.py").write_text(callee.format(2.0))
+
+    def run() -> list[str]:
+        return _child_with_cache(CALLER, src, tmp_path / "cache")
+    assert run() == ["0", "2.0"]  # compiled
+    if numba_cache.LOAD_WITHOUT_REFRESH is None:
+        pytest.skip("the sources key the cache only where numba's cache class was checked")
+    assert run() == ["1", "2.0"]  # loaded
+    (src / "kcallee.py").write_text(callee.format(3.0))
+    assert run() == ["0", "3.0"]  # the callee changed: compiled again, with it
 
 
 def test_module_level_intrinsics_keep_one_identity_across_processes():

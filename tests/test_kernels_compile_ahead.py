@@ -1,4 +1,5 @@
-"""The optimizer's kernel compiled ahead in a helper process (``kernels/compile_ahead.py``)."""
+"""Kernels compiled ahead in a helper process (``kernels/compile_ahead.py``): the optimizer's walker
+and the layers' declared kernels (``nn/kernels_ahead.py``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ STEP = """if True:
     to.manual_seed(0)
     m = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 3))
     opt = optim.Adam(m.parameters(), lr=1e-2, weight_decay=0.1)
-    started = len(compile_ahead._RUNNING)
+    started = int(compile_ahead._session is not None)
     x = np.random.default_rng(0).random((4, 6), dtype=np.float32)
     y = np.array([0, 2, 1, 2])
     for _ in range(2):
@@ -63,25 +64,164 @@ def test_a_cold_optimizer_kernel_compiles_in_a_helper_and_loads_with_the_same_bi
     assert ahead["bits"] == warm["bits"] == itself["bits"]
 
 
-TWO = """if True:
+LSTM = """if True:
+    import hashlib, json
+    import numpy as np
+    from numba.core import base
+    refreshes = []
+    refresh = base.BaseContext.refresh
+    base.BaseContext.refresh = lambda self: (refreshes.append(1), refresh(self))[1]
+    import tinyopt as to
     from tinyopt import nn, optim
-    from tinyopt.kernels import compile_ahead
-    m = nn.Linear(4, 3)
-    optim.Adam(m.parameters())
-    [first] = compile_ahead._RUNNING
-    optim.SGD(m.parameters(), lr=0.1)  # (while the first runs: one helper at a time)
-    assert compile_ahead._RUNNING == [first]
-    first._process.wait()
-    optim.SGD(m.parameters(), lr=0.1, momentum=0.9)  # its kernel never called, first is done
-    [second] = compile_ahead._RUNNING
-    assert second is not first
-    print("OK")
+    from tinyopt.kernels import compile_ahead, loss, norm, optim as walkers, rnn
+    to.manual_seed(0)
+    emb, lstm, head = nn.Embedding(50, 8), nn.LSTM(8, 16), nn.Linear(16, 50)
+    params = [*emb.parameters(), *lstm.parameters(), *head.parameters()]
+    opt = optim.Adam(params, lr=1e-2)
+    started = int(compile_ahead._session is not None)
+    idx = np.random.default_rng(0).integers(0, 50, (6, 8))  # (time, batch): LSTM chunks from 8
+    for _ in range(2):
+        opt.zero_grad()
+        out, _ = lstm(emb(idx[:-1]))
+        loss_ = nn.functional.cross_entropy(head(out).reshape(-1, 50), idx[1:].reshape(-1))
+        loss_.backward()
+        opt.step()
+    compile_ahead.finish()
+    def counts(d):  # this process's loads and compiles of a kernel
+        return [sum(d._cache_hits.values()), sum(d._cache_misses.values())]
+    declared = {"walker": counts(walkers.adam.serial_build((False,) * 4 + (True,))),
+                "scan_grad": [rnn.lstm_scan_grad_chunks[True]._cfunc._cache_hits, None],
+                "embedding_grad": counts(norm.embedding_grad),
+                "ce_rows": counts(loss.ce_rows[False, True].serial_build)}
+    print(json.dumps({"started": started, "refreshes": len(refreshes), "declared": declared,
+                      "bits": loss_.item().hex() + hashlib.sha1(b"".join(
+                          p.data.numpy().tobytes() for p in params)).hexdigest()}))
 """
 
 
-def test_a_helper_whose_kernel_is_not_called_yet_does_not_hold_up_the_next(tmp_path):
+def test_a_layers_declared_kernels_compile_in_the_helper_and_load_here_with_the_same_bits(
+        tmp_path):
+    """An LSTM language model's first steps: the helper, started when the embedding is built,
+    compiles the walker and the declared backward kernels, which this process loads (a cache hit,
+    no compile of its own) while it compiles the forward kernels; the same bits as a process
+    that compiled everything itself.  Warm: no helper, no context refresh, the same bits.
+    (Each kernel's types as declared are the step's: else the step would compile it.)"""
+    import json
+    runs = {}
+    for name, cache, ahead in (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0")):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
+                   NUMBA_CACHE_DIR=str(tmp_path / cache), TINYOPT_COMPILE_AHEAD=ahead)
+        r = subprocess.run([sys.executable, "-c", LSTM], capture_output=True, text=True,
+                           timeout=600, env=env)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
+    ahead, warm, itself = runs["ahead"], runs["warm"], runs["itself"]
+    assert ahead["started"] == 1 and warm["started"] == itself["started"] == 0
+    declared = ahead["declared"]
+    # the helper takes the walker first, then the backward kernels (which the step reaches
+    # last); the cross-entropy, declared by the forward pass, is compiled by whichever process
+    # reaches it first, once
+    assert declared.pop("ce_rows") in ([1, 0], [0, 1])
+    for kernel, (hits, misses) in declared.items():
+        assert hits == 1 and misses in (0, None), kernel
+    assert warm["refreshes"] == 0 or numba_cache.LOAD_WITHOUT_REFRESH is None
+    assert ahead["bits"] == warm["bits"] == itself["bits"]
+
+
+RACE = """if True:
+    import json
+    import numpy as np
+    from tinyopt.kernels import compile_ahead, norm
+    x = np.ones((3, 4))
+    slow = ("tinyopt.kernels.norm", "layer_norm_apply", "serial_build")
+    compile_ahead.declare(compile_ahead.STEP, slow, (x, x, x[0], x[0], True, True, x))
+    fast = ("tinyopt.kernels.norm", "layer_norm_grad_wb")
+    compile_ahead.declare(compile_ahead.FORWARD, fast, (x, x, x, x))  # (taken after slow)
+    norm.layer_norm_grad_wb(x, x, x, x)  # here first: claimed and compiled here
+    helper = compile_ahead._session
+    compile_ahead.finish()
+    def entry(d):
+        [sig] = d.overloads
+        return d._cache.entry_id(sig, d.targetctx)
+    norm.layer_norm_apply.serial(x, x, x[0], x[0], True, True, x)
+    compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.reduce", "sum_axis"),
+                          (np.ones((1, 2, 3)), x))  # (the helper has ended: another one)
+    print(json.dumps({"helper": sorted(helper.done), "exit": helper.process.returncode,
+                      "next": compile_ahead._session not in (None, helper),
+                      "slow": entry(norm.layer_norm_apply.serial_build),
+                      "slow_hits": sum(norm.layer_norm_apply.serial_build._cache_hits.values()),
+                      "fast": entry(norm.layer_norm_grad_wb),
+                      "fast_misses": sum(norm.layer_norm_grad_wb._cache_misses.values())}))
+"""
+
+
+def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_path):
+    """Two kernels declared: this process calls the second at once and compiles it; the helper,
+    which takes the first first, then finds the second claimed and skips it (it reports only
+    the first), and the first loads here from the cache; the helper then ends, and a later
+    declaration starts another."""
+    import json
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
                TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", TWO], capture_output=True, text=True, timeout=600,
+    r = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["helper"] == [out["slow"]] and out["slow_hits"] == 1
+    assert out["exit"] == 0 and out["next"]  # (a helper with nothing left ends cleanly)
+    assert out["fast_misses"] == 1
+
+
+GPT = """if True:
+    import json
+    import numpy as np
+    import tinyopt as to
+    from tinyopt import nn, optim
+    from tinyopt.kernels import attention, compile_ahead, loss, norm, optim as walkers
+    to.manual_seed(0)
+    V, T, d = 64, 64, 128
+    tok, pos = nn.Embedding(V, d), nn.Embedding(T, d)
+    block = nn.TransformerEncoderLayer(d, 2, 2 * d, dropout=0.0, batch_first=True,
+                                       norm_first=True)
+    ln, head = nn.LayerNorm(d), nn.Linear(d, V)
+    params = [p for m in (tok, pos, block, ln, head) for p in m.parameters()]
+    opt = optim.Adam(params, lr=1e-3)
+    mask = nn.Transformer.generate_square_subsequent_mask(T)
+    idx = np.random.default_rng(0).integers(0, V, (4, T + 1))
+    opt.zero_grad()
+    h = block(tok(idx[:, :-1]) + pos(np.arange(T)), src_mask=mask, is_causal=True)
+    nn.functional.cross_entropy(head(ln(h)).reshape(-1, V), idx[:, 1:].reshape(-1)).backward()
+    opt.step()
+    compile_ahead.finish()
+    def counts(d):
+        return [sum(d._cache_hits.values()), sum(d._cache_misses.values())]
+    def c_function(made, key):  # (None: the step did not take that path)
+        return [made.made[key]._cfunc._cache_hits, 0] if key in made.made else None
+    print(json.dumps({
+        "walker": counts(walkers.adam.serial_build((False,) * 4 + (True,))),
+        "embedding_grad": counts(norm.embedding_grad),
+        "layer_norm_grad_wb": counts(norm.layer_norm_grad_wb),
+        "layer_norm_grad_x": c_function(norm.layer_norm_chunks, (True, norm.LN_GRAD_X, True)),
+        "attention_grad": c_function(attention.attention_grad_chunks, (True,)),
+        "forward": {"ce_rows": counts(loss.ce_rows[False, True].serial_build),
+                    "layer_norm_apply": counts(norm.layer_norm_apply.serial_build),
+                    "embedding_rows": counts(norm.embedding_rows)}}))
+"""
+
+
+def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path):
+    """A small GPT's first step with a helper: the kernels its layers declare (layer norm,
+    attention, the embedding, the cross-entropy) have the types the step calls them with, so
+    each is compiled once, by whichever process reaches it first: the backward kernels and the
+    walker by the helper (loaded here), the forward ones by either."""
+    import json
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
+               TINYOPT_COMPILE_AHEAD="1")
+    r = subprocess.run([sys.executable, "-c", GPT], capture_output=True, text=True, timeout=600,
                        env=env)
-    assert r.returncode == 0 and "OK" in r.stdout, r.stderr[-2000:]
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    for kernel, counted in out.pop("forward").items():
+        assert counted in ([1, 0], [0, 1]), kernel
+    for kernel, counted in out.items():
+        assert counted in ([1, 0], None), kernel

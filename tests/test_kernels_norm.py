@@ -1,12 +1,13 @@
 """kernels/norm.py: the layer-norm statistics, taken four rows at a time, are each row's float64
-sums in element order (the bits of one row at a time), tails and NaN/inf rows included."""
+sums in element order (the bits of one row at a time), tails and NaN/inf rows included; the
+input gradient's sums run in 16 lanes in a fixed order (the bits of that order)."""
 
 import math
 
 import numpy as np
 import pytest
 
-from tinyopt.kernels.norm import layer_norm_stats
+from tinyopt.kernels.norm import LN_LANES, layer_norm_grad_x, layer_norm_stats
 
 
 def one_row_at_a_time(x: np.ndarray, eps: float) -> np.ndarray:
@@ -37,3 +38,46 @@ def test_layer_norm_stats_are_each_rows_sums_in_order(dtype, rows):
         layer_norm_stats(x, stats, 1e-5)
         want = one_row_at_a_time(x, 1e-5)
     np.testing.assert_array_equal(stats.view(np.uint8), want.view(np.uint8))
+
+
+def grad_x_in_lanes(g, x, stats, w):
+    """layer norm's input gradient with its two row sums in float64 lanes (element d in lane
+    d % LN_LANES, each lane in element order, the lanes added in order), in the kernel's types:
+    gw = g * w in the input's dtype (g widened to float64 without a weight, as the kernel's
+    float64 stand-in for it makes it)."""
+    M, D = x.shape
+    mu, r = stats[:, :1], stats[:, 1:]
+    gw = g * w if w is not None else g.astype(np.float64)
+    terms = [gw.astype(np.float64), (gw * (x - mu) * r).astype(np.float64)]
+    sums = []
+    for t in terms:
+        t = np.concatenate([t, np.zeros((M, -D % LN_LANES))], axis=1)
+        lanes = np.zeros((M, LN_LANES))
+        for k in range(0, t.shape[1], LN_LANES):
+            lanes += t[:, k:k + LN_LANES]
+        total = np.zeros(M)
+        for k in range(LN_LANES):
+            total += lanes[:, k]
+        sums.append(total[:, None] / D)
+    return (r * (gw - sums[0] - (x - mu) * r * sums[1])).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("D, has_w", [(5, True), (16, False), (37, True), (384, True)])
+def test_layer_norm_grad_x_sums_in_lanes_in_a_fixed_order(dtype, D, has_w):
+    rng = np.random.default_rng(D)
+    M = 7
+    x = (rng.standard_normal((M, D)) * 3 + 1).astype(dtype)
+    g = (rng.standard_normal((M, D)) * 1e3).astype(dtype)  # sums that round
+    g[2, D // 2] = np.nan
+    g[4, 0] = np.inf
+    w = rng.standard_normal(D).astype(dtype) if has_w else None
+    stats = np.empty((M, 2), dtype)
+    layer_norm_stats(x, stats, 1e-5)
+    out = np.empty((M, D), dtype)
+    with np.errstate(invalid="ignore"):
+        layer_norm_grad_x(g, x, stats, w if has_w else np.ones(1), has_w, out)
+        want = grad_x_in_lanes(g, x, stats, w)
+    np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    assert np.isnan(out[2]).all() and not np.isfinite(out[4]).any()
+    assert np.isfinite(out[[0, 1, 3, 5, 6]]).all()

@@ -270,3 +270,73 @@ def test_a_query_that_is_its_own_key_takes_the_batched_path(monkeypatch):
         lambda: [F.scaled_dot_product_attention(a, a, a).numpy().tobytes()], monkeypatch)
     assert took == 0 and chunked == batched
 
+
+
+@pytest.mark.parametrize("tile", [1, 5])
+@pytest.mark.parametrize("L, S", [(13, 13), (13, 9), (9, 13), (1, 4)],
+                         ids=["square", "fewer-keys", "more-keys", "one-row"])
+def test_causal_chunks_skip_the_masked_tiles(L, S, tile, monkeypatch):
+    """Causal chunks in tiles of ``tile`` query rows (lengths not a multiple of it; more keys
+    than queries, whose backward takes the whole products; one query row, which takes the
+    batched path): the values and gradients of the batched path (which computes every score)
+    to rounding, of the reference and of torch, finite differences, and probabilities above the
+    diagonal exactly 0."""
+    from tinyopt.engine.ops import attention as ops
+    monkeypatch.setattr(ops, "_causal_tile", lambda L: tile)
+    N, H, D, Dv = 2, 3, 4, 3
+    q, k, v = (rng.standard_normal(s) for s in ((N, H, L, D), (N, H, S, D), (N, H, S, Dv)))
+    parts = [(0, "4d", 0), (1, "4d", 0), (2, "4d", 0)]
+    w = rng.standard_normal((N, H, L, Dv))
+
+    def run():
+        ps = [to.Parameter(a.copy()) for a in (q, k, v)]
+        out, probs = attention(ps, parts, N, H, L, S, D, Dv, causal=True, need_weights=True)
+        (out * to.tensor(w)).sum().backward()
+        return [out.numpy(), probs.numpy()] + [p.grad.numpy() for p in ps]
+    chunked, batched, took = _chunked_and_batched(run, monkeypatch)
+    assert took == (0 if L == 1 else 2)  # forward and backward
+    for c, b in zip(chunked, batched):
+        np.testing.assert_allclose(c, b, rtol=1e-13, atol=1e-15)
+    assert (chunked[1][..., np.triu_indices(L, 1, S)[0], np.triu_indices(L, 1, S)[1]] == 0).all()
+    np.testing.assert_allclose(chunked[0], ref(q, k, v, causal=True), rtol=1e-12, atol=1e-13)
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    grads = gradcheck(f, q, k, v, max_elems=30)
+    try:
+        import torch
+    except ImportError:
+        return
+    ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    out = torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+    np.testing.assert_allclose(f(q, k, v).numpy(), out.detach().numpy(), rtol=1e-12, atol=1e-13)
+    out.backward(torch.ones_like(out))
+    ps = [to.Parameter(a) for a in (q, k, v)]
+    f(*ps).sum().backward()
+    for p, t in zip(ps, ts):
+        np.testing.assert_allclose(p.grad.numpy(), t.grad.numpy(), rtol=1e-11, atol=1e-13)
+    del grads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_causal_nan_query_reaches_only_the_keys_it_sees(dtype):
+    """Masked probabilities are the constant 0: a NaN in query 2 makes the gradients of keys
+    0-2 and values 0-2 NaN, and of the later keys only the NaN's column (dk = sum_i dS_ij q_i
+    with dS_2j = 0), as PyTorch's causal attention gives."""
+    q, k, v = (rng.standard_normal((2, 2, 6, 4)).astype(dtype) for _ in range(3))
+    q[1, 0, 2, 1] = np.nan
+    ps = [to.Parameter(a) for a in (q, k, v)]
+    F.scaled_dot_product_attention(*ps, is_causal=True).sum().backward()
+    dk, dv = (np.isnan(p.grad.numpy()[1, 0]) for p in ps[1:])
+    assert dk[:3].all() and dv[:3].all() and not dv[3:].any()
+    assert (dk[3:] == [False, True, False, False]).all()
+    assert not np.isnan(ps[1].grad.numpy()[0]).any()
+    assert not np.isnan(ps[1].grad.numpy()[1, 1]).any()
+    try:
+        import torch
+    except ImportError:
+        return
+    ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    torch.nn.functional.scaled_dot_product_attention(*ts, is_causal=True).sum().backward()
+    for p, t in zip(ps[1:], ts[1:]):
+        np.testing.assert_array_equal(np.isnan(p.grad.numpy()), np.isnan(t.grad.numpy()))

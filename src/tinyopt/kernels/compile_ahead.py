@@ -1,21 +1,36 @@
-"""Compiling a kernel in a second process while this one goes on: the cold first step.
+"""Compiling kernels in a second process while this one goes on: the cold first step.
 
 A cold first training step compiles its kernels one after another, and numba compiles under one
 global lock, so a thread cannot overlap two compiles; another process can, on another core, and
-its machine code reaches this one through numba's disk cache.  An optimizer knows its kernel and
-its argument types when it is built, before the forward pass: :func:`start` compiles that kernel
-in a helper process while this one runs (and compiles) the forward and backward kernels, and the
-first step waits for the helper (:meth:`Pending.wait`) and loads the machine code from the cache.
-Both processes compile the same source, closure and argument types: the same cache entry, the
-same machine code, the same results as a compile here.
+its machine code reaches this one through numba's disk cache.  Some kernels are known before the
+first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
+big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
+layer's bias gradient) when the layer is built or first called.  Each is *declared* (:func:`declare`, which compiles nothing): a
+helper process, started at the first declaration, compiles the declared kernels one after
+another, while this process builds the graph and compiles the kernels of the step in the order
+it reaches them.
 
-:func:`start` does nothing, and the first call compiles here as
-before, when the kernel is already in memory or in the disk cache (it is loaded now: a warm
-process starts no helper), when no core is free for it (fewer than 2 usable CPUs, or a load
-average above the CPUs less one: the helper would take turns with this process, and its
-start-up, ~0.4 s of CPU, would only add to the same compile), when kernels are not cached on
-disk, while another helper runs (one at a time), or with ``TINYOPT_COMPILE_AHEAD=0``
-(``=1``: whatever the CPUs and the load).
+The two meet through numba's disk cache, kernel by kernel.  Whichever process starts on a cache
+entry first claims it (a file created exclusively, named by numba's own key of the entry: index
+file, signature, CPU, hashes of the bytecode and closure): the helper skips an entry this process
+has claimed, and this process, reaching an entry the helper has claimed, waits for the helper to
+finish it and loads it from the cache (same source, closure and types: the same entry, the same
+machine code and bits as a compile here).  So nothing is compiled twice, and a kernel the helper
+has not reached is compiled here.  The helper takes its kernels from the end of the step: the
+optimizer's walker first, then the backward kernels, the ones of the first declared layers first
+(a backward pass runs the layers in reverse), then the forward kernels, the last declared first;
+this process compiles from the start, so the two rarely wait for each other.
+
+Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
+already in memory or in the disk cache (it is loaded now: a warm process starts no helper), when
+no core is free for it (fewer than 2 usable CPUs, or a load average above the CPUs less one: the
+helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
+the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
+``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
+(``=1``: whatever the CPUs and the load).  The helper ends when it has nothing left to compile
+(a later declaration starts another), and is stopped at exit (numba writes a cache entry to a
+temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
+neither waits for nor stops its parent's helper.
 """
 
 from __future__ import annotations
@@ -23,41 +38,115 @@ from __future__ import annotations
 import atexit
 import base64
 import importlib
+import itertools
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 
 import numba
 
 from tinyopt.kernels import jit
-from tinyopt.kernels.native.numba_cache import load_cached
+from tinyopt.kernels.native import numba_cache
 
-_RUNNING: list[Pending] = []  # at most one helper at a time
+FORWARD, BACKWARD, STEP = 0, 1, 2
+"""When a declared kernel first runs in a training step (the helper takes the last first)."""
+
+_declared: set[tuple] = set()
+_order = itertools.count()
+_probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
+_session: _Helper | None = None
+_ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
+_CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
+_LOCK = threading.Lock()
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry)
-_HELPER = ("import sys; sys.path.insert(0, {path!r}); "
-           "from tinyopt.kernels.compile_ahead import compile_recipe; compile_recipe({recipe!r})")
+_SERVE = ("import sys; sys.path.insert(0, {path!r}); "
+          "from tinyopt.kernels.compile_ahead import serve; serve({claims!r})")
 
 
-class Pending:
-    """A helper process compiling one kernel."""
+class _NotCached(Exception):
+    """(a declared kernel is not in the disk cache)"""
 
-    def __init__(self, process: subprocess.Popen):
-        self._process = process
-        self._owner = os.getpid()  # (a forked child neither waits for it nor stops it)
 
-    def finished(self) -> bool:
-        """Whether the helper has ended (for a forked child: whether it is not its own)."""
-        return self._owner != os.getpid() or self._process.poll() is not None
+class _Taken(Exception):
+    """(in the helper: this process has claimed the kernel)"""
 
-    def wait(self) -> None:
-        """Return once the helper has finished (its kernel is then in the disk cache, unless
-        it failed: the first call then compiles it here)."""
-        if self._owner == os.getpid():
-            self._process.wait()
-        if self in _RUNNING:
-            _RUNNING.remove(self)
+
+def _claim(claims: str, entry: str) -> bool:
+    """Claim the cache entry ``entry`` for this process: False if the other one has."""
+    try:
+        os.close(os.open(os.path.join(claims, entry), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:  # (the folder is gone: the helper's session is over)
+        return True
+    return True
+
+
+class _Helper:
+    """A helper process compiling declared kernels, and this process's side of their claims."""
+
+    def __init__(self, process: subprocess.Popen, claims: str):
+        assert process.stdin is not None and process.stdout is not None
+        self.process, self.claims = process, claims
+        self.stdin, self.stdout = process.stdin, process.stdout
+        self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
+        self.done: set[str] = set()
+        self.ended = False
+
+    def send(self, item: tuple) -> bool:
+        """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
+        if not self.running():
+            return False
+        try:
+            self.stdin.write(base64.b64encode(pickle.dumps(item)) + b"\n")
+            self.stdin.flush()
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def running(self) -> bool:
+        """Whether the helper may still compile (for this process: a forked child's is not)."""
+        if self.owner != os.getpid():
+            return False
+        if not self.ended and self.process.poll() is not None:  # (what it did is in the cache)
+            self.ended = True
+            shutil.rmtree(self.claims, ignore_errors=True)
+        return not self.ended
+
+    def wait_for(self, entry: str | None) -> None:
+        """Return once the helper has finished cache entry ``entry`` (or has ended; None: once
+        it has ended)."""
+        while entry not in self.done and not self.ended:
+            line = self.stdout.readline()
+            if line:
+                self.done.add(line.strip().decode())
+            else:
+                self.ended = True
+
+    def stop(self) -> None:
+        if self.owner == os.getpid():
+            self.process.kill()
+            self.process.wait()
+            self.ended = True
+            for pipe in (self.stdin, self.stdout):
+                try:
+                    pipe.close()
+                except OSError:  # (nothing is left unwritten: each item is flushed)
+                    pass
+            shutil.rmtree(self.claims, ignore_errors=True)
+
+
+def finish() -> None:
+    """Wait until the helper has compiled what it was given and ended (for benchmarks and
+    tests: a training step waits only for the kernels it runs)."""
+    if _session is not None and _session.owner == os.getpid():
+        _session.wait_for(None)
+        _session.process.wait()
 
 
 def _idle_cpu() -> bool:
@@ -74,51 +163,173 @@ def _idle_cpu() -> bool:
     return cpus >= 2 and load + 1.0 <= cpus
 
 
-def start(recipe: tuple, args: tuple) -> Pending | None:
-    """Compile ahead, in a helper process, the dispatcher ``resolve(recipe)`` for the numba types
-    of ``args`` (see the module docstring); the helper, or None where nothing was started.
-
-    ``recipe`` is ``(module, name, method, key)``: the dispatcher is
-    ``getattr(getattr(module, name), method)(key)`` in both processes."""
-    mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
-    for pending in list(_RUNNING):  # (helpers that finished, their kernel not called yet)
-        if pending.finished():
-            _RUNNING.remove(pending)
-    if mode == "0" or _RUNNING or not jit.caches_on_disk() or (mode != "1" and not _idle_cpu()):
-        return None
-    argtypes = tuple(numba.typeof(a) for a in args)
-    if load_cached(resolve(recipe), argtypes):
-        return None
+def _start_helper() -> _Helper | None:
     path = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = _HELPER.format(path=path, recipe=base64.b64encode(
-        pickle.dumps((recipe, argtypes))).decode())
     try:
-        process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    except (OSError, ValueError):  # no interpreter to start (an embedded Python): compile here
+        claims = tempfile.mkdtemp(prefix="tinyopt-ahead-")
+    except OSError:
         return None
-    pending = Pending(process)
-    _RUNNING.append(pending)
-    return pending
+    try:
+        process = subprocess.Popen([sys.executable, "-c", _SERVE.format(path=path, claims=claims)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL)
+    except (OSError, ValueError):  # no interpreter to start (an embedded Python): compile here
+        shutil.rmtree(claims, ignore_errors=True)
+        return None
+    return _Helper(process, claims)
+
+
+def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
+    """Have a helper process compile the kernel ``recipe`` names (see :func:`resolve`) while
+    this process goes on, where it is not cached yet (see the module docstring); ``phase``
+    (``FORWARD``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A recipe naming
+    a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
+    example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
+    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once."""
+    if (recipe, args is None) in _declared:
+        return
+    with _LOCK:  # (layers built on two threads at once: one helper)
+        _declare(phase, recipe, args)
+
+
+def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
+    global _session
+    if (recipe, args is None) in _declared:
+        return
+    _declared.add((recipe, args is None))
+    mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
+    if (mode == "0" or not jit.caches_on_disk() or numba_cache.LOAD_WITHOUT_REFRESH is None
+            or (mode != "1" and not _idle_cpu())):
+        return
+    argtypes = None if args is None else tuple(numba.typeof(a) for a in args)
+    if _cached(recipe, argtypes):
+        return
+    item = (next(_order), phase, recipe, argtypes)
+    if _session is not None and _session.send(item):
+        return
+    if _session is not None:
+        _session.stop()
+    _session = _start_helper()
+    if _session is not None and not _session.send(item):
+        _session.stop()
+        _session = None
+
+
+def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
+    """Whether the kernel is in memory or the disk cache (loaded now if so); compiles nothing."""
+    _probing.on = True
+    try:
+        target = resolve(recipe)  # (a C function is made from the cache, or not at all)
+        return argtypes is None or numba_cache.load_cached(target, argtypes)
+    except _NotCached:
+        return False
+    except Exception:  # a recipe that does not resolve here compiles nowhere else either
+        return True
+    finally:
+        _probing.on = False
 
 
 def resolve(recipe: tuple):
-    """The numba dispatcher ``recipe`` names (see :func:`start`)."""
-    module, name, method, key = recipe
-    return getattr(getattr(importlib.import_module(module), name), method)(key)
+    """The kernel ``recipe`` names: ``(module, step, ...)`` from the module, each step an
+    attribute (a str) or a call ``(method, argument)``: ``("tinyopt.kernels.rnn",
+    "lstm_scan_chunks", ("__getitem__", True))`` is the C function ``rnn.lstm_scan_chunks[True]``,
+    ``("tinyopt.kernels.norm", "layer_norm_apply", "serial_build")`` a dispatcher."""
+    target = importlib.import_module(recipe[0])
+    for step in recipe[1:]:
+        target = getattr(target, step) if isinstance(step, str) else \
+            getattr(target, step[0])(step[1])
+    return target
 
 
-def compile_recipe(encoded: str) -> None:
-    """The helper's work: compile (into the disk cache) the dispatcher and types encoded."""
-    recipe, argtypes = pickle.loads(base64.b64decode(encoded))
-    resolve(recipe).compile(argtypes)
+def _around_load(cache, sig, target_context, load):
+    """Every disk-cache load of a kernel (``numba_cache.AROUND_LOAD``), before numba compiles
+    it on a miss: here, claim the entry or wait for the helper's; in the helper, claim it or
+    give it up (see the module docstring)."""
+    claims = _ROLE["helper"]
+    if claims is not None:
+        entry = cache.entry_id(sig, target_context)
+        if not _claim(claims, entry):
+            raise _Taken
+        _CLAIMED.append(entry)
+        return load()
+    if getattr(_probing, "on", False):
+        loaded = load()
+        if loaded is None:
+            raise _NotCached
+        return loaded
+    helper = _session
+    if helper is not None and helper.running():
+        entry = cache.entry_id(sig, target_context)
+        if not _claim(helper.claims, entry):
+            helper.wait_for(entry)
+    return load()
+
+
+def _pick(items: list[tuple]) -> tuple:
+    """The item the step runs last: the latest phase; of the forward kernels the last declared,
+    of the others the first (the backward pass runs the layers in reverse)."""
+    last = max(item[1] for item in items)
+    same = [item for item in items if item[1] == last]
+    return (max if last == FORWARD else min)(same, key=lambda item: item[0])
+
+
+def serve(claims: str) -> None:
+    """The helper's work: compile (into the disk cache) the kernels declared on stdin, one at
+    a time (:func:`_pick`), writing each claimed cache entry to stdout when its kernel is done;
+    end when nothing is left."""
+    _ROLE["helper"] = claims
+    items: list[tuple] = []
+    arrived = threading.Condition()
+    ended = []
+
+    def read() -> None:
+        # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
+        # interpreter's shutdown, taking it, would abort)
+        rest = b""
+        while block := os.read(sys.stdin.fileno(), 1 << 16):
+            *lines, rest = (rest + block).split(b"\n")
+            with arrived:
+                items.extend(pickle.loads(base64.b64decode(line)) for line in lines)
+                arrived.notify()
+        with arrived:
+            ended.append(True)
+            arrived.notify()
+
+    threading.Thread(target=read, daemon=True).start()
+    with arrived:
+        while not items and not ended:
+            arrived.wait()
+    while True:
+        with arrived:
+            if not items:
+                return
+            item = _pick(items)
+            items.remove(item)
+        _, _, recipe, argtypes = item
+        try:
+            target = resolve(recipe)  # (a C function compiles as it is made)
+            if argtypes is not None:
+                target.compile(argtypes)
+        except Exception:  # _Taken, or a failure: this process compiles it then
+            pass
+        for entry in _CLAIMED:
+            sys.stdout.write(entry + "\n")
+        sys.stdout.flush()
+        _CLAIMED.clear()
+
+
+def _forget() -> None:
+    global _session
+    _session = None  # (a forked child's own declarations start a helper of its own)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget)
+numba_cache.AROUND_LOAD[:] = [_around_load]
 
 
 @atexit.register
-def _stop_helpers() -> None:
-    # a process that ends before its first step does not need the kernel (numba writes a cache
-    # entry to a temporary file and renames it: a stopped helper leaves no partial entry)
-    for pending in list(_RUNNING):
-        if pending._owner == os.getpid():
-            pending._process.kill()
-        pending.wait()
+def _stop_helper() -> None:
+    # a process that ends before its first step does not need the kernels
+    if _session is not None:
+        _session.stop()

@@ -90,18 +90,46 @@ def _stats_rows(x, stats, eps, lo, hi):
         _row_stats(x, r, stats, eps)
 
 
+LN_LANES = 16
+"""The input gradient's two sums per row run in this many float64 lanes (element d in lane
+d % LN_LANES, each lane in element order, then the lanes added in order: an order fixed by D
+alone), in groups of LN_LANES elements around a loop over the lanes, which LLVM vectorizes when
+the element's index is unsigned (a signed one, which numba wraps around for negative values,
+sent it to gathers or to scalar code).  The small GPT's 2048 x 384 float32 rows: 1.02 ms a call
+with one running sum each (a chain of dependent float64 adds, its conversions and multiplies
+one element at a time) and 0.50 ms with the lanes, one core (PyTorch's: 0.38 ms)."""
+
+
 @inline
-def _grad_x_rows(g, x, stats, w, has_w, out, lo, hi):
+def _grad_x_rows(g, x, stats, w, has_w, out, lo, hi, lanes):
+    """Rows [lo, hi) of :func:`layer_norm_grad_x`; ``lanes`` (2, LN_LANES) float64 scratch."""
     D = x.shape[1]
+    l1 = lanes[0]
+    l2 = lanes[1]
+    whole = D - D % LN_LANES
     for m in range(lo, hi):
         mu = stats[m, 0]
         r = stats[m, 1]
+        gm = g[m]
+        xm = x[m]
+        for k in range(LN_LANES):
+            l1[k] = 0.0
+            l2[k] = 0.0
+        for d0 in range(0, whole, LN_LANES):
+            for k in range(LN_LANES):
+                d = np.uint64(d0) + np.uint64(k)
+                gw = gm[d] * w[d] if has_w else gm[d]
+                l1[k] += gw
+                l2[k] += gw * (xm[d] - mu) * r
+        for d in range(whole, D):
+            gw = gm[d] * w[d] if has_w else gm[d]
+            l1[d - whole] += gw
+            l2[d - whole] += gw * (xm[d] - mu) * r
         s1 = 0.0
         s2 = 0.0
-        for d in range(D):
-            gw = g[m, d] * w[d] if has_w else g[m, d]
-            s1 += gw
-            s2 += gw * (x[m, d] - mu) * r
+        for k in range(LN_LANES):
+            s1 += l1[k]
+            s2 += l2[k]
         s1 /= D
         s2 /= D
         for d in range(D):
@@ -135,10 +163,12 @@ def layer_norm_apply(x, stats, w, b, has_w, has_b, out):
 
 @parallel_kernel
 def layer_norm_grad_x(g, x, stats, w, has_w, out):
-    """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, with gw = g * w."""
+    """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, with gw = g * w (the
+    means' sums in ``LN_LANES`` lanes)."""
     M = x.shape[0]
     for q in prange((M + _LN_BLOCK - 1) // _LN_BLOCK):
-        _grad_x_rows(g, x, stats, w, has_w, out, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
+        _grad_x_rows(g, x, stats, w, has_w, out, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK),
+                     np.empty((2, LN_LANES)))
 
 
 LN_ARGS = 10
@@ -175,7 +205,7 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
             out = numba.carray(blas.pointer(a[2], dt(0.0)), (M, D))
             g = numba.carray(blas.pointer(a[3], dt(0.0)), (M, D))
             w = numba.carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
-            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi)
+            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, np.empty((2, LN_LANES)))
     return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
 
 

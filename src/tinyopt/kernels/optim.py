@@ -78,16 +78,11 @@ class Algorithm:
         self._factory = factory
         self._shared_min = shared_min
         self._kernels: dict[tuple, object] = {}
-        self._ahead: dict[tuple, compile_ahead.Pending] = {}
         functools.update_wrapper(self, factory)
 
     def __getitem__(self, switches):
         switches = switches if isinstance(switches, tuple) else (switches,)
         kernel = self._kernels.get(switches)
-        if kernel is None or self._ahead:
-            pending = self._ahead.pop(switches, None)
-            if pending is not None:  # its first call loads what the helper compiled
-                pending.wait()
         if kernel is None:
             name = self.__name__ + "_" + "".join("T" if s else "F" for s in switches)
             kernel = walker(*self._factory(*switches), name)
@@ -104,17 +99,15 @@ class Algorithm:
     def compile_ahead(self, switches: tuple, args: tuple) -> None:
         """Start compiling ``self[switches]`` for the types of ``args`` (a call's arguments) in
         a helper process (``kernels/compile_ahead.py``), where such a call would take the serial
-        build (as ``jit._ParallelKernel`` chooses); ``self[switches]`` then waits for it."""
+        build (as ``jit._ParallelKernel`` chooses); its first call then waits for it."""
         least = jit.PARALLEL_MIN_ELEMENTS
         if self._shared_min is not None and _FORK["openmp_started"]:
             least = min(least, self._shared_min)
-        if (switches in self._ahead or flat_size(args) >= least
+        if (flat_size(args) >= least
                 or getattr(sys.modules[self.__module__], self.__name__, None) is not self):
             return
-        pending = compile_ahead.start((self.__module__, self.__name__, "serial_build", switches),
-                                      args)
-        if pending is not None:
-            self._ahead[switches] = pending
+        compile_ahead.declare(compile_ahead.STEP, (self.__module__, self.__name__,
+                                                   ("serial_build", switches)), args)
 
 
 def algorithm(factory=None, *, shared_min: int | None = None):

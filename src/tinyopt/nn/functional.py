@@ -45,6 +45,7 @@ from tinyopt.engine.ops.resample import (adaptive_avg_pool2d, interpolate, pad, 
                                          pixel_unshuffle)
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.engine.tensor import leaf as _leaf
+from tinyopt.nn import kernels_ahead
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
@@ -167,8 +168,10 @@ def cross_entropy(input, target, weight=None, size_average: bool | None = None,
                   label_smoothing: float = 0.0) -> Tensor:
     """Cross-entropy of logits (N, C) or (N, C, d1, ...) against int64 class indices;
     see ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
-    return _loss.cross_entropy(input, target, weight, ignore_index,
+    loss = _loss.cross_entropy(input, target, weight, ignore_index,
                                _reduction(size_average, reduce, reduction), label_smoothing)
+    kernels_ahead.cross_entropy(loss)
+    return loss
 
 
 def nll_loss(input, target, weight=None, size_average: bool | None = None,

@@ -116,6 +116,16 @@ def _attention_forward(t):
 _CHUNK_GEMM_MAX = 65536 * 4
 
 
+def _causal_tile(L: int) -> int:
+    """Query rows per tile of causal chunks, which skip the keys no row of a tile sees
+    (``kernels/attention.py``): smaller tiles skip more of the upper triangle, in more, smaller
+    GEMMs.  A quarter of the queries, 16 to 32 rows: the small GPT's attention forward and
+    backward (256 x 256 x 64 per pair, one core, CPU ms per layer) took 36.5 whole, 29 in tiles
+    of 64 rows, 27.5 of 32, 30 of 16; the baby GPT's (64 x 64 x 32) 1.6 whole, 1.5 in tiles of
+    32, 1.3 of 16."""
+    return min(32, max(L // 4, 16))
+
+
 class _Chunks:
     """Attention's (batch, head) pairs as chunks on the shared threads (``kernels/attention.py``
     ``attention_chunks``), where that gives the batched path's bits: numpy's BLAS on the
@@ -126,7 +136,9 @@ class _Chunks:
     pairs, rather than every GEMM split between the threads and the softmax kernel, below 4M
     scores, on one (the small GPT's attention forward and backward at 2 threads: 70-77 -> 38-65
     ms wall, 170-310 -> 51 ms CPU, loaded machine).  On one thread the pairs run one after the
-    other (a pair's scores stay in the cache between its GEMMs and its softmax)."""
+    other (a pair's scores stay in the cache between its GEMMs and its softmax).  Causal pairs
+    of more than 16 queries compute their products in tiles (:func:`_causal_tile`): the batched
+    values to the last place (OpenBLAS may order a smaller product's sums differently)."""
 
     def __init__(self, make, dtype, s: _Spec, n_gemms: int):
         self._make, self._s = make, s
@@ -160,7 +172,8 @@ class _Chunks:
             self._fn = self._make()
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
-                              second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data)
+                              second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data,
+                              _causal_tile(s.L))
         if small:
             runner(self._fn.address, s.A * s.B, args.ctypes.data)
         else:
@@ -198,9 +211,9 @@ def _attention_grad_forward(t):
     src_shapes = [x.shape for x in t.srcs[2:2 + s.n_srcs]]
     tiled = _tiled(s, src_shapes)
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
-    softmax_grad = K.masked_softmax_grad[s.dropout]
+    softmax_grad = K.masked_softmax_grad[s.dropout, s.causal]
     chunks = None if s.dropout or from_weights or not all(tiled) else _Chunks(
-        lambda: K.attention_grad_chunks[t.dtype == np.float32], t.dtype, s, 4)
+        lambda: K.attention_grad_chunks[t.dtype == np.float32, s.causal], t.dtype, s, 4)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)

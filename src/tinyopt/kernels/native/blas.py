@@ -108,6 +108,8 @@ def single_threaded() -> Iterator[None]:
 # the same bits.  Only numpy's 64-bit-integer OpenBLAS (its wheels' scipy-openblas64) is used.
 
 _CBLAS_ROW_MAJOR, _CBLAS_NO_TRANS, _CBLAS_TRANS = 101, 111, 112
+NO_TRANS = _CBLAS_NO_TRANS
+"""``matmul_args``' trans flag of an operand read as it is stored."""
 
 
 def gemm_address(dtype) -> int | None:

@@ -18,6 +18,7 @@ keeps numba's own path.  ``TINYOPT_NUMBA_LAZY_LOAD=0`` turns it off.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 import numba
@@ -26,6 +27,35 @@ from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
 _RUNTIME_READY: list[bool] = []
+
+SOURCE_ROOTS: list[str] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+"""Folders whose Python files' paths and bytes key every cached kernel (``sources_digest``):
+tinyopt's ``kernels`` package, where every kernel and every function a kernel calls lives.
+numba keys a kernel by its own file, bytecode and closure only, so a kernel that inlines a
+function of another file (attention's ``exp`` from ``vecmath``) would load stale machine code
+once that file changed: an upgrade leaves ``__pycache__``'s entries behind."""
+_DIGEST: list[str] = []
+
+
+def sources_digest() -> str:
+    """A hash of the files under ``SOURCE_ROOTS`` (relative paths and bytes), once a process."""
+    if not _DIGEST:
+        h = hashlib.sha256()
+        for root in SOURCE_ROOTS:
+            paths = sorted(os.path.relpath(os.path.join(folder, name), root)
+                           for folder, _, names in os.walk(root) for name in names
+                           if name.endswith(".py"))
+            for path in paths:
+                with open(os.path.join(root, path), "rb") as f:
+                    h.update(path.encode() + b"\0" + f.read() + b"\0")
+        _DIGEST.append(h.hexdigest())
+    return _DIGEST[0]
+
+
+AROUND_LOAD: list = []
+"""At most one ``around(cache, sig, target_context, load)`` that every disk-cache load of a
+kernel goes through (``load()`` loads it: the machine code, or None and numba compiles it):
+``kernels/compile_ahead.py``'s, while a helper process compiles kernels."""
 
 
 def _lazy_load_cache_class():
@@ -42,11 +72,29 @@ def _lazy_load_cache_class():
 
     class LoadWithoutRefresh(caching.FunctionCache):
         def load_overload(self, sig, target_context):
-            # numba calls this under its global compiler lock
+            # numba calls this under its global compiler lock, before it compiles: the place
+            # where a kernel compiled in another process is waited for (``AROUND_LOAD``)
+            if AROUND_LOAD:
+                return AROUND_LOAD[0](self, sig, target_context,
+                                      lambda: self._load_now(sig, target_context))
+            return self._load_now(sig, target_context)
+
+        def _load_now(self, sig, target_context):
             if not _runtime_ready(target_context):
                 return super().load_overload(sig, target_context)
             with self._guard_against_spurious_io_errors():
                 return self._load_overload(sig, target_context)
+
+        def _index_key(self, sig, codegen):
+            # numba's key (signature, CPU, bytecode, closure) and the kernels' sources, so a
+            # change in a file the kernel calls into compiles it again
+            return super()._index_key(sig, codegen) + (sources_digest(),)
+
+        def entry_id(self, sig, target_context) -> str:
+            """The cache entry's identity, the same in every process: its index file and
+            key (signature, CPU, hashes of the bytecode, of the closure and of the sources)."""
+            key = self._index_key(sig, target_context.codegen())
+            return hashlib.sha1(repr((self._cache_file._index_path, key)).encode()).hexdigest()
 
     return LoadWithoutRefresh
 

@@ -9,7 +9,7 @@ import numpy as np
 from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.ops.linalg import linear
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
-from tinyopt.nn import init
+from tinyopt.nn import init, kernels_ahead
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
@@ -44,6 +44,7 @@ class Linear(Module):
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dt))
         if bias:
             self.bias = Parameter(np.empty((self.out_features,), dtype=dt))
+            kernels_ahead.linear(dt)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()

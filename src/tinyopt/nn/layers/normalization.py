@@ -23,7 +23,7 @@ import numpy as np
 
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
-from tinyopt.nn import init
+from tinyopt.nn import init, kernels_ahead
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
@@ -52,6 +52,7 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         self.reset_parameters()
+        kernels_ahead.layer_norm(dt, self.weight is not None, self.bias is not None)
 
     def reset_parameters(self) -> None:
         """Set ``weight`` to ones and ``bias`` to zeros (with ``elementwise_affine``)."""

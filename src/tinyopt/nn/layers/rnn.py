@@ -24,7 +24,7 @@ from tinyopt.engine.ops.movement import cat, stack
 from tinyopt.engine.ops.nn import dropout as _dropout
 from tinyopt.engine.ops.rnn import gather_rows, rnn_scan, scatter_rows
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
-from tinyopt.nn import init
+from tinyopt.nn import init, kernels_ahead
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 from tinyopt.nn.utils.rnn import PackedSequence
@@ -103,6 +103,8 @@ class RNNBase(Module):
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
         self.reset_parameters()
+        if mode == "LSTM" and proj_size == 0:
+            kernels_ahead.lstm(dt)
 
     def reset_parameters(self) -> None:
         """Draw every weight and bias again from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as

@@ -18,7 +18,7 @@ import numpy as np
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.nn import functional as F
-from tinyopt.nn import init
+from tinyopt.nn import init, kernels_ahead
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
@@ -52,6 +52,9 @@ class Embedding(Module):
                 raise ValueError(f"Shape of weight {w.shape} does not match num_embeddings and "
                                  f"embedding_dim ({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(w, requires_grad=not _freeze)
+        if max_norm is None and not sparse:
+            kernels_ahead.embedding(self.weight.dtype, -1 if self.padding_idx is None else
+                                    self.padding_idx, bool(scale_grad_by_freq))
 
     def reset_parameters(self) -> None:
         """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""

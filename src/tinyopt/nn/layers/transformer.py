@@ -26,7 +26,7 @@ from tinyopt.engine.ops.attention import additive_mask, attention
 from tinyopt.engine.ops.movement import cat
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
-from tinyopt.nn import init
+from tinyopt.nn import init, kernels_ahead
 from tinyopt.nn.containers import ModuleList
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.layers.activation import GELU, ReLU
@@ -185,6 +185,8 @@ class MultiheadAttention(Module):
         else:
             mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, N, L, S, extra_kv)
         H, D = self.num_heads, self.head_dim
+        if not (self.training and self.dropout):
+            kernels_ahead.attention(q.dtype, mask is not None, causal, need_weights)
         out, weights = attention(
             srcs, [(si, kind, off) for si, off in parts], N, H, L, S, D, D, kind, None, mask,
             causal, nan_rows=need_weights, dropout_p=self.dropout if self.training else 0.0,
