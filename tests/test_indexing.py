@@ -136,6 +136,52 @@ def test_an_integer_index_is_the_view_any_other_spelling_of_it_gives():
             c[bad, ...]
 
 
+def _view_record(t):
+    """What a view carries besides its value, comparable across two tensors."""
+    info = t.view_info
+    steps = [(s.op, s.attrs, s.shape, s.dtype, [e.numpy().tolist() for e in s.extras])
+             for s in info.steps]
+    return (t.shape, t.dtype, t.requires_grad, t.grad_fn, t.is_leaf, t._is_view(),
+            steps, info.creation, info.name, info.alias, info.alias_at, t.op, t.srcs)
+
+
+@pytest.mark.parametrize("dtype", [to.float32, to.int64, to.bool, to.bfloat16, to.uint32])
+def test_an_integer_index_of_a_concrete_tensor_is_the_view_the_general_path_makes(dtype):
+    """``x[i]`` of a realized tensor (iterating one) takes a short path: it gives what the
+    general path (``x[i,]``) gives -- bits, view record, base, shared version counter -- in
+    grad mode and under ``no_grad``, of a tensor, of a view, of a ``.data`` alias, and of a
+    tensor that requires grad under ``no_grad``."""
+    data = (np.arange(24).reshape(4, 3, 2) % 5).astype(np.float32)
+    base = to.tensor(data).to(dtype)
+    for x in (base, base[1:], base.data, base[2].t(), to.tensor(data[:, 0, 0]).to(dtype)):
+        for grad in (True, False):
+            with to.set_grad_enabled(grad):
+                for i in range(-x.shape[0], x.shape[0]):
+                    a, b = x[i], x[i, ]
+                    assert _view_record(a) == _view_record(b)
+                    assert a._base is b._base is (x._base if x._base is not None else x)
+                    np.testing.assert_array_equal(a.numpy(), b.numpy())
+                    assert a.numpy().base is not None  # (a view of x's memory, even 0-d)
+                    v0 = b._version
+                    with to.no_grad():
+                        x[i] = x[i - 1 if i > 0 else i + 1]
+                    assert a._version == b._version == v0 + 1
+                    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    p = nn.Parameter(to.tensor(data[:, 0, 0]))
+    with to.no_grad():
+        rows = list(p)
+    with to.no_grad():
+        assert [_view_record(r) for r in rows] == [_view_record(p[i, ]) for i in range(4)]
+    ys = list(p * 2.0)  # (a graph: the general path, gradients flow)
+    sum(y * k for k, y in enumerate(ys)).backward()
+    np.testing.assert_array_equal(p.grad.numpy(), [0.0, 2.0, 4.0, 6.0])
+    leaf = to.tensor([1.0, 2.0, 3.0], requires_grad=True)  # (concrete, but a gradient to record)
+    rows = list(leaf)
+    assert all(r.requires_grad and r.grad_fn is not None for r in rows)
+    (rows[0] + 3 * rows[2]).backward()
+    np.testing.assert_array_equal(leaf.grad.numpy(), [1.0, 0.0, 3.0])
+
+
 def test_a_slice_that_moves_every_step_compiles_once():
     """A language model's ``data[i:i + bptt]``: offsets are bound per run, not compiled in."""
     to.manual_seed(0)

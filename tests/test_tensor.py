@@ -3,6 +3,7 @@
 backward, printing, dtypes and devices.  Compared against torch 2.13 when it is installed."""
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -348,6 +349,59 @@ def test_devices():
     assert model.to(to.device("cpu")) is model
     with pytest.raises(RuntimeError, match="CPU only"):
         model.to("cuda")
+
+
+def test_a_list_of_python_floats_gives_the_tensor_any_other_spelling_gives():
+    """``tensor([float(r)])`` in a loop takes a short path: the same bits, dtype, shape and
+    flags as the general conversion (a tuple of the same floats), and torch's bits."""
+    floats = [0.1, -0.0, 1e-46, 3.4028235677973366e+38, 1e300, -1e300, float("nan"),
+              float("inf"), 2.0**-149, 1.0 + 2.0**-24, 1.0 + 3 * 2.0**-25, 16777217.0]
+    cases = [[f] for f in floats] + [floats, floats[:3] * 5]
+    torch = None
+    try:
+        import torch
+    except ImportError:
+        pass
+    for data in cases:
+        with np.errstate(over="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            a, b = to.tensor(data), to.tensor(tuple(data))
+            c = to.tensor(data, requires_grad=True)
+        assert (a.dtype, a.shape, a.requires_grad, a.is_leaf) == (b.dtype, b.shape, False, True)
+        assert c.requires_grad and c.is_leaf and c.dtype == to.float32
+        np.testing.assert_array_equal(a.numpy().view(np.uint32), b.numpy().view(np.uint32))
+        assert a.numpy().flags.owndata and a.numpy().flags.writeable  # (a copy of its own)
+        if torch is not None:
+            np.testing.assert_array_equal(a.numpy().view(np.uint32),
+                                          torch.tensor(data).numpy().view(np.uint32))
+    assert to.tensor([]).shape == (0,) and to.tensor([]).dtype == to.float32
+    assert to.tensor([1.0, 2]).dtype == to.float32 and to.tensor([1.0, True]).dtype == to.float32
+    assert to.tensor([1.0], dtype=to.float64).dtype == to.float64
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16", "float16", "int64", "int32",
+                                   "uint8", "bool"])
+def test_item_of_one_element_of_any_shape_is_torchs_number(dtype):
+    """``.item()`` reads the one element of a tensor of any shape as torch's Python number
+    (type and value), of a value or of a graph node; more elements raise torch's error."""
+    torch = pytest.importorskip("torch")
+    for shape in ((), (1,), (1, 1, 1)):
+        for value in (0.0, 1.0, -2.5, 3e38):
+            ref = torch.full(shape, value).to(getattr(torch, dtype))
+            mine = to.full(shape, value).to(getattr(to, dtype))
+            node = (nn.Parameter(to.full(shape, value)) * 1.0).to(getattr(to, dtype))
+            assert node.value is None  # (a graph node: item() computes it)
+            for t in (mine, node):
+                got, want = t.item(), ref.item()
+                assert type(got) is type(want)
+                assert got == want or (got != got and want != want)
+    for shape in ((2,), (0,), (1, 2)):
+        n = int(np.prod(shape))
+        with pytest.raises(RuntimeError, match=f"^a Tensor with {n} elements cannot be converted "
+                                               "to Scalar$"):
+            to.zeros(shape).item()
+        with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+            torch.zeros(shape).item()
 
 
 def test_tensor_constructors_and_legacy_types():

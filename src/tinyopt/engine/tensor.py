@@ -353,7 +353,7 @@ class Tensor(Node, TensorMethods):
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
                                f"Scalar")
-        return self.numpy().reshape(()).item()
+        return self.numpy().item()  # (numpy's item() reads the one element of any shape)
 
     def tolist(self) -> Any:
         """The value as nested Python lists of numbers (a number for a 0-d tensor)."""
@@ -1390,7 +1390,10 @@ def tensor(data: Any, *, dtype: Any = None, device: Any = None, requires_grad: b
            pin_memory: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (array-like, Python numbers or a Tensor)."""
     check_device(device)
-    arr = np.array(_to_array(data, dtype), copy=True)
+    if dtype is None and type(data) is list and data and all(type(x) is float for x in data):
+        arr = np.array(data, dtype=float32)  # ``[float(r)]`` in a loop: what _to_array makes
+    else:
+        arr = np.array(_to_array(data, dtype), copy=True)
     t = leaf(arr)
     if requires_grad:
         t.requires_grad_()

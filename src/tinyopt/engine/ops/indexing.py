@@ -32,7 +32,9 @@ from tinyopt.engine.dtypes import bool_, int64, scalar_array, stored_scalar
 from tinyopt.engine.inplace import OVERLAP, overlaps, regenerate, writable
 from tinyopt.engine.inplace import write as _write
 from tinyopt.engine.op import defop, node, refuse_unsigned
-from tinyopt.engine.tensor import LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf
+from tinyopt.engine.storage import ViewStep, note_view
+from tinyopt.engine.tensor import (CONCRETE, LEAF_OPS, Tensor, _mark_mutated, as_tensor, leaf,
+                                   make_node)
 from tinyopt.kernels.gather import index_add_axis
 
 
@@ -390,14 +392,28 @@ def _region(x: Tensor, k: _Key) -> Tensor:
 _ONE_INT = ((("i",),),)  # the slice attrs of a key that is one integer
 
 
+def _select_now(x: Tensor, i: int, starts: Tensor) -> Tensor:
+    """``x[i]`` (``0 <= i < len(x)``, ``starts`` holding it) of a concrete ``x`` with no gradient
+    to record: the view ``node`` would make and run at once (same value, view record and
+    storage), without its generic passes; iterating a realized tensor pays this per element."""
+    # (``i, ...``: a 0-d view for a 1-d x, not a numpy scalar)
+    t = make_node("input", (), (), x.shape[1:], x.dtype, False, x.value[i, ...])
+    note_view(t, x, ViewStep("slice", _ONE_INT, t.shape, x.dtype, (starts,)))
+    return t
+
+
 def getitem(x, key) -> Tensor:
     """``x[key]`` (see the module docstring)."""
     x = as_tensor(x)
     if type(key) is int and x.shape and -x.shape[0] <= key < x.shape[0]:
         # ``x[i]`` in a Python loop: the node ``parse_index`` and ``_region`` make, without
         # their passes over the key (an index out of range takes them, for torch's error)
-        return node("slice", (x, leaf(np.array([key % x.shape[0]], dtype=int64))), x.shape[1:],
-                    x.dtype, _ONE_INT)
+        i = key % x.shape[0]
+        starts = leaf(np.array([i], dtype=int64))
+        state = grad_mode.current
+        if x.op in CONCRETE and state.fold and not (x.requires_grad and state.enabled):
+            return _select_now(x, i, starts)
+        return node("slice", (x, starts), x.shape[1:], x.dtype, _ONE_INT)
     k = parse_index(x.shape, key)
     if k.identity and not k.arrays:  # (``x[:]`` is a view of all of x, as torch's)
         return node("reshape", (x,), x.shape, x.dtype, (x.shape,))
