@@ -57,20 +57,16 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
             for k in range(LANES):
                 lmax[k] = -math.inf
                 lsum[k] = 0.0
-            # (in groups of LANES around a loop over the lanes, the element's index unsigned:
-            # so LLVM vectorizes the loop; the same order as one loop over j with lane j % LANES)
-            whole = n - n % LANES
-            for j0 in range(0, whole, LANES):
-                for k in range(LANES):
-                    j = np.uint64(j0) + np.uint64(k)
+            # (in groups of LANES, the last one short, around a loop over the lanes, the
+            # element's index unsigned: so LLVM vectorizes the loop; the same order as one loop
+            # over j with lane j % LANES.  No separate tail loop: LLVM vectorized that one too,
+            # 0.1 s more compile of the attention chunk, and no faster)
+            for j0 in range(0, n, LANES):
+                for k in range(np.uint64(min(LANES, n - j0))):
+                    j = np.uint64(j0) + k
                     v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
                     row[j] = v
                     lmax[k] = v if v > lmax[k] or v != v else lmax[k]
-            for j in range(whole, n):
-                v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
-                row[j] = v
-                k = j - whole
-                lmax[k] = v if v > lmax[k] or v != v else lmax[k]
             m = lmax[0]
             for k in range(1, LANES):
                 v = lmax[k]
@@ -82,11 +78,9 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 m32 = f32(m)
                 for j in range(n):
                     row[j] = _V.exp_f32(row[j] - m32)
-                for j0 in range(0, whole, LANES):
-                    for k in range(LANES):
-                        lsum[k] += row[np.uint64(j0) + np.uint64(k)]
-                for j in range(whole, n):
-                    lsum[j - whole] += row[j]
+                for j0 in range(0, n, LANES):
+                    for k in range(np.uint64(min(LANES, n - j0))):
+                        lsum[k] += row[np.uint64(j0) + k]
                 acc = 0.0
                 for k in range(LANES):
                     acc += lsum[k]
