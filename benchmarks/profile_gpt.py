@@ -6,9 +6,9 @@ PyTorch: ``torch.profiler`` over the same steps, its ops' self CPU time.  The mo
 ``bench_gpt.py``'s; each library runs in its own spawned worker.  Times are wall clock per step,
 so on a loaded machine they carry the load; ``--cpu`` times tinyopt's ops and both whole steps in
 CPU time instead (readable under load at 1 thread; PyTorch's ops stay the profiler's wall time).
-``--size cnn`` profiles ``bench_train.py``'s CNN at batch 256 with Adam instead.
+``--size cnn`` (``mlp``) profiles ``bench_train.py``'s CNN (MLP) at batch 256 with Adam instead.
 
-    python benchmarks/profile_gpt.py [--size baby|small|gpt2|cnn] [--threads 1] [--steps 10]
+    python benchmarks/profile_gpt.py [--size baby|small|gpt2|cnn|mlp] [--threads 1] [--steps 10]
                                      [--top 25] [--cpu]
 """
 
@@ -22,11 +22,11 @@ from harness import libraries, pin_threads, start_workers, stop_workers
 
 
 def _stepper(lib_name: str, size: str):
-    """One training step of the size's GPT (``bench_gpt.py``) or, for ``cnn``, of
-    ``bench_train.py``'s CNN at batch 256 with Adam."""
-    if size == "cnn":
+    """One training step of the size's GPT (``bench_gpt.py``) or, for ``cnn`` and ``mlp``, of
+    ``bench_train.py``'s CNN or MLP at batch 256 with Adam."""
+    if size in ("cnn", "mlp"):
         import bench_train
-        return bench_train._stepper(lib_name, "CNN", 256, "adam")
+        return bench_train._stepper(lib_name, size.upper(), 256, "adam")
     import bench_gpt
     return bench_gpt._stepper(lib_name, size)
 
