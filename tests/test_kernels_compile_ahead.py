@@ -202,7 +202,7 @@ GPT = """if True:
         "embedding_grad": counts(norm.embedding_grad),
         "layer_norm_grad_wb": counts(norm.layer_norm_grad_wb),
         "layer_norm_grad_x": c_function(norm.layer_norm_chunks, (True, norm.LN_GRAD_X, True)),
-        "attention_grad": c_function(attention.attention_grad_chunks, (True,)),
+        "attention_grad": c_function(attention.attention_grad_chunks, (True, True)),
         "forward": {"ce_rows": counts(loss.ce_rows[False, True].serial_build),
                     "layer_norm_apply": counts(norm.layer_norm_apply.serial_build),
                     "embedding_rows": counts(norm.embedding_rows)}}))

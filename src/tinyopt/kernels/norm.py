@@ -194,7 +194,8 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
 
     def layer_norm_chunk(c, argp):
         a = numba.carray(argp, (LN_ARGS,))
-        M, D, R, w_given = a[5], a[6], a[7], a[8] != 0
+        M, D, R = a[5], a[6], a[7]
+        w_given = True if has_w else a[8] != 0  # (a constant where it can be: less code)
         lo, hi = c * R, min(M, (c + 1) * R)
         x = numba.carray(blas.pointer(a[0], dt(0.0)), (M, D))
         stats = numba.carray(blas.pointer(a[1], dt(0.0)), (M, 2))

@@ -79,15 +79,16 @@ def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
         ahead.declare(_B, ("tinyopt.kernels.norm", "layer_norm_grad_wb"), (x, x, stats, out))
 
 
-def attention(dtype, has_mask: bool, causal: bool, nan_rows: bool) -> None:
-    """Scaled dot-product attention without dropout: its (batch, head) pairs as chunks, both
-    ways."""
+def attention(dtype, has_mask: bool, causal: bool, nan_rows: bool, L: int, S: int) -> None:
+    """Scaled dot-product attention without dropout of L queries and S keys: its (batch, head)
+    pairs as chunks, both ways."""
     if dtype not in _FLOATS:
         return
     fast = dtype == np.float32
     ahead.declare(_F, _c_function("attention", "attention_chunks",
                                   (fast, has_mask, causal, nan_rows)))
-    ahead.declare(_B, _c_function("attention", "attention_grad_chunks", fast))
+    ahead.declare(_B, _c_function("attention", "attention_grad_chunks",
+                                  (fast, causal and S <= L)))
 
 
 def embedding(dtype, padding_idx: int, scale_grad_by_freq: bool) -> None:

@@ -213,7 +213,8 @@ def _attention_grad_forward(t):
     wsl, gl = s.ws(), _grad_layout(s, src_shapes, all(tiled))
     softmax_grad = K.masked_softmax_grad[s.dropout, s.causal]
     chunks = None if s.dropout or from_weights or not all(tiled) else _Chunks(
-        lambda: K.attention_grad_chunks[t.dtype == np.float32, s.causal], t.dtype, s, 4)
+        lambda: K.attention_grad_chunks[t.dtype == np.float32, s.causal and s.S <= s.L], t.dtype,
+        s, 4)
 
     def fwd(out, g, ws, *ins):
         W, G = wsl.views(ws), gl.views(out)

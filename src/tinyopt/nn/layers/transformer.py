@@ -186,7 +186,7 @@ class MultiheadAttention(Module):
             mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, N, L, S, extra_kv)
         H, D = self.num_heads, self.head_dim
         if not (self.training and self.dropout):
-            kernels_ahead.attention(q.dtype, mask is not None, causal, need_weights)
+            kernels_ahead.attention(q.dtype, mask is not None, causal, need_weights, L, S)
         out, weights = attention(
             srcs, [(si, kind, off) for si, off in parts], N, H, L, S, D, D, kind, None, mask,
             causal, nan_rows=need_weights, dropout_p=self.dropout if self.training else 0.0,
