@@ -94,6 +94,7 @@ LSTM = """if True:
                 "embedding_grad": counts(norm.embedding_grad),
                 "ce_rows": counts(loss.ce_rows[False, True].serial_build)}
     print(json.dumps({"started": started, "refreshes": len(refreshes), "declared": declared,
+                      "unresolved": [repr(r) for r in compile_ahead.UNRESOLVED],
                       "bits": loss_.item().hex() + hashlib.sha1(b"".join(
                           p.data.numpy().tobytes() for p in params)).hexdigest()}))
 """
@@ -116,6 +117,7 @@ def test_a_layers_declared_kernels_compile_in_the_helper_and_load_here_with_the_
         assert r.returncode == 0, r.stderr[-2000:]
         runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
     ahead, warm, itself = runs["ahead"], runs["warm"], runs["itself"]
+    assert ahead["unresolved"] == warm["unresolved"] == []
     assert ahead["started"] == 1 and warm["started"] == itself["started"] == 0
     declared = ahead["declared"]
     # the helper takes the walker first, then the backward kernels (which the step reaches
@@ -198,6 +200,7 @@ GPT = """if True:
     def c_function(made, key):  # (None: the step did not take that path)
         return [made.made[key]._cfunc._cache_hits, 0] if key in made.made else None
     print(json.dumps({
+        "unresolved": [repr(r) for r in compile_ahead.UNRESOLVED],
         "walker": counts(walkers.adam.serial_build((False,) * 4 + (True,))),
         "embedding_grad": counts(norm.embedding_grad),
         "layer_norm_grad_wb": counts(norm.layer_norm_grad_wb),
@@ -221,6 +224,7 @@ def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path)
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out.pop("unresolved") == []  # (a stale declaration would be skipped silently)
     for kernel, counted in out.pop("forward").items():
         assert counted in ([1, 0], [0, 1]), kernel
     for kernel, counted in out.items():

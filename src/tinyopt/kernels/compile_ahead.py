@@ -56,6 +56,9 @@ FORWARD, BACKWARD, STEP = 0, 1, 2
 """When a declared kernel first runs in a training step (the helper takes the last first)."""
 
 _declared: set[tuple] = set()
+UNRESOLVED: list[tuple] = []
+"""Declared recipes that named no kernel here (a key or name gone stale after its kernel
+changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _session: _Helper | None = None
@@ -224,6 +227,7 @@ def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
     except _NotCached:
         return False
     except Exception:  # a recipe that does not resolve here compiles nowhere else either
+        UNRESOLVED.append(recipe)
         return True
     finally:
         _probing.on = False
