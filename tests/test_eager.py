@@ -6,7 +6,6 @@ backward, low precision and errors on the eager path."""
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
