@@ -43,6 +43,8 @@ def saved(t: Tensor) -> list[Tensor]:
     if op in OUTPUT:
         return [t]
     srcs = t.srcs
+    if op == "logsumexp_run":  # (torch's formula reads both)
+        return [srcs[0], t]
     if op in _PRODUCTS and len(srcs) >= 2:  # each of the first two when the other needs a grad
         a, b = srcs[0], srcs[1]
         return [s for s, other in ((a, b), (b, a)) if other.requires_grad]
