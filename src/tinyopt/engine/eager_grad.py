@@ -358,8 +358,8 @@ RULES["log_softmax_run"] = _grad_of_output("log_softmax_grad")
 def _logsumexp_run(t, g, vals):  # g * (x - y).exp()
     x, y = vals[id(t.srcs[0])], vals[id(t)]
     if y.ndim < x.ndim:  # (keepdim=False: the reduced dim back, for broadcasting)
-        keep = t.attrs[0]
-        y, g = np.expand_dims(y, keep), np.expand_dims(g, keep)
+        dim = t.attrs[0]
+        y, g = np.expand_dims(y, dim), np.expand_dims(g, dim)
     d = _binary(K.sub, x, y)
     if d is None:
         return None

@@ -12,6 +12,7 @@ too, for the values torch saves:
   a write into the output's memory after the op invalidates it;
 - ops that save nothing (sums, views, copies, ``add``/``sub``, indexing): nothing does;
 - ``mul``, ``div`` and the matrix products save an operand only when another needs a gradient;
+- ``logsumexp`` saves its source and its output;
 - every other op saves its floating-point sources (torch's usual formulas need them).
 """
 
