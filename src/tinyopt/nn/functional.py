@@ -399,7 +399,7 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
                       f"exists to provide channel-wise dropout on inputs with 3 spatial "
                       f"dimensions, a channel dimension, and an optional batch dimension (i.e. 4D "
                       f"or 5D inputs).", stacklevel=2)
-    if x.ndim == 4:
+    if x.ndim != 5:  # (torch's: not batched, so channels are dimension 0)
         return _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
     return _feature_dropout(x, p, training)
 

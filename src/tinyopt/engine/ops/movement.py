@@ -15,7 +15,7 @@ from tinyopt.engine.dtypes import result_type
 from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
-from tinyopt.engine.op import OPS, defop, node, view_array, view_node
+from tinyopt.engine.op import OPS, defop, node, own_reshape, view_array, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.ops.elementwise import broadcast_shape, sum_to, where
 from tinyopt.engine.ops.family import wrap_dim
@@ -487,7 +487,8 @@ def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
     back over the expanded dimensions."""
     ts = [as_tensor(t) for t in tensors]
     shape = tuple(broadcast_shapes(*(t.shape for t in ts)))
-    return tuple(expand(t, shape) for t in ts)
+    # (one of that shape already is itself, not a view of itself, as torch's)
+    return tuple(t if t.shape == shape else expand(t, shape) for t in ts)
 
 
 def atleast_1d(input) -> Tensor:
@@ -518,7 +519,7 @@ def repeat(x, *sizes) -> Tensor:
     inter = tuple(v for s in src.shape for v in (1, s))
     big = tuple(v for r, s in zip(sizes, src.shape) for v in (r, s))
     tiled = contiguous(expand(reshape(src, inter), big))
-    return reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
+    return own_reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
 
 
 def tile(input, dims) -> Tensor:
@@ -593,7 +594,7 @@ def roll(input, shifts, dims=None) -> Tensor:
     """``x`` shifted circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None)."""
     input = as_tensor(input)
     if dims is None:
-        return reshape(roll(reshape(input, -1), shifts, 0), input.shape)
+        return own_reshape(roll(reshape(input, -1), shifts, 0), input.shape)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
@@ -800,8 +801,8 @@ def diag(input, diagonal: int = 0) -> Tensor:
     from tinyopt.engine.ops.indexing import setitem
     from tinyopt.engine.ops.creation import zeros
     input = as_tensor(input)
-    if input.ndim == 2:
-        return globals()["diagonal"](input, diagonal)
+    if input.ndim == 2:  # (a copy of the diagonal, as torch's)
+        return contiguous(globals()["diagonal"](input, diagonal))
     if input.ndim != 1:
         raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + str(input.ndim) + "D")
     n = input.shape[0] + abs(diagonal)

@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
-from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
 from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
 from tinyopt.engine.ops.reduce import MaxMin
@@ -443,11 +443,11 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
         raise RuntimeError("kthvalue(): selected number k out of range")
     if x.ndim == 0:  # one element along its only "dimension", as in torch
         v, i = kthvalue(x.reshape(1), k, 0)
-        return MaxMin((v.reshape(()), i.reshape(())))
+        return MaxMin((own_reshape(v, ()), own_reshape(i, ())))
     vals, idx = sort(x, d)
     from tinyopt.engine.ops.movement import narrow
-    v, i = narrow(vals, d, k - 1, 1), narrow(idx, d, k - 1, 1)
-    return MaxMin((v, i) if keepdim else (v.squeeze(d), i.squeeze(d)))
+    shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+    return MaxMin(tuple(own_reshape(narrow(r, d, k - 1, 1), shape) for r in (vals, idx)))
 
 
 def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bool | None = None):
@@ -476,8 +476,8 @@ def nonzero(input, *, as_tuple: bool = False):
     refuse_unsigned("nonzero_count_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     idx = np.nonzero(a) if a.ndim else np.nonzero(a.reshape(1))
-    if as_tuple:
-        return tuple(leaf(i.astype(np.int64)) for i in idx)
+    if as_tuple:  # (views of one (n, ndim) tensor, as torch's)
+        return leaf(np.stack(idx, axis=1).astype(np.int64)).unbind(1)
     if not a.ndim:  # a 0-d tensor: one (or no) nonzero element with no coordinates, as in torch
         return leaf(np.zeros((len(idx[0]), 0), np.int64))
     return leaf(np.stack(idx, axis=1).astype(np.int64))
