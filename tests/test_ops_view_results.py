@@ -195,17 +195,11 @@ def test_a_result_is_a_view_exactly_where_torchs_is_and_of_the_same_tensor():
 
 # ops tinyopt made return a view of an inner node (or an input itself): a write into the result,
 # then backward
-_SAVES_ITS_RESULT = pytest.mark.xfail(strict=True, reason=(
-    "torch's backward reads the result, so a write into it raises; tinyopt's is a sum or a "
-    "gather of the input (amax/amin split the gradient among ties, median is a sorted "
-    "gather), whose backward does not read it, and computes the gradient of the values "
-    "before the write"))
-WRITES = [pytest.param(n, marks=_SAVES_ITS_RESULT) for n in ("amax all", "amin dims", "median")]
-WRITES += ["prod", "prod all", "norm", "vector_norm", "cdist", "pairwise_distance", "kthvalue",
-           "roll", "tile", "diag", "conv1d", "conv2d N=1", "max_pool1d", "max_pool2d unbatched",
-           "avg_pool2d unbatched", "adaptive_max_pool2d", "adaptive_avg_pool2d same",
-           "pixel_shuffle", "unfold", "unfold N=2", "fold unbatched", "sdpa",
-           "broadcast_tensors", "cov", "avg_pool1d", "argmax all"]
+WRITES = ("amax all", "amin dims", "median", "prod", "prod all", "norm", "vector_norm", "cdist",
+          "pairwise_distance", "kthvalue", "roll", "tile", "diag", "conv1d", "conv2d N=1",
+          "max_pool1d", "max_pool2d unbatched", "avg_pool2d unbatched", "adaptive_max_pool2d",
+          "adaptive_avg_pool2d same", "pixel_shuffle", "unfold", "unfold N=2", "fold unbatched",
+          "sdpa", "broadcast_tensors", "cov", "avg_pool1d", "argmax all")
 
 
 @pytest.mark.parametrize("name", WRITES)

@@ -12,7 +12,8 @@ too, for the values torch saves:
   a write into the output's memory after the op invalidates it;
 - ops that save nothing (sums, views, copies, ``add``/``sub``, indexing): nothing does;
 - ``mul``, ``div`` and the matrix products save an operand only when another needs a gradient;
-- ``logsumexp``, ``prod`` and the vector norms save their source and their output;
+- ``logsumexp``, ``prod``, the vector norms, ``amax``/``amin`` and ``median`` save their source
+  and their output;
 - every other op saves its floating-point sources (torch's usual formulas need them).
 """
 
@@ -33,7 +34,7 @@ NOTHING = frozenset("""add sub neg sum_run cast clone contiguous cat reshape per
     where region rnn_out attention_out attention_weights conv2d_pool_values""".split())
 """Ops whose backward reads no floating-point value (shapes and integer indices only)."""
 
-_SOURCE_AND_OUTPUT = frozenset(("logsumexp_run", "prod_run", "vector_norm"))
+_SOURCE_AND_OUTPUT = frozenset(("logsumexp_run", "prod_run", "vector_norm", "shared_value"))
 
 _PRODUCTS = frozenset(("mul", "matmul", "linear", "einsum"))
 

@@ -15,7 +15,8 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
-from tinyopt.engine.ops.elementwise import eq, in_float32, isfinite, maximum, minimum, ne, where
+from tinyopt.engine.ops.elementwise import (eq, in_float32, isfinite, isnan, logical_and,
+                                            logical_or, maximum, minimum, ne, where)
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
@@ -555,6 +556,34 @@ def logcumsumexp(input, dim: int) -> Tensor:
 
 
 # ---- amax / amin: the gradient shared by ties ----------------------------------------------------
+def _shared_backward(t: Tensor, g: Tensor) -> tuple[Tensor, None]:
+    """torch's gradient of a value the equal elements of ``x`` share (``amax``'s
+    ``scale_grad_by_count``, ``median``'s ``evenly_distribute_backward``): ``g / count * mask``,
+    ``mask`` where ``x`` equals the value (or both are NaN, with ``nan``), ``count`` its sum over
+    the reduced dims."""
+    x = t.srcs[0]
+    dims, nan = t.attrs
+    kept = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
+    v, g = own_reshape(t, kept), own_reshape(g, kept)
+    hit = eq(x, v)
+    if nan:
+        hit = logical_or(hit, logical_and(isnan(x), isnan(v)))
+    mask = hit.to(g.dtype)  # (eq has no gradient: the mask is a constant)
+    return (g / sum(mask, dims, keepdim=True) * mask, None)
+
+
+defop("shared_value", forward=lambda t: (lambda out, x, r: np.copyto(out, r.reshape(out.shape))),
+      backward=_shared_backward)
+
+
+def shared_value(x: Tensor, r: Tensor, dims: tuple[int, ...], shape: tuple[int, ...],
+                 nan: bool = False) -> Tensor:
+    """``r``, a value of ``x`` over ``dims`` (its extremes, its median), as a node of ``shape``
+    whose gradient is shared evenly by the elements of ``x`` equal to it, as torch's, and which
+    its backward reads (a write into it before backward raises torch's error)."""
+    return node("shared_value", (x, r), shape, x.dtype, (dims, nan))
+
+
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     x = as_tensor(x)
     if x.numel() == 0 and (dim is None or isinstance(dim, (tuple, list)) and not dim):
@@ -568,14 +597,12 @@ def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     r = x
     for d in dims:
         r = (max if op == "amax" else min)(r, d, keepdim=True)[0]
-    if x.requires_grad:  # PyTorch: the gradient is shared evenly by the tied extremes
-        mask = eq(x, r).to(x.dtype)  # eq has no gradient: the mask is a constant
-        share = mask / sum(mask, dims, keepdim=True)
-        r = sum(x * share, dims, keepdim=True)
     if r is x:  # (a 0-d tensor: nothing reduced, and torch's result is still a new tensor)
         return x.clone()
-    return r if keepdim else own_reshape(r, tuple(s for i, s in enumerate(x.shape)
-                                                  if i not in dims))
+    shape = r.shape if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
+    if x.requires_grad:  # PyTorch: the gradient is shared evenly by the tied extremes
+        return shared_value(x, r.detach(), dims, shape)
+    return own_reshape(r, shape)
 
 
 def amax(input, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:

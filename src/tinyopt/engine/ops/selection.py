@@ -20,7 +20,7 @@ from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
 from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
 from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
-from tinyopt.engine.ops.reduce import MaxMin
+from tinyopt.engine.ops.reduce import MaxMin, shared_value
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import gather as K
 
@@ -459,7 +459,10 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
         raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
     if dim is None:
         flat = x.reshape(-1)
-        return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
+        r = kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
+        if not x.requires_grad:
+            return r  # (torch's gradient is shared by the equal elements:)
+        return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
     d = wrap_dim("median", dim, x.ndim)
     return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
 
