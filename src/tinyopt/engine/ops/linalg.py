@@ -29,11 +29,14 @@ def _matmul_backward(t, g):
 
 # A float32 product whose inner dimension is this small is a rank-k update, bound by writing its
 # output: OpenBLAS's split of it between threads costs more than it saves (the MLP's input
-# gradient (256 x 10) @ (10 x 500): 84 us on 2 threads, 52 us on one) and, on a loaded machine,
-# waits for a core (24 ms, a time slice).  So it runs on one BLAS thread, from the size where
-# OpenBLAS would split it (m n k above 65536 x its GEMM_MULTITHREAD_THRESHOLD of 4; below, it
-# keeps one thread itself).  float32 only: there sgemm's split is over rows and columns and gives
-# the same bits, while dgemm's edge columns round differently on one thread (~30 of 128000).
+# gradient (256 x 10) @ (10 x 500): 84 us on 2 threads, 52 us on one; its weight gradient at
+# batch 8, (500 x 8) @ (8 x 784): 234 us against 131) and, on a loaded machine, waits for a core
+# (11-24 ms, a time slice).  So matmul and linear (forward, weight gradient) run it on one BLAS
+# thread, from the size where OpenBLAS would split it (m n k above 65536 x its
+# GEMM_MULTITHREAD_THRESHOLD of 4; below, it keeps one thread itself).  float32 only: there
+# sgemm's split is over rows and columns and gives the same bits, while dgemm's edge columns
+# round differently on one thread (~30 of 128000).  (engine/eager_grad.py's linear rule calls
+# np.dot itself: the same bits.)
 RANK_K_MAX = 16
 _BLAS_SPLIT_MIN = 1 << 18
 
@@ -101,10 +104,11 @@ def _linear_forward(t):
     # the bias by a kernel where it compiles (float32/float64, the bias of out's dtype)
     kernel_bias = len(t.srcs) == 3 and t.dtype in (np.float32, np.float64) and \
         t.srcs[2].dtype == t.dtype
+    dot = _dot_2d(rows, n_in, n_out, t.dtype)
 
     def fwd(out, x, w, b=None):
         out2 = out.reshape(rows, n_out)
-        np.dot(x.reshape(rows, n_in), w.T, out=out2)
+        dot(out2, x.reshape(rows, n_in), w.T)
         if relu:
             if b is not None:
                 LK.bias_relu(out2, np.ascontiguousarray(b))
@@ -134,13 +138,14 @@ def _linear_backward(t, g):
 def _linear_grad_weight_forward(t):
     n_out, n_in = t.shape
     rows = math.prod(t.srcs[0].shape[:-1])
+    dot = _dot_2d(n_out, rows, n_in, t.dtype)  # (a batch of <= RANK_K_MAX rows: one thread)
 
     def fwd(out, g, x):  # dW = g2^T x2 over the rows of g and x
         g2, x2 = g.reshape(rows, n_out), x.reshape(rows, n_in)
         if g2.shape[0] == 1:
             LK.outer(g2[0], x2[0], out)
         else:
-            np.dot(g2.T, x2, out=out)
+            dot(out, g2.T, x2)
     return fwd
 
 
