@@ -135,6 +135,43 @@ def test_a_sum_is_a_new_tensor_not_a_view():
         np.testing.assert_array_equal(a, b)
 
 
+def test_logsumexp_max_and_min_along_a_dim_are_new_tensors_not_views():
+    """``logsumexp``/``max``/``min`` along a dim are new tensors, as torch's: no ``_base``, a
+    view of one has it as its base, a write into one is an ordinary recorded write; values and
+    gradients are torch's, and a write into a ``logsumexp`` (whose backward reads its output)
+    before backward raises torch's error (the CRF's forward algorithm: a ``logsumexp`` a word
+    and tag)."""
+    torch = pytest.importorskip("torch")
+    data = np.array([[0.5, -1.0, 2.0], [3.0, 0.25, -0.5]], np.float32)
+    got = []
+    for lib in (to, torch):
+        row = []
+        for graph in (False, True):
+            x = lib.nn.Parameter(lib.tensor(data)) if graph else lib.tensor(data)
+            h = x * 1.5 if graph else x
+            outs = [lib.logsumexp(h, -1), lib.logsumexp(h, 0, keepdim=True)]
+            for f in (lib.max, lib.min):
+                outs += list(f(h, -1))
+            for r in outs:
+                assert not r._is_view() and r._base is None
+                assert r.view(-1)._base is r
+            outs[2].mul_(2.0) if graph else outs[0].add_(1.0)
+            row += [t.detach().numpy().copy() for t in outs]
+            if graph:
+                (outs[0] * lib.tensor([1.0, -2.0]) + outs[1].sum() + outs[2] * outs[2]).sum(
+                    ).backward()
+                row.append(x.grad.numpy().copy())
+                for keep in (False, True):
+                    r = lib.logsumexp(x * 1.5, -1, keepdim=keep)
+                    r.mul_(2.0)
+                    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                        r.sum().backward()
+        got.append(row)
+    for a, b in zip(*got):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
 def test_the_mean_of_one_element_is_that_element_as_a_new_tensor():
     """The mean over one element (the smooth L1 loss of one sample, ``v.mean()``) gives torch's
     bits, -0.0, NaN, subnormals and the largest floats included, in float32 and float64, with

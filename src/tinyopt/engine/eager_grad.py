@@ -356,7 +356,11 @@ RULES["log_softmax_run"] = _grad_of_output("log_softmax_grad")
 
 @_rule("logsumexp_run")
 def _logsumexp_run(t, g, vals):  # g * (x - y).exp()
-    d = _binary(K.sub, vals[id(t.srcs[0])], vals[id(t)])
+    x, y = vals[id(t.srcs[0])], vals[id(t)]
+    if y.ndim < x.ndim:  # (keepdim=False: the reduced dim back, for broadcasting)
+        dim = t.attrs[0]
+        y, g = np.expand_dims(y, dim), np.expand_dims(g, dim)
+    d = _binary(K.sub, x, y)
     if d is None:
         return None
     e = np.empty(d.shape, d.dtype)

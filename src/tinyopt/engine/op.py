@@ -167,16 +167,18 @@ def _views(value: np.ndarray, src: np.ndarray) -> bool:
     return False
 
 
-def view_node(step: ViewStep, parent: Tensor) -> Tensor:
+def view_node(step: ViewStep, parent: Tensor, own: bool = False) -> Tensor:
     """``step`` replayed over ``parent`` (a node, or a concrete view when ``parent`` is concrete
     and no gradient is recorded), not recorded as a view: regenerating a view from a new base
-    (``engine/inplace.py``) gives the view itself the result's place."""
+    (``engine/inplace.py``) gives the view itself the result's place.  With ``own`` the result
+    is a tensor of its own even when computed now (a reduction's result: torch's has no
+    ``_base``), not one sharing ``parent``'s memory."""
     opdef = OPS[step.op]
     srcs = (parent,) + step.extras
     rg = parent.requires_grad and grad_mode.current.enabled and opdef.backward is not None
     t = make_node(step.op, srcs, step.attrs, step.shape, step.dtype, rg)
     if not rg and parent.op in CONCRETE and grad_mode.current.fold:
-        _run_now(t, opdef)
+        _run_now(t, opdef, own)
     return t
 
 
@@ -234,13 +236,14 @@ def _in_float32(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype
     return node("cast", (node(op, wide, shape, float32, attrs),), shape, dtype, (dtype.char,))
 
 
-def _run_now(t: Tensor, opdef: OpDef) -> None:
+def _run_now(t: Tensor, opdef: OpDef, own: bool = False) -> None:
     """Compute ``t`` from its concrete sources and make it concrete (a view shares its source's
-    storage)."""
+    storage, unless ``own``: see ``view_node``)."""
     arrays = [s.value for s in t.srcs]
     if opdef.view is not None:
         value = opdef.view(t)(*arrays)
-        base = _root(t.srcs[0]) if t.srcs and _views(value, arrays[0]) else None
+        base = (_root(t.srcs[0]) if t.srcs and not own and _views(value, arrays[0])
+                else None)
     else:
         value = np.empty(t.shape, t.dtype)
         token = fpstate.quiet()  # NaN/inf compute silently, as in PyTorch

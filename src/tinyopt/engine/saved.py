@@ -12,6 +12,7 @@ too, for the values torch saves:
   a write into the output's memory after the op invalidates it;
 - ops that save nothing (sums, views, copies, ``add``/``sub``, indexing): nothing does;
 - ``mul``, ``div`` and the matrix products save an operand only when another needs a gradient;
+- ``logsumexp`` saves its source and its output;
 - every other op saves its floating-point sources (torch's usual formulas need them).
 """
 
@@ -43,6 +44,8 @@ def saved(t: Tensor) -> list[Tensor]:
     if op in OUTPUT:
         return [t]
     srcs = t.srcs
+    if op == "logsumexp_run":  # (torch's formula reads both)
+        return [srcs[0], t]
     if op in _PRODUCTS and len(srcs) >= 2:  # each of the first two when the other needs a grad
         a, b = srcs[0], srcs[1]
         return [s for s, other in ((a, b), (b, a)) if other.requires_grad]

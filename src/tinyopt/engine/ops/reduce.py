@@ -98,9 +98,16 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
             return input + 0.0
         return node("contiguous", (input,), input.shape, input.dtype)
     shape = tuple(s for i, s in enumerate(input.shape) if i not in dims)
-    if not keepdim and shape != r.shape:  # (not a view: the summed tensor is the result's own)
-        r = view_node(ViewStep("reshape", (shape,), shape, r.dtype, ()), r)
+    if not keepdim and shape != r.shape:
+        r = _reduced(r, shape)
     return r
+
+
+def _reduced(r: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """A reduction's run ``r`` (its reduced dimensions kept, of size 1) reshaped to ``shape``,
+    as a tensor of its own, not a view of ``r``: torch's result has no ``_base``, and a view
+    would cost a view record per call."""
+    return view_node(ViewStep("reshape", (shape,), shape, r.dtype, ()), r, own=True)
 
 
 @in_float32
@@ -223,7 +230,8 @@ def _extreme(op: str, x: Tensor, dim, keepdim: bool, name: str | None = None):
     vals = node(f"{op}_vals", (x,), shape, x.dtype, (d,))
     idx = node(f"{op}_idx", (x,), shape, int64, (d,))
     if not keepdim:
-        vals, idx = vals.squeeze(d), idx.squeeze(d)
+        shape = x.shape[:d] + x.shape[d + 1:]
+        vals, idx = _reduced(vals, shape), _reduced(idx, shape)
     return MaxMin((vals, idx))
 
 
@@ -320,8 +328,19 @@ def _axis_grad_forward(kernel):
     return compile
 
 
+def _logsumexp_backward(t: Tensor, g: Tensor) -> tuple[Tensor]:
+    """``g * exp(x - y)``, with ``y`` and ``g`` given back the reduced dim (of size 1) when the
+    run dropped it (``keepdim=False``: the node has one dim fewer than ``x``)."""
+    x = t.srcs[0]
+    if t.ndim < x.ndim:
+        d = t.attrs[0]
+        kept = x.shape[:d] + (1,) + x.shape[d + 1:]
+        t, g = _reduced(t, kept), _reduced(g, kept)
+    return (g * (x - t).exp(),)
+
+
 defop("logsumexp_run", forward=_axis_forward(K.logsumexp_axis, False),
-      backward=lambda t, g: (g * (t.srcs[0] - t).exp(),))
+      backward=_logsumexp_backward)
 defop("softmax_run", forward=_axis_forward(K.softmax_axis, True),
       backward=lambda t, g: (node("softmax_grad", (g, t), t.shape, t.dtype, t.attrs),))
 defop("log_softmax_run", forward=_axis_forward(K.log_softmax_axis, True),
@@ -344,10 +363,9 @@ def logsumexp(input: Tensor, dim, keepdim: bool = False, *, keepdims: bool | Non
         if keepdim:
             r = r.reshape(tuple(1 if i in dims else s for i, s in enumerate(input.shape)))
         return r
-    (d,) = dims
-    shape = input.shape[:d] + (1,) + input.shape[d + 1:]
-    r = node("logsumexp_run", (input,), shape, input.dtype, (d,))
-    return r if keepdim else r.squeeze(d)
+    (d,) = dims  # (keepdim=False: the run's node is the result, as torch saves it)
+    shape = input.shape[:d] + ((1,) if keepdim else ()) + input.shape[d + 1:]
+    return node("logsumexp_run", (input,), shape, input.dtype, (d,))
 
 
 def _normalized(op: str, x, dim: int, dtype) -> Tensor:
