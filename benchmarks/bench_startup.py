@@ -19,12 +19,21 @@ free (``TINYOPT_COMPILE_AHEAD=1`` in the environment: always).
     python benchmarks/bench_startup.py [--models mlp,lstm,gpt] [--repeats 1] [--ahead both]
     python benchmarks/bench_startup.py --imports   # import times only: medians of 7 processes
     python benchmarks/bench_startup.py --floors [--models mlp]  # where the first step's time goes
+    python benchmarks/bench_startup.py --timeline [--models gpt]  # who compiles what, and when
 
 ``--floors`` prints, cold and warm (nothing compiled ahead): each numba kernel the first step
 compiles or loads (C callbacks marked ``cfunc:``), with its CPU time and, for a compile, the part
 numba's own timer puts in LLVM (optimisation and machine code; the rest is numba's typing and
 lowering, in Python), and numba's fixed cost on six trivial kernels (``out[i] = f(a[i])``, the
 options tinyopt uses) in a fresh process: what any first step of six distinct kernels pays.
+
+``--timeline`` prints a cold first step compiling ahead (``TINYOPT_COMPILE_AHEAD=1``) as a
+timeline: each kernel compiled or loaded, by this process (``main``) or the helper, with its
+start and end from the step's start and its CPU, then each process's compile CPU, the time the
+step waited for the helper and when the helper's last compile ended.  The critical path is
+there: a helper that ends early leaves the main process compiling alone (move work to the
+helper), a step that waits is held by the helper.  On a loaded machine the times stretch; the
+order and the CPU columns stay readable.
 """
 
 from __future__ import annotations
@@ -194,6 +203,111 @@ def floors(models: list[str]) -> None:
               + " ".join(f"{t:.3f}" for t in r["kernels"]) + f"; sum {sum(r['kernels']):.3f}")
 
 
+# ``--timeline``: loaded by every process of the run, the helper compiling ahead included (its
+# folder first on PYTHONPATH), this logs each top-level kernel compile or cache load (name, start,
+# end, CPU s, loaded) to <folder>/<pid>.log; the clock (perf_counter) is the system's monotonic
+# one, the same in both processes
+TIMELINE_SITE = r"""
+import os, time
+from numba.core import ccallback, dispatcher
+_log = open(os.path.join(os.environ["TINYOPT_BENCH_TIMELINE"], f"{os.getpid()}.log"), "a",
+            buffering=1)
+_depth = [0]
+def _timed(name, compile, hits):
+    t0, c0, h0 = time.perf_counter(), time.thread_time(), hits()
+    _depth[0] += 1
+    try:
+        return compile()
+    finally:
+        _depth[0] -= 1
+        if _depth[0] == 0:
+            _log.write(f"{name}\t{t0}\t{time.perf_counter()}\t{time.thread_time() - c0}\t"
+                       f"{int(hits() > h0)}\n")
+_compile = dispatcher.Dispatcher.compile
+def _dispatcher_compile(self, sig):
+    if self.overloads.get(tuple(sig)) is not None:
+        return _compile(self, sig)
+    return _timed(self.py_func.__qualname__.split(".")[-1], lambda: _compile(self, sig),
+                  lambda: sum(self._cache_hits.values()))
+dispatcher.Dispatcher.compile = _dispatcher_compile
+_compile_c = ccallback.CFunc.compile
+ccallback.CFunc.compile = lambda self: _timed(
+    "cfunc:" + self._pyfunc.__qualname__.split(".")[-1], lambda: _compile_c(self),
+    lambda: self._cache_hits)
+"""
+# (in the timed process, before its step: the step's start and end, and its waits for the helper)
+TIMELINE_STEP = r"""
+import os as _os
+from tinyopt.kernels import compile_ahead as _ahead
+_tl = open(_os.path.join(_os.environ["TINYOPT_BENCH_TIMELINE"], f"{_os.getpid()}.log"), "a",
+           buffering=1)
+_wait_for = _ahead._Helper.wait_for
+def _timed_wait(self, entry):
+    t0 = time.perf_counter()
+    try:
+        return _wait_for(self, entry)
+    finally:
+        _tl.write(f"(waits for the helper)\t{t0}\t{time.perf_counter()}\t0\t0\n")
+_ahead._Helper.wait_for = _timed_wait
+_step = step
+def step():
+    t0 = time.perf_counter()
+    _step()
+    _tl.write(f"(step)\t{t0}\t{time.perf_counter()}\t0\t0\n")
+"""
+
+
+def probe(hit: bool, cpu: float) -> bool:
+    """Whether a logged compile is none: a declaration's look into the cache, or the helper
+    finding a kernel the step has claimed."""
+    return not hit and cpu < 0.003
+
+
+def timeline(models: list[str]) -> None:
+    """A cold first step compiling ahead (``TINYOPT_COMPILE_AHEAD=1``): each process's kernel
+    compiles and cache loads in time order, from the step's start (see the module docstring)."""
+    for model in models:
+        with tempfile.TemporaryDirectory() as folder:
+            site, logs = os.path.join(folder, "site"), os.path.join(folder, "logs")
+            os.makedirs(site)
+            os.makedirs(logs)
+            with open(os.path.join(site, "sitecustomize.py"), "w") as f:
+                f.write(TIMELINE_SITE)
+            code = child(model).replace("t1 = time.perf_counter()",
+                                        TIMELINE_STEP + "t1 = time.perf_counter()", 1)
+            env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(folder, "cache"),
+                       TINYOPT_COMPILE_AHEAD="1", TINYOPT_BENCH_TIMELINE=logs,
+                       PYTHONPATH=os.pathsep.join([site, *sys.path]))
+            subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True)
+            rows = []
+            for name in os.listdir(logs):
+                with open(os.path.join(logs, name)) as f:
+                    for line in f:
+                        kernel, t0, t1, cpu, hit = line.rstrip("\n").split("\t")
+                        rows.append((name, kernel, float(t0), float(t1), float(cpu), hit == "1"))
+        [(main, _, start, end, _, _)] = [r for r in rows if r[1] == "(step)"]
+        print(f"{model}: cold first step {end - start:.3f} s wall, compiling ahead; from its start "
+              f"(s): process, kernel, start, end, CPU s, compile or cache load")
+        cpu = {"main": [0.0, 0.0], "helper": [0.0, 0.0]}
+        for pid, kernel, t0, t1, c, hit in sorted(rows, key=lambda r: r[2]):
+            if kernel == "(step)":
+                continue
+            who = "main" if pid == main else "helper"
+            if not (kernel.startswith("(") or probe(hit, c)):
+                print(f"  {who:<6} {kernel:<34} {t0 - start:7.3f} {t1 - start:7.3f} {c:6.3f}  "
+                      + ("load" if hit else "compile"))
+            if not (hit or kernel.startswith("(")):
+                cpu[who][0] += c
+            if kernel.startswith("(waits") and pid == main and start <= t0 <= end:
+                cpu["main"][1] += t1 - t0
+        last = max((r[3] for r in rows if r[0] != main and not r[1].startswith("(")
+                    and not probe(r[5], r[4])), default=start)
+        print(f"  compiles: main {cpu['main'][0]:.3f} s CPU, helper {cpu['helper'][0]:.3f} s CPU; "
+              f"main waited for the helper {cpu['main'][1]:.3f} s; the helper's last compile ended "
+              f"{last - start:.3f} s into the step ({end - last:.3f} s before its end)")
+
+
 IMPORTS = {"numpy": "import numpy", "numba": "import numba", "tinyopt": "import tinyopt",
            "tinyopt, nn, optim": "import tinyopt; from tinyopt import nn, optim"}
 TIMED = r"""
@@ -225,6 +339,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="fresh caches per model")
     ap.add_argument("--imports", action="store_true")
     ap.add_argument("--floors", action="store_true")
+    ap.add_argument("--timeline", action="store_true")
     ap.add_argument("--ahead", choices=("on", "off", "both"), default="on",
                     help="compile the optimizer's kernel ahead in a helper process")
     args = ap.parse_args()
@@ -237,6 +352,9 @@ def main() -> None:
         return
     if args.floors:
         floors(models)
+        return
+    if args.timeline:
+        timeline(models)
         return
     print(f"{'':>10} {'import':>9} {'build':>7} {'first step':>11} {'total':>9}   "
           f"{'import cpu':>10} {'step cpu':>9} {'(helper)':>8}   {'import tinyopt':>14} "

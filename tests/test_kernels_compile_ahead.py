@@ -136,7 +136,7 @@ RACE = """if True:
     from tinyopt.kernels import compile_ahead, norm
     x = np.ones((3, 4))
     slow = ("tinyopt.kernels.norm", "layer_norm_apply", "serial_build")
-    compile_ahead.declare(compile_ahead.STEP, slow, (x, x, x[0], x[0], True, True, x))
+    compile_ahead.declare(compile_ahead.STEP, slow, (x, x, x[0], x[0], x))
     fast = ("tinyopt.kernels.norm", "layer_norm_grad_wb")
     compile_ahead.declare(compile_ahead.FORWARD, fast, (x, x, x, x))  # (taken after slow)
     norm.layer_norm_grad_wb(x, x, x, x)  # here first: claimed and compiled here
@@ -145,7 +145,7 @@ RACE = """if True:
     def entry(d):
         [sig] = d.overloads
         return d._cache.entry_id(sig, d.targetctx)
-    norm.layer_norm_apply.serial(x, x, x[0], x[0], True, True, x)
+    norm.layer_norm_apply.serial(x, x, x[0], x[0], x)
     compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.reduce", "sum_axis"),
                           (np.ones((1, 2, 3)), x))  # (the helper has ended: another one)
     print(json.dumps({"helper": sorted(helper.done), "exit": helper.process.returncode,

@@ -153,6 +153,30 @@ def test_layer_norm_rows_as_chunks_on_the_shared_threads_give_the_kernels_bits(d
     np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, True), (False, False)])
+def test_layer_norm_without_weight_or_bias_applies_the_rest_to_the_bit(dtype, affine):
+    """The apply pass, each row's (x - mu) * rstd, times the weight, plus the bias, in x's dtype
+    (a float32 row's sum with the bias in float64, rounded once: as the kernel types it); an
+    absent weight or bias changes no bit, a negative zero's sign included (a row of -0s)."""
+    from tinyopt.kernels import norm as K
+    has_w, has_b = affine
+    x = (rng.standard_normal((6, 7)) * 3).astype(dtype)
+    x[0] = -0.0  # (mu = +0: each (x - mu) * rstd is -0)
+    x[1, 2] = np.nan
+    w = rng.standard_normal(7).astype(dtype) if has_w else None
+    b = rng.standard_normal(7).astype(dtype) if has_b else None
+    stats = np.empty((6, 2), dtype)
+    K.layer_norm_stats(x, stats, 1e-5)
+    want = (x - stats[:, :1]) * stats[:, 1:]
+    if has_w:
+        want = want * w
+    if has_b:
+        want = (want.astype(np.float64) + b).astype(dtype)
+    got = layer_norm(x, 7, w, b).numpy()
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
 # ---- batch_norm ----------------------------------------------------------------------------------
 def ref_batch_norm_train(x, rm, rv, w, b, momentum, eps=1e-5):
     axes = (0,) + tuple(range(2, x.ndim))

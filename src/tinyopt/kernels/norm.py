@@ -32,34 +32,25 @@ _LN_BLOCK = 64
 
 
 @inline
-def _row_stats(x, m, stats, eps):
-    D = x.shape[1]
-    acc = 0.0
-    for d in range(D):
-        acc += x[m, d]
-    mu = acc / D
-    ss = 0.0
-    for d in range(D):
-        e = x[m, d] - mu
-        ss += e * e
-    stats[m, 0] = mu
-    stats[m, 1] = 1.0 / math.sqrt(ss / D + eps)
-
-
-@inline
 def _stats_rows(x, stats, eps, lo, hi):
     D = x.shape[1]
-    m = lo
-    while m + 4 <= hi:
+    for m in range(lo, hi, 4):
+        # (a last group of fewer than four rows takes its last row again in the missing places:
+        # the same sums in the same order, the same values written again; one loop for every
+        # row rather than a second one for the rest, 0.08 s less of a cold compile of the
+        # statistics chunk: 0.41-0.43 -> 0.33-0.35 s of CPU, machine loaded)
+        m1 = m + 1 if m + 1 < hi else hi - 1
+        m2 = m + 2 if m + 2 < hi else hi - 1
+        m3 = m + 3 if m + 3 < hi else hi - 1
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
         a3 = 0.0
         for d in range(D):
             a0 += x[m, d]
-            a1 += x[m + 1, d]
-            a2 += x[m + 2, d]
-            a3 += x[m + 3, d]
+            a1 += x[m1, d]
+            a2 += x[m2, d]
+            a3 += x[m3, d]
         u0 = a0 / D
         u1 = a1 / D
         u2 = a2 / D
@@ -70,24 +61,21 @@ def _stats_rows(x, stats, eps, lo, hi):
         s3 = 0.0
         for d in range(D):
             e0 = x[m, d] - u0
-            e1 = x[m + 1, d] - u1
-            e2 = x[m + 2, d] - u2
-            e3 = x[m + 3, d] - u3
+            e1 = x[m1, d] - u1
+            e2 = x[m2, d] - u2
+            e3 = x[m3, d] - u3
             s0 += e0 * e0
             s1 += e1 * e1
             s2 += e2 * e2
             s3 += e3 * e3
         stats[m, 0] = u0
         stats[m, 1] = 1.0 / math.sqrt(s0 / D + eps)
-        stats[m + 1, 0] = u1
-        stats[m + 1, 1] = 1.0 / math.sqrt(s1 / D + eps)
-        stats[m + 2, 0] = u2
-        stats[m + 2, 1] = 1.0 / math.sqrt(s2 / D + eps)
-        stats[m + 3, 0] = u3
-        stats[m + 3, 1] = 1.0 / math.sqrt(s3 / D + eps)
-        m += 4
-    for r in range(m, hi):
-        _row_stats(x, r, stats, eps)
+        stats[m1, 0] = u1
+        stats[m1, 1] = 1.0 / math.sqrt(s1 / D + eps)
+        stats[m2, 0] = u2
+        stats[m2, 1] = 1.0 / math.sqrt(s2 / D + eps)
+        stats[m3, 0] = u3
+        stats[m3, 1] = 1.0 / math.sqrt(s3 / D + eps)
 
 
 LN_LANES = 16
@@ -146,19 +134,19 @@ def layer_norm_stats(x, stats, eps):
 
 
 @parallel_kernel
-def layer_norm_apply(x, stats, w, b, has_w, has_b, out):
-    """out[m, d] = (x[m, d] - mu[m]) * rstd[m] * w[d] + b[d] (w = 1, b = 0 when absent)."""
+def layer_norm_apply(x, stats, w, b, out):
+    """out[m, d] = (x[m, d] - mu[m]) * rstd[m] * w[d] + b[d].  An absent weight or bias comes as
+    float64 ones or negative zeros (D,), the identities of * and + to the bit (v * 1 = v and
+    v + -0 = v, a zero's sign and a NaN kept), and its float64 makes the rest of the row's
+    arithmetic float64 as it did when flags skipped it (numba typed the skipped product or sum
+    all the same).  No flags: LLVM vectorized the loop once per flag combination (cold compile
+    0.16 -> 0.105 s of CPU)."""
     M, D = x.shape
     for m in prange(M):
         mu = stats[m, 0]
         r = stats[m, 1]
         for d in range(D):
-            v = (x[m, d] - mu) * r
-            if has_w:
-                v = v * w[d]
-            if has_b:
-                v = v + b[d]
-            out[m, d] = v
+            out[m, d] = (x[m, d] - mu) * r * w[d] + b[d]
 
 
 @parallel_kernel

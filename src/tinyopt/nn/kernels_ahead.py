@@ -72,7 +72,7 @@ def layer_norm(dtype, has_w: bool, has_b: bool) -> None:
     w = _arrays(dt if has_w else np.float64, 1)[0]  # (the engine's stand-in: float64)
     b = _arrays(dt if has_b else np.float64, 1)[0]
     ahead.declare(_F, ("tinyopt.kernels.norm", "layer_norm_apply", "serial_build"),
-                  (x, stats, w, b, has_w, has_b, out))
+                  (x, stats, w, b, out))
     ahead.declare(_B, _c_function("norm", "layer_norm_chunks",
                                   (single, norm_kernels.LN_GRAD_X, has_w)))
     if has_w or has_b:

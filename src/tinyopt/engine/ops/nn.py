@@ -116,13 +116,14 @@ def _ln_stats_forward(t):
 
 def _ln_apply_forward(t):
     D, _, has_w, has_b = t.attrs
+    # an absent weight or bias: the identities of * and + (see the kernel)
+    ones, negative_zeros = np.ones(D), np.full(D, -0.0)
 
     def fwd(out, x, stats, *wb):
-        w = wb[0] if has_w else _ONE
-        b = wb[-1] if has_b else _ONE
+        w = wb[0] if has_w else ones
+        b = wb[-1] if has_b else negative_zeros
         K.layer_norm_apply(c_contiguous(x).reshape(-1, D), stats, c_contiguous(w).reshape(-1),
-                           c_contiguous(b).reshape(-1),
-                           has_w, has_b, out.reshape(-1, D))
+                           c_contiguous(b).reshape(-1), out.reshape(-1, D))
     return fwd
 
 
