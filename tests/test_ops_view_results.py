@@ -63,6 +63,10 @@ CASES = {
     "kthvalue keepdim": lambda L, F, a, m: L.kthvalue(a, 2, 1, keepdim=True),
     "median dim": lambda L, F, a, m: L.median(a, 2),
     "median": lambda L, F, a, m: L.median(a),
+    "sort 0-d": lambda L, F, a, m: L.sort(a[0, 0, 0]),
+    "topk 0-d": lambda L, F, a, m: L.topk(a[0, 0, 0], 1),
+    "msort 0-d": lambda L, F, a, m: L.msort(a[0, 0, 0]),
+    "index_select 0-d": lambda L, F, a, m: L.index_select(a[0, 0, 0], 0, L.tensor([0])),
     "roll": lambda L, F, a, m: L.roll(a, 1),
     "tile": lambda L, F, a, m: L.tile(a, (2, 1)),
     "repeat": lambda L, F, a, m: a.repeat(1, 2, 1),
@@ -201,7 +205,8 @@ WRITES = ("amax all", "amin dims", "median", "prod", "prod all", "norm", "vector
           "pairwise_distance", "kthvalue", "roll", "tile", "diag", "conv1d", "conv2d N=1",
           "max_pool1d", "max_pool2d unbatched", "avg_pool2d unbatched", "adaptive_max_pool2d",
           "adaptive_avg_pool2d same", "pixel_shuffle", "unfold", "unfold N=2", "fold unbatched",
-          "sdpa", "broadcast_tensors", "cov", "avg_pool1d", "argmax all")
+          "sdpa", "broadcast_tensors", "cov", "avg_pool1d", "argmax all", "sort 0-d",
+          "topk 0-d", "index_select 0-d")
 
 
 @pytest.mark.parametrize("name", WRITES)
@@ -234,3 +239,13 @@ def test_a_write_into_the_result_before_backward_is_torchs(name):
             assert (want is None) == (have is None)
             if want is not None:
                 np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="engine/ops/linalg.py: matmul with a 1-D operand squeezes "
+                   "its inner product (r.squeeze(-1)/(-2)), a view of it; that file is another "
+                   "change's (mlp27), so this one leaves it: own_reshape(r, shape) fixes it")
+def test_a_matrix_product_with_a_vector_is_not_a_view():
+    """``v @ v``, ``M @ v``, ``v @ M`` and ``dot`` are new tensors, as torch's."""
+    v, m = to.tensor(A[0, 0, :3]), to.tensor(M)
+    for r in (v @ v, m @ v, v @ m, to.dot(v, v), to.mv(m, v)):
+        assert not r._is_view() and r._base is None

@@ -294,7 +294,7 @@ def index_select(input, dim: int, index) -> Tensor:
     d = wrap_dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
-        return getitem(x.reshape(1), idx).reshape(())
+        return own_reshape(getitem(x.reshape(1), idx), ())
     return getitem(x, (slice(None),) * d + (idx,))
 
 
@@ -409,8 +409,8 @@ def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = Fa
 def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False) -> MaxMin:
     """``(values, indices)`` of ``input`` sorted along ``dim``; gradients flow to the values."""
     x = as_tensor(input)
-    if x.ndim == 0:
-        return MaxMin((x, leaf(np.zeros((), np.int64))))
+    if x.ndim == 0:  # (its value a copy: torch's is a new tensor, not the input)
+        return MaxMin((x.clone(), leaf(np.zeros((), np.int64))))
     d = wrap_dim("sort", dim, x.ndim)
     idx = _sort_indices(x, d, descending)
     return MaxMin((node("gather", (x, idx), x.shape, x.dtype, (d,)), idx))
@@ -426,8 +426,8 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
-    if x.ndim == 0:
-        return MaxMin((x, leaf(np.zeros((), np.int64))))
+    if x.ndim == 0:  # (its value a copy: torch's is a new tensor, not the input)
+        return MaxMin((x.clone(), leaf(np.zeros((), np.int64))))
     idx = _sort_indices(x, d, largest, k)
     return MaxMin((node("gather", (x, idx), idx.shape, x.dtype, (d,)), idx))
 
