@@ -47,6 +47,12 @@ CASES = {
     "Tensor.unfold": lambda L, F, a, m: a.unfold(2, 2, 1),
     "unsqueeze": lambda L, F, a, m: a.unsqueeze(1),
     "flatten": lambda L, F, a, m: a.flatten(1),
+    "flatten one dim": lambda L, F, a, m: a.flatten(1, 1),
+    "max_pool3d unbatched": lambda L, F, a, m: F.max_pool3d(a[None], 2),
+    "max_pool3d indices": lambda L, F, a, m: F.max_pool3d(a[None], 2, return_indices=True),
+    "avg_pool3d unbatched": lambda L, F, a, m: F.avg_pool3d(a[None], 2),
+    "adaptive_avg_pool3d unbatched": lambda L, F, a, m: F.adaptive_avg_pool3d(a[None], 1),
+    "conv3d unbatched": lambda L, F, a, m: F.conv3d(a[None], L.ones(2, 1, 2, 2, 2)),
     "broadcast_tensors": lambda L, F, a, m: L.broadcast_tensors(a, m[0, :1]),
     "amax all": lambda L, F, a, m: L.amax(a),
     "amax 0-d": lambda L, F, a, m: L.amax(a[0, 0, 0]),
@@ -206,7 +212,8 @@ WRITES = ("amax all", "amin dims", "median", "prod", "prod all", "norm", "vector
           "max_pool1d", "max_pool2d unbatched", "avg_pool2d unbatched", "adaptive_max_pool2d",
           "adaptive_avg_pool2d same", "pixel_shuffle", "unfold", "unfold N=2", "fold unbatched",
           "sdpa", "broadcast_tensors", "cov", "avg_pool1d", "argmax all", "sort 0-d",
-          "topk 0-d", "index_select 0-d")
+          "topk 0-d", "index_select 0-d", "max_pool3d unbatched", "avg_pool3d unbatched",
+          "adaptive_avg_pool3d unbatched")
 
 
 @pytest.mark.parametrize("name", WRITES)
@@ -249,3 +256,15 @@ def test_a_matrix_product_with_a_vector_is_not_a_view():
     v, m = to.tensor(A[0, 0, :3]), to.tensor(M)
     for r in (v @ v, m @ v, v @ m, to.dot(v, v), to.mv(m, v)):
         assert not r._is_view() and r._base is None
+
+
+def test_split_and_chunk_of_an_empty_dim_give_torchs_empty_views():
+    """Along a dim of size 0, ``split(n)`` gives one empty piece and ``chunk(n)`` gives ``n``,
+    each a view of the input, as torch's (they gave none)."""
+    got = []
+    for lib in (torch, to):
+        x = lib.ones(0, 3)
+        parts = [x.split(2), x.split(1), x.chunk(3), x.chunk(1), x.chunk(2, 1)]
+        got.append([[tuple(p.shape) for p in ps] for ps in parts])
+        assert all(p._base is x for ps in parts for p in ps)
+    assert got[1] == got[0]

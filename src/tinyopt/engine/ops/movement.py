@@ -122,9 +122,9 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return reshape(input, (1,))
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
+    if s == e:  # (torch's: the input itself, not a view of it)
+        return input
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
-    if new == shape:
-        return _same(input)
     if getattr(input, "view_info", None) is not None and not _viewable(input, new):
         input = contiguous(input)  # (as reshape: a copy where a view cannot be made)
     # (reshape's checks hold by construction)
@@ -351,7 +351,8 @@ def split(tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
         if step <= 0 and size:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {size}")
-        sizes = [min(step, size - i) for i in range(0, size, step)] if step else [0]
+        # (an empty dim is one empty piece, as torch's)
+        sizes = [min(step, size - i) for i in range(0, size, step)] if step and size else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != size:
@@ -391,6 +392,8 @@ def chunk(input, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     size = input.shape[wrap_dim("chunk", dim, input.ndim)]
+    if not size:  # (torch's: ``chunks`` empty pieces)
+        return split(input, [0] * chunks, dim)
     return split(input, max(1, -(-size // chunks)), dim)
 
 
