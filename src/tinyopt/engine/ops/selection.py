@@ -461,7 +461,8 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
         flat = x.reshape(-1)
         r = kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
         if not x.requires_grad:
-            return r  # (torch's gradient is shared by the equal elements:)
+            return r
+        # (torch's gradient is shared by the elements equal to the median)
         return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
     d = wrap_dim("median", dim, x.ndim)
     return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
