@@ -174,6 +174,41 @@ def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_p
     assert out["fast_misses"] == 1
 
 
+IDLE = """if True:
+    import json, time
+    import numba
+    import numpy as np
+    from tinyopt.kernels import compile_ahead
+    x, x3 = np.ones((3, 4)), np.ones((1, 2, 3))
+    compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.norm", "layer_norm_grad_wb"),
+                          (x, x, x, x))
+    helper = compile_ahead._session
+    helper.stdout.readline()  # (it has compiled the kernel: nothing left)
+    time.sleep(0.3)
+    late = ("tinyopt.kernels.reduce", "sum_axis")
+    compile_ahead.declare(compile_ahead.BACKWARD, late, (x3, x))
+    same = compile_ahead._session is helper
+    compile_ahead.finish()
+    print(json.dumps({"same": same, "exit": helper.process.returncode,
+                      "cached": compile_ahead._cached(late, (numba.typeof(x3), numba.typeof(x)))}))
+"""
+
+
+def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
+    """A helper that has compiled all it was given does not end on its own: a declaration
+    arriving then goes to it and is compiled (one that ended could miss a declaration on its
+    way, leaving a kernel the step never runs uncached, and every later process started a
+    helper for it); ``finish`` ends it."""
+    import json
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
+               TINYOPT_COMPILE_AHEAD="1")
+    r = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"same": True, "exit": 0,
+                                                             "cached": True}
+
+
 GPT = """if True:
     import json
     import numpy as np

@@ -27,9 +27,10 @@ no core is free for it (fewer than 2 usable CPUs, or a load average above the CP
 helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
 the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
-(``=1``: whatever the CPUs and the load).  The helper ends when it has nothing left to compile
-(a later declaration starts another), and is stopped at exit (numba writes a cache entry to a
-temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
+(``=1``: whatever the CPUs and the load).  A helper with nothing left to compile waits,
+blocked on its pipe, for a later declaration (one that ended on its own could miss a declaration
+already on its way), and is stopped at exit (numba writes a cache entry to a temporary file and
+renames it: a stopped helper leaves no partial entry).  A forked child
 neither waits for nor stops its parent's helper.
 """
 
@@ -135,6 +136,13 @@ class _Helper:
             else:
                 self.ended = True
 
+    def close(self) -> None:
+        """Tell the helper nothing more is coming: it ends once it has compiled what it has."""
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+
     def stop(self) -> None:
         if self.owner == os.getpid():
             self.process.kill()
@@ -150,8 +158,10 @@ class _Helper:
 
 def finish() -> None:
     """Wait until the helper has compiled what it was given and ended (for benchmarks and
-    tests: a training step waits only for the kernels it runs)."""
+    tests: a training step waits only for the kernels it runs); a later declaration starts
+    another."""
     if _session is not None and _session.owner == os.getpid():
+        _session.close()
         _session.wait_for(None)
         _session.process.wait()
 
@@ -285,7 +295,7 @@ def _pick(items: list[tuple]) -> tuple:
 def serve(claims: str) -> None:
     """The helper's work: compile (into the disk cache) the kernels declared on stdin, one at
     a time (:func:`_pick`), writing each claimed cache entry to stdout when its kernel is done;
-    end when nothing is left."""
+    end once stdin is closed and nothing is left."""
     _ROLE["helper"] = claims
     items: list[tuple] = []
     arrived = threading.Condition()
@@ -305,11 +315,13 @@ def serve(claims: str) -> None:
             arrived.notify()
 
     threading.Thread(target=read, daemon=True).start()
-    with arrived:
-        while not items and not ended:
-            arrived.wait()
     while True:
         with arrived:
+            # (idle, it waits for more: a helper ending on its own could miss a declaration on
+            # its way, whose kernel, if the step never ran it, would stay uncached and start a
+            # helper in every later process)
+            while not items and not ended:
+                arrived.wait()
             if not items:
                 return
             item = _pick(items)
