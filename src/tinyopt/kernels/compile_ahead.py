@@ -17,8 +17,9 @@ has claimed, and this process, reaching an entry the helper has claimed, waits f
 finish it and loads it from the cache (same source, closure and types: the same entry, the same
 machine code and bits as a compile here).  So nothing is compiled twice, and a kernel the helper
 has not reached is compiled here.  The helper takes its kernels from the end of the step: the
-optimizer's walker first, then the backward kernels, the ones of the first declared layers first
-(a backward pass runs the layers in reverse), then the forward kernels, the last declared first;
+optimizer's walker first, then the backward kernels, the ones of the layers called first first (a
+backward pass runs the layers in reverse; a layer's first call moves its backward kernels to its
+place, :func:`first_call`), then the forward kernels, the last declared first;
 this process compiles from the start, so the two rarely wait for each other.
 
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
@@ -57,11 +58,13 @@ FORWARD, BACKWARD, STEP = 0, 1, 2
 """When a declared kernel first runs in a training step (the helper takes the last first)."""
 
 _declared: set[tuple] = set()
+_given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
 UNRESOLVED: list[tuple] = []
 """Declared recipes that named no kernel here (a key or name gone stale after its kernel
 changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
+_calling = threading.local()  # (.on while a layer's first call declares its kernels again)
 _session: _Helper | None = None
 _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
@@ -203,18 +206,41 @@ def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
     (``FORWARD``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A recipe naming
     a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
     example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
-    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once."""
-    if (recipe, args is None) in _declared:
+    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once
+    (but see :func:`first_call`)."""
+    if (recipe, args is None) in _declared and not (phase == BACKWARD and
+                                                    getattr(_calling, "on", False)):
         return
     with _LOCK:  # (layers built on two threads at once: one helper)
         _declare(phase, recipe, args)
 
 
+def helping() -> bool:
+    """Whether a helper process compiles kernels for this one now."""
+    return _session is not None and _session.running()
+
+
+def first_call(declarations) -> None:
+    """A layer's first call: ``declarations()`` declares its kernels again, and those of its
+    backward kernels given to the helper take their place in the order the step will need them
+    (the step runs the backward kernels of the layers called last first; a layer declares its
+    kernels when it is built, and layers are not always called in the order they were built,
+    nor is a kernel two layers share needed at the first one's backward)."""
+    _calling.on = True
+    try:
+        declarations()
+    finally:
+        _calling.on = False
+
+
 def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     global _session
-    if (recipe, args is None) in _declared:
+    key = (recipe, args is None)
+    if key in _declared:
+        if key in _given and _session is not None:  # (a first call: later in the order)
+            _session.send((next(_order), phase, recipe, _given[key]))
         return
-    _declared.add((recipe, args is None))
+    _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
     if (mode == "0" or not jit.caches_on_disk() or numba_cache.LOAD_WITHOUT_REFRESH is None
             or (mode != "1" and not _idle_cpu())):
@@ -223,14 +249,15 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     if _cached(recipe, argtypes):
         return
     item = (next(_order), phase, recipe, argtypes)
-    if _session is not None and _session.send(item):
-        return
-    if _session is not None:
-        _session.stop()
-    _session = _start_helper()
-    if _session is not None and not _session.send(item):
-        _session.stop()
-        _session = None
+    if _session is None or not _session.send(item):
+        if _session is not None:
+            _session.stop()
+        _session = _start_helper()
+        if _session is not None and not _session.send(item):
+            _session.stop()
+            _session = None
+    if _session is not None and phase == BACKWARD:
+        _given[key] = argtypes
 
 
 def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
@@ -298,8 +325,21 @@ def serve(claims: str) -> None:
     end once stdin is closed and nothing is left."""
     _ROLE["helper"] = claims
     items: list[tuple] = []
+    given: set[tuple] = set()
     arrived = threading.Condition()
     ended = []
+
+    def add(item: tuple) -> None:
+        # a kernel declared again (a layer's first call) takes its new place in the order, if
+        # it is still to be compiled
+        key = item[2:]
+        for i, pending in enumerate(items):
+            if pending[2:] == key:
+                items[i] = item
+                return
+        if key not in given:
+            given.add(key)
+            items.append(item)
 
     def read() -> None:
         # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
@@ -308,7 +348,8 @@ def serve(claims: str) -> None:
         while block := os.read(sys.stdin.fileno(), 1 << 16):
             *lines, rest = (rest + block).split(b"\n")
             with arrived:
-                items.extend(pickle.loads(base64.b64decode(line)) for line in lines)
+                for line in lines:
+                    add(pickle.loads(base64.b64decode(line)))
                 arrived.notify()
         with arrived:
             ended.append(True)
