@@ -209,6 +209,67 @@ def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
                                                              "cached": True}
 
 
+ORDER = """if True:
+    import base64, json, pickle
+    import numba
+    import numpy as np
+    from tinyopt import nn
+    from tinyopt.kernels import compile_ahead as ca, norm, reduce
+    x, x3 = np.ones((3, 4)), np.ones((1, 2, 3))
+    first = ("tinyopt.kernels.norm", "layer_norm_grad_wb"), tuple(map(numba.typeof, (x,) * 4))
+    second = ("tinyopt.kernels.reduce", "sum_axis"), (numba.typeof(x3), numba.typeof(x))
+    # the helper's side: given the first, the second, then the first again (its layer's first
+    # call came last), all in one write: it compiles the second first, and the first once
+    helper = ca._start_helper()
+    items = [(0, ca.BACKWARD, *first), (1, ca.BACKWARD, *second), (2, ca.BACKWARD, *first)]
+    helper.stdin.write(b"".join(base64.b64encode(pickle.dumps(i)) + b"\\n" for i in items))
+    helper.close()
+    done = helper.stdout.read().decode().split()
+    helper.process.wait()
+    def entry(d, *args):
+        d(*args)
+        [sig] = d.overloads
+        return d._cache.entry_id(sig, d.targetctx)
+    compiled = [entry(reduce.sum_axis, x3, np.empty((1, 3))),
+                entry(norm.layer_norm_grad_wb, x, x, x, x)]
+    # this process's side: layers built in one order and called in another re-declare their
+    # backward kernels given to the helper, in the order of their first calls
+    sent = []
+    send = ca._Helper.send
+    ca._Helper.send = lambda self, item: (sent.append(item[2][1]), send(self, item))[1]
+    norm_layer, linear = nn.LayerNorm(5), nn.Linear(5, 5)
+    built = list(sent)
+    del sent[:]
+    h = norm_layer(linear(np.ones((2, 5), np.float32)))
+    called = list(sent)
+    h = norm_layer(linear(np.ones((2, 5), np.float32)))  # (later calls: nothing more)
+    print(json.dumps({"done": done, "compiled": compiled, "built": built, "called": called,
+                      "again": sent[len(called):]}))
+"""
+
+
+def test_the_helper_takes_the_backward_kernels_in_the_order_of_their_layers_first_calls(
+        tmp_path):
+    """The step runs the backward kernels of the layers called last first, and the helper
+    compiles from the end of the step: a layer's first call re-declares its backward kernels
+    given to the helper, which moves a kernel it has not compiled yet to its new place (and
+    compiles it once)."""
+    import json
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
+               TINYOPT_COMPILE_AHEAD="1")
+    r = subprocess.run([sys.executable, "-c", ORDER], capture_output=True, text=True,
+                       timeout=600, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["done"] == out["compiled"]
+    # built: the layer norm's kernels (chunks, apply, grad chunks, weight and bias grads), then
+    # the linear layer's bias sum; called: the linear layer first, then the layer norm's
+    # backward kernels (its forward kernels keep their place)
+    assert out["built"][-1] == "sum_axis" and "layer_norm_grad_wb" in out["built"]
+    assert out["called"] == ["sum_axis", "layer_norm_chunks", "layer_norm_grad_wb"]
+    assert out["again"] == []
+
+
 GPT = """if True:
     import json
     import numpy as np
