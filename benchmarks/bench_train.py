@@ -14,7 +14,7 @@ Targets (issue 14): MLP batch 1 at least 2x faster than PyTorch (ratio <= 0.5) w
 optimizer, MLP batch 256 and the CNN at batch 32 and 256 ratio <= 0.8, RES no slower than PyTorch
 eager (ratio <= 1).  Ratio = tinyopt time / PyTorch time.
 
-    python benchmarks/bench_train.py [--repeats N] [--only MLP|CNN]
+    python benchmarks/bench_train.py [--repeats N] [--only MLP|CNN|RES] [--batch 256]
 """
 
 from __future__ import annotations
@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=0.3,
                     help="seconds to pause before each timed block (idle threads go to sleep)")
     ap.add_argument("--only", choices=["MLP", "CNN", "RES"], help="run one model's cases")
+    ap.add_argument("--batch", type=int, help="run one batch size's cases")
     ap.add_argument("--threads", type=int,
                     help="threads for both libraries (torch, BLAS, numba); default: each "
                          "library's own (on a machine busy with other work, 1 gives steadier "
@@ -143,7 +144,7 @@ def main() -> None:
     pipes, procs = start_workers(worker, libraries())
     print(f"{'case':>17} {'tinyopt':>11} {'torch':>11} {'ratio':>6}  target", flush=True)
     for kind, batch, optimizer, target in CASES:
-        if args.only in (None, kind):
+        if args.only in (None, kind) and args.batch in (None, batch):
             _case(pipes, kind, batch, optimizer, target, args)
     stop_workers(pipes, procs)
 

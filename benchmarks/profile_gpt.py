@@ -6,10 +6,13 @@ PyTorch: ``torch.profiler`` over the same steps, its ops' self CPU time.  The mo
 ``bench_gpt.py``'s; each library runs in its own spawned worker.  Times are wall clock per step,
 so on a loaded machine they carry the load; ``--cpu`` times tinyopt's ops and both whole steps in
 CPU time instead (readable under load at 1 thread; PyTorch's ops stay the profiler's wall time).
-``--size cnn`` (``mlp``) profiles ``bench_train.py``'s CNN (MLP) at batch 256 with Adam instead.
+``--size cnn`` (``mlp``) profiles ``bench_train.py``'s CNN (MLP) at batch 256 with Adam instead
+(``--sgd``: SGD with momentum).  ``--nodes`` keys tinyopt's times by node (op and shape, in plan
+order) and adds the bytes each node's arrays hold (its output and operands: the least it can
+move) and their rate, next to the rate of ``bench_optim.py``'s bandwidth probe in the same worker.
 
     python benchmarks/profile_gpt.py [--size baby|small|gpt2|cnn|mlp] [--threads 1] [--steps 10]
-                                     [--top 25] [--cpu]
+                                     [--top 25] [--cpu] [--nodes] [--sgd]
 """
 
 from __future__ import annotations
@@ -21,17 +24,18 @@ import time
 from harness import libraries, pin_threads, start_workers, stop_workers
 
 
-def _stepper(lib_name: str, size: str):
+def _stepper(lib_name: str, size: str, optimizer: str = "adam"):
     """One training step of the size's GPT (``bench_gpt.py``) or, for ``cnn`` and ``mlp``, of
-    ``bench_train.py``'s CNN or MLP at batch 256 with Adam."""
+    ``bench_train.py``'s CNN or MLP at batch 256 with ``optimizer`` ("adam" or "sgd")."""
     if size in ("cnn", "mlp"):
         import bench_train
-        return bench_train._stepper(lib_name, size.upper(), 256, "adam")
+        return bench_train._stepper(lib_name, size.upper(), 256, optimizer)
     import bench_gpt
     return bench_gpt._stepper(lib_name, size)
 
 
-def _tinyopt_profile(size: str, steps: int, clock) -> dict[str, float]:
+def _tinyopt_profile(size: str, steps: int, clock, nodes: bool, optimizer: str
+                     ) -> dict[str, float]:
     from tinyopt.engine import plan as plan_mod
     totals: dict[str, float] = collections.defaultdict(float)
     made = plan_mod._step
@@ -39,15 +43,19 @@ def _tinyopt_profile(size: str, steps: int, clock) -> dict[str, float]:
     def timed_step(A, i, t, srcs, kind):
         fn = made(A, i, t, srcs, kind)
         key = "view" if kind == "view" else t.op
+        if nodes:
+            key = f"{i:3d} {key} {t.shape}"
 
         def run():
             t0 = clock()
             fn()
             totals[key] += clock() - t0
+            if nodes:
+                totals["(bytes) " + key] += sum(getattr(A[k], "nbytes", 0) for k in (i, *srcs))
         return run
 
     plan_mod._step = timed_step  # before the plan is built: its steps are wrapped
-    step = _stepper("tinyopt", size)
+    step = _stepper("tinyopt", size, optimizer)
     step()
     step()
     opt_step = _optimizer_of(step)
@@ -64,9 +72,25 @@ def _tinyopt_profile(size: str, steps: int, clock) -> dict[str, float]:
     for _ in range(steps):
         step()
     whole = clock() - t0
-    kernels = sum(totals.values())
+    kernels = sum(v for k, v in totals.items() if not k.startswith("(bytes)"))
     totals["(rest: graph, binding, Python)"] = whole - kernels
+    if nodes:
+        totals["(probe GB/s)"] = _probe_rate(clock) * steps
     return {k: v / steps for k, v in totals.items()}
+
+
+def _probe_rate(clock, n: int = 1 << 20) -> float:
+    """Bytes per second of ``bench_optim.py``'s bandwidth probe (Adam's 4 reads and 3 writes
+    over ``n`` float32 elements), best of 20."""
+    from bench_optim import _probe
+    run = _probe(n)
+    run()
+    best = float("inf")
+    for _ in range(20):
+        t0 = clock()
+        run()
+        best = min(best, clock() - t0)
+    return 28 * n / best / 1e9
 
 
 def _optimizer_of(step):
@@ -78,10 +102,10 @@ def _optimizer_of(step):
     raise LookupError("no optimizer in the step's closure")
 
 
-def _torch_profile(size: str, steps: int, clock) -> dict[str, float]:
+def _torch_profile(size: str, steps: int, clock, optimizer: str) -> dict[str, float]:
     import torch
     from torch.profiler import ProfilerActivity, profile
-    step = _stepper("torch", size)
+    step = _stepper("torch", size, optimizer)
     step()
     step()
     t0 = clock()
@@ -98,10 +122,10 @@ def _torch_profile(size: str, steps: int, clock) -> dict[str, float]:
 
 
 def worker(conn, lib_name: str) -> None:
-    size, steps, cpu = conn.recv()
+    size, steps, cpu, nodes, optimizer = conn.recv()
     clock = time.process_time if cpu else time.perf_counter
-    conn.send(_tinyopt_profile(size, steps, clock) if lib_name == "tinyopt"
-              else _torch_profile(size, steps, clock))
+    conn.send(_tinyopt_profile(size, steps, clock, nodes, optimizer) if lib_name == "tinyopt"
+              else _torch_profile(size, steps, clock, optimizer))
     conn.recv()
 
 
@@ -112,16 +136,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--cpu", action="store_true", help="CPU time instead of wall time")
+    ap.add_argument("--nodes", action="store_true",
+                    help="tinyopt's times per node, with bytes and rate (see above)")
+    ap.add_argument("--sgd", action="store_true", help="cnn/mlp: SGD with momentum, not Adam")
     args = ap.parse_args()
     pin_threads(args.threads)
     libs = libraries()
     pipes, procs = start_workers(worker, libs)
     results = []
     for c in pipes:  # one at a time: the profiles do not share the cores
-        c.send((args.size, args.steps, args.cpu))
+        c.send((args.size, args.steps, args.cpu, args.nodes, "sgd" if args.sgd else "adam"))
         results.append(c.recv())
     stop_workers(pipes, procs)
     for lib, res in zip(libs, results):
+        if args.nodes and lib == "tinyopt":
+            _print_nodes(res)
+            continue
         total = sum(v for k, v in res.items() if not k.startswith("(whole"))
         print(f"\n{lib}, {args.size}, {args.threads} thread(s): {total * 1e3:.1f} ms per step"
               + (f" (unprofiled {res['(whole step, unprofiled)'] * 1e3:.1f} ms)"
@@ -129,6 +159,20 @@ def main() -> None:
         for k, v in sorted(res.items(), key=lambda kv: -kv[1])[:args.top]:
             if not k.startswith("(whole"):
                 print(f"  {v * 1e3:9.3f} ms  {100 * v / total:5.1f}%  {k}")
+
+
+def _print_nodes(res: dict[str, float]) -> None:
+    """tinyopt's ``--nodes`` table: each node in plan order, then the rest."""
+    probe = res.pop("(probe GB/s)")
+    moved = {k[len("(bytes) "):]: v for k, v in res.items() if k.startswith("(bytes) ")}
+    times = {k: v for k, v in res.items() if not k.startswith("(bytes) ")}
+    total = sum(times.values())
+    print(f"\ntinyopt: {total * 1e3:.3f} ms per step; the bandwidth probe: {probe:.1f} GB/s")
+    print(f"  {'ms':>9}  {'%':>5}  {'KiB':>8}  {'GB/s':>6}  node")
+    for k in sorted(times, key=lambda k: (k.startswith("("), k)):
+        v, b = times[k], moved.get(k, 0.0)
+        rate = f"{b / v / 1e9:6.1f}" if b and v else " " * 6
+        print(f"  {v * 1e3:9.3f}  {100 * v / total:5.1f}  {b / 1024:8.0f}  {rate}  {k}")
 
 
 if __name__ == "__main__":

@@ -73,6 +73,40 @@ def test_outer_product_matmul_is_bit_identical_to_blas(dtype):
     gradcheck(lambda x, y: x.T @ y, rand((1, 5)), rand((1, 3), 2))
 
 
+def test_rank_k_products_on_one_blas_thread_are_bit_identical_to_blas(monkeypatch):
+    """A float32 product of a small inner dimension runs on one BLAS thread (engine/ops/linalg.py,
+    RANK_K_MAX): the same bits as numpy's threaded BLAS, 2-D and with leading dimensions, as the
+    MLP's input gradient (256 x 10) @ (10 x 500) is, odd sizes too, and linear's."""
+    from tinyopt.engine.ops import linalg
+    calls = []
+    real = linalg.single_threaded
+    monkeypatch.setattr(linalg, "single_threaded", lambda: calls.append(1) or real())
+    for m, k, n in ((256, 10, 500), (300, 7, 999), (1024, 16, 64)):
+        g, w = rand((m, k)).astype(np.float32), rand((k, n), 1).astype(np.float32)
+        np.testing.assert_array_equal((to.tensor(g) @ to.tensor(w)).numpy(), g @ w)
+    g3 = g.reshape(4, 256, k)
+    np.testing.assert_array_equal((to.tensor(g3) @ to.tensor(w)).numpy(), g3 @ w)
+    assert len(calls) == 4
+    small = rand((8, 10)).astype(np.float32)  # below OpenBLAS's own split, and float64: as before
+    for a, b in ((small, rand((10, 500)).astype(np.float32)), (rand((256, 10)), rand((10, 500)))):
+        np.testing.assert_array_equal((to.tensor(a) @ to.tensor(b)).numpy(), a @ b)
+    assert len(calls) == 4
+    # linear: 3 input features (its forward on one thread), a batch of 8 rows (its weight
+    # gradient), in the plan a repeated step compiles
+    for rows, n_in in ((256, 3), (8, 100)):
+        x, w = rand((rows, n_in)).astype(np.float32), rand((512, n_in), 1).astype(np.float32)
+        g = rand((rows, 512), 2).astype(np.float32)
+        wp = to.Parameter(w.copy())
+        for _ in range(3):
+            before = len(calls)
+            wp.grad = None
+            y = O.linear(to.tensor(x), wp)
+            (y * to.tensor(g)).sum().backward()  # dL/dy = g
+            np.testing.assert_array_equal(y.numpy(), x @ w.T)
+            np.testing.assert_array_equal(wp.grad.numpy(), g.T @ x)
+        assert len(calls) > before
+
+
 def test_matmul_with_arrays_and_transposed_views():
     a, b = rand((3, 4)), rand((5, 4))
     ta = to.tensor(a)

@@ -17,6 +17,7 @@ from tinyopt.engine.tensor import Tensor, make_node, as_tensor
 from tinyopt.kernels import elementwise as EK
 from tinyopt.kernels import linalg as LK
 from tinyopt.kernels import reduce as RK
+from tinyopt.kernels.native.blas import single_threaded
 
 
 def _matmul_backward(t, g):
@@ -26,17 +27,44 @@ def _matmul_backward(t, g):
     return ga, gb
 
 
+# A float32 product whose inner dimension is this small is a rank-k update, bound by writing its
+# output: OpenBLAS's split of it between threads costs more than it saves (the MLP's input
+# gradient (256 x 10) @ (10 x 500): 84 us on 2 threads, 52 us on one; its weight gradient at
+# batch 8, (500 x 8) @ (8 x 784): 234 us against 131) and, on a loaded machine, waits for a core
+# (11-24 ms, a time slice).  So matmul and linear (forward, weight gradient) run it on one BLAS
+# thread, from the size where OpenBLAS would split it (m n k above 65536 x its
+# GEMM_MULTITHREAD_THRESHOLD of 4; below, it keeps one thread itself).  float32 only: there
+# sgemm's split is over rows and columns and gives the same bits, while dgemm's edge columns
+# round differently on one thread (~30 of 128000).  (engine/eager_grad.py's linear rule calls
+# np.dot itself: the same bits.)
+RANK_K_MAX = 16
+_BLAS_SPLIT_MIN = 1 << 18
+
+
+def _dot_2d(m: int, k: int, n: int, dtype):
+    """``np.dot(a, b, out=out)`` of 2-D operands (m x k) @ (k x n), on one BLAS thread where
+    ``RANK_K_MAX`` says."""
+    if not (dtype == np.float32 and k <= RANK_K_MAX and m * k * n > _BLAS_SPLIT_MIN):
+        return lambda out, a, b: np.dot(a, b, out=out)
+
+    def dot(out, a, b):
+        with single_threaded():
+            np.dot(a, b, out=out)
+    return dot
+
+
 def _matmul_forward(t):
     # np.dot takes BLAS's fast path with ``out=``; np.matmul with ``out=`` may not.
     if t.ndim == 2 and t.srcs[0].shape[1] == 1:  # an outer product: batch-1 weight gradients
         return lambda out, a, b: LK.outer(a[:, 0], b[0], out)
     if t.ndim == 2:
-        return lambda out, a, b: np.dot(a, b, out=out)
+        return _dot_2d(*t.srcs[0].shape, t.shape[1], t.dtype)
     if t.srcs[1].ndim == 2:  # (..., k) @ (k, n), e.g. linear's input gradient: one GEMM, not a
         k, n = t.srcs[1].shape  # stack of small ones (35x20x5000 @ 5000x200: 1.3 s -> 0.1 s)
         rows = math.prod(t.shape[:-1])
-        return lambda out, a, b: np.dot(np.ascontiguousarray(a).reshape(rows, k), b,
-                                        out=out.reshape(rows, n))
+        dot = _dot_2d(rows, k, n, t.dtype)
+        return lambda out, a, b: dot(out.reshape(rows, n), np.ascontiguousarray(a).reshape(rows, k),
+                                     b)
     return lambda out, a, b: np.matmul(a, b, out=out)
 
 
@@ -76,10 +104,11 @@ def _linear_forward(t):
     # the bias by a kernel where it compiles (float32/float64, the bias of out's dtype)
     kernel_bias = len(t.srcs) == 3 and t.dtype in (np.float32, np.float64) and \
         t.srcs[2].dtype == t.dtype
+    dot = _dot_2d(rows, n_in, n_out, t.dtype)
 
     def fwd(out, x, w, b=None):
         out2 = out.reshape(rows, n_out)
-        np.dot(x.reshape(rows, n_in), w.T, out=out2)
+        dot(out2, x.reshape(rows, n_in), w.T)
         if relu:
             if b is not None:
                 LK.bias_relu(out2, np.ascontiguousarray(b))
@@ -109,13 +138,14 @@ def _linear_backward(t, g):
 def _linear_grad_weight_forward(t):
     n_out, n_in = t.shape
     rows = math.prod(t.srcs[0].shape[:-1])
+    dot = _dot_2d(n_out, rows, n_in, t.dtype)  # (a batch of <= RANK_K_MAX rows: one thread)
 
     def fwd(out, g, x):  # dW = g2^T x2 over the rows of g and x
         g2, x2 = g.reshape(rows, n_out), x.reshape(rows, n_in)
         if g2.shape[0] == 1:
             LK.outer(g2[0], x2[0], out)
         else:
-            np.dot(g2.T, x2, out=out)
+            dot(out, g2.T, x2)
     return fwd
 
 
