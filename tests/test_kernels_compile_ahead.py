@@ -39,11 +39,13 @@ STEP = """if True:
 """
 
 
-def _run(cache, ahead: str) -> dict:
+def _run(cache, ahead: str, code: str = STEP) -> dict:
+    """The JSON line ``code`` prints last, run in a fresh process over the numba cache folder
+    ``cache`` with ``TINYOPT_COMPILE_AHEAD=ahead``."""
     import json
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(cache),
                TINYOPT_COMPILE_AHEAD=ahead)
-    r = subprocess.run([sys.executable, "-c", STEP], capture_output=True, text=True, timeout=600,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -107,15 +109,8 @@ def test_a_layers_declared_kernels_compile_in_the_helper_and_load_here_with_the_
     no compile of its own) while it compiles the forward kernels; the same bits as a process
     that compiled everything itself.  Warm: no helper, no context refresh, the same bits.
     (Each kernel's types as declared are the step's: else the step would compile it.)"""
-    import json
-    runs = {}
-    for name, cache, ahead in (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0")):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
-                   NUMBA_CACHE_DIR=str(tmp_path / cache), TINYOPT_COMPILE_AHEAD=ahead)
-        r = subprocess.run([sys.executable, "-c", LSTM], capture_output=True, text=True,
-                           timeout=600, env=env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
+    runs = {name: _run(tmp_path / cache, ahead, LSTM) for name, cache, ahead in
+            (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0"))}
     ahead, warm, itself = runs["ahead"], runs["warm"], runs["itself"]
     assert ahead["unresolved"] == warm["unresolved"] == []
     assert ahead["started"] == 1 and warm["started"] == itself["started"] == 0
@@ -162,13 +157,7 @@ def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_p
     which takes the first first, then finds the second claimed and skips it (it reports only
     the first), and the first loads here from the cache; the helper then ends, and a later
     declaration starts another."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True,
-                       timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run(tmp_path, "1", RACE)
     assert out["helper"] == [out["slow"]] and out["slow_hits"] == 1
     assert out["exit"] == 0 and out["next"]  # (a helper with nothing left ends cleanly)
     assert out["fast_misses"] == 1
@@ -199,14 +188,7 @@ def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
     arriving then goes to it and is compiled (one that ended could miss a declaration on its
     way, leaving a kernel the step never runs uncached, and every later process started a
     helper for it); ``finish`` ends it."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", IDLE], capture_output=True, text=True,
-                       timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"same": True, "exit": 0,
-                                                             "cached": True}
+    assert _run(tmp_path, "1", IDLE) == {"same": True, "exit": 0, "cached": True}
 
 
 ORDER = """if True:
@@ -254,13 +236,7 @@ def test_the_helper_takes_the_backward_kernels_in_the_order_of_their_layers_firs
     compiles from the end of the step: a layer's first call re-declares its backward kernels
     given to the helper, which moves a kernel it has not compiled yet to its new place (and
     compiles it once)."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", ORDER], capture_output=True, text=True,
-                       timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run(tmp_path, "1", ORDER)
     assert out["done"] == out["compiled"]
     # built: the layer norm's kernels (chunks, apply, grad chunks, weight and bias grads), then
     # the linear layer's bias sum; called: the linear layer first, then the layer norm's
@@ -313,13 +289,7 @@ def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path)
     attention, the embedding, the cross-entropy) have the types the step calls them with, so
     each is compiled once, by whichever process reaches it first: the backward kernels and the
     walker by the helper (loaded here), the forward ones by either."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", GPT], capture_output=True, text=True, timeout=600,
-                       env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run(tmp_path, "1", GPT)
     assert out.pop("unresolved") == []  # (a stale declaration would be skipped silently)
     for kernel, counted in out.pop("forward").items():
         assert counted in ([1, 0], [0, 1]), kernel
