@@ -167,7 +167,7 @@ IDLE = """if True:
     import json, time
     import numba
     import numpy as np
-    from tinyopt.kernels import compile_ahead
+    from tinyopt.kernels import compile_ahead, norm
     x, x3 = np.ones((3, 4)), np.ones((1, 2, 3))
     compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.norm", "layer_norm_grad_wb"),
                           (x, x, x, x))
@@ -177,8 +177,10 @@ IDLE = """if True:
     late = ("tinyopt.kernels.reduce", "sum_axis")
     compile_ahead.declare(compile_ahead.BACKWARD, late, (x3, x))
     same = compile_ahead._session is helper
-    compile_ahead.finish()
-    print(json.dumps({"same": same, "exit": helper.process.returncode,
+    helper.stdout.readline()
+    time.sleep(0.3)
+    norm.layer_norm_grad_wb(x, x, x, x)  # (a load here while the helper is idle: it ends)
+    print(json.dumps({"same": same, "exit": helper.process.wait(timeout=120),
                       "cached": compile_ahead._cached(late, (numba.typeof(x3), numba.typeof(x)))}))
 """
 
@@ -187,7 +189,7 @@ def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
     """A helper that has compiled all it was given does not end on its own: a declaration
     arriving then goes to it and is compiled (one that ended could miss a declaration on its
     way, leaving a kernel the step never runs uncached, and every later process started a
-    helper for it); ``finish`` ends it."""
+    helper for it); this process's next kernel load while it is idle ends it."""
     assert _run(tmp_path, "1", IDLE) == {"same": True, "exit": 0, "cached": True}
 
 

@@ -28,10 +28,12 @@ no core is free for it (fewer than 2 usable CPUs, or a load average above the CP
 helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
 the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
-(``=1``: whatever the CPUs and the load).  A helper with nothing left to compile waits,
-blocked on its pipe, for a later declaration (one that ended on its own could miss a declaration
-already on its way), and is stopped at exit (numba writes a cache entry to a temporary file and
-renames it: a stopped helper leaves no partial entry).  A forked child
+(``=1``: whatever the CPUs and the load).  A helper with nothing left to compile says so (a
+file in its claims folder) and waits, blocked on its pipe, for a later declaration; this
+process, at its next compile or cache load of a kernel, closes the pipe, and the helper ends
+once it has compiled what it has (one ending on its own could miss a declaration already in its
+pipe); a later declaration starts another.  Helpers are stopped at exit (numba writes a cache
+entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
 neither waits for nor stops its parent's helper.
 """
 
@@ -66,9 +68,11 @@ _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _calling = threading.local()  # (.on while a layer's first call declares its kernels again)
 _session: _Helper | None = None
+_closed: list[_Helper] = []  # (helpers told nothing more is coming, still compiling what they have)
 _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
+_IDLE = "idle"  # (a file in the claims folder while the helper has nothing to compile)
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry),
 # its kernels alone: ``kernels`` imports nothing else of tinyopt, and the package's own
@@ -107,7 +111,7 @@ class _Helper:
         self.stdin, self.stdout = process.stdin, process.stdout
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
-        self.ended = False
+        self.ended = self.closed = False
 
     def send(self, item: tuple) -> bool:
         """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
@@ -139,8 +143,13 @@ class _Helper:
             else:
                 self.ended = True
 
+    def idle(self) -> bool:
+        """Whether the helper has compiled all it was given (it says so in its claims folder)."""
+        return os.path.exists(os.path.join(self.claims, _IDLE))
+
     def close(self) -> None:
         """Tell the helper nothing more is coming: it ends once it has compiled what it has."""
+        self.closed = True
         try:
             self.stdin.close()
         except OSError:
@@ -163,10 +172,11 @@ def finish() -> None:
     """Wait until the helper has compiled what it was given and ended (for benchmarks and
     tests: a training step waits only for the kernels it runs); a later declaration starts
     another."""
-    if _session is not None and _session.owner == os.getpid():
-        _session.close()
-        _session.wait_for(None)
-        _session.process.wait()
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        if helper.owner == os.getpid():
+            helper.close()
+            helper.wait_for(None)
+            helper.process.wait()
 
 
 def _idle_cpu() -> bool:
@@ -250,7 +260,9 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         return
     item = (next(_order), phase, recipe, argtypes)
     if _session is None or not _session.send(item):
-        if _session is not None:
+        if _session is not None and _session.closed and _session.running():
+            _closed.append(_session)  # (it ends once done: what it has is compiled)
+        elif _session is not None:
             _session.stop()
         _session = _start_helper()
         if _session is not None and not _session.send(item):
@@ -305,6 +317,8 @@ def _around_load(cache, sig, target_context, load):
         return loaded
     helper = _session
     if helper is not None and helper.running():
+        if not helper.closed and helper.idle():  # (see the module docstring)
+            helper.close()
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
             helper.wait_for(entry)
@@ -356,13 +370,24 @@ def serve(claims: str) -> None:
             arrived.notify()
 
     threading.Thread(target=read, daemon=True).start()
+    idle = os.path.join(claims, _IDLE)
+    with arrived:
+        while not items and not ended:
+            arrived.wait()
     while True:
         with arrived:
-            # (idle, it waits for more: a helper ending on its own could miss a declaration on
-            # its way, whose kernel, if the step never ran it, would stay uncached and start a
-            # helper in every later process)
-            while not items and not ended:
-                arrived.wait()
+            # (idle, it says so and waits: this process ends it by closing its stdin, so that
+            # nothing it has written is left unread; a helper ending on its own could miss a
+            # declaration on its way, whose kernel, if the step never ran it, would stay
+            # uncached and start a helper in every later process)
+            if not items and not ended:
+                _claim(claims, _IDLE)
+                while not items and not ended:
+                    arrived.wait()
+                try:
+                    os.remove(idle)
+                except OSError:
+                    pass
             if not items:
                 return
             item = _pick(items)
@@ -383,6 +408,7 @@ def serve(claims: str) -> None:
 def _forget() -> None:
     global _session
     _session = None  # (a forked child's own declarations start a helper of its own)
+    _closed.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -393,5 +419,5 @@ numba_cache.AROUND_LOAD[:] = [_around_load]
 @atexit.register
 def _stop_helper() -> None:
     # a process that ends before its first step does not need the kernels
-    if _session is not None:
-        _session.stop()
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        helper.stop()
