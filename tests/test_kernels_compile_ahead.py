@@ -39,11 +39,13 @@ STEP = """if True:
 """
 
 
-def _run(cache, ahead: str) -> dict:
+def _run(cache, ahead: str, code: str = STEP) -> dict:
+    """The JSON line ``code`` prints last, run in a fresh process over the numba cache folder
+    ``cache`` with ``TINYOPT_COMPILE_AHEAD=ahead``."""
     import json
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(cache),
                TINYOPT_COMPILE_AHEAD=ahead)
-    r = subprocess.run([sys.executable, "-c", STEP], capture_output=True, text=True, timeout=600,
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -107,15 +109,8 @@ def test_a_layers_declared_kernels_compile_in_the_helper_and_load_here_with_the_
     no compile of its own) while it compiles the forward kernels; the same bits as a process
     that compiled everything itself.  Warm: no helper, no context refresh, the same bits.
     (Each kernel's types as declared are the step's: else the step would compile it.)"""
-    import json
-    runs = {}
-    for name, cache, ahead in (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0")):
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path),
-                   NUMBA_CACHE_DIR=str(tmp_path / cache), TINYOPT_COMPILE_AHEAD=ahead)
-        r = subprocess.run([sys.executable, "-c", LSTM], capture_output=True, text=True,
-                           timeout=600, env=env)
-        assert r.returncode == 0, r.stderr[-2000:]
-        runs[name] = json.loads(r.stdout.strip().splitlines()[-1])
+    runs = {name: _run(tmp_path / cache, ahead, LSTM) for name, cache, ahead in
+            (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0"))}
     ahead, warm, itself = runs["ahead"], runs["warm"], runs["itself"]
     assert ahead["unresolved"] == warm["unresolved"] == []
     assert ahead["started"] == 1 and warm["started"] == itself["started"] == 0
@@ -162,16 +157,95 @@ def test_a_kernel_this_process_reaches_first_is_not_compiled_by_the_helper(tmp_p
     which takes the first first, then finds the second claimed and skips it (it reports only
     the first), and the first loads here from the cache; the helper then ends, and a later
     declaration starts another."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True,
-                       timeout=600, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run(tmp_path, "1", RACE)
     assert out["helper"] == [out["slow"]] and out["slow_hits"] == 1
     assert out["exit"] == 0 and out["next"]  # (a helper with nothing left ends cleanly)
     assert out["fast_misses"] == 1
+
+
+IDLE = """if True:
+    import json, time
+    import numba
+    import numpy as np
+    from tinyopt.kernels import compile_ahead, norm
+    x, x3 = np.ones((3, 4)), np.ones((1, 2, 3))
+    compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.norm", "layer_norm_grad_wb"),
+                          (x, x, x, x))
+    helper = compile_ahead._session
+    helper.stdout.readline()  # (it has compiled the kernel: nothing left)
+    time.sleep(0.3)
+    late = ("tinyopt.kernels.reduce", "sum_axis")
+    compile_ahead.declare(compile_ahead.BACKWARD, late, (x3, x))
+    same = compile_ahead._session is helper
+    helper.stdout.readline()
+    time.sleep(0.3)
+    norm.layer_norm_grad_wb(x, x, x, x)  # (a load here while the helper is idle: it ends)
+    print(json.dumps({"same": same, "exit": helper.process.wait(timeout=120),
+                      "cached": compile_ahead._cached(late, (numba.typeof(x3), numba.typeof(x)))}))
+"""
+
+
+def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
+    """A helper that has compiled all it was given does not end on its own: a declaration
+    arriving then goes to it and is compiled (one that ended could miss a declaration on its
+    way, leaving a kernel the step never runs uncached, and every later process started a
+    helper for it); this process's next kernel load while it is idle ends it."""
+    assert _run(tmp_path, "1", IDLE) == {"same": True, "exit": 0, "cached": True}
+
+
+ORDER = """if True:
+    import base64, json, pickle
+    import numba
+    import numpy as np
+    from tinyopt import nn
+    from tinyopt.kernels import compile_ahead as ca, norm, reduce
+    x, x3 = np.ones((3, 4)), np.ones((1, 2, 3))
+    first = ("tinyopt.kernels.norm", "layer_norm_grad_wb"), tuple(map(numba.typeof, (x,) * 4))
+    second = ("tinyopt.kernels.reduce", "sum_axis"), (numba.typeof(x3), numba.typeof(x))
+    # the helper's side: given the first, the second, then the first again (its layer's first
+    # call came last), all in one write: it compiles the second first, and the first once
+    helper = ca._start_helper()
+    items = [(0, ca.BACKWARD, *first), (1, ca.BACKWARD, *second), (2, ca.BACKWARD, *first)]
+    helper.stdin.write(b"".join(base64.b64encode(pickle.dumps(i)) + b"\\n" for i in items))
+    helper.close()
+    done = helper.stdout.read().decode().split()
+    helper.process.wait()
+    def entry(d, *args):
+        d(*args)
+        [sig] = d.overloads
+        return d._cache.entry_id(sig, d.targetctx)
+    compiled = [entry(reduce.sum_axis, x3, np.empty((1, 3))),
+                entry(norm.layer_norm_grad_wb, x, x, x, x)]
+    # this process's side: layers built in one order and called in another re-declare their
+    # backward kernels given to the helper, in the order of their first calls
+    sent = []
+    send = ca._Helper.send
+    ca._Helper.send = lambda self, item: (sent.append(item[2][1]), send(self, item))[1]
+    norm_layer, linear = nn.LayerNorm(5), nn.Linear(5, 5)
+    built = list(sent)
+    del sent[:]
+    h = norm_layer(linear(np.ones((2, 5), np.float32)))
+    called = list(sent)
+    h = norm_layer(linear(np.ones((2, 5), np.float32)))  # (later calls: nothing more)
+    print(json.dumps({"done": done, "compiled": compiled, "built": built, "called": called,
+                      "again": sent[len(called):]}))
+"""
+
+
+def test_the_helper_takes_the_backward_kernels_in_the_order_of_their_layers_first_calls(
+        tmp_path):
+    """The step runs the backward kernels of the layers called last first, and the helper
+    compiles from the end of the step: a layer's first call re-declares its backward kernels
+    given to the helper, which moves a kernel it has not compiled yet to its new place (and
+    compiles it once)."""
+    out = _run(tmp_path, "1", ORDER)
+    assert out["done"] == out["compiled"]
+    # built: the layer norm's kernels (chunks, apply, grad chunks, weight and bias grads), then
+    # the linear layer's bias sum; called: the linear layer first, then the layer norm's
+    # backward kernels (its forward kernels keep their place)
+    assert out["built"][-1] == "sum_axis" and "layer_norm_grad_wb" in out["built"]
+    assert out["called"] == ["sum_axis", "layer_norm_chunks", "layer_norm_grad_wb"]
+    assert out["again"] == []
 
 
 GPT = """if True:
@@ -217,13 +291,7 @@ def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path)
     attention, the embedding, the cross-entropy) have the types the step calls them with, so
     each is compiled once, by whichever process reaches it first: the backward kernels and the
     walker by the helper (loaded here), the forward ones by either."""
-    import json
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(tmp_path),
-               TINYOPT_COMPILE_AHEAD="1")
-    r = subprocess.run([sys.executable, "-c", GPT], capture_output=True, text=True, timeout=600,
-                       env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    out = _run(tmp_path, "1", GPT)
     assert out.pop("unresolved") == []  # (a stale declaration would be skipped silently)
     for kernel, counted in out.pop("forward").items():
         assert counted in ([1, 0], [0, 1]), kernel

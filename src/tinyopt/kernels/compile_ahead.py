@@ -17,8 +17,9 @@ has claimed, and this process, reaching an entry the helper has claimed, waits f
 finish it and loads it from the cache (same source, closure and types: the same entry, the same
 machine code and bits as a compile here).  So nothing is compiled twice, and a kernel the helper
 has not reached is compiled here.  The helper takes its kernels from the end of the step: the
-optimizer's walker first, then the backward kernels, the ones of the first declared layers first
-(a backward pass runs the layers in reverse), then the forward kernels, the last declared first;
+optimizer's walker first, then the backward kernels, the ones of the layers called first first (a
+backward pass runs the layers in reverse; a layer's first call moves its backward kernels to its
+place, :func:`first_call`), then the forward kernels, the last declared first;
 this process compiles from the start, so the two rarely wait for each other.
 
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
@@ -27,9 +28,12 @@ no core is free for it (fewer than 2 usable CPUs, or a load average above the CP
 helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
 the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
-(``=1``: whatever the CPUs and the load).  The helper ends when it has nothing left to compile
-(a later declaration starts another), and is stopped at exit (numba writes a cache entry to a
-temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
+(``=1``: whatever the CPUs and the load).  A helper with nothing left to compile says so (a
+file in its claims folder) and waits, blocked on its pipe, for a later declaration; this
+process, at its next compile or cache load of a kernel, closes the pipe, and the helper ends
+once it has compiled what it has (one ending on its own could miss a declaration already in its
+pipe); a later declaration starts another.  Helpers are stopped at exit (numba writes a cache
+entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
 neither waits for nor stops its parent's helper.
 """
 
@@ -56,15 +60,19 @@ FORWARD, BACKWARD, STEP = 0, 1, 2
 """When a declared kernel first runs in a training step (the helper takes the last first)."""
 
 _declared: set[tuple] = set()
+_given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
 UNRESOLVED: list[tuple] = []
 """Declared recipes that named no kernel here (a key or name gone stale after its kernel
 changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
+_calling = threading.local()  # (.on while a layer's first call declares its kernels again)
 _session: _Helper | None = None
+_closed: list[_Helper] = []  # (helpers told nothing more is coming, still compiling what they have)
 _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
+_IDLE = "idle"  # (a file in the claims folder while the helper has nothing to compile)
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry),
 # its kernels alone: ``kernels`` imports nothing else of tinyopt, and the package's own
@@ -103,7 +111,7 @@ class _Helper:
         self.stdin, self.stdout = process.stdin, process.stdout
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
-        self.ended = False
+        self.ended = self.closed = False
 
     def send(self, item: tuple) -> bool:
         """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
@@ -135,6 +143,18 @@ class _Helper:
             else:
                 self.ended = True
 
+    def idle(self) -> bool:
+        """Whether the helper has compiled all it was given (it says so in its claims folder)."""
+        return os.path.exists(os.path.join(self.claims, _IDLE))
+
+    def close(self) -> None:
+        """Tell the helper nothing more is coming: it ends once it has compiled what it has."""
+        self.closed = True
+        try:
+            self.stdin.close()
+        except OSError:
+            pass
+
     def stop(self) -> None:
         if self.owner == os.getpid():
             self.process.kill()
@@ -150,10 +170,13 @@ class _Helper:
 
 def finish() -> None:
     """Wait until the helper has compiled what it was given and ended (for benchmarks and
-    tests: a training step waits only for the kernels it runs)."""
-    if _session is not None and _session.owner == os.getpid():
-        _session.wait_for(None)
-        _session.process.wait()
+    tests: a training step waits only for the kernels it runs); a later declaration starts
+    another."""
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        if helper.owner == os.getpid():
+            helper.close()
+            helper.wait_for(None)
+            helper.process.wait()
 
 
 def _idle_cpu() -> bool:
@@ -193,18 +216,41 @@ def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
     (``FORWARD``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A recipe naming
     a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
     example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
-    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once."""
-    if (recipe, args is None) in _declared:
+    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once
+    (but see :func:`first_call`)."""
+    if (recipe, args is None) in _declared and not (phase == BACKWARD and
+                                                    getattr(_calling, "on", False)):
         return
     with _LOCK:  # (layers built on two threads at once: one helper)
         _declare(phase, recipe, args)
 
 
+def helping() -> bool:
+    """Whether a helper process compiles kernels for this one now."""
+    return _session is not None and _session.running()
+
+
+def first_call(declarations) -> None:
+    """A layer's first call: ``declarations()`` declares its kernels again, and those of its
+    backward kernels given to the helper take their place in the order the step will need them
+    (the step runs the backward kernels of the layers called last first; a layer declares its
+    kernels when it is built, and layers are not always called in the order they were built,
+    nor is a kernel two layers share needed at the first one's backward)."""
+    _calling.on = True
+    try:
+        declarations()
+    finally:
+        _calling.on = False
+
+
 def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     global _session
-    if (recipe, args is None) in _declared:
+    key = (recipe, args is None)
+    if key in _declared:
+        if key in _given and _session is not None:  # (a first call: later in the order)
+            _session.send((next(_order), phase, recipe, _given[key]))
         return
-    _declared.add((recipe, args is None))
+    _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
     if (mode == "0" or not jit.caches_on_disk() or numba_cache.LOAD_WITHOUT_REFRESH is None
             or (mode != "1" and not _idle_cpu())):
@@ -213,14 +259,17 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     if _cached(recipe, argtypes):
         return
     item = (next(_order), phase, recipe, argtypes)
-    if _session is not None and _session.send(item):
-        return
-    if _session is not None:
-        _session.stop()
-    _session = _start_helper()
-    if _session is not None and not _session.send(item):
-        _session.stop()
-        _session = None
+    if _session is None or not _session.send(item):
+        if _session is not None and _session.closed and _session.running():
+            _closed.append(_session)  # (it ends once done: what it has is compiled)
+        elif _session is not None:
+            _session.stop()
+        _session = _start_helper()
+        if _session is not None and not _session.send(item):
+            _session.stop()
+            _session = None
+    if _session is not None and phase == BACKWARD:
+        _given[key] = argtypes
 
 
 def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
@@ -268,6 +317,8 @@ def _around_load(cache, sig, target_context, load):
         return loaded
     helper = _session
     if helper is not None and helper.running():
+        if not helper.closed and helper.idle():  # (see the module docstring)
+            helper.close()
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
             helper.wait_for(entry)
@@ -285,11 +336,24 @@ def _pick(items: list[tuple]) -> tuple:
 def serve(claims: str) -> None:
     """The helper's work: compile (into the disk cache) the kernels declared on stdin, one at
     a time (:func:`_pick`), writing each claimed cache entry to stdout when its kernel is done;
-    end when nothing is left."""
+    end once stdin is closed and nothing is left."""
     _ROLE["helper"] = claims
     items: list[tuple] = []
+    given: set[tuple] = set()
     arrived = threading.Condition()
     ended = []
+
+    def add(item: tuple) -> None:
+        # a kernel declared again (a layer's first call) takes its new place in the order, if
+        # it is still to be compiled
+        key = item[2:]
+        for i, pending in enumerate(items):
+            if pending[2:] == key:
+                items[i] = item
+                return
+        if key not in given:
+            given.add(key)
+            items.append(item)
 
     def read() -> None:
         # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
@@ -298,18 +362,32 @@ def serve(claims: str) -> None:
         while block := os.read(sys.stdin.fileno(), 1 << 16):
             *lines, rest = (rest + block).split(b"\n")
             with arrived:
-                items.extend(pickle.loads(base64.b64decode(line)) for line in lines)
+                for line in lines:
+                    add(pickle.loads(base64.b64decode(line)))
                 arrived.notify()
         with arrived:
             ended.append(True)
             arrived.notify()
 
     threading.Thread(target=read, daemon=True).start()
+    idle = os.path.join(claims, _IDLE)
     with arrived:
         while not items and not ended:
             arrived.wait()
     while True:
         with arrived:
+            # (idle, it says so and waits: this process ends it by closing its stdin, so that
+            # nothing it has written is left unread; a helper ending on its own could miss a
+            # declaration on its way, whose kernel, if the step never ran it, would stay
+            # uncached and start a helper in every later process)
+            if not items and not ended:
+                _claim(claims, _IDLE)
+                while not items and not ended:
+                    arrived.wait()
+                try:
+                    os.remove(idle)
+                except OSError:
+                    pass
             if not items:
                 return
             item = _pick(items)
@@ -330,6 +408,7 @@ def serve(claims: str) -> None:
 def _forget() -> None:
     global _session
     _session = None  # (a forked child's own declarations start a helper of its own)
+    _closed.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -340,5 +419,5 @@ numba_cache.AROUND_LOAD[:] = [_around_load]
 @atexit.register
 def _stop_helper() -> None:
     # a process that ends before its first step does not need the kernels
-    if _session is not None:
-        _session.stop()
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        helper.stop()

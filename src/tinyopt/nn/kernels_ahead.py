@@ -13,6 +13,8 @@ that the declared kernels of the LSTM and GPT language models are the ones their
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tinyopt.kernels import compile_ahead as ahead
@@ -23,6 +25,25 @@ _F, _B = ahead.FORWARD, ahead.BACKWARD
 _I64 = np.dtype(np.int64)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _CROSS_ENTROPY: set[tuple] = set()  # the cross-entropy calls declared
+_FIRST_CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # layer -> its declarations
+
+
+def at_build(layer, declare, *args) -> None:
+    """A layer's kernels, declared when it is built (``declare(*args)``, one of the functions
+    below) and again at its first call (:func:`called`), while a helper compiles them."""
+    declare(*args)
+    if ahead.helping():
+        _FIRST_CALLS[layer] = (declare, args)
+
+
+def called(layer) -> None:
+    """``layer`` is called: at its first call, its backward kernels take their place in the
+    helper's order (``compile_ahead.first_call``).  Cheap: a check of an empty dict once every
+    layer built while a helper ran has been called."""
+    if _FIRST_CALLS:
+        declared = _FIRST_CALLS.pop(layer, None)
+        if declared is not None:
+            ahead.first_call(lambda: declared[0](*declared[1]))
 
 
 def _c_function(module: str, name: str, key) -> tuple:

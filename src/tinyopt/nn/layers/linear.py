@@ -44,7 +44,7 @@ class Linear(Module):
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dt))
         if bias:
             self.bias = Parameter(np.empty((self.out_features,), dtype=dt))
-            kernels_ahead.linear(dt)
+            kernels_ahead.at_build(self, kernels_ahead.linear, dt)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -59,6 +59,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input) -> Tensor:
+        kernels_ahead.called(self)
         dtype = input.dtype if isinstance(input, (Tensor, np.ndarray)) else as_tensor(input).dtype
         if dtype not in FLOATS and np.dtype(dtype).kind not in "fc" and not is_low(
                 np.dtype(dtype)):  # ints, bools

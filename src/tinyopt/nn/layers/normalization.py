@@ -52,7 +52,8 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
         self.reset_parameters()
-        kernels_ahead.layer_norm(dt, self.weight is not None, self.bias is not None)
+        kernels_ahead.at_build(self, kernels_ahead.layer_norm, dt, self.weight is not None,
+                               self.bias is not None)
 
     def reset_parameters(self) -> None:
         """Set ``weight`` to ones and ``bias`` to zeros (with ``elementwise_affine``)."""
@@ -62,6 +63,7 @@ class LayerNorm(Module):
                 init.zeros_(self.bias)
 
     def forward(self, input) -> Tensor:
+        kernels_ahead.called(self)
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:

@@ -104,7 +104,7 @@ class RNNBase(Module):
                 self._all_weights.append(names)
         self.reset_parameters()
         if mode == "LSTM" and proj_size == 0:
-            kernels_ahead.lstm(dt)
+            kernels_ahead.at_build(self, kernels_ahead.lstm, dt)
 
     def reset_parameters(self) -> None:
         """Draw every weight and bias again from U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)), as
@@ -303,6 +303,7 @@ class LSTM(RNNBase):
                          dropout, bidirectional, proj_size, device=device, dtype=dtype)
 
     def forward(self, input, hx=None):
+        kernels_ahead.called(self)
         x, lengths, packed, batched = self._prepare(input)
         B = x.shape[1]
         h0 = c0 = None

@@ -53,8 +53,9 @@ class Embedding(Module):
                                  f"embedding_dim ({num_embeddings}, {embedding_dim})")
             self.weight = Parameter(w, requires_grad=not _freeze)
         if max_norm is None and not sparse:
-            kernels_ahead.embedding(self.weight.dtype, -1 if self.padding_idx is None else
-                                    self.padding_idx, bool(scale_grad_by_freq))
+            kernels_ahead.at_build(self, kernels_ahead.embedding, self.weight.dtype,
+                                   -1 if self.padding_idx is None else self.padding_idx,
+                                   bool(scale_grad_by_freq))
 
     def reset_parameters(self) -> None:
         """Draw ``weight`` again from N(0, 1), with the ``padding_idx`` row zero."""
@@ -63,6 +64,7 @@ class Embedding(Module):
             self.weight.value[self.padding_idx] = 0
 
     def forward(self, input) -> Tensor:
+        kernels_ahead.called(self)
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
