@@ -342,7 +342,7 @@ def _check_p(p) -> None:
 def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Zero whole channels (dimension 1 of (N, C, *)) with probability p, scale the rest by
     1 / (1 - p): one mask value per (n, c), drawn from tinyopt's generator at graph build."""
-    if not training or p == 0.0:
+    if not training or p == 0.0 or x.numel() == 0:  # (torch's: the input itself)
         return x
     _ew.require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
