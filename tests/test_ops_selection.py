@@ -152,3 +152,17 @@ def test_index_ops_out_of_range_raise_torchs_errors():
     for fn, kind, words in cases:
         with pytest.raises(kind, match=f"^{words}$"):
             fn(torch, tx)
+
+
+def test_the_median_of_all_elements_shares_its_gradient_among_equal_elements_as_torch():
+    """``median()``'s gradient is split evenly among the elements equal to the median (torch's
+    ``evenly_distribute_backward``), not given to one of them; ``median(dim)`` gives it to the
+    returned index, as torch's."""
+    torch = pytest.importorskip("torch")
+    data = np.array([[1.0, 3.0, 1.0], [1.0, 2.0, 5.0]], np.float32)
+    got = []
+    for lib in (torch, to):
+        x = lib.tensor(data, requires_grad=True)
+        (lib.median(x) * 3.0 + lib.median(x, 1)[0].sum()).backward()
+        got.append(x.grad.numpy().copy())
+    np.testing.assert_array_equal(got[1], got[0])

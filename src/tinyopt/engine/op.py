@@ -182,6 +182,16 @@ def view_node(step: ViewStep, parent: Tensor, own: bool = False) -> Tensor:
     return t
 
 
+def own_reshape(r: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """``r``, a node an op made for itself or a view of one (never a user's tensor nor a view of
+    one), reshaped to ``shape`` as the op's result: a tensor of its own, not a view of ``r``
+    (torch's result has no ``_base``, and a view would cost a view record per call); ``r``
+    itself when it is of that shape and not a view."""
+    if r.shape == shape and _root(r) is r:
+        return r
+    return view_node(ViewStep("reshape", (shape,), shape, r.dtype, ()), r, own=True)
+
+
 def view_array(steps: tuple[ViewStep, ...], arr: np.ndarray) -> np.ndarray:
     """The numpy view of ``arr`` that ``steps`` make (the extras are concrete)."""
     for step in steps:

@@ -12,7 +12,8 @@ too, for the values torch saves:
   a write into the output's memory after the op invalidates it;
 - ops that save nothing (sums, views, copies, ``add``/``sub``, indexing): nothing does;
 - ``mul``, ``div`` and the matrix products save an operand only when another needs a gradient;
-- ``logsumexp`` saves its source and its output;
+- ``logsumexp``, ``prod``, the vector norms, ``amax``/``amin`` and ``median`` save their source
+  and their output;
 - every other op saves its floating-point sources (torch's usual formulas need them).
 """
 
@@ -33,6 +34,8 @@ NOTHING = frozenset("""add sub neg sum_run cast clone contiguous cat reshape per
     where region rnn_out attention_out attention_weights conv2d_pool_values""".split())
 """Ops whose backward reads no floating-point value (shapes and integer indices only)."""
 
+_SOURCE_AND_OUTPUT = frozenset(("logsumexp_run", "prod_run", "vector_norm", "shared_value"))
+
 _PRODUCTS = frozenset(("mul", "matmul", "linear", "einsum"))
 
 
@@ -44,7 +47,7 @@ def saved(t: Tensor) -> list[Tensor]:
     if op in OUTPUT:
         return [t]
     srcs = t.srcs
-    if op == "logsumexp_run":  # (torch's formula reads both)
+    if op in _SOURCE_AND_OUTPUT:  # (torch's formula reads both)
         return [srcs[0], t]
     if op in _PRODUCTS and len(srcs) >= 2:  # each of the first two when the other needs a grad
         a, b = srcs[0], srcs[1]

@@ -218,7 +218,10 @@ class Tensor(Node, TensorMethods):
 
     def is_contiguous(self, memory_format: Any = None) -> bool:
         """Whether the elements lie in row-major order in memory (a view's in its base's, as
-        torch's strides say; a graph node that is not a view is computed contiguous)."""
+        torch's strides say; a graph node that is not a view is computed contiguous).  An empty
+        tensor is, as in torch."""
+        if 0 in self.shape:
+            return True
         expected = self.dtype.itemsize
         strides = (_INPLACE or _inplace_module()).geometry(self)[1]
         for n, s in reversed(list(zip(self.shape, strides))):

@@ -342,7 +342,7 @@ def _check_p(p) -> None:
 def _feature_dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """Zero whole channels (dimension 1 of (N, C, *)) with probability p, scale the rest by
     1 / (1 - p): one mask value per (n, c), drawn from tinyopt's generator at graph build."""
-    if not training or p == 0.0:
+    if not training or p == 0.0 or x.numel() == 0:  # (torch's: the input itself)
         return x
     _ew.require_float("dropout", x)
     shape = x.shape[:2] + (1,) * (x.ndim - 2)
@@ -399,7 +399,7 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
                       f"exists to provide channel-wise dropout on inputs with 3 spatial "
                       f"dimensions, a channel dimension, and an optional batch dimension (i.e. 4D "
                       f"or 5D inputs).", stacklevel=2)
-    if x.ndim == 4:
+    if x.ndim != 5:  # (torch's: not batched, so channels are dimension 0)
         return _feature_dropout(x.unsqueeze(0), p, training).squeeze(0)
     return _feature_dropout(x, p, training)
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS, is_low
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous
 from tinyopt.engine.ops.elementwise import where
 from tinyopt.engine.ops.movement import expand
@@ -467,4 +467,4 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         mask = _mask4(additive_mask(attn_mask, q.dtype, False), lead, L, S)
     out, _ = attention(srcs, parts, A, B, L, S, E, Ev, "4d", scale, mask, is_causal,
                        dropout_p=float(dropout_p))
-    return out.reshape(lead + (L, Ev))
+    return own_reshape(out, lead + (L, Ev))

@@ -33,7 +33,7 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op_fusion import fusion_rule
-from tinyopt.engine.op import OPS, defop, node
+from tinyopt.engine.op import OPS, defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, make_node, as_tensor
@@ -451,12 +451,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         srcs = (x, w, b.to(x.dtype))
     if _direct(C, OC, kh, kw, (sh, sw), groups):
         y = node("conv2d", srcs, (N, OC, OH, OW), x.dtype, (kh, kw, ph, pw, dh, dw, False, ()))
-        return y.reshape(OC, OH, OW) if unbatched else y
+        return y.reshape(OC, OH, OW) if unbatched else y  # (torch's: a view, as here)
     col = node("im2col", (x,), (C * kh * kw, N, OH, OW), x.dtype, (kh, kw, sh, sw, ph, pw, dh, dw))
     attrs = (groups, OC // groups, Cg * kh * kw, N * OH * OW)
     yt = node("conv_gemm", (col,) + srcs[1:], (OC, N, OH, OW), x.dtype, attrs)
-    # (OC, N, ...) -> (N, OC, ...): a view when N == 1, else a copy.
-    y = yt.reshape(N, OC, OH, OW) if N == 1 else yt.permute(1, 0, 2, 3).contiguous()
+    # (OC, N, ...) -> (N, OC, ...): the same memory when N == 1, else a copy.
+    y = own_reshape(yt, (N, OC, OH, OW)) if N == 1 else yt.permute(1, 0, 2, 3).contiguous()
     return y.reshape(OC, OH, OW) if unbatched else y
 
 
@@ -543,7 +543,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     idx = node("max_pool2d_indices", (x,), shape, int64, k + s + p + d)
     y = node("pool_gather", (x, idx), shape, x.dtype)
     if unbatched:
-        y, idx = y.reshape(shape[1:]), idx.reshape(shape[1:])
+        y, idx = own_reshape(y, shape[1:]), own_reshape(idx, shape[1:])
     return (y, idx) if return_indices else y
 
 
@@ -581,4 +581,4 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
         raise RuntimeError(f"avg_pool2d: divisor must be not zero, got {divisor_override}")
     attrs = k + s + p + (bool(count_include_pad), int(divisor_override or 0))
     y = node("avg_pool2d", (x,), x.shape[:2] + (OH, OW), x.dtype, attrs)
-    return y.reshape(y.shape[1:]) if unbatched else y
+    return own_reshape(y, y.shape[1:]) if unbatched else y

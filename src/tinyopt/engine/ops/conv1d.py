@@ -2,13 +2,16 @@
 
 A 1-d window is a 2-d window of height 1, so ``conv1d`` is ``conv2d`` with a (OC, C/g, 1, k)
 weight and ``max_pool1d``/``avg_pool1d`` are the 2-d pools with (1, k) windows: the same kernels,
-the same arithmetic (hence exact), and the reshapes are views.  ``max_pool1d``'s indices are the
-2-d ones, h * W + w with h = 0, which are PyTorch's 1-d indices.  (``adaptive_avg_pool1d`` wraps
-``adaptive_avg_pool2d`` the same way, in ``nn.functional``.)
+the same arithmetic (hence exact), and the reshapes copy nothing (a result is a view of the 2-d
+op's exactly where torch's is).  ``max_pool1d``'s indices are the 2-d ones, h * W + w with h = 0,
+which are PyTorch's 1-d indices.  (``adaptive_avg_pool1d`` wraps ``adaptive_avg_pool2d`` the same
+way, in ``nn.functional``.)
 """
 
 from __future__ import annotations
 
+from tinyopt.engine import grad_mode
+from tinyopt.engine.op import own_reshape
 from tinyopt.engine.ops.conv import avg_pool2d, conv2d, max_pool2d
 from tinyopt.engine.tensor import Tensor, as_tensor
 
@@ -50,7 +53,13 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     pad = padding if isinstance(padding, str) else (0, _single("padding", padding))
     y = conv2d(x2, w.unsqueeze(2), bias, (1, _single("stride", stride)), pad,
                (1, _single("dilation", dilation)), groups)
-    return y.squeeze(-2)
+    return _as_1d(y, x.ndim == 2)
+
+
+def _as_1d(y: Tensor, view: bool) -> Tensor:
+    """A 2-d op's (N, C, 1, L) or (C, 1, L) result as (N, C, L) or (C, L): a view of it where
+    torch's result is a view of its inner op's (``view``), else a tensor of its own."""
+    return y.squeeze(-2) if view else own_reshape(y, y.shape[:-2] + y.shape[-1:])
 
 
 def _check_pool(op: str, x: Tensor, k: int, s: int, p: int, d: int, ceil_mode: bool) -> None:
@@ -82,8 +91,9 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     _check_pool("max_pool1d", x, k, s, p, d, ceil_mode)
     r = max_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), (1, d), ceil_mode, return_indices)
     if return_indices:
-        return r[0].squeeze(-2), r[1].squeeze(-2)
-    return r.squeeze(-2)
+        return _as_1d(r[0], True), _as_1d(r[1], True)
+    # (torch's own kernel, unless a gradient is recorded: then max_pool2d's, squeezed)
+    return _as_1d(r, x.requires_grad and grad_mode.current.enabled)
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
@@ -94,5 +104,5 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     s = k if stride is None or stride == () or stride == [] else _single("stride", stride)
     p = _single("padding", padding)
     _check_pool("avg_pool1d", x, k, s, p, 1, ceil_mode)
-    return avg_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode,
-                      count_include_pad).squeeze(-2)
+    return _as_1d(avg_pool2d(x.unsqueeze(-2), (1, k), (1, s), (0, p), ceil_mode,
+                             count_include_pad), True)  # (torch's: avg_pool2d's, squeezed)

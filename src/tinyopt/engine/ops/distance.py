@@ -89,9 +89,9 @@ def vector_norm(x, ord: float = 2, dim: int | tuple[int, ...] | None = None,
     else:
         A, R, B = x.numel(), 1, 1
     kind, p = _kind(float(ord))
-    n = node("vector_norm", (src,), (A, B), x.dtype, ((A, R, B), kind, p))
     shape = kept if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
-    return n.reshape(shape)
+    # (the node is the result, of its shape, not a view of an (A, B) node: torch saves it)
+    return node("vector_norm", (src,), shape, x.dtype, ((A, R, B), kind, p))
 
 
 defop("clamp_min_st", forward=lambda t: (lambda out, x: np.maximum(x, t.attrs[0], out=out)),

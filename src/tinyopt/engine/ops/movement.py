@@ -15,7 +15,7 @@ from tinyopt.engine.dtypes import result_type
 from tinyopt.engine import grad_mode
 from tinyopt.engine.grad_mode import no_grad
 from tinyopt.engine.inplace import geometry, stand_in
-from tinyopt.engine.op import OPS, defop, node, view_array, view_node
+from tinyopt.engine.op import OPS, defop, node, own_reshape, view_array, view_node
 from tinyopt.engine.storage import MULTI, ViewStep, storage_of
 from tinyopt.engine.ops.elementwise import broadcast_shape, sum_to, where
 from tinyopt.engine.ops.family import wrap_dim
@@ -122,9 +122,9 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return reshape(input, (1,))
     if s > e:
         raise RuntimeError("flatten: start_dim cannot come after end_dim")
+    if s == e:  # (torch's: the input itself, not a view of it)
+        return input
     new = shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:]
-    if new == shape:
-        return _same(input)
     if getattr(input, "view_info", None) is not None and not _viewable(input, new):
         input = contiguous(input)  # (as reshape: a copy where a view cannot be made)
     # (reshape's checks hold by construction)
@@ -351,7 +351,8 @@ def split(tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
         if step <= 0 and size:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {size}")
-        sizes = [min(step, size - i) for i in range(0, size, step)] if step else [0]
+        # (an empty dim is one empty piece, as torch's)
+        sizes = [min(step, size - i) for i in range(0, size, step)] if step and size else [0]
     else:
         sizes = [int(s) for s in split_size_or_sections]
         if sum(sizes) != size:
@@ -391,6 +392,8 @@ def chunk(input, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: " + str(chunks))
     size = input.shape[wrap_dim("chunk", dim, input.ndim)]
+    if not size:  # (torch's: ``chunks`` empty pieces)
+        return split(input, [0] * chunks, dim)
     return split(input, max(1, -(-size // chunks)), dim)
 
 
@@ -487,7 +490,8 @@ def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
     back over the expanded dimensions."""
     ts = [as_tensor(t) for t in tensors]
     shape = tuple(broadcast_shapes(*(t.shape for t in ts)))
-    return tuple(expand(t, shape) for t in ts)
+    # (one of that shape already is itself, not a view of itself, as torch's)
+    return tuple(t if t.shape == shape else expand(t, shape) for t in ts)
 
 
 def atleast_1d(input) -> Tensor:
@@ -518,7 +522,7 @@ def repeat(x, *sizes) -> Tensor:
     inter = tuple(v for s in src.shape for v in (1, s))
     big = tuple(v for r, s in zip(sizes, src.shape) for v in (r, s))
     tiled = contiguous(expand(reshape(src, inter), big))
-    return reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
+    return own_reshape(tiled, tuple(r * s for r, s in zip(sizes, src.shape)))
 
 
 def tile(input, dims) -> Tensor:
@@ -593,7 +597,7 @@ def roll(input, shifts, dims=None) -> Tensor:
     """``x`` shifted circularly by ``shifts`` along ``dims`` (flattened when ``dims`` is None)."""
     input = as_tensor(input)
     if dims is None:
-        return reshape(roll(reshape(input, -1), shifts, 0), input.shape)
+        return own_reshape(roll(reshape(input, -1), shifts, 0), input.shape)
     shifts = (shifts,) if isinstance(shifts, int) else tuple(int(s) for s in shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
@@ -800,8 +804,8 @@ def diag(input, diagonal: int = 0) -> Tensor:
     from tinyopt.engine.ops.indexing import setitem
     from tinyopt.engine.ops.creation import zeros
     input = as_tensor(input)
-    if input.ndim == 2:
-        return globals()["diagonal"](input, diagonal)
+    if input.ndim == 2:  # (a copy of the diagonal, as torch's)
+        return contiguous(globals()["diagonal"](input, diagonal))
     if input.ndim != 1:
         raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + str(input.ndim) + "D")
     n = input.shape[0] + abs(diagonal)

@@ -44,7 +44,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False,
     if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     x = as_tensor(input)
-    if not training or p == 0.0:
+    if not training or p == 0.0 or x.numel() == 0:  # (torch's: the input itself)
         return x
     require_float("dropout", x)
     return x * leaf(dropout_mask(generator, x.shape, p, x.dtype))

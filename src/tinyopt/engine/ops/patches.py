@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from tinyopt.engine.op import node
+from tinyopt.engine.op import node, own_reshape
 from tinyopt.engine.ops.family import require_float
 
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -59,8 +59,11 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
                            f"blocks as ({OH}, {OW}), but its components must be at least one.")
     col = node("im2col", (x,), (C * k[0] * k[1], N, OH, OW), x.dtype,
                (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]))
-    out = col.reshape(C * k[0] * k[1], N, OH * OW).permute(1, 0, 2)
-    return out.reshape(out.shape[1:]) if unbatched else out
+    CK, L = C * k[0] * k[1], OH * OW
+    if N == 1:  # ((CK, 1, L) is (1, CK, L): the result is col's memory, as a tensor of its own)
+        return own_reshape(col, (CK, L) if unbatched else (1, CK, L))
+    out = col.reshape(CK, N, L).permute(1, 0, 2)
+    return node("contiguous", (out,), out.shape, out.dtype)  # (torch's is a new tensor)
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
@@ -90,7 +93,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
     col = cols.permute(1, 0, 2).reshape(CK, N, OH, OW)
     out = node("col2im", (col,), (N, CK // math.prod(k), H, W), cols.dtype,
                (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]))
-    return out.reshape(out.shape[1:]) if unbatched else out
+    return own_reshape(out, out.shape[1:]) if unbatched else out
 
 
 def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
@@ -121,5 +124,5 @@ def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
                 r = win.argmax(-1)
                 indices.append((r // (w1 - w0) + h0) * W + r % (w1 - w0) + w0)
     shape = x.shape[:-2] + (OH, OW)
-    out = stack(values, -1).reshape(shape)
-    return (out, stack(indices, -1).reshape(shape)) if return_indices else out
+    out = own_reshape(stack(values, -1), shape)
+    return (out, own_reshape(stack(indices, -1), shape)) if return_indices else out

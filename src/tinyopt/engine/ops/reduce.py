@@ -14,10 +14,10 @@ import numpy as np
 
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import int64, is_float, scalar_type_name
-from tinyopt.engine.op import defop, node, refuse_unsigned, view_node
-from tinyopt.engine.ops.elementwise import eq, in_float32, isfinite, maximum, minimum, ne, where
+from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
+from tinyopt.engine.ops.elementwise import (eq, in_float32, isfinite, isnan, logical_and,
+                                            logical_or, maximum, minimum, ne, where)
 from tinyopt.engine.ops.family import c_contiguous, require_float
-from tinyopt.engine.storage import ViewStep
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import reduce as K
 
@@ -99,15 +99,8 @@ def sum(input: Tensor, dim=None, keepdim: bool = False, *, dtype=None,
         return node("contiguous", (input,), input.shape, input.dtype)
     shape = tuple(s for i, s in enumerate(input.shape) if i not in dims)
     if not keepdim and shape != r.shape:
-        r = _reduced(r, shape)
+        r = own_reshape(r, shape)
     return r
-
-
-def _reduced(r: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """A reduction's run ``r`` (its reduced dimensions kept, of size 1) reshaped to ``shape``,
-    as a tensor of its own, not a view of ``r``: torch's result has no ``_base``, and a view
-    would cost a view record per call."""
-    return view_node(ViewStep("reshape", (shape,), shape, r.dtype, ()), r, own=True)
 
 
 @in_float32
@@ -231,7 +224,7 @@ def _extreme(op: str, x: Tensor, dim, keepdim: bool, name: str | None = None):
     idx = node(f"{op}_idx", (x,), shape, int64, (d,))
     if not keepdim:
         shape = x.shape[:d] + x.shape[d + 1:]
-        vals, idx = _reduced(vals, shape), _reduced(idx, shape)
+        vals, idx = own_reshape(vals, shape), own_reshape(idx, shape)
     return MaxMin((vals, idx))
 
 
@@ -286,7 +279,7 @@ def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
         if input.numel() == 0:
             raise IndexError("argmax(): Expected reduction dim to be specified for "
                              "input.numel() == 0.")
-        return node("max_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
+        return own_reshape(node("max_idx", (input.reshape(-1),), (1,), int64, (0,)), ())
     return _extreme("max", input, dim, keepdim, "argmax")[1]
 
 
@@ -302,7 +295,7 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
         if input.numel() == 0:
             raise IndexError("argmin(): Expected reduction dim to be specified for "
                              "input.numel() == 0.")
-        return node("min_idx", (input.reshape(-1),), (1,), int64, (0,)).reshape(())
+        return own_reshape(node("min_idx", (input.reshape(-1),), (1,), int64, (0,)), ())
     return _extreme("min", input, dim, keepdim, "argmin")[1]
 
 
@@ -335,7 +328,7 @@ def _logsumexp_backward(t: Tensor, g: Tensor) -> tuple[Tensor]:
     if t.ndim < x.ndim:
         d = t.attrs[0]
         kept = x.shape[:d] + (1,) + x.shape[d + 1:]
-        t, g = _reduced(t, kept), _reduced(g, kept)
+        t, g = own_reshape(t, kept), own_reshape(g, kept)
     return (g * (x - t).exp(),)
 
 
@@ -486,12 +479,12 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None,
         input = input.to(int64)
     if dim is None or (input.ndim == 0 and not _dims("prod", input, dim)):
         flat = input.reshape(-1)
-        r = node("prod_run", (flat,), (1,), input.dtype, (0, 0))
-        return r.reshape(()) if not keepdim else r.reshape((1,) * input.ndim)
+        # (the run's node is the result, of the result's shape: torch saves it)
+        return node("prod_run", (flat,), (1,) * input.ndim if keepdim else (), input.dtype,
+                    (0, 0))
     (d,) = _dims("prod", input, dim)
-    shape = input.shape[:d] + (1,) + input.shape[d + 1:]
-    r = node("prod_run", (input,), shape, input.dtype, (d, d))
-    return r if keepdim else r.squeeze(d)
+    shape = input.shape[:d] + ((1,) if keepdim else ()) + input.shape[d + 1:]
+    return node("prod_run", (input,), shape, input.dtype, (d, d))
 
 
 def _scan_forward(ufunc):
@@ -563,6 +556,34 @@ def logcumsumexp(input, dim: int) -> Tensor:
 
 
 # ---- amax / amin: the gradient shared by ties ----------------------------------------------------
+def _shared_backward(t: Tensor, g: Tensor) -> tuple[Tensor, None]:
+    """torch's gradient of a value the equal elements of ``x`` share (``amax``'s
+    ``scale_grad_by_count``, ``median``'s ``evenly_distribute_backward``): ``g / count * mask``,
+    ``mask`` where ``x`` equals the value (or both are NaN, with ``nan``), ``count`` its sum over
+    the reduced dims."""
+    x = t.srcs[0]
+    dims, nan = t.attrs
+    kept = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
+    v, g = own_reshape(t, kept), own_reshape(g, kept)
+    hit = eq(x, v)
+    if nan:
+        hit = logical_or(hit, logical_and(isnan(x), isnan(v)))
+    mask = hit.to(g.dtype)  # (eq has no gradient: the mask is a constant)
+    return (g / sum(mask, dims, keepdim=True) * mask, None)
+
+
+defop("shared_value", forward=lambda t: (lambda out, x, r: np.copyto(out, r.reshape(out.shape))),
+      backward=_shared_backward)
+
+
+def shared_value(x: Tensor, r: Tensor, dims: tuple[int, ...], shape: tuple[int, ...],
+                 nan: bool = False) -> Tensor:
+    """``r``, a value of ``x`` over ``dims`` (its extremes, its median), as a node of ``shape``
+    whose gradient is shared evenly by the elements of ``x`` equal to it, as torch's, and which
+    its backward reads (a write into it before backward raises torch's error)."""
+    return node("shared_value", (x, r), shape, x.dtype, (dims, nan))
+
+
 def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     x = as_tensor(x)
     if x.numel() == 0 and (dim is None or isinstance(dim, (tuple, list)) and not dim):
@@ -576,11 +597,12 @@ def _extreme_of(op: str, x, dim, keepdim: bool) -> Tensor:
     r = x
     for d in dims:
         r = (max if op == "amax" else min)(r, d, keepdim=True)[0]
+    if r is x:  # (a 0-d tensor: nothing reduced, and torch's result is still a new tensor)
+        return x.clone()
+    shape = r.shape if keepdim else tuple(s for i, s in enumerate(x.shape) if i not in dims)
     if x.requires_grad:  # PyTorch: the gradient is shared evenly by the tied extremes
-        mask = eq(x, r).to(x.dtype)  # eq has no gradient: the mask is a constant
-        share = mask / sum(mask, dims, keepdim=True)
-        r = sum(x * share, dims, keepdim=True)
-    return r if keepdim else r.reshape(tuple(s for i, s in enumerate(x.shape) if i not in dims))
+        return shared_value(x, r.detach(), dims, shape)
+    return own_reshape(r, shape)
 
 
 def amax(input, dim=(), keepdim: bool = False, *, keepdims: bool | None = None) -> Tensor:

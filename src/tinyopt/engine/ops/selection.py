@@ -17,10 +17,10 @@ import numbers
 import numpy as np
 
 from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
-from tinyopt.engine.op import defop, node, refuse_unsigned
+from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
 from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
-from tinyopt.engine.ops.reduce import MaxMin
+from tinyopt.engine.ops.reduce import MaxMin, shared_value
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
 from tinyopt.kernels import gather as K
 
@@ -294,7 +294,7 @@ def index_select(input, dim: int, index) -> Tensor:
     d = wrap_dim("index_select", dim, x.ndim)
     idx = _index_1d("index_select", index, x.shape[d] if x.ndim else 1)
     if x.ndim == 0:
-        return getitem(x.reshape(1), idx).reshape(())
+        return own_reshape(getitem(x.reshape(1), idx), ())
     return getitem(x, (slice(None),) * d + (idx,))
 
 
@@ -409,8 +409,8 @@ def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = Fa
 def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False) -> MaxMin:
     """``(values, indices)`` of ``input`` sorted along ``dim``; gradients flow to the values."""
     x = as_tensor(input)
-    if x.ndim == 0:
-        return MaxMin((x, leaf(np.zeros((), np.int64))))
+    if x.ndim == 0:  # (its value a copy: torch's is a new tensor, not the input)
+        return MaxMin((x.clone(), leaf(np.zeros((), np.int64))))
     d = wrap_dim("sort", dim, x.ndim)
     idx = _sort_indices(x, d, descending)
     return MaxMin((node("gather", (x, idx), x.shape, x.dtype, (d,)), idx))
@@ -426,8 +426,8 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     n = x.shape[d] if x.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
-    if x.ndim == 0:
-        return MaxMin((x, leaf(np.zeros((), np.int64))))
+    if x.ndim == 0:  # (its value a copy: torch's is a new tensor, not the input)
+        return MaxMin((x.clone(), leaf(np.zeros((), np.int64))))
     idx = _sort_indices(x, d, largest, k)
     return MaxMin((node("gather", (x, idx), idx.shape, x.dtype, (d,)), idx))
 
@@ -443,11 +443,11 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> MaxMin:
         raise RuntimeError("kthvalue(): selected number k out of range")
     if x.ndim == 0:  # one element along its only "dimension", as in torch
         v, i = kthvalue(x.reshape(1), k, 0)
-        return MaxMin((v.reshape(()), i.reshape(())))
+        return MaxMin((own_reshape(v, ()), own_reshape(i, ())))
     vals, idx = sort(x, d)
     from tinyopt.engine.ops.movement import narrow
-    v, i = narrow(vals, d, k - 1, 1), narrow(idx, d, k - 1, 1)
-    return MaxMin((v, i) if keepdim else (v.squeeze(d), i.squeeze(d)))
+    shape = x.shape[:d] + ((1,) if keepdim else ()) + x.shape[d + 1:]
+    return MaxMin(tuple(own_reshape(narrow(r, d, k - 1, 1), shape) for r in (vals, idx)))
 
 
 def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bool | None = None):
@@ -459,7 +459,11 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
         raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
     if dim is None:
         flat = x.reshape(-1)
-        return kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
+        r = kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
+        if not x.requires_grad:
+            return r
+        # (torch's gradient is shared by the elements equal to the median)
+        return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
     d = wrap_dim("median", dim, x.ndim)
     return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
 
@@ -476,8 +480,8 @@ def nonzero(input, *, as_tuple: bool = False):
     refuse_unsigned("nonzero_count_cpu", input)
     a = np.asarray(as_tensor(input).numpy())
     idx = np.nonzero(a) if a.ndim else np.nonzero(a.reshape(1))
-    if as_tuple:
-        return tuple(leaf(i.astype(np.int64)) for i in idx)
+    if as_tuple:  # (views of one (n, ndim) tensor, as torch's)
+        return leaf(np.stack(idx, axis=1).astype(np.int64)).unbind(1)
     if not a.ndim:  # a 0-d tensor: one (or no) nonzero element with no coordinates, as in torch
         return leaf(np.zeros((len(idx[0]), 0), np.int64))
     return leaf(np.stack(idx, axis=1).astype(np.int64))

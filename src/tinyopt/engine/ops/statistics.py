@@ -85,8 +85,7 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None) -> Tensor:
         factor = clamp(factor, min=0.0)
     xm = x - mean
     c = xm @ (xm if w is None else xm * w).transpose(0, 1)
-    out = c / factor
-    return out.reshape(()) if out.shape == (1, 1) else out
+    return (c / factor).squeeze()  # (torch's: a view of the quotient, whatever its shape)
 
 
 def corrcoef(input) -> Tensor:

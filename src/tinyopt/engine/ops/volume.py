@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tinyopt.engine.dtypes import int64
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.elementwise import promoted_operands
 from tinyopt.engine.tensor import Tensor, as_tensor
@@ -38,8 +38,12 @@ def _batched(op: str, x: Tensor) -> tuple[Tensor, bool]:
     return (x.reshape((1,) + x.shape), True) if x.ndim == 4 else (x, False)
 
 
-def _done(y: Tensor, unbatched: bool) -> Tensor:
-    return y.reshape(y.shape[1:]) if unbatched else y
+def _done(y: Tensor, unbatched: bool, view: bool = False) -> Tensor:
+    """The batched result ``y`` of an unbatched input without its batch dimension: a view of it
+    where torch's is (the convolutions'), else a tensor of its own (the pools')."""
+    if not unbatched:
+        return y
+    return y.reshape(y.shape[1:]) if view else own_reshape(y, y.shape[1:])
 
 
 # ---- convolution ---------------------------------------------------------------------------------
@@ -164,7 +168,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if b is not None and b.shape != (OC,):
         raise RuntimeError(f"conv3d: bias has shape {b.shape}, expected ({OC},)")
     srcs = (x, w) if b is None else (x, w, b)
-    return _done(node("conv3d", srcs, (N, OC) + out, x.dtype, (s, p, d, G)), unbatched)
+    return _done(node("conv3d", srcs, (N, OC) + out, x.dtype, (s, p, d, G)), unbatched, True)
 
 
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,
@@ -202,7 +206,7 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
         raise RuntimeError(f"conv_transpose3d: bias has shape {b.shape}, expected ({OC},)")
     srcs = (x, w) if b is None else (x, w, b)
     return _done(node("conv_transpose3d", srcs, (N, OC) + out, x.dtype, (s, p, d, G)),
-                 unbatched)
+                 unbatched, True)
 
 
 # ---- pooling -------------------------------------------------------------------------------------
