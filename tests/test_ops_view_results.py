@@ -252,14 +252,20 @@ def test_a_write_into_the_result_before_backward_is_torchs(name):
                 np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="engine/ops/linalg.py: matmul with a 1-D operand squeezes "
-                   "its inner product (r.squeeze(-1)/(-2)), a view of it; that file is another "
-                   "change's (mlp27), so this one leaves it: own_reshape(r, shape) fixes it")
 def test_a_matrix_product_with_a_vector_is_not_a_view():
-    """``v @ v``, ``M @ v``, ``v @ M`` and ``dot`` are new tensors, as torch's."""
-    v, m = to.tensor(A[0, 0, :3]), to.tensor(M)
-    for r in (v @ v, m @ v, v @ m, to.dot(v, v), to.mv(m, v)):
-        assert not r._is_view() and r._base is None
+    """``v @ v``, ``M @ v``, ``v @ M``, ``dot`` and ``mv`` are new tensors, as torch's, with and
+    without a gradient recorded, with their values and gradients."""
+    for rg in (False, True):
+        v = to.tensor(A[0, 0, :3], requires_grad=rg)
+        m = to.tensor(M, requires_grad=rg)
+        for r, want in ((v @ v, A[0, 0, :3] @ A[0, 0, :3]), (m @ v, M @ A[0, 0, :3]),
+                        (v @ m, A[0, 0, :3] @ M), (to.dot(v, v), A[0, 0, :3] @ A[0, 0, :3]),
+                        (to.mv(m, v), M @ A[0, 0, :3])):
+            assert not r._is_view() and r._base is None
+            np.testing.assert_allclose(r.detach().numpy(), want, rtol=1e-6)
+        if rg:
+            (m @ v).sum().backward()
+            np.testing.assert_allclose(v.grad.numpy(), M.sum(0), rtol=1e-6)
 
 
 def test_split_and_chunk_of_an_empty_dim_give_torchs_empty_views():

@@ -9,7 +9,7 @@ import numpy as np
 from tinyopt.engine import autocast
 from tinyopt.engine.dtypes import FLOATS, result_type
 from tinyopt.engine.op_fusion import fusion_rule
-from tinyopt.engine.op import defop, node
+from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, sum_to
 from tinyopt.engine.sparse import SparseCOOTensor, spmm
@@ -81,11 +81,13 @@ def matmul(input, other) -> Tensor:
     if a.ndim == 0 or b.ndim == 0:
         raise RuntimeError(f"matmul: both arguments need at least 1 dimension, got shapes "
                            f"{a.shape} and {b.shape}")
+    # (the added dimension removed: the product's own tensor, not a view of it, as torch's)
     if a.ndim == 1:  # (1, k) @ b; with a 1-D b that is already (1,), a dot product
         r = matmul(a.reshape(1, -1), b)
-        return r.squeeze(-2) if b.ndim > 1 else r.squeeze(-1)
+        return own_reshape(r, r.shape[:-2] + r.shape[-1:] if b.ndim > 1 else ())
     if b.ndim == 1:
-        return matmul(a, b.reshape(-1, 1)).squeeze(-1)
+        r = matmul(a, b.reshape(-1, 1))
+        return own_reshape(r, r.shape[:-1])
     if a.shape[-1] != b.shape[-2]:
         raise RuntimeError(f"matmul: shapes {a.shape} and {b.shape} cannot be multiplied "
                            f"({a.shape[-1]} != {b.shape[-2]})")
