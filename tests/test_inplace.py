@@ -285,3 +285,17 @@ def test_a_view_of_an_alias_written_with_a_grad_operand_is_refused():
     with to.no_grad():
         a[0].add_(w[0])  # under no_grad nothing is recorded: allowed
 
+
+
+def test_an_empty_tensors_strides_are_torchs_contiguous_ones():
+    """``stride()`` of an empty tensor, made or viewed, is torch's ((0, 3): (3, 1)), not the
+    (0, 0) its array may keep; code that reads strides to pick a layout sees torch's.  (Not
+    ``from_numpy`` of an empty array: torch gives it (0, 0) strides, tinyopt now (5, 1).)"""
+    torch = pytest.importorskip("torch")
+    cases = [lambda L: L.ones(0, 3), lambda L: L.zeros(2, 0), lambda L: L.empty(0, 3, 4),
+             lambda L: L.tensor([]), lambda L: L.ones(0, 3).t(), lambda L: L.ones(3, 0, 2)[:, :, 1],
+             lambda L: L.ones(2, 0, 3).permute(2, 0, 1), lambda L: L.ones(3, 0, 2).contiguous()]
+    for make in cases:
+        mine, theirs = make(to), make(torch)
+        assert mine.stride() == theirs.stride()
+        assert mine.is_contiguous() == theirs.is_contiguous()

@@ -154,6 +154,31 @@ def test_index_ops_out_of_range_raise_torchs_errors():
             fn(torch, tx)
 
 
+def test_a_median_over_a_nan_is_nan_at_the_first_nans_index_as_torch():
+    """A row holding a NaN has the NaN as its median and the first NaN's index (kthvalue alone
+    sorts NaN last: it gave a number), with the gradient on that NaN; ``median()`` of a tensor
+    holding a NaN is NaN, its gradient shared by the NaNs; rows without one keep their median."""
+    torch = pytest.importorskip("torch")
+    n = np.nan
+    data = np.array([[1.0, n, 2.0, n, 0.0], [3.0, 1.0, 2.0, 0.0, 5.0], [n, n, 4.0, 1.0, 1.0]])
+    for dtype in (np.float32, np.float64):
+        for dim, keepdim in ((None, False), (1, False), (0, False), (1, True), (-1, True)):
+            got = []
+            for lib in (torch, to):
+                x = lib.tensor(data.astype(dtype), requires_grad=True)
+                if dim is None:
+                    values, indices = lib.median(x), None
+                else:
+                    values, indices = lib.median(x, dim, keepdim=keepdim)
+                (values * lib.arange(1.0, values.numel() + 1).reshape(values.shape)).sum().backward()
+                got.append((values.detach().numpy(), None if indices is None else
+                            indices.numpy(), x.grad.numpy()))
+            for want, have in zip(got[0], got[1]):
+                if want is not None:
+                    assert have.shape == want.shape and have.dtype == want.dtype
+                    np.testing.assert_array_equal(have, want)
+
+
 def test_the_median_of_all_elements_shares_its_gradient_among_equal_elements_as_torch():
     """``median()``'s gradient is split evenly among the elements equal to the median (torch's
     ``evenly_distribute_backward``), not given to one of them; ``median(dim)`` gives it to the

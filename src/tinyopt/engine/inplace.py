@@ -179,13 +179,11 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     info = getattr(t, "view_info", None)
     if info is None:
         if t.op in LEAF_OPS:
-            a = t.value
-            return a.shape, a.strides, 0
+            return t.shape, _leaf_strides(t.value), 0
         return t.shape, _contiguous_strides(t.shape, t.dtype.itemsize), 0
     base = _base(t)
     if base.op in LEAF_OPS:
-        arr = base.value
-        shape, strides = arr.shape, arr.strides
+        shape, strides = base.shape, _leaf_strides(base.value)
     else:
         shape, strides = base.shape, _contiguous_strides(base.shape, base.dtype.itemsize)
     origin = stand_in(shape, strides, base.dtype)
@@ -203,6 +201,12 @@ def stand_in(shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np
 def _base(t: Tensor) -> Tensor:
     """The base of view ``t`` (set with its ``view_info``)."""
     return cast(Tensor, t._base)
+
+
+def _leaf_strides(a: np.ndarray) -> tuple[int, ...]:
+    """A leaf's strides in bytes: its array's, or, for an empty one (whose array may keep any
+    strides), the contiguous strides torch gives an empty tensor ((0, 3): (3, 1) elements)."""
+    return a.strides if a.size else _contiguous_strides(a.shape, a.itemsize)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -165,7 +165,6 @@ def _extreme_forward(largest: bool, want_index: bool):
 
 def _extreme_backward(t, g):
     x = t.srcs[0]
-    d = t.attrs[0]
     idx = node(t.op.replace("vals", "idx"), (x,), t.shape, int64, t.attrs)
     return (node("scatter_run", (g, idx), x.shape, g.dtype, t.attrs),)
 

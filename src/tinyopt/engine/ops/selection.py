@@ -457,15 +457,29 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
     refuse_unsigned("median_cpu", x)
     if x.dtype == np.bool_:
         raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
+    nan_rule = x.dtype in FLOATS or np.dtype(x.dtype).kind in "fc"  # (torch: a NaN is the median)
     if dim is None:
         flat = x.reshape(-1)
         r = kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
+        if nan_rule:
+            r = where(flat.isnan().any(), r.new_full((), math.nan), r)
         if not x.requires_grad:
             return r
-        # (torch's gradient is shared by the elements equal to the median)
+        # (torch's gradient is shared by the elements equal to the median, or by its NaNs)
         return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
     d = wrap_dim("median", dim, x.ndim)
-    return kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
+    values, indices = kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
+    if not nan_rule or x.ndim == 0:
+        return MaxMin((values, indices))
+    # a row with a NaN: its median is its first NaN, as torch's (kthvalue sorts NaN last)
+    nans = x.isnan()
+    indices = where(nans.any(d, keepdim=True), nans.to(np.uint8).argmax(d, keepdim=True),
+                    indices if keepdim else indices.unsqueeze(d))
+    values = x.gather(d, indices)
+    if not keepdim:
+        values, indices = own_reshape(values, values.shape[:d] + values.shape[d + 1:]), \
+            own_reshape(indices, indices.shape[:d] + indices.shape[d + 1:])
+    return MaxMin((values, indices))
 
 
 def msort(input) -> Tensor:
