@@ -624,22 +624,12 @@ def test_a_large_cross_entropy_differentiates_on_its_first_eager_run_and_when_pl
 
 
 # ---- float32 cross-entropy to the bit: the kernel's order of operations written out in Python -----
-def _exp_fast(v: float) -> float:
-    """``kernels/vecmath.py``'s exp_fast in Python floats (the same float64 operations)."""
-    c = min(max(v, -104.0), 104.0) if v == v else v
-    y = c * (1.0 / 4096.0)
-    p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0 + y * (
-        1.0 / 120.0 + y * (1.0 / 720.0 + y * (1.0 / 5040.0)))))))
-    for _ in range(12):
-        p = p * p
-    return 0.0 if v < -104.0 else (np.inf if v > 104.0 else p)
-
-
 def _ce32_transcribed(x, y, w, ignore, eps, g):
     """Row losses and, with row gradients ``g`` (float32), the logits' gradient of a float32
     cross-entropy, in the order ``kernels/loss.py`` fixes (lanes of 16, float64 sums in order,
     float32 roundings where the kernel stores), one Python float operation at a time."""
     import math
+    from tinyopt.kernels.vecmath import exp_fast  # (a plain Python function too)
     N, C = x.shape
     f32 = np.float32
     rows, grad = np.zeros(N, f32), np.zeros((N, C), f32)
@@ -654,7 +644,7 @@ def _ce32_transcribed(x, y, w, ignore, eps, g):
         m = lanes_max[0]
         for v in lanes_max[1:max(1, min(C, 16))]:
             m = v if v > m or v != v else m
-        e = [float(f32(_exp_fast(float(f32(float(x[i, c]) - m))))) for c in range(C)]
+        e = [float(f32(exp_fast(float(f32(float(x[i, c]) - m))))) for c in range(C)]
         for c in range(C):
             lanes_sum[c % 16] += e[c]
         s = 0.0
