@@ -623,7 +623,7 @@ def test_a_large_cross_entropy_differentiates_on_its_first_eager_run_and_when_pl
     np.testing.assert_allclose(grads[0], p / rows, rtol=1e-4, atol=1e-8)
 
 
-# ---- float32 cross-entropy to the bit: the kernel's order of operations written out in Python -----
+# ---- float32 cross-entropy to the bit: the kernel's order of operations written out in Python ----
 def _ce32_transcribed(x, y, w, ignore, eps, g):
     """Row losses and, with row gradients ``g`` (float32), the logits' gradient of a float32
     cross-entropy, in the order ``kernels/loss.py`` fixes (lanes of 16, float64 sums in order,
