@@ -621,3 +621,84 @@ def test_a_large_cross_entropy_differentiates_on_its_first_eager_run_and_when_pl
     p = e / e.sum(1, keepdims=True)
     p[np.arange(rows), y] -= 1
     np.testing.assert_allclose(grads[0], p / rows, rtol=1e-4, atol=1e-8)
+
+
+# ---- float32 cross-entropy to the bit: the kernel's order of operations written out in Python ----
+def _ce32_transcribed(x, y, w, ignore, eps, g):
+    """Row losses and, with row gradients ``g`` (float32), the logits' gradient of a float32
+    cross-entropy, in the order ``kernels/loss.py`` fixes (lanes of 16, float64 sums in order,
+    float32 roundings where the kernel stores), one Python float operation at a time."""
+    import math
+    from tinyopt.kernels.vecmath import exp_fast  # (a plain Python function too)
+    N, C = x.shape
+    f32 = np.float32
+    rows, grad = np.zeros(N, f32), np.zeros((N, C), f32)
+    wsum = 0.0
+    for c in range(C):
+        wsum += float(w[c])
+    for i in range(N):
+        lanes_max, lanes_sum = [-np.inf] * 16, [0.0] * 16
+        for c in range(C):
+            v, k = float(x[i, c]), c % 16
+            lanes_max[k] = v if v > lanes_max[k] or v != v else lanes_max[k]
+        m = lanes_max[0]
+        for v in lanes_max[1:max(1, min(C, 16))]:
+            m = v if v > m or v != v else m
+        e = [float(f32(exp_fast(float(f32(float(x[i, c]) - m))))) for c in range(C)]
+        for c in range(C):
+            lanes_sum[c % 16] += e[c]
+        s = 0.0
+        for k in range(max(1, min(C, 16))):
+            s += lanes_sum[k]
+        t = int(y[i])
+        if t != ignore:
+            lse = m + math.log(s)
+            loss = (1.0 - eps) * float(w[t]) * (lse - float(x[i, t]))
+            if eps != 0.0:
+                smooth = 0.0
+                for c in range(C):
+                    smooth += float(w[c]) * (lse - float(x[i, c]))
+                loss += eps / C * smooth
+            rows[i] = f32(loss)
+        inv = 1.0 / s
+        gi = float(g[i])
+        a, b = gi * (1.0 - eps) * float(w[t]) if t != ignore else 0.0, gi * eps / C
+        for c in range(C):
+            p = e[c] * inv
+            grad[i, c] = f32(0.0 * p if t == ignore else a * p + b * (p * wsum - float(w[c])))
+        if t != ignore:
+            grad[i, t] = f32(float(grad[i, t]) - a)
+    return rows, grad
+
+
+@pytest.mark.parametrize("C", [1, 10, 37])
+def test_float32_cross_entropy_is_its_written_out_order_to_the_bit(C):
+    """Losses and gradients of a float32 cross-entropy, with label smoothing, weights,
+    ignore_index, NaN and inf logits, both reductions that read rows, equal to the bit the
+    kernel's order of operations written out in Python: a change to the kernels that moves a
+    float32 rounding (where a value is stored, the mean's share of the gradient) fails here,
+    not in a tolerance (float64 reorderings mostly vanish in the final rounding)."""
+    rng = np.random.default_rng(C)
+    N = 9
+    x = (rng.standard_normal((N, C)) * 4).astype(np.float32)
+    x[2, 0], x[5, C - 1], x[7] = np.inf, np.nan, -np.inf
+    y = rng.integers(0, C, N)
+    y[[1, 5]] = -100
+    for w, eps in ((None, 0.0), ((rng.random(C) + 0.5).astype(np.float32), 0.3)):
+        wv = np.ones(C, np.float32) if w is None else w
+        for reduction in ("none", "mean"):
+            p = to.Parameter(x.copy())
+            loss = O.cross_entropy(p, y, weight=w, reduction=reduction, label_smoothing=eps)
+            (loss.sum() if reduction == "none" else loss).backward()
+            ws = 0.0
+            for t in y[y != -100]:
+                ws += float(wv[t])
+            g = np.full(N, 1.0 if reduction == "none" else np.float32(1.0 / ws), np.float32)
+            rows, grad = _ce32_transcribed(x, y, wv, -100, eps, g)
+            if reduction == "mean":
+                acc = 0.0
+                for r in rows:
+                    acc += float(r)
+                rows = np.float32(acc / ws)
+            assert loss.numpy().tobytes() == np.asarray(rows, np.float32).tobytes()
+            assert p._grad.tobytes() == grad.tobytes()
