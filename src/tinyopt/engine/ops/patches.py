@@ -12,6 +12,7 @@ import math
 
 from tinyopt.engine.op import node, own_reshape
 from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.movement import contiguous
 
 from tinyopt.engine.tensor import Tensor, as_tensor
 
@@ -63,7 +64,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     if N == 1:  # ((CK, 1, L) is (1, CK, L): the result is col's memory, as a tensor of its own)
         return own_reshape(col, (CK, L) if unbatched else (1, CK, L))
     out = col.reshape(CK, N, L).permute(1, 0, 2)
-    return node("contiguous", (out,), out.shape, out.dtype)  # (torch's is a new tensor)
+    return contiguous(out)  # (a copy: torch's is a new tensor)
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:

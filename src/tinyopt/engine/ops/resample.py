@@ -20,6 +20,7 @@ import numpy as np
 from tinyopt.engine.dtypes import FLOATS, scalar_type_name
 from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous, require_float
+from tinyopt.engine.ops.movement import contiguous
 
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import resample as K
@@ -364,7 +365,7 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
     if oh <= 0 or ow <= 0:
         raise RuntimeError(f"adaptive_avg_pool2d: output_size must be positive, got {(oh, ow)}")
     if (oh, ow) == x.shape[-2:]:  # (a copy: torch's result is never its input)
-        return _copy(x)
+        return contiguous(x)  # (``movement.contiguous``: always a copy)
     return node("adaptive_avg2", (x,), x.shape[:-2] + (oh, ow), x.dtype)
 
 
@@ -388,7 +389,7 @@ def pixel_shuffle(input, upscale_factor: int) -> Tensor:
     n = len(lead)
     y = x.reshape(tuple(lead) + (C // (r * r), r, r, H, W))
     perm = tuple(range(n)) + (n, n + 3, n + 1, n + 4, n + 2)
-    return own_reshape(_copy(y.permute(perm)), tuple(lead) + (C // (r * r), H * r, W * r))
+    return own_reshape(contiguous(y.permute(perm)), tuple(lead) + (C // (r * r), H * r, W * r))
 
 
 def pixel_unshuffle(input, downscale_factor: int) -> Tensor:
@@ -408,10 +409,4 @@ def pixel_unshuffle(input, downscale_factor: int) -> Tensor:
     n = len(lead)
     y = x.reshape(tuple(lead) + (C, H // r, r, W // r, r))
     perm = tuple(range(n)) + (n, n + 2, n + 4, n + 1, n + 3)
-    return own_reshape(_copy(y.permute(perm)), tuple(lead) + (C * r * r, H // r, W // r))
-
-
-def _copy(x: Tensor) -> Tensor:
-    """A copy of ``x``, always (``Tensor.contiguous`` is ``x`` itself when ``x`` is contiguous):
-    torch's pixel shuffles and adaptive pooling never return their input's memory."""
-    return node("contiguous", (x,), x.shape, x.dtype)
+    return own_reshape(contiguous(y.permute(perm)), tuple(lead) + (C * r * r, H // r, W // r))

@@ -468,18 +468,15 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
         # (torch's gradient is shared by the elements equal to the median, or by its NaNs)
         return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
     d = wrap_dim("median", dim, x.ndim)
-    values, indices = kthvalue(x, (x.shape[d] - 1) // 2 + 1 if x.ndim else 1, d, keepdim)
+    k = (x.shape[d] - 1) // 2 + 1 if x.ndim else 1
     if not nan_rule or x.ndim == 0:
-        return MaxMin((values, indices))
+        return kthvalue(x, k, d, keepdim)
     # a row with a NaN: its median is its first NaN, as torch's (kthvalue sorts NaN last)
     nans = x.isnan()
     indices = where(nans.any(d, keepdim=True), nans.to(np.uint8).argmax(d, keepdim=True),
-                    indices if keepdim else indices.unsqueeze(d))
-    values = x.gather(d, indices)
-    if not keepdim:
-        values, indices = own_reshape(values, values.shape[:d] + values.shape[d + 1:]), \
-            own_reshape(indices, indices.shape[:d] + indices.shape[d + 1:])
-    return MaxMin((values, indices))
+                    kthvalue(x, k, d, True)[1])
+    shape = indices.shape if keepdim else x.shape[:d] + x.shape[d + 1:]
+    return MaxMin((own_reshape(x.gather(d, indices), shape), own_reshape(indices, shape)))
 
 
 def msort(input) -> Tensor:
