@@ -166,8 +166,9 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 def cross_entropy(input, target, weight=None, size_average: bool | None = None,
                   ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy of logits (N, C) or (N, C, d1, ...) against int64 class indices;
-    see ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
+    """Cross-entropy of logits (N, C), (N, C, d1, ...) or (C,) against int64 class indices, or
+    class probabilities (a float target of the input's shape); see
+    ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
     loss = _loss.cross_entropy(input, target, weight, ignore_index,
                                _reduction(size_average, reduce, reduction), label_smoothing)
     kernels_ahead.cross_entropy(loss)
