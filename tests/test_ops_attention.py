@@ -187,10 +187,36 @@ def test_errors():
         F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((3, 3), np.int64))
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((4, 3)))
-    with pytest.raises(NotImplementedError, match="enable_gqa"):
-        F.scaled_dot_product_attention(q, q, q, enable_gqa=True)
+    with pytest.raises(RuntimeError, match="^Number of heads in key and value must divide the "
+                                           "number of heads in $"):
+        F.scaled_dot_product_attention(q, np.zeros((3, 3, 4)), np.zeros((3, 3, 4)),
+                                       enable_gqa=True)
+    with pytest.raises(IndexError, match=r"got -3\)$"):
+        F.scaled_dot_product_attention(q[0], q[0], q[0], enable_gqa=True)
     with pytest.raises(NotImplementedError, match="float attn_mask are not supported"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=to.Parameter(np.zeros((3, 3))))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_matches_torch(causal):
+    """``enable_gqa``: key and value with fewer heads than query (each its own number), every
+    head of theirs serving consecutive query heads; values and all three gradients."""
+    torch = pytest.importorskip("torch")
+    arrays = [rng.standard_normal(s) for s in ((2, 6, 5, 4), (2, 2, 7, 4), (2, 3, 7, 3))]
+    ours = [to.Parameter(a) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = F.scaled_dot_product_attention(*ours, is_causal=causal, enable_gqa=True)
+    ref_out = torch.nn.functional.scaled_dot_product_attention(*theirs, is_causal=causal,
+                                                               enable_gqa=True)
+    np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = rng.standard_normal(out.shape)
+    (out * to.tensor(g)).sum().backward()
+    (ref_out * torch.tensor(g)).sum().backward()
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    if not causal:
+        gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                  arrays[0][:1, :4, :3], arrays[1][:1, :, :4], arrays[2][:1, :2, :4])
 
 
 @pytest.mark.parametrize("q_shape, k_shape", [((0, 1, 1), (0, 0, 1)), ((0, 2, 1, 3), (0, 2, 2, 3)),
