@@ -206,6 +206,10 @@ def test_nanmedian_skips_nans_as_torch():
     # a row of NaNs: NaN, at one of them (torch's index there is std::nth_element's choice)
     values, indices = to.tensor([[n, n, n, n], [1.0, n, n, 2.0]]).nanmedian(1)
     assert np.isnan(values[0].item()) and 0 <= indices[0].item() < 4 and values[1].item() == 1.0
+    for dtype in (to.float16, to.bfloat16):  # (16-bit floats read as such: NaN is seen)
+        x = to.tensor([[1.0, n, 3.0], [2.0, n, n]]).to(dtype)
+        assert np.isnan(x.median().item()) and x.nanmedian().item() == 2.0
+        assert x.median(1)[1].tolist() == [1, 1] and x.nanmedian(1)[0].tolist() == [1.0, 2.0]
     ints = np.array([[5, 1, 3], [2, 8, 4]])
     for r, t in zip(to.nanmedian(to.tensor(ints), 1), torch.nanmedian(torch.tensor(ints), 1)):
         np.testing.assert_array_equal(r.numpy(), t.numpy())

@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
+from tinyopt.engine.dtypes import FLOATS, int64, is_float, stored_scalar
 from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
 from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
@@ -457,7 +457,7 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
     refuse_unsigned("median_cpu", x)
     if x.dtype == np.bool_:
         raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
-    nan_rule = x.dtype in FLOATS or np.dtype(x.dtype).kind in "fc"  # (torch: a NaN is the median)
+    nan_rule = is_float(x.dtype)  # (torch: a NaN is the median; bfloat16's numpy kind is "V")
     if dim is None:
         if x.numel() == 0:
             return _empty_median(x)
@@ -490,7 +490,7 @@ def _median_dim(x: Tensor, dim: int) -> int:
 
 def _empty_median(x: Tensor) -> Tensor:
     """torch's median of no elements: NaN (an integer dtype's lowest value), on the graph."""
-    if x.dtype in FLOATS or np.dtype(x.dtype).kind == "f":
+    if is_float(x.dtype):
         return x.sum() * math.nan
     return leaf(np.array(np.iinfo(x.dtype).min, x.dtype))
 
@@ -500,7 +500,7 @@ def nanmedian(input, dim: int | None = None, keepdim: bool = False):
     indices)`` along ``dim``); NaN where every element is.  The ((n - 1) // 2)-th of the n
     non-NaN values in ascending order, which a stable sort puts before the NaNs; torch's."""
     x = as_tensor(input)
-    if not (x.dtype in FLOATS or np.dtype(x.dtype).kind == "f"):
+    if not is_float(x.dtype):
         return median(x, dim, keepdim)  # (no NaN to skip)
     if dim is None:
         if x.numel() == 0:
