@@ -97,7 +97,8 @@ def test_one_dimensional_modules_against_torch():
     (lambda m: m.LPPool1d(2, 3), (2, 3, 7)), (lambda m: m.LPPool1d(3, 2, stride=1), (3, 7)),
     (lambda m: m.LPPool2d(2, (2, 3), stride=2, ceil_mode=True), (2, 3, 5, 7)),
     (lambda m: m.LPPool2d(float("inf"), 2), (3, 4, 6)),
-    (lambda m: m.LPPool3d(2, 2), (2, 2, 4, 4, 5)), (lambda m: m.LPPool3d(4, (2, 1, 2)), (2, 4, 3, 4)),
+    (lambda m: m.LPPool3d(2, 2), (2, 2, 4, 4, 5)),
+    (lambda m: m.LPPool3d(4, (2, 1, 2)), (2, 4, 3, 4)),
 ])
 def test_pooling_modules_against_torch(make, shape):
     """The adaptive max and power-average pooling modules, batched and unbatched (inputs of

@@ -15,7 +15,8 @@ from gradcheck import gradcheck
 CASES = [  # (function, input shape, output_size): unequal and equal windows, None entries
     ("adaptive_max_pool1d", (2, 3, 7), 3), ("adaptive_max_pool1d", (3, 8), (4,)),
     ("adaptive_max_pool2d", (3, 5, 7), (None, 3)), ("adaptive_max_pool2d", (2, 2, 6, 4), 2),
-    ("adaptive_max_pool3d", (2, 3, 5, 4, 7), (2, None, 3)), ("adaptive_max_pool3d", (3, 5, 4, 7), 2),
+    ("adaptive_max_pool3d", (2, 3, 5, 4, 7), (2, None, 3)),
+    ("adaptive_max_pool3d", (3, 5, 4, 7), 2),
     ("adaptive_max_pool3d", (2, 4, 4, 6), (2, 1, 3)),
 ]
 

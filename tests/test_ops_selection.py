@@ -196,7 +196,8 @@ def test_nanmedian_skips_nans_as_torch():
                 x = lib.tensor(x0.astype(dtype), requires_grad=True)
                 r = lib.nanmedian(x) if dim is None else x.nanmedian(dim, keepdim=dim == -1)
                 values = r if dim is None else r[0]
-                (values * lib.arange(1.0, values.numel() + 1).reshape(values.shape)).sum().backward()
+                w = lib.arange(1.0, values.numel() + 1).reshape(values.shape)
+                (values * w).sum().backward()
                 got.append((values.detach().numpy(), None if dim is None else r[1].numpy(),
                             x.grad.numpy()))
             for want, have in zip(*got):

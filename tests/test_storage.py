@@ -78,7 +78,8 @@ def test_every_view_op_matches_torch(name):
 EMPTY_VIEWS = {  # of a (4, 3) tensor: where torch's empty results start, and their strides
     "rows past the end": lambda t: t[4:], "rows from far past the end": lambda t: t[9:],
     "no rows in the middle": lambda t: t[2:2], "no columns": lambda t: t[1:, 3:],
-    "backwards": lambda t: t[-1:0], "stepped": lambda t: t[::2][2:], "step 2": lambda t: t[1, 2:2:2],
+    "backwards": lambda t: t[-1:0], "stepped": lambda t: t[::2][2:],
+    "step 2": lambda t: t[1, 2:2:2],
     "narrow": lambda t: t.narrow(1, 2, 0), "split": lambda t: t.split(2, 1)[1][:, 1:],
     "tensor_split": lambda t: t.tensor_split([4])[1], "transposed": lambda t: t.t()[1:, 4:],
     "select, then none": lambda t: t[:, 1][4:], "None": lambda t: t[None, 4:],

@@ -51,7 +51,8 @@ from tinyopt.engine.tensor import leaf as _leaf
 from tinyopt.nn import kernels_ahead
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "affine_grid",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
            "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
            "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
