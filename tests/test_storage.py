@@ -84,7 +84,8 @@ EMPTY_VIEWS = {  # of a (4, 3) tensor: where torch's empty results start, and th
     "tensor_split": lambda t: t.tensor_split([4])[1], "transposed": lambda t: t.t()[1:, 4:],
     "select, then none": lambda t: t[:, 1][4:], "None": lambda t: t[None, 4:],
     "view of an empty": lambda t: t[4:].view(3, 0), "empty, then None": lambda t: t[4:][None],
-    "unbind": lambda t: t[:, 3:].unbind(0)[2],
+    "unbind": lambda t: t[:, 3:].unbind(0)[2], "unsqueeze": lambda t: t[4:].unsqueeze(0),
+    "unsqueeze inside": lambda t: t.t()[3:].unsqueeze(1),
 }
 
 
