@@ -193,8 +193,26 @@ def test_errors():
                                        enable_gqa=True)
     with pytest.raises(IndexError, match=r"got -3\)$"):
         F.scaled_dot_product_attention(q[0], q[0], q[0], enable_gqa=True)
-    with pytest.raises(NotImplementedError, match="float attn_mask are not supported"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=to.Parameter(np.zeros((3, 3))))
+
+
+def test_a_learned_float_mask_gets_its_gradient_as_torchs():
+    """A float attn_mask that requires grad (a learned relative-position bias), broadcast over
+    the batch, with a row masked out entirely (0, and no gradient, as torch's): values and the
+    gradients of q, k, v and the mask; and against finite differences."""
+    torch = pytest.importorskip("torch")
+    arrays = [rng.standard_normal(s) for s in ((2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 2), (3, 4, 6))]
+    arrays[3][0, 1] = -np.inf
+    got = []
+    for lib in (torch, to):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = lib.nn.functional.scaled_dot_product_attention(*ts[:3], attn_mask=ts[3], scale=0.4)
+        (out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape))).sum().backward()
+        got.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for ours, theirs in zip(got[1], got[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    assert not got[1][4][0, 1].any() and not got[1][0][:, 0, 1].any()
+    gradcheck(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),
+              arrays[0][0, :2], arrays[3][1:3, :, :4])
 
 
 @pytest.mark.parametrize("causal", [False, True])
