@@ -459,6 +459,25 @@ def test_abs_clears_the_sign_bit_as_pytorch():
     assert torch.tensor(x).abs().numpy().tobytes() == np.abs(x).tobytes()
 
 
+def test_abs_gradient_is_g_times_sgn_as_pytorch_where_x_is_zero_or_nan():
+    x = np.array([0.0, -0.0, np.nan, 0.0, np.nan, -0.0, 1.0, -2.0])
+    g = np.array([np.nan, np.inf, -np.inf, -2.0, -2.0, 2.0, np.nan, 3.0])
+    want = np.array([np.nan, np.nan, np.nan, -0.0, -0.0, 0.0, np.nan, -3.0])
+    nan = np.isnan(want)
+
+    def check(got, dtype):  # NaN where want's are (any sign bit), the rest to the bit
+        assert (np.isnan(got) == nan).all()
+        assert got[~nan].tobytes() == want[~nan].astype(dtype).tobytes()
+    for dtype in (np.float32, np.float64):
+        p = to.Parameter(x.astype(dtype))
+        (p.abs() * to.tensor(g.astype(dtype))).sum().backward()
+        check(p.grad.numpy(), dtype)
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(x, requires_grad=True)
+    tx.abs().backward(torch.tensor(g))
+    check(tx.grad.numpy(), np.float64)
+
+
 def test_nan_gradient_propagates():
     p = to.Parameter(np.array([np.nan, 1.0]))
     (p * p).sum().backward()

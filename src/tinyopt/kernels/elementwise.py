@@ -134,12 +134,12 @@ def abs(x):
 
 @ufunc(*F2)
 def abs_grad(g, x):
-    """g * sign(x), with sign(0) = 0."""
+    """g * sgn(x) as torch's: sgn(0) = sgn(NaN) = +0, so a NaN or infinite g there gives NaN."""
     if x > 0:
         return g
     if x < 0:
         return -g
-    return 0.0
+    return g * 0.0
 
 
 @ufunc(*F1)

@@ -427,18 +427,12 @@ def _lp_pool(dims: int, input, norm_type: float, kernel_size, stride, ceil_mode:
     max_pool, avg_pool = _POOLS[dims]
     x = as_tensor(input)
     if norm_type == math.inf:
-        return max_pool(_abs(x), kernel_size, stride, 0, 1, ceil_mode)
+        return max_pool(x.abs(), kernel_size, stride, 0, 1, ceil_mode)
     if norm_type == -math.inf:
-        return -max_pool(-_abs(x), kernel_size, stride, 0, 1, ceil_mode)
+        return -max_pool(-x.abs(), kernel_size, stride, 0, 1, ceil_mode)
     k = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * dims
     m = avg_pool(x.pow(norm_type), kernel_size, stride, 0, ceil_mode)
-    return (m.sign() * relu(_abs(m))).mul(math.prod(k)).pow(1.0 / norm_type)
-
-
-def _abs(x: Tensor) -> Tensor:
-    """|x| as x sign(x), whose gradient g sign(x) is torch's abs's where x is 0 or NaN too (NaN
-    for a NaN g: abs's own gradient kernel gives 0 there)."""
-    return x * x.sign()
+    return (m.sign() * relu(m.abs())).mul(math.prod(k)).pow(1.0 / norm_type)
 
 
 def lp_pool1d(input, norm_type: float, kernel_size: int, stride=None,
