@@ -200,7 +200,8 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
 # own ``cblas_?gemm`` with ``np.matmul``'s arguments, ``blas.matmul_args``) and softmax rows
 # (the row functions above, as the kernels above run them).  ``args``: ``ARGS_HEAD`` int64
 # [gemm address, A, B, L, S, scores (A, B, L, S), mask (Am, Bm, Lm, S) or, backward, the
-# probabilities, Am, Bm, Lm, address of the scale (a float64), causal tile], then per GEMM
+# probabilities, Am, Bm, Lm, address of the scale (a float64), causal tile, forward: float64
+# scratch (A B, ``scratch_width(S)``), a row for each pair], then per GEMM
 # ``GEMM_FIELDS`` int64: (trans1, trans2, M, N, K, lda, ldb, ldc, then the three matrices'
 # (address of pair (0, 0), byte stride over a, byte stride over b)).
 #
@@ -215,7 +216,12 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
 # shapes), and masked probabilities are exact 0 as before.
 
 GEMM_FIELDS = 17
-ARGS_HEAD = 12
+ARGS_HEAD = 13
+
+
+def scratch_width(S: int) -> int:
+    """The float64 scratch row a forward pair's softmax rows share: max(S, 2 ``LANES``)."""
+    return max(S, 2 * LANES)
 
 
 @subroutine
@@ -260,7 +266,11 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
         Am, Bm, Lm = args[7], args[8], args[9]
         mask = numba.carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
         scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
-        e64 = np.empty(max(S, 2 * LANES))
+        # the pair's scratch row, from the host: numba's np.empty (and max) are functions of
+        # their own to compile, ~0.13 s of a cold first step where no other kernel of the
+        # process calls them first
+        width = S if S > 2 * LANES else 2 * LANES
+        e64 = numba.carray(blas.pointer(args[12] + c * (8 * width), 0.0), (width,))
         m0 = (min(a, Am - 1) * Bm + min(b, Bm - 1)) * Lm
         tile = args[11] if causal else L
         D, Dv = args[ARGS_HEAD + 4], args[g1 + 3]

@@ -159,7 +159,7 @@ def layer_norm_grad_x(g, x, stats, w, has_w, out):
                      np.empty((2, LN_LANES)))
 
 
-LN_ARGS = 10
+LN_ARGS = 11
 LN_STATS, LN_GRAD_X = 0, 1
 
 
@@ -170,8 +170,10 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
     :func:`layer_norm_stats` (``part`` ``LN_STATS``) or :func:`layer_norm_grad_x`
     (``LN_GRAD_X``), the same row loops with the same types (the same bits), for
     ``shared_threads.chunk_runner``.  args = [addresses of x (M, D), stats (M, 2), out (M, D),
-    g (M, D), w (D,), then M, D, R, has_w, address of eps (a float64)]; an array the part does
-    not read may be any address.  Without ``has_w``, ``w`` is typed float64 as the engine's
+    g (M, D), w (D,), then M, D, R, has_w, address of eps (a float64), address of float64
+    scratch (chunks, 2, ``LN_LANES``) for ``LN_GRAD_X`` (from the host: numba's ``np.empty`` is
+    a function of its own to compile, ~0.1 s of a cold first step where no other kernel of the
+    process calls it first)]; an array the part does not read may be any address.  Without ``has_w``, ``w`` is typed float64 as the engine's
     stand-in for an absent weight is, and the flag is read at run time as the kernel's is, so
     that ``g * w if has_w else g`` types as in the kernel (float64 there: a constant False would
     leave it float32, other bits).
@@ -194,7 +196,8 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
             out = numba.carray(blas.pointer(a[2], dt(0.0)), (M, D))
             g = numba.carray(blas.pointer(a[3], dt(0.0)), (M, D))
             w = numba.carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
-            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, np.empty((2, LN_LANES)))
+            lanes = numba.carray(blas.pointer(a[10] + c * (16 * LN_LANES), 0.0), (2, LN_LANES))
+            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, lanes)
     return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
 
 
