@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 from tinyopt.kernels.jit import (c_callback, inline, parallel_kernel, prange, specialized,
                                  subroutine)
 from tinyopt.kernels import vecmath as _V
@@ -258,19 +258,19 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     g1 = ARGS_HEAD + GEMM_FIELDS
 
     def attention_chunk(c, argp):
-        args = numba.carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
+        args = carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        P = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
+        P = carray(blas.pointer(args[5], zero), (A * B * L, S))
         Am, Bm, Lm = args[7], args[8], args[9]
-        mask = numba.carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
-        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
+        mask = carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
+        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
         # the pair's scratch row, from the host: numba's np.empty (and max) are functions of
         # their own to compile, ~0.13 s of a cold first step where no other kernel of the
         # process calls them first
         width = S if S > 2 * LANES else 2 * LANES
-        e64 = numba.carray(blas.pointer(args[12] + c * (8 * width), 0.0), (width,))
+        e64 = carray(blas.pointer(args[12] + c * (8 * width), 0.0), (width,))
         m0 = (min(a, Am - 1) * Bm + min(b, Bm - 1)) * Lm
         tile = args[11] if causal else L
         D, Dv = args[ARGS_HEAD + 4], args[g1 + 3]
@@ -298,13 +298,13 @@ def attention_grad_chunks(fast: bool, causal: bool):
     g1, g2, g3 = (ARGS_HEAD + k * GEMM_FIELDS for k in range(1, 4))
 
     def attention_grad_chunk(c, argp):
-        args = numba.carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
+        args = carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        G = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
-        P = numba.carray(blas.pointer(args[6], zero), (A * B * L, S))
-        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
+        G = carray(blas.pointer(args[5], zero), (A * B * L, S))
+        P = carray(blas.pointer(args[6], zero), (A * B * L, S))
+        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
         if causal:
             tile = args[11]
             Dv, D = args[ARGS_HEAD + 4], args[g1 + 3]
