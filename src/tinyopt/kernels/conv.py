@@ -379,13 +379,13 @@ def _array3(a, k, z):
 @inline
 def _array4(a, k, z):
     return carray(blas.pointer(a[6 * k], z),
-                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4]))
+                  (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4]))
 
 
 @inline
 def _array5(a, k, z):
     return carray(blas.pointer(a[6 * k], z),
-                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4], a[6 * k + 5]))
+                  (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4], a[6 * k + 5]))
 
 
 @specialized
