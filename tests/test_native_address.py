@@ -50,14 +50,16 @@ COLD = textwrap.dedent("""
 
 
 def test_chunk_kernels_compile_no_overload_of_their_own():
-    """numba compiles each overload a kernel calls (``numba.carray``, ``np.empty``, ``max``) as
-    a function of its own, once per process and signature (~0.02 s for a carray, ~0.13 s for
-    the first ``np.empty``), in each process of a compile-ahead pair: the chunk kernels use
-    ``address.carray`` (an intrinsic) and take their scratch from the host."""
+    """numba compiles each overload a kernel calls (``numba.carray``, ``np.empty``, ``max``,
+    ``min``, a scalar's ``.view``) as a function of its own, once per process and signature
+    (~0.02-0.03 s each, ~0.13 s for the first ``np.empty``), in each process of a compile-ahead
+    pair: the chunk kernels use ``address.carray`` (an intrinsic), take their scratch from the
+    host, write their minima out, and ``exp_f32`` bitcasts with ``float_of_bits``."""
     r = subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     compiled = r.stdout.strip().splitlines()[-1]
     assert "attention_chunk" in compiled and "layer_norm_chunk" in compiled, compiled
-    for overload in ("impl_carray", "ol_np_empty", "_ol_array_allocate", "ol_max"):
+    for overload in ("impl_carray", "ol_np_empty", "_ol_array_allocate", "ol_max", "ol_min",
+                     "scalar_view"):
         assert overload not in compiled, compiled

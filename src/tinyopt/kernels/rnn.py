@@ -178,7 +178,7 @@ def lstm_scan_chunks(fast: bool):
         pre = carray(blas.pointer(a[12], dt(0.0)), (B, G))
         lengths = carray(blas.pointer(a[13], np.int64(0)), (B,))
         b0 = c * R
-        b1 = min(B, b0 + R)
+        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
         for k in range(T):
             if reverse:
                 t, p, q = T - 1 - k, T - k, T - 1 - k
@@ -260,7 +260,7 @@ def lstm_scan_grad_chunks(single: bool):
         rec = carray(blas.pointer(a[13], dt(0.0)), (B, H))
         lengths = carray(blas.pointer(a[14], np.int64(0)), (B,))
         b0 = c * R
-        b1 = min(B, b0 + R)
+        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
         for k in range(T - 1, -1, -1):
             if reverse:
                 t, p, q = T - 1 - k, T - k, T - 1 - k
