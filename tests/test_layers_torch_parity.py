@@ -90,6 +90,24 @@ def test_one_dimensional_modules_against_torch():
         run_both(ours, theirs, x)
 
 
+@pytest.mark.parametrize("make, shape", [
+    (lambda m: m.AdaptiveMaxPool1d(3), (2, 3, 7)), (lambda m: m.AdaptiveMaxPool1d(2), (3, 8)),
+    (lambda m: m.AdaptiveMaxPool3d((2, None, 3)), (2, 2, 5, 4, 7)),
+    (lambda m: m.AdaptiveMaxPool3d(2), (2, 5, 4, 7)),  # unbatched (C, D, H, W)
+    (lambda m: m.LPPool1d(2, 3), (2, 3, 7)), (lambda m: m.LPPool1d(3, 2, stride=1), (3, 7)),
+    (lambda m: m.LPPool2d(2, (2, 3), stride=2, ceil_mode=True), (2, 3, 5, 7)),
+    (lambda m: m.LPPool2d(float("inf"), 2), (3, 4, 6)),
+    (lambda m: m.LPPool3d(2, 2), (2, 2, 4, 4, 5)),
+    (lambda m: m.LPPool3d(4, (2, 1, 2)), (2, 4, 3, 4)),
+])
+def test_pooling_modules_against_torch(make, shape):
+    """The adaptive max and power-average pooling modules, batched and unbatched (inputs of
+    both signs: an odd power's negative window means are clamped to 0, as torch's)."""
+    ours, theirs = make(nn), make(torch.nn)
+    assert repr(ours) == repr(theirs)
+    run_both(ours, theirs, rng.permutation(np.prod(shape)).reshape(shape) / 10.0 - 0.5)
+
+
 def test_conv_transpose_output_size():
     ours, theirs = nn.ConvTranspose2d(4, 2, 3, stride=2), torch.nn.ConvTranspose2d(4, 2, 3,
                                                                                    stride=2)

@@ -187,10 +187,54 @@ def test_errors():
         F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((3, 3), np.int64))
     with pytest.raises(RuntimeError, match="cannot be broadcast"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=np.zeros((4, 3)))
-    with pytest.raises(NotImplementedError, match="enable_gqa"):
-        F.scaled_dot_product_attention(q, q, q, enable_gqa=True)
-    with pytest.raises(NotImplementedError, match="float attn_mask are not supported"):
-        F.scaled_dot_product_attention(q, q, q, attn_mask=to.Parameter(np.zeros((3, 3))))
+    with pytest.raises(RuntimeError, match="^Number of heads in key and value must divide the "
+                                           "number of heads in $"):
+        F.scaled_dot_product_attention(q, np.zeros((3, 3, 4)), np.zeros((3, 3, 4)),
+                                       enable_gqa=True)
+    with pytest.raises(IndexError, match=r"got -3\)$"):
+        F.scaled_dot_product_attention(q[0], q[0], q[0], enable_gqa=True)
+
+
+def test_a_learned_float_mask_gets_its_gradient_as_torchs():
+    """A float attn_mask that requires grad (a learned relative-position bias), broadcast over
+    the batch, with a row masked out entirely (0, and no gradient, as torch's): values and the
+    gradients of q, k, v and the mask; and against finite differences."""
+    torch = pytest.importorskip("torch")
+    arrays = [rng.standard_normal(s) for s in ((2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 2), (3, 4, 6))]
+    arrays[3][0, 1] = -np.inf
+    got = []
+    for lib in (torch, to):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        out = lib.nn.functional.scaled_dot_product_attention(*ts[:3], attn_mask=ts[3], scale=0.4)
+        (out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape))).sum().backward()
+        got.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+    for ours, theirs in zip(got[1], got[0]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    assert not got[1][4][0, 1].any() and not got[1][0][:, 0, 1].any()
+    gradcheck(lambda q, m: F.scaled_dot_product_attention(q, q, q, attn_mask=m),
+              arrays[0][0, :2], arrays[3][1:3, :, :4])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_grouped_query_attention_matches_torch(causal):
+    """``enable_gqa``: key and value with fewer heads than query (each its own number), every
+    head of theirs serving consecutive query heads; values and all three gradients."""
+    torch = pytest.importorskip("torch")
+    arrays = [rng.standard_normal(s) for s in ((2, 6, 5, 4), (2, 2, 7, 4), (2, 3, 7, 3))]
+    ours = [to.Parameter(a) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    out = F.scaled_dot_product_attention(*ours, is_causal=causal, enable_gqa=True)
+    ref_out = torch.nn.functional.scaled_dot_product_attention(*theirs, is_causal=causal,
+                                                               enable_gqa=True)
+    np.testing.assert_allclose(out.numpy(), ref_out.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = rng.standard_normal(out.shape)
+    (out * to.tensor(g)).sum().backward()
+    (ref_out * torch.tensor(g)).sum().backward()
+    for p, t in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    if not causal:
+        gradcheck(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                  arrays[0][:1, :4, :3], arrays[1][:1, :, :4], arrays[2][:1, :2, :4])
 
 
 @pytest.mark.parametrize("q_shape, k_shape", [((0, 1, 1), (0, 0, 1)), ((0, 2, 1, 3), (0, 2, 2, 3)),

@@ -813,3 +813,16 @@ def test_clamp_converts_number_bounds_to_the_dtype_as_torch(dtype, lo, hi):
         return str(r.tolist()), str(r.dtype).split(".")[-1]
 
     assert run(to) == run(torch)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_nan_and_inf_flags_of_16_bit_floats(dtype):
+    """isnan/isinf/isfinite/isposinf/isneginf read a float16 or bfloat16 tensor's values (they
+    called every non-float32/64 tensor an integer one: never NaN, always finite)."""
+    pytest.importorskip("ml_dtypes")
+    x = to.tensor([1.0, math.nan, math.inf, -math.inf, -0.0]).to(getattr(to, dtype))
+    for name, want in [("isnan", [0, 1, 0, 0, 0]), ("isinf", [0, 0, 1, 1, 0]),
+                       ("isfinite", [1, 0, 0, 0, 1]), ("isposinf", [0, 0, 1, 0, 0]),
+                       ("isneginf", [0, 0, 0, 1, 0])]:
+        got = getattr(x, name)()
+        assert got.dtype == np.bool_ and got.tolist() == [bool(w) for w in want], name

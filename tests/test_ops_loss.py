@@ -4,6 +4,7 @@ one_hot.  Forward against numpy and torch, backward against finite differences, 
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -173,8 +174,9 @@ def test_cross_entropy_errors():
         O.nll_loss(x, [0, 5, 2, 2]).item()
     with pytest.raises(TypeError, match=r"cross_entropy.*int64.*float"):
         O.cross_entropy(x, np.array([0.0, 1.0, 2.0, 1.0]))
-    with pytest.raises(TypeError, match="class-probability"):
-        O.cross_entropy(x, np.zeros((4, 3)))
+    with pytest.raises(RuntimeError, match="^Expected floating point type for target with "
+                       "class probabilities, got Long$"):
+        O.cross_entropy(x, np.zeros((4, 3), np.int64))
     with pytest.raises(ValueError, match=r"cross_entropy: input of shape \(4, 3\).*\(4,\).*\(3,\)"):
         O.cross_entropy(x, [0, 1, 2])
     with pytest.raises(ValueError, match=r"weight has shape \(2,\), expected \(3,\)"):
@@ -188,6 +190,90 @@ def test_cross_entropy_errors():
         O.cross_entropy(to.tensor([[1, 2]]), [0])
     with pytest.raises(ValueError, match=r"\(4, 3, 2\).*\(4, 2\)"):
         O.cross_entropy(to.tensor(np.zeros((4, 3, 2))), np.zeros(4, np.int64))
+
+
+# ---- cross-entropy against class probabilities ---------------------------------------------------
+def np_prob_cross_entropy(x, p, weight=None, reduction="mean", eps=0.0):
+    """torch's cross_entropy with a float target of the input's shape, in numpy: the class dim
+    is 1 (0 unbatched); 'mean' divides by the number of rows, whatever the weights."""
+    dim = 1 if x.ndim > 1 else 0
+    C = x.shape[dim]
+    w = np.ones(C) if weight is None else weight
+    q = p * (1 - eps) + eps / C
+    loss = -(np_log_softmax(x, dim) * q * w.reshape((C,) + (1,) * (x.ndim - dim - 1))).sum(dim)
+    if reduction == "none":
+        return loss
+    return loss.sum() if reduction == "sum" else loss.sum() / loss.size if loss.size else np.nan
+
+
+PROB_SHAPES = [(5, 4), (2, 4, 2, 3), (4,), (0, 4)]
+PROB_OPTIONS = [dict(), dict(weight=True), dict(label_smoothing=0.3),
+                dict(weight=True, label_smoothing=0.1)]
+
+
+@pytest.mark.parametrize("shape", PROB_SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_with_class_probabilities_matches_numpy_and_torch(shape, dtype):
+    """Values, and the gradients of both the logits and the target (torch differentiates the
+    target too), for every reduction, with weights and label smoothing."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 2).astype(dtype)
+    p = np.exp(np_log_softmax(rng.standard_normal(shape), 1 if len(shape) > 1 else 0))
+    p = p.astype(dtype)
+    w = rng.uniform(0.2, 2.0, size=4).astype(dtype)
+    for i, (opts, reduction) in enumerate(itertools.product(PROB_OPTIONS, REDUCTIONS)):
+        kw = dict(opts, weight=w) if opts.get("weight") else opts
+        want = np_prob_cross_entropy(x.astype(np.float64), p, kw.get("weight"), reduction,
+                                     kw.get("label_smoothing", 0.0))
+        ours_x, ours_p = to.Parameter(x), to.Parameter(p)
+        ours = O.cross_entropy(ours_x, ours_p, reduction=reduction, **kw)
+        assert ours.shape == np.shape(want) and ours.dtype == dtype
+        np.testing.assert_allclose(ours.numpy(), want, **tol(dtype), err_msg=f"{kw} {reduction}")
+        tx, tp = (torch.tensor(a, requires_grad=True) for a in (x, p))
+        tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        theirs = torch.nn.functional.cross_entropy(tx, tp, reduction=reduction, **tkw)
+        g = rng.standard_normal(ours.shape).astype(dtype)
+        (ours * to.tensor(g)).sum().backward()
+        (theirs * torch.tensor(g)).sum().backward()
+        for a, b in ((ours_x, tx), (ours_p, tp)):
+            np.testing.assert_allclose(a.grad, b.grad.numpy(), **tol(dtype),
+                                       err_msg=f"{kw} {reduction}")
+        if dtype == np.float64 and i % 4 == len(shape) % 4 and x.size:
+            gradcheck(lambda a, b: O.cross_entropy(a, b, reduction=reduction, **kw), x, p)
+
+
+def test_cross_entropy_with_class_probabilities_follows_torchs_promotion_and_module():
+    torch = pytest.importorskip("torch")
+    x, p = np.zeros((2, 3), np.float32), np.full((2, 3), 1 / 3)
+    # the product's dtype, as torch's composite promotes (a float64 target: a float64 loss)
+    assert O.cross_entropy(x, p).dtype == np.float64
+    assert O.cross_entropy(x, p.astype(np.float32), weight=np.ones(3)).dtype == np.float64
+    w = np.array([1.0, 2.0, 0.5])
+    ours = to.nn.CrossEntropyLoss(weight=w, label_smoothing=0.2)(x.astype(np.float64), p)
+    theirs = torch.nn.CrossEntropyLoss(weight=torch.tensor(w), label_smoothing=0.2)(
+        torch.tensor(x, dtype=torch.float64), torch.tensor(p))
+    np.testing.assert_allclose(ours.item(), theirs.item(), rtol=1e-12)
+
+
+def test_cross_entropy_with_class_probabilities_errors_are_torchs():
+    x, p = np.zeros((4, 3)), np.full((4, 3), 1 / 3)
+    with pytest.raises(RuntimeError, match="^ignore_index is not supported for floating point "
+                                           "target$"):
+        O.cross_entropy(x, p, ignore_index=1)
+    assert O.cross_entropy(x, p, ignore_index=-1).item() == pytest.approx(np.log(3))
+    with pytest.raises(RuntimeError, match=r"^cross_entropy: weight tensor should be defined "
+                       r"either for all 3 classes or no classes but got weight tensor of "
+                       r"shape: \[4\]$"):
+        O.cross_entropy(x, p, weight=np.ones(4))
+    with pytest.raises(RuntimeError, match="^Expected floating point type for target with "
+                       "class probabilities, got Int$"):
+        O.cross_entropy(x, np.zeros((4, 3), np.int32))
+    # a float target of another shape is read as class indices, as torch reads it (and refused)
+    with pytest.raises((TypeError, ValueError)):
+        O.cross_entropy(x, np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="'avg' is not a valid value for reduction"):
+        O.cross_entropy(x, p, reduction="avg")
 
 
 # ---- elementwise losses ------------------------------------------------------------------------

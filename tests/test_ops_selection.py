@@ -36,6 +36,8 @@ CASES = {
     "kthvalue": (lambda L, x: x.kthvalue(2, 1), (X,)),
     "median": (lambda L, x: x.median(), (X,)),
     "median dim": (lambda L, x: x.median(2, keepdim=True), (X,)),
+    "nanmedian": (lambda L, x: x.nanmedian(), (X,)),
+    "nanmedian dim": (lambda L, x: L.nanmedian(x, 1), (X,)),
     "max dim": (lambda L, x: x.max(1), (X,)),
     "min dim keepdim": (lambda L, x: L.min(x, 0, keepdim=True), (X,)),
 }
@@ -177,6 +179,62 @@ def test_a_median_over_a_nan_is_nan_at_the_first_nans_index_as_torch():
                 if want is not None:
                     assert have.shape == want.shape and have.dtype == want.dtype
                     np.testing.assert_array_equal(have, want)
+
+
+def test_nanmedian_skips_nans_as_torch():
+    """The lower median of a row's numbers (NaN where the row has none, at its first NaN), with
+    its index and the gradient on it; ``nanmedian()``'s gradient shared by the elements equal to
+    it (or by the NaNs of an all-NaN tensor); integers as ``median``."""
+    torch = pytest.importorskip("torch")
+    n = np.nan
+    data = np.array([[1.0, n, 3.0, n], [n, 5.0, n, n], [2.0, 2.0, 1.0, 0.5], [4.0, 3.0, n, 7.0]])
+    for dtype, x0, dims in ((np.float32, data, (None, 1, -1)), (np.float64, data.T, (None, 0)),
+                            (np.float64, np.full(3, n), (None,))):
+        for dim in dims:
+            got = []
+            for lib in (torch, to):
+                x = lib.tensor(x0.astype(dtype), requires_grad=True)
+                r = lib.nanmedian(x) if dim is None else x.nanmedian(dim, keepdim=dim == -1)
+                values = r if dim is None else r[0]
+                w = lib.arange(1.0, values.numel() + 1).reshape(values.shape)
+                (values * w).sum().backward()
+                got.append((values.detach().numpy(), None if dim is None else r[1].numpy(),
+                            x.grad.numpy()))
+            for want, have in zip(*got):
+                if want is not None:
+                    assert have.shape == want.shape and have.dtype == want.dtype
+                    np.testing.assert_array_equal(have, want)
+    # a row of NaNs: NaN, at one of them (torch's index there is std::nth_element's choice)
+    values, indices = to.tensor([[n, n, n, n], [1.0, n, n, 2.0]]).nanmedian(1)
+    assert np.isnan(values[0].item()) and 0 <= indices[0].item() < 4 and values[1].item() == 1.0
+    for dtype in (to.float16, to.bfloat16):  # (16-bit floats read as such: NaN is seen)
+        x = to.tensor([[1.0, n, 3.0], [2.0, n, n]]).to(dtype)
+        assert np.isnan(x.median().item()) and x.nanmedian().item() == 2.0
+        assert x.median(1)[1].tolist() == [1, 1] and x.nanmedian(1)[0].tolist() == [1.0, 2.0]
+    ints = np.array([[5, 1, 3], [2, 8, 4]])
+    for r, t in zip(to.nanmedian(to.tensor(ints), 1), torch.nanmedian(torch.tensor(ints), 1)):
+        np.testing.assert_array_equal(r.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian"])
+def test_the_median_of_no_elements_is_torchs(name):
+    """NaN (an integer dtype's lowest value) for ``median()``, differentiable; ``median(dim)``
+    over an empty dim raises torch's IndexError; over another dim an empty result."""
+    torch = pytest.importorskip("torch")
+    for dtype in ("float32", "float64", "int64"):
+        ours, theirs = (getattr(lib.zeros(2, 0, dtype=getattr(lib, dtype)), name)()
+                        for lib in (to, torch))
+        assert ours.dtype == dtype
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    x = to.zeros(0, 3, requires_grad=True)
+    getattr(x, name)().backward()
+    assert x.grad.shape == (0, 3)
+    values, indices = getattr(x, name)(1)
+    assert values.shape == indices.shape == (0,)
+    for dim in (0, -2):
+        with pytest.raises(IndexError, match=r"^median\(\): Expected reduction dim 0 to have "
+                                             r"non-zero size\.$"):
+            getattr(x, name)(dim)
 
 
 def test_the_median_of_all_elements_shares_its_gradient_among_equal_elements_as_torch():

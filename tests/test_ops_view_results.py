@@ -111,7 +111,9 @@ def _functional(lib):
 
 
 def _resolve(lib, name):
-    for ns in (lib, lib.nn.functional):
+    # (torch's top-level adaptive_max_pool1d, which tinyopt does not have, returns the indices
+    # too: F's is the one to compare)
+    for ns in (lib, lib.nn.functional)[name == "adaptive_max_pool1d":]:
         f = getattr(ns, name, None)
         if callable(f) and not isinstance(f, type):
             return f

@@ -66,13 +66,49 @@ def test_every_view_op_matches_torch(name):
     assert tuple(v.shape) == tuple(w.shape) and v.tolist() == w.tolist()
     size_gt_1 = [i for i, n in enumerate(v.shape) if n > 1]  # (a size-1 stride is arbitrary)
     assert [v.stride(i) for i in size_gt_1] == [w.stride(i) for i in size_gt_1]
-    assert v.is_contiguous() == w.is_contiguous()
+    assert v.is_contiguous() == w.is_contiguous() and v.storage_offset() == w.storage_offset()
     with to.no_grad():
         v.fill_(-1.0)
     with torch.no_grad():
         w.fill_(-1.0)
     assert ours.tolist() == theirs.tolist()
     assert (ours._version, v._version) == (theirs._version, w._version)
+
+
+EMPTY_VIEWS = {  # of a (4, 3) tensor: where torch's empty results start, and their strides
+    "rows past the end": lambda t: t[4:], "rows from far past the end": lambda t: t[9:],
+    "no rows in the middle": lambda t: t[2:2], "no columns": lambda t: t[1:, 3:],
+    "backwards": lambda t: t[-1:0], "stepped": lambda t: t[::2][2:],
+    "step 2": lambda t: t[1, 2:2:2],
+    "narrow": lambda t: t.narrow(1, 2, 0), "split": lambda t: t.split(2, 1)[1][:, 1:],
+    "tensor_split": lambda t: t.tensor_split([4])[1], "transposed": lambda t: t.t()[1:, 4:],
+    "select, then none": lambda t: t[:, 1][4:], "None": lambda t: t[None, 4:],
+    "view of an empty": lambda t: t[4:].view(3, 0), "empty, then None": lambda t: t[4:][None],
+    "unbind": lambda t: t[:, 3:].unbind(0)[2], "unsqueeze": lambda t: t[4:].unsqueeze(0),
+    "unsqueeze inside": lambda t: t.t()[3:].unsqueeze(1),
+}
+
+
+@pytest.mark.parametrize("make", [lambda L: L.ones(4, 3), lambda L: L.ones(4, 3) * 2,
+                                  lambda L: L.nn.Parameter(L.ones(4, 3))])
+def test_empty_views_start_where_torchs_do(make):
+    """An empty slice keeps its start and its step, as torch's (numpy's starts at 0 with step 1),
+    for a plain tensor, a graph node and a parameter."""
+    torch = pytest.importorskip("torch")
+    for name, view in EMPTY_VIEWS.items():
+        got = [(tuple(v.shape), tuple(v.stride()), v.storage_offset(), v.is_contiguous())
+               for v in (view(make(to)), view(make(torch)))]
+        assert got[0] == got[1], name
+
+
+def test_from_numpy_of_an_empty_array_keeps_its_strides_as_torch():
+    torch = pytest.importorskip("torch")
+    for a in (np.zeros((0, 3), np.float32), np.ones((4, 3))[4:], np.ones((4, 3)).T[3:],
+              np.zeros((2, 0, 4)), np.ones((4, 3))[:, 3:]):
+        ours, theirs = to.from_numpy(a), torch.from_numpy(a)
+        assert ours.stride() == theirs.stride() and ours.storage_offset() == 0
+        assert ours[1:].stride() == theirs[1:].stride()
+    assert to.tensor(np.zeros((0, 3))).stride() == (3, 1)  # (a copy: contiguous, as torch's)
 
 
 def test_view_raises_where_torch_cannot_view_and_reshape_copies_there():

@@ -38,8 +38,8 @@ from tinyopt.engine import ops as F
 from tinyopt.engine.op import node, view_array, view_node
 from tinyopt.engine.storage import (MULTI, NO_GRAD, Storage, ViewInfo, ViewStep, storage_of,
                                     version_counter)
-from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, Parameter, Tensor, _Alias, _check_result,
-                                   _ids, _mark_mutated, make_node)
+from tinyopt.engine.tensor import (LEAF_OPS, MUTATIONS, USER_EMPTY_ARRAYS, Parameter, Tensor,
+                                   _Alias, _check_result, _ids, _mark_mutated, make_node)
 
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation.")
@@ -175,21 +175,52 @@ def geometry(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """``t``'s shape, strides and offset (in bytes) in its base's memory, as torch's would be:
     a graph node that is not a view is contiguous; a view's are computed by replaying its view
     ops over a stand-in array of the base's geometry that owns no memory (only strides are
-    read, never elements)."""
+    read, never elements), indexing ones by torch's rule (``_indexed``)."""
     info = getattr(t, "view_info", None)
     if info is None:
         if t.op in LEAF_OPS:
-            return t.shape, _leaf_strides(t.value), 0
+            return t.shape, _leaf_strides(t), 0
         return t.shape, _contiguous_strides(t.shape, t.dtype.itemsize), 0
     base = _base(t)
     if base.op in LEAF_OPS:
-        shape, strides = base.shape, _leaf_strides(base.value)
+        shape, strides = base.shape, _leaf_strides(base)
     else:
         shape, strides = base.shape, _contiguous_strides(base.shape, base.dtype.itemsize)
-    origin = stand_in(shape, strides, base.dtype)
-    v = view_array(info.steps, origin)
-    offset = v.__array_interface__["data"][0] - origin.__array_interface__["data"][0]
+    origin = v = stand_in(shape, strides, base.dtype)
+    moved = 0  # (bytes the indexing steps moved the start, which the stand-in does not hold)
+    for step in info.steps:
+        if step.op == "slice":
+            shape, strides, by = _indexed(step, v.shape, v.strides, v.itemsize)
+            v = np.lib.stride_tricks.as_strided(v, shape, strides, writeable=False)
+            moved += by
+        else:
+            v = view_array((step,), v)
+    offset = v.__array_interface__["data"][0] - origin.__array_interface__["data"][0] + moved
     return v.shape, v.strides, offset
+
+
+def _indexed(step: ViewStep, shape: tuple[int, ...], strides: tuple[int, ...],
+             itemsize: int) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """The shape, strides and start (bytes) of basic indexing ``step`` over an array of
+    ``shape`` and ``strides``, by torch's rules, left to right: a slice starts at its start and
+    multiplies the stride by its step, an empty one too (numpy's keeps start 0 and step 1); an
+    integer moves the start; None inserts a dimension of stride size x stride of the one it
+    goes before (1 at the end; numpy's: 0)."""
+    shp, st, by, d = list(shape), list(strides), 0, 0
+    starts = iter(int(s) for s in step.extras[0].value)
+    for e in step.attrs[0]:
+        if e[0] == "s":
+            by += next(starts) * st[d]
+            shp[d], st[d] = e[1], st[d] * e[2]
+            d += 1
+        elif e[0] == "i":
+            by += next(starts) * st[d]
+            del shp[d], st[d]
+        else:
+            st.insert(d, shp[d] * st[d] if d < len(shp) else itemsize)
+            shp.insert(d, 1)
+            d += 1
+    return tuple(shp), tuple(st), by
 
 
 def stand_in(shape: tuple[int, ...], strides: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -203,10 +234,15 @@ def _base(t: Tensor) -> Tensor:
     return cast(Tensor, t._base)
 
 
-def _leaf_strides(a: np.ndarray) -> tuple[int, ...]:
+def _leaf_strides(t: Tensor) -> tuple[int, ...]:
     """A leaf's strides in bytes: its array's, or, for an empty one (whose array may keep any
-    strides), the contiguous strides torch gives an empty tensor ((0, 3): (3, 1) elements)."""
-    return a.strides if a.size else _contiguous_strides(a.shape, a.itemsize)
+    strides), the contiguous strides torch gives an empty tensor ((0, 3): (3, 1) elements) -
+    unless the array is the user's (``from_numpy``, ``from_dlpack``), whose strides torch
+    keeps, as numpy gives them."""
+    a = t.value
+    if a.size or USER_EMPTY_ARRAYS.get(id(a)) is a:
+        return a.strides
+    return _contiguous_strides(a.shape, a.itemsize)
 
 
 def _contiguous_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -986,6 +986,10 @@ class OpMethods:
         """See ``tinyopt.msort``."""
         return ops.msort(self)
 
+    def nanmedian(self, dim: int | None = None, keepdim: bool = False) -> Any:
+        """See ``tinyopt.nanmedian``."""
+        return ops.nanmedian(self, dim, keepdim)
+
     def nonzero(self, *, as_tuple: bool = False) -> Any:
         """See ``tinyopt.nonzero``."""
         return ops.nonzero(self, as_tuple=as_tuple)

@@ -1430,7 +1430,7 @@ def from_numpy(arr: np.ndarray) -> Tensor:
                         f"only supported types are: float64, float32, float16, int64, int32, "
                         f"int16, int8, uint64, uint32, uint16, uint8, and bool (tinyopt has no "
                         f"complex dtypes).")
-    return leaf(arr)
+    return _user_leaf(arr)
 
 
 def from_dlpack(ext_tensor: Any) -> Tensor:
@@ -1442,6 +1442,18 @@ def from_dlpack(ext_tensor: Any) -> Tensor:
     arr = np.from_dlpack(ext_tensor)
     if arr.dtype not in SUPPORTED:
         raise TypeError(f"from_dlpack: unsupported dtype {arr.dtype}")
+    return _user_leaf(arr)
+
+
+# The empty arrays a user handed over (``from_numpy``, ``from_dlpack``), by id: torch keeps
+# their strides (numpy's, 0 along an empty dimension), where an empty tensor tinyopt made
+# has contiguous ones whatever its array's (``inplace.geometry``).
+USER_EMPTY_ARRAYS: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+
+
+def _user_leaf(arr: np.ndarray) -> Tensor:
+    if not arr.size:
+        USER_EMPTY_ARRAYS[id(arr)] = arr
     return leaf(arr)
 
 

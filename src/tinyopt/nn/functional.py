@@ -16,6 +16,7 @@ The legacy ``size_average``/``reduce`` loss arguments map to ``reduction`` with 
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -33,7 +34,9 @@ from tinyopt.engine.ops.conv1d import avg_pool1d, conv1d, max_pool1d
 from tinyopt.engine.ops.embedding_bag import embedding_bag
 from tinyopt.engine.ops.conv_transpose import conv_transpose2d
 from tinyopt.engine.ops.grid_sample import affine_grid, grid_sample
-from tinyopt.engine.ops.patches import adaptive_max_pool2d, fold, unfold
+from tinyopt.engine.ops.adaptive_max_pool import (adaptive_max_pool1d, adaptive_max_pool2d,
+                                                  adaptive_max_pool3d)
+from tinyopt.engine.ops.patches import fold, unfold
 from tinyopt.engine.ops.volume import (adaptive_avg_pool3d, avg_pool3d, conv3d, conv_transpose3d,
                                        max_pool3d)
 from tinyopt.engine.ops.group_norm import group_norm, instance_norm
@@ -48,7 +51,8 @@ from tinyopt.engine.tensor import leaf as _leaf
 from tinyopt.nn import kernels_ahead
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-           "adaptive_max_pool2d", "affine_grid", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d", "affine_grid",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d",
            "batch_norm", "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu",
            "conv1d", "conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d",
            "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "dropout1d",
@@ -57,6 +61,7 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
            "hardtanh",
            "huber_loss", "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm",
            "leaky_relu", "leaky_relu_", "linear", "log_softmax", "logsigmoid",
+           "lp_pool1d", "lp_pool2d", "lp_pool3d",
            "margin_ranking_loss", "max_pool1d", "max_pool2d", "max_pool3d", "mish", "mse_loss",
            "nll_loss", "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle",
            "pixel_unshuffle", "prelu", "relu", "relu_", "relu6",
@@ -166,8 +171,9 @@ def _reduction(size_average, reduce, reduction: str) -> str:
 def cross_entropy(input, target, weight=None, size_average: bool | None = None,
                   ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy of logits (N, C) or (N, C, d1, ...) against int64 class indices;
-    see ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
+    """Cross-entropy of logits (N, C), (N, C, d1, ...) or (C,) against int64 class indices, or
+    class probabilities (a float target of the input's shape); see
+    ``tinyopt.engine.ops.loss.cross_entropy`` for the weighting and smoothing formula."""
     loss = _loss.cross_entropy(input, target, weight, ignore_index,
                                _reduction(size_average, reduce, reduction), label_smoothing)
     kernels_ahead.cross_entropy(loss)
@@ -412,6 +418,49 @@ def adaptive_avg_pool1d(input, output_size) -> Tensor:
                            f"{list(x.shape)}")
     size = output_size[0] if isinstance(output_size, (tuple, list)) else output_size
     return adaptive_avg_pool2d(x.unsqueeze(-2), (1, size)).squeeze(-2)
+
+
+def _lp_pool(dims: int, input, norm_type: float, kernel_size, stride, ceil_mode: bool) -> Tensor:
+    """(sum over each window of x^p)^(1/p), as torch composes it: an average pool m of x^p,
+    times the window's size, to the power 1/p (torch's sign(m) relu(|m|) for m: a zero
+    gradient where m = 0); p = +-inf is the max (min) of |x|."""
+    max_pool, avg_pool = _POOLS[dims]
+    x = as_tensor(input)
+    if norm_type == math.inf:
+        return max_pool(_abs(x), kernel_size, stride, 0, 1, ceil_mode)
+    if norm_type == -math.inf:
+        return -max_pool(-_abs(x), kernel_size, stride, 0, 1, ceil_mode)
+    k = tuple(kernel_size) if isinstance(kernel_size, (tuple, list)) else (kernel_size,) * dims
+    m = avg_pool(x.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    return (m.sign() * relu(_abs(m))).mul(math.prod(k)).pow(1.0 / norm_type)
+
+
+def _abs(x: Tensor) -> Tensor:
+    """|x| as x sign(x), whose gradient g sign(x) is torch's abs's where x is 0 or NaN too (NaN
+    for a NaN g: abs's own gradient kernel gives 0 there)."""
+    return x * x.sign()
+
+
+def lp_pool1d(input, norm_type: float, kernel_size: int, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, L) or (C, L): (sum_window x^p)^(1/p) (see
+    ``_lp_pool``)."""
+    return _lp_pool(1, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool2d(input, norm_type: float, kernel_size, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, H, W) or (C, H, W): (sum_window x^p)^(1/p)."""
+    return _lp_pool(2, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type: float, kernel_size, stride=None,
+              ceil_mode: bool = False) -> Tensor:
+    """Power-average pooling of (N, C, D, H, W) or (C, D, H, W): (sum_window x^p)^(1/p)."""
+    return _lp_pool(3, input, norm_type, kernel_size, stride, ceil_mode)
+
+
+_POOLS = {1: (max_pool1d, avg_pool1d), 2: (max_pool2d, avg_pool2d), 3: (max_pool3d, avg_pool3d)}
 
 
 def upsample(input, size=None, scale_factor=None, mode: str = "nearest",

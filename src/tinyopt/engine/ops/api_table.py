@@ -313,6 +313,7 @@ FAMILIES: dict[str, str] = {  # module (under tinyopt.engine): its names
         masked_select           function method
         median                  function method
         msort                   function method
+        nanmedian               function method
         nonzero                 function method
         scatter                 function method method_
         scatter_add             function method method_

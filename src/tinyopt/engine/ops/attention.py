@@ -24,13 +24,15 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine import autocast
+from tinyopt.engine import autocast, grad_mode
 from tinyopt.engine.dtypes import FLOATS, is_low
 from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous
-from tinyopt.engine.ops.elementwise import where
-from tinyopt.engine.ops.movement import expand
+from tinyopt.engine.ops.elementwise import eq, where
+from tinyopt.engine.ops.linalg import matmul
+from tinyopt.engine.ops.movement import expand, repeat_interleave
 from tinyopt.engine.ops.nn import dropout_mask
+from tinyopt.engine.ops.reduce import softmax
 from tinyopt.engine.ops.workspace import Layout
 from tinyopt.engine.random import Generator
 from tinyopt.engine.tensor import Tensor, as_tensor, leaf
@@ -410,6 +412,34 @@ def _heads_of(x: Tensor, N: int, h: int, T: int, D: int) -> tuple[Tensor, int] |
     return base.srcs[0], int(starts[2])
 
 
+def _attention_composed(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
+                        dropout_p: float) -> Tensor:
+    """Attention with an additive ``mask`` that requires grad (a learned bias: Swin's, T5's
+    relative positions) from ops autograd differentiates, the mask's gradient being the
+    scores': softmax(q k^T scale + mask) v, a row with no key left 0 (its gradients too), as
+    the fused op and torch give."""
+    s = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None
+                                          else float(scale)) + mask
+    dead = eq(s.amax(-1, keepdim=True), -math.inf)
+    zero = leaf(np.zeros((), s.dtype))
+    p = where(dead, zero, softmax(where(dead, zero, s), -1))
+    if dropout_p > 0.0:
+        p = p * leaf(dropout_mask(None, p.shape, min(dropout_p, 1.0), p.dtype))
+    return matmul(p, v)
+
+
+def _shared_heads(q: Tensor, kv: Tensor) -> Tensor:
+    """Grouped-query attention's keys or values (``enable_gqa``): each of their Hkv heads
+    (dimension -3) serves Hq / Hkv consecutive query heads, as torch repeats them."""
+    if q.ndim < 3:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-q.ndim}, "
+                         f"{q.ndim - 1}], but got -3)")
+    heads, kv_heads = q.shape[-3], kv.shape[-3]
+    if kv_heads == 0 or heads % kv_heads:
+        raise RuntimeError("Number of heads in key and value must divide the number of heads in ")
+    return kv if kv_heads == heads else repeat_interleave(kv, heads // kv_heads, -3)
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
@@ -419,7 +449,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     against (*, L, S): boolean (True takes part) or float (added to the scores).  ``is_causal``:
     query i attends to keys j <= i (not together with ``attn_mask``).  ``dropout_p`` > 0 drops
     attention probabilities, in any mode (PyTorch's rule: pass 0 when not training).  A query
-    that can attend to no key gets 0."""
+    that can attend to no key gets 0.  ``enable_gqa``: key and value may have fewer heads
+    (dimension -3) than query, each serving a group of consecutive query heads."""
     query, key, value = autocast.lower(query, key, value)
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     if not (q.dtype == k.dtype == v.dtype):
@@ -434,7 +465,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
                            f"same number of dimensions (at least 2), got shapes {q.shape}, "
                            f"{k.shape} and {v.shape}")
     if enable_gqa:
-        raise NotImplementedError("scaled_dot_product_attention: enable_gqa=True is not supported")
+        k, v = _shared_heads(q, k), _shared_heads(q, v)
     lead = q.shape[:-2]
     if k.shape[:-2] != lead or v.shape[:-2] != lead or k.shape[-1] != q.shape[-1] \
             or v.shape[-2] != k.shape[-2]:
@@ -466,7 +497,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set "
                            "when is_causal=True")
     if attn_mask is not None:
-        mask = _mask4(additive_mask(attn_mask, q.dtype, False), lead, L, S)
+        m = additive_mask(attn_mask, q.dtype, False)
+        mask = _mask4(m, lead, L, S)
+        if m.requires_grad and grad_mode.current.enabled:
+            return _attention_composed(q, k, v, m, scale, float(dropout_p))
     out, _ = attention(srcs, parts, A, B, L, S, E, Ev, "4d", scale, mask, is_causal,
                        dropout_p=float(dropout_p))
     return own_reshape(out, lead + (L, Ev))

@@ -27,6 +27,7 @@ through the same indices without recomputing the maxima.
 from __future__ import annotations
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -508,17 +509,20 @@ def _max_indices_forward(t):
                                                kh, kw, sh, sw, ph, pw, dh, dw)
 
 
+# (the windows per plane given, not -1: numpy cannot infer it for an empty batch, P = 0)
 def _gather_forward(t):
     P, H, W = _planes(t.srcs[0].shape)
+    L = math.prod(_planes(t.shape)[1:])
     return lambda out, x, idx: K.gather_planes(c_contiguous(x).reshape(P, H * W),
-                                               c_contiguous(idx).reshape(P, -1),
-                                               out.reshape(P, -1))
+                                               c_contiguous(idx).reshape(P, L),
+                                               out.reshape(P, L))
 
 
 def _scatter_forward(t):
     P, H, W = _planes(t.shape)
-    return lambda out, g, idx: K.scatter_add_planes(c_contiguous(g).reshape(P, -1),
-                                                    c_contiguous(idx).reshape(P, -1),
+    L = math.prod(_planes(t.srcs[0].shape)[1:])
+    return lambda out, g, idx: K.scatter_add_planes(c_contiguous(g).reshape(P, L),
+                                                    c_contiguous(idx).reshape(P, L),
                                                     out.reshape(P, H * W))
 
 

@@ -363,7 +363,7 @@ def _flag(name, ufunc, doc):
 
     def build(input) -> Tensor:
         x = as_tensor(input)
-        if x.dtype not in FLOATS:  # integers are always finite, never NaN
+        if not is_float(x.dtype):  # integers are always finite, never NaN (16-bit floats not)
             return node("full", (), x.shape, bool_, (name == "isfinite",))
         return node(name, (x,), x.shape, bool_)
     build.__name__ = build.__qualname__ = name  # (the docs site finds it by this name)

@@ -159,7 +159,7 @@ def parse_index(shape: tuple[int, ...], key, fill: bool = False) -> _Key:
                 raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
             n = len(range(start, stop, step))
             out.struct.append(("s", n, step))
-            out.starts.append(start if n else 0)
+            out.starts.append(start)  # (an empty slice's too: torch's offset counts it)
             out.shape.append(n)
             out.identity &= n == size and step == 1
             d += 1

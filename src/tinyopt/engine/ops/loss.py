@@ -3,13 +3,16 @@ binary_cross_entropy_with_logits, and one_hot."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tinyopt.engine import autocast, grad_mode
-from tinyopt.engine.dtypes import FLOATS, int64
+from tinyopt.engine.dtypes import FLOATS, int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node
 from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, softplus
+from tinyopt.engine.ops.reduce import log_softmax
 from tinyopt.engine.ops.workspace import region
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import loss as K
@@ -304,7 +307,9 @@ def _rows_loss(op: str, kind: str, input, target, weight, ignore_index: int, red
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
-    """Cross-entropy between logits ``input`` (N, C) or (N, C, d1, ...) and class indices.
+    """Cross-entropy between logits ``input`` (N, C), (N, C, d1, ...) or (C,) and class indices,
+    or class probabilities (a float ``target`` of the input's shape: see
+    ``_probability_cross_entropy``).
 
     Per row: (1-eps) w[y] (-log p[y]) + (eps/C) sum_c w_c (-log p[c]), p = softmax(input);
     'mean' divides the sum by sum_i w[y_i] over rows not ignored, as PyTorch does.
@@ -313,11 +318,48 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
     t = as_tensor(target)
-    if t.dtype != int64 and as_tensor(input).shape == t.shape:
-        raise TypeError("cross_entropy: class-probability targets are not supported; pass "
-                        "int64 class indices")
+    if as_tensor(input).shape == t.shape:  # (torch's rule: a target of the input's shape)
+        if not is_float(t.dtype):
+            raise RuntimeError("Expected floating point type for target with class "
+                               f"probabilities, got {scalar_type_name(t.dtype)}")
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        return _probability_cross_entropy(input, t, weight, reduction, float(label_smoothing))
     return _rows_loss("cross_entropy", "ce_rows", input, t, weight, ignore_index, reduction,
                       (float(label_smoothing),))
+
+
+def _probability_cross_entropy(input, target: Tensor, weight, reduction: str,
+                               eps: float) -> Tensor:
+    """Cross-entropy against class probabilities ``target`` of the logits' shape, composed as
+    torch's ATen does (``cross_entropy_loss_prob_target``), so both are differentiated:
+
+        loss_i = -sum_c w_c q_ic log softmax(x_i)_c,   q = (1 - eps) target + eps / C
+
+    summed over the class dim (1, or 0 for an unbatched (C,) input); 'mean' divides the sum by
+    the number of rows N d1 ... (not by a weight sum), and is NaN for an empty input."""
+    check_reduction("cross_entropy", reduction)
+    input, target, weight = autocast.fp32(input, target, weight)
+    x, q = as_tensor(input), as_tensor(target)
+    require_float("cross_entropy", x)
+    dim = 1 if x.ndim > 1 else 0
+    C = x.shape[dim]
+    if eps > 0.0:
+        q = q * (1.0 - eps) + eps / C
+    terms = log_softmax(x, dim) * q
+    if weight is not None:
+        w = as_tensor(weight)
+        if w.shape != (C,):
+            raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all "
+                               f"{C} classes or no classes but got weight tensor of shape: "
+                               f"{list(w.shape)}")
+        terms = terms * w.reshape((C,) + (1,) * (x.ndim - 2) if x.ndim > 1 else (C,))
+    if reduction == "none":
+        return -terms.sum(dim)
+    total = -terms.sum()
+    if reduction == "sum":
+        return total
+    return total * math.nan if x.numel() == 0 else total / (x.numel() // C)
 
 
 def nll_loss(input, target, weight=None, ignore_index: int = -100,

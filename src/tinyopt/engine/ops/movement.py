@@ -147,6 +147,8 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """``x`` with a dimension of size 1 inserted at ``dim``."""
     input = as_tensor(input)
     d = wrap_dim("unsqueeze", dim, input.ndim + 1)
+    if input.numel() == 0:  # (indexing's None gives torch's stride there: a reshape's differs)
+        return _along(input, d, None)
     return reshape(input, input.shape[:d] + (1,) + input.shape[d:])
 
 

@@ -1,6 +1,6 @@
 """Windows of an image: ``F.unfold`` and ``F.fold`` (sliding local blocks as columns, and back:
 the convolution's ``im2col``/``col2im`` ops of ``engine/ops/conv.py``, each the other's
-gradient), and ``F.adaptive_max_pool2d`` (max pooling of adaptive windows).
+gradient).
 
     cols = F.unfold(x, kernel_size=3, padding=1)          # (N, C*3*3, L), L = OH*OW
     y = F.fold(cols, output_size=(H, W), kernel_size=3, padding=1)   # overlaps added up
@@ -16,7 +16,7 @@ from tinyopt.engine.ops.movement import contiguous
 
 from tinyopt.engine.tensor import Tensor, as_tensor
 
-__all__ = ["adaptive_max_pool2d", "fold", "unfold"]
+__all__ = ["fold", "unfold"]
 
 
 def _pair(v, name: str) -> tuple[int, int]:
@@ -95,35 +95,3 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
     out = node("col2im", (col,), (N, CK // math.prod(k), H, W), cols.dtype,
                (k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]))
     return own_reshape(out, out.shape[1:]) if unbatched else out
-
-
-def adaptive_max_pool2d(input, output_size, return_indices: bool = False):
-    """The maximum of each adaptive window (output cell i covers rows floor(i H / OH) ..
-    ceil((i + 1) H / OH) - 1, and the same for columns), as
-    ``torch.nn.functional.adaptive_max_pool2d``; with ``return_indices`` also the flat ``h W +
-    w`` index of each maximum within its plane."""
-    from tinyopt.engine.ops.conv import max_pool2d
-    from tinyopt.engine.ops.movement import stack
-    x = as_tensor(input)
-    require_float("adaptive_max_pool2d", x)
-    H, W = x.shape[-2:]
-    sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
-    OH, OW = (H if sizes[0] is None else int(sizes[0]), W if sizes[1] is None else int(sizes[1]))
-    if OH <= 0 or OW <= 0:
-        raise RuntimeError(f"adaptive_max_pool2d(): elements of output_size must be greater than "
-                           f"or equal to 0 but received {(OH, OW)}")
-    if H % OH == 0 and W % OW == 0:  # equal windows: max pooling itself
-        return max_pool2d(x, (H // OH, W // OW), return_indices=return_indices)
-    values, indices = [], []
-    for i in range(OH):
-        h0, h1 = (i * H) // OH, -((-(i + 1) * H) // OH)
-        for j in range(OW):
-            w0, w1 = (j * W) // OW, -((-(j + 1) * W) // OW)
-            win = x[..., h0:h1, w0:w1].flatten(-2)
-            values.append(win.amax(-1))
-            if return_indices:
-                r = win.argmax(-1)
-                indices.append((r // (w1 - w0) + h0) * W + r % (w1 - w0) + w0)
-    shape = x.shape[:-2] + (OH, OW)
-    out = own_reshape(stack(values, -1), shape)
-    return (out, own_reshape(stack(indices, -1), shape)) if return_indices else out

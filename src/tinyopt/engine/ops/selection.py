@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from tinyopt.engine.dtypes import FLOATS, int64, stored_scalar
+from tinyopt.engine.dtypes import FLOATS, int64, is_float, stored_scalar
 from tinyopt.engine.op import defop, node, own_reshape, refuse_unsigned
 from tinyopt.engine.ops.elementwise import broadcast_shape, clone, lt, where
 from tinyopt.engine.ops.family import c_contiguous, wrap_dim
@@ -457,8 +457,10 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
     refuse_unsigned("median_cpu", x)
     if x.dtype == np.bool_:
         raise NotImplementedError("\"median_cpu\" not implemented for 'Bool'")
-    nan_rule = x.dtype in FLOATS or np.dtype(x.dtype).kind in "fc"  # (torch: a NaN is the median)
+    nan_rule = is_float(x.dtype)  # (torch: a NaN is the median; bfloat16's numpy kind is "V")
     if dim is None:
+        if x.numel() == 0:
+            return _empty_median(x)
         flat = x.reshape(-1)
         r = kthvalue(flat, (flat.shape[0] - 1) // 2 + 1, 0)[0]
         if nan_rule:
@@ -467,7 +469,7 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
             return r
         # (torch's gradient is shared by the elements equal to the median, or by its NaNs)
         return shared_value(x, r.detach(), tuple(range(x.ndim)), (), nan=True)
-    d = wrap_dim("median", dim, x.ndim)
+    d = _median_dim(x, dim)
     k = (x.shape[d] - 1) // 2 + 1 if x.ndim else 1
     if not nan_rule or x.ndim == 0:
         return kthvalue(x, k, d, keepdim)
@@ -475,6 +477,48 @@ def median(input, dim: int | None = None, keepdim: bool = False, *, keepdims: bo
     nans = x.isnan()
     indices = where(nans.any(d, keepdim=True), nans.to(np.uint8).argmax(d, keepdim=True),
                     kthvalue(x, k, d, True)[1])
+    shape = indices.shape if keepdim else x.shape[:d] + x.shape[d + 1:]
+    return MaxMin((own_reshape(x.gather(d, indices), shape), own_reshape(indices, shape)))
+
+
+def _median_dim(x: Tensor, dim: int) -> int:
+    d = wrap_dim("median", dim, x.ndim)
+    if x.ndim and x.shape[d] == 0:
+        raise IndexError(f"median(): Expected reduction dim {d} to have non-zero size.")
+    return d
+
+
+def _empty_median(x: Tensor) -> Tensor:
+    """torch's median of no elements: NaN (an integer dtype's lowest value), on the graph."""
+    if is_float(x.dtype):
+        return x.sum() * math.nan
+    return leaf(np.array(np.iinfo(x.dtype).min, x.dtype))
+
+
+def nanmedian(input, dim: int | None = None, keepdim: bool = False):
+    """The lower median of the elements that are not NaN (of all elements, or ``(values,
+    indices)`` along ``dim``); NaN where every element is.  The ((n - 1) // 2)-th of the n
+    non-NaN values in ascending order, which a stable sort puts before the NaNs; torch's."""
+    x = as_tensor(input)
+    if not is_float(x.dtype):
+        return median(x, dim, keepdim)  # (no NaN to skip)
+    if dim is None:
+        if x.numel() == 0:
+            return _empty_median(x)
+        flat = x.reshape(-1)
+        values = nanmedian(flat, 0)[0]
+        if not x.requires_grad:
+            return values
+        # (torch's gradient is shared by the elements equal to it, or by the NaNs of all-NaN x)
+        return shared_value(x, values.detach(), tuple(range(x.ndim)), (), nan=True)
+    if x.ndim == 0:
+        return median(x, dim, keepdim)
+    d = _median_dim(x, dim)
+    order = _sort_indices(x, d, False)
+    count = x.isnan().logical_not().sum(d, keepdim=True)
+    at = ((count - 1) // 2).clamp(min=0)  # (no number in the row: its first NaN; torch's is
+    # std::nth_element's choice among them)
+    indices = order.gather(d, at)
     shape = indices.shape if keepdim else x.shape[:d] + x.shape[d + 1:]
     return MaxMin((own_reshape(x.gather(d, indices), shape), own_reshape(indices, shape)))
 

@@ -51,8 +51,9 @@ if _typing.TYPE_CHECKING:  # imported on first use (``tinyopt.engine.lazy_export
                                            ReflectionPad2d, ReplicationPad1d, ReplicationPad2d,
                                            ZeroPad1d, ZeroPad2d)
     from tinyopt.nn.layers.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d,
-                                           AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
-                                           MaxPool2d)
+                                           AdaptiveMaxPool1d, AdaptiveMaxPool2d,
+                                           AdaptiveMaxPool3d, AvgPool1d, AvgPool2d, LPPool1d,
+                                           LPPool2d, LPPool3d, MaxPool1d, MaxPool2d)
     from tinyopt.nn.layers.rnn import (GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell,
                                        RNNCellBase)
     from tinyopt.nn.layers.sparse import Embedding, EmbeddingBag
@@ -86,8 +87,8 @@ __getattr__, __dir__ = _exports(__name__, globals(), _table({
         "ConstantPad1d ConstantPad2d ReflectionPad1d ReflectionPad2d ReplicationPad1d "
         "ReplicationPad2d ZeroPad1d ZeroPad2d"),
     "tinyopt.nn.layers.pooling": (
-        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveMaxPool2d AvgPool1d AvgPool2d MaxPool1d "
-        "MaxPool2d"),
+        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveMaxPool1d AdaptiveMaxPool2d "
+        "AdaptiveMaxPool3d AvgPool1d AvgPool2d LPPool1d LPPool2d LPPool3d MaxPool1d MaxPool2d"),
     "tinyopt.nn.layers.rnn": "GRU LSTM RNN GRUCell LSTMCell RNNBase RNNCell RNNCellBase",
     "tinyopt.nn.layers.sparse": "Embedding EmbeddingBag",
     "tinyopt.nn.layers.transformer": (
@@ -115,4 +116,5 @@ __all__ = ["Linear", "Identity", "Conv2d", "ConvTranspose2d", "MaxPool2d", "AvgP
            "TransformerEncoder", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "RMSNorm", "BatchNorm3d", "Conv3d", "ConvTranspose3d", "MaxPool3d", "AvgPool3d",
            "AdaptiveAvgPool3d", "Hardswish", "Hardsigmoid", "Fold", "Unfold", "AdaptiveMaxPool2d",
-           "GLU", "Softsign", "Tanhshrink", "Threshold", "Hardshrink", "Softshrink", "Softmax2d"]
+           "GLU", "Softsign", "Tanhshrink", "Threshold", "Hardshrink", "Softshrink", "Softmax2d",
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d"]

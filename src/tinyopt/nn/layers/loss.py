@@ -45,8 +45,9 @@ def _buffer(value, name: str) -> np.ndarray | None:
 
 
 class CrossEntropyLoss(_WeightedLoss):
-    """Cross-entropy between logits (N, C) or (N, C, d1, ...) and int64 class indices, with
-    per-class ``weight``, ``ignore_index`` and ``label_smoothing``."""
+    """Cross-entropy between logits (N, C), (N, C, d1, ...) or (C,) and int64 class indices or
+    class probabilities (a float target of the input's shape), with per-class ``weight``,
+    ``ignore_index`` (indices only) and ``label_smoothing``."""
 
     def __init__(self, weight=None, size_average: bool | None = None, ignore_index: int = -100,
                  reduce: bool | None = None, reduction: str = "mean",

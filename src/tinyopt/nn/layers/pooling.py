@@ -1,5 +1,6 @@
 """``MaxPool2d``, ``AvgPool2d``, ``AdaptiveAvgPool2d`` over NCHW inputs, and ``MaxPool1d``,
-``AvgPool1d``, ``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``.
+``AvgPool1d``, ``AdaptiveAvgPool1d`` over (N, C, L), as ``torch.nn``; ``AdaptiveMaxPool1d/2d/3d``
+and ``LPPool1d/2d/3d`` over 1, 2 or 3 spatial dims.
 
 Max pooling takes the largest value of each (dilated) window; average pooling its mean, counting
 the zero padding unless ``count_include_pad=False``, or dividing by ``divisor_override``.  The
@@ -134,18 +135,81 @@ class AvgPool1d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AdaptiveMaxPool2d(Module):
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices: bool = False) -> None:
+        super().__init__()
+        self.output_size = output_size
+        self.return_indices = return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max pooling of (N, C, L) or (C, L) to a fixed length, over the same windows as
+    ``AdaptiveAvgPool1d``."""
+
+    def __init__(self, output_size: int | tuple[int], return_indices: bool = False) -> None:
+        super().__init__(output_size, return_indices)
+
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """Max pooling to a fixed output size (an int, or a pair whose None entries keep the input's
     size), over the same windows as ``AdaptiveAvgPool2d``."""
 
     def __init__(self, output_size: int | None | tuple[int | None, int | None],
                  return_indices: bool = False) -> None:
-        super().__init__()
-        self.output_size = output_size
-        self.return_indices = return_indices
+        super().__init__(output_size, return_indices)
 
     def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """Max pooling of (N, C, D, H, W) or (C, D, H, W) to a fixed output size (an int, or a
+    triple whose None entries keep the input's size), over ``AdaptiveAvgPool3d``'s windows."""
+
+    def __init__(self, output_size: int | None | tuple[int | None, int | None, int | None],
+                 return_indices: bool = False) -> None:
+        super().__init__(output_size, return_indices)
+
+    def forward(self, input) -> Tensor | tuple[Tensor, Tensor]:
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _LPPoolNd(Module):
+    def __init__(self, norm_type: float, kernel_size, stride=None,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
     def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    """Power-average pooling (sum_window x^p)^(1/p) along L (``F.lp_pool1d``)."""
+
+    def forward(self, input) -> Tensor:
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(_LPPoolNd):
+    """Power-average pooling (sum_window x^p)^(1/p) over H, W (``F.lp_pool2d``)."""
+
+    def forward(self, input) -> Tensor:
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling (sum_window x^p)^(1/p) over D, H, W (``F.lp_pool3d``)."""
+
+    def forward(self, input) -> Tensor:
+        return F.lp_pool3d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
