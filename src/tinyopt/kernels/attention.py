@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 from tinyopt.kernels.jit import (c_callback, inline, parallel_kernel, prange, specialized,
                                  subroutine)
 from tinyopt.kernels import vecmath as _V
@@ -51,7 +51,9 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
         @inline
         def softmax_row(row, mrow, i, scale, e64):
             S = row.shape[0]
-            n = min(i + 1, S) if causal else S
+            # (no min() in the chunks' code: numba compiles it as a function of its own, ~0.03
+            # s of a cold first step in each process)
+            n = (i + 1 if i + 1 < S else S) if causal else S
             sc = f32(scale)
             lsum = e64[:LANES]
             lmax = e64[LANES:2 * LANES]
@@ -63,7 +65,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
             # over j with lane j % LANES.  No separate tail loop: LLVM vectorized that one too,
             # 0.1 s more compile of the attention chunk, and no faster)
             for j0 in range(0, n, LANES):
-                for k in range(np.uint64(min(LANES, n - j0))):
+                for k in range(np.uint64(LANES if LANES < n - j0 else n - j0)):
                     j = np.uint64(j0) + k
                     v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
                     row[j] = v
@@ -80,7 +82,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 for j in range(n):
                     row[j] = _V.exp_f32(row[j] - m32)
                 for j0 in range(0, n, LANES):
-                    for k in range(np.uint64(min(LANES, n - j0))):
+                    for k in range(np.uint64(LANES if LANES < n - j0 else n - j0)):
                         lsum[k] += row[np.uint64(j0) + k]
                 acc = 0.0
                 for k in range(LANES):
@@ -95,7 +97,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     @inline
     def softmax_row(row, mrow, i, scale, e64):
         S = row.shape[0]
-        n = min(i + 1, S) if causal else S
+        n = (i + 1 if i + 1 < S else S) if causal else S
         m = -math.inf
         if has_mask:
             for j in range(n):
@@ -200,7 +202,8 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
 # own ``cblas_?gemm`` with ``np.matmul``'s arguments, ``blas.matmul_args``) and softmax rows
 # (the row functions above, as the kernels above run them).  ``args``: ``ARGS_HEAD`` int64
 # [gemm address, A, B, L, S, scores (A, B, L, S), mask (Am, Bm, Lm, S) or, backward, the
-# probabilities, Am, Bm, Lm, address of the scale (a float64), causal tile], then per GEMM
+# probabilities, Am, Bm, Lm, address of the scale (a float64), causal tile, forward: float64
+# scratch (A B, ``scratch_width(S)``), a row for each pair], then per GEMM
 # ``GEMM_FIELDS`` int64: (trans1, trans2, M, N, K, lda, ldb, ldc, then the three matrices'
 # (address of pair (0, 0), byte stride over a, byte stride over b)).
 #
@@ -215,7 +218,12 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
 # shapes), and masked probabilities are exact 0 as before.
 
 GEMM_FIELDS = 17
-ARGS_HEAD = 12
+ARGS_HEAD = 13
+
+
+def scratch_width(S: int) -> int:
+    """The float64 scratch row a forward pair's softmax rows share: max(S, 2 ``LANES``)."""
+    return max(S, 2 * LANES)
 
 
 @subroutine
@@ -252,24 +260,28 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     g1 = ARGS_HEAD + GEMM_FIELDS
 
     def attention_chunk(c, argp):
-        args = numba.carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
+        args = carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        P = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
+        P = carray(blas.pointer(args[5], zero), (A * B * L, S))
         Am, Bm, Lm = args[7], args[8], args[9]
-        mask = numba.carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
-        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
-        e64 = np.empty(max(S, 2 * LANES))
-        m0 = (min(a, Am - 1) * Bm + min(b, Bm - 1)) * Lm
+        mask = carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
+        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
+        # the pair's scratch row, from the host: numba's np.empty (and max) are functions of
+        # their own to compile, ~0.13 s of a cold first step where no other kernel of the
+        # process calls them first
+        width = S if S > 2 * LANES else 2 * LANES
+        e64 = carray(blas.pointer(args[12] + c * (8 * width), 0.0), (width,))
+        m0 = ((a if a < Am else Am - 1) * Bm + (b if b < Bm else Bm - 1)) * Lm  # (no min())
         tile = args[11] if causal else L
         D, Dv = args[ARGS_HEAD + 4], args[g1 + 3]
         for i0 in range(0, L, tile):
-            i1 = min(i0 + tile, L)
-            keys = min(i1, S) if causal else S
+            i1 = i0 + tile if i0 + tile < L else L
+            keys = (i1 if i1 < S else S) if causal else S
             _pair_gemm(args, ARGS_HEAD, a, b, one, zero, size, i0, i1, 0, keys, 0, D)
             for i in range(i0, i1):
-                softmax_row(P[c * L + i], mask[m0 + min(i, Lm - 1)], i, scale, e64)
+                softmax_row(P[c * L + i], mask[m0 + (i if i < Lm else Lm - 1)], i, scale, e64)
             _pair_gemm(args, g1, a, b, one, zero, size, i0, i1, 0, Dv, 0, keys)
     return c_callback(attention_chunk, "void(int64, CPointer(int64))")
 
@@ -288,27 +300,27 @@ def attention_grad_chunks(fast: bool, causal: bool):
     g1, g2, g3 = (ARGS_HEAD + k * GEMM_FIELDS for k in range(1, 4))
 
     def attention_grad_chunk(c, argp):
-        args = numba.carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
+        args = carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
         A, B, L, S = args[1], args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        G = numba.carray(blas.pointer(args[5], zero), (A * B * L, S))
-        P = numba.carray(blas.pointer(args[6], zero), (A * B * L, S))
-        scale = numba.carray(blas.pointer(args[10], 0.0), (1,))[0]
+        G = carray(blas.pointer(args[5], zero), (A * B * L, S))
+        P = carray(blas.pointer(args[6], zero), (A * B * L, S))
+        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
         if causal:
             tile = args[11]
             Dv, D = args[ARGS_HEAD + 4], args[g1 + 3]
             for i0 in range(0, L, tile):  # the rows of dS, then dq, tile by tile
-                i1 = min(i0 + tile, L)
-                keys = min(i1, S)
+                i1 = i0 + tile if i0 + tile < L else L  # (no min(): see the forward)
+                keys = i1 if i1 < S else S
                 _pair_gemm(args, ARGS_HEAD, a, b, one, zero, size, i0, i1, 0, keys, 0, Dv)
                 for i in range(i0, i1):
                     r = c * L + i
-                    softmax_grad_row(G[r, :keys], P[r], P[r], scale, min(i + 1, S))
+                    softmax_grad_row(G[r, :keys], P[r], P[r], scale, i + 1 if i + 1 < S else S)
                 _pair_gemm(args, g1, a, b, one, zero, size, i0, i1, 0, D, 0, keys)
             for j0 in range(0, S, tile):  # dk and dv of keys [j0, j1): from queries [j0, L)
-                j1 = min(j0 + tile, S)
-                k0 = min(j0, L)  # (S <= L is the caller's; past L the sum would be empty)
+                j1 = j0 + tile if j0 + tile < S else S
+                k0 = j0 if j0 < L else L  # (S <= L is the caller's; past L the sum would be empty)
                 _pair_gemm(args, g2, a, b, one, zero, size, j0, j1, 0, D, k0, L)
                 _pair_gemm(args, g3, a, b, one, zero, size, j0, j1, 0, Dv, k0, L)
             return

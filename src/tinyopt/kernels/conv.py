@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import uint64
 
 from tinyopt.kernels.jit import (c_callback, inline, kernel, parallel_kernel, prange, specialized,
                                  subroutine)
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 
 
 @specialized
@@ -368,24 +368,24 @@ CONV_ARGS = CONV_SCALARS + 8
 
 @inline
 def _array1(a, k, z):
-    return numba.carray(blas.pointer(a[6 * k], z), (a[6 * k + 1],))
+    return carray(blas.pointer(a[6 * k], z), (a[6 * k + 1],))
 
 
 @inline
 def _array3(a, k, z):
-    return numba.carray(blas.pointer(a[6 * k], z), (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3]))
+    return carray(blas.pointer(a[6 * k], z), (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3]))
 
 
 @inline
 def _array4(a, k, z):
-    return numba.carray(blas.pointer(a[6 * k], z),
-                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4]))
+    return carray(blas.pointer(a[6 * k], z),
+                  (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4]))
 
 
 @inline
 def _array5(a, k, z):
-    return numba.carray(blas.pointer(a[6 * k], z),
-                        (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4], a[6 * k + 5]))
+    return carray(blas.pointer(a[6 * k], z),
+                  (a[6 * k + 1], a[6 * k + 2], a[6 * k + 3], a[6 * k + 4], a[6 * k + 5]))
 
 
 @specialized
@@ -527,7 +527,7 @@ def conv2d_direct(single: bool, kh: int, kw: int, mode: int = PLAIN, pkh: int = 
                                                                      uint64(pkw))
 
     def conv2d_direct_chunk(c, argp):
-        a = numba.carray(argp, (CONV_ARGS,))
+        a = carray(argp, (CONV_ARGS,))
         z = dt(0.0)
         x = _array4(a, 0, z)
         N, n = x.shape[0], a[CONV_SCALARS + 7]
@@ -636,7 +636,7 @@ def conv2d_grad_params_direct(single: bool, kh: int, kw: int, mode: int = PLAIN,
                                     part[ob, t + 2] += r2
 
     def conv2d_grad_params_chunk(c, argp):
-        a = numba.carray(argp, (CONV_ARGS,))
+        a = carray(argp, (CONV_ARGS,))
         z = dt(0.0)
         x, g, part = _array4(a, 0, z), _array4(a, 1, z), _array3(a, 3, z)
         N, B = x.shape[0], part.shape[0]

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
@@ -126,13 +126,13 @@ def ce_exp(single: bool):
     exp_row = _exp_row[single]
 
     def ce_exp_chunk(c, argp):
-        args = numba.carray(argp, (EXP_ARGS,))
+        args = carray(argp, (EXP_ARGS,))
         N, C, R = args[3], args[4], args[5]
-        x = numba.carray(blas.pointer(args[0], dt(0.0)), (N, C))
-        e = numba.carray(blas.pointer(args[1], dt(0.0)), (N, C))
-        stats = numba.carray(blas.pointer(args[2], 0.0), (N, 2))
-        mx = numba.carray(blas.pointer(args[6], dt(0.0)), (c + 1, LANES))[c]
-        ls = numba.carray(blas.pointer(args[7], 0.0), (c + 1, LANES))[c]
+        x = carray(blas.pointer(args[0], dt(0.0)), (N, C))
+        e = carray(blas.pointer(args[1], dt(0.0)), (N, C))
+        stats = carray(blas.pointer(args[2], 0.0), (N, 2))
+        mx = carray(blas.pointer(args[6], dt(0.0)), (c + 1, LANES))[c]
+        ls = carray(blas.pointer(args[7], 0.0), (c + 1, LANES))[c]
         end = (c + 1) * R
         # (not min(): numba compiles its min once per caller's flags, a C callback's are not
         # a kernel's)

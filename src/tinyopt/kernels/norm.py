@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 
@@ -159,7 +159,7 @@ def layer_norm_grad_x(g, x, stats, w, has_w, out):
                      np.empty((2, LN_LANES)))
 
 
-LN_ARGS = 10
+LN_ARGS = 11
 LN_STATS, LN_GRAD_X = 0, 1
 
 
@@ -170,31 +170,35 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
     :func:`layer_norm_stats` (``part`` ``LN_STATS``) or :func:`layer_norm_grad_x`
     (``LN_GRAD_X``), the same row loops with the same types (the same bits), for
     ``shared_threads.chunk_runner``.  args = [addresses of x (M, D), stats (M, 2), out (M, D),
-    g (M, D), w (D,), then M, D, R, has_w, address of eps (a float64)]; an array the part does
-    not read may be any address.  Without ``has_w``, ``w`` is typed float64 as the engine's
-    stand-in for an absent weight is, and the flag is read at run time as the kernel's is, so
-    that ``g * w if has_w else g`` types as in the kernel (float64 there: a constant False would
-    leave it float32, other bits).
+    g (M, D), w (D,), then M, D, R, has_w, address of eps (a float64), address of float64
+    scratch (chunks, 2, ``LN_LANES``) for ``LN_GRAD_X`` (from the host: numba's ``np.empty`` is
+    a function of its own to compile, ~0.1 s of a cold first step where no other kernel of the
+    process calls it first)]; an array the part does not read may be any address.  Without
+    ``has_w``, ``w`` is typed float64 as the engine's stand-in for an absent weight is, and the
+    flag is read at run time as the kernel's is, so that ``g * w if has_w else g`` types as in
+    the kernel (float64 there: a constant False would leave it float32, other bits).
     (The apply pass, a light elementwise loop, gained nothing as chunks: 1024 x 128 float32
     18 -> 22 us, against stats 96 -> 59 and grad_x 153 -> 92.)"""
     dt = np.float32 if single else np.float64
     wdt = dt if has_w else np.float64
 
     def layer_norm_chunk(c, argp):
-        a = numba.carray(argp, (LN_ARGS,))
+        a = carray(argp, (LN_ARGS,))
         M, D, R = a[5], a[6], a[7]
         w_given = True if has_w else a[8] != 0  # (a constant where it can be: less code)
-        lo, hi = c * R, min(M, (c + 1) * R)
-        x = numba.carray(blas.pointer(a[0], dt(0.0)), (M, D))
-        stats = numba.carray(blas.pointer(a[1], dt(0.0)), (M, 2))
+        # (no min(): numba compiles it as a function of its own, ~0.03 s of a cold first step)
+        lo, hi = c * R, (c + 1) * R if (c + 1) * R < M else M
+        x = carray(blas.pointer(a[0], dt(0.0)), (M, D))
+        stats = carray(blas.pointer(a[1], dt(0.0)), (M, 2))
         if part == LN_STATS:
-            eps = numba.carray(blas.pointer(a[9], 0.0), (1,))[0]
+            eps = carray(blas.pointer(a[9], 0.0), (1,))[0]
             _stats_rows(x, stats, eps, lo, hi)
         else:
-            out = numba.carray(blas.pointer(a[2], dt(0.0)), (M, D))
-            g = numba.carray(blas.pointer(a[3], dt(0.0)), (M, D))
-            w = numba.carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
-            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, np.empty((2, LN_LANES)))
+            out = carray(blas.pointer(a[2], dt(0.0)), (M, D))
+            g = carray(blas.pointer(a[3], dt(0.0)), (M, D))
+            w = carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
+            lanes = carray(blas.pointer(a[10] + c * (16 * LN_LANES), 0.0), (2, LN_LANES))
+            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, lanes)
     return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
 
 

@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import carray
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
@@ -167,18 +167,18 @@ def lstm_scan_chunks(fast: bool):
     rows = _lstm_step_rows[fast]
 
     def lstm_scan_chunk(c, argp):
-        a = numba.carray(argp, (SCAN_ARGS,))
+        a = carray(argp, (SCAN_ARGS,))
         T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
         G = 4 * H
-        xw = numba.carray(blas.pointer(a[6], dt(0.0)), (T, B, G))
-        bias = numba.carray(blas.pointer(a[8], dt(0.0)), (G,))
-        hs = numba.carray(blas.pointer(a[9], dt(0.0)), (T + 1, B, H))
-        cs = numba.carray(blas.pointer(a[10], dt(0.0)), (T + 1, B, H))
-        gates = numba.carray(blas.pointer(a[11], dt(0.0)), (T, B, 5 * H))
-        pre = numba.carray(blas.pointer(a[12], dt(0.0)), (B, G))
-        lengths = numba.carray(blas.pointer(a[13], np.int64(0)), (B,))
+        xw = carray(blas.pointer(a[6], dt(0.0)), (T, B, G))
+        bias = carray(blas.pointer(a[8], dt(0.0)), (G,))
+        hs = carray(blas.pointer(a[9], dt(0.0)), (T + 1, B, H))
+        cs = carray(blas.pointer(a[10], dt(0.0)), (T + 1, B, H))
+        gates = carray(blas.pointer(a[11], dt(0.0)), (T, B, 5 * H))
+        pre = carray(blas.pointer(a[12], dt(0.0)), (B, G))
+        lengths = carray(blas.pointer(a[13], np.int64(0)), (B,))
         b0 = c * R
-        b1 = min(B, b0 + R)
+        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
         for k in range(T):
             if reverse:
                 t, p, q = T - 1 - k, T - k, T - 1 - k
@@ -248,19 +248,19 @@ def lstm_scan_grad_chunks(single: bool):
     size = 4 if single else 8  # bytes an element
 
     def lstm_scan_grad_chunk(c, argp):
-        a = numba.carray(argp, (SCAN_ARGS,))
+        a = carray(argp, (SCAN_ARGS,))
         T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
         G = 4 * H
-        gh = numba.carray(blas.pointer(a[6], dt(0.0)), (T + 1, B, H))
-        dh = numba.carray(blas.pointer(a[8], dt(0.0)), (B, H))
-        dc = numba.carray(blas.pointer(a[9], dt(0.0)), (B, H))
-        gates = numba.carray(blas.pointer(a[10], dt(0.0)), (T, B, 5 * H))
-        cs = numba.carray(blas.pointer(a[11], dt(0.0)), (T + 1, B, H))
-        dg = numba.carray(blas.pointer(a[12], dt(0.0)), (T, B, G))
-        rec = numba.carray(blas.pointer(a[13], dt(0.0)), (B, H))
-        lengths = numba.carray(blas.pointer(a[14], np.int64(0)), (B,))
+        gh = carray(blas.pointer(a[6], dt(0.0)), (T + 1, B, H))
+        dh = carray(blas.pointer(a[8], dt(0.0)), (B, H))
+        dc = carray(blas.pointer(a[9], dt(0.0)), (B, H))
+        gates = carray(blas.pointer(a[10], dt(0.0)), (T, B, 5 * H))
+        cs = carray(blas.pointer(a[11], dt(0.0)), (T + 1, B, H))
+        dg = carray(blas.pointer(a[12], dt(0.0)), (T, B, G))
+        rec = carray(blas.pointer(a[13], dt(0.0)), (B, H))
+        lengths = carray(blas.pointer(a[14], np.int64(0)), (B,))
         b0 = c * R
-        b1 = min(B, b0 + R)
+        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
         for k in range(T - 1, -1, -1):
             if reverse:
                 t, p, q = T - 1 - k, T - k, T - 1 - k

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
 from tinyopt.kernels.jit import c_callback, inline, specialized, ufunc
 from tinyopt.kernels.native import blas, shared_threads
+from tinyopt.kernels.native.address import carray
 
 CHUNK = 1 << 14
 """Elements a chunk on the threads (64 KiB of float32: tens of us of a transcendental
@@ -51,11 +51,11 @@ def _chunks(fn, arity: int, single: bool, alias: int):
     # scatter: 4 ms instead of 0.45 for 393k GELUs)
     @inline
     def part(a, k, lo, m):
-        return numba.carray(blas.pointer(a[k] + lo * size, dt(0.0)), (m,))
+        return carray(blas.pointer(a[k] + lo * size, dt(0.0)), (m,))
 
     if arity == 1:
         def chunk1(c, argp):
-            a = numba.carray(argp, (4,))
+            a = carray(argp, (4,))
             lo = c * a[1]
             m = min(a[0] - lo, a[1])
             out = part(a, 2, lo, m)
@@ -65,7 +65,7 @@ def _chunks(fn, arity: int, single: bool, alias: int):
         return c_callback(chunk1, "void(int64, CPointer(int64))")
 
     def chunk2(c, argp):
-        a = numba.carray(argp, (5,))
+        a = carray(argp, (5,))
         lo = c * a[1]
         m = min(a[0] - lo, a[1])
         out = part(a, 2, lo, m)

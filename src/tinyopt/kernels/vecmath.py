@@ -26,6 +26,7 @@ from numba import types
 from numba.extending import overload
 
 from tinyopt.kernels.jit import inline, subroutine
+from tinyopt.kernels.native.instructions import float_of_bits
 
 
 @subroutine
@@ -111,8 +112,8 @@ def exp_f32(x):
     p = _ONE + r * (_ONE + r * (_T2 + r * (_T3 + r * (_T4 + r * (_T5 + r * (_T6 + r * _T7))))))
     ki = np.int32(k)  # (for NaN, whatever it is: p is NaN)
     k1 = ki >> 1
-    return (p * np.int32((k1 + 127) << 23).view(np.float32)
-            * np.int32((ki - k1 + 127) << 23).view(np.float32))
+    return (p * float_of_bits(np.int32((k1 + 127) << 23))
+            * float_of_bits(np.int32((ki - k1 + 127) << 23)))
 
 
 # Q(z) = erfc(z / sqrt 2) / 2 = t e^(-z^2 / 2) R(t), t = 1 / (1 + c z), c = 0.4 / sqrt 2: R is a

@@ -147,6 +147,8 @@ class _Chunks:
         self._gemm = blas.gemm_address(dtype)
         self._args = np.zeros(K.ARGS_HEAD + n_gemms * K.GEMM_FIELDS, np.int64)
         self._scale = np.array([s.scale])
+        # (the forward's softmax scratch, a row a pair; the backward reads none)
+        self._scratch = np.empty((s.A * s.B, K.scratch_width(s.S)) if n_gemms == 2 else 0)
         self._fn = None
 
     def run(self, gemms, scores, second) -> bool:
@@ -175,7 +177,7 @@ class _Chunks:
         m = second.shape
         args[:K.ARGS_HEAD] = (self._gemm, s.A, s.B, s.L, s.S, scores.ctypes.data,
                               second.ctypes.data, m[0], m[1], m[2], self._scale.ctypes.data,
-                              _causal_tile(s.L))
+                              _causal_tile(s.L), self._scratch.ctypes.data)
         if small:
             runner(self._fn.address, s.A * s.B, args.ctypes.data)
         else:

@@ -97,9 +97,12 @@ class _LayerNormChunks:
         if self._fn is None:
             self._fn = K.layer_norm_chunks[self._dtype == np.float32, self._part, w is not None]
         rows = max(4, _LN_CHUNK_ELEMENTS // D // 4 * 4)
+        chunks = -(-M // rows)
+        # (the gradient's lane sums, a block a chunk)
+        lanes = np.empty((chunks if self._part == K.LN_GRAD_X else 0, 2, K.LN_LANES))
         self._args[:] = [0 if a is None else a.ctypes.data for a in (x, stats, out, g, w)] + [
-            M, D, rows, w is not None, self._eps.ctypes.data]
-        runner(self._fn.address, -(-M // rows), self._args.ctypes.data)
+            M, D, rows, w is not None, self._eps.ctypes.data, lanes.ctypes.data]
+        runner(self._fn.address, chunks, self._args.ctypes.data)
         return True
 
 

@@ -17,8 +17,8 @@ on the group as one vector (LBFGS, Adafactor's kernel, ZeRO's allgather).
 
 from __future__ import annotations
 
-import numba
 from numba import types
+from numba.core.typing.npydecl import parse_shape
 
 from tinyopt.kernels.jit import inline, kernel
 from tinyopt.kernels.native.numba_cache import cached_intrinsic
@@ -36,11 +36,27 @@ def _pointer(typingctx, addr, like):
     return sig, codegen
 
 
+@cached_intrinsic
+def carray(typingctx, ptr, shape):
+    """``numba.carray(ptr, shape)`` for a typed pointer: the C-contiguous array of that shape (an
+    integer or a tuple of them) over ``ptr``'s memory, owned by nobody.  The same array, built
+    by numba's own code, but lowered where it is called: ``numba.carray`` is an overload whose
+    implementation numba compiles as a function of its own for every pointer type and number of
+    dimensions, ~0.02 s of CPU each, 4-6 of them in each process of the small GPT's cold first
+    step."""
+    from numba.np.arrayobj import np_cfarray  # (typed when compiling: numba's lowering is loaded)
+
+    ndim = parse_shape(shape)
+    if not isinstance(ptr, types.CPointer) or ndim is None:
+        return None
+    return types.Array(ptr.dtype, ndim, "C")(ptr, shape), np_cfarray
+
+
 @inline
 def at(addr, n, like):
     """The 1-d C-contiguous array of ``n`` elements at ``addr``, of ``like``'s dtype (an array,
     or a numpy scalar type such as ``np.uint16``)."""
-    return numba.carray(_pointer(addr, like), n)
+    return carray(_pointer(addr, like), n)
 
 
 @kernel

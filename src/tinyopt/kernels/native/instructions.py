@@ -75,10 +75,11 @@ def abs_bits(typingctx, x):
 
 @cached_intrinsic
 def float_of_bits(typingctx, u):
-    """The float32 of pattern ``u`` (uint32)."""
-    if u != types.uint32:
+    """The float32 of pattern ``u`` (uint32 or int32; numpy's ``.view(np.float32)``, which numba
+    compiles as a function of its own, ~0.03 s of a cold first step)."""
+    if u not in (types.uint32, types.int32):
         return None
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.uint32), codegen
+    return types.float32(u), codegen

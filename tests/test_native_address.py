@@ -1,0 +1,65 @@
+"""kernels/native/address.py: arrays at addresses (``carray``, ``at``), and what a cold compile of
+the kernels built on them costs: no numba overload compiled as a function of its own."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numba
+import numpy as np
+
+from tinyopt.kernels.native import blas
+from tinyopt.kernels.native.address import at, carray
+
+
+@numba.njit(cache=False)
+def _views(address, n, rows, cols, like):
+    ptr = blas.pointer(address, like)
+    return carray(ptr, n), carray(ptr, (rows, cols)), at(address, n, np.float32)
+
+
+def test_carray_is_numbas_c_array_over_the_memory():
+    a = np.arange(12, dtype=np.float32)
+    flat, grid, seg = _views(a.ctypes.data, 12, 3, 4, np.float32(0.0))
+    for got, want in ((flat, a), (grid, a.reshape(3, 4)), (seg, a)):
+        assert got.dtype == want.dtype and got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    grid[1, 2] = -1.0  # the same memory, not a copy
+    assert a[6] == -1.0
+
+
+# A fresh process and cache: every function numba compiles for the chunk kernels of attention's
+# forward and layer norm's gradient, by name
+COLD = textwrap.dedent("""
+    import os, sys, tempfile
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()
+    from numba.core import compiler
+    compiled = []
+    compile_extra = compiler.compile_extra
+    def logged(typingctx, targetctx, func, *args, **kwargs):
+        compiled.append(getattr(func, "__qualname__", "?"))
+        return compile_extra(typingctx, targetctx, func, *args, **kwargs)
+    compiler.compile_extra = logged
+    from tinyopt.kernels import attention, norm
+    attention.attention_chunks[True, False, True, False]
+    norm.layer_norm_chunks[True, norm.LN_GRAD_X, True]
+    print(compiled)
+""")
+
+
+def test_chunk_kernels_compile_no_overload_of_their_own():
+    """numba compiles each overload a kernel calls (``numba.carray``, ``np.empty``, ``max``,
+    ``min``, a scalar's ``.view``) as a function of its own, once per process and signature
+    (~0.02-0.03 s each, ~0.13 s for the first ``np.empty``), in each process of a compile-ahead
+    pair: the chunk kernels use ``address.carray`` (an intrinsic), take their scratch from the
+    host, write their minima out, and ``exp_f32`` bitcasts with ``float_of_bits``."""
+    r = subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    compiled = r.stdout.strip().splitlines()[-1]
+    assert "attention_chunk" in compiled and "layer_norm_chunk" in compiled, compiled
+    for overload in ("impl_carray", "ol_np_empty", "_ol_array_allocate", "ol_max", "ol_min",
+                     "scalar_view"):
+        assert overload not in compiled, compiled
