@@ -317,8 +317,8 @@ class _Run:
             A[i] = v
         for i, t in enumerate(plan.nodes):
             if kind[i] == "compute":
-                blk = plan.memory.blocks[plan.memory.root[i]]
-                A[i] = (self.arena[blk.offset:blk.offset + nbytes[i]]
+                offset = plan.memory.spans[plan.memory.root[i]][0]
+                A[i] = (self.arena[offset:offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
         steps = [_step(A, i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
                  if kind[i] in ("compute", "into_grad", "view")]

@@ -27,8 +27,15 @@ class Block:
 @dataclass(slots=True)
 class MemoryPlan:
     root: list[int | None]        # per node: index of the node whose block holds its value
-    blocks: dict[int, Block]      # per root node
+    # per root node: its block as a plain tuple (offset, nbytes, first, last), which the garbage
+    # collector stops tracking (a cached plan of thousands of nodes holds hundreds of blocks)
+    spans: dict[int, tuple[int, int, int, int]]
     arena_bytes: int              # the planned peak
+
+    @property
+    def blocks(self) -> dict[int, Block]:
+        """The blocks per root node, as :class:`Block` records (made anew: for inspection)."""
+        return {r: Block(*span) for r, span in self.spans.items()}
 
 
 class _FreeList:
@@ -88,13 +95,13 @@ def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],
     root: list[int | None] = [None] * n
     lu: dict[int, int] = {}  # per open root: the last use of any node sharing its block
     first: dict[int, int] = {}
-    blocks: dict[int, Block] = {}
+    spans: dict[int, tuple[int, int, int, int]] = {}
     offsets: dict[int, int] = {}
     fl = _FreeList()
 
     def close(r: int) -> None:
-        blocks[r] = Block(offsets.pop(r), nbytes[r], first[r], lu[r])
-        fl.release(blocks[r].offset, nbytes[r])
+        spans[r] = (offsets.pop(r), nbytes[r], first[r], lu[r])
+        fl.release(spans[r][0], nbytes[r])
 
     for i in range(n):
         if kind[i] == "view":
@@ -121,4 +128,4 @@ def plan_memory(srcs: list[tuple[int, ...]], nbytes: list[int], kind: list[str],
                 close(r)
     for r in list(offsets):
         close(r)
-    return MemoryPlan(root, blocks, fl.top)
+    return MemoryPlan(root, spans, fl.top)
