@@ -35,21 +35,8 @@ from tinyopt.engine.tensor import _SECOND_BACKWARD, LEAF_OPS, MUTATIONS, Tensor,
 
 def toposort(roots: list[Tensor]) -> list[Tensor]:
     """All nodes reaching ``roots``, sources before consumers: by creation order, which every
-    source precedes its consumers in."""
-    return toposort_signed(roots)[0]
-
-
-def signature(nodes: list[Tensor]) -> tuple:
-    """The structural key of a topologically sorted graph (see the module docstring)."""
-    index = {id(t): i for i, t in enumerate(nodes)}
-    return tuple((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
-                  tuple(index[id(s)] for s in t.srcs)) for t in nodes)
-
-
-def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], tuple]:
-    """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``:
-    realizing a graph needs all three on every training step.  Raises if a node's source was
-    modified in place after the node was built (see the module docstring)."""
+    source precedes its consumers in.  Raises if a node's source was modified in place after
+    the node was built (see the module docstring)."""
     seen: dict[int, Tensor] = {}
     stack = list(roots)
     pop, push = stack.pop, stack.extend
@@ -65,6 +52,20 @@ def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], 
     order = sorted(seen.values(), key=_creation)
     if order and MUTATIONS.last > order[0].node_id:
         check_versions(order)
+    return order
+
+
+def signature(nodes: list[Tensor]) -> tuple:
+    """The structural key of a topologically sorted graph (see the module docstring)."""
+    index = {id(t): i for i, t in enumerate(nodes)}
+    return tuple((t.op, t.attrs, t.shape, t.dtype.char, t.requires_grad,
+                  tuple(index[id(s)] for s in t.srcs)) for t in nodes)
+
+
+def toposort_signed(roots: list[Tensor]) -> tuple[list[Tensor], dict[int, int], tuple]:
+    """``toposort(roots)``, each node's position in it (keyed by ``id``) and its ``signature``:
+    realizing a graph needs all three on every training step.  Raises as :func:`toposort`."""
+    order = toposort(roots)
     # one loop, no comprehension per node (a call each): most nodes have one or two sources
     index: dict[int, int] = {}
     sig = []
