@@ -33,7 +33,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pytest
@@ -909,7 +908,7 @@ def child(tables: list[str], only: list[str], progress: str | None) -> None:
     import logging
     import warnings
 
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
     warnings.simplefilter("ignore")
