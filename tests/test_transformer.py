@@ -212,6 +212,10 @@ def test_a_mask_that_does_not_require_grad_keeps_the_fused_op():
     assert set(np.unique(w.numpy() == 0)) == {False, True}
     out.sum().backward()
     assert bias.grad.shape == (L, L) and np.isfinite(bias.grad.numpy()).all()
+    m.dropout = 1.0  # deterministic, as torch: every weight dropped, the output the bias
+    out, w = m(x, x, x, attn_mask=bias)
+    assert not w.numpy().any()
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(m.out_proj.bias.data, out.shape))
 
 
 def test_layers_with_learned_masks_match_torch():
