@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from gradcheck import gradcheck
 
 import tinyopt as to
 from tinyopt import nn
@@ -115,6 +116,133 @@ def test_fully_masked_rows_as_torch():
     assert np.isnan(out.numpy()).all() and np.isnan(w.numpy()).all()
     out, _ = m(x, x, x, key_padding_mask=kpm, need_weights=False)
     np.testing.assert_array_equal(out.numpy(), np.broadcast_to(m.out_proj.bias.data, out.shape))
+
+
+LEARNED_MASKS = [dict(mask=(L, S), need_weights=True),
+                 dict(mask=(N * H, L, S), need_weights=False, batch_first=True),
+                 dict(mask=(L, S), kpm=True, need_weights=True, average_attn_weights=False,
+                      kdim=5, vdim=7),
+                 dict(kpm=True, need_weights=False, batch_first=True, add_bias_kv=True)]
+
+
+@pytest.mark.parametrize("case", LEARNED_MASKS, ids=lambda c: ",".join(c))
+def test_a_learned_float_mask_gets_its_gradient_as_torchs(case):
+    """A float attn_mask (2-D or per head) or key_padding_mask that requires grad (a learned
+    bias) is differentiated, as torch: output, weights and the gradients of the masks, the
+    inputs and the weights."""
+    torch = _torch()
+    case = dict(case)
+    mask, kpm = case.pop("mask", None), case.pop("kpm", False)
+    call = {n: case.pop(n) for n in ("need_weights", "average_attn_weights") if n in case}
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(E, H, **case).double()
+    om = nn.MultiheadAttention(E, H, **case, dtype=np.float64)
+    _load(om, tm)
+    shape = (lambda T, D: (N, T, D)) if case.get("batch_first") else (lambda T, D: (T, N, D))
+    arrays = {"query": rng.standard_normal(shape(L, E)),
+              "key": rng.standard_normal(shape(S, case.get("kdim", E))),
+              "value": rng.standard_normal(shape(S, case.get("vdim", E)))}
+    if mask is not None:
+        arrays["attn_mask"] = rng.standard_normal(mask)
+    if kpm:
+        arrays["key_padding_mask"] = rng.standard_normal((N, S))
+    got = []
+    for lib, m in ((torch, tm), (to, om)):
+        ts = {n: lib.tensor(a, requires_grad=True) for n, a in arrays.items()}
+        out, w = m(**ts, **call)
+        loss = (out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(out.shape))).sum()
+        if call["need_weights"]:
+            loss = loss + (w * lib.tensor(np.cos(np.arange(w.numel())).reshape(w.shape))).sum()
+        loss.backward()
+        got.append([out.detach().numpy()] + [None if w is None else w.detach().numpy()]
+                   + [t.grad.numpy() for t in ts.values()])
+    for ours, theirs in zip(got[1], got[0]):
+        if theirs is None:
+            assert ours is None
+        else:
+            np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-12)
+    _grads_match(om, tm)
+
+
+def test_a_learned_mask_against_finite_differences():
+    m = nn.MultiheadAttention(4, 2, batch_first=True, dtype=np.float64)
+    x = rng.standard_normal((1, 3, 4))
+    gradcheck(lambda q, b: m(q, q, q, attn_mask=b)[0], x, rng.standard_normal((3, 3)))
+    gradcheck(lambda b: m(x[0], x[0], x[0], attn_mask=b, average_attn_weights=False)[1],
+              rng.standard_normal((2, 3, 3)))  # unbatched, a bias per head
+
+
+def _ops(t: to.Tensor) -> set[str]:
+    seen, todo = {}, [t]
+    while todo:
+        t = todo.pop()
+        if id(t) not in seen:
+            seen[id(t)] = t.op
+            todo.extend(t.srcs)
+    return set(seen.values())
+
+
+def test_a_mask_that_does_not_require_grad_keeps_the_fused_op():
+    """A learned mask is composed of matmul and softmax only when a gradient is taken; any
+    other mask runs the fused attention op, with the same bits; dropout in training runs."""
+    m = nn.MultiheadAttention(E, H, dtype=np.float64)
+    x = rng.standard_normal((L, N, E))
+    bias = rng.standard_normal((L, L))
+    fused = m(x, x, x, attn_mask=bias)
+    learned = m(x, x, x, attn_mask=to.tensor(bias, requires_grad=True))
+    assert _ops(fused[0]) == {"param", "input", "linear", "attention", "attention_out"}
+    assert "attention" not in _ops(learned[0]) and "softmax_run" in _ops(learned[0])
+    with to.no_grad():
+        frozen = m(x, x, x, attn_mask=to.tensor(bias, requires_grad=True))
+    assert "attention_out" in _ops(frozen[0])
+    for a, b in zip(frozen, fused):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(learned, fused):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+    # a learned mask holding the causal mask's values is read, not taken for the causal hint
+    causal = to.tensor(np.triu(np.full((L, L), -np.inf), 1), requires_grad=True)
+    m(x, x, x, attn_mask=causal, need_weights=False)[0].sum().backward()
+    g = causal.grad.numpy()
+    assert g[np.tril_indices(L, -1)].all() and not np.triu(g, 1).any()
+    m.dropout = 0.5
+    to.manual_seed(0)
+    bias = to.tensor(bias, requires_grad=True)
+    out, w = m(x, x, x, attn_mask=bias, average_attn_weights=False)
+    assert out.shape == (L, N, E) and w.shape == (N, H, L, L)
+    assert set(np.unique(w.numpy() == 0)) == {False, True}
+    out.sum().backward()
+    assert bias.grad.shape == (L, L) and np.isfinite(bias.grad.numpy()).all()
+    m.dropout = 1.0  # deterministic, as torch: every weight dropped, the output the bias
+    out, w = m(x, x, x, attn_mask=bias)
+    assert not w.numpy().any()
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(m.out_proj.bias.data, out.shape))
+
+
+def test_layers_with_learned_masks_match_torch():
+    """The encoder and decoder layers pass a learned float mask (and key padding) on to their
+    attention: values and every gradient, masks' included, as torch's."""
+    torch = _torch()
+    torch.manual_seed(0)
+    pairs = [(torch.nn.TransformerEncoderLayer(E, H, 16, dropout=0.0).double(),
+              nn.TransformerEncoderLayer(E, H, 16, dropout=0.0, dtype=np.float64)),
+             (torch.nn.TransformerDecoderLayer(E, H, 16, dropout=0.0, batch_first=True).double(),
+              nn.TransformerDecoderLayer(E, H, 16, dropout=0.0, batch_first=True,
+                                         dtype=np.float64))]
+    inputs = [dict(src=(L, N, E), src_mask=(L, L), src_key_padding_mask=(N, L)),
+              dict(tgt=(N, L, E), memory=(N, S, E), tgt_mask=(L, L), memory_mask=(L, S),
+                   memory_key_padding_mask=(N, S))]
+    for (tl, ol), shapes in zip(pairs, inputs):
+        _load(ol, tl)
+        arrays = {n: rng.standard_normal(s) for n, s in shapes.items()}
+        got = []
+        for lib, layer in ((torch, tl), (to, ol)):
+            ts = {n: lib.tensor(a, requires_grad=True) for n, a in arrays.items()}
+            out = layer(**ts)
+            (out * out).sum().backward()
+            got.append([out.detach().numpy()] + [t.grad.numpy() for t in ts.values()])
+        for ours, theirs in zip(got[1], got[0]):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-11)
+        _grads_match(ol, tl)
 
 
 LAYER_OPTIONS = [dict(), dict(norm_first=True), dict(activation="gelu", batch_first=True),

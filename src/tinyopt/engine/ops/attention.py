@@ -412,20 +412,24 @@ def _heads_of(x: Tensor, N: int, h: int, T: int, D: int) -> tuple[Tensor, int] |
     return base.srcs[0], int(starts[2])
 
 
-def _attention_composed(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
-                        dropout_p: float) -> Tensor:
+def attention_composed(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, scale: float | None,
+                       dropout_p: float, nan_rows: bool = False) -> tuple[Tensor, Tensor]:
     """Attention with an additive ``mask`` that requires grad (a learned bias: Swin's, T5's
     relative positions) from ops autograd differentiates, the mask's gradient being the
-    scores': softmax(q k^T scale + mask) v, a row with no key left 0 (its gradients too), as
-    the fused op and torch give."""
+    scores': (softmax(q k^T scale + mask) v, the (dropped-out) probabilities).  A row with no
+    key left is 0 (its gradients too), as the fused op and torch's SDPA give; NaN with
+    ``nan_rows``, as torch's MultiheadAttention when it returns the weights."""
     s = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None
                                           else float(scale)) + mask
-    dead = eq(s.amax(-1, keepdim=True), -math.inf)
-    zero = leaf(np.zeros((), s.dtype))
-    p = where(dead, zero, softmax(where(dead, zero, s), -1))
+    if nan_rows:
+        p = softmax(s, -1)
+    else:
+        dead = eq(s.amax(-1, keepdim=True), -math.inf)
+        zero = leaf(np.zeros((), s.dtype))
+        p = where(dead, zero, softmax(where(dead, zero, s), -1))
     if dropout_p > 0.0:
         p = p * leaf(dropout_mask(None, p.shape, min(dropout_p, 1.0), p.dtype))
-    return matmul(p, v)
+    return matmul(p, v), p
 
 
 def _shared_heads(q: Tensor, kv: Tensor) -> Tensor:
@@ -500,7 +504,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         m = additive_mask(attn_mask, q.dtype, False)
         mask = _mask4(m, lead, L, S)
         if m.requires_grad and grad_mode.current.enabled:
-            return _attention_composed(q, k, v, m, scale, float(dropout_p))
+            return attention_composed(q, k, v, m, scale, float(dropout_p))[0]
     out, _ = attention(srcs, parts, A, B, L, S, E, Ev, "4d", scale, mask, is_causal,
                        dropout_p=float(dropout_p))
     return own_reshape(out, lead + (L, Ev))

@@ -22,7 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinyopt.engine.ops.attention import additive_mask, attention
+from tinyopt.engine import grad_mode
+from tinyopt.engine.ops.attention import additive_mask, attention, attention_composed
 from tinyopt.engine.ops.movement import cat
 from tinyopt.engine.tensor import Parameter, Tensor, as_tensor
 from tinyopt.nn import functional as F
@@ -180,17 +181,22 @@ class MultiheadAttention(Module):
                                "Transformer module method `generate_square_subsequent_mask` to "
                                "create this mask.")
         if attn_mask is not None and key_padding_mask is None and not need_weights \
-                and not extra_kv and (is_causal or _is_causal(attn_mask, L, S)):
+                and not extra_kv and (is_causal or _is_causal(attn_mask, L, S)
+                                      and not _learned(attn_mask)):
             causal = True  # PyTorch's hint; the mask is not read
         else:
             mask = self._merged_mask(attn_mask, key_padding_mask, q.dtype, N, L, S, extra_kv)
         H, D = self.num_heads, self.head_dim
-        if not (self.training and self.dropout):
-            kernels_ahead.attention(q.dtype, mask is not None, causal, need_weights, L, S)
-        out, weights = attention(
-            srcs, [(si, kind, off) for si, off in parts], N, H, L, S, D, D, kind, None, mask,
-            causal, nan_rows=need_weights, dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights)
+        dropout_p = self.dropout if self.training else 0.0
+        if _learned(mask) and grad_mode.current.enabled:
+            out, weights = self._attention_composed(srcs, parts, kind, N, L, S, mask, dropout_p,
+                                                    need_weights)
+        else:
+            if not dropout_p:
+                kernels_ahead.attention(q.dtype, mask is not None, causal, need_weights, L, S)
+            out, weights = attention(
+                srcs, [(si, kind, off) for si, off in parts], N, H, L, S, D, D, kind, None, mask,
+                causal, nan_rows=need_weights, dropout_p=dropout_p, need_weights=need_weights)
         out = self.out_proj(out)
         if not batched:
             out = out.squeeze(1)
@@ -200,6 +206,25 @@ class MultiheadAttention(Module):
             if not batched:
                 weights = weights.squeeze(0)
         return out, weights
+
+    def _attention_composed(self, srcs: list[Tensor], parts, kind: str, N: int, L: int, S: int,
+                            mask: Tensor, dropout_p: float, need_weights: bool
+                            ) -> tuple[Tensor, Tensor | None]:
+        """Attention under a float mask that requires grad (a learned bias, which the fused op
+        does not differentiate), composed of matmul and softmax: the heads (N, H, T, D) taken
+        out of the projections, and the output's merged back into ``kind``."""
+        H, D = self.num_heads, self.head_dim
+
+        def heads(si: int, off: int, T: int) -> Tensor:
+            x = srcs[si][:, :, off:off + H * D]
+            if kind == "nlc":
+                return x.reshape(N, T, H, D).transpose(1, 2)
+            return x.reshape(T, N, H, D).permute(1, 2, 0, 3)
+
+        q, k, v = (heads(si, off, T) for (si, off), T in zip(parts, (L, S, S)))
+        out, weights = attention_composed(q, k, v, mask, None, dropout_p, nan_rows=need_weights)
+        out = out.transpose(1, 2) if kind == "nlc" else out.permute(2, 0, 1, 3)
+        return out.reshape(out.shape[:2] + (H * D,)), weights if need_weights else None
 
     def _extend_kv(self, srcs: list[Tensor], kind: str, N: int) -> list[Tensor]:
         """k and v with ``bias_k``/``bias_v`` and a zero step appended (add_bias_kv,
@@ -259,6 +284,11 @@ class MultiheadAttention(Module):
 
     def extra_repr(self) -> str:
         return ""
+
+
+def _learned(mask) -> bool:
+    """Whether ``mask`` is a tensor that requires grad (a learned bias)."""
+    return isinstance(mask, Tensor) and mask.requires_grad
 
 
 def _is_bool(mask) -> bool:
