@@ -71,10 +71,10 @@ if _typing.TYPE_CHECKING:
                                            max, mean, min, norm, prod, softmax, std, sum, var)
     from tinyopt.engine.ops.selection import (argsort, argwhere, bincount, bucketize, gather,
                                               index_add, index_copy, index_fill, index_select,
-                                              kthvalue, masked_select, median, msort,
-                                              nanmedian, nonzero, scatter, scatter_add,
-                                              searchsorted, sort, take, take_along_dim, topk,
-                                              unique, unique_consecutive)
+                                              kthvalue, masked_select, median, msort, nanmedian,
+                                              nonzero, scatter, scatter_add, searchsorted, sort,
+                                              take, take_along_dim, topk, unique,
+                                              unique_consecutive)
     from tinyopt.engine.ops.statistics import (corrcoef, cov, cumulative_trapezoid, nanmean,
                                                nansum, trapezoid)
     from tinyopt.engine.ops.vector_products import cdist, cross, inner, isin, std_mean, var_mean
@@ -154,9 +154,8 @@ __all__ = [  # the functions of the tensor API, re-exported as tinyopt.<name>
     "masked_select", "matmul", "max", "maximum", "mean", "median", "meshgrid", "min", "minimum",
     "mm", "moveaxis", "movedim", "msort", "mul", "multinomial", "multiply", "mv", "nan_to_num",
     "nanmean", "nanmedian", "nansum", "narrow", "ne", "neg", "negative", "nonzero", "norm",
-    "normal",
-    "not_equal", "ones", "ones_like", "outer", "permute", "positive", "pow", "prod", "quantile",
-    "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm",
+    "normal", "not_equal", "ones", "ones_like", "outer", "permute", "positive", "pow", "prod",
+    "quantile", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like", "randperm",
     "reciprocal", "relu", "remainder", "repeat_interleave", "reshape", "roll", "round", "rsqrt",
     "scalar_tensor", "scatter", "scatter_add", "searchsorted", "select", "sgn", "sigmoid", "sign",
     "sin", "sinh", "softmax", "sort", "split", "sqrt", "square", "squeeze", "stack", "std",
