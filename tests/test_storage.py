@@ -86,6 +86,8 @@ EMPTY_VIEWS = {  # of a (4, 3) tensor: where torch's empty results start, and th
     "view of an empty": lambda t: t[4:].view(3, 0), "empty, then None": lambda t: t[4:][None],
     "unbind": lambda t: t[:, 3:].unbind(0)[2], "unsqueeze": lambda t: t[4:].unsqueeze(0),
     "unsqueeze inside": lambda t: t.t()[3:].unsqueeze(1),
+    "squeeze of a transposed empty": lambda t: t.t()[:, None, 4:].squeeze(),
+    "squeeze one dim": lambda t: t.t()[None, 1:, ::2][:, :, 2:].squeeze(0),
 }
 
 
