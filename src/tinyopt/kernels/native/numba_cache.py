@@ -23,6 +23,7 @@ import os
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.serialize import dumps
 from numba.extending import intrinsic
 
 CHECKED_VERSIONS = ("0.68.",)
@@ -50,6 +51,72 @@ def sources_digest() -> str:
                     h.update(path.encode() + b"\0" + f.read() + b"\0")
         _DIGEST.append(h.hexdigest())
     return _DIGEST[0]
+
+
+_CLOSURES: dict[bytes, str] = {}
+_MARK = object()
+
+
+def closure_digest(pickled: bytes) -> str:
+    """A hash of the object graph a pickle rebuilds, whatever objects it shared.
+
+    numba keys a kernel's cache entry by the hash of its pickled closure, and a pickle writes an
+    object seen before as a reference to it (its memo): the same closure pickles to other bytes
+    when equal objects are one object in this process and two in another.  That sharing follows
+    how the module was loaded: the functions a kernel closes over pickle by value with their code,
+    and code compiled from source shares its names and constants otherwise than code loaded from
+    a ``.pyc``.  So the first process after an editable install, and a test run's main process,
+    keyed the Adafactor, SGD and RNN kernels apart from every later process (and from their own
+    compile-ahead helper), which compiled them all again.  Here every value the pickle builds is
+    named by the hash of the opcode and argument that built it and of its inputs' names; a
+    reference names what it refers to; the hash covers the value left at the end and every
+    value the pickle discards (a ``POP``: a call made for its effect, such as filling a cell), so
+    any difference in what the pickle rebuilds changes it, and a difference in sharing alone
+    does not.  Once a process per distinct pickle (~3 ms a kernel)."""
+    import pickletools  # (only where a kernel is loaded or compiled)
+
+    seen = hashlib.sha256(pickled).digest()
+    known = _CLOSURES.get(seen)
+    if known is not None:
+        return known
+    stack: list = []
+    memo: dict = {}
+    discarded: list[bytes] = []
+    for op, arg, _ in pickletools.genops(pickled):
+        name = op.name
+        if name in ("PROTO", "FRAME"):
+            continue
+        if name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = stack[-1]
+        elif name == "MEMOIZE":
+            memo[len(memo)] = stack[-1]
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            stack.append(memo[arg])
+        elif name == "MARK":
+            stack.append(_MARK)
+        elif name == "STOP":
+            digest = hashlib.sha256(repr((stack.pop(), discarded)).encode()).hexdigest()
+            _CLOSURES[seen] = digest
+            return digest
+        else:
+            before = op.stack_before
+            if pickletools.markobject in before:  # (the items above the last mark, and
+                mark = len(stack) - 1 - stack[::-1].index(_MARK)  # those below it)
+                below = before.index(pickletools.markobject)
+                inputs = stack[mark - below:mark] + stack[mark + 1:]
+                del stack[mark - below:]
+            else:
+                inputs = stack[len(stack) - len(before):] if before else []
+                del stack[len(stack) - len(before):]
+            if name == "DUP":
+                stack += inputs * 2
+                continue
+            built = hashlib.sha256(repr((name, arg, inputs)).encode()).digest()
+            if op.stack_after:
+                stack.append(built)
+            else:
+                discarded.append(built)
+    raise ValueError("a pickle without STOP")
 
 
 AROUND_LOAD: list = []
@@ -86,9 +153,16 @@ def _lazy_load_cache_class():
                 return self._load_overload(sig, target_context)
 
         def _index_key(self, sig, codegen):
-            # numba's key (signature, CPU, bytecode, closure) and the kernels' sources, so a
-            # change in a file the kernel calls into compiles it again
-            return super()._index_key(sig, codegen) + (sources_digest(),)
+            # numba's key (signature, CPU, bytecode, closure: its closure hash replaced by one
+            # that the sharing of equal objects does not change, see ``closure_digest``) and
+            # the kernels' sources, so a change in a file the kernel calls into compiles it again
+            fn = self._py_func
+            cells = () if fn.__closure__ is None else tuple(c.cell_contents
+                                                            for c in fn.__closure__)
+            return (sig, codegen.magic_tuple(),
+                    (hashlib.sha256(fn.__code__.co_code).hexdigest(),
+                     closure_digest(dumps(cells)) if cells else hashlib.sha256(b"").hexdigest()),
+                    sources_digest())
 
         def entry_id(self, sig, target_context) -> str:
             """The cache entry's identity, the same in every process: its index file and
