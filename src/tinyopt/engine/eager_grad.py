@@ -6,9 +6,11 @@ and run it, to use it once: about a quarter of a changing structure's time.  Her
 the sorted forward graph and its values; walking it in reverse, each op's *array rule* computes
 its sources' gradient contributions from the arrays, calling the kernels the nodes of its graph
 rule would run, with the same operands in the same order, and contributions are summed in the
-order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel).  So the bits are those of
-the planned gradient (``tests/test_eager_grad.py`` compares them op by op, and
-``tests/test_eager.py`` the whole table).
+order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel; a one-row linear layer's
+weight and bias contributions are added into their sum by one kernel of the same rounding,
+``kernels/grad_sum.py``).  So the bits are those of the planned gradient
+(``tests/test_eager_grad.py`` compares them op by op, and ``tests/test_eager.py`` the whole
+table).
 
 Array rules exist for the ops of small, changing models: elementwise arithmetic and functions,
 sums, views, ``cat``, softmax, logsumexp, the smooth L1 and Huber losses, ``linear``.  An op
