@@ -15,6 +15,8 @@ from tinyopt.engine import realize as realize_module
 from tinyopt.engine.eager_grad import RULES
 from tinyopt.engine.graph import toposort
 from tinyopt.engine.plan_cache import CACHE
+from tinyopt.kernels.grad_sum import add_outer, add_row_sum
+from tinyopt.kernels.reduce import sum_axis
 
 F = to.nn.functional
 rng = np.random.default_rng(0)
@@ -28,6 +30,8 @@ X, Y, B, ROW = _r(3, 4), _r(3, 4), _r(4), _r(1, 4)
 W, W1, BIAS, X3 = _r(5, 4), _r(1, 4), _r(5), _r(2, 3, 4)
 POS = _r(3, 4, lo=0.2, hi=2.0)
 V = _r(7)
+Z = _r(6, 5)
+Z[:, ::2] = -0.0
 
 # name -> (function of Parameters returning a tensor, the Parameters' values)
 CASES = {
@@ -61,6 +65,12 @@ CASES = {
     "linear": (lambda x, w, w1, b, x3: F.linear(x, w, b).sum(1) + F.linear(x[1], w).sum()
                + F.linear(x, w1).reshape(3) + F.linear(to.relu(x[0]), w1, b[:1]).sum()
                + F.linear(x3, w, b).sum((0, 2)), (X, W, W1, BIAS, X3)),
+    # one row at a time (an actor-critic's environment steps), 1-d and (1, n): from the third
+    # row on, the weight's and bias's contributions are added straight into their sums
+    # (``kernels/grad_sum.py``); z's -0.0 entries give -0.0 gradients, which sum_axis makes +0.0
+    "linear_rows": (lambda x, w, b, z: sum(
+        (F.linear(to.relu(x[i % 3]) * (i + 1.0), w, b) if i % 2 else
+         F.linear(x[i % 3:i % 3 + 1], w, b).reshape(5)) * z[i] for i in range(6)), (X, W, BIAS, Z)),
     "cat": (lambda x, y: to.cat([x, y * y], 1)[:, 1:6] * to.stack([x[0], y[1], x[2]]).sum(1,
             keepdim=True), (X, Y)),
     # ops without array rules, several contributions each (the nodes their graph rules make
@@ -127,6 +137,34 @@ def test_array_backward_gives_the_planned_bits(case, threshold, monkeypatch):
         m.setattr(eager, "gradients", lambda *a: None)
         built = _run(fn, values, 1 << 30)  # the eager run's whole backward graph
     assert direct == planned == built
+
+
+def test_one_row_linear_layers_add_into_their_gradient_sums(threshold, monkeypatch):
+    calls: list[str] = []
+    for name in ("add_outer", "add_row_sum"):
+        real = getattr(eager_grad, name)
+        monkeypatch.setattr(eager_grad, name,
+                            lambda *a, real=real, name=name: calls.append(name) or real(*a))
+    fn, values = CASES["linear_rows"]
+    _run(fn, values, 1 << 30)
+    # six rows: the first contribution kept, the second summed into a new array, four added
+    assert calls.count("add_outer") == calls.count("add_row_sum") == 4
+
+
+def test_the_gradient_sum_kernels_round_as_the_two_calls_they_replace():
+    # (1 + 2^-12)^2 - (1 + 2^-11) is 2^-24 exactly, 0 with the product rounded first: a fused
+    # multiply-add would give the former
+    a = np.full(3, 1 + 2.0 ** -12, np.float32)
+    out = np.full((3, 3), -(1 + 2.0 ** -11), np.float32)
+    add_outer(out, a, a)
+    assert _bits(out) == _bits(np.zeros((3, 3), np.float32))
+    g = np.array([-0.0, 0.0, -0.0, 2.5], np.float32)
+    total = np.array([-0.0, -0.0, 1.0, -0.0], np.float32)
+    one_row = np.empty((1, 4), np.float32)
+    sum_axis(g.reshape(1, 1, 4), one_row)  # (starts from 0: -0.0 gives +0.0)
+    expected = total + one_row[0]
+    add_row_sum(total, g, np.float32(0))
+    assert _bits(total) == _bits(expected) != _bits(np.array([-0.0, -0.0, 1.0, 2.5], np.float32))
 
 
 def test_the_cases_reach_every_rule(threshold, monkeypatch):

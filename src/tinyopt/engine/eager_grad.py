@@ -6,9 +6,11 @@ and run it, to use it once: about a quarter of a changing structure's time.  Her
 the sorted forward graph and its values; walking it in reverse, each op's *array rule* computes
 its sources' gradient contributions from the arrays, calling the kernels the nodes of its graph
 rule would run, with the same operands in the same order, and contributions are summed in the
-order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel).  So the bits are those of
-the planned gradient (``tests/test_eager_grad.py`` compares them op by op, and
-``tests/test_eager.py`` the whole table).
+order ``backward_graph`` sums them (``prev + g``, the ``add`` kernel; a one-row linear layer's
+weight and bias contributions are added into their sum by one kernel of the same rounding,
+``kernels/grad_sum.py``).  So the bits are those of the planned gradient
+(``tests/test_eager_grad.py`` compares them op by op, and ``tests/test_eager.py`` the whole
+table).
 
 Array rules exist for the ops of small, changing models: elementwise arithmetic and functions,
 sums, views, ``cat``, softmax, logsumexp, the smooth L1 and Huber losses, ``linear``.  An op
@@ -32,6 +34,7 @@ from tinyopt.engine.op import OPS
 from tinyopt.engine.ops.reduce import dim_runs
 from tinyopt.engine.tensor import LEAF_OPS, Tensor, leaf
 from tinyopt.kernels import elementwise as K
+from tinyopt.kernels.grad_sum import add_outer, add_row_sum
 from tinyopt.kernels.linalg import outer
 from tinyopt.kernels.reduce import sum_axis
 
@@ -79,6 +82,11 @@ def gradients(loss: Tensor, nodes: list[Tensor], vals: dict[int, np.ndarray],
                                      f"a source of shape {s.shape}")
             k = id(s)
             prev = grads.get(k)
+            if type(gs) is not np.ndarray:  # a one-row linear layer's, not computed yet
+                if k in summed and gs.dtype == prev.dtype:
+                    gs.add_into(prev)  # (one kernel call: the bits of the two below)
+                    continue
+                gs = gs.array()
             if prev is None:
                 grads[k] = gs
             elif k in summed and gs.dtype == prev.dtype:
@@ -412,22 +420,60 @@ def _linear(t, g, vals):
             np.dot(np.ascontiguousarray(g).reshape(rows, n_out), wv,
                    out=gx.reshape(rows, n_in))
     if w.requires_grad:  # ``linear_grad_weight``
-        gw = np.empty(w.shape, dtype)
         xv = vals[id(x)]
-        if g.ndim == 1:  # (one row: g and x are it, as the views below would be)
-            outer(g, xv, gw)
+        if rows == 1:  # (one row: g and x are it, as the views of them would be)
+            gw = _Outer(g.reshape(n_out), xv.reshape(n_in), w.shape)
         else:
-            g2, x2 = g.reshape(rows, n_out), xv.reshape(rows, n_in)
-            if rows == 1:
-                outer(g2[0], x2[0], gw)
-            else:
-                np.dot(g2.T, x2, out=gw)
+            gw = np.empty(w.shape, dtype)
+            np.dot(g.reshape(rows, n_out).T, xv.reshape(rows, n_in), out=gw)
     if len(t.srcs) == 2:
         return gx, gw
     if t.srcs[2].requires_grad:  # ``linear_grad_bias``
-        gb = np.empty((n_out,), dtype)
-        sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out), gb.reshape(1, n_out))
+        if rows == 1:
+            gb = _RowSum(g.reshape(n_out))
+        else:
+            gb = np.empty((n_out,), dtype)
+            sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out), gb.reshape(1, n_out))
     return gx, gw, gb
+
+
+class _Outer:
+    """A one-row linear layer's weight gradient ``outer(g, x)``, computed where it is used:
+    into a fresh array (``array``), or added straight into a parameter's running sum of
+    contributions (``add_into``: ``kernels/grad_sum.py``, the same bits as computing it and
+    adding it, one kernel call and one array fewer an environment step)."""
+
+    __slots__ = ("g", "x", "shape", "dtype")
+
+    def __init__(self, g: np.ndarray, x: np.ndarray, shape: tuple[int, int]):
+        self.g, self.x, self.shape, self.dtype = g, x, shape, g.dtype
+
+    def array(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        outer(self.g, self.x, out)
+        return out
+
+    def add_into(self, total: np.ndarray) -> None:
+        add_outer(total, self.g, self.x)
+
+
+class _RowSum:
+    """A one-row linear layer's bias gradient ``sum_axis(g)`` over its one row, computed where
+    it is used (as :class:`_Outer`)."""
+
+    __slots__ = ("g", "shape", "dtype")
+
+    def __init__(self, g: np.ndarray):
+        self.g, self.shape, self.dtype = g, g.shape, g.dtype
+
+    def array(self) -> np.ndarray:
+        n = self.shape[0]
+        out = np.empty(n, self.dtype)
+        sum_axis(np.ascontiguousarray(self.g).reshape(1, 1, n), out.reshape(1, n))
+        return out
+
+    def add_into(self, total: np.ndarray) -> None:
+        add_row_sum(total, self.g, self.dtype.type(0))
 
 
 @_rule("div")
