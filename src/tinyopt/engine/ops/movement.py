@@ -141,8 +141,9 @@ def squeeze(input: Tensor, dim: int | tuple[int, ...] | None = None) -> Tensor:
                 for d in ((dim,) if isinstance(dim, int) else dim)}
         dims = {d for d in dims if d < input.ndim and input.shape[d] == 1}  # (0-d: none)
     if input.numel() == 0 and dims:  # (indexing keeps torch's strides there: a reshape's differ)
-        from tinyopt.engine.ops.indexing import getitem
-        return getitem(input, tuple(0 if i in dims else slice(None) for i in range(input.ndim)))
+        for d in sorted(dims, reverse=True):
+            input = select(input, d, 0)
+        return input
     return reshape(input, tuple(s for i, s in enumerate(input.shape) if i not in dims))
 
 

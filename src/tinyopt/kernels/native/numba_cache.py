@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickletools
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
@@ -73,8 +74,6 @@ def closure_digest(pickled: bytes) -> str:
     value the pickle discards (a ``POP``: a call made for its effect, such as filling a cell), so
     any difference in what the pickle rebuilds changes it, and a difference in sharing alone
     does not.  Once a process per distinct pickle (~3 ms a kernel)."""
-    import pickletools  # (only where a kernel is loaded or compiled)
-
     seen = hashlib.sha256(pickled).digest()
     known = _CLOSURES.get(seen)
     if known is not None:
