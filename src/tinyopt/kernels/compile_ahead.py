@@ -17,10 +17,13 @@ has claimed, and this process, reaching an entry the helper has claimed, waits f
 finish it and loads it from the cache (same source, closure and types: the same entry, the same
 machine code and bits as a compile here).  So nothing is compiled twice, and a kernel the helper
 has not reached is compiled here.  The helper takes its kernels from the end of the step: the
-optimizer's walker first, then the backward kernels, the ones of the layers called first first (a
-backward pass runs the layers in reverse; a layer's first call moves its backward kernels to its
-place, :func:`first_call`), then the forward kernels, the last declared first;
-this process compiles from the start, so the two rarely wait for each other.
+optimizer's walker first, then the loss's (the forward's last kernels: see :func:`_pick`), then
+the backward kernels, the ones of the layers called first first (a backward pass runs the layers
+in reverse; a layer's first call moves its backward kernels to its place, :func:`first_call`),
+then the forward kernels, the last declared first; this process compiles from the start.  Where
+it reaches a kernel the helper is compiling, it compiles meanwhile the next kernels it will need
+that neither has claimed (:func:`_wait_working`), so neither core idles while the other compiles
+and the two meet wherever the step's kernels balance.
 
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
 already in memory or in the disk cache (it is loaded now: a warm process starts no helper), when
@@ -46,6 +49,7 @@ import importlib
 import itertools
 import os
 import pickle
+import select
 import shutil
 import subprocess
 import sys
@@ -57,17 +61,24 @@ import numba
 from tinyopt.kernels import jit
 from tinyopt.kernels.native import numba_cache
 
-FORWARD, BACKWARD, STEP = 0, 1, 2
-"""When a declared kernel first runs in a training step (the helper takes the last first)."""
+FORWARD, BACKWARD, LOSS, STEP = 0, 1, 2, 3
+"""When a declared kernel first runs in a training step: the forward pass, the backward pass,
+the loss (the forward's last kernels, the gradient's first), the optimizer's step.  The helper
+takes STEP first, then LOSS, then BACKWARD (see :func:`_pick`); this process runs them in the
+order FORWARD, LOSS, BACKWARD, STEP (see :func:`_need`)."""
 
 _declared: set[tuple] = set()
 _given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
+# the kernels given to the helper and not yet tried here while waiting for it: (recipe, argument
+# types) -> (phase, order), for :func:`_wait_working`
+_pending: dict[tuple, tuple[int, int]] = {}
 UNRESOLVED: list[tuple] = []
 """Declared recipes that named no kernel here (a key or name gone stale after its kernel
 changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _calling = threading.local()  # (.on while a layer's first call declares its kernels again)
+_working = threading.local()  # (.on while this thread compiles a kernel instead of waiting)
 _session: _Helper | None = None
 _closed: list[_Helper] = []  # (helpers told nothing more is coming, still compiling what they have)
 _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
@@ -113,6 +124,7 @@ class _Helper:
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
         self.ended = self.closed = False
+        self._rest = b""  # (a line of stdout read in part)
 
     def send(self, item: tuple) -> bool:
         """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
@@ -138,11 +150,31 @@ class _Helper:
         """Return once the helper has finished cache entry ``entry`` (or has ended; None: once
         it has ended)."""
         while entry not in self.done and not self.ended:
-            line = self.stdout.readline()
-            if line:
-                self.done.add(line.strip().decode())
-            else:
-                self.ended = True
+            self._read()
+
+    def finished(self, entry: str) -> bool:
+        """Whether the helper has finished cache entry ``entry`` (or has ended), now."""
+        while entry not in self.done and not self.ended:
+            try:
+                if not select.select([self.stdout], [], [], 0)[0]:
+                    return False
+            except (OSError, ValueError):  # (no select on a pipe here: not known to be done)
+                return False
+            self._read()
+        return True
+
+    def _read(self) -> None:
+        # the entries the helper reports done, one a line (raw reads: a buffered reader could
+        # hold lines that select does not see)
+        try:
+            data = os.read(self.stdout.fileno(), 1 << 16)
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            self.ended = True
+            return
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        self.done.update(line.strip().decode() for line in lines)
 
     def idle(self) -> bool:
         """Whether the helper has compiled all it was given (it says so in its claims folder)."""
@@ -249,7 +281,9 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     key = (recipe, args is None)
     if key in _declared:
         if key in _given and _session is not None:  # (a first call: later in the order)
-            _session.send((next(_order), phase, recipe, _given[key]))
+            item = (next(_order), phase, recipe, _given[key])
+            if _session.send(item) and (recipe, item[3]) in _pending:
+                _pending[recipe, item[3]] = (phase, item[0])
         return
     _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
@@ -266,11 +300,14 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         elif _session is not None:
             _session.stop()
         _session = _start_helper()
+        _pending.clear()  # (given to a helper that has ended: in the cache, or to compile here)
         if _session is not None and not _session.send(item):
             _session.stop()
             _session = None
-    if _session is not None and phase == BACKWARD:
-        _given[key] = argtypes
+    if _session is not None:
+        _pending[recipe, argtypes] = (phase, item[0])
+        if phase == BACKWARD:
+            _given[key] = argtypes
 
 
 def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
@@ -322,13 +359,57 @@ def _around_load(cache, sig, target_context, load):
             helper.close()
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
-            helper.wait_for(entry)
+            if not getattr(_working, "on", False):
+                _wait_working(helper, entry)
+            elif not helper.finished(entry):  # (a kernel in the helper's hands: not waited for)
+                raise _Taken
     return load()
+
+
+def _wait_working(helper: _Helper, entry: str) -> None:
+    """Wait until the helper has finished cache entry ``entry``, compiling meanwhile the
+    kernels given to it that this process will need first and nobody has claimed (each takes
+    its claim here, so the helper skips it): a wait is a core idle while the other compiles,
+    and the two processes meet in the middle of the step's kernels wherever that falls.  A
+    kernel the helper has claimed and not finished is left to it (:func:`_around_load`)."""
+    while not helper.finished(entry):
+        with _LOCK:  # (layers built on another thread may declare meanwhile)
+            key = min(_pending, key=lambda k: _need(*_pending[k])) if _pending else None
+            if key is not None:
+                del _pending[key]
+        if key is None:
+            helper.wait_for(entry)
+            return
+        recipe, argtypes = key
+        _working.on = True
+        try:
+            target = resolve(recipe)  # (a C function compiles as it is made)
+            if argtypes is not None:
+                target.compile(argtypes)
+        except Exception:  # _Taken (the helper's), or a failure: compiled when reached then
+            pass
+        finally:
+            _working.on = False
+
+
+def _need(phase: int, order: int) -> tuple[int, int]:
+    """When the step first runs a kernel declared in ``phase`` as the ``order``-th (smallest
+    first): the forward kernels in the order declared, the loss's, the backward kernels
+    of the layers called last first, the optimizer's step (the helper takes the reverse,
+    :func:`_pick`, but for the loss's, which it takes right after the step's: see there)."""
+    rank = {FORWARD: 0, LOSS: 1, BACKWARD: 2, STEP: 3}[phase]
+    return rank, -order if phase == BACKWARD else order
 
 
 def _pick(items: list[tuple]) -> tuple:
     """The item the step runs last: the latest phase; of the forward kernels the last declared,
-    of the others the first (the backward pass runs the layers in reverse)."""
+    of the others the first (the backward pass runs the layers in reverse).  The loss's kernels
+    come before the backward ones, though the step runs them first: declared as the forward
+    pass is built, they end it, and this process, compiling the forward kernels, reached them
+    before the helper had compiled the backward ones (a small GPT: its cross-entropy, ~0.9 s
+    of compile, in this process from 2.2 s into the step while the helper idled from 2.5 s);
+    where this process then reaches a kernel the helper is compiling, it compiles the next it
+    needs meanwhile (:func:`_wait_working`)."""
     last = max(item[1] for item in items)
     same = [item for item in items if item[1] == last]
     return (max if last == FORWARD else min)(same, key=lambda item: item[0])
