@@ -211,8 +211,13 @@ def floors(models: list[str]) -> None:
 TIMELINE_SITE = r"""
 import os, time
 from numba.core import ccallback, dispatcher
-_log = open(os.path.join(os.environ["TINYOPT_BENCH_TIMELINE"], f"{os.getpid()}.log"), "a",
-            buffering=1)
+_logs = {}
+def _log():  # (this process's: a helper forked from the timed one has a file of its own)
+    pid = os.getpid()
+    if pid not in _logs:
+        _logs[pid] = open(os.path.join(os.environ["TINYOPT_BENCH_TIMELINE"], f"{pid}.log"), "a",
+                          buffering=1)
+    return _logs[pid]
 _inner = []  # (the CPU of the compiles nested in each open one)
 def _timed(name, compile, hits):
     # each compile or load with its own CPU, nested ones on rows of their own: a kernel the step
@@ -226,7 +231,7 @@ def _timed(name, compile, hits):
         inner = _inner.pop()
         if _inner:
             _inner[-1] += cpu
-        _log.write(f"{name}\t{t0}\t{time.perf_counter()}\t{cpu - inner}\t"
+        _log().write(f"{name}\t{t0}\t{time.perf_counter()}\t{cpu - inner}\t"
                    f"{int(hits() > h0)}\n")
 _compile = dispatcher.Dispatcher.compile
 def _dispatcher_compile(self, sig):

@@ -51,10 +51,13 @@ import os
 import pickle
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import warnings
 
 import numba
 
@@ -85,6 +88,10 @@ _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its cl
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
 _IDLE = "idle"  # (a file in the claims folder while the helper has nothing to compile)
+# a helper is forked from this process where fork is safe enough (Linux: no system framework
+# that breaks in a forked child, as macOS's), else started as a new interpreter (``_SERVE``)
+_FORK = sys.platform.startswith("linux") and hasattr(os, "fork") and \
+    os.environ.get("TINYOPT_COMPILE_AHEAD_FORK", "1") != "0"
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry),
 # its kernels alone: ``kernels`` imports nothing else of tinyopt, and the package's own
@@ -117,10 +124,11 @@ def _claim(claims: str, entry: str) -> bool:
 class _Helper:
     """A helper process compiling declared kernels, and this process's side of their claims."""
 
-    def __init__(self, process: subprocess.Popen, claims: str):
-        assert process.stdin is not None and process.stdout is not None
+    def __init__(self, process, claims: str, stdin=None, stdout=None):
+        # (a subprocess.Popen and its pipes, or a forked helper, :class:`_Forked`, and its)
         self.process, self.claims = process, claims
-        self.stdin, self.stdout = process.stdin, process.stdout
+        self.stdin = stdin if stdin is not None else process.stdin
+        self.stdout = stdout if stdout is not None else process.stdout
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
         self.ended = self.closed = False
@@ -226,12 +234,96 @@ def _idle_cpu() -> bool:
     return cpus >= 2 and load + 1.0 <= cpus
 
 
+class _Forked:
+    """A helper forked from this process: the part of ``subprocess.Popen`` :class:`_Helper`
+    uses (and the tests)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler)
+                self.returncode = 0
+                return 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is None:
+                try:
+                    self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                except ChildProcessError:
+                    self.returncode = 0
+            elif time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"helper {self.pid}", timeout)
+            else:
+                time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _fork_helper(claims: str) -> _Helper | None:
+    """A helper forked from this process (Linux): it starts with numba and the kernels already
+    imported, where a new interpreter spends ~0.3 s of CPU importing them (the helper's first
+    compile started 0.3-0.5 s into a cold first step), and shares this process's memory until
+    it writes.  None if the fork fails."""
+    into, feed = os.pipe()
+    answers, out = os.pipe()
+    try:
+        # holding numba's compiler lock: no other thread of this process holds it in the child
+        # (where that thread does not exist, and the lock would never be released); Python
+        # 3.12 warns of forking a process with threads: the child only compiles
+        with numba.core.compiler_lock.global_compiler_lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:
+        for fd in (into, feed, answers, out):
+            os.close(fd)
+        return None
+    if pid == 0:  # the helper
+        code = 1
+        try:
+            os.close(feed)
+            os.close(answers)
+            # no hold on the parent's standard streams (one reading this process's output to
+            # its end would wait for the helper too), nor numba's warnings on the user's stderr
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            gc.freeze()  # (the parent's objects: never collected here, their pages not touched)
+            serve(claims, into, out)
+            code = 0
+        finally:
+            os._exit(code)  # (none of the parent's exit handlers or buffers)
+    os.close(into)
+    os.close(out)
+    helper = _Helper(_Forked(pid), claims, os.fdopen(feed, "wb"), os.fdopen(answers, "rb"))
+    return helper
+
+
 def _start_helper() -> _Helper | None:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         claims = tempfile.mkdtemp(prefix="tinyopt-ahead-")
     except OSError:
         return None
+    if _FORK:
+        helper = _fork_helper(claims)
+        if helper is not None:
+            return helper
     code = _SERVE.format(path=os.path.dirname(package), package=package, claims=claims)
     try:
         process = subprocess.Popen([sys.executable, "-c", code],
@@ -415,10 +507,10 @@ def _pick(items: list[tuple]) -> tuple:
     return (max if last == FORWARD else min)(same, key=lambda item: item[0])
 
 
-def serve(claims: str) -> None:
-    """The helper's work: compile (into the disk cache) the kernels declared on stdin, one at
-    a time (:func:`_pick`), writing each claimed cache entry to stdout when its kernel is done;
-    end once stdin is closed and nothing is left."""
+def serve(claims: str, into: int = 0, out: int = 1) -> None:
+    """The helper's work: compile (into the disk cache) the kernels declared on file descriptor
+    ``into`` (stdin), one at a time (:func:`_pick`), writing each claimed cache entry to ``out``
+    (stdout) when its kernel is done; end once ``into`` is closed and nothing is left."""
     _ROLE["helper"] = claims
     # no cyclic garbage collection while compiling (one when idle): a compile makes hundreds
     # of thousands of objects, each 700 allocations start a young collection that promotes the
@@ -447,7 +539,7 @@ def serve(claims: str) -> None:
         # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
         # interpreter's shutdown, taking it, would abort)
         rest = b""
-        while block := os.read(sys.stdin.fileno(), 1 << 16):
+        while block := os.read(into, 1 << 16):
             *lines, rest = (rest + block).split(b"\n")
             with arrived:
                 for line in lines:
@@ -487,9 +579,8 @@ def serve(claims: str) -> None:
                 target.compile(argtypes)
         except Exception:  # _Taken, or a failure: this process compiles it then
             pass
-        for entry in _CLAIMED:
-            sys.stdout.write(entry + "\n")
-        sys.stdout.flush()
+        if _CLAIMED:  # (one write, below the pipe's atomic size for a few entries)
+            os.write(out, "".join(entry + "\n" for entry in _CLAIMED).encode())
         _CLAIMED.clear()
         if not items:  # (nothing to compile for now: the collection held off, see above)
             gc.collect()
@@ -497,6 +588,14 @@ def serve(claims: str) -> None:
 
 def _forget() -> None:
     global _session
+    # a forked child (a helper, or the user's) keeps no end of its parent's helpers' pipes: a
+    # write end left open would keep a helper from ever seeing its input end
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        for pipe in (helper.stdin, helper.stdout):
+            try:
+                pipe.close()  # (nothing is left unwritten: each item is flushed)
+            except OSError:
+                pass
     _session = None  # (a forked child's own declarations start a helper of its own)
     _closed.clear()
 
