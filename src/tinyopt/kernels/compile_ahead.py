@@ -5,10 +5,11 @@ global lock, so a thread cannot overlap two compiles; another process can, on an
 its machine code reaches this one through numba's disk cache.  Some kernels are known before the
 first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
 big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
-layer's bias gradient) when the layer is built or first called.  Each is *declared* (:func:`declare`, which compiles nothing): a
-helper process, started at the first declaration, compiles the declared kernels one after
-another, while this process builds the graph and compiles the kernels of the step in the order
-it reaches them.
+layer's bias gradient) when the layer is built or first called.  Each is *declared*
+(:func:`declare`, which compiles nothing): a helper process, started at the first declaration
+(on Linux forked from this one, with numba and the kernels imported: :func:`_fork_helper`; else
+a new interpreter), compiles the declared kernels one after another, while this process builds
+the graph and compiles the kernels of the step in the order it reaches them.
 
 The two meet through numba's disk cache, kernel by kernel.  Whichever process starts on a cache
 entry first claims it (a file created exclusively, named by numba's own key of the entry: index
@@ -28,16 +29,16 @@ and the two meet wherever the step's kernels balance.
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
 already in memory or in the disk cache (it is loaded now: a warm process starts no helper), when
 no core is free for it (fewer than 2 usable CPUs, or a load average above the CPUs less one: the
-helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
-the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
+helper would take turns with this process, and its start-up would only add to the same
+compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
 (``=1``: whatever the CPUs and the load).  A helper with nothing left to compile says so (a
 file in its claims folder) and waits, blocked on its pipe, for a later declaration; this
 process, at its next compile or cache load of a kernel, closes the pipe, and the helper ends
 once it has compiled what it has (one ending on its own could miss a declaration already in its
 pipe); a later declaration starts another.  Helpers are stopped at exit (numba writes a cache
-entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
-neither waits for nor stops its parent's helper.
+entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked
+child neither waits for nor stops its parent's helper, and closes its copies of its pipes.
 """
 
 from __future__ import annotations
