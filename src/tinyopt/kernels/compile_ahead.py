@@ -61,6 +61,7 @@ import time
 import warnings
 
 import numba
+from numba.core.compiler_lock import global_compiler_lock
 
 from tinyopt.kernels import jit
 from tinyopt.kernels.native import numba_cache
@@ -74,8 +75,11 @@ order FORWARD, LOSS, BACKWARD, STEP (see :func:`_need`)."""
 _declared: set[tuple] = set()
 _given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
 # the kernels given to the helper and not yet tried here while waiting for it: (recipe, argument
-# types) -> (phase, order), for :func:`_wait_working`
+# types) -> (phase, order), for :func:`_wait_working`; under its own lock, held for no more than
+# a look-up (a thread compiling, holding numba's lock, takes it, and :func:`declare` waits for
+# numba's lock holding ``_LOCK``)
 _pending: dict[tuple, tuple[int, int]] = {}
+_PENDING_LOCK = threading.Lock()
 UNRESOLVED: list[tuple] = []
 """Declared recipes that named no kernel here (a key or name gone stale after its kernel
 changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
@@ -281,19 +285,26 @@ def _fork_helper(claims: str) -> _Helper | None:
     imported, where a new interpreter spends ~0.3 s of CPU importing them (the helper's first
     compile started 0.3-0.5 s into a cold first step), and shares this process's memory until
     it writes.  None if the fork fails."""
-    into, feed = os.pipe()
-    answers, out = os.pipe()
-    try:
-        # holding numba's compiler lock: no other thread of this process holds it in the child
-        # (where that thread does not exist, and the lock would never be released); Python
-        # 3.12 warns of forking a process with threads: the child only compiles
-        with numba.core.compiler_lock.global_compiler_lock, warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-    except OSError:
-        for fd in (into, feed, answers, out):
-            os.close(fd)
+    # numba's compiler lock taken across the fork, where it is free: another thread holding it
+    # would hold it in the child too, where that thread does not exist (never released); and a
+    # thread waiting for it here, holding this module's lock (:func:`declare`), could deadlock
+    # with the compiling thread waiting for this module's lock (:func:`_wait_working`)
+    lock = getattr(global_compiler_lock, "_lock", None)
+    if lock is None or not lock.acquire(blocking=False):
         return None
+    try:
+        into, feed = os.pipe()
+        answers, out = os.pipe()
+        try:
+            with warnings.catch_warnings():  # (Python 3.12 warns of forking a process with
+                warnings.simplefilter("ignore", DeprecationWarning)  # threads: the child only
+                pid = os.fork()  # compiles)
+        except OSError:
+            for fd in (into, feed, answers, out):
+                os.close(fd)
+            return None
+    finally:
+        lock.release()  # (in the helper too: its copy, owned by its one thread)
     if pid == 0:  # the helper
         code = 1
         try:
@@ -375,8 +386,10 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     if key in _declared:
         if key in _given and _session is not None:  # (a first call: later in the order)
             item = (next(_order), phase, recipe, _given[key])
-            if _session.send(item) and (recipe, item[3]) in _pending:
-                _pending[recipe, item[3]] = (phase, item[0])
+            if _session.send(item):
+                with _PENDING_LOCK:
+                    if (recipe, item[3]) in _pending:
+                        _pending[recipe, item[3]] = (phase, item[0])
         return
     _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
@@ -393,12 +406,14 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         elif _session is not None:
             _session.stop()
         _session = _start_helper()
-        _pending.clear()  # (given to a helper that has ended: in the cache, or to compile here)
+        with _PENDING_LOCK:  # (given to a helper that has ended: cached, or to compile here)
+            _pending.clear()
         if _session is not None and not _session.send(item):
             _session.stop()
             _session = None
     if _session is not None:
-        _pending[recipe, argtypes] = (phase, item[0])
+        with _PENDING_LOCK:
+            _pending[recipe, argtypes] = (phase, item[0])
         if phase == BACKWARD:
             _given[key] = argtypes
 
@@ -466,7 +481,7 @@ def _wait_working(helper: _Helper, entry: str) -> None:
     and the two processes meet in the middle of the step's kernels wherever that falls.  A
     kernel the helper has claimed and not finished is left to it (:func:`_around_load`)."""
     while not helper.finished(entry):
-        with _LOCK:  # (layers built on another thread may declare meanwhile)
+        with _PENDING_LOCK:  # (layers built on another thread may declare meanwhile)
             key = min(_pending, key=lambda k: _need(*_pending[k])) if _pending else None
             if key is not None:
                 del _pending[key]
