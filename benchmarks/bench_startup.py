@@ -31,10 +31,10 @@ options tinyopt uses) in a fresh process: what any first step of six distinct ke
 timeline: each kernel compiled or loaded, by this process (``main``) or the helper, with its
 start and end from the step's start and its own CPU (a compile nested in another, as one the
 step runs while it waits for the helper's, is a row of its own), then each process's compile
-CPU, the time the step waited for the helper and when the helper's last compile ended.  The critical path is
-there: a helper that ends early leaves the main process compiling alone (move work to the
-helper), a step that waits is held by the helper.  On a loaded machine the times stretch; the
-order and the CPU columns stay readable.
+CPU, the time the step waited for the helper and when the helper's last compile ended.  The
+critical path is there: a helper that ends early leaves the main process compiling alone (move
+work to the helper), a step that waits is held by the helper.  On a loaded machine the times
+stretch; the order and the CPU columns stay readable.
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def _timed(name, compile, hits):
         if _inner:
             _inner[-1] += cpu
         _log().write(f"{name}\t{t0}\t{time.perf_counter()}\t{cpu - inner}\t"
-                   f"{int(hits() > h0)}\n")
+                     f"{int(hits() > h0)}\n")
 _compile = dispatcher.Dispatcher.compile
 def _dispatcher_compile(self, sig):
     if self.overloads.get(tuple(sig)) is not None:

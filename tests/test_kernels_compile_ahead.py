@@ -124,7 +124,8 @@ def test_a_layers_declared_kernels_compile_in_the_helper_and_load_here_with_the_
     compiles the walker, which this process loads (a cache hit, no compile of its own), and the
     declared loss and backward kernels, each compiled once, by the helper or by this process
     (which compiles the forward kernels, and the next one it needs where it would wait for the
-    helper); the same bits as a process that compiled everything itself.  Warm: no helper, no context refresh, the same bits.
+    helper); the same bits as a process that compiled everything itself.  Warm: no helper, no
+    context refresh, the same bits.
     (Each kernel's types as declared are the step's: else the step would compile it.)"""
     runs = {name: _run(tmp_path / cache, ahead, LSTM) for name, cache, ahead in
             (("ahead", "a", "1"), ("warm", "a", "1"), ("itself", "b", "0"))}
@@ -155,7 +156,7 @@ RACE = """if True:
     helper = compile_ahead._session
     # the helper holds slow (its claim is there): stopped in it, until this process, reaching
     # slow, has compiled late meanwhile (or 10 s have passed)
-    while not [f for f in os.listdir(helper.claims) if f != "idle"]:
+    while not [f for f in os.listdir(helper.claims) if f != "idle"] and helper.running():
         time.sleep(0.001)
     os.kill(helper.process.pid, signal.SIGSTOP)
     def go_on(t0=time.monotonic()):
