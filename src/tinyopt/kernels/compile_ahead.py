@@ -350,11 +350,11 @@ def _start_helper() -> _Helper | None:
 def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
     """Have a helper process compile the kernel ``recipe`` names (see :func:`resolve`) while
     this process goes on, where it is not cached yet (see the module docstring); ``phase``
-    (``FORWARD``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A recipe naming
-    a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
-    example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
-    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once
-    (but see :func:`first_call`)."""
+    (``FORWARD``, ``LOSS``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A
+    recipe naming a C function (compiled when made) takes no ``args``; one naming a numba
+    dispatcher takes example arguments of a call (arrays of its dtypes, dimensions and layouts;
+    only their numba types matter).  Cheap, and compiles nothing here: a recipe declared before
+    returns at once (but see :func:`first_call`)."""
     if (recipe, args is None) in _declared and not (phase == BACKWARD and
                                                     getattr(_calling, "on", False)):
         return
