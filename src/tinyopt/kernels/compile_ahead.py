@@ -467,10 +467,12 @@ def _around_load(cache, sig, target_context, load):
             helper.close()
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
-            if not getattr(_working, "on", False):
-                _wait_working(helper, entry)
-            elif not helper.finished(entry):  # (a kernel in the helper's hands: not waited for)
+            if getattr(_working, "on", False):
+                # (a kernel in the helper's hands, done or not, is no work to take meanwhile;
+                # nor is it loaded here: this may be the very kernel waited for, whose outer
+                # compile, under way, loads it)
                 raise _Taken
+            _wait_working(helper, entry)
     return load()
 
 
@@ -479,7 +481,7 @@ def _wait_working(helper: _Helper, entry: str) -> None:
     kernels given to it that this process will need first and nobody has claimed (each takes
     its claim here, so the helper skips it): a wait is a core idle while the other compiles,
     and the two processes meet in the middle of the step's kernels wherever that falls.  A
-    kernel the helper has claimed and not finished is left to it (:func:`_around_load`)."""
+    kernel the helper has claimed is left to it (:func:`_around_load`)."""
     while not helper.finished(entry):
         with _PENDING_LOCK:  # (layers built on another thread may declare meanwhile)
             key = min(_pending, key=lambda k: _need(*_pending[k])) if _pending else None
