@@ -29,11 +29,12 @@ options tinyopt uses) in a fresh process: what any first step of six distinct ke
 
 ``--timeline`` prints a cold first step compiling ahead (``TINYOPT_COMPILE_AHEAD=1``) as a
 timeline: each kernel compiled or loaded, by this process (``main``) or the helper, with its
-start and end from the step's start and its CPU, then each process's compile CPU, the time the
-step waited for the helper and when the helper's last compile ended.  The critical path is
-there: a helper that ends early leaves the main process compiling alone (move work to the
-helper), a step that waits is held by the helper.  On a loaded machine the times stretch; the
-order and the CPU columns stay readable.
+start and end from the step's start and its own CPU (a compile nested in another, as one the
+step runs while it waits for the helper's, is a row of its own), then each process's compile
+CPU, the time the step waited for the helper and when the helper's last compile ended.  The
+critical path is there: a helper that ends early leaves the main process compiling alone (move
+work to the helper), a step that waits is held by the helper.  On a loaded machine the times
+stretch; the order and the CPU columns stay readable.
 """
 
 from __future__ import annotations
@@ -210,19 +211,28 @@ def floors(models: list[str]) -> None:
 TIMELINE_SITE = r"""
 import os, time
 from numba.core import ccallback, dispatcher
-_log = open(os.path.join(os.environ["TINYOPT_BENCH_TIMELINE"], f"{os.getpid()}.log"), "a",
-            buffering=1)
-_depth = [0]
+_logs = {}
+def _log():  # (this process's: a helper forked from the timed one has a file of its own)
+    pid = os.getpid()
+    if pid not in _logs:
+        _logs[pid] = open(os.path.join(os.environ["TINYOPT_BENCH_TIMELINE"], f"{pid}.log"), "a",
+                          buffering=1)
+    return _logs[pid]
+_inner = []  # (the CPU of the compiles nested in each open one)
 def _timed(name, compile, hits):
+    # each compile or load with its own CPU, nested ones on rows of their own: a kernel the step
+    # compiles while it waits for the helper's (``compile_ahead._wait_working``) is its own row
     t0, c0, h0 = time.perf_counter(), time.thread_time(), hits()
-    _depth[0] += 1
+    _inner.append(0.0)
     try:
         return compile()
     finally:
-        _depth[0] -= 1
-        if _depth[0] == 0:
-            _log.write(f"{name}\t{t0}\t{time.perf_counter()}\t{time.thread_time() - c0}\t"
-                       f"{int(hits() > h0)}\n")
+        cpu = time.thread_time() - c0
+        inner = _inner.pop()
+        if _inner:
+            _inner[-1] += cpu
+        _log().write(f"{name}\t{t0}\t{time.perf_counter()}\t{cpu - inner}\t"
+                     f"{int(hits() > h0)}\n")
 _compile = dispatcher.Dispatcher.compile
 def _dispatcher_compile(self, sig):
     if self.overloads.get(tuple(sig)) is not None:

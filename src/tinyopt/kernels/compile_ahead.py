@@ -5,10 +5,11 @@ global lock, so a thread cannot overlap two compiles; another process can, on an
 its machine code reaches this one through numba's disk cache.  Some kernels are known before the
 first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
 big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
-layer's bias gradient) when the layer is built or first called.  Each is *declared* (:func:`declare`, which compiles nothing): a
-helper process, started at the first declaration, compiles the declared kernels one after
-another, while this process builds the graph and compiles the kernels of the step in the order
-it reaches them.
+layer's bias gradient) when the layer is built or first called.  Each is *declared*
+(:func:`declare`, which compiles nothing): a helper process, started at the first declaration
+(on Linux forked from this one, with numba and the kernels imported: :func:`_fork_helper`; else
+a new interpreter), compiles the declared kernels one after another, while this process builds
+the graph and compiles the kernels of the step in the order it reaches them.
 
 The two meet through numba's disk cache, kernel by kernel.  Whichever process starts on a cache
 entry first claims it (a file created exclusively, named by numba's own key of the entry: index
@@ -17,24 +18,27 @@ has claimed, and this process, reaching an entry the helper has claimed, waits f
 finish it and loads it from the cache (same source, closure and types: the same entry, the same
 machine code and bits as a compile here).  So nothing is compiled twice, and a kernel the helper
 has not reached is compiled here.  The helper takes its kernels from the end of the step: the
-optimizer's walker first, then the backward kernels, the ones of the layers called first first (a
-backward pass runs the layers in reverse; a layer's first call moves its backward kernels to its
-place, :func:`first_call`), then the forward kernels, the last declared first;
-this process compiles from the start, so the two rarely wait for each other.
+optimizer's walker first, then the loss's (the forward's last kernels: see :func:`_pick`), then
+the backward kernels, the ones of the layers called first first (a backward pass runs the layers
+in reverse; a layer's first call moves its backward kernels to its place, :func:`first_call`),
+then the forward kernels, the last declared first; this process compiles from the start.  Where
+it reaches a kernel the helper is compiling, it compiles meanwhile the next kernels it will need
+that neither has claimed (:func:`_wait_working`), so neither core idles while the other compiles
+and the two meet wherever the step's kernels balance.
 
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
 already in memory or in the disk cache (it is loaded now: a warm process starts no helper), when
 no core is free for it (fewer than 2 usable CPUs, or a load average above the CPUs less one: the
-helper would take turns with this process, and its start-up, ~0.45 s of CPU, would only add to
-the same compiles), when kernels are not cached on disk or numba's cache loader is not the one
+helper would take turns with this process, and its start-up would only add to the same
+compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
 (``=1``: whatever the CPUs and the load).  A helper with nothing left to compile says so (a
 file in its claims folder) and waits, blocked on its pipe, for a later declaration; this
 process, at its next compile or cache load of a kernel, closes the pipe, and the helper ends
 once it has compiled what it has (one ending on its own could miss a declaration already in its
 pipe); a later declaration starts another.  Helpers are stopped at exit (numba writes a cache
-entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked child
-neither waits for nor stops its parent's helper.
+entry to a temporary file and renames it: a stopped helper leaves no partial entry).  A forked
+child neither waits for nor stops its parent's helper, and closes its copies of its pipes.
 """
 
 from __future__ import annotations
@@ -46,34 +50,53 @@ import importlib
 import itertools
 import os
 import pickle
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import warnings
 
 import numba
+from numba.core.compiler_lock import global_compiler_lock
 
 from tinyopt.kernels import jit
 from tinyopt.kernels.native import numba_cache
 
-FORWARD, BACKWARD, STEP = 0, 1, 2
-"""When a declared kernel first runs in a training step (the helper takes the last first)."""
+FORWARD, BACKWARD, LOSS, STEP = 0, 1, 2, 3
+"""When a declared kernel first runs in a training step: the forward pass, the backward pass,
+the loss (the forward's last kernels, the gradient's first), the optimizer's step.  The helper
+takes STEP first, then LOSS, then BACKWARD (see :func:`_pick`); this process runs them in the
+order FORWARD, LOSS, BACKWARD, STEP (see :func:`_need`)."""
 
 _declared: set[tuple] = set()
 _given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
+# the kernels given to the helper and not yet tried here while waiting for it: (recipe, argument
+# types) -> (phase, order), for :func:`_wait_working`; under its own lock, held for no more than
+# a look-up (a thread compiling, holding numba's lock, takes it, and :func:`declare` waits for
+# numba's lock holding ``_LOCK``)
+_pending: dict[tuple, tuple[int, int]] = {}
+_PENDING_LOCK = threading.Lock()
 UNRESOLVED: list[tuple] = []
 """Declared recipes that named no kernel here (a key or name gone stale after its kernel
 changed): skipped, so the step compiles that kernel itself; tests assert there are none."""
 _order = itertools.count()
 _probing = threading.local()  # (.on while this thread checks the disk cache for a declared kernel)
 _calling = threading.local()  # (.on while a layer's first call declares its kernels again)
+_working = threading.local()  # (.on while this thread compiles a kernel instead of waiting)
 _session: _Helper | None = None
 _closed: list[_Helper] = []  # (helpers told nothing more is coming, still compiling what they have)
 _ROLE: dict[str, str | None] = {"helper": None}  # in the helper process: its claims folder
 _CLAIMED: list[str] = []  # (in the helper: the entries claimed by the kernel in hand)
 _LOCK = threading.Lock()
 _IDLE = "idle"  # (a file in the claims folder while the helper has nothing to compile)
+# a helper is forked from this process where fork is safe enough (Linux: no system framework
+# that breaks in a forked child, as macOS's), else started as a new interpreter (``_SERVE``)
+_FORK = sys.platform.startswith("linux") and hasattr(os, "fork") and \
+    os.environ.get("TINYOPT_COMPILE_AHEAD_FORK", "1") != "0"
 
 # the helper's code, importing this very tinyopt (the kernel's source decides its cache entry),
 # its kernels alone: ``kernels`` imports nothing else of tinyopt, and the package's own
@@ -106,13 +129,15 @@ def _claim(claims: str, entry: str) -> bool:
 class _Helper:
     """A helper process compiling declared kernels, and this process's side of their claims."""
 
-    def __init__(self, process: subprocess.Popen, claims: str):
-        assert process.stdin is not None and process.stdout is not None
+    def __init__(self, process, claims: str, stdin=None, stdout=None):
+        # (a subprocess.Popen and its pipes, or a forked helper, :class:`_Forked`, and its)
         self.process, self.claims = process, claims
-        self.stdin, self.stdout = process.stdin, process.stdout
+        self.stdin = stdin if stdin is not None else process.stdin
+        self.stdout = stdout if stdout is not None else process.stdout
         self.owner = os.getpid()  # (a forked child neither waits for it nor stops it)
         self.done: set[str] = set()
         self.ended = self.closed = False
+        self._rest = b""  # (a line of stdout read in part)
 
     def send(self, item: tuple) -> bool:
         """Queue ``item`` (order, phase, recipe, argument types); False if the helper ended."""
@@ -138,11 +163,31 @@ class _Helper:
         """Return once the helper has finished cache entry ``entry`` (or has ended; None: once
         it has ended)."""
         while entry not in self.done and not self.ended:
-            line = self.stdout.readline()
-            if line:
-                self.done.add(line.strip().decode())
-            else:
-                self.ended = True
+            self._read()
+
+    def finished(self, entry: str) -> bool:
+        """Whether the helper has finished cache entry ``entry`` (or has ended), now."""
+        while entry not in self.done and not self.ended:
+            try:
+                if not select.select([self.stdout], [], [], 0)[0]:
+                    return False
+            except (OSError, ValueError):  # (no select on a pipe here: not known to be done)
+                return False
+            self._read()
+        return True
+
+    def _read(self) -> None:
+        # the entries the helper reports done, one a line (raw reads: a buffered reader could
+        # hold lines that select does not see)
+        try:
+            data = os.read(self.stdout.fileno(), 1 << 16)
+        except (OSError, ValueError):
+            data = b""
+        if not data:
+            self.ended = True
+            return
+        *lines, self._rest = (self._rest + data).split(b"\n")
+        self.done.update(line.strip().decode() for line in lines)
 
     def idle(self) -> bool:
         """Whether the helper has compiled all it was given (it says so in its claims folder)."""
@@ -194,12 +239,103 @@ def _idle_cpu() -> bool:
     return cpus >= 2 and load + 1.0 <= cpus
 
 
+class _Forked:
+    """A helper forked from this process: the part of ``subprocess.Popen`` :class:`_Helper`
+    uses (and the tests)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # (reaped elsewhere: a SIGCHLD handler)
+                self.returncode = 0
+                return 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is None:
+                try:
+                    self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+                except ChildProcessError:
+                    self.returncode = 0
+            elif time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"helper {self.pid}", timeout)
+            else:
+                time.sleep(0.005)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _fork_helper(claims: str) -> _Helper | None:
+    """A helper forked from this process (Linux): it starts with numba and the kernels already
+    imported, where a new interpreter spends ~0.3 s of CPU importing them (the helper's first
+    compile started 0.3-0.5 s into a cold first step), and shares this process's memory until
+    it writes.  None if the fork fails."""
+    # numba's compiler lock taken across the fork, where it is free: another thread holding it
+    # would hold it in the child too, where that thread does not exist (never released); and a
+    # thread waiting for it here, holding this module's lock (:func:`declare`), could deadlock
+    # with the compiling thread waiting for this module's lock (:func:`_wait_working`)
+    lock = getattr(global_compiler_lock, "_lock", None)
+    if lock is None or not lock.acquire(blocking=False):
+        return None
+    try:
+        into, feed = os.pipe()
+        answers, out = os.pipe()
+        try:
+            with warnings.catch_warnings():  # (Python 3.12 warns of forking a process with
+                warnings.simplefilter("ignore", DeprecationWarning)  # threads: the child only
+                pid = os.fork()  # compiles)
+        except OSError:
+            for fd in (into, feed, answers, out):
+                os.close(fd)
+            return None
+    finally:
+        lock.release()  # (in the helper too: its copy, owned by its one thread)
+    if pid == 0:  # the helper
+        code = 1
+        try:
+            os.close(feed)
+            os.close(answers)
+            # no hold on the parent's standard streams (one reading this process's output to
+            # its end would wait for the helper too), nor numba's warnings on the user's stderr
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            gc.freeze()  # (the parent's objects: never collected here, their pages not touched)
+            serve(claims, into, out)
+            code = 0
+        finally:
+            os._exit(code)  # (none of the parent's exit handlers or buffers)
+    os.close(into)
+    os.close(out)
+    helper = _Helper(_Forked(pid), claims, os.fdopen(feed, "wb"), os.fdopen(answers, "rb"))
+    return helper
+
+
 def _start_helper() -> _Helper | None:
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
         claims = tempfile.mkdtemp(prefix="tinyopt-ahead-")
     except OSError:
         return None
+    if _FORK:
+        helper = _fork_helper(claims)
+        if helper is not None:
+            return helper
     code = _SERVE.format(path=os.path.dirname(package), package=package, claims=claims)
     try:
         process = subprocess.Popen([sys.executable, "-c", code],
@@ -214,11 +350,11 @@ def _start_helper() -> _Helper | None:
 def declare(phase: int, recipe: tuple, args: tuple | None = None) -> None:
     """Have a helper process compile the kernel ``recipe`` names (see :func:`resolve`) while
     this process goes on, where it is not cached yet (see the module docstring); ``phase``
-    (``FORWARD``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A recipe naming
-    a C function (compiled when made) takes no ``args``; one naming a numba dispatcher takes
-    example arguments of a call (arrays of its dtypes, dimensions and layouts; only their numba
-    types matter).  Cheap, and compiles nothing here: a recipe declared before returns at once
-    (but see :func:`first_call`)."""
+    (``FORWARD``, ``LOSS``, ``BACKWARD``, ``STEP``): when the training step first runs it.  A
+    recipe naming a C function (compiled when made) takes no ``args``; one naming a numba
+    dispatcher takes example arguments of a call (arrays of its dtypes, dimensions and layouts;
+    only their numba types matter).  Cheap, and compiles nothing here: a recipe declared before
+    returns at once (but see :func:`first_call`)."""
     if (recipe, args is None) in _declared and not (phase == BACKWARD and
                                                     getattr(_calling, "on", False)):
         return
@@ -249,7 +385,11 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
     key = (recipe, args is None)
     if key in _declared:
         if key in _given and _session is not None:  # (a first call: later in the order)
-            _session.send((next(_order), phase, recipe, _given[key]))
+            item = (next(_order), phase, recipe, _given[key])
+            if _session.send(item):
+                with _PENDING_LOCK:
+                    if (recipe, item[3]) in _pending:
+                        _pending[recipe, item[3]] = (phase, item[0])
         return
     _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
@@ -266,11 +406,16 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         elif _session is not None:
             _session.stop()
         _session = _start_helper()
+        with _PENDING_LOCK:  # (given to a helper that has ended: cached, or to compile here)
+            _pending.clear()
         if _session is not None and not _session.send(item):
             _session.stop()
             _session = None
-    if _session is not None and phase == BACKWARD:
-        _given[key] = argtypes
+    if _session is not None:
+        with _PENDING_LOCK:
+            _pending[recipe, argtypes] = (phase, item[0])
+        if phase == BACKWARD:
+            _given[key] = argtypes
 
 
 def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
@@ -322,22 +467,68 @@ def _around_load(cache, sig, target_context, load):
             helper.close()
         entry = cache.entry_id(sig, target_context)
         if not _claim(helper.claims, entry):
-            helper.wait_for(entry)
+            if getattr(_working, "on", False):
+                # (a kernel in the helper's hands, done or not, is no work to take meanwhile;
+                # nor is it loaded here: this may be the very kernel waited for, whose outer
+                # compile, under way, loads it)
+                raise _Taken
+            _wait_working(helper, entry)
     return load()
+
+
+def _wait_working(helper: _Helper, entry: str) -> None:
+    """Wait until the helper has finished cache entry ``entry``, compiling meanwhile the
+    kernels given to it that this process will need first and nobody has claimed (each takes
+    its claim here, so the helper skips it): a wait is a core idle while the other compiles,
+    and the two processes meet in the middle of the step's kernels wherever that falls.  A
+    kernel the helper has claimed is left to it (:func:`_around_load`)."""
+    while not helper.finished(entry):
+        with _PENDING_LOCK:  # (layers built on another thread may declare meanwhile)
+            key = min(_pending, key=lambda k: _need(*_pending[k])) if _pending else None
+            if key is not None:
+                del _pending[key]
+        if key is None:
+            helper.wait_for(entry)
+            return
+        recipe, argtypes = key
+        _working.on = True
+        try:
+            target = resolve(recipe)  # (a C function compiles as it is made)
+            if argtypes is not None:
+                target.compile(argtypes)
+        except Exception:  # _Taken (the helper's), or a failure: compiled when reached then
+            pass
+        finally:
+            _working.on = False
+
+
+def _need(phase: int, order: int) -> tuple[int, int]:
+    """When the step first runs a kernel declared in ``phase`` as the ``order``-th (smallest
+    first): the forward kernels in the order declared, the loss's, the backward kernels
+    of the layers called last first, the optimizer's step (the helper takes the reverse,
+    :func:`_pick`, but for the loss's, which it takes right after the step's: see there)."""
+    rank = {FORWARD: 0, LOSS: 1, BACKWARD: 2, STEP: 3}[phase]
+    return rank, -order if phase == BACKWARD else order
 
 
 def _pick(items: list[tuple]) -> tuple:
     """The item the step runs last: the latest phase; of the forward kernels the last declared,
-    of the others the first (the backward pass runs the layers in reverse)."""
+    of the others the first (the backward pass runs the layers in reverse).  The loss's kernels
+    come before the backward ones, though the step runs them first: declared as the forward
+    pass is built, they end it, and this process, compiling the forward kernels, reached them
+    before the helper had compiled the backward ones (a small GPT: its cross-entropy, ~0.9 s
+    of compile, in this process from 2.2 s into the step while the helper idled from 2.5 s);
+    where this process then reaches a kernel the helper is compiling, it compiles the next it
+    needs meanwhile (:func:`_wait_working`)."""
     last = max(item[1] for item in items)
     same = [item for item in items if item[1] == last]
     return (max if last == FORWARD else min)(same, key=lambda item: item[0])
 
 
-def serve(claims: str) -> None:
-    """The helper's work: compile (into the disk cache) the kernels declared on stdin, one at
-    a time (:func:`_pick`), writing each claimed cache entry to stdout when its kernel is done;
-    end once stdin is closed and nothing is left."""
+def serve(claims: str, into: int = 0, out: int = 1) -> None:
+    """The helper's work: compile (into the disk cache) the kernels declared on file descriptor
+    ``into`` (stdin), one at a time (:func:`_pick`), writing each claimed cache entry to ``out``
+    (stdout) when its kernel is done; end once ``into`` is closed and nothing is left."""
     _ROLE["helper"] = claims
     # no cyclic garbage collection while compiling (one when idle): a compile makes hundreds
     # of thousands of objects, each 700 allocations start a young collection that promotes the
@@ -366,7 +557,7 @@ def serve(claims: str) -> None:
         # (unbuffered: a thread blocked in a read of sys.stdin would hold its lock, and the
         # interpreter's shutdown, taking it, would abort)
         rest = b""
-        while block := os.read(sys.stdin.fileno(), 1 << 16):
+        while block := os.read(into, 1 << 16):
             *lines, rest = (rest + block).split(b"\n")
             with arrived:
                 for line in lines:
@@ -406,9 +597,8 @@ def serve(claims: str) -> None:
                 target.compile(argtypes)
         except Exception:  # _Taken, or a failure: this process compiles it then
             pass
-        for entry in _CLAIMED:
-            sys.stdout.write(entry + "\n")
-        sys.stdout.flush()
+        if _CLAIMED:  # (one write, below the pipe's atomic size for a few entries)
+            os.write(out, "".join(entry + "\n" for entry in _CLAIMED).encode())
         _CLAIMED.clear()
         if not items:  # (nothing to compile for now: the collection held off, see above)
             gc.collect()
@@ -416,6 +606,14 @@ def serve(claims: str) -> None:
 
 def _forget() -> None:
     global _session
+    # a forked child (a helper, or the user's) keeps no end of its parent's helpers' pipes: a
+    # write end left open would keep a helper from ever seeing its input end
+    for helper in [*_closed, *([_session] if _session is not None else [])]:
+        for pipe in (helper.stdin, helper.stdout):
+            try:
+                pipe.close()  # (nothing is left unwritten: each item is flushed)
+            except OSError:
+                pass
     _session = None  # (a forked child's own declarations start a helper of its own)
     _closed.clear()
 

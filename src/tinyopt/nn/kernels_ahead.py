@@ -21,7 +21,7 @@ from tinyopt.kernels import compile_ahead as ahead
 from tinyopt.kernels import jit
 from tinyopt.kernels import norm as norm_kernels
 
-_F, _B = ahead.FORWARD, ahead.BACKWARD
+_F, _B, _LOSS = ahead.FORWARD, ahead.BACKWARD, ahead.LOSS
 _I64 = np.dtype(np.int64)
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _CROSS_ENTROPY: set[tuple] = set()  # the cross-entropy calls declared
@@ -142,11 +142,11 @@ def cross_entropy(loss) -> None:
     dt, from_exp, _ = key
     single = dt == np.float32
     if from_exp:
-        ahead.declare(_F, _c_function("loss", "ce_exp", single))
+        ahead.declare(_LOSS, _c_function("loss", "ce_exp", single))
     vec, xs, mat, rows = _arrays(dt, 1, 2, 2, 1)
     ws = _arrays(dt, 1, readonly=(0,) if readonly else ())[0]
     stats, lanes = _arrays(np.float64, 2, 2)
     err, ys = _arrays(_I64, 1, 1)
     recipe = ("tinyopt.kernels.loss", "ce_rows", ("__getitem__", (from_exp, single)))
-    ahead.declare(_F, recipe if from_exp else recipe + ("serial_build",),
+    ahead.declare(_LOSS, recipe if from_exp else recipe + ("serial_build",),
                   (False, vec, xs, ys, ws, 0, 0.0, vec, rows, mat, err, mat, stats, mat, lanes))
