@@ -61,7 +61,6 @@ import time
 import warnings
 
 import numba
-from numba.core.compiler_lock import global_compiler_lock
 
 from tinyopt.kernels import jit
 from tinyopt.kernels.native import numba_cache
@@ -289,10 +288,9 @@ def _fork_helper(claims: str) -> _Helper | None:
     # would hold it in the child too, where that thread does not exist (never released); and a
     # thread waiting for it here, holding this module's lock (:func:`declare`), could deadlock
     # with the compiling thread waiting for this module's lock (:func:`_wait_working`)
-    lock = getattr(global_compiler_lock, "_lock", None)
-    if lock is None or not lock.acquire(blocking=False):
-        return None
-    try:
+    with numba_cache.compiler_lock_if_free() as held:
+        if not held:
+            return None
         into, feed = os.pipe()
         answers, out = os.pipe()
         try:
@@ -303,8 +301,7 @@ def _fork_helper(claims: str) -> _Helper | None:
             for fd in (into, feed, answers, out):
                 os.close(fd)
             return None
-    finally:
-        lock.release()  # (in the helper too: its copy, owned by its one thread)
+    # (the lock released in the helper too: its copy, owned by its one thread)
     if pid == 0:  # the helper
         code = 1
         try:

@@ -18,6 +18,7 @@ keeps numba's own path.  ``TINYOPT_NUMBA_LAZY_LOAD=0`` turns it off.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickletools
@@ -116,6 +117,21 @@ def closure_digest(pickled: bytes) -> str:
             else:
                 discarded.append(built)
     raise ValueError("a pickle without STOP")
+
+
+@contextlib.contextmanager
+def compiler_lock_if_free():
+    """numba's global compiler lock, taken where no thread holds it (no wait): yields whether
+    this thread holds it, and releases it on leaving.  (A process forked while another thread
+    holds it would hold it forever: that thread does not exist in the child.)"""
+    lock = getattr(global_compiler_lock, "_lock", None)  # (numba's acquire only waits)
+    if lock is None or not lock.acquire(blocking=False):
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
 
 
 AROUND_LOAD: list = []
