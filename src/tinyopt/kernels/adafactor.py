@@ -307,11 +307,10 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                     _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
                                     h.one, h.eps1_sq, maximize, recip, lane_u)
 
-    def statistics(t, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg,
-                   pseg, bseg, dims, items, coef, us, h):
+    def statistics(t, q, p, g, row, var, cpart, lanes, icoef, seg, rseg, vseg, pseg, dims,
+                   items, coef, h):
         """Item ``t``'s statistics pass: ``p^2`` lanes, row norms and ``R``, its column partial
-        sums (and, for whole matrices, :func:`finish`, keeping ``U`` in ``us`` unless it is
-        empty); a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
+        sums; a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -345,9 +344,6 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                     nrm = _rounded(icoef, t, math.sqrt(_lanes_total(lane_g)))
                     rs[b * n + i] = _lerp(rs[b * n + i], nrm * nrm / coef[j, 1], w, w_c,
                                           w_low)
-                if S == 1:
-                    finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg,
-                           pseg, bseg, dims, items, coef, us, h)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(hi - lo):
@@ -474,8 +470,12 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 # a factored parameter of one item keeps its U for the update (p[:0]: none)
                 keep1 = alone1 and dims[j1, 1] > 0 and size1 <= h1.kept
                 us1 = np.empty(size1, p.dtype) if keep1 else p[:0]
-                statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
-                           cseg, vseg, pseg, bseg, dims, items, coef, us1, h1)
+                statistics(t1, q, p, g, row, var, cpart, lanes, icoef, seg, rseg, vseg, pseg,
+                           dims, items, coef, h1)
+                if dims[j1, 1] > 0 and dims[j1, 4] == 1:  # whole matrices: C, mean, U^2 lanes
+                    for b1 in range(items[t1, 1], items[t1, 2]):
+                        finish(j1, b1, t1, g, row, col, cpart, means, lanes, icoef, seg, rseg,
+                               cseg, pseg, bseg, dims, items, coef, us1, h1)
                 if alone1:  # a parameter of one item: all of its step
                     step_size(j1, seg, lanes, iseg, S, coef, bad, h1)
                     if bad[j1] == 0:
