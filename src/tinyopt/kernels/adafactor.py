@@ -472,7 +472,10 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 us1 = np.empty(size1, p.dtype) if keep1 else p[:0]
                 statistics(t1, q, p, g, row, var, cpart, lanes, icoef, seg, rseg, vseg, pseg,
                            dims, items, coef, h1)
-                if dims[j1, 1] > 0 and dims[j1, 4] == 1:  # whole matrices: C, mean, U^2 lanes
+                # whole matrices: C, the mean, the U^2 lanes.  finish is called from the kernel
+                # alone: numba builds a subroutine once per caller's compile flags, and called
+                # from statistics too it compiled twice (~1.2 s of a cold first step)
+                if dims[j1, 1] > 0 and dims[j1, 4] == 1:
                     for b1 in range(items[t1, 1], items[t1, 2]):
                         finish(j1, b1, t1, g, row, col, cpart, means, lanes, icoef, seg, rseg,
                                cseg, pseg, bseg, dims, items, coef, us1, h1)
