@@ -66,10 +66,12 @@ def copy_segments(flat, addr, seg, flags, into_flat):
     1-d C-contiguous, the storage of ``flat``'s dtype at ``addr[j]``."""
     # element loops, not slice assignments: numba compiles a slice assignment's shape check with
     # its error message (string formatting of the shapes), ~2 s of CPU of a cold first step
-    # whose gradients the user assigned (the sizes match here by construction)
+    # whose gradients the user assigned; the bounds check below has a constant message
     for j in range(addr.shape[0]):
         if flags[j] != 0:
             lo, hi = seg[j], seg[j + 1]
+            if lo < 0 or hi > flat.shape[0]:
+                raise ValueError("copy_segments: a segment lies outside the flat buffer")
             storage = at(addr[j], hi - lo, flat)
             if into_flat:
                 for i in range(hi - lo):
