@@ -361,7 +361,7 @@ def test_kept_updates_give_the_recomputed_bits_serial_and_parallel(monkeypatch, 
     """A factored parameter of one item keeps its ``U`` from the norm pass for the update; with
     nothing kept (``KEPT_ELEMENTS = 0``) the same steps give the same bits, in the serial build
     and, for one of the two flag combinations, in the parallel build (the costliest compile of
-    the suite's Adafactor tests, ~15 s cold; the flags reach only the subroutines, which its
+    the suite's Adafactor tests, ~10 s cold; the flags reach only the subroutines, which its
     parallel loops call as the serial build's loops do)."""
     from tinyopt.kernels import adafactor as kernels
     from tinyopt.kernels import jit
