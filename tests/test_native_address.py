@@ -63,3 +63,48 @@ def test_chunk_kernels_compile_no_overload_of_their_own():
     for overload in ("impl_carray", "ol_np_empty", "_ol_array_allocate", "ol_max", "ol_min",
                      "scalar_view"):
         assert overload not in compiled, compiled
+
+
+COPY = textwrap.dedent("""
+    import os, tempfile
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()
+    import numpy as np
+    from numba.core import compiler
+    compiled = []
+    compile_extra = compiler.compile_extra
+    def logged(typingctx, targetctx, func, *args, **kwargs):
+        compiled.append(getattr(func, "__qualname__", "?"))
+        return compile_extra(typingctx, targetctx, func, *args, **kwargs)
+    compiler.compile_extra = logged
+    from tinyopt.kernels.native.address import copy_segments
+    parts = [np.arange(3, dtype=np.float32), np.arange(10, 14, dtype=np.float32)]
+    addr = np.array([a.ctypes.data for a in parts], np.int64)
+    seg, flags = np.array([0, 3, 7], np.int64), np.array([1, 1], np.uint8)
+    flat = np.zeros(7, np.float32)
+    copy_segments(flat, addr, seg, flags, True)
+    assert flat.tolist() == [0, 1, 2, 10, 11, 12, 13], flat
+    flat[:] = -flat
+    copy_segments(flat, addr, seg, np.array([0, 1], np.uint8), False)  # the second one only
+    assert parts[0].tolist() == [0, 1, 2] and parts[1].tolist() == [-10, -11, -12, -13]
+    try:
+        copy_segments(flat[:6], addr, seg, flags, True)
+    except ValueError as e:
+        assert "outside the flat buffer" in str(e), e
+    else:
+        raise AssertionError("no error")
+    print(compiled)
+""")
+
+
+def test_copy_segments_copies_both_ways_checks_bounds_and_compiles_no_message_formatting():
+    """``copy_segments`` gathers into and scatters from the flat buffer, refuses a segment
+    outside it, and compiles alone: a slice assignment's shape check would compile numba's
+    formatted error message (int to str, concatenation: ~2 s of CPU of a cold first
+    Adafactor step whose gradients the user assigned)."""
+    r = subprocess.run([sys.executable, "-c", COPY], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    compiled = r.stdout.strip().splitlines()[-1]
+    assert "copy_segments" in compiled, compiled
+    for overload in ("raise_with_shape_context", "str", "concat"):
+        assert overload not in compiled, compiled

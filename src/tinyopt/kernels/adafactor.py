@@ -307,11 +307,10 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                     _update_squares(gs[base:base + m], cb, rs[b * n + i], mean, inv_mean,
                                     h.one, h.eps1_sq, maximize, recip, lane_u)
 
-    def statistics(t, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg, cseg, vseg,
-                   pseg, bseg, dims, items, coef, us, h):
+    def statistics(t, q, p, g, row, var, cpart, lanes, icoef, seg, rseg, vseg, pseg, dims,
+                   items, coef, h):
         """Item ``t``'s statistics pass: ``p^2`` lanes, row norms and ``R``, its column partial
-        sums (and, for whole matrices, :func:`finish`, keeping ``U`` in ``us`` unless it is
-        empty); a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
+        sums; a 0-d or 1-d parameter's whole first pass (``V``, ``p^2`` and ``U^2``)."""
         j, b0, b1, i0, i1 = items[t, 0], items[t, 1], items[t, 2], items[t, 3], items[t, 4]
         lo, hi = seg[j], seg[j + 1]
         ps, gs = p[lo:hi], g[lo:hi]
@@ -345,9 +344,6 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                     nrm = _rounded(icoef, t, math.sqrt(_lanes_total(lane_g)))
                     rs[b * n + i] = _lerp(rs[b * n + i], nrm * nrm / coef[j, 1], w, w_c,
                                           w_low)
-                if S == 1:
-                    finish(j, b, t, g, row, col, cpart, means, lanes, icoef, seg, rseg, cseg,
-                           pseg, bseg, dims, items, coef, us, h)
         else:
             vs = var[vseg[j]:vseg[j + 1]]
             for i in range(hi - lo):
@@ -464,7 +460,10 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 coef[j, 1] = dims[j, 2]
                 coef[j, 2] = dims[j, 1]
         # (each parallel loop reads the record itself: numba's parallel regions mistype one
-        # read outside; and its own names, private to its region)
+        # read outside; and its own names, private to its region.  The item passed on is an
+        # int64: a parallel loop's index is typed int64 when the kernel is typed and uint64 in
+        # its parfor function, and numba compiled every subroutine for both, ~3 s of the
+        # parallel build's cold compile)
         for t1 in prange(nitems):
             j1 = items[t1, 0]
             if flags[j1] != 0:
@@ -474,25 +473,32 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
                 # a factored parameter of one item keeps its U for the update (p[:0]: none)
                 keep1 = alone1 and dims[j1, 1] > 0 and size1 <= h1.kept
                 us1 = np.empty(size1, p.dtype) if keep1 else p[:0]
-                statistics(t1, q, p, g, row, col, var, cpart, means, lanes, icoef, seg, rseg,
-                           cseg, vseg, pseg, bseg, dims, items, coef, us1, h1)
+                statistics(np.int64(t1), q, p, g, row, var, cpart, lanes, icoef, seg, rseg,
+                           vseg, pseg, dims, items, coef, h1)
+                # whole matrices: C, the mean, the U^2 lanes.  finish is called from the kernel
+                # alone: numba builds a subroutine once per caller's compile flags, and called
+                # from statistics too it compiled twice (~1.2 s of a cold first step)
+                if dims[j1, 1] > 0 and dims[j1, 4] == 1:
+                    for b1 in range(items[t1, 1], items[t1, 2]):
+                        finish(j1, b1, np.int64(t1), g, row, col, cpart, means, lanes, icoef,
+                               seg, rseg, cseg, pseg, bseg, dims, items, coef, us1, h1)
                 if alone1:  # a parameter of one item: all of its step
                     step_size(j1, seg, lanes, iseg, S, coef, bad, h1)
                     if bad[j1] == 0:
-                        update(t1, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg,
-                               bseg, dims, items, coef, us1, h1)
+                        update(np.int64(t1), q, p, g, row, col, var, means, icoef, seg, rseg,
+                               cseg, vseg, bseg, dims, items, coef, us1, h1)
         for t2 in prange(nitems):  # matrices cut into several items: C and the row mean
             j2 = items[t2, 0]
             if flags[j2] != 0 and dims[j2, 4] > 1 and items[t2, 3] == 0:
                 h2 = hs[0]
-                finish(j2, items[t2, 1], t2, g, row, col, cpart, means, lanes, icoef, seg,
-                       rseg, cseg, pseg, bseg, dims, items, coef, p[:0], h2)
+                finish(j2, items[t2, 1], np.int64(t2), g, row, col, cpart, means, lanes, icoef,
+                       seg, rseg, cseg, pseg, bseg, dims, items, coef, p[:0], h2)
         for t3 in prange(nitems):  # ... and their U^2 lanes
             j3 = items[t3, 0]
             if flags[j3] != 0 and dims[j3, 4] > 1:
                 h3 = hs[0]
-                norms(t3, g, row, col, means[bseg[j3]:bseg[j3 + 1]], lanes, icoef, seg, rseg,
-                      cseg, dims, items, h3)
+                norms(np.int64(t3), g, row, col, means[bseg[j3]:bseg[j3 + 1]], lanes, icoef,
+                      seg, rseg, cseg, dims, items, h3)
         for j in range(nparams):
             if flags[j] != 0 and iseg[j + 1] - iseg[j] > 1:
                 step_size(j, seg, lanes, iseg, S, coef, bad, hs[0])
@@ -500,8 +506,8 @@ def adafactor(maximize: bool, wd_on: bool, mode: int, recip: bool = False):
             j5 = items[t5, 0]
             if flags[j5] != 0 and bad[j5] == 0 and iseg[j5 + 1] - iseg[j5] > 1:
                 h5 = hs[0]
-                update(t5, q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg, bseg,
-                       dims, items, coef, p[:0], h5)
+                update(np.int64(t5), q, p, g, row, col, var, means, icoef, seg, rseg, cseg, vseg,
+                       bseg, dims, items, coef, p[:0], h5)
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     return parallel_kernel(kernel, sized_by=1)

@@ -64,11 +64,18 @@ def copy_segments(flat, addr, seg, flags, into_flat):
     """For every ``j`` with ``flags[j] != 0``: ``flat[seg[j]:seg[j + 1]] <- storage j`` if
     ``into_flat`` (gather), else ``storage j <- flat[seg[j]:seg[j + 1]]`` (scatter); ``flat``
     1-d C-contiguous, the storage of ``flat``'s dtype at ``addr[j]``."""
+    # element loops, not slice assignments: numba compiles a slice assignment's shape check with
+    # its error message (string formatting of the shapes), ~2 s of CPU of a cold first step
+    # whose gradients the user assigned; the bounds check below has a constant message
     for j in range(addr.shape[0]):
         if flags[j] != 0:
             lo, hi = seg[j], seg[j + 1]
+            if lo < 0 or hi > flat.shape[0]:
+                raise ValueError("copy_segments: a segment lies outside the flat buffer")
             storage = at(addr[j], hi - lo, flat)
             if into_flat:
-                flat[lo:hi] = storage
+                for i in range(hi - lo):
+                    flat[lo + i] = storage[i]
             else:
-                storage[:] = flat[lo:hi]
+                for i in range(hi - lo):
+                    storage[i] = flat[lo + i]
