@@ -30,9 +30,8 @@ def test_carray_is_numbas_c_array_over_the_memory():
     assert a[6] == -1.0
 
 
-# A fresh process and cache: every function numba compiles for the chunk kernels of attention's
-# forward and layer norm's gradient, by name
-COLD = textwrap.dedent("""
+# A fresh process and cache, logging every function numba compiles, by name
+LOGGED = textwrap.dedent("""
     import os, sys, tempfile
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()
     from numba.core import compiler
@@ -42,6 +41,9 @@ COLD = textwrap.dedent("""
         compiled.append(getattr(func, "__qualname__", "?"))
         return compile_extra(typingctx, targetctx, func, *args, **kwargs)
     compiler.compile_extra = logged
+""")
+
+COLD = LOGGED + textwrap.dedent("""
     from tinyopt.kernels import attention, norm
     attention.attention_chunks[True, False, True, False]
     norm.layer_norm_chunks[True, norm.LN_GRAD_X, True]
@@ -65,17 +67,8 @@ def test_chunk_kernels_compile_no_overload_of_their_own():
         assert overload not in compiled, compiled
 
 
-COPY = textwrap.dedent("""
-    import os, tempfile
-    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()
+COPY = LOGGED + textwrap.dedent("""
     import numpy as np
-    from numba.core import compiler
-    compiled = []
-    compile_extra = compiler.compile_extra
-    def logged(typingctx, targetctx, func, *args, **kwargs):
-        compiled.append(getattr(func, "__qualname__", "?"))
-        return compile_extra(typingctx, targetctx, func, *args, **kwargs)
-    compiler.compile_extra = logged
     from tinyopt.kernels.native.address import copy_segments
     parts = [np.arange(3, dtype=np.float32), np.arange(10, 14, dtype=np.float32)]
     addr = np.array([a.ctypes.data for a in parts], np.int64)
