@@ -238,6 +238,33 @@ def test_a_helper_with_nothing_left_waits_for_a_later_declaration(tmp_path):
     assert _run(tmp_path, "1", IDLE) == {"same": True, "exit": 0, "cached": True}
 
 
+ENDED = """if True:
+    import json, select
+    import numpy as np
+    from tinyopt.kernels import compile_ahead, norm
+    x = np.ones((3, 4))
+    compile_ahead.declare(compile_ahead.BACKWARD, ("tinyopt.kernels.norm", "layer_norm_grad_wb"),
+                          (x, x, x, x))
+    helper = compile_ahead._session
+    select.select([helper.stdout], [], [], 300)  # (it has written the entry, unread here)
+    helper.close()
+    helper.process.wait(timeout=120)
+    running = helper.running()
+    norm.layer_norm_grad_wb(x, x, x, x)
+    [sig] = norm.layer_norm_grad_wb.overloads
+    entry = norm.layer_norm_grad_wb._cache.entry_id(sig, norm.layer_norm_grad_wb.targetctx)
+    print(json.dumps({"running": running, "done": sorted(helper.done), "entry": entry,
+                      "hits": sum(norm.layer_norm_grad_wb._cache_hits.values())}))
+"""
+
+
+def test_a_helper_that_ended_keeps_the_entries_it_reported(tmp_path):
+    """A helper closed while it compiles ends once done; the entries it wrote before it ended
+    count as its work though this process had not read them (a test's account of which process
+    compiled a kernel read none of them: the helper's kernels counted as loaded from nowhere)."""
+    out = _run(tmp_path, "1", ENDED)
+    assert out["running"] is False and out["done"] == [out["entry"]] and out["hits"] == 1
+
 ORDER = """if True:
     import base64, json, pickle
     import numba

@@ -154,6 +154,8 @@ class _Helper:
         if self.owner != os.getpid():
             return False
         if not self.ended and self.process.poll() is not None:  # (what it did is in the cache)
+            while not self.ended and self._ready():  # (the entries it wrote before it ended)
+                self._read()
             self.ended = True
             shutil.rmtree(self.claims, ignore_errors=True)
         return not self.ended
@@ -167,13 +169,17 @@ class _Helper:
     def finished(self, entry: str) -> bool:
         """Whether the helper has finished cache entry ``entry`` (or has ended), now."""
         while entry not in self.done and not self.ended:
-            try:
-                if not select.select([self.stdout], [], [], 0)[0]:
-                    return False
-            except (OSError, ValueError):  # (no select on a pipe here: not known to be done)
+            if not self._ready():
                 return False
             self._read()
         return True
+
+    def _ready(self) -> bool:
+        # whether the helper's stdout has something to read now (an entry, or its end)
+        try:
+            return bool(select.select([self.stdout], [], [], 0)[0])
+        except (OSError, ValueError):  # (no select on a pipe here: not known)
+            return False
 
     def _read(self) -> None:
         # the entries the helper reports done, one a line (raw reads: a buffered reader could
