@@ -89,6 +89,7 @@ CASES = {
                              F.conv2d(img, w, stride=2), F.conv_transpose2d(img, w.transpose(0, 1)),
                              F.conv1d(img[:, :, 0], w[:, :, 0]), F.avg_pool2d(img, 2),
                              F.max_pool2d(img, 3, 2), F.adaptive_avg_pool2d(img, (4, 5)),
+                             [F.adaptive_avg_pool2d(img, (0, 2))],
                              F.interpolate(img, scale_factor=2, mode="bilinear"),
                              F.interpolate(img, size=(3, 4), mode="nearest"),
                              F.pad(img, (1, 2, 0, 1)),

@@ -13,24 +13,25 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 from tinyopt.engine.op import own_reshape
 from tinyopt.engine.ops.conv import max_pool2d
 from tinyopt.engine.ops.family import require_float
 from tinyopt.engine.ops.movement import stack
+from tinyopt.engine.ops.pool_empty import checked_sizes, empty_pool
 from tinyopt.engine.ops.volume import max_pool3d
 from tinyopt.engine.tensor import Tensor, as_tensor
 
 __all__ = ["adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"]
 
 
-def _sizes(op: str, output_size, spatial: tuple[int, ...]) -> tuple[int, ...]:
-    k = len(spatial)
+def _sizes(op: str, output_size, shape: tuple[int, ...], k: int) -> tuple[int, ...]:
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * k
     if len(sizes) != k:
         raise RuntimeError(f"{op}(): internal error: output_size.size() must be {k}")
-    out = tuple(n if s is None else int(s) for s, n in zip(sizes, spatial))
-    if any(s <= 0 for s in out):  # (torch gives an empty output for a 0; tinyopt refuses it)
-        raise RuntimeError(f"{op}(): elements of output_size must be greater than 0, got {out}")
+    out = tuple(n if s is None else int(s) for s, n in zip(sizes, shape[-k:]))
+    checked_sizes(op, out, shape[:-k] + out)
     return out
 
 
@@ -63,7 +64,10 @@ def _adaptive_max(op: str, input, output_size, return_indices: bool, k: int):
         raise RuntimeError(f"{op}(): Expected {k + 1}D or {k + 2}D tensor, but got: "
                            f"{list(x.shape)}")
     spatial = x.shape[-k:]
-    out = _sizes(op, output_size, spatial)
+    out = _sizes(op, output_size, x.shape, k)
+    if 0 in out:  # (an empty result, as torch's: its gradient raises, as torch's)
+        y = empty_pool(op, x, x.shape[:-k] + out)
+        return (y, as_tensor(np.zeros(y.shape, np.int64))) if return_indices else y
     if all(n % o == 0 for n, o in zip(spatial, out)):  # equal windows: max pooling itself
         pool = max_pool2d if k == 2 else max_pool3d
         window = tuple(n // o for n, o in zip(spatial, out))

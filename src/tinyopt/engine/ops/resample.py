@@ -21,6 +21,7 @@ from tinyopt.engine.dtypes import FLOATS, scalar_type_name
 from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.movement import contiguous
+from tinyopt.engine.ops.pool_empty import checked_sizes, empty_pool
 
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import resample as K
@@ -362,8 +363,9 @@ def adaptive_avg_pool2d(input, output_size) -> Tensor:
                          f"{output_size!r}")
     oh = x.shape[-2] if sizes[0] is None else int(sizes[0])
     ow = x.shape[-1] if sizes[1] is None else int(sizes[1])
-    if oh <= 0 or ow <= 0:
-        raise RuntimeError(f"adaptive_avg_pool2d: output_size must be positive, got {(oh, ow)}")
+    checked_sizes("adaptive_avg_pool2d", (oh, ow), x.shape[:-2] + (oh, ow))
+    if oh == 0 or ow == 0:  # (an empty result, as torch's: its gradient raises, as torch's)
+        return empty_pool("adaptive_avg_pool2d", x, x.shape[:-2] + (oh, ow))
     if (oh, ow) == x.shape[-2:]:  # (a copy: torch's result is never its input)
         return contiguous(x)  # (``movement.contiguous``: always a copy)
     return node("adaptive_avg2", (x,), x.shape[:-2] + (oh, ow), x.dtype)

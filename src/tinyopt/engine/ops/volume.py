@@ -15,6 +15,7 @@ from tinyopt.engine.dtypes import int64
 from tinyopt.engine.op import defop, node, own_reshape
 from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.elementwise import promoted_operands
+from tinyopt.engine.ops.pool_empty import checked_sizes, empty_pool
 from tinyopt.engine.tensor import Tensor, as_tensor
 from tinyopt.kernels import volume as K
 
@@ -305,13 +306,14 @@ def adaptive_avg_pool3d(input, output_size) -> Tensor:
     ``torch.nn.functional.adaptive_avg_pool3d``."""
     x = as_tensor(input)
     require_float("adaptive_avg_pool3d", x)
+    source = x
     x, unbatched = _batched("adaptive_avg_pool3d", x)
     sizes = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 3
     if len(sizes) != 3:
         raise ValueError(f"adaptive_avg_pool3d: output_size must be an int or 3 values, got "
                          f"{output_size!r}")
     out = tuple(n if o is None else int(o) for n, o in zip(x.shape[2:], sizes))
-    if min(out) <= 0:
-        raise RuntimeError(f"adaptive_avg_pool3d: elements of output_size must be greater than "
-                           f"or equal to 0 but received {out}")
+    checked_sizes("adaptive_avg_pool3d", out, x.shape[:2] + out)
+    if 0 in out:  # (an empty result, as torch's: its gradient raises, as torch's)
+        return empty_pool("adaptive_avg_pool3d", source, source.shape[:-3] + out)
     return _done(node("adaptive_avg3d", (x,), x.shape[:2] + out, x.dtype), unbatched)
