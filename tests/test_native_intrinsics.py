@@ -118,3 +118,24 @@ def test_bit_patterns_are_numpys():
     patterns(x, u, back)
     np.testing.assert_array_equal(u, x.view(np.uint32) & 0x7FFFFFFF)
     np.testing.assert_array_equal(back.view(np.uint32), u)
+
+
+def test_select_is_the_conditional_expression():
+    """``select(c, a, b)`` gives ``a if c else b``, converted as the conditional expression
+    converts (an int and a float give a float, float32 and float64 a float64), NaN kept."""
+    @numba.njit
+    def both(c, x, y, i, out):
+        out[0] = instructions.select(c, x, y)
+        out[1] = x if c else y
+        out[2] = instructions.select(c, i, x)
+        out[3] = i if c else x
+        out[4] = instructions.select((x > y) | (x != x), x, y)
+        out[5] = x if x > y or x != x else y
+        return instructions.select(c, i, 7) + 0 * (i if c else 7)
+
+    f32 = np.float32
+    for c, x, y in ((True, f32(np.nan), 1.5), (False, f32(2.0), np.nan), (True, f32(-0.0), 0.0),
+                    (False, f32(np.inf), -np.inf)):
+        out = np.zeros(6)
+        assert both(c, x, y, 3, out) == (3 if c else 7)
+        np.testing.assert_array_equal(out[0::2].view(np.uint64), out[1::2].view(np.uint64))

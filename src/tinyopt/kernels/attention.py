@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from tinyopt.kernels.native import blas
-from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.instructions import select
 from tinyopt.kernels.jit import (c_callback, inline, parallel_kernel, prange, specialized,
                                  subroutine)
 from tinyopt.kernels import vecmath as _V
@@ -36,58 +36,72 @@ vectorize, in an order fixed by the row's length alone."""
 
 @specialized
 def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
-    """``softmax_row(row, mrow, i, scale, e64)``: query row ``i`` of the scores in place (the
-    module docstring), ``mrow`` its mask row, ``e64`` float64 scratch of max(S, 2 LANES) elements.
+    """``softmax_row(row, mrow, S, i, scale, e64)``: query row ``i`` of the scores in place (the
+    module docstring): ``row`` its S scores, ``mrow`` its mask row, ``e64`` float64 scratch of
+    max(S, 2 LANES) elements.
 
     float32 (``fast``): scores, exponentials and the normalisation in float32 arithmetic
-    (``vecmath.exp_f32``), the max and the sum of the exponentials (in float64) in lanes: all
-    five loops vectorize (the small GPT's 48 x 256 x 256 causal scores, batched: 6.8 -> 4.6 ms,
-    one core; with the lane loops in groups of LANES and an unsigned index, the max loop 1.4 ->
-    1.2 ms and the sum 1.1 -> 0.8 ms of it).
-    float64: libm's exp, one chain."""
-    if fast:
-        f32 = np.float32
+    (``vecmath.exp_f32``), the max and the sum of the exponentials (in float64) in lanes: the
+    loops vectorize (the small GPT's 48 x 256 x 256 causal scores, batched: 6.8 -> 4.6 ms, one
+    core; with the lane loops in groups of LANES and an unsigned index, the max loop 1.4 -> 1.2
+    ms and the sum 1.1 -> 0.8 ms of it).
+    float64: libm's exp, one chain.
 
+    ``row``, ``mrow`` and ``e64`` are indexed only: arrays (:func:`masked_softmax`) or typed
+    pointers (the chunks, where compile time counts: the forward chunk, which inlines this
+    function, was the costliest C function of the small GPT's cold first step).  numba lowers
+    an array access to ~30 lines of LLVM IR (the array's structure copied, a negative index
+    wrapped), a pointer's to two, and every line costs numba's front end and LLVM; and numba
+    copies an inlined function block by block, each time with its whole scope, so the cost
+    grows with blocks times variables: ``select`` rather than conditional expressions (four
+    blocks each), the exponentials in the pass of their lane sums.  The forward chunk's IR
+    before optimisation 5200 -> 2700 lines, its cold compile 0.86-1.0 -> 0.61-0.74 s of CPU
+    (with ``_pair_gemm``; fresh processes, loaded machine), the same bits."""
+    if fast:
         @inline
-        def softmax_row(row, mrow, i, scale, e64):
-            S = row.shape[0]
+        def softmax_row(row, mrow, S, i, scale, e64):
             # (no min() in the chunks' code: numba compiles it as a function of its own, ~0.03
             # s of a cold first step in each process)
-            n = (i + 1 if i + 1 < S else S) if causal else S
-            sc = f32(scale)
-            lsum = e64[:LANES]
-            lmax = e64[LANES:2 * LANES]
+            n = select(i + 1 < S, i + 1, S) if causal else S
+            sc = np.float32(scale)
+            # the lanes: the sums in e64[:LANES], the maxima in e64[LANES:2 LANES]
             for k in range(LANES):
-                lmax[k] = -math.inf
-                lsum[k] = 0.0
+                e64[k] = 0.0
+                e64[LANES + k] = -math.inf
             # (in groups of LANES, the last one short, around a loop over the lanes, the
             # element's index unsigned: so LLVM vectorizes the loop; the same order as one loop
             # over j with lane j % LANES.  No separate tail loop: LLVM vectorized that one too,
             # 0.1 s more compile of the attention chunk, and no faster)
             for j0 in range(0, n, LANES):
-                for k in range(np.uint64(LANES if LANES < n - j0 else n - j0)):
+                for k in range(np.uint64(select(LANES < n - j0, LANES, n - j0))):
                     j = np.uint64(j0) + k
                     v = row[j] * sc + mrow[j] if has_mask else row[j] * sc
                     row[j] = v
-                    lmax[k] = v if v > lmax[k] or v != v else lmax[k]
-            m = lmax[0]
-            for k in range(1, LANES):
-                v = lmax[k]
-                m = v if v > m or v != v else m
-            if m == -math.inf:
-                for j in range(n):
-                    row[j] = math.nan if nan_rows else 0.0
+                    w = e64[LANES + k]
+                    e64[LANES + k] = select((v > w) | (v != v), v, w)
+            m = e64[LANES]
+            for k in range(LANES + 1, 2 * LANES):
+                v = e64[k]
+                m = select((v > m) | (v != v), v, m)
+            if m == -math.inf:  # a fully masked row
+                if nan_rows:
+                    for j in range(n):
+                        row[j] = math.nan
+                else:
+                    n = 0  # (all zeros: the loop after the next)
             else:
-                m32 = f32(m)
-                for j in range(n):
-                    row[j] = _V.exp_f32(row[j] - m32)
+                m32 = np.float32(m)
+                # the exponentials, and their sums in the lanes in the same pass
                 for j0 in range(0, n, LANES):
-                    for k in range(np.uint64(LANES if LANES < n - j0 else n - j0)):
-                        lsum[k] += row[np.uint64(j0) + k]
+                    for k in range(np.uint64(select(LANES < n - j0, LANES, n - j0))):
+                        j = np.uint64(j0) + k
+                        e = _V.exp_f32(row[j] - m32)
+                        row[j] = e
+                        e64[k] += e
                 acc = 0.0
                 for k in range(LANES):
-                    acc += lsum[k]
-                inv = f32(1.0 / acc)
+                    acc += e64[k]
+                inv = np.float32(1.0 / acc)
                 for j in range(n):
                     row[j] = row[j] * inv
             for j in range(n, S):
@@ -95,23 +109,19 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
         return softmax_row
 
     @inline
-    def softmax_row(row, mrow, i, scale, e64):
-        S = row.shape[0]
-        n = (i + 1 if i + 1 < S else S) if causal else S
+    def softmax_row(row, mrow, S, i, scale, e64):
+        n = select(i + 1 < S, i + 1, S) if causal else S
         m = -math.inf
-        if has_mask:
-            for j in range(n):
-                v = row[j] * scale + mrow[j]
-                row[j] = v
-                m = v if v > m or v != v else m
-        else:
-            for j in range(n):
-                v = row[j] * scale
-                row[j] = v
-                m = v if v > m or v != v else m
+        for j in range(n):
+            v = row[j] * scale + mrow[j] if has_mask else row[j] * scale
+            row[j] = v
+            m = select((v > m) | (v != v), v, m)
         if m == -math.inf:
-            for j in range(n):
-                row[j] = math.nan if nan_rows else 0.0
+            if nan_rows:
+                for j in range(n):
+                    row[j] = math.nan
+            else:
+                n = 0
         else:
             # the exponentials in a loop of their own, which LLVM vectorizes (with the sum in
             # it, it did not: 2x the time for the tiny GPT's scores)
@@ -124,7 +134,7 @@ def _softmax_row(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 acc += e64[j]
             inv = 1.0 / acc
             for j in range(n):
-                row[j] *= inv
+                row[j] = row[j] * inv
         for j in range(n, S):
             row[j] = 0.0
     return softmax_row
@@ -148,27 +158,27 @@ def masked_softmax(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
                 a = r // (B * L)
                 b = (r // L) % B
                 i = r % L
-                softmax_row(P[a, b, i], mask[min(a, Am - 1), min(b, Bm - 1), min(i, Lm - 1)], i,
-                            scale, e64)
+                softmax_row(P[a, b, i], mask[min(a, Am - 1), min(b, Bm - 1), min(i, Lm - 1)], S,
+                            i, scale, e64)
     return masked_softmax_kernel
 
 
 @specialized
 def _softmax_grad_row(has_dropout: bool):
-    """``softmax_grad_row(g, p, k, scale, n)``: one row of :func:`masked_softmax_grad` over its
-    first ``n`` entries (the causal limit, else the row's length); the others of ``g`` become
-    0."""
+    """``softmax_grad_row(g, p, k, scale, n, S)``: one row of :func:`masked_softmax_grad` over
+    its first ``n`` entries (the causal limit, else the row's length); entries [n, S) of ``g``
+    become 0.  The rows are arrays or typed pointers (see :func:`_softmax_row`)."""
     @inline
-    def softmax_grad_row(g, p, k, scale, n):
+    def softmax_grad_row(g, p, k, scale, n, S):
         if has_dropout:
             for j in range(n):
-                g[j] *= k[j]
+                g[j] = g[j] * k[j]
         acc = 0.0
         for j in range(n):
             acc += g[j] * p[j]
         for j in range(n):
             g[j] = scale * p[j] * (g[j] - acc)
-        for j in range(n, g.shape[0]):
+        for j in range(n, S):
             g[j] = 0.0
     return softmax_grad_row
 
@@ -190,7 +200,7 @@ def masked_softmax_grad(has_dropout: bool, causal: bool):
             b = (r // L) % B
             i = r % L
             softmax_grad_row(G[a, b, i], P[a, b, i], keep[a, b, i], scale,
-                             min(i + 1, S) if causal else S)
+                             min(i + 1, S) if causal else S, S)
     return masked_softmax_grad_kernel
 
 
@@ -229,13 +239,15 @@ def scratch_width(S: int) -> int:
 @subroutine
 def _pair_gemm(args, d, a, b, one, zero, size, m0, m1, n0, n1, k0, k1):
     """GEMM ``d`` of pair (a, b) restricted to its output's rows [m0, m1) and columns [n0, n1),
-    summing over [k0, k1) of the inner dimension (``size`` the element's bytes).
+    summing over [k0, k1) of the inner dimension (``size`` the element's bytes; ``args`` the
+    chunk's argument pointer).
 
     A function of its own, called (not inlined): each inlined copy of its address arithmetic
     cost numba's front end again, and the causal gradient chunk makes four calls; the small
     GPT's chunks took 0.58-0.61 s (gradient) and 0.92-0.93 s (forward) of CPU to compile with
     the copies, 0.18 + 0.09 (this function) and 0.77-0.82 without (numba's own pass timers,
-    each in a fresh process, machine loaded).  A GEMM dwarfs the call."""
+    each in a fresh process, machine loaded).  A GEMM dwarfs the call.  (With ``args`` a
+    pointer rather than an array, its IR before optimisation 782 -> 289 lines.)"""
     lda, ldb, ldc = args[d + 5], args[d + 6], args[d + 7]
     x_at = m0 * lda + k0 if args[d] == blas.NO_TRANS else k0 * lda + m0
     y_at = k0 * ldb + n0 if args[d + 1] == blas.NO_TRANS else n0 * ldb + k0
@@ -260,19 +272,17 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
     g1 = ARGS_HEAD + GEMM_FIELDS
 
     def attention_chunk(c, argp):
-        args = carray(argp, (ARGS_HEAD + 2 * GEMM_FIELDS,))
-        A, B, L, S = args[1], args[2], args[3], args[4]
+        args = argp  # (a pointer: see _softmax_row's docstring)
+        B, L, S = args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        P = carray(blas.pointer(args[5], zero), (A * B * L, S))
         Am, Bm, Lm = args[7], args[8], args[9]
-        mask = carray(blas.pointer(args[6], zero), (Am * Bm * Lm, S))
-        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
+        scale = blas.pointer(args[10], 0.0)[0]
         # the pair's scratch row, from the host: numba's np.empty (and max) are functions of
         # their own to compile, ~0.13 s of a cold first step where no other kernel of the
         # process calls them first
         width = S if S > 2 * LANES else 2 * LANES
-        e64 = carray(blas.pointer(args[12] + c * (8 * width), 0.0), (width,))
+        e64 = blas.pointer(args[12] + c * (8 * width), 0.0)
         m0 = ((a if a < Am else Am - 1) * Bm + (b if b < Bm else Bm - 1)) * Lm  # (no min())
         tile = args[11] if causal else L
         D, Dv = args[ARGS_HEAD + 4], args[g1 + 3]
@@ -281,7 +291,9 @@ def attention_chunks(fast: bool, has_mask: bool, causal: bool, nan_rows: bool):
             keys = (i1 if i1 < S else S) if causal else S
             _pair_gemm(args, ARGS_HEAD, a, b, one, zero, size, i0, i1, 0, keys, 0, D)
             for i in range(i0, i1):
-                softmax_row(P[c * L + i], mask[m0 + (i if i < Lm else Lm - 1)], i, scale, e64)
+                mi = m0 + (i if i < Lm else Lm - 1)
+                softmax_row(blas.pointer(args[5] + (c * L + i) * (S * size), zero),
+                            blas.pointer(args[6] + mi * (S * size), zero), S, i, scale, e64)
             _pair_gemm(args, g1, a, b, one, zero, size, i0, i1, 0, Dv, 0, keys)
     return c_callback(attention_chunk, "void(int64, CPointer(int64))")
 
@@ -300,13 +312,12 @@ def attention_grad_chunks(fast: bool, causal: bool):
     g1, g2, g3 = (ARGS_HEAD + k * GEMM_FIELDS for k in range(1, 4))
 
     def attention_grad_chunk(c, argp):
-        args = carray(argp, (ARGS_HEAD + 4 * GEMM_FIELDS,))
-        A, B, L, S = args[1], args[2], args[3], args[4]
+        args = argp  # (a pointer, and the rows too: see _softmax_row's docstring)
+        B, L, S = args[2], args[3], args[4]
         a, b = c // B, c % B
         one, zero = dt(1.0), dt(0.0)
-        G = carray(blas.pointer(args[5], zero), (A * B * L, S))
-        P = carray(blas.pointer(args[6], zero), (A * B * L, S))
-        scale = carray(blas.pointer(args[10], 0.0), (1,))[0]
+        scale = blas.pointer(args[10], 0.0)[0]
+        G, P = args[5] + c * L * (S * size), args[6] + c * L * (S * size)  # (the pair's rows)
         if causal:
             tile = args[11]
             Dv, D = args[ARGS_HEAD + 4], args[g1 + 3]
@@ -315,8 +326,9 @@ def attention_grad_chunks(fast: bool, causal: bool):
                 keys = i1 if i1 < S else S
                 _pair_gemm(args, ARGS_HEAD, a, b, one, zero, size, i0, i1, 0, keys, 0, Dv)
                 for i in range(i0, i1):
-                    r = c * L + i
-                    softmax_grad_row(G[r, :keys], P[r], P[r], scale, i + 1 if i + 1 < S else S)
+                    p = blas.pointer(P + i * (S * size), zero)
+                    softmax_grad_row(blas.pointer(G + i * (S * size), zero), p, p, scale,
+                                     i + 1 if i + 1 < S else S, keys)
                 _pair_gemm(args, g1, a, b, one, zero, size, i0, i1, 0, D, 0, keys)
             for j0 in range(0, S, tile):  # dk and dv of keys [j0, j1): from queries [j0, L)
                 j1 = j0 + tile if j0 + tile < S else S
@@ -326,7 +338,8 @@ def attention_grad_chunks(fast: bool, causal: bool):
             return
         _full_gemm(args, ARGS_HEAD, a, b, one, zero, size)
         for i in range(L):
-            softmax_grad_row(G[c * L + i], P[c * L + i], P[c * L + i], scale, S)
+            p = blas.pointer(P + i * (S * size), zero)
+            softmax_grad_row(blas.pointer(G + i * (S * size), zero), p, p, scale, S, S)
         for d in (g1, g2, g3):
             _full_gemm(args, d, a, b, one, zero, size)
     return c_callback(attention_grad_chunk, "void(int64, CPointer(int64))")

@@ -4,7 +4,8 @@
   ``lerp``, ``add(alpha=)`` and ``addcmul``;
 - :data:`prefetch_l1`, :data:`prefetch_l2`: a hint that an element's cache line will be read
   soon (``llvm.prefetch``);
-- :func:`abs_bits`, :func:`float_of_bits`: a float32's bit pattern and back (``bitcast``).
+- :func:`abs_bits`, :func:`float_of_bits`: a float32's bit pattern and back (``bitcast``);
+- :func:`select`: ``a if c else b`` without a branch (``select``).
 
 All are target-independent LLVM: ``llvm.fma`` is one ``vfmadd`` where the CPU has FMA and a call
 to libm's correctly rounded ``fma`` where it has not (the same bits), ``llvm.prefetch`` is dropped
@@ -83,3 +84,25 @@ def float_of_bits(typingctx, u):
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
     return types.float32(u), codegen
+
+
+@cached_intrinsic
+def select(typingctx, c, a, b):
+    """``a if c else b`` (``c`` a boolean; ``a`` and ``b`` numbers, both evaluated, converted to
+    their common type as the conditional expression converts them): LLVM's ``select``, the
+    instruction LLVM makes of such a conditional anyway.  Why: numba's front end builds a
+    conditional expression as four blocks of its own, and the cost of inlining a function
+    (``jit.inline``) grows with its blocks times its variables (each block is copied with the
+    function's whole scope); a call is one statement."""
+    if not (isinstance(c, types.Boolean) and isinstance(a, types.Number)
+            and isinstance(b, types.Number)):
+        return None
+    t = typingctx.unify_types(a, b)
+    if t is None:
+        return None
+
+    def codegen(context, builder, signature, args):
+        x = context.cast(builder, args[1], signature.args[1], t)
+        y = context.cast(builder, args[2], signature.args[2], t)
+        return builder.select(args[0], x, y)
+    return t(c, a, b), codegen
