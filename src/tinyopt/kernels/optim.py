@@ -38,14 +38,15 @@ scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in Py
 
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
-results are the same on any number of threads.  The parallel build runs from
-``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel build measured
-faster from fewer elements (Adam; SGD's did not) declares a lower ``shared_min``, used where
-numpy's BLAS shares the kernels' OpenMP threads (``kernels/native/shared_threads.py``: no second
-pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
-call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
-against ~0.9 s, once per disk cache) and while it runs faster than the serial one
-(:class:`_SharedPoolWalker`).
+results are the same on any number of threads.  (The serial build walks the parameters one by
+one instead, with the prologue inlined: the same bits, less code to compile.)  The parallel
+build runs from ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel
+build measured faster from fewer elements (Adam; SGD's did not) declares a lower
+``shared_min``, used where numpy's BLAS shares the kernels' OpenMP threads
+(``kernels/native/shared_threads.py``: no second pool spinning on the cores) and numba has more
+than one thread, from the walker's ``HOT_CALLS``-th call on (the parallel build costs several
+times the serial one to compile: Adam's ~2.8 s CPU against ~0.6 s, once per disk cache) and
+while it runs faster than the serial one (:class:`_SharedPoolWalker`).
 
 Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
@@ -409,6 +410,8 @@ def unchanged_bf16_sr(x, q, i):
 @inline
 def coefficient_overflowed(stored, c):
     """Whether a finite coefficient became inf when stored in the buffer dtype."""
+    # (abs(x) == inf is isinf(x), NaN included; & and | rather than and/or: one block of
+    # straight-line code for numba to lower instead of a branch per term)
     return (((abs(stored[0]) == math.inf) & (abs(c[0]) != math.inf))
             | ((abs(stored[1]) == math.inf) & (abs(c[1]) != math.inf))
             | ((abs(stored[2]) == math.inf) & (abs(c[2]) != math.inf))
