@@ -8,11 +8,19 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 _STEP = """
 import numpy as np
+from numba.core import compiler
+compiled = []  # every function numba compiles (not loads), by qualified name
+compile_extra = compiler.compile_extra
+def logged(typingctx, targetctx, func, *args, **kwargs):
+    compiled.append(getattr(func, "__qualname__", "?"))
+    return compile_extra(typingctx, targetctx, func, *args, **kwargs)
+compiler.compile_extra = logged
 from tinyopt import Parameter, optim
 out = {}
 for name, kw in %r:
@@ -22,25 +30,41 @@ for name, kw in %r:
         p.grad = np.cos(np.arange(6) + t).astype(np.float32)
         opt.step()
     out[name] = (p._data.tolist(), float(opt._flat[0][0].steps[0]), sorted(opt.state[p]))
-print(repr(out))
+print(repr((out, compiled)))
 """
+SGD, ADAM = ("SGD", dict(lr=0.1)), ("Adam", dict(lr=0.01))
 
 
-def _run(cases, cache):
+def _run(cases, cache, compiled: list | None = None):
+    """The steps' results in a fresh process (``compiled``: extended by the functions numba
+    compiled there)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=SRC)
     res = subprocess.run([sys.executable, "-c", _STEP % (cases,)], env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr
-    return eval(res.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr of lists
+    out, names = eval(res.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
+    if compiled is not None:
+        compiled.extend(names)
+    return out
 
 
-def test_kernels_cached_by_separate_processes_load_together(tmp_path):
+@pytest.fixture(scope="module")
+def cold(tmp_path_factory):
+    """SGD's and Adam's steps, each alone in a fresh process with an empty cache: their results
+    and what numba compiled for each."""
+    compiled = {"SGD": [], "Adam": []}
+    out = {**_run([SGD], tmp_path_factory.mktemp("sgd"), compiled["SGD"]),
+           **_run([ADAM], tmp_path_factory.mktemp("adam"), compiled["Adam"])}
+    return out, compiled
+
+
+def test_kernels_cached_by_separate_processes_load_together(tmp_path, cold):
     """Each walker kernel's subroutine used to have one qualified name for every algorithm: two
     kernels compiled in different processes, then loaded from numba's disk cache into one,
     resolved each other's calls (Rprop ran SGD's per-parameter prologue: no step counted, no
     state).  Every algorithm and switch set now names its own machine code."""
-    sgd, adam = ("SGD", dict(lr=0.1)), ("Adam", dict(lr=0.01))
-    alone = {**_run([sgd], tmp_path / "a"), **_run([adam], tmp_path / "b")}
+    sgd, adam = SGD, ADAM
+    alone = cold[0]
     _run([sgd], tmp_path / "c")
     _run([adam], tmp_path / "c")   # compiled in another process, same cache
     together = _run([sgd, adam], tmp_path / "c")  # both loaded from the cache
@@ -48,6 +72,15 @@ def test_kernels_cached_by_separate_processes_load_together(tmp_path):
     assert together["Adam"][1] == 3
     assert together["Adam"][2] == ["exp_avg", "exp_avg_sq", "step"]
     np.testing.assert_array_equal(together["SGD"][0], alone["SGD"][0])
+
+
+def test_a_cold_step_compiles_the_serial_walker_alone(cold):
+    """A step below the parallel threshold compiles the walker's serial build and nothing else of
+    the optimizer: its prologue inlined, not a function of its own (~0.05 s of CPU, as a call
+    it was also optimized again inside the walker's module), and no parallel build."""
+    for name, kernel in (("SGD", "sgd_FFFF_kernel_serial"), ("Adam", "adam_FFFFT_kernel_serial")):
+        walkers = [f for f in cold[1][name] if f.startswith(name.lower() + "_")]
+        assert walkers == [kernel], cold[1][name]
 
 
 def test_adam_on_the_shared_pool_steps_in_parallel_with_the_serial_bits(monkeypatch):

@@ -136,16 +136,20 @@ class _ParallelKernel:
     build skips numba's thread pool altogether, which costs about 25 us a call when it is told to
     use one thread."""
 
-    def __init__(self, fn, sized_by: Any = None, shared_min: int | None = None):
+    def __init__(self, fn, sized_by: Any = None, shared_min: int | None = None, serial=None):
         self._sized_by = sized_by
         self._shared_min = shared_min
         self._parallel = _njit(fn, parallel=True)
         # numba's disk cache keys a function by its qualified name and signature, not by the
         # parallel flag: the serial build must be a function of another name, or the two builds
         # overwrite each other's cache entries and load each other's code
-        serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
-                                    fn.__closure__)
-        serial.__qualname__ = fn.__qualname__ + "_serial"
+        if serial is None:
+            serial = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__,
+                                        fn.__defaults__, fn.__closure__)
+            serial.__qualname__ = fn.__qualname__ + "_serial"
+        elif serial.__qualname__ == fn.__qualname__:
+            raise ValueError(f"parallel_kernel: the serial build {serial.__qualname__!r} needs a "
+                             f"qualified name of its own (numba's disk cache keys by it)")
         self._serial = _njit(serial)
         functools.update_wrapper(self, fn)
 
@@ -219,7 +223,8 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def parallel_kernel(fn=None, *, sized_by: Any = None, shared_min: int | None = None):
+def parallel_kernel(fn=None, *, sized_by: Any = None, shared_min: int | None = None,
+                    serial=None):
     """Compile ``fn`` with numba on first use, with ``prange`` loops run in parallel.
 
     ``sized_by=k``: argument ``k`` alone decides between the builds (the largest array; checking
@@ -227,11 +232,14 @@ def parallel_kernel(fn=None, *, sized_by: Any = None, shared_min: int | None = N
     ``f(args)`` is the size (a kernel whose storage is reached through addresses).  ``shared_min=n``: where
     numpy's BLAS runs on numba's OpenMP threads (``kernels/native/shared_threads.py``: no second pool
     to fight), the parallel build already from ``n`` elements (the lower of ``n`` and
-    ``PARALLEL_MIN_ELEMENTS``).
+    ``PARALLEL_MIN_ELEMENTS``).  ``serial=g``: the serial build compiles ``g`` (same arguments,
+    same results, a qualified name of its own) instead of ``fn`` with ``prange`` as ``range``: a
+    loop written for one thread, which may compile to less code.
     """
     if fn is None:
-        return functools.partial(_ParallelKernel, sized_by=sized_by, shared_min=shared_min)
-    return _ParallelKernel(fn, sized_by, shared_min)
+        return functools.partial(_ParallelKernel, sized_by=sized_by, shared_min=shared_min,
+                                 serial=serial)
+    return _ParallelKernel(fn, sized_by, shared_min, serial)
 
 
 class _CCallback:

@@ -38,14 +38,15 @@ scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in Py
 
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
-results are the same on any number of threads.  The parallel build runs from
-``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel build measured
-faster from fewer elements (Adam; SGD's did not) declares a lower ``shared_min``, used where
-numpy's BLAS shares the kernels' OpenMP threads (``kernels/native/shared_threads.py``: no second
-pool spinning on the cores) and numba has more than one thread, from the walker's ``HOT_CALLS``-th
-call on (the parallel build costs three times the serial one to compile: Adam's ~2.8 s CPU
-against ~0.9 s, once per disk cache) and while it runs faster than the serial one
-(:class:`_SharedPoolWalker`).
+results are the same on any number of threads.  (The serial build walks the parameters one by
+one instead, with the prologue inlined: the same bits, less code to compile.)  The parallel
+build runs from ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel
+build measured faster from fewer elements (Adam; SGD's did not) declares a lower
+``shared_min``, used where numpy's BLAS shares the kernels' OpenMP threads
+(``kernels/native/shared_threads.py``: no second pool spinning on the cores) and numba has more
+than one thread, from the walker's ``HOT_CALLS``-th call on (the parallel build costs several
+times the serial one to compile: Adam's ~2.8 s CPU against ~0.6 s, once per disk cache) and
+while it runs faster than the serial one (:class:`_SharedPoolWalker`).
 
 Each algorithm is an :func:`algorithm` over its boolean switches:
 ``adam[amsgrad, maximize, wd_on, decoupled, lerp_low]`` is a kernel compiled for that
@@ -211,13 +212,15 @@ def step_prologue(scalars, name: str):
         for j in range(nseg):
             if flags[j] != 0:
                 sn, cn = scalars(S[j], h)
-                coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = cn
-                if coefficient_overflowed(coef[j], cn):
+                cj = coef[j]
+                cj[0], cj[1], cj[2], cj[3] = cn
+                if coefficient_overflowed(cj, cn):
                     return j
-                coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7] = sn
+                cj[4], cj[5], cj[6], cj[7] = sn
         for j in range(nseg):
             if flags[j] != 0:
-                S[j, 0], S[j, 1], S[j, 2], S[j, 3] = coef[j, 4], coef[j, 5], coef[j, 6], coef[j, 7]
+                sj, cj = S[j], coef[j]
+                sj[0], sj[1], sj[2], sj[3] = cj[4], cj[5], cj[6], cj[7]
         return -1
 
     prologue.__qualname__ = name
@@ -237,6 +240,7 @@ def walker(scalars, update, name: str):
     """
 
     prologue = step_prologue(scalars, f"{name}_prologue")
+    whole_prologue = inline(prologue)
 
     def kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
@@ -253,11 +257,14 @@ def walker(scalars, update, name: str):
             while i0 < end:
                 e = seg[j + 1] if seg[j + 1] < end else end
                 if flags[j] != 0:
-                    c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
-                    # slices, indexed from 0, let LLVM vectorize (no negative-index wraparound)
-                    lo, size = i0 - seg[j], seg[j + 1] - seg[j]
-                    ps = at(pa[j], size, s0)[lo:lo + e - i0]
-                    gs = at(ga[j], size, s0)[lo:lo + e - i0]
+                    cj = coef[j]
+                    c = (cj[0], cj[1], cj[2], cj[3])
+                    # views indexed from 0 let LLVM vectorize (no negative-index wraparound);
+                    # p's and g's at their chunk's first address (a slice of the segment's
+                    # view: more code to compile for the same view)
+                    lo = (i0 - seg[j]) * s0.itemsize
+                    ps = at(pa[j] + lo, e - i0, s0)
+                    gs = at(ga[j] + lo, e - i0, s0)
                     a, b, d = s0[i0:e], s1[i0:e], s2[i0:e]
                     for i in range(e - i0):
                         update(i, ps, gs, a, b, d, h, c)
@@ -265,8 +272,30 @@ def walker(scalars, update, name: str):
                 j += 1
         return -1
 
+    def serial(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
+        # the same updates, parameter by parameter (each element's update is independent of
+        # the order, so the same bits as the chunks'); the prologue inlined (numba's parallel
+        # analysis, not the serial build, trips over its tuples): ~0.1 s less to compile than
+        # the chunked loop with the prologue as a call
+        h = hs[0]
+        bad = whole_prologue(flags, S, coef, h)
+        if bad >= 0:
+            return bad
+        for j in range(flags.shape[0]):
+            if flags[j] != 0:
+                cj = coef[j]
+                c = (cj[0], cj[1], cj[2], cj[3])
+                lo, hi = seg[j], seg[j + 1]
+                ps = at(pa[j], hi - lo, s0)
+                gs = at(ga[j], hi - lo, s0)
+                a, b, d = s0[lo:hi], s1[lo:hi], s2[lo:hi]
+                for i in range(hi - lo):
+                    update(i, ps, gs, a, b, d, h, c)
+        return -1
+
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
-    fused = parallel_kernel(kernel, sized_by=flat_size)
+    serial.__name__ = serial.__qualname__ = f"{name}_kernel_serial"
+    fused = parallel_kernel(kernel, sized_by=flat_size, serial=serial)
     fused.low = specialized(lambda mode: _low_walker(prologue, update, mode, name))
     return fused
 
@@ -381,10 +410,12 @@ def unchanged_bf16_sr(x, q, i):
 @inline
 def coefficient_overflowed(stored, c):
     """Whether a finite coefficient became inf when stored in the buffer dtype."""
-    return ((math.isinf(stored[0]) and not math.isinf(c[0]))
-            or (math.isinf(stored[1]) and not math.isinf(c[1]))
-            or (math.isinf(stored[2]) and not math.isinf(c[2]))
-            or (math.isinf(stored[3]) and not math.isinf(c[3])))
+    # (abs(x) == inf is isinf(x), NaN included; & and | rather than and/or: one block of
+    # straight-line code for numba to lower instead of a branch per term)
+    return (((abs(stored[0]) == math.inf) & (abs(c[0]) != math.inf))
+            | ((abs(stored[1]) == math.inf) & (abs(c[1]) != math.inf))
+            | ((abs(stored[2]) == math.inf) & (abs(c[2]) != math.inf))
+            | ((abs(stored[3]) == math.inf) & (abs(c[3]) != math.inf)))
 
 
 @inline
