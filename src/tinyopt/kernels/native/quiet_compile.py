@@ -1,13 +1,14 @@
 """numba compiles with Python's cyclic garbage collector paused.
 
 A compile builds a great many small objects (numba's IR, types and lowering state, llvmlite's
-IR), many of them in reference cycles, so the collector runs again and again while it works and
-traverses them, and a full collection every object of the process.  Measured, a cold first
-training step of the small GPT (``benchmarks/bench_seq.py``, no compile-ahead helper, 01:50 UTC):
-92 young, 8 middle and 1 full collection, 0.31-0.37 s in the collector, and the step took 5.52
-and 5.94 s of CPU with it against 5.07 and 5.37 s with it off (2 alternating pairs).  Paused for
-the length of a compile (or a disk-cache load), the collector frees the compile's cycles at its
-first run after it: the same objects are freed, later.
+IR), many of them in reference cycles, so the collector runs again and again while it works: each
+young collection moves the survivors on, and the middle and full collections traverse them again
+(a full one, every object of the process).  Measured, a cold first training step of the small GPT
+(``benchmarks/bench_seq.py``, no compile-ahead helper, 5 alternating pairs, 01:51-01:53 UTC):
+92 young, 8 middle and 1 full collection, 0.36-0.42 s in the collector; paused, 3 young ones
+after compiles, 0.24-0.29 s (the young work stays: one collection after a compile traverses what
+it allocated), the same peak RSS.  Paused for the length of a compile (or a disk-cache load), the
+collector frees the compile's cycles at its first run after it: the same objects, later.
 
 The pause is process-wide (the collector has no other switch) and nests: it ends when the
 outermost compile ends, and leaves the collector off if it was off before.
