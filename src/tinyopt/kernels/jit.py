@@ -45,6 +45,7 @@ import numpy as np
 
 from tinyopt.kernels.native.c_function import compile_c_function
 from tinyopt.kernels.native.numba_cache import loads_without_refresh
+from tinyopt.kernels.native.quiet_compile import gc_paused, quiet
 
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
 # of raising ZeroDivisionError, and the check it would need in every loop does not stop LLVM from
@@ -111,7 +112,7 @@ def _njit(fn, **options):
             raise
         _cache_elsewhere(e)
         dispatcher = numba.njit(**{**_OPTIONS, **options})(fn)
-    return loads_without_refresh(dispatcher)
+    return quiet(loads_without_refresh(dispatcher))
 
 
 # fastmath={"reassoc"} and nothing else, for kernels that ask for it (``reassoc=True``): float sums
@@ -475,12 +476,14 @@ class _LazyUfunc:
 
     def _build(self, signatures: list[str]):
         try:
-            built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
+            with gc_paused():  # (numba compiles every signature now)
+                built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
         except RuntimeError as e:
             if not _cannot_cache(e):
                 raise
             _cache_elsewhere(e)
-            built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
+            with gc_paused():
+                built = numba.vectorize(signatures, cache=_OPTIONS["cache"])(self._fn)
         # every loop is compiled up front, so call numpy's ufunc itself: numba's DUFunc wrapper
         # adds about 1 us a call, which small graphs pay on every op
         return getattr(built, "ufunc", built)

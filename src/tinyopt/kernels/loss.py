@@ -44,8 +44,8 @@ def _exp_row(fast: bool):
     """``exp_row(x, i, e, j, mx, ls) -> (m, s)``: row i of logits ``x`` (N, C): m = max_c x[i, c]
     (NaN if any is NaN), e[j, c] = exp(x[i, c] - m) rounded to x's dtype (x[i, c] - m in that
     dtype too), and s = sum_c e[j, c] in float64; ``mx`` (LANES,) of x's dtype and ``ls``
-    (LANES,) float64 are scratch.  Every cross-entropy kernel computes a row's exponentials
-    with this, so all of them (and :func:`ce_exp`'s stored ones) give the same bits.
+    (LANES,) float64 are scratch.  :func:`ce_exp` computes a row's exponentials with this and
+    :func:`ce_rows` with these very steps written out, so both give the same bits.
 
     Order, fixed by C alone (never by threads): element c goes into lane c % LANES, for the max
     (NaN sticks: ``v > l or v != v``) and for the sum; then lanes 0 .. LANES-1 are combined in
@@ -63,8 +63,11 @@ def _exp_row(fast: bool):
     Inlined at one call site per kernel (:func:`ce_rows` runs its forward and gradient rows in
     one loop for that): as a function called per row (a subroutine, with row views as
     arguments) a 256 x 10 float32 cross-entropy took 49 us forward and 48 backward, inlined
-    19 and 20, the same compile CPU.  Lanes past C are neither set nor combined (they would add
-    -inf to the max and 0 to the sum: the same bits)."""
+    19 and 20, the same compile CPU.  :func:`ce_rows`, compiled in every first step that
+    uses ``F.cross_entropy``, has the steps written out instead: numba's inlining (the
+    callee's own passes, then a deep copy of its IR) took ~0.14 s of that kernel's ~0.9 s
+    cold compile (fresh processes, alternating, 8 each).  Lanes past C are neither set nor
+    combined (they would add -inf to the max and 0 to the sum: the same bits)."""
     # (inlined: its one call site costs less than compiling it as a function of its own)
     ex = inline(_V.exp_fast) if fast else math.exp
 
@@ -183,33 +186,36 @@ def ce_rows(from_exp: bool, single: bool):
     :func:`ce_scratch`.  Arguments one way does not use are passed empty.  A target out of
     range: nothing is computed (``err[0]`` its row)."""
     build = kernel if from_exp else parallel_kernel(sized_by=2, shared_min=PARALLEL_ROWS_MIN)
-    exp_row = _exp_row[single]
+    ex = inline(_V.exp_fast) if single else math.exp  # (as _exp_row's)
 
     @build
     def ce_rows_kernel(grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e, stats, work,
                        lanes):
         N, C = x.shape
-        err[0] = _first_bad_target(y, C, ignore_index)
-        if err[0] >= 0:
-            return
+        # each target checked where it is read, and ws = sum_i w[y_i] over rows not ignored, in
+        # order, in one loop (written out, not inlined helpers: numba's inlining of a function
+        # costs ~0.01-0.05 s of a cold compile each)
+        err[0] = -1
+        ws = 0.0
+        for i in range(N):
+            t = y[i]
+            if t != ignore_index:
+                if t < 0 or t >= C:
+                    err[0] = i
+                    return
+                ws += w[t]
         reduced = mean.shape[0] != 0
-        ws = 0.0  # sum_i w[y_i] over rows not ignored, in order (the targets are checked)
-        if reduced:
-            for i in range(N):
-                t = y[i]
-                if t != ignore_index:
-                    ws += w[t]
-            if grad:  # each row's share of the mean's gradient (rounded to mean's dtype)
-                mean[0] = g[0] / ws
-        ex = work.shape[1] - LANES  # the row of exponentials a block's rows use in turn
+        if reduced and grad:  # each row's share of the mean's gradient (rounded to mean's dtype)
+            mean[0] = g[0] / ws
+        lane0 = work.shape[1] - LANES  # (a block's lanes follow its row of exponentials)
         wsum = 0.0
         if grad:
             for c in range(C):
                 wsum += w[c]
-        # one loop both ways, so a row's exponentials are one inlined copy of exp_row
+        # one loop both ways, so a row's exponentials are one copy of their code
         for blk in prange((N + _ROWS - 1) // _ROWS):
             end = (blk + 1) * _ROWS
-            mx, ls = work[blk, ex:], lanes[blk]
+            mx, ls = work[blk, lane0:], lanes[blk]
             for i in range(blk * _ROWS, N if N < end else end):
                 t = y[i]
                 if grad:
@@ -221,10 +227,33 @@ def ce_rows(from_exp: bool, single: bool):
                 if from_exp:
                     m, s = stats[i, 0], stats[i, 1]
                 else:  # (forward: into the block's row of work; gradient: into out's row i)
+                    # :func:`_exp_row`'s steps written out (not inlined: numba's inlining of it
+                    # took ~0.14 s of this kernel's ~0.9 s cold compile), so the same bits as
+                    # :func:`ce_exp`'s (tests/test_ops_loss.py compares the two)
                     # (both rows int64: a parallel build's block number is unsigned, and numba
                     # unifies an unsigned and a signed integer as a float)
                     j = np.int64(i) if grad else np.int64(blk)
-                    m, s = exp_row(x, i, out if grad else work, j, mx, ls)
+                    dst = out if grad else work
+                    L = C if C < LANES else LANES  # (lanes in use, see _exp_row)
+                    L = L if L > 1 else 1
+                    for k in range(L):
+                        mx[k] = -math.inf
+                        ls[k] = 0.0
+                    for c in range(C):
+                        v = x[i, c]
+                        k = c % LANES
+                        mx[k] = v if v > mx[k] or v != v else mx[k]
+                    m = mx[0]
+                    for k in range(1, L):
+                        v = mx[k]
+                        m = v if v > m or v != v else m
+                    for c in range(C):
+                        dst[j, c] = ex(x[i, c] - m)
+                    for c in range(C):
+                        ls[c % LANES] += dst[j, c]
+                    s = 0.0
+                    for k in range(L):
+                        s += ls[k]
                 if not grad:
                     lse = m + math.log(s)
                     loss = (1.0 - eps) * w[t] * (lse - x[i, t])
@@ -248,19 +277,12 @@ def ce_rows(from_exp: bool, single: bool):
                         p = er[i, c] * inv
                         out[i, c] = a * p + b * (p * wsum - w[c])
                     out[i, t] -= a
-        if reduced and not grad:
-            mean[0] = _mean(rows, ws)
+        if reduced and not grad:  # sum_i rows_i / ws, summed in order in float64
+            acc = 0.0
+            for i in range(rows.shape[0]):
+                acc += rows[i]
+            mean[0] = acc / ws
     return ce_rows_kernel
-
-
-@inline
-def _first_bad_target(y, C, ignore_index):
-    """The first row whose target is neither ``ignore_index`` nor in [0, C), or -1."""
-    for i in range(y.shape[0]):
-        t = y[i]
-        if t != ignore_index and (t < 0 or t >= C):
-            return i
-    return -1
 
 
 @inline

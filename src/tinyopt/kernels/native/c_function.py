@@ -10,6 +10,7 @@ running chunks of a row kernel: ``kernels/jit.py``'s ``c_callback``).
 from __future__ import annotations
 
 from tinyopt.kernels.native.numba_cache import loads_without_refresh
+from tinyopt.kernels.native.quiet_compile import gc_paused
 
 
 def compile_c_function(fn, signature: str, options: dict, cache: bool):
@@ -25,5 +26,6 @@ def compile_c_function(fn, signature: str, options: dict, cache: bool):
     if cache:
         cf.enable_caching()
     loads_without_refresh(cf)
-    cf.compile()
+    with gc_paused():
+        cf.compile()
     return cf
