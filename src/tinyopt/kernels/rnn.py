@@ -82,7 +82,7 @@ def _gather_grad(d, g, r, H):
 def _copy_row(d, s):
     """d[:] = s[:] for two 1-d arrays of one length, as a loop: numba compiles an array's slice
     assignment from another with its shape check's error message (string formatting), ~1.5 s of
-    CPU of a cold compile (the LSTM's projected backward step kernel: 2.1-2.4 -> 0.6 s)."""
+    CPU of a cold compile (the LSTM's projected backward step kernel: 2.1-2.6 -> 0.45-0.5 s)."""
     for j in range(d.shape[0]):
         d[j] = s[j]
 
@@ -176,7 +176,9 @@ def lstm_step(fast: bool):
 # chunk bounds are ``select``s (no branches: fewer blocks to build).  LLVM IR before
 # optimisation, forward 9650 -> 1400 lines, backward 7700 -> 1600; cold compile CPU (fresh
 # processes, numba warmed, loaded 2-core machine, medians of 4): forward 1.09 -> 0.71 s (with
-# the gate functions it compiles, ~0.2 s), backward 0.65 -> 0.39 s; the same bits.
+# the gate functions it compiles, ~0.2 s), backward 0.65 -> 0.39 s; in the word-level LSTM's
+# cold first step (``benchmarks/bench_startup.py --floors``) 0.83-1.02 -> 0.55-0.56 s and
+# 0.49-0.71 -> 0.29-0.33 s; the same bits.
 
 SCAN_ARGS = 15
 """The args of :func:`lstm_scan_chunks` and :func:`lstm_scan_grad_chunks`, int64: [the address
