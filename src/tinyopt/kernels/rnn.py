@@ -46,7 +46,7 @@ import math
 import numpy as np
 
 from tinyopt.kernels.native import blas
-from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.instructions import select
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, specialized, subroutine
 from tinyopt.kernels.vecmath import sig as _sig
@@ -54,6 +54,7 @@ from tinyopt.kernels.vecmath import tanh as _tanh
 
 
 _NO_TRANS = 111  # CblasNoTrans
+_ptr = blas.pointer  # (the chunks' typed pointers: see the section on them)
 
 
 @subroutine
@@ -70,52 +71,57 @@ def _gate_functions(fast: bool):
 
 
 @inline
-def _gather_grad(d, g, r):
-    """d += g + r over one row: the whole gradient of a state (see the module docstring)."""
-    for j in range(d.shape[0]):
+def _gather_grad(d, g, r, H):
+    """d += g + r over one row of H: the whole gradient of a state (see the module docstring);
+    1-d arrays or typed pointers."""
+    for j in range(H):
         d[j] += g[j] + r[j]
+
+
+@inline
+def _copy_row(d, s):
+    """d[:] = s[:] for two 1-d arrays of one length, as a loop: numba compiles an array's slice
+    assignment from another with its shape check's error message (string formatting), ~1.5 s of
+    CPU of a cold compile (the LSTM's projected backward step kernel: 2.1-2.6 -> 0.45-0.5 s)."""
+    for j in range(d.shape[0]):
+        d[j] = s[j]
 
 
 # ---- LSTM ---------------------------------------------------------------------------------------
 @specialized
-def _lstm_step_rows(fast: bool):
-    """``rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, b0, b1)``: the
-    rows b0 .. b1 - 1 of :func:`lstm_step` (inlined into its callers)."""
+def _lstm_cell(fast: bool):
+    """``cell(xi, xf, xg, xo, pi, pf, pg, po, bi, bf, bg, bo, cp, cq, gi, gf, gg, go, gt, ho,
+    H)``: one row of :func:`lstm_step` that takes part in the step (inlined into its callers),
+    each argument H entries: per gate (i, f, g, o) of the row, its xw[t], pre and bias; the
+    cells read and written (``cp``, ``cq``); the activated gates and tanh c_t written (``gi`` ..
+    ``gt``); the new state ``ho``.
+
+    The arguments are only indexed: 1-d arrays (:func:`lstm_step`) or typed pointers (the
+    chunks, where compile time counts: see the section on them).  One argument per gate, not the
+    row with the gates at offsets H, 2H, ...: LLVM checks that a loop's stores do not overlap
+    its other accesses once for all the rows of the loop around it where it can follow the
+    addresses (arrays), and the ranges of a row's gates over all rows do overlap: the kernel
+    then never took its vectorized loop (an LSTM layer's 35 steps of batch 20, hidden 200: 7.7
+    ms against 1.05)."""
     sg, th = _gate_functions(fast)
 
     @inline
-    def rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, b0, b1):
-        H = cs.shape[2]
-        bi, bf, bg, bo = bias[:H], bias[H:2 * H], bias[2 * H:3 * H], bias[3 * H:]
-        for b in range(b0, b1):
-            cp, cq, ho = cs[p, b], cs[q, b], hout[o, b]
-            if t < lengths[b]:
-                x, pr, g = xw[t, b], pre[b], gates[t, b]
-                xi, xf, xg, xo = x[:H], x[H:2 * H], x[2 * H:3 * H], x[3 * H:]
-                pi, pf, pg, po = pr[:H], pr[H:2 * H], pr[2 * H:3 * H], pr[3 * H:]
-                gi, gf, gg, go = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H]
-                gt = g[4 * H:]
-                for j in range(H):
-                    i_ = sg(xi[j] + pi[j] + bi[j])
-                    f_ = sg(xf[j] + pf[j] + bf[j])
-                    g_ = th(xg[j] + pg[j] + bg[j])
-                    o_ = sg(xo[j] + po[j] + bo[j])
-                    gi[j] = i_
-                    gf[j] = f_
-                    gg[j] = g_
-                    go[j] = o_
-                    c = f_ * cp[j] + i_ * g_
-                    cq[j] = c
-                    tc = th(c)
-                    gt[j] = tc
-                    ho[j] = o_ * tc
-            else:
-                hp = hs[p, b]
-                for j in range(H):
-                    cq[j] = cp[j]
-                for j in range(ho.shape[0]):
-                    ho[j] = hp[j] if carry else 0.0
-    return rows
+    def cell(xi, xf, xg, xo, pi, pf, pg, po, bi, bf, bg, bo, cp, cq, gi, gf, gg, go, gt, ho, H):
+        for j in range(H):
+            i_ = sg(xi[j] + pi[j] + bi[j])
+            f_ = sg(xf[j] + pf[j] + bf[j])
+            g_ = th(xg[j] + pg[j] + bg[j])
+            o_ = sg(xo[j] + po[j] + bo[j])
+            gi[j] = i_
+            gf[j] = f_
+            gg[j] = g_
+            go[j] = o_
+            c = f_ * cp[j] + i_ * g_
+            cq[j] = c
+            tc = th(c)
+            gt[j] = tc
+            ho[j] = o_ * tc
+    return cell
 
 
 @specialized
@@ -126,11 +132,25 @@ def lstm_step(fast: bool):
 
     Rows past their length copy cs[p] to cs[q] and, when ``carry``, hs[p] to hout[o]; else (with
     a projection, whose caller carries the projected state itself) they zero hout[o]."""
-    rows = _lstm_step_rows[fast]
+    cell = _lstm_cell[fast]
 
     @kernel
     def lstm_step_kernel(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry):
-        rows(xw, t, pre, bias, cs, p, q, gates, hout, o, hs, lengths, carry, 0, cs.shape[1])
+        H = cs.shape[2]
+        bi, bf, bg, bo = bias[:H], bias[H:2 * H], bias[2 * H:3 * H], bias[3 * H:]
+        for b in range(cs.shape[1]):
+            cp, cq, ho = cs[p, b], cs[q, b], hout[o, b]
+            if t < lengths[b]:
+                x, pr, g = xw[t, b], pre[b], gates[t, b]
+                cell(x[:H], x[H:2 * H], x[2 * H:3 * H], x[3 * H:],
+                     pr[:H], pr[H:2 * H], pr[2 * H:3 * H], pr[3 * H:], bi, bf, bg, bo, cp, cq,
+                     g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H], g[4 * H:], ho, H)
+            else:
+                hp = hs[p, b]
+                for j in range(H):
+                    cq[j] = cp[j]
+                for j in range(ho.shape[0]):
+                    ho[j] = hp[j] if carry else 0.0
     return lstm_step_kernel
 
 
@@ -145,10 +165,20 @@ def lstm_step(fast: bool):
 # under ``blas.single_threaded``, which in numpy's OpenBLAS sets the count of the whole process:
 # ``openblas_set_num_threads_local`` calls ``openblas_set_num_threads``, so calling it from the
 # chunks themselves raced and left the process at one thread, its other GEMMs 2x slower) and
-# runs the step kernels' rows
-# (``_lstm_step_rows``, ``_lstm_rows``).  R is fixed by the batch size (the op's
-# ``_scan_chunk_rows``), never by the threads: a GEMM's rows can round differently with the
-# number of rows OpenBLAS is given, and the chunks are the same whoever runs them.
+# runs the step kernels' rows (``_lstm_cell``, ``_lstm_rows``).  R is fixed by the batch size
+# (the op's ``_scan_chunk_rows``), never by the threads: a GEMM's rows can round differently
+# with the number of rows OpenBLAS is given, and the chunks are the same whoever runs them.
+#
+# The chunks read their arguments and reach their rows through typed pointers (``blas.pointer``
+# at the row's address), not arrays: numba lowers an array access to ~30 lines of LLVM IR (the
+# array's structure copied, a negative index wrapped) and a slice to more, a pointer's access
+# to a GEP and a load, and every line costs numba's front end and LLVM.  The time, slots and
+# chunk bounds are ``select``s (no branches: fewer blocks to build).  LLVM IR before
+# optimisation, forward 9650 -> 1400 lines, backward 7700 -> 1600; cold compile CPU (fresh
+# processes, numba warmed, loaded 2-core machine, medians of 4): forward 1.09 -> 0.71 s (with
+# the gate functions it compiles, ~0.2 s), backward 0.65 -> 0.39 s; in the word-level LSTM's
+# cold first step (``benchmarks/bench_startup.py --floors``) 0.83-1.02 -> 0.55-0.56 s and
+# 0.49-0.71 -> 0.29-0.33 s; the same bits.
 
 SCAN_ARGS = 15
 """The args of :func:`lstm_scan_chunks` and :func:`lstm_scan_grad_chunks`, int64: [the address
@@ -164,30 +194,43 @@ def lstm_scan_chunks(fast: bool):
     in ``reverse``), pre[rows] = hs[p, rows] W_hh^T, then :func:`lstm_step`'s rows."""
     dt = np.float32 if fast else np.float64
     size = 4 if fast else 8  # bytes an element
-    rows = _lstm_step_rows[fast]
+    cell = _lstm_cell[fast]
 
-    def lstm_scan_chunk(c, argp):
-        a = carray(argp, (SCAN_ARGS,))
-        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
+    def lstm_scan_chunk(c, a):
+        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5] != 0
         G = 4 * H
-        xw = carray(blas.pointer(a[6], dt(0.0)), (T, B, G))
-        bias = carray(blas.pointer(a[8], dt(0.0)), (G,))
-        hs = carray(blas.pointer(a[9], dt(0.0)), (T + 1, B, H))
-        cs = carray(blas.pointer(a[10], dt(0.0)), (T + 1, B, H))
-        gates = carray(blas.pointer(a[11], dt(0.0)), (T, B, 5 * H))
-        pre = carray(blas.pointer(a[12], dt(0.0)), (B, G))
-        lengths = carray(blas.pointer(a[13], np.int64(0)), (B,))
+        zero = dt(0.0)
+        hb = H * size  # the bytes of a gate's H entries
+        xw, hs, cs, gates, pre = a[6], a[9], a[10], a[11], a[12]
+        bi, bf = _ptr(a[8], zero), _ptr(a[8] + hb, zero)
+        bg, bo = _ptr(a[8] + 2 * hb, zero), _ptr(a[8] + 3 * hb, zero)
+        lengths = _ptr(a[13], np.int64(0))
         b0 = c * R
-        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
+        b1 = select(b0 + R < B, b0 + R, B)
         for k in range(T):
-            if reverse:
-                t, p, q = T - 1 - k, T - k, T - 1 - k
-            else:
-                t, p, q = k, k, k + 1
+            t = select(reverse, T - 1 - k, k)
+            p, q = select(reverse, t + 1, t), select(reverse, t, t + 1)
             blas.gemm(a[0], _NO_TRANS, _NO_TRANS, b1 - b0, G, H, dt(1.0),
-                      a[9] + ((p * B + b0) * H) * size, H, a[7], G, dt(0.0),
-                      a[12] + (b0 * G) * size, G)
-            rows(xw, t, pre, bias, cs, p, q, gates, hs, q, hs, lengths, True, b0, b1)
+                      hs + (p * B + b0) * hb, H, a[7], G, dt(0.0),
+                      pre + (b0 * G) * size, G)
+            for b in range(b0, b1):
+                cp = _ptr(cs + (p * B + b) * hb, zero)
+                cq = _ptr(cs + (q * B + b) * hb, zero)
+                hq = _ptr(hs + (q * B + b) * hb, zero)
+                if t < lengths[b]:
+                    x = xw + ((t * B + b) * G) * size
+                    r = pre + (b * G) * size
+                    g = gates + ((t * B + b) * 5 * H) * size
+                    cell(_ptr(x, zero), _ptr(x + hb, zero), _ptr(x + 2 * hb, zero),
+                         _ptr(x + 3 * hb, zero), _ptr(r, zero), _ptr(r + hb, zero),
+                         _ptr(r + 2 * hb, zero), _ptr(r + 3 * hb, zero), bi, bf, bg, bo, cp, cq,
+                         _ptr(g, zero), _ptr(g + hb, zero), _ptr(g + 2 * hb, zero),
+                         _ptr(g + 3 * hb, zero), _ptr(g + 4 * hb, zero), hq, H)
+                else:
+                    hp = _ptr(hs + (p * B + b) * hb, zero)
+                    for j in range(H):
+                        cq[j] = cp[j]
+                        hq[j] = hp[j]
     return c_callback(lstm_scan_chunk, "void(int64, CPointer(int64))")
 
 
@@ -196,17 +239,15 @@ def carry_rows(hs, p, q, t, lengths):
     """hs[q, b] = hs[p, b] for the rows ``b`` past their length at time ``t``."""
     for b in range(hs.shape[1]):
         if t >= lengths[b]:
-            hs[q, b, :] = hs[p, b, :]
+            _copy_row(hs[q, b], hs[p, b])
 
 
 @inline
-def _lstm_rows(dm, dc, g, cp, dg):
+def _lstm_rows(dm, dc, gi, gf, gg, go, gt, cp, di, df, dgg, do, H):
     """The LSTM gate gradients of one row, given dL/dm_t (``dm``, with m_t = o tanh(c_t) the
-    state before any projection) and the step's saved gates ``g`` (i, f, g, o, tanh c_t): dg (4H,),
-    and dc (H,) from dL/dc_t to dL/dc_{t-1}."""
-    H = dc.shape[0]
-    gi, gf, gg, go, gt = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H], g[4 * H:]
-    di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
+    state before any projection) and the step's saved gates (``gi``, ``gf``, ``gg``, ``go``,
+    tanh c_t ``gt``): per gate ``di`` .. ``do``, and ``dc`` from dL/dc_t to dL/dc_{t-1}; each
+    H entries, 1-d arrays or typed pointers, one per gate (see :func:`_lstm_cell`)."""
     for j in range(H):
         i_, f_, g_, o_, tc = gi[j], gf[j], gg[j], go[j], gt[j]
         dct = dc[j] + dm[j] * o_ * (1.0 - tc * tc)
@@ -218,16 +259,10 @@ def _lstm_rows(dm, dc, g, cp, dg):
 
 
 @inline
-def _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, b0, b1):
-    """The rows b0 .. b1 - 1 of :func:`lstm_backward_step`."""
-    for b in range(b0, b1):
-        d = dh[b]
-        _gather_grad(d, gh[q, b], rec[b])
-        if t < lengths[b]:
-            _lstm_rows(d, dc[b], gates[t, b], cs[p, b], dg[t, b])
-            d[:] = 0.0
-        else:
-            dg[t, b, :] = 0.0
+def _lstm_row_arrays(dm, dc, g, cp, dg, H):
+    """:func:`_lstm_rows` of one row's arrays: ``g`` (5H) the saved gates, ``dg`` (4H)."""
+    _lstm_rows(dm, dc, g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:4 * H], g[4 * H:], cp,
+               dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:], H)
 
 
 @kernel
@@ -235,7 +270,15 @@ def lstm_backward_step(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths):
     """BPTT through one LSTM step without projection (see the module docstring for ``gh``,
     ``rec`` and ``dh``): dg (T, B, 4H) gets dL/d(pre-activation gates) at ``t``, ``dc`` (B, H)
     goes from dL/dc_t to dL/dc_{t-1} in place."""
-    _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, 0, dc.shape[0])
+    H = dc.shape[1]
+    for b in range(dc.shape[0]):
+        d = dh[b]
+        _gather_grad(d, gh[q, b], rec[b], H)
+        if t < lengths[b]:
+            _lstm_row_arrays(d, dc[b], gates[t, b], cs[p, b], dg[t, b], H)
+            d[:] = 0.0
+        else:
+            dg[t, b, :] = 0.0
 
 
 @specialized
@@ -247,29 +290,38 @@ def lstm_scan_grad_chunks(single: bool):
     dt = np.float32 if single else np.float64
     size = 4 if single else 8  # bytes an element
 
-    def lstm_scan_grad_chunk(c, argp):
-        a = carray(argp, (SCAN_ARGS,))
-        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5]
+    def lstm_scan_grad_chunk(c, a):
+        T, B, H, R, reverse = a[1], a[2], a[3], a[4], a[5] != 0
         G = 4 * H
-        gh = carray(blas.pointer(a[6], dt(0.0)), (T + 1, B, H))
-        dh = carray(blas.pointer(a[8], dt(0.0)), (B, H))
-        dc = carray(blas.pointer(a[9], dt(0.0)), (B, H))
-        gates = carray(blas.pointer(a[10], dt(0.0)), (T, B, 5 * H))
-        cs = carray(blas.pointer(a[11], dt(0.0)), (T + 1, B, H))
-        dg = carray(blas.pointer(a[12], dt(0.0)), (T, B, G))
-        rec = carray(blas.pointer(a[13], dt(0.0)), (B, H))
-        lengths = carray(blas.pointer(a[14], np.int64(0)), (B,))
+        zero = dt(0.0)
+        hb = H * size  # the bytes of a gate's H entries
+        gh, dh, dc, gates, cs, dg, rec = a[6], a[8], a[9], a[10], a[11], a[12], a[13]
+        lengths = _ptr(a[14], np.int64(0))
         b0 = c * R
-        b1 = b0 + R if b0 + R < B else B  # (no min(): see layer norm's chunks)
+        b1 = select(b0 + R < B, b0 + R, B)
         for k in range(T - 1, -1, -1):
-            if reverse:
-                t, p, q = T - 1 - k, T - k, T - 1 - k
-            else:
-                t, p, q = k, k, k + 1
-            _lstm_backward_rows(gh, rec, dh, dc, gates, t, cs, p, q, dg, lengths, b0, b1)
+            t = select(reverse, T - 1 - k, k)
+            p, q = select(reverse, t + 1, t), select(reverse, t, t + 1)
+            for b in range(b0, b1):
+                d = _ptr(dh + b * hb, zero)
+                _gather_grad(d, _ptr(gh + (q * B + b) * hb, zero), _ptr(rec + b * hb, zero), H)
+                e = dg + ((t * B + b) * G) * size
+                if t < lengths[b]:
+                    g = gates + ((t * B + b) * 5 * H) * size
+                    _lstm_rows(d, _ptr(dc + b * hb, zero), _ptr(g, zero), _ptr(g + hb, zero),
+                               _ptr(g + 2 * hb, zero), _ptr(g + 3 * hb, zero),
+                               _ptr(g + 4 * hb, zero), _ptr(cs + (p * B + b) * hb, zero),
+                               _ptr(e, zero), _ptr(e + hb, zero), _ptr(e + 2 * hb, zero),
+                               _ptr(e + 3 * hb, zero), H)
+                    for j in range(H):
+                        d[j] = zero
+                else:
+                    de = _ptr(e, zero)
+                    for j in range(G):
+                        de[j] = zero
             blas.gemm(a[0], _NO_TRANS, _NO_TRANS, b1 - b0, H, G, dt(1.0),
-                      a[12] + ((t * B + b0) * G) * size, G, a[7], H, dt(0.0),
-                      a[13] + (b0 * H) * size, H)
+                      dg + ((t * B + b0) * G) * size, G, a[7], H, dt(0.0),
+                      rec + b0 * hb, H)
     return c_callback(lstm_scan_grad_chunk, "void(int64, CPointer(int64))")
 
 
@@ -287,13 +339,14 @@ def lstm_backward_step_proj(dm, dht, carry, dc, gates, t, cs, p, q, dg, lengths)
     """BPTT through one LSTM step with a projection h_t = W_hr m_t: ``dm`` (B, H) is
     dL/dm_t = dht W_hr, ``dht`` (B, P) the whole dL/dh_t; ``carry`` (B, P) gets what flows to
     h_{t-1} other than through W_hh (0, or ``dht`` for rows past their length)."""
+    H = dc.shape[1]
     for b in range(dc.shape[0]):
         if t < lengths[b]:
-            _lstm_rows(dm[b], dc[b], gates[t, b], cs[p, b], dg[t, b])
+            _lstm_row_arrays(dm[b], dc[b], gates[t, b], cs[p, b], dg[t, b], H)
             carry[b, :] = 0.0
         else:
             dg[t, b, :] = 0.0
-            carry[b, :] = dht[b, :]
+            _copy_row(carry[b], dht[b])
 
 
 # ---- GRU ----------------------------------------------------------------------------------------
@@ -323,7 +376,7 @@ def gru_step(fast: bool):
                     ghn[j] = hn
                     hq[j] = (1.0 - z) * n + z * hp[j]
             else:
-                hq[:] = hp[:]
+                _copy_row(hq, hp)
     return gru_step_kernel
 
 
@@ -334,7 +387,7 @@ def gru_backward_step(gh, rec, dh, gates, t, hs, p, q, dxw, dpre, lengths):
     B, H = dh.shape
     for b in range(B):
         d = dh[b]
-        _gather_grad(d, gh[q, b], rec[b])
+        _gather_grad(d, gh[q, b], rec[b], H)
         if t < lengths[b]:
             g, hp, dx, dp = gates[t, b], hs[p, b], dxw[t, b], dpre[t, b]
             gr, gz, gn, ghn = g[:H], g[H:2 * H], g[2 * H:3 * H], g[3 * H:]
@@ -376,7 +429,7 @@ def rnn_step(fast: bool, relu: bool):
                     else:
                         hq[j] = _tanh(v, fast)
             else:
-                hq[:] = hs[p, b, :]
+                _copy_row(hq, hs[p, b])
     return rnn_step_kernel
 
 
@@ -388,7 +441,7 @@ def rnn_backward_step(relu: bool):
         B, H = dh.shape
         for b in range(B):
             d = dh[b]
-            _gather_grad(d, gh[q, b], rec[b])
+            _gather_grad(d, gh[q, b], rec[b], H)
             if t < lengths[b]:
                 h, dx = hs[q, b], dxw[t, b]
                 for j in range(H):
