@@ -92,30 +92,30 @@ one element at a time) and 0.50 ms with the lanes, one core (PyTorch's: 0.38 ms)
 
 
 @inline
-def _grad_x_rows(g, x, stats, w, has_w, out, D, lo, hi, lanes):
-    """Rows [lo, hi) of :func:`layer_norm_grad_x`; ``lanes`` (2 LN_LANES) float64 scratch.
-    ``g``, ``x``, ``stats``, ``out`` are typed pointers, as in :func:`_stats_rows`."""
-    whole = D - D % LN_LANES
+def _grad_x_rows(g, x, stats, w, has_w, out, lo, hi, lanes):
+    """Rows [lo, hi) of :func:`layer_norm_grad_x`; ``lanes`` (2, LN_LANES) float64 scratch."""
+    D = x.shape[1]
     l1 = lanes[0]
     l2 = lanes[1]
+    whole = D - D % LN_LANES
     for m in range(lo, hi):
-        mu = stats[2 * m]
-        r = stats[2 * m + 1]
-        row = m * D
+        mu = stats[m, 0]
+        r = stats[m, 1]
+        gm = g[m]
+        xm = x[m]
         for k in range(LN_LANES):
             l1[k] = 0.0
             l2[k] = 0.0
         for d0 in range(0, whole, LN_LANES):
             for k in range(LN_LANES):
                 d = np.uint64(d0) + np.uint64(k)
-                j = np.uint64(row + d0) + np.uint64(k)
-                gw = g[j] * w[d] if has_w else g[j]
+                gw = gm[d] * w[d] if has_w else gm[d]
                 l1[k] += gw
-                l2[k] += gw * (x[j] - mu) * r
+                l2[k] += gw * (xm[d] - mu) * r
         for d in range(whole, D):
-            gw = g[row + d] * w[d] if has_w else g[row + d]
+            gw = gm[d] * w[d] if has_w else gm[d]
             l1[d - whole] += gw
-            l2[d - whole] += gw * (x[row + d] - mu) * r
+            l2[d - whole] += gw * (xm[d] - mu) * r
         s1 = 0.0
         s2 = 0.0
         for k in range(LN_LANES):
@@ -124,8 +124,8 @@ def _grad_x_rows(g, x, stats, w, has_w, out, D, lo, hi, lanes):
         s1 /= D
         s2 /= D
         for d in range(D):
-            gw = g[row + d] * w[d] if has_w else g[row + d]
-            out[row + d] = r * (gw - s1 - (x[row + d] - mu) * r * s2)
+            gw = g[m, d] * w[d] if has_w else g[m, d]
+            out[m, d] = r * (gw - s1 - (x[m, d] - mu) * r * s2)
 
 
 @parallel_kernel
@@ -162,16 +162,9 @@ def layer_norm_apply(x, stats, w, b, out):
 def layer_norm_grad_x(g, x, stats, w, has_w, out):
     """dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)) per row, with gw = g * w (the
     means' sums in ``LN_LANES`` lanes)."""
-    M, D = x.shape
-    if not (g.flags.c_contiguous and x.flags.c_contiguous and stats.flags.c_contiguous
-            and out.flags.c_contiguous):
-        raise ValueError("layer_norm_grad_x: arrays must be C-contiguous")
-    gf = blas.pointer(g.ctypes.data, g.dtype.type(0))
-    xf = blas.pointer(x.ctypes.data, x.dtype.type(0))
-    sf = blas.pointer(stats.ctypes.data, stats.dtype.type(0))
-    of = blas.pointer(out.ctypes.data, out.dtype.type(0))
+    M = x.shape[0]
     for q in prange((M + _LN_BLOCK - 1) // _LN_BLOCK):
-        _grad_x_rows(gf, xf, sf, w, has_w, of, D, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK),
+        _grad_x_rows(g, x, stats, w, has_w, out, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK),
                      np.empty((2, LN_LANES)))
 
 
@@ -193,8 +186,13 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
     ``has_w``, ``w`` is typed float64 as the engine's stand-in for an absent weight is, and the
     flag is read at run time as the kernel's is, so that ``g * w if has_w else g`` types as in
     the kernel (float64 there: a constant False would leave it float32, other bits).
-    The arguments and the arrays are typed pointers, not arrays (numba lowers an array access
-    to ~30 lines of LLVM IR, a pointer's to two, and each costs numba's front end and LLVM).
+    The arguments, and the statistics part's rows, are typed pointers, not arrays (numba lowers
+    an array access to ~30 lines of LLVM IR, a pointer's to two, and each costs numba's front
+    end and LLVM: that chunk's IR before optimisation 2375 -> 992 lines, its cold compile in the
+    GPT's first step 0.27-0.30 -> 0.20 s of CPU).  (The gradient part's rows as pointers: IR
+    3600 -> 2160 lines, compile -0.03 s, but its warm run looked slower more often (0.64 or
+    0.86 ms a 2048 x 384 float32 call, one core, fast in 6 of 20 runs against 13 of 21), and
+    its kernel's serial build compiled 0.05-0.1 s longer: left as arrays.)
     (The apply pass, a light elementwise loop, gained nothing as chunks: 1024 x 128 float32
     18 -> 22 us, against stats 96 -> 59 and grad_x 153 -> 92.)"""
     zero = (np.float32 if single else np.float64)(0.0)
@@ -205,15 +203,18 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
         M, D, R = a[5], a[6], a[7]
         # (no min(): numba compiles it as a function of its own, ~0.03 s of a cold first step)
         lo, hi = c * R, select((c + 1) * R < M, (c + 1) * R, M)
-        x = blas.pointer(a[0], zero)
-        stats = blas.pointer(a[1], zero)
         if part == LN_STATS:
-            _stats_rows(x, stats, D, blas.pointer(a[9], 0.0)[0], lo, hi)
+            _stats_rows(blas.pointer(a[0], zero), blas.pointer(a[1], zero), D,
+                        blas.pointer(a[9], 0.0)[0], lo, hi)
         else:
             w_given = True if has_w else a[8] != 0  # (a constant where it can be: less code)
+            x = carray(blas.pointer(a[0], zero), (M, D))
+            stats = carray(blas.pointer(a[1], zero), (M, 2))
+            out = carray(blas.pointer(a[2], zero), (M, D))
+            g = carray(blas.pointer(a[3], zero), (M, D))
+            w = carray(blas.pointer(a[4], wzero), (D if has_w else 0,))
             lanes = carray(blas.pointer(a[10] + c * (16 * LN_LANES), 0.0), (2, LN_LANES))
-            _grad_x_rows(blas.pointer(a[3], zero), x, stats, blas.pointer(a[4], wzero), w_given,
-                         blas.pointer(a[2], zero), D, lo, hi, lanes)
+            _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, lanes)
     return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
 
 
