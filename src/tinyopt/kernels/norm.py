@@ -189,7 +189,7 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
     The arguments, and the statistics part's rows, are typed pointers, not arrays (numba lowers
     an array access to ~30 lines of LLVM IR, a pointer's to two, and each costs numba's front
     end and LLVM: that chunk's IR before optimisation 2375 -> 992 lines, its cold compile in the
-    GPT's first step 0.27-0.30 -> 0.20 s of CPU).  (The gradient part's rows as pointers: IR
+    GPT's first step 0.26-0.30 -> 0.20-0.22 s of CPU).  (The gradient part's rows as pointers: IR
     3600 -> 2160 lines, compile -0.03 s, but its warm run looked slower more often (0.64 or
     0.86 ms a 2048 x 384 float32 call, one core, fast in 6 of 20 runs against 13 of 21), and
     its kernel's serial build compiled 0.05-0.1 s longer: left as arrays.)
