@@ -1,6 +1,7 @@
 """kernels/norm.py: the layer-norm statistics, taken four rows at a time, are each row's float64
 sums in element order (the bits of one row at a time), tails and NaN/inf rows included; the
-input gradient's sums run in 16 lanes in a fixed order (the bits of that order)."""
+input gradient's sums run in 16 lanes in a fixed order (the bits of that order); the statistics
+kernel refuses rows that are not C-contiguous."""
 
 import math
 
@@ -81,3 +82,12 @@ def test_layer_norm_grad_x_sums_in_lanes_in_a_fixed_order(dtype, D, has_w):
     np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
     assert np.isnan(out[2]).all() and not np.isfinite(out[4]).any()
     assert np.isfinite(out[[0, 1, 3, 5, 6]]).all()
+
+
+def test_layer_norm_stats_refuses_rows_that_are_not_contiguous():
+    """The statistics' row loop reads the arrays through pointers to C-contiguous rows (cheaper
+    to compile: see ``layer_norm_chunks``); a strided view is refused, not read as if it were
+    contiguous."""
+    x = np.arange(24, dtype=np.float64).reshape(4, 6)[:, ::2]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        layer_norm_stats(x, np.empty((4, 2)), 1e-5)

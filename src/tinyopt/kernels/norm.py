@@ -16,6 +16,7 @@ import numpy as np
 
 from tinyopt.kernels.native import blas
 from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.instructions import select
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
 
@@ -32,25 +33,27 @@ _LN_BLOCK = 64
 
 
 @inline
-def _stats_rows(x, stats, eps, lo, hi):
-    D = x.shape[1]
+def _stats_rows(x, stats, D, eps, lo, hi):
+    """Rows [lo, hi) of :func:`layer_norm_stats`.  ``x`` (M D) and ``stats`` (M 2) are typed
+    pointers to C-contiguous rows (see :func:`layer_norm_chunks` for why pointers)."""
     for m in range(lo, hi, 4):
         # (a last group of fewer than four rows takes its last row again in the missing places:
         # the same sums in the same order, the same values written again; one loop for every
         # row rather than a second one for the rest, 0.08 s less of a cold compile of the
         # statistics chunk: 0.41-0.43 -> 0.33-0.35 s of CPU, machine loaded)
-        m1 = m + 1 if m + 1 < hi else hi - 1
-        m2 = m + 2 if m + 2 < hi else hi - 1
-        m3 = m + 3 if m + 3 < hi else hi - 1
+        m1 = select(m + 1 < hi, m + 1, hi - 1)
+        m2 = select(m + 2 < hi, m + 2, hi - 1)
+        m3 = select(m + 3 < hi, m + 3, hi - 1)
+        r0, r1, r2, r3 = m * D, m1 * D, m2 * D, m3 * D
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
         a3 = 0.0
         for d in range(D):
-            a0 += x[m, d]
-            a1 += x[m1, d]
-            a2 += x[m2, d]
-            a3 += x[m3, d]
+            a0 += x[r0 + d]
+            a1 += x[r1 + d]
+            a2 += x[r2 + d]
+            a3 += x[r3 + d]
         u0 = a0 / D
         u1 = a1 / D
         u2 = a2 / D
@@ -60,22 +63,22 @@ def _stats_rows(x, stats, eps, lo, hi):
         s2 = 0.0
         s3 = 0.0
         for d in range(D):
-            e0 = x[m, d] - u0
-            e1 = x[m1, d] - u1
-            e2 = x[m2, d] - u2
-            e3 = x[m3, d] - u3
+            e0 = x[r0 + d] - u0
+            e1 = x[r1 + d] - u1
+            e2 = x[r2 + d] - u2
+            e3 = x[r3 + d] - u3
             s0 += e0 * e0
             s1 += e1 * e1
             s2 += e2 * e2
             s3 += e3 * e3
-        stats[m, 0] = u0
-        stats[m, 1] = 1.0 / math.sqrt(s0 / D + eps)
-        stats[m1, 0] = u1
-        stats[m1, 1] = 1.0 / math.sqrt(s1 / D + eps)
-        stats[m2, 0] = u2
-        stats[m2, 1] = 1.0 / math.sqrt(s2 / D + eps)
-        stats[m3, 0] = u3
-        stats[m3, 1] = 1.0 / math.sqrt(s3 / D + eps)
+        stats[2 * m] = u0
+        stats[2 * m + 1] = 1.0 / math.sqrt(s0 / D + eps)
+        stats[2 * m1] = u1
+        stats[2 * m1 + 1] = 1.0 / math.sqrt(s1 / D + eps)
+        stats[2 * m2] = u2
+        stats[2 * m2 + 1] = 1.0 / math.sqrt(s2 / D + eps)
+        stats[2 * m3] = u3
+        stats[2 * m3 + 1] = 1.0 / math.sqrt(s3 / D + eps)
 
 
 LN_LANES = 16
@@ -128,9 +131,15 @@ def _grad_x_rows(g, x, stats, w, has_w, out, lo, hi, lanes):
 @parallel_kernel
 def layer_norm_stats(x, stats, eps):
     """stats[m] = (mu, rstd) of row x[m, :] (two passes, float64, each sum in element order)."""
-    M = x.shape[0]
+    M, D = x.shape
+    if not (x.flags.c_contiguous and stats.flags.c_contiguous):
+        raise ValueError("layer_norm_stats: arrays must be C-contiguous")
+    # (the rows as typed pointers, for the row loops: a reshape would compile numba's general
+    # reshape, ~0.2 s more of the kernel's cold compile, and an inlined helper ~0.01-0.02 s)
+    xf = blas.pointer(x.ctypes.data, x.dtype.type(0))
+    sf = blas.pointer(stats.ctypes.data, stats.dtype.type(0))
     for q in prange((M + _LN_BLOCK - 1) // _LN_BLOCK):
-        _stats_rows(x, stats, eps, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
+        _stats_rows(xf, sf, D, eps, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
 
 
 @parallel_kernel
@@ -177,26 +186,33 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
     ``has_w``, ``w`` is typed float64 as the engine's stand-in for an absent weight is, and the
     flag is read at run time as the kernel's is, so that ``g * w if has_w else g`` types as in
     the kernel (float64 there: a constant False would leave it float32, other bits).
+    The arguments, and the statistics part's rows, are typed pointers, not arrays (numba lowers
+    an array access to ~30 lines of LLVM IR, a pointer's to two, and each costs numba's front
+    end and LLVM: that chunk's IR before optimisation 2375 -> 992 lines, its cold compile in the
+    GPT's first step 0.26-0.30 -> 0.20-0.22 s of CPU).  (The gradient part's rows as pointers: IR
+    3600 -> 2160 lines, compile -0.03 s, but its warm run looked slower more often (0.64 or
+    0.86 ms a 2048 x 384 float32 call, one core, fast in 6 of 20 runs against 13 of 21), and
+    its kernel's serial build compiled 0.05-0.1 s longer: left as arrays.)
     (The apply pass, a light elementwise loop, gained nothing as chunks: 1024 x 128 float32
     18 -> 22 us, against stats 96 -> 59 and grad_x 153 -> 92.)"""
-    dt = np.float32 if single else np.float64
-    wdt = dt if has_w else np.float64
+    zero = (np.float32 if single else np.float64)(0.0)
+    wzero = zero if has_w else 0.0
 
     def layer_norm_chunk(c, argp):
-        a = carray(argp, (LN_ARGS,))
+        a = argp  # (a pointer: see the docstring)
         M, D, R = a[5], a[6], a[7]
-        w_given = True if has_w else a[8] != 0  # (a constant where it can be: less code)
         # (no min(): numba compiles it as a function of its own, ~0.03 s of a cold first step)
-        lo, hi = c * R, (c + 1) * R if (c + 1) * R < M else M
-        x = carray(blas.pointer(a[0], dt(0.0)), (M, D))
-        stats = carray(blas.pointer(a[1], dt(0.0)), (M, 2))
+        lo, hi = c * R, select((c + 1) * R < M, (c + 1) * R, M)
         if part == LN_STATS:
-            eps = carray(blas.pointer(a[9], 0.0), (1,))[0]
-            _stats_rows(x, stats, eps, lo, hi)
+            _stats_rows(blas.pointer(a[0], zero), blas.pointer(a[1], zero), D,
+                        blas.pointer(a[9], 0.0)[0], lo, hi)
         else:
-            out = carray(blas.pointer(a[2], dt(0.0)), (M, D))
-            g = carray(blas.pointer(a[3], dt(0.0)), (M, D))
-            w = carray(blas.pointer(a[4], wdt(0.0)), (D if has_w else 0,))
+            w_given = True if has_w else a[8] != 0  # (a constant where it can be: less code)
+            x = carray(blas.pointer(a[0], zero), (M, D))
+            stats = carray(blas.pointer(a[1], zero), (M, 2))
+            out = carray(blas.pointer(a[2], zero), (M, D))
+            g = carray(blas.pointer(a[3], zero), (M, D))
+            w = carray(blas.pointer(a[4], wzero), (D if has_w else 0,))
             lanes = carray(blas.pointer(a[10] + c * (16 * LN_LANES), 0.0), (2, LN_LANES))
             _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, lanes)
     return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
