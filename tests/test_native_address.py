@@ -120,10 +120,16 @@ def test_copy_segments_copies_both_ways_checks_bounds_and_compiles_no_message_fo
     outside it, and compiles alone: a slice assignment's shape check would compile numba's
     formatted error message (int to str, concatenation: ~2 s of CPU of a cold first
     Adafactor step whose gradients the user assigned)."""
-    r = subprocess.run([sys.executable, "-c", COPY], capture_output=True, text=True,
+    compiles_no_message_formatting(COPY, "copy_segments")
+
+
+def compiles_no_message_formatting(script: str, kernel: str) -> None:
+    """``script`` (:data:`LOGGED` first, printing ``compiled`` last) runs in a fresh process,
+    compiles ``kernel``, and none of the overloads of a formatted error message."""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr
     compiled = r.stdout.strip().splitlines()[-1]
-    assert "copy_segments" in compiled, compiled
+    assert kernel in compiled, compiled
     for overload in ("raise_with_shape_context", "str", "concat"):
         assert overload not in compiled, compiled

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradcheck import gradcheck
+from test_native_address import LOGGED, compiles_no_message_formatting
 
 import tinyopt as to
 from tinyopt.engine import cache_info
@@ -228,17 +229,8 @@ def test_errors():
         rnn_scan("lstm", x.astype(np.float32), w_ih, w_hh)
 
 
-PROJ_COLD = """
-import os, tempfile
-os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp()
+PROJ_COLD = LOGGED + """
 import numpy as np
-from numba.core import compiler
-compiled = []
-compile_extra = compiler.compile_extra
-def logged(typingctx, targetctx, func, *args, **kwargs):
-    compiled.append(getattr(func, "__qualname__", "?"))
-    return compile_extra(typingctx, targetctx, func, *args, **kwargs)
-compiler.compile_extra = logged
 from tinyopt.kernels import rnn
 B, H, P = 2, 3, 2
 dm, dc, dht = np.ones((B, H)), np.ones((B, H)), np.ones((B, P))
@@ -254,12 +246,4 @@ def test_projected_backward_step_compiles_no_message_formatting():
     """The projected LSTM's backward step kernel copies a row past its length as a loop: a slice
     assignment from another array compiles numba's shape check with its formatted error message
     (int to str, concatenation): 2.1-2.4 s of CPU of its cold compile, 0.45 s without."""
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", PROJ_COLD], capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0, r.stderr
-    compiled = r.stdout.strip().splitlines()[-1]
-    assert "lstm_backward_step_proj" in compiled, compiled
-    for overload in ("raise_with_shape_context", "str", "concat"):
-        assert overload not in compiled, compiled
+    compiles_no_message_formatting(PROJ_COLD, "lstm_backward_step_proj")
