@@ -3,6 +3,7 @@ process."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
@@ -63,3 +64,39 @@ def test_the_closure_digest_sees_what_a_discarded_call_set(flag):
     one, other = dumps((make(flag),)), dumps((make(not flag),))
     assert numba_cache.closure_digest(one) != numba_cache.closure_digest(other)
     assert numba_cache.closure_digest(one) == numba_cache.closure_digest(dumps((make(flag),)))
+
+
+FIRST_COMPILE = r"""
+import sys
+import numpy as np
+from numba.core.registry import cpu_target
+from tinyopt.kernels import jit
+from tinyopt.kernels.native import numba_cache
+if sys.argv[1] == "1":
+    numba_cache.refresh_contexts()
+def lowerings():  # (numba's implementations installed in its target context)
+    return sum(len(d.versions) for d in cpu_target.target_context._defns.values())
+before = lowerings()
+def double(a, out):
+    for i in range(a.size):
+        out[i] = 2 * a[i]
+a = np.arange(3.0)
+out = np.empty(3)
+jit.kernel(double)(a, out)
+assert out.tolist() == [0.0, 2.0, 4.0]
+print(lowerings() - before)
+"""
+
+
+@pytest.mark.parametrize("refreshed", [False, True])
+def test_a_process_that_refreshed_its_contexts_compiles_without_installing_templates(
+        tmp_path, refreshed):
+    # (what a helper forked after ``refresh_contexts`` saves: numba's ~1000 implementations
+    # installed once, in the parent, not again at the child's first compile)
+    script = tmp_path / "first_compile.py"  # (a file: numba caches no kernel of ``-c`` code)
+    script.write_text(FIRST_COMPILE)
+    run = [sys.executable, str(script), "1" if refreshed else "0"]
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    installed = int(subprocess.run(run, capture_output=True, text=True, check=True,
+                                   env=env).stdout)
+    assert installed < 10 if refreshed else installed > 500
