@@ -42,9 +42,9 @@ from tinyopt import __version__
 # every environment variable tinyopt reads (docs/environment.md says what each does;
 # tests/test_diagnostics.py checks that the source reads no other and that the table has each)
 VARIABLES = ("TINYOPT_NUM_THREADS", "TINYOPT_PARALLEL_MIN", "TINYOPT_SHARE_BLAS_THREADS",
-             "TINYOPT_NUMBA_LAZY_LOAD", "TINYOPT_PLAN_CACHE_BYTES", "TINYOPT_PLAN_SHARING",
-             "TINYOPT_MUON_NS", "TINYOPT_COMPILE_AFTER", "TINYOPT_COMPILE_AHEAD",
-             "TINYOPT_COMPILE_AHEAD_FORK")
+             "TINYOPT_NUMBA_LAZY_LOAD", "TINYOPT_NUMBA_LEAN_COMPILE", "TINYOPT_PLAN_CACHE_BYTES",
+             "TINYOPT_PLAN_SHARING", "TINYOPT_MUON_NS", "TINYOPT_COMPILE_AFTER",
+             "TINYOPT_COMPILE_AHEAD", "TINYOPT_COMPILE_AHEAD_FORK")
 
 # the other variables that change what tinyopt does: numba's and the BLAS's
 OTHER_VARIABLES = ("NUMBA_NUM_THREADS", "NUMBA_THREADING_LAYER", "NUMBA_CACHE_DIR", "NUMBA_OPT",

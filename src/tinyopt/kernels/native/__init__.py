@@ -15,6 +15,9 @@ OpenMP), so it is kept in one place, gated, and never the only path:
 - ``gemm_bf16``: the AVX512-BF16 GEMM (``llvm.x86.avx512bf16.dpbf16ps.512``) Muon uses;
 - ``numba_cache``: numba's cache class swapped for one that loads cached kernels without the
   context refresh;
+- ``lean_compile``: two of numba's compile steps made cheaper for tinyopt's kernels, with the same
+  machine code (its inliner's copies of a callee's IR, its LLVM passes over a kernel's Python
+  wrapper); ``quiet_compile``: numba compiles with the garbage collector paused;
 - ``c_function``: a C function compiled by numba's ``CFunc`` class and cached on disk (the
   callbacks ``shared_threads`` hands OpenBLAS, made through ``kernels/jit.py``'s ``c_callback``);
 - ``instructions``: single instructions as intrinsics (``llvm.fma``, ``llvm.prefetch``, a
@@ -23,18 +26,18 @@ OpenMP), so it is kept in one place, gated, and never the only path:
   (``llvm.masked.gather``).
 
 Gates.  ``pyproject.toml`` admits the numba/llvmlite releases this was tested on (numba 0.68,
-llvmlite 0.50); ``numba_cache`` runs only on the numba versions it was checked on
-(``CHECKED_VERSIONS``); ``gemm_bf16`` only where the CPU has AVX512-BF16 and its kernel compiled
-(``gemm_bf16.usable``: otherwise Muon computes in float32); ``shared_threads`` only with an
-OpenBLAS that takes a thread callback and GNU OpenMP (otherwise OpenBLAS keeps its own pool);
-``blas`` falls back to numpy's ``matmul`` where no GEMM address is found.  ``instructions`` and
-``quant8_lanes`` need no gate beyond the numba/llvmlite range: they use only target-independent
-LLVM intrinsics, which LLVM lowers on every CPU, to the same bits: ``llvm.fma`` to one
-``vfmadd`` or, without FMA, a call to libm's correctly rounded ``fma``; ``llvm.masked.gather``
-to ``vgatherdps`` or, without AVX2, scalar loads; ``llvm.prefetch`` to ``prefetcht0/1`` or to
-nothing (a hint).  So there is no CPU where they fail to compile and no fallback to choose
-(``tests/test_native_intrinsics.py`` compiles them for a baseline x86-64, SSE2 only, and
-compares the bits).  What is version-specific in them is llvmlite's API (opaque-pointer
+llvmlite 0.50); ``numba_cache`` and ``lean_compile`` run only on the numba versions they were
+checked on (``CHECKED_VERSIONS``); ``gemm_bf16`` only where the CPU has AVX512-BF16 and its
+kernel compiled (``gemm_bf16.usable``: otherwise Muon computes in float32); ``shared_threads`` only
+with an OpenBLAS that takes a thread callback and GNU OpenMP (otherwise OpenBLAS keeps its own
+pool); ``blas`` falls back to numpy's ``matmul`` where no GEMM address is found.
+``instructions`` and ``quant8_lanes`` need no gate beyond the numba/llvmlite range: they use only
+target-independent LLVM intrinsics, which LLVM lowers on every CPU, to the same bits: ``llvm.fma``
+to one ``vfmadd`` or, without FMA, a call to libm's correctly rounded ``fma``;
+``llvm.masked.gather`` to ``vgatherdps`` or, without AVX2, scalar loads; ``llvm.prefetch`` to
+``prefetcht0/1`` or to nothing (a hint).  So there is no CPU where they fail to compile and no
+fallback to choose (``tests/test_native_intrinsics.py`` compiles them for a baseline x86-64, SSE2
+only, and compares the bits).  What is version-specific in them is llvmlite's API (opaque-pointer
 intrinsic names such as ``llvm.prefetch.p0``, a vector ``gep``), which the pinned range fixes.
 
 Threads (the one policy every kernel follows).  Three pools could run tinyopt's work: numba's

@@ -25,8 +25,11 @@ import pickletools
 
 import numba
 from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import cpu_target
 from numba.core.serialize import dumps
 from numba.extending import intrinsic
+
+from tinyopt.kernels.native import lean_compile
 
 CHECKED_VERSIONS = ("0.68.",)
 _RUNTIME_READY: list[bool] = []
@@ -139,8 +142,6 @@ def refresh_contexts() -> None:
     which the first compile of a process pays otherwise), for a process about to fork one that
     compiles (``compile_ahead._fork_helper``): the child starts with them, and the refresh each
     would pay at its first compile is paid once.  Call with numba's compiler lock held."""
-    from numba.core.registry import cpu_target
-
     cpu_target.typing_context.refresh()
     cpu_target.target_context.refresh()
 
@@ -174,9 +175,13 @@ def _lazy_load_cache_class():
 
         def _load_now(self, sig, target_context):
             if not _runtime_ready(target_context):
-                return super().load_overload(sig, target_context)
-            with self._guard_against_spurious_io_errors():
-                return self._load_overload(sig, target_context)
+                loaded = super().load_overload(sig, target_context)
+            else:
+                with self._guard_against_spurious_io_errors():
+                    loaded = self._load_overload(sig, target_context)
+            if loaded is None:  # (numba compiles it next: its compiler's modules are imported)
+                lean_compile.install()
+            return loaded
 
         def _index_key(self, sig, codegen):
             # numba's key (signature, CPU, bytecode, closure: its closure hash replaced by one

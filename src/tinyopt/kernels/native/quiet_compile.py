@@ -11,7 +11,8 @@ it allocated), the same peak RSS.  Paused for the length of a compile (or a disk
 collector frees the compile's cycles at its first run after it: the same objects, later.
 
 The pause is process-wide (the collector has no other switch) and nests: it ends when the
-outermost compile ends, and leaves the collector off if it was off before.
+outermost compile ends, and leaves the collector off if it was off before.  It also marks the
+thread as compiling a tinyopt kernel (:func:`compiling_here`), for ``lean_compile``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from numba.core.registry import CPUDispatcher
 
 _LOCK = threading.Lock()
 _STATE = {"depth": 0, "was_enabled": False}
+_THREAD = threading.local()  # (.depth: this thread's pauses, a compile or load of a kernel)
+
+
+def compiling_here() -> bool:
+    """Whether this thread is compiling (or loading) a tinyopt kernel: inside :func:`gc_paused`."""
+    return getattr(_THREAD, "depth", 0) > 0
 
 
 @contextlib.contextmanager
@@ -35,9 +42,11 @@ def gc_paused():
             _STATE["was_enabled"] = gc.isenabled()
             gc.disable()
         _STATE["depth"] += 1
+    _THREAD.depth = getattr(_THREAD, "depth", 0) + 1
     try:
         yield
     finally:
+        _THREAD.depth -= 1
         with _LOCK:
             _STATE["depth"] -= 1
             if _STATE["depth"] == 0 and _STATE["was_enabled"]:
@@ -51,6 +60,7 @@ def _after_fork_in_child() -> None:
     if _STATE["depth"] and _STATE["was_enabled"]:
         gc.enable()
     _STATE["depth"] = 0
+    _THREAD.depth = 0
 
 
 if hasattr(os, "register_at_fork"):

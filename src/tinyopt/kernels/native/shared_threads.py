@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 
 from tinyopt.kernels import jit
@@ -118,7 +119,6 @@ def _import_omppool():
     """numba's OpenMP layer; GNU OpenMP loads with it, and reads ``GOMP_SPINCOUNT`` then: set for
     that moment alone, unless the user chose (``GOMP_SPINCOUNT``, ``OMP_WAIT_POLICY``) or the
     library is loaded already."""
-    import sys
     if "numba.np.ufunc.omppool" in sys.modules or _loaded_gomp() or any(
             k in os.environ for k in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")):
         from numba.np.ufunc import omppool
