@@ -39,12 +39,14 @@ STEP = """if True:
 """
 
 
-def _run(cache, ahead: str, code: str = STEP) -> dict:
+def _run(cache, ahead: str, code: str = STEP, share: str = "0") -> dict:
     """The JSON line ``code`` prints last, run in a fresh process over the numba cache folder
-    ``cache`` with ``TINYOPT_COMPILE_AHEAD=ahead``."""
+    ``cache`` with ``TINYOPT_COMPILE_AHEAD=ahead`` and ``TINYOPT_SHARE_BLAS_THREADS=share`` (0
+    by default: then a helper is given the kernels a script declares and nothing else, not the
+    shared threads' C functions, ``compile_ahead._first_kernels``)."""
     import json
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), NUMBA_CACHE_DIR=str(cache),
-               TINYOPT_COMPILE_AHEAD=ahead)
+               TINYOPT_COMPILE_AHEAD=ahead, TINYOPT_SHARE_BLAS_THREADS=share)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]
@@ -326,6 +328,7 @@ GPT = """if True:
     import tinyopt as to
     from tinyopt import nn, optim
     from tinyopt.kernels import attention, compile_ahead, loss, norm, optim as walkers
+    from tinyopt.kernels.native import shared_threads
     to.manual_seed(0)
     V, T, d = 64, 64, 128
     tok, pos = nn.Embedding(V, d), nn.Embedding(T, d)
@@ -345,6 +348,8 @@ GPT = """if True:
     def c_function(made, key):  # (None: the step did not take that path)
         return where(made.made[key]._cfunc) if key in made.made else None
     print(json.dumps({
+        "shared_threads": [where(shared_threads.c_function(kind)._cfunc)
+                           for kind in ("jobs", "chunks")] if shared_threads.share() else None,
         "unresolved": [repr(r) for r in compile_ahead.UNRESOLVED],
         "walker": where(walkers.adam.serial_build((False,) * 4 + (True,))),
         "embedding_grad": where(norm.embedding_grad),
@@ -361,9 +366,28 @@ def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path)
     """A small GPT's first step with a helper: the kernels its layers declare (layer norm,
     attention, the embedding, the cross-entropy) have the types the step calls them with, so
     each is compiled once, by whichever process reaches it first: the walker by the helper
-    (loaded here), the others by either."""
-    out = _run(tmp_path, "1", GPT)
+    (loaded here), the others by either.  So are the C functions of numpy's BLAS on numba's
+    threads, which the helper is given first (where they share threads)."""
+    out = _run(tmp_path, "1", GPT, share="1")
     assert out.pop("unresolved") == []  # (a stale declaration would be skipped silently)
+    for compiled in out.pop("shared_threads") or ():
+        assert compiled in ("helper", "here")
     assert out.pop("walker") == "helper"
     for kernel, compiled in [*out.pop("forward").items(), *out.items()]:
         assert compiled in ("helper", "here", None), kernel
+
+
+def test_a_helper_starts_where_a_core_is_free_now_though_the_last_minute_was_busy(monkeypatch):
+    from tinyopt.kernels import compile_ahead
+
+    def machine(cpus, average, now):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cpus)))
+        monkeypatch.setattr(os, "getloadavg", lambda: (average, average, average))
+        monkeypatch.setattr(compile_ahead, "_running_now", lambda: now)
+        return compile_ahead._idle_cpu()
+
+    assert machine(2, 1.6, 1)  # (a minute of work just ended: only this process runs now)
+    assert not machine(2, 1.6, 2) and not machine(2, 1.6, None)  # (None: no count to read)
+    assert machine(2, 0.4, None) and not machine(1, 0.0, 1)
+    assert machine(4, 2.9, 3) and not machine(4, 3.5, 4)
+    assert compile_ahead._running_now() is None or compile_ahead._running_now() >= 1

@@ -28,7 +28,8 @@ and the two meet wherever the step's kernels balance.
 
 Nothing of this happens, and every kernel compiles here as before, when the declared kernel is
 already in memory or in the disk cache (it is loaded now: a warm process starts no helper), when
-no core is free for it (fewer than 2 usable CPUs, or a load average above the CPUs less one: the
+no core is free for it (fewer than 2 usable CPUs, or a load above the CPUs less one, the last
+minute's average or the tasks running now where fewer, :func:`_idle_cpu`: the
 helper would take turns with this process, and its start-up would only add to the same
 compiles), when kernels are not cached on disk or numba's cache loader is not the one
 ``kernels/native/numba_cache.py`` was checked on, or with ``TINYOPT_COMPILE_AHEAD=0``
@@ -63,13 +64,14 @@ import warnings
 import numba
 
 from tinyopt.kernels import jit
-from tinyopt.kernels.native import numba_cache
+from tinyopt.kernels.native import numba_cache, shared_threads
 
-FORWARD, BACKWARD, LOSS, STEP = 0, 1, 2, 3
+FORWARD, BACKWARD, LOSS, STEP, START = 0, 1, 2, 3, 4
 """When a declared kernel first runs in a training step: the forward pass, the backward pass,
-the loss (the forward's last kernels, the gradient's first), the optimizer's step.  The helper
-takes STEP first, then LOSS, then BACKWARD (see :func:`_pick`); this process runs them in the
-order FORWARD, LOSS, BACKWARD, STEP (see :func:`_need`)."""
+the loss (the forward's last kernels, the gradient's first), the optimizer's step; START, before
+all of them, at the step's first GEMM (:func:`_first_kernels`).  The helper takes START first,
+then STEP, then LOSS, then BACKWARD (see :func:`_pick`); this process runs them in the order
+START, FORWARD, LOSS, BACKWARD, STEP (see :func:`_need`)."""
 
 _declared: set[tuple] = set()
 _given: dict[tuple, tuple | None] = {}  # (the backward kernels given to a helper: their types)
@@ -231,8 +233,15 @@ def finish() -> None:
 
 
 def _idle_cpu() -> bool:
-    """Whether a core is free for a helper: the usable CPUs exceed the load (this process's
-    core included; the load average of the last minute)."""
+    """Whether a core is free for a helper: the usable CPUs exceed the load, this process's core
+    included: the load average of the last minute or, where lower, the tasks running now.
+
+    (Why both: the average is a minute late.  After a minute of work that has ended, a pip
+    install or the previous run of a script, it stays near 1 for a while on an idle machine, and
+    a cold first step of the small GPT compiled everything here, 4.5 s instead of 2.4.  The
+    tasks running now, Linux's count in ``/proc/loadavg``, see the idle machine; they miss a
+    busy task that is waiting for a moment, so the helper may then take turns with it, which
+    slows this process's compiles by about what the helper's save.)"""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -241,7 +250,20 @@ def _idle_cpu() -> bool:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = 0.0
+    now = _running_now()
+    if now is not None:  # (this process is one of them)
+        load = min(load, float(now))
     return cpus >= 2 and load + 1.0 <= cpus
+
+
+def _running_now() -> int | None:
+    """The tasks (threads) running or ready to run now, this one included: Linux's count in
+    ``/proc/loadavg``; None elsewhere."""
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class _Forked:
@@ -415,6 +437,8 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         _session = _start_helper()
         with _PENDING_LOCK:  # (given to a helper that has ended: cached, or to compile here)
             _pending.clear()
+        if _session is not None:
+            _first_kernels()
         if _session is not None and not _session.send(item):
             _session.stop()
             _session = None
@@ -423,6 +447,17 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
             _pending[recipe, argtypes] = (phase, item[0])
         if phase == BACKWARD:
             _given[key] = argtypes
+
+
+def _first_kernels() -> None:
+    """Declare, as a helper starts, the C functions a step runs at its first GEMM where numpy's
+    BLAS shares numba's threads (``native/shared_threads.py``: OpenBLAS's thread callback and the
+    chunk runner), so that it compiles them first: this process needs them within the step's
+    first kernels, where the helper, started as the model is built, has them ready (the small
+    GPT's cold first step compiled them here, ~0.08 s of CPU, while the helper idled at its end)."""
+    if shared_threads.would_share():
+        for kind in ("jobs", "chunks"):
+            _declare(START, ("tinyopt.kernels.native.shared_threads", ("c_function", kind)), None)
 
 
 def _cached(recipe: tuple, argtypes: tuple | None) -> bool:
@@ -511,16 +546,19 @@ def _wait_working(helper: _Helper, entry: str) -> None:
 
 def _need(phase: int, order: int) -> tuple[int, int]:
     """When the step first runs a kernel declared in ``phase`` as the ``order``-th (smallest
-    first): the forward kernels in the order declared, the loss's, the backward kernels
-    of the layers called last first, the optimizer's step (the helper takes the reverse,
-    :func:`_pick`, but for the loss's, which it takes right after the step's: see there)."""
-    rank = {FORWARD: 0, LOSS: 1, BACKWARD: 2, STEP: 3}[phase]
+    first): the START kernels, the forward kernels in the order declared, the loss's, the
+    backward kernels of the layers called last first, the optimizer's step (the helper takes the
+    reverse, :func:`_pick`, but for the START kernels, which it takes first, and the loss's,
+    which it takes right after the step's: see there)."""
+    rank = {START: -1, FORWARD: 0, LOSS: 1, BACKWARD: 2, STEP: 3}[phase]
     return rank, -order if phase == BACKWARD else order
 
 
 def _pick(items: list[tuple]) -> tuple:
     """The item the step runs last: the latest phase; of the forward kernels the last declared,
-    of the others the first (the backward pass runs the layers in reverse).  The loss's kernels
+    of the others the first (the backward pass runs the layers in reverse).  But the START
+    kernels first, which the step runs among its first and the helper has time for as the model
+    is built (:func:`_first_kernels`).  The loss's kernels
     come before the backward ones, though the step runs them first: declared as the forward
     pass is built, they end it, and this process, compiling the forward kernels, reached them
     before the helper had compiled the backward ones (a small GPT: its cross-entropy, ~0.9 s

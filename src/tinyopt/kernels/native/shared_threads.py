@@ -32,6 +32,7 @@ uses its own threads again, as it does after any fork) and runs numba's serial b
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
 import threading
@@ -55,24 +56,36 @@ def share() -> bool:
     return bool(_STATE["shared"])
 
 
-def _install() -> bool:
+def would_share() -> bool:
+    """Whether :func:`share` would share the pools (or does): what it needs is there; compiles
+    nothing.  (``kernels/compile_ahead.py`` then declares :func:`c_function`'s two.)"""
+    if _STATE["done"]:
+        return bool(_STATE["shared"])
+    return _needs() is not None
+
+
+def _needs():
+    """OpenBLAS's callback setter and GNU OpenMP, where sharing is wanted and possible; or None."""
     if os.environ.get("TINYOPT_SHARE_BLAS_THREADS", "1") == "0" or jit._FORK["serial_only"]:
-        return False
+        return None
     import numba
     if numba.config.NUMBA_NUM_THREADS <= 1:
-        return False  # one thread: nothing to share, and no native callback to compile
+        return None  # one thread: nothing to share, and no native callback to compile
     setter = blas._openblas_function("openblas_set_threads_callback_function",
                                      "scipy_openblas_set_threads_callback_function64_",
                                      "scipy_openblas_set_threads_callback_function")
     gomp = _gnu_openmp()
     if setter is None or gomp is None:
+        return None
+    return setter, gomp
+
+
+def _install() -> bool:
+    needs = _needs()
+    if needs is None:
         return False
-    import llvmlite.binding as llvm
-    libc = ctypes.CDLL(None)
-    for lib, names in ((gomp, _GOMP_SYMBOLS), (libc, ("pthread_create", "pthread_join"))):
-        for name in names:
-            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
-    address = _callback.address()
+    setter, _ = needs
+    address = c_function("jobs").address
     setter.argtypes = [ctypes.c_void_p]
     setter.restype = None
     setter(address)
@@ -288,26 +301,6 @@ def _callback_body(sync, dojob, numjobs, elsize, jobdata, data):
     _run_jobs(dojob, numjobs, elsize, jobdata, data)
 
 
-class _Callback:
-    """``void cb(int sync, dojob, int numjobs, size_t elsize, void *jobdata, int data)``, compiled
-    on first use."""
-
-    def __init__(self):
-        self._compiled = None
-
-    def address(self) -> int:
-        global _run_jobs
-        if self._compiled is None:
-            if _run_jobs is None:
-                _run_jobs = _run_jobs_typer()
-            self._compiled = jit.c_callback(
-                _callback_body, "void(int32, voidptr, int32, uintp, voidptr, int32)")
-        return self._compiled.address
-
-
-_callback = _Callback()
-
-
 # ---- independent chunks of a serial kernel on the same threads ---------------------------------
 #
 # A ``prange`` kernel's parallel build is a numba parfor: about 1 s of cold compile each (layer
@@ -382,6 +375,39 @@ def _runner_body(fn, n, args, nthreads):
     _run_chunks(fn, n, args, nthreads)
 
 
+def _add_symbols(gomp) -> None:
+    """The C functions' calls into GNU OpenMP and pthreads, resolved for LLVM (in every process
+    that compiles them: a helper compiling them ahead, ``kernels/compile_ahead.py``, too)."""
+    import llvmlite.binding as llvm
+    libc = ctypes.CDLL(None)
+    for lib, names in ((gomp, _GOMP_SYMBOLS), (libc, ("pthread_create", "pthread_join"))):
+        for name in names:
+            llvm.add_symbol(name, ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+
+
+@functools.cache
+def c_function(kind: str):
+    """This module's C function ``kind``, compiled (or loaded from the disk cache) on first use
+    and kept: ``"jobs"``, OpenBLAS's thread callback, ``void cb(int sync, dojob, int numjobs,
+    size_t elsize, void *jobdata, int data)``; ``"chunks"``, :func:`chunk_runner`'s ``void
+    run(fn, int64 n, void *args, int64 nthreads)``.  The first C functions a training step
+    with a GEMM runs, which ``kernels/compile_ahead.py`` declares (:func:`would_share`)."""
+    global _run_jobs, _run_chunks
+    needs = _needs()
+    if needs is None:
+        raise RuntimeError("numpy's OpenBLAS and numba's GNU OpenMP cannot share threads here")
+    _add_symbols(needs[1])
+    if kind == "jobs":
+        if _run_jobs is None:
+            _run_jobs = _run_jobs_typer()
+        return jit.c_callback(_callback_body, "void(int32, voidptr, int32, uintp, voidptr, int32)")
+    if kind == "chunks":
+        if _run_chunks is None:
+            _run_chunks = _run_chunks_typer()
+        return jit.c_callback(_runner_body, "void(voidptr, int64, voidptr, int64)")
+    raise ValueError(f"no C function {kind!r} in shared_threads")
+
+
 _RUNNER: list = []
 
 
@@ -416,10 +442,7 @@ def chunk_runner():
     if not _RUNNER:
         with _LOCK:
             if not _RUNNER:
-                global _run_chunks
-                if _run_chunks is None:
-                    _run_chunks = _run_chunks_typer()
-                cb = jit.c_callback(_runner_body, "void(voidptr, int64, voidptr, int64)")
+                cb = c_function("chunks")
                 native = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                                           ctypes.c_int64)(cb.address)
                 import numba
