@@ -154,8 +154,9 @@ def _linear_grad_weight_forward(t):
 def _linear_grad_bias_forward(t):
     n_out = t.shape[0]
     rows = math.prod(t.srcs[0].shape[:-1])
-    return lambda out, g: RK.sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out),
-                                      out.reshape(1, n_out))
+    kernel = RK.sum_kernel(n_out)
+    return lambda out, g: kernel(np.ascontiguousarray(g).reshape(1, rows, n_out),
+                                 out.reshape(1, n_out))
 
 
 defop("linear", forward=_linear_forward, backward=_linear_backward)
