@@ -113,12 +113,12 @@ def _linear_forward(t):
         dot(out2, x.reshape(rows, n_in), w.T)
         if relu:
             if b is not None:
-                LK.bias_relu(out2, np.ascontiguousarray(b))
+                LK.bias_add(out2, np.ascontiguousarray(b), True)
             else:
                 EK.relu(out2, out=out2)
         elif b is not None:
             if kernel_bias:
-                LK.bias_add(out2, np.ascontiguousarray(b))
+                LK.bias_add(out2, np.ascontiguousarray(b), False)
             else:
                 np.add(out2, b, out=out2)
     return fwd
