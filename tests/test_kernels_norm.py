@@ -1,14 +1,15 @@
 """kernels/norm.py: the layer-norm statistics, taken four rows at a time, are each row's float64
 sums in element order (the bits of one row at a time), tails and NaN/inf rows included; the
 input gradient's sums run in 16 lanes in a fixed order (the bits of that order); the statistics
-kernel refuses rows that are not C-contiguous."""
+kernel refuses rows that are not C-contiguous.  The embedding gradient's rows are the sums of their
+looked-up rows in order, scaled by the counts or not, to the bit, through one accumulation loop."""
 
 import math
 
 import numpy as np
 import pytest
 
-from tinyopt.kernels.norm import LN_LANES, layer_norm_grad_x, layer_norm_stats
+from tinyopt.kernels.norm import LN_LANES, embedding_grad, layer_norm_grad_x, layer_norm_stats
 
 
 def one_row_at_a_time(x: np.ndarray, eps: float) -> np.ndarray:
@@ -91,3 +92,51 @@ def test_layer_norm_stats_refuses_rows_that_are_not_contiguous():
     x = np.arange(24, dtype=np.float64).reshape(4, 6)[:, ::2]
     with pytest.raises(ValueError, match="C-contiguous"):
         layer_norm_stats(x, np.empty((4, 2)), 1e-5)
+
+
+def bits_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same NaN positions and, elsewhere, the same bits (a zero's sign included)."""
+    return bool((np.isnan(a) == np.isnan(b)).all()
+                and (a[~np.isnan(a)].view(np.uint8) == b[~np.isnan(b)].view(np.uint8)).all())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_grad_sums_rows_in_order_scaled_by_the_counts_or_not(dtype):
+    """Without ``scale_by_freq`` a row is the dtype's sum of its looked-up rows in k order from
+    +0; with it, each term is g / count in float64, added in float64 and rounded to the dtype.
+    The kernel runs both through the float64 loop (a division by 1 without scaling): the bits
+    of the dtype's sum, also where the float64 sum rounds again (terms near the dtype's largest
+    value, sums that overflow).  An index out of range is reported by its position."""
+    rng = np.random.default_rng(7)
+    K, D, V, padding_idx = 40, 7, 6, 2
+    g = (rng.standard_normal((K, D)) * 1e3).astype(dtype)
+    g[3, 2], g[5, 1], g[6, 0] = np.nan, np.inf, -0.0
+    g[7:12] = (np.finfo(dtype).max * rng.uniform(0.3, 0.7, (5, D))).astype(dtype)
+    idx = rng.integers(0, V - 1, K)  # (row V - 1 never looked up: +0)
+    n = np.bincount(idx, minlength=V)
+    for scale in (False, True):
+        out = np.full((V, D), 5.0, dtype)
+        counts, err = np.empty(V, np.int64), np.empty(1, np.int64)
+        want = np.zeros((V, D), dtype)
+        with np.errstate(invalid="ignore", over="ignore"):
+            embedding_grad(g, idx, padding_idx, scale, counts, out, err)
+            for k, i in enumerate(idx):
+                if i != padding_idx:
+                    want[i] = (want[i] + g[k] if not scale else
+                               (want[i].astype(np.float64) + g[k].astype(np.float64) / n[i])
+                               .astype(dtype))
+        assert err[0] == -1 and bits_equal(out, want), scale
+        assert np.isinf(out).any() and np.isnan(out).any()
+    bad = idx.copy()
+    bad[9] = V
+    embedding_grad(g, bad, -1, False, counts, out, err)
+    assert err[0] == 9
+
+
+def test_embedding_grad_refuses_arrays_that_are_not_contiguous():
+    """The kernel reads its arrays through typed pointers to C-contiguous rows (see its
+    docstring); a strided view is refused, not read as if it were contiguous."""
+    g = np.ones((4, 6))[:, ::2]
+    with pytest.raises(ValueError, match="C-contiguous"):
+        embedding_grad(g, np.zeros(4, np.int64), -1, False, np.empty(2, np.int64),
+                       np.empty((2, 3)), np.empty(1, np.int64))

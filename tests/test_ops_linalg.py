@@ -249,3 +249,24 @@ def test_product_shape_errors_are_torchs():
         to.bmm(to.ones(3, 4), to.ones(4, 3))
     with pytest.raises(RuntimeError, match="1D tensors expected"):
         to.dot(to.ones(2, 2), to.ones(2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_bias_add_and_the_bias_relu_are_one_kernel_with_the_bits_of_numpys_add(dtype):
+    """``kernels.linalg.bias_add(out, b, relu)``: the additions of ``np.add(out, b)``, then with
+    ``relu`` torch's ReLU (NaN stays NaN, -0.0 stays -0.0); one kernel for both, so a first step
+    with plain and ReLU linear layers compiles it once (same arguments' types: one signature)."""
+    from tinyopt.kernels import linalg as LK
+    out = np.array([[1.5, -2.0, np.nan, -0.0, 0.0, -np.inf],
+                    [np.inf, -1e-30, 3.0, -3.0, 1e30, -0.0]], dtype)
+    b = np.array([0.25, 1.0, 1.0, -0.0, -0.0, 2.0], dtype)
+    plain, relu = out.copy(), out.copy()
+    LK.bias_add(plain, b, False)
+    signatures = len(LK.bias_add.signatures)
+    LK.bias_add(relu, b, True)
+    assert len(LK.bias_add.signatures) == signatures
+    want = out + b
+    assert plain.tobytes() == want.tobytes()
+    want[want < 0] = 0  # (NaN and -0.0 compare False: kept)
+    assert relu.tobytes() == want.tobytes()
+    assert np.signbit(relu[0, 3]) and np.isnan(relu[0, 2])

@@ -553,3 +553,32 @@ def test_logcumsumexp_of_infinities_is_torchs():
     out = np.log(np.cumsum(np.exp(xs)))
     expect = np.exp(xs) * np.cumsum((np.array([1.0, 2.0, 3.0]) * np.exp(-out))[::-1])[::-1]
     np.testing.assert_allclose(x.grad.numpy(), expect, rtol=1e-12)
+
+
+def test_a_sum_over_a_contiguous_run_and_over_a_strided_one_are_two_kernels():
+    """``kernels.reduce``: a sum of x[a, r, b] over r with B == 1 is ``sum_rows``'s (four float64
+    partial sums by r mod 4, the tail into the first, (s0 + s1) + (s2 + s3)), any other
+    ``sum_axis``'s (r order, in the dtype); each refuses the other's shape, and ``sum_kernel(B)``
+    picks, so a first step compiles only the one it uses."""
+    from tinyopt.kernels import reduce as RK
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 11, 1)) * 1e3).astype(np.float32)
+    out = np.empty((3, 1), np.float32)
+    RK.sum_kernel(1)(x, out)
+    for a in range(3):
+        s = [0.0] * 4
+        for r in range(11):
+            s[r % 4 if r < 8 else 0] += float(x[a, r, 0])
+        assert out[a, 0] == np.float32((s[0] + s[1]) + (s[2] + s[3]))
+    x5 = (rng.standard_normal((3, 11, 5)) * 1e3).astype(np.float32)
+    out5 = np.empty((3, 5), np.float32)
+    RK.sum_kernel(5)(x5, out5)
+    for a in range(3):
+        want = np.zeros(5, np.float32)
+        for r in range(11):
+            want = want + x5[a, r]
+        assert (out5[a].view(np.uint32) == want.view(np.uint32)).all()
+    with pytest.raises(ValueError, match="sum_rows"):
+        RK.sum_axis(x, out)
+    with pytest.raises(ValueError, match="sum_rows"):
+        RK.sum_rows(x5, out5)

@@ -36,7 +36,7 @@ from tinyopt.engine.tensor import LEAF_OPS, Tensor, leaf
 from tinyopt.kernels import elementwise as K
 from tinyopt.kernels.grad_sum import add_outer, add_row_sum
 from tinyopt.kernels.linalg import outer
-from tinyopt.kernels.reduce import sum_axis
+from tinyopt.kernels.reduce import sum_kernel
 
 Rule = Callable[[Tensor, np.ndarray, dict], "tuple[np.ndarray | None, ...] | None"]
 RULES: dict[str, Rule] = {}
@@ -154,7 +154,7 @@ def _sum_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         out = np.empty(kept, r.dtype)
         A, R, B = (math.prod(r.shape[:d0]), math.prod(r.shape[d0:d1 + 1]),
                    math.prod(r.shape[d1 + 1:]))
-        sum_axis(np.ascontiguousarray(r).reshape(A, R, B), out.reshape(A, B))
+        sum_kernel(B)(np.ascontiguousarray(r).reshape(A, R, B), out.reshape(A, B))
         r = out
     return r.reshape(shape)
 
@@ -433,7 +433,8 @@ def _linear(t, g, vals):
             gb = _RowSum(g.reshape(n_out))
         else:
             gb = np.empty((n_out,), dtype)
-            sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out), gb.reshape(1, n_out))
+            sum_kernel(n_out)(np.ascontiguousarray(g).reshape(1, rows, n_out),
+                              gb.reshape(1, n_out))
     return gx, gw, gb
 
 
@@ -469,7 +470,7 @@ class _RowSum:
     def array(self) -> np.ndarray:
         n = self.shape[0]
         out = np.empty(n, self.dtype)
-        sum_axis(np.ascontiguousarray(self.g).reshape(1, 1, n), out.reshape(1, n))
+        sum_kernel(n)(np.ascontiguousarray(self.g).reshape(1, 1, n), out.reshape(1, n))
         return out
 
     def add_into(self, total: np.ndarray) -> None:

@@ -113,12 +113,12 @@ def _linear_forward(t):
         dot(out2, x.reshape(rows, n_in), w.T)
         if relu:
             if b is not None:
-                LK.bias_relu(out2, np.ascontiguousarray(b))
+                LK.bias_add(out2, np.ascontiguousarray(b), True)
             else:
                 EK.relu(out2, out=out2)
         elif b is not None:
             if kernel_bias:
-                LK.bias_add(out2, np.ascontiguousarray(b))
+                LK.bias_add(out2, np.ascontiguousarray(b), False)
             else:
                 np.add(out2, b, out=out2)
     return fwd
@@ -154,8 +154,9 @@ def _linear_grad_weight_forward(t):
 def _linear_grad_bias_forward(t):
     n_out = t.shape[0]
     rows = math.prod(t.srcs[0].shape[:-1])
-    return lambda out, g: RK.sum_axis(np.ascontiguousarray(g).reshape(1, rows, n_out),
-                                      out.reshape(1, n_out))
+    kernel = RK.sum_kernel(n_out)
+    return lambda out, g: kernel(np.ascontiguousarray(g).reshape(1, rows, n_out),
+                                 out.reshape(1, n_out))
 
 
 defop("linear", forward=_linear_forward, backward=_linear_backward)
