@@ -20,6 +20,7 @@ import numpy as np
 from tinyopt.kernels import compile_ahead as ahead
 from tinyopt.kernels import jit
 from tinyopt.kernels import norm as norm_kernels
+from tinyopt.kernels import reduce as reduce_kernels
 
 _F, _B, _LOSS = ahead.FORWARD, ahead.BACKWARD, ahead.LOSS
 _I64 = np.dtype(np.int64)
@@ -73,11 +74,13 @@ def lstm(dtype) -> None:
     ahead.declare(_B, ("tinyopt.kernels.rnn", "sum_grad_h"), (gh, 0, dh, dh, dh))
 
 
-def linear(dtype) -> None:
-    """A linear layer's bias gradient: the sum of its output's gradient over the rows."""
+def linear(dtype, out_features: int) -> None:
+    """A linear layer's bias gradient: the sum of its output's gradient over the rows (the
+    kernel ``reduce.sum_kernel`` picks for ``out_features`` sums)."""
     dt = np.dtype(dtype)
     if dt in _FLOATS:
-        ahead.declare(_B, ("tinyopt.kernels.reduce", "sum_axis"), _arrays(dt, 3, 2))
+        kernel = reduce_kernels.sum_kernel(out_features).__name__
+        ahead.declare(_B, ("tinyopt.kernels.reduce", kernel), _arrays(dt, 3, 2))
 
 
 def layer_norm(dtype, has_w: bool, has_b: bool) -> None:

@@ -44,7 +44,7 @@ class Linear(Module):
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype=dt))
         if bias:
             self.bias = Parameter(np.empty((self.out_features,), dtype=dt))
-            kernels_ahead.at_build(self, kernels_ahead.linear, dt)
+            kernels_ahead.at_build(self, kernels_ahead.linear, dt, self.out_features)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
