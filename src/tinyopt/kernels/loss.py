@@ -309,9 +309,17 @@ def ce_rows(from_exp: bool, single: bool):
                             v = workp[mo + k]
                             m = select((v > m) | (v != v), v, m)
                             k += 1
+                        # the row copied, then its exponentials in place: a plan writes the
+                        # gradient over the logits (out is x), and a loop reading x and writing
+                        # out failed LLVM's overlap check there and ran its scalar copy (1024 x 65
+                        # float32: 570 us against 205 us; 64 x 5000: 2.5 ms against 0.78 ms)
                         c = 0
                         while c < C:
-                            dst[d + c] = ex(xp[r + c] - m)
+                            dst[d + c] = xp[r + c]
+                            c += 1
+                        c = 0
+                        while c < C:
+                            dst[d + c] = ex(dst[d + c] - m)
                             c += 1
                         c = 0
                         while c < C:
