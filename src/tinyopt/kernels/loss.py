@@ -211,9 +211,10 @@ def ce_rows(from_exp: bool, single: bool):
     of every model trained with ``F.cross_entropy`` and its cold compile is numba's front end
     and LLVM working through its IR: an array access is ~30 lines of IR, a pointer's 2, and a
     ``for`` loop over a range ~130 lines more than a ``while`` loop (numba's range iterator).
-    Its IR before optimisation went 6100 -> 2300 lines and its cold compile (float32, fresh
-    process, alternating) 0.69-0.80 -> 0.50-0.60 s of CPU, the same bits over 22500 results (NaN
-    and inf logits, weights, smoothing, ignore_index, C = 1 .. 5000, N = 0 .. 700, all builds)."""
+    Its IR before optimisation went 6100 -> 2350 lines and its cold compile (float32, fresh
+    process, alternating pairs, load 0.9-2.7) 0.68-0.80 -> 0.52-0.65 s of CPU (the parallel
+    build's 2.4 -> 1.9 s), the same bits over 22500 results (NaN and inf logits, weights,
+    smoothing, ignore_index, C = 1 .. 5000, N = 0 .. 700, all builds)."""
     ex = inline(_V.exp_fast) if single else math.exp  # (as _exp_row's)
 
     def rows_kernel(serial: bool):
