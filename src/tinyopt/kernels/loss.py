@@ -15,9 +15,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
 
 from tinyopt.kernels.native import blas
 from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.instructions import select
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
@@ -157,6 +160,22 @@ def ce_scratch(N: int, C: int, dtype, from_exp: bool) -> tuple[np.ndarray, np.nd
             np.empty((blocks, LANES), np.float64))
 
 
+@cached_intrinsic
+def _data(typingctx, a):
+    """A typed pointer to the first element of ``a``, a C-contiguous array (another layout is a
+    typing error): what :func:`ce_rows` reads its arrays through.  Why: numba lowers an array
+    access to ~30 lines of LLVM IR (the array's struct loaded and its refcount touched, a
+    negative index wrapped), and every use of an array variable (``a.shape``, ``a.ctypes``,
+    ``a.flags``) to ~30 more; a pointer access is 2 lines, and this is one use."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return types.CPointer(a.dtype)(a), codegen
+
+
 @specialized
 def ce_rows(from_exp: bool, single: bool):
     """``ce_rows[from_exp, single](grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e,
@@ -184,105 +203,178 @@ def ce_rows(from_exp: bool, single: bool):
     a parallel build costs ~1.6 s of a cold first step against ~0.8 s); else computed (the
     gradient's into ``out``; ``e``, ``stats`` unused).  ``work``, ``lanes``: scratch of
     :func:`ce_scratch`.  Arguments one way does not use are passed empty.  A target out of
-    range: nothing is computed (``err[0]`` its row)."""
-    build = kernel if from_exp else parallel_kernel(sized_by=2, shared_min=PARALLEL_ROWS_MIN)
+    range: nothing is computed (``err[0]`` its row).
+
+    Every array must be C-contiguous (another layout is a typing error): the kernel reads them
+    through typed pointers (:func:`_data`), and its loops are ``while`` loops and its
+    conditional expressions ``select``, because the serial build is compiled in the first step
+    of every model trained with ``F.cross_entropy`` and its cold compile is numba's front end
+    and LLVM working through its IR: an array access is ~30 lines of IR, a pointer's 2, and a
+    ``for`` loop over a range ~130 lines more than a ``while`` loop (numba's range iterator).
+    Its IR before optimisation went 6100 -> 2350 lines and its cold compile (float32, fresh
+    process, alternating pairs, load 0.9-2.7) 0.68-0.80 -> 0.52-0.65 s of CPU (the parallel
+    build's 2.4 -> 1.9 s), the same bits over 22500 results (NaN and inf logits, weights,
+    smoothing, ignore_index, C = 1 .. 5000, N = 0 .. 700, all builds)."""
     ex = inline(_V.exp_fast) if single else math.exp  # (as _exp_row's)
 
-    @build
-    def ce_rows_kernel(grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e, stats, work,
-                       lanes):
-        N, C = x.shape
-        # each target checked where it is read, and ws = sum_i w[y_i] over rows not ignored, in
-        # order, in one loop (written out, not inlined helpers: numba's inlining of a function
-        # costs ~0.01-0.05 s of a cold compile each)
-        err[0] = -1
-        ws = 0.0
-        for i in range(N):
-            t = y[i]
-            if t != ignore_index:
-                if t < 0 or t >= C:
-                    err[0] = i
-                    return
-                ws += w[t]
-        reduced = mean.shape[0] != 0
-        if reduced and grad:  # each row's share of the mean's gradient (rounded to mean's dtype)
-            mean[0] = g[0] / ws
-        lane0 = work.shape[1] - LANES  # (a block's lanes follow its row of exponentials)
-        wsum = 0.0
-        if grad:
-            for c in range(C):
-                wsum += w[c]
-        # one loop both ways, so a row's exponentials are one copy of their code
-        for blk in prange((N + _ROWS - 1) // _ROWS):
-            end = (blk + 1) * _ROWS
-            mx, ls = work[blk, lane0:], lanes[blk]
-            for i in range(blk * _ROWS, N if N < end else end):
-                t = y[i]
-                if grad:
-                    if C == 0:  # (an ignored row of no classes)
+    def rows_kernel(serial: bool):
+        """The kernel: its parallel build, or (``serial``) its serial build and ``from_exp``'s
+        kernel, the same steps over one block of every row."""
+        def ce_rows_kernel(grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e, stats,
+                           work, lanes):
+            N, C = x.shape
+            # every array through a typed pointer to its data (see _data and the docstring)
+            xp = _data(x)
+            yp = _data(y)
+            wp = _data(w)
+            gp = _data(g)
+            meanp = _data(mean)
+            rowsp = _data(rows)
+            outp = _data(out)
+            errp = _data(err)
+            workp = _data(work)
+            lanesp = _data(lanes)
+            sp = _data(stats)
+            er = _data(e) if from_exp else outp  # (the gradient's exponentials)
+            # each target checked where it is read, and ws = sum_i w[y_i] over rows not
+            # ignored, in order, in one loop (written out, not inlined helpers: numba's
+            # inlining of a function costs ~0.01-0.05 s of a cold compile each)
+            errp[0] = -1
+            ws = 0.0
+            i = 0
+            while i < N:
+                t = yp[i]
+                if t != ignore_index:
+                    if (t < 0) | (t >= C):
+                        errp[0] = i
+                        return
+                    ws += wp[t]
+                i += 1
+            reduced = mean.shape[0] != 0
+            if reduced & grad:  # each row's share of the mean's gradient (in mean's dtype)
+                meanp[0] = gp[0] / ws
+            wsum = 0.0
+            c = 0
+            while grad & (c < C):
+                wsum += wp[c]
+                c += 1
+            # (forward: a row's exponentials into its block's row of work; gradient: into its
+            # row of out)
+            dst = outp if grad else workp
+            W = work.shape[1]  # (a block's row of work: the exponentials, then LANES maxima)
+            # lanes in use, max(1, min(C, LANES)) (see _exp_row; all LANES of them always
+            # compiled ~0.015 s faster and made 256 x 10 rows ~15% slower)
+            L = select(C < LANES, C, LANES)
+            L = select(L > 1, L, 1)
+            # blocks of _ROWS rows, each with its row of work and of lanes (run in parallel);
+            # the serial build, one block of every row: a loop LLVM removes, where blocks of
+            # rows took ~0.03 s more of its cold compile.  (The count computed first: numba
+            # takes a prange of a conditional expression for a serial loop.)
+            blocks = 1 if serial else (N + _ROWS - 1) // _ROWS
+            # one loop both ways, so a row's exponentials are one copy of their code
+            for blk in prange(blocks):
+                # (int64: a parallel build's block number is unsigned, and numba unifies an
+                # unsigned and a signed integer as a float)
+                b = np.int64(blk)
+                end = N if serial else (b + 1) * _ROWS
+                mo = b * W + W - LANES  # (the block's lanes: maxima in work, sums in lanes)
+                lb = b * LANES
+                for i in range(b * _ROWS, select(N < end, N, end)):
+                    t = yp[i]
+                    if (not grad) & (t == ignore_index):
+                        rowsp[i] = 0.0
                         continue
-                elif t == ignore_index:
-                    rows[i] = 0.0
-                    continue
-                if from_exp:
-                    m, s = stats[i, 0], stats[i, 1]
-                else:  # (forward: into the block's row of work; gradient: into out's row i)
-                    # :func:`_exp_row`'s steps written out (not inlined: numba's inlining of it
-                    # took ~0.14 s of this kernel's ~0.9 s cold compile), so the same bits as
-                    # :func:`ce_exp`'s (tests/test_ops_loss.py compares the two)
-                    # (both rows int64: a parallel build's block number is unsigned, and numba
-                    # unifies an unsigned and a signed integer as a float)
-                    j = np.int64(i) if grad else np.int64(blk)
-                    dst = out if grad else work
-                    L = C if C < LANES else LANES  # (lanes in use, see _exp_row)
-                    L = L if L > 1 else 1
-                    for k in range(L):
-                        mx[k] = -math.inf
-                        ls[k] = 0.0
-                    for c in range(C):
-                        v = x[i, c]
-                        k = c % LANES
-                        mx[k] = v if v > mx[k] or v != v else mx[k]
-                    m = mx[0]
-                    for k in range(1, L):
-                        v = mx[k]
-                        m = v if v > m or v != v else m
-                    for c in range(C):
-                        dst[j, c] = ex(x[i, c] - m)
-                    for c in range(C):
-                        ls[c % LANES] += dst[j, c]
-                    s = 0.0
-                    for k in range(L):
-                        s += ls[k]
-                if not grad:
-                    lse = m + math.log(s)
-                    loss = (1.0 - eps) * w[t] * (lse - x[i, t])
-                    if eps != 0.0:
-                        smooth = 0.0
-                        for c in range(C):
-                            smooth += w[c] * (lse - x[i, c])
-                        loss += eps / C * smooth
-                    rows[i] = loss
-                    continue
-                er = e if from_exp else out  # the rows' exponentials
-                inv = 1.0 / s
-                if t == ignore_index:
-                    for c in range(C):
-                        out[i, c] = 0.0 * (er[i, c] * inv)
-                else:
-                    gi = mean[0] if reduced else g[i]
-                    a = gi * (1.0 - eps) * w[t]
-                    b = gi * eps / C
-                    for c in range(C):
-                        p = er[i, c] * inv
-                        out[i, c] = a * p + b * (p * wsum - w[c])
-                    out[i, t] -= a
-        if reduced and not grad:  # sum_i rows_i / ws, summed in order in float64
-            acc = 0.0
-            for i in range(rows.shape[0]):
-                acc += rows[i]
-            mean[0] = acc / ws
-    return ce_rows_kernel
+                    r = i * C  # (row i of x, out and e)
+                    if from_exp:
+                        m, s = sp[2 * i], sp[2 * i + 1]
+                    else:
+                        # _exp_row's steps written out (not inlined: numba's inlining of it
+                        # took ~0.14 s of this kernel's ~0.9 s cold compile), so the same bits
+                        # as ce_exp's (tests/test_ops_loss.py compares the two)
+                        d = select(grad, r, b * W)
+                        k = 0
+                        while k < L:
+                            workp[mo + k] = -math.inf
+                            lanesp[lb + k] = 0.0
+                            k += 1
+                        c = 0
+                        while c < C:
+                            v = xp[r + c]
+                            k = mo + c % LANES
+                            mk = workp[k]
+                            workp[k] = select((v > mk) | (v != v), v, mk)
+                            c += 1
+                        m = workp[mo]
+                        k = 1
+                        while k < L:
+                            v = workp[mo + k]
+                            m = select((v > m) | (v != v), v, m)
+                            k += 1
+                        # the row copied, then its exponentials in place: a plan writes the
+                        # gradient over the logits (out is x), and a loop reading x and writing
+                        # out failed LLVM's overlap check there and ran its scalar copy (1024 x 65
+                        # float32: 570 us against 205 us; 64 x 5000: 2.5 ms against 0.78 ms)
+                        c = 0
+                        while c < C:
+                            dst[d + c] = xp[r + c]
+                            c += 1
+                        c = 0
+                        while c < C:
+                            dst[d + c] = ex(dst[d + c] - m)
+                            c += 1
+                        c = 0
+                        while c < C:
+                            lanesp[lb + c % LANES] += dst[d + c]
+                            c += 1
+                        s = 0.0
+                        k = 0
+                        while k < L:
+                            s += lanesp[lb + k]
+                            k += 1
+                    if not grad:
+                        lse = m + math.log(s)
+                        loss = (1.0 - eps) * wp[t] * (lse - xp[r + t])
+                        if eps != 0.0:
+                            smooth = 0.0
+                            c = 0
+                            while c < C:
+                                smooth += wp[c] * (lse - xp[r + c])
+                                c += 1
+                            loss += eps / C * smooth
+                        rowsp[i] = loss
+                        continue
+                    inv = 1.0 / s
+                    if t == ignore_index:
+                        c = 0
+                        while c < C:
+                            outp[r + c] = 0.0 * (er[r + c] * inv)
+                            c += 1
+                    else:
+                        gi = meanp[0] if reduced else gp[i]
+                        a = gi * (1.0 - eps) * wp[t]
+                        bc = gi * eps / C
+                        c = 0
+                        while c < C:
+                            p = er[r + c] * inv
+                            outp[r + c] = a * p + bc * (p * wsum - wp[c])
+                            c += 1
+                        outp[r + t] -= a
+            if reduced & (not grad):  # sum_i rows_i / ws, summed in order in float64
+                acc = 0.0
+                i = 0
+                while i < N:
+                    acc += rowsp[i]
+                    i += 1
+                meanp[0] = acc / ws
+        return ce_rows_kernel
+
+    if from_exp:
+        return kernel(rows_kernel(True))
+    serial = rows_kernel(True)
+    serial.__name__ = "ce_rows_kernel_serial"
+    serial.__qualname__ += "_serial"  # (numba's disk cache keys a kernel by it)
+    return parallel_kernel(rows_kernel(False), sized_by=2, shared_min=PARALLEL_ROWS_MIN,
+                           serial=serial)
 
 
 @inline
