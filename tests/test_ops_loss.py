@@ -579,35 +579,29 @@ def test_cross_entropys_rows_kernel_reads_c_arrays_through_pointers(monkeypatch)
               rows, *rest)
 
 
-def test_cross_entropys_gradient_over_its_logits_is_as_fast_as_into_another_array():
+def test_cross_entropys_gradient_over_its_logits_is_the_gradient_into_another_array():
     """A planned step writes the gradient over the logits (out is x): the kernel copies a row
-    and computes its exponentials in place, which LLVM vectorizes; reading x and writing out
-    over it failed LLVM's overlap check and ran the scalar loop, 2.8 times the time (1024 x 65
-    float32: 570 us against 205).  Minimum of alternating runs, so a loaded machine slows
-    both."""
-    import time
+    and computes its exponentials in place (which LLVM vectorizes: reading x and writing out
+    over it had failed LLVM's overlap check, 2.8 times the time; ``benchmarks/bench_seq.py``'s
+    GPT step measures it), and the result is the same bits as into another array."""
     from tinyopt.kernels import loss as K
     rng = np.random.default_rng(9)
-    N, C = 1024, 65
+    N, C = 67, 65
     x0 = rng.standard_normal((N, C)).astype(np.float32)
-    y, w, g = rng.integers(0, C, N), np.ones(C, np.float32), np.ones(1, np.float32)
+    x0[3, 7], x0[5, :] = np.inf, np.nan
+    y, w, g = rng.integers(0, C, N), rng.random(C).astype(np.float32), np.ones(1, np.float32)
+    y[4] = -100
     kernel = K.ce_rows[False, True].serial_build
     rest = (np.empty(1, np.int64), np.empty((0, 0), np.float32), np.empty((0, 2)),
             *K.ce_scratch(N, C, np.float32, False))
-    x, other = x0.copy(), np.empty_like(x0)
-    best = {True: np.inf, False: np.inf}
-    for _ in range(15):
-        for in_place in (True, False):
-            x[:] = x0
-            t = time.perf_counter()
-            kernel(True, g, x, y, w, -100, 0.0, np.empty(1, np.float32),
-                   np.empty(0, np.float32), x if in_place else other, *rest)
-            best[in_place] = min(best[in_place], time.perf_counter() - t)
-        np.testing.assert_array_equal(x, x0)  # (x reset, then other written)
-    kernel(True, g, x, y, w, -100, 0.0, np.empty(1, np.float32), np.empty(0, np.float32), x,
-           *rest)
-    np.testing.assert_array_equal(x, other)  # (the same bits both ways)
-    assert best[True] < 1.6 * best[False], best
+    for eps in (0.0, 0.1):
+        x, other = x0.copy(), np.empty_like(x0)
+        kernel(True, g, x, y, w, -100, eps, np.empty(1, np.float32), np.empty(0, np.float32),
+               other, *rest)
+        np.testing.assert_array_equal(x, x0)
+        kernel(True, g, x, y, w, -100, eps, np.empty(1, np.float32), np.empty(0, np.float32),
+               x, *rest)
+        assert x.tobytes() == other.tobytes()
 
 
 # ---- rows in parallel (kernels/loss.py's parallel build): the same bits as the serial build -----
@@ -870,3 +864,32 @@ def test_float32_cross_entropy_is_its_written_out_order_to_the_bit(C):
                 rows = np.float32(acc / ws)
             assert loss.numpy().tobytes() == np.asarray(rows, np.float32).tobytes()
             assert p._grad.tobytes() == grad.tobytes()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_cross_entropy_of_strided_views_is_that_of_their_copies(reduction):
+    # (the rows kernel reads C-contiguous arrays through pointers: the op copies strided views of
+    # the logits, targets and weights first, and writes a strided gradient back)
+    import tinyopt as to
+    F = to.nn.functional
+    rng = np.random.default_rng(4)
+    big = rng.standard_normal((9, 12)).astype(np.float32)
+    ys = rng.integers(0, 9, 16)
+    ws = rng.random(18).astype(np.float32) + 0.5
+
+    def run(strided: bool):
+        leaf = to.tensor(big if strided else np.ascontiguousarray(big.T[:8, :]),
+                         requires_grad=True)
+        y = to.tensor(ys)[::2] if strided else to.tensor(np.ascontiguousarray(ys[::2]))
+        w = to.tensor(ws)[::2] if strided else to.tensor(np.ascontiguousarray(ws[::2]))
+        out = []
+        for _ in range(2):  # (eager, then the plan)
+            leaf.grad = None
+            x = leaf.T[:8, :] if strided else leaf
+            loss = F.cross_entropy(x, y, weight=w, reduction=reduction, label_smoothing=0.1)
+            loss.sum().backward()
+            g = leaf.grad.numpy().T[:8, :] if strided else leaf.grad.numpy()
+            out.append((loss.numpy().tobytes(), np.ascontiguousarray(g).tobytes()))
+        return out
+
+    assert run(True) == run(False)

@@ -15,12 +15,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import types
 
 from tinyopt.kernels.native import blas
-from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.address import carray, data
 from tinyopt.kernels.native.instructions import select
-from tinyopt.kernels.native.numba_cache import cached_intrinsic
 from tinyopt.kernels import vecmath as _V
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
@@ -160,22 +158,6 @@ def ce_scratch(N: int, C: int, dtype, from_exp: bool) -> tuple[np.ndarray, np.nd
             np.empty((blocks, LANES), np.float64))
 
 
-@cached_intrinsic
-def _data(typingctx, a):
-    """A typed pointer to the first element of ``a``, a C-contiguous array (another layout is a
-    typing error): what :func:`ce_rows` reads its arrays through.  Why: numba lowers an array
-    access to ~30 lines of LLVM IR (the array's struct loaded and its refcount touched, a
-    negative index wrapped), and every use of an array variable (``a.shape``, ``a.ctypes``,
-    ``a.flags``) to ~30 more; a pointer access is 2 lines, and this is one use."""
-    if not (isinstance(a, types.Array) and a.layout == "C"):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return context.make_array(signature.args[0])(context, builder, args[0]).data
-
-    return types.CPointer(a.dtype)(a), codegen
-
-
 @specialized
 def ce_rows(from_exp: bool, single: bool):
     """``ce_rows[from_exp, single](grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e,
@@ -206,7 +188,7 @@ def ce_rows(from_exp: bool, single: bool):
     range: nothing is computed (``err[0]`` its row).
 
     Every array must be C-contiguous (another layout is a typing error): the kernel reads them
-    through typed pointers (:func:`_data`), and its loops are ``while`` loops and its
+    through typed pointers (:func:`native.address.data`), and its loops are ``while`` loops and its
     conditional expressions ``select``, because the serial build is compiled in the first step
     of every model trained with ``F.cross_entropy`` and its cold compile is numba's front end
     and LLVM working through its IR: an array access is ~30 lines of IR, a pointer's 2, and a
@@ -223,19 +205,19 @@ def ce_rows(from_exp: bool, single: bool):
         def ce_rows_kernel(grad, g, x, y, w, ignore_index, eps, mean, rows, out, err, e, stats,
                            work, lanes):
             N, C = x.shape
-            # every array through a typed pointer to its data (see _data and the docstring)
-            xp = _data(x)
-            yp = _data(y)
-            wp = _data(w)
-            gp = _data(g)
-            meanp = _data(mean)
-            rowsp = _data(rows)
-            outp = _data(out)
-            errp = _data(err)
-            workp = _data(work)
-            lanesp = _data(lanes)
-            sp = _data(stats)
-            er = _data(e) if from_exp else outp  # (the gradient's exponentials)
+            # every array through a typed pointer to its data (see address.data and the docstring)
+            xp = data(x)
+            yp = data(y)
+            wp = data(w)
+            gp = data(g)
+            meanp = data(mean)
+            rowsp = data(rows)
+            outp = data(out)
+            errp = data(err)
+            workp = data(work)
+            lanesp = data(lanes)
+            sp = data(stats)
+            er = data(e) if from_exp else outp  # (the gradient's exponentials)
             # each target checked where it is read, and ws = sum_i w[y_i] over rows not
             # ignored, in order, in one loop (written out, not inlined helpers: numba's
             # inlining of a function costs ~0.01-0.05 s of a cold compile each)

@@ -53,6 +53,23 @@ def carray(typingctx, ptr, shape):
 
 
 @cached_intrinsic
+def data(typingctx, a):
+    """A typed pointer to the first element of ``a``, a C-contiguous array (another layout is a
+    typing error, when the kernel compiles): what a kernel reads an array through where its
+    cold compile counts (``kernels/loss.py``'s ``ce_rows``).  numba lowers an array access to
+    ~30 lines of LLVM IR (the array's structure loaded, a negative index wrapped), and each use
+    of an array variable (``a.shape``, ``a.ctypes``) to ~30 more; a pointer access is 2 lines,
+    and this is one use.  The caller keeps ``a`` alive and indexes within its size."""
+    if not (isinstance(a, types.Array) and a.layout == "C"):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(signature.args[0])(context, builder, args[0]).data
+
+    return types.CPointer(a.dtype)(a), codegen
+
+
+@cached_intrinsic
 def at(typingctx, addr, n, like):
     """The 1-d C-contiguous array of ``n`` elements at ``addr``, of ``like``'s dtype (an array,
     or a numpy scalar type such as ``np.uint16``): ``carray(_pointer(addr, like), n)`` in one
