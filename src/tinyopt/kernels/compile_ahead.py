@@ -422,8 +422,10 @@ def _declare(phase: int, recipe: tuple, args: tuple | None) -> None:
         return
     _declared.add(key)
     mode = os.environ.get("TINYOPT_COMPILE_AHEAD", "")
+    # (a core free for a helper: checked where none is running; a running one is given the
+    # kernel, though its own work now fills the core it took)
     if (mode == "0" or not jit.caches_on_disk() or numba_cache.LOAD_WITHOUT_REFRESH is None
-            or (mode != "1" and not _idle_cpu())):
+            or (mode != "1" and not helping() and not _idle_cpu())):
         return
     argtypes = None if args is None else tuple(numba.typeof(a) for a in args)
     if _cached(recipe, argtypes):
