@@ -10,7 +10,7 @@ import numpy as np
 from tinyopt.engine import autocast, grad_mode
 from tinyopt.engine.dtypes import FLOATS, int64, is_float, scalar_type_name
 from tinyopt.engine.op import defop, node
-from tinyopt.engine.ops.family import require_float
+from tinyopt.engine.ops.family import c_contiguous, require_float
 from tinyopt.engine.ops.elementwise import promoted_operands, softplus
 from tinyopt.engine.ops.reduce import log_softmax
 from tinyopt.engine.ops.workspace import region
@@ -102,12 +102,6 @@ def _exp_parts(buf: np.ndarray, N: int, C: int) -> tuple[np.ndarray, np.ndarray]
     return flat[k:].reshape(N, C), flat[:k].view(np.float64).reshape(N, 2)
 
 
-def _c(a: np.ndarray) -> np.ndarray:
-    """``a``, or a C-contiguous copy of a strided view (transposed logits, a column slice, a
-    strided weight): ``ce_rows`` reads its arrays through pointers, C layout only."""
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
-
-
 def _ce_forward(t, mean: bool):
     ignore, eps = t.attrs
     x = t.srcs[0]
@@ -121,10 +115,12 @@ def _ce_forward(t, mean: bool):
     rows = np.empty(N, t.dtype) if mean else None
 
     def fwd(out, x, y, w, e=None):
-        r, total = (rows, out.reshape(1)) if mean else (_c(out), no_vec)
+        r, total = (rows, out.reshape(1)) if mean else (c_contiguous(out), no_vec)
         stats = no_stats if e is None else _exp_parts(e, N, C)[1]
-        kernel(False, no_vec, _c(x), _c(y), _c(w), ignore, eps, total, r, no_mat, err, no_mat,
-               stats, *scratch)
+        # (ce_rows reads C layouts through pointers: a transposed or sliced view is copied)
+        x, y, w = (c_contiguous(a) for a in (x, y, w))
+        kernel(False, no_vec, x, y, w, ignore, eps, total, r, no_mat, err, no_mat, stats,
+               *scratch)
         if r is not out and not mean:
             out[...] = r
         _check_targets(err, y)
@@ -158,9 +154,10 @@ def _ce_grad_forward(t, mean: bool):
             # kernel's one compile then serves both ways
             np.copyto(rows_g, g)
             g = rows_g
-        dst = _c(out)  # (a copy of a strided out, written back: x's copy is read)
-        kernel(True, _c(g), _c(x), _c(y), _c(w), ignore, eps, share, no_rows, dst, err, *exp,
-               *scratch)
+        # (C layouts, as the forward's; a strided out's copy is written back: x's copy is read)
+        g, x, y, w = (c_contiguous(a) for a in (g, x, y, w))
+        dst = c_contiguous(out)
+        kernel(True, g, x, y, w, ignore, eps, share, no_rows, dst, err, *exp, *scratch)
         if dst is not out:
             out[...] = dst
         _check_targets(err, y)
