@@ -62,8 +62,8 @@ def test_specialized_makes_one_kernel_per_option_combination():
 
 def test_a_serial_build_without_reference_counting():
     """``serial_nrt=False``: the serial build counts no array references (none of numba's
-    NRT_incref/decref in its code) and computes what the parallel build computes; one that
-    allocates is refused when it compiles, not run without its memory managed."""
+    NRT_incref/decref in its code) and computes the kernel's result; one that allocates is
+    refused when it compiles, not run without its memory managed."""
     def add_one(x, y):
         for i in jit.prange(x.shape[0]):
             y[i] = x[i] + 1.0
