@@ -60,6 +60,39 @@ def test_specialized_makes_one_kernel_per_option_combination():
     assert scale.__doc__.startswith("y <- -x")
 
 
+def test_a_serial_build_without_reference_counting():
+    """``serial_nrt=False``: the serial build counts no array references (none of numba's
+    NRT_incref/decref in its code) and computes the kernel's result; one that allocates is
+    refused when it compiles, not run without its memory managed."""
+    def add_one(x, y):
+        for i in jit.prange(x.shape[0]):
+            y[i] = x[i] + 1.0
+
+    def add_one_serial(x, y):
+        for i in range(x.shape[0]):
+            y[i] = x[i] + 1.0
+
+    k = jit.parallel_kernel(add_one, serial=add_one_serial, serial_nrt=False)
+    x, y = np.arange(5.0), np.zeros(5)
+    k(x, y)
+    np.testing.assert_array_equal(y, x + 1.0)
+    assert "NRT_incref" not in next(iter(k.serial_build.inspect_llvm().values()))
+
+    def scratch(x, y):
+        t = np.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            y[i] = t[i] + x[i]
+
+    def scratch_serial(x, y):
+        t = np.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            y[i] = t[i] + x[i]
+
+    from numba.core.errors import TypingError
+    with pytest.raises(TypingError):
+        jit.parallel_kernel(scratch, serial=scratch_serial, serial_nrt=False).serial(x, y)
+
+
 def test_kernels_and_subroutines_compile_no_c_wrapper():
     """numba's cfunc wrapper (a C-callable copy of a function, for first-class function values)
     is compiled for no kernel nor subroutine: it was ~8% of a cold first training step."""

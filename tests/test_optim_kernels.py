@@ -21,6 +21,15 @@ def logged(typingctx, targetctx, func, *args, **kwargs):
     compiled.append(getattr(func, "__qualname__", "?"))
     return compile_extra(typingctx, targetctx, func, *args, **kwargs)
 compiler.compile_extra = logged
+from numba.core import codegen
+ir_sizes = {}  # each library's LLVM IR before optimisation: (lines, whether it counts references)
+add_ir_module = codegen.CPUCodeLibrary.add_ir_module
+def measured(self, module):
+    text = str(module)
+    lines, counts = ir_sizes.get(self.name, (0, False))
+    ir_sizes[self.name] = (lines + text.count("\\n"), counts or "NRT_incref" in text)
+    return add_ir_module(self, module)
+codegen.CPUCodeLibrary.add_ir_module = measured
 from tinyopt import Parameter, optim
 out = {}
 for name, kw in %r:
@@ -30,32 +39,34 @@ for name, kw in %r:
         p.grad = np.cos(np.arange(6) + t).astype(np.float32)
         opt.step()
     out[name] = (p._data.tolist(), float(opt._flat[0][0].steps[0]), sorted(opt.state[p]))
-print(repr((out, compiled)))
+print(repr((out, compiled, ir_sizes)))
 """
 SGD, ADAM = ("SGD", dict(lr=0.1)), ("Adam", dict(lr=0.01))
 
 
-def _run(cases, cache, compiled: list | None = None):
+def _run(cases, cache, compiled: list | None = None, ir_sizes: dict | None = None):
     """The steps' results in a fresh process (``compiled``: extended by the functions numba
-    compiled there)."""
+    compiled there; ``ir_sizes``: updated with each library's IR lines and reference counting)."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache), PYTHONPATH=SRC)
     res = subprocess.run([sys.executable, "-c", _STEP % (cases,)], env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr
-    out, names = eval(res.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
+    out, names, sizes = eval(res.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
     if compiled is not None:
         compiled.extend(names)
+    if ir_sizes is not None:
+        ir_sizes.update(sizes)
     return out
 
 
 @pytest.fixture(scope="module")
 def cold(tmp_path_factory):
     """SGD's and Adam's steps, each alone in a fresh process with an empty cache: their results
-    and what numba compiled for each."""
-    compiled = {"SGD": [], "Adam": []}
-    out = {**_run([SGD], tmp_path_factory.mktemp("sgd"), compiled["SGD"]),
-           **_run([ADAM], tmp_path_factory.mktemp("adam"), compiled["Adam"])}
-    return out, compiled
+    and what numba compiled for each (and its IR's size)."""
+    compiled, ir_sizes = {"SGD": [], "Adam": []}, {}
+    out = {**_run([SGD], tmp_path_factory.mktemp("sgd"), compiled["SGD"], ir_sizes),
+           **_run([ADAM], tmp_path_factory.mktemp("adam"), compiled["Adam"], ir_sizes)}
+    return out, compiled, ir_sizes
 
 
 def test_kernels_cached_by_separate_processes_load_together(tmp_path, cold):
@@ -81,6 +92,16 @@ def test_a_cold_step_compiles_the_serial_walker_alone(cold):
     for name, kernel in (("SGD", "sgd_FFFF_kernel_serial"), ("Adam", "adam_FFFFT_kernel_serial")):
         walkers = [f for f in cold[1][name] if f.startswith(name.lower() + "_")]
         assert walkers == [kernel], cold[1][name]
+
+
+def test_the_serial_walker_is_little_ir_and_counts_no_references(cold):
+    """The serial walker, compiled in every model's first step, reads its arrays through typed
+    pointers in ``while`` loops and counts no references (``serial_nrt=False``): Adam's LLVM IR
+    before optimisation was 5435 lines (~30 a numpy array access, each array argument's
+    reference counting ~25 more), now ~1550, and its cold compile ~0.45 -> ~0.33 s of CPU."""
+    for kernel in ("sgd_FFFF_kernel_serial", "adam_FFFFT_kernel_serial"):
+        lines, counts_references = cold[2][kernel]
+        assert lines < 2000 and not counts_references, (kernel, lines)
 
 
 def test_adam_on_the_shared_pool_steps_in_parallel_with_the_serial_bits(monkeypatch):

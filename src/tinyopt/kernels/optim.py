@@ -39,7 +39,8 @@ scalar arithmetic uses are float64.  No fastmath: NaN and inf propagate as in Py
 Parallelism: the buffer is cut into chunks of ``chunk`` elements, ``chunk_seg[c]`` being the
 parameter holding chunk ``c``'s first element; iteration ``c`` writes only its own chunk, so the
 results are the same on any number of threads.  (The serial build walks the parameters one by
-one instead, with the prologue inlined: the same bits, less code to compile.)  The parallel
+one instead, with the prologue inlined, every array read through a typed pointer and no
+reference counting: the same bits, less code to compile.)  The parallel
 build runs from ``kernels.jit.PARALLEL_MIN_ELEMENTS`` elements; an algorithm whose parallel
 build measured faster from fewer elements (Adam; SGD's did not) declares a lower
 ``shared_min``, used where numpy's BLAS shares the kernels' OpenMP threads
@@ -63,12 +64,15 @@ import time
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
 
 from tinyopt.kernels.native import half
-from tinyopt.kernels.native.address import at
+from tinyopt.kernels.native.address import at, data
 from tinyopt.kernels import compile_ahead, jit
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.native.instructions import fma
+from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
 
 class Algorithm:
@@ -202,30 +206,84 @@ def step_prologue(scalars, name: str):
     scalar state (``S[j]``); -1, or the index of the parameter whose coefficients overflowed
     (nothing written to ``S`` then).  Compiled as a call under the qualified name ``name`` (see
     :func:`walker`): it is not inlined, as numba's parallel array analysis trips over the
-    tuples it returns."""
+    tuples it returns.  Its steps, over typed pointers, are :func:`prologue_steps`'s."""
+    steps = prologue_steps(scalars)
 
     def prologue(flags, S, coef, h):
-        # one ``scalars`` per parameter: its next scalar state waits in coef[j, 4:] until no
-        # coefficient overflowed (stored there and then in S it rounds as stored in S at once:
-        # the buffer dtype is float32 or float64, S float32)
-        nseg = flags.shape[0]
-        for j in range(nseg):
-            if flags[j] != 0:
-                sn, cn = scalars(S[j], h)
-                cj = coef[j]
-                cj[0], cj[1], cj[2], cj[3] = cn
-                if coefficient_overflowed(cj, cn):
-                    return j
-                cj[4], cj[5], cj[6], cj[7] = sn
-        for j in range(nseg):
-            if flags[j] != 0:
-                sj, cj = S[j], coef[j]
-                sj[0], sj[1], sj[2], sj[3] = cj[4], cj[5], cj[6], cj[7]
-        return -1
+        return steps(data(flags), data(S), data(coef), flags.shape[0], S.shape[1], coef.shape[1],
+                     h)
 
     prologue.__qualname__ = name
     subroutine(prologue)
     return prologue
+
+
+def prologue_steps(scalars):
+    """The prologue's steps (see :func:`step_prologue`), ``steps(fp, sp, cp, nseg, ws, wc, h) ->
+    int`` over typed pointers to ``flags``, ``S`` and ``coef``'s data (``nseg`` parameters,
+    rows of ``ws`` and ``wc`` elements), inlined: the serial walker hands it the pointers it
+    reads through anyway (each array it passed instead cost ~40 lines of IR to copy and count
+    references)."""
+
+    @inline
+    def steps(fp, sp, cp, nseg, ws, wc, h):
+        # one ``scalars`` per parameter: its next scalar state waits in coef[j, 4:] until no
+        # coefficient overflowed (stored there and then in S it rounds as stored in S at once:
+        # the buffer dtype is float32 or float64, S float32).  S's row is handed to ``scalars``
+        # as a tuple of its 4 float32 values, what indexing the row gave.
+        j = _ZERO
+        while j < nseg:
+            if fp[j] != 0:
+                sj, cj = _offset(sp, j * ws), _offset(cp, j * wc)  # (rows j)
+                sn, cn = scalars((sj[0], sj[1], sj[2], sj[3]), h)
+                cj[0], cj[1], cj[2], cj[3] = cn
+                if overflowed((cj[0], cj[1], cj[2], cj[3]), cn):
+                    return j
+                cj[4], cj[5], cj[6], cj[7] = sn
+            j += 1
+        j = _ZERO
+        while j < nseg:
+            if fp[j] != 0:
+                sj, cj = _offset(sp, j * ws), _offset(cp, j * wc)
+                sj[0], sj[1], sj[2], sj[3] = cj[4], cj[5], cj[6], cj[7]
+            j += 1
+        return -1
+
+    return steps
+
+
+_ZERO = np.int64(0)
+"""The first index of the walkers' ``while`` loops: an int64 from the start, where a literal
+``0`` is typed ``Literal[int](0)`` until its loop's ``+= 1`` widens it, and numba's type
+inference then runs a third pass over the whole kernel (~0.04 s of Adam's cold compile)."""
+
+
+@cached_intrinsic
+def _offset(typingctx, ptr, k):
+    """``ptr + k`` for a typed pointer (``k`` elements on): the serial walker's view of a flat
+    state buffer from parameter ``j``'s first element, indexed from 0 as the update functions
+    index it.  (No bounds: the caller's segment lies in the buffer, or is never read.)"""
+    if not (isinstance(ptr, types.CPointer) and isinstance(k, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return ptr(ptr, k), codegen
+
+
+@cached_intrinsic
+def _retyped(typingctx, addr, ptr):
+    """The address ``addr`` (an int64) as a pointer of ``ptr``'s type (``address._pointer``
+    with a pointer for the type: the serial walker's parameters and gradients, typed as its
+    state buffer, with no use of the array)."""
+    if not (isinstance(addr, types.Integer) and isinstance(ptr, types.CPointer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(addr, ptr), codegen
 
 
 def walker(scalars, update, name: str):
@@ -240,7 +298,7 @@ def walker(scalars, update, name: str):
     """
 
     prologue = step_prologue(scalars, f"{name}_prologue")
-    whole_prologue = inline(prologue)
+    steps = prologue_steps(scalars)
 
     def kernel(pa, ga, s0, s1, s2, seg, chunk_seg, chunk, flags, S, coef, hs):
         bad = prologue(flags, S, coef, hs[0])
@@ -276,26 +334,36 @@ def walker(scalars, update, name: str):
         # the same updates, parameter by parameter (each element's update is independent of
         # the order, so the same bits as the chunks'); the prologue inlined (numba's parallel
         # analysis, not the serial build, trips over its tuples): ~0.1 s less to compile than
-        # the chunked loop with the prologue as a call
+        # the chunked loop with the prologue as a call.  Every array through a typed pointer
+        # (``update`` indexes them from 0 as it did views: a pointer access is 2 lines of
+        # LLVM IR, an array's ~30) and ``while`` loops (a range loop's iterator is ~130 lines
+        # more), and no reference counting (``serial_nrt``): Adam's build went 5435 -> 1547
+        # lines of IR before optimisation and its cold compile ~0.45 -> ~0.33 s of CPU.
         h = hs[0]
-        bad = whole_prologue(flags, S, coef, h)
+        fp, cp, nseg, wc = data(flags), data(coef), flags.shape[0], coef.shape[1]
+        bad = steps(fp, data(S), cp, nseg, S.shape[1], wc, h)
         if bad >= 0:
             return bad
-        for j in range(flags.shape[0]):
-            if flags[j] != 0:
-                cj = coef[j]
+        sg, pp, gp = data(seg), data(pa), data(ga)
+        v0, v1, v2 = data(s0), data(s1), data(s2)  # (unused slots: empty, never read)
+        j = _ZERO
+        while j < nseg:
+            if fp[j] != 0:
+                cj = _offset(cp, j * wc)
                 c = (cj[0], cj[1], cj[2], cj[3])
-                lo, hi = seg[j], seg[j + 1]
-                ps = at(pa[j], hi - lo, s0)
-                gs = at(ga[j], hi - lo, s0)
-                a, b, d = s0[lo:hi], s1[lo:hi], s2[lo:hi]
-                for i in range(hi - lo):
+                lo, n = sg[j], sg[j + 1] - sg[j]
+                ps, gs = _retyped(pp[j], v0), _retyped(gp[j], v0)
+                a, b, d = _offset(v0, lo), _offset(v1, lo), _offset(v2, lo)
+                i = _ZERO
+                while i < n:
                     update(i, ps, gs, a, b, d, h, c)
+                    i += 1
+            j += 1
         return -1
 
     kernel.__name__ = kernel.__qualname__ = f"{name}_kernel"
     serial.__name__ = serial.__qualname__ = f"{name}_kernel_serial"
-    fused = parallel_kernel(kernel, sized_by=flat_size, serial=serial)
+    fused = parallel_kernel(kernel, sized_by=flat_size, serial=serial, serial_nrt=False)
     fused.low = specialized(lambda mode: _low_walker(prologue, update, mode, name))
     return fused
 
@@ -409,13 +477,32 @@ def unchanged_bf16_sr(x, q, i):
 
 @inline
 def coefficient_overflowed(stored, c):
-    """Whether a finite coefficient became inf when stored in the buffer dtype."""
-    # (abs(x) == inf is isinf(x), NaN included; & and | rather than and/or: one block of
-    # straight-line code for numba to lower instead of a branch per term)
-    return (((abs(stored[0]) == math.inf) & (abs(c[0]) != math.inf))
-            | ((abs(stored[1]) == math.inf) & (abs(c[1]) != math.inf))
-            | ((abs(stored[2]) == math.inf) & (abs(c[2]) != math.inf))
-            | ((abs(stored[3]) == math.inf) & (abs(c[3]) != math.inf)))
+    """Whether a finite coefficient became inf when stored in the buffer dtype (``stored``: the
+    4 stored values, an array or a tuple; ``c``: the 4 computed ones): :func:`overflowed`."""
+    return overflowed((stored[0], stored[1], stored[2], stored[3]), c)
+
+
+@cached_intrinsic
+def overflowed(typingctx, stored, c):
+    """``any(isinf(stored[k]) and not isinf(c[k]) for k < 4)`` over two 4-tuples of floats
+    (NaN is not inf), in straight-line LLVM IR: as an inlined Python expression (16 ``abs``,
+    8 comparisons, 7 ``&``/``|``) it cost numba's inlining, typing and lowering of every term
+    in each walker's cold compile."""
+    if not all(isinstance(t, types.BaseTuple) and len(t) == 4
+               and all(isinstance(x, types.Float) for x in t) for t in (stored, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        out = ir.Constant(ir.IntType(1), 0)
+        for k in range(4):
+            inf = [builder.fcmp_ordered("==", builder.call(
+                       builder.module.declare_intrinsic("llvm.fabs", [x.type]), [x]),
+                       ir.Constant(x.type, math.inf))
+                   for x in (builder.extract_value(args[0], k), builder.extract_value(args[1], k))]
+            out = builder.or_(out, builder.and_(inf[0], builder.not_(inf[1])))
+        return out
+
+    return types.boolean(stored, c), codegen
 
 
 @inline
