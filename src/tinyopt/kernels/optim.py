@@ -64,15 +64,12 @@ import time
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import types
 
 from tinyopt.kernels.native import half
-from tinyopt.kernels.native.address import at, data
+from tinyopt.kernels.native.address import at, data, offset, retyped
 from tinyopt.kernels import compile_ahead, jit
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
-from tinyopt.kernels.native.instructions import fma
-from tinyopt.kernels.native.numba_cache import cached_intrinsic
+from tinyopt.kernels.native.instructions import became_inf, fma
 
 
 class Algorithm:
@@ -234,17 +231,17 @@ def prologue_steps(scalars):
         j = _ZERO
         while j < nseg:
             if fp[j] != 0:
-                sj, cj = _offset(sp, j * ws), _offset(cp, j * wc)  # (rows j)
+                sj, cj = offset(sp, j * ws), offset(cp, j * wc)  # (rows j)
                 sn, cn = scalars((sj[0], sj[1], sj[2], sj[3]), h)
                 cj[0], cj[1], cj[2], cj[3] = cn
-                if overflowed((cj[0], cj[1], cj[2], cj[3]), cn):
+                if became_inf((cj[0], cj[1], cj[2], cj[3]), cn):
                     return j
                 cj[4], cj[5], cj[6], cj[7] = sn
             j += 1
         j = _ZERO
         while j < nseg:
             if fp[j] != 0:
-                sj, cj = _offset(sp, j * ws), _offset(cp, j * wc)
+                sj, cj = offset(sp, j * ws), offset(cp, j * wc)
                 sj[0], sj[1], sj[2], sj[3] = cj[4], cj[5], cj[6], cj[7]
             j += 1
         return -1
@@ -256,34 +253,6 @@ _ZERO = np.int64(0)
 """The first index of the walkers' ``while`` loops: an int64 from the start, where a literal
 ``0`` is typed ``Literal[int](0)`` until its loop's ``+= 1`` widens it, and numba's type
 inference then runs a third pass over the whole kernel (~0.04 s of Adam's cold compile)."""
-
-
-@cached_intrinsic
-def _offset(typingctx, ptr, k):
-    """``ptr + k`` for a typed pointer (``k`` elements on): the serial walker's view of a flat
-    state buffer from parameter ``j``'s first element, indexed from 0 as the update functions
-    index it.  (No bounds: the caller's segment lies in the buffer, or is never read.)"""
-    if not (isinstance(ptr, types.CPointer) and isinstance(k, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.gep(args[0], [args[1]])
-
-    return ptr(ptr, k), codegen
-
-
-@cached_intrinsic
-def _retyped(typingctx, addr, ptr):
-    """The address ``addr`` (an int64) as a pointer of ``ptr``'s type (``address._pointer``
-    with a pointer for the type: the serial walker's parameters and gradients, typed as its
-    state buffer, with no use of the array)."""
-    if not (isinstance(addr, types.Integer) and isinstance(ptr, types.CPointer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(ptr))
-
-    return ptr(addr, ptr), codegen
 
 
 def walker(scalars, update, name: str):
@@ -349,11 +318,11 @@ def walker(scalars, update, name: str):
         j = _ZERO
         while j < nseg:
             if fp[j] != 0:
-                cj = _offset(cp, j * wc)
+                cj = offset(cp, j * wc)
                 c = (cj[0], cj[1], cj[2], cj[3])
                 lo, n = sg[j], sg[j + 1] - sg[j]
-                ps, gs = _retyped(pp[j], v0), _retyped(gp[j], v0)
-                a, b, d = _offset(v0, lo), _offset(v1, lo), _offset(v2, lo)
+                ps, gs = retyped(pp[j], v0), retyped(gp[j], v0)
+                a, b, d = offset(v0, lo), offset(v1, lo), offset(v2, lo)
                 i = _ZERO
                 while i < n:
                     update(i, ps, gs, a, b, d, h, c)
@@ -478,31 +447,9 @@ def unchanged_bf16_sr(x, q, i):
 @inline
 def coefficient_overflowed(stored, c):
     """Whether a finite coefficient became inf when stored in the buffer dtype (``stored``: the
-    4 stored values, an array or a tuple; ``c``: the 4 computed ones): :func:`overflowed`."""
-    return overflowed((stored[0], stored[1], stored[2], stored[3]), c)
-
-
-@cached_intrinsic
-def overflowed(typingctx, stored, c):
-    """``any(isinf(stored[k]) and not isinf(c[k]) for k < 4)`` over two 4-tuples of floats
-    (NaN is not inf), in straight-line LLVM IR: as an inlined Python expression (16 ``abs``,
-    8 comparisons, 7 ``&``/``|``) it cost numba's inlining, typing and lowering of every term
-    in each walker's cold compile."""
-    if not all(isinstance(t, types.BaseTuple) and len(t) == 4
-               and all(isinstance(x, types.Float) for x in t) for t in (stored, c)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        out = ir.Constant(ir.IntType(1), 0)
-        for k in range(4):
-            inf = [builder.fcmp_ordered("==", builder.call(
-                       builder.module.declare_intrinsic("llvm.fabs", [x.type]), [x]),
-                       ir.Constant(x.type, math.inf))
-                   for x in (builder.extract_value(args[0], k), builder.extract_value(args[1], k))]
-            out = builder.or_(out, builder.and_(inf[0], builder.not_(inf[1])))
-        return out
-
-    return types.boolean(stored, c), codegen
+    4 stored values, an array or a tuple; ``c``: the 4 computed ones), as
+    ``instructions.became_inf`` computes it."""
+    return became_inf((stored[0], stored[1], stored[2], stored[3]), c)
 
 
 @inline

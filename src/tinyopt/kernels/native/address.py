@@ -89,6 +89,35 @@ def at(typingctx, addr, n, like):
     return array(types.int64, n, like), codegen
 
 
+@cached_intrinsic
+def offset(typingctx, ptr, k):
+    """``ptr + k`` for a typed pointer (``k`` elements on): a view of a flat buffer from an
+    element on, indexed from 0 (the optimizer's serial walker: a parameter's slice of its state
+    buffers).  No bounds: the caller keeps ``k`` and what it reads there within the buffer."""
+    if not (isinstance(ptr, types.CPointer) and isinstance(k, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.gep(args[0], [args[1]])
+
+    return ptr(ptr, k), codegen
+
+
+@cached_intrinsic
+def retyped(typingctx, addr, ptr):
+    """The address ``addr`` (an int64, an entry of a table of addresses) as a pointer of
+    ``ptr``'s type: :func:`_pointer` with a pointer for the type, where the kernel has no array
+    of the dtype at hand, or would pay for using one (the serial walker's parameters and
+    gradients, typed as its state buffer)."""
+    if not (isinstance(addr, types.Integer) and isinstance(ptr, types.CPointer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(addr, ptr), codegen
+
+
 @kernel
 def copy_segments(flat, addr, seg, flags, into_flat):
     """For every ``j`` with ``flags[j] != 0``: ``flat[seg[j]:seg[j + 1]] <- storage j`` if

@@ -5,7 +5,9 @@
 - :data:`prefetch_l1`, :data:`prefetch_l2`: a hint that an element's cache line will be read
   soon (``llvm.prefetch``);
 - :func:`abs_bits`, :func:`float_of_bits`: a float32's bit pattern and back (``bitcast``);
-- :func:`select`: ``a if c else b`` without a branch (``select``).
+- :func:`select`: ``a if c else b`` without a branch (``select``);
+- :func:`became_inf`: whether a finite value of a 4-tuple became inf where it was stored
+  (``llvm.fabs`` and compares, straight-line).
 
 All are target-independent LLVM: ``llvm.fma`` is one ``vfmadd`` where the CPU has FMA and a call
 to libm's correctly rounded ``fma`` where it has not (the same bits), ``llvm.prefetch`` is dropped
@@ -13,6 +15,8 @@ where the CPU has no prefetch instruction (a hint: never a fault, never a change
 """
 
 from __future__ import annotations
+
+import math
 
 from llvmlite import ir
 from numba import types
@@ -106,3 +110,28 @@ def select(typingctx, c, a, b):
         y = context.cast(builder, args[2], signature.args[2], t)
         return builder.select(args[0], x, y)
     return t(c, a, b), codegen
+
+
+@cached_intrinsic
+def became_inf(typingctx, stored, c):
+    """``any(isinf(stored[k]) and not isinf(c[k]) for k < 4)`` over two 4-tuples of floats (NaN
+    is not inf): whether a finite value ``c[k]`` overflowed where it was stored (the optimizer
+    walkers' coefficients, PyTorch's "value cannot be converted to type float without
+    overflow").  Straight-line IR: as an inlined Python expression (16 ``abs``, 8 comparisons,
+    7 ``&``/``|``) it cost numba's inlining, typing and lowering of every term in each walker's
+    cold compile."""
+    if not all(isinstance(t, types.BaseTuple) and len(t) == 4
+               and all(isinstance(x, types.Float) for x in t) for t in (stored, c)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        out = ir.Constant(ir.IntType(1), 0)
+        for k in range(4):
+            inf = [builder.fcmp_ordered("==", builder.call(
+                       builder.module.declare_intrinsic("llvm.fabs", [x.type]), [x]),
+                       ir.Constant(x.type, math.inf))
+                   for x in (builder.extract_value(args[0], k), builder.extract_value(args[1], k))]
+            out = builder.or_(out, builder.and_(inf[0], builder.not_(inf[1])))
+        return out
+
+    return types.boolean(stored, c), codegen
