@@ -66,7 +66,7 @@ import numba
 import numpy as np
 
 from tinyopt.kernels.native import half
-from tinyopt.kernels.native.address import at, data, offset, retyped
+from tinyopt.kernels.native.address import at, data, local_copy, offset, retyped
 from tinyopt.kernels import compile_ahead, jit
 from tinyopt.kernels.jit import _FORK, inline, parallel_kernel, prange, specialized, subroutine
 from tinyopt.kernels.native.instructions import became_inf, fma
@@ -275,7 +275,7 @@ def walker(scalars, update, name: str):
             return bad
         n = seg[seg.shape[0] - 1]
         for ci in prange(chunk_seg.shape[0]):
-            h = hs[0]  # read in the loop: numba's parallel regions mistype a record from outside
+            h = local_copy(hs[0])  # (in the loop: parallel regions mistype a record from outside)
             start = ci * chunk
             # (not min(): a function numba compiles on its own, ~0.02 s of a cold first step)
             end = start + chunk if start + chunk < n else n
@@ -308,7 +308,7 @@ def walker(scalars, update, name: str):
         # LLVM IR, an array's ~30) and ``while`` loops (a range loop's iterator is ~130 lines
         # more), and no reference counting (``serial_nrt``): Adam's build went 5435 -> 1547
         # lines of IR before optimisation and its cold compile ~0.45 -> ~0.33 s of CPU.
-        h = hs[0]
+        h = local_copy(hs[0])
         fp, cp, nseg, wc = data(flags), data(coef), flags.shape[0], coef.shape[1]
         bad = steps(fp, data(S), cp, nseg, S.shape[1], wc, h)
         if bad >= 0:
@@ -377,7 +377,7 @@ def _low_walker(prologue, update, mode, name: str):
             return bad
         n = p.shape[0]
         for ci in prange(chunk_seg.shape[0]):
-            h = hs[0]
+            h = local_copy(hs[0])
             start = ci * chunk
             # (not min(): a function numba compiles on its own, ~0.02 s of a cold first step)
             end = start + chunk if start + chunk < n else n

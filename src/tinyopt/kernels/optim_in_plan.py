@@ -28,6 +28,7 @@ functions of the algorithm (the same arithmetic, so the same bits):
 from __future__ import annotations
 
 from tinyopt.kernels.jit import kernel
+from tinyopt.kernels.native.address import local_copy
 from tinyopt.kernels.optim import coefficient_overflowed
 
 BLOCK = 8192
@@ -70,14 +71,14 @@ def _make(scalars, update, name: str) -> tuple:
                 S[j, 0], S[j, 1], S[j, 2], S[j, 3] = sn
 
     def segment(p, g, s0, s1, s2, lo, hi, j, coef, hs):
-        h = hs[0]
+        h = local_copy(hs[0])  # (a copy: its fields stay in registers)
         c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
         ps, gs, a, b, d = p[lo:hi], g[lo:hi], s0[lo:hi], s1[lo:hi], s2[lo:hi]
         for i in range(hi - lo):
             update(i, ps, gs, a, b, d, h, c)
 
     def outer(x, y, p, g, s0, s1, s2, lo, j, coef, hs):
-        h = hs[0]
+        h = local_copy(hs[0])
         c = (coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3])
         n = y.shape[0]
         m = x.shape[0]

@@ -18,6 +18,7 @@ on the group as one vector (LBFGS, Adafactor's kernel, ZeRO's allgather).
 from __future__ import annotations
 
 from numba import types
+from numba.core import cgutils
 from numba.core.typing.npydecl import parse_shape
 
 from tinyopt.kernels.jit import kernel
@@ -116,6 +117,26 @@ def retyped(typingctx, addr, ptr):
         return builder.inttoptr(args[0], context.get_value_type(ptr))
 
     return ptr(addr, ptr), codegen
+
+
+@cached_intrinsic
+def local_copy(typingctx, rec):
+    """A copy of the record ``rec`` (an element of a structured array: numba passes it as a
+    pointer to its bytes) on the kernel's stack.  Why: a loop that reads a record's fields and
+    stores through other pointers must reload the fields after every store (the record might be
+    what was written), and LLVM neither hoists them nor vectorizes the loop; a copy whose
+    address never escapes cannot be written through another pointer, so its fields become
+    registers.  The same values: the bytes are copied once, where this is called."""
+    if not isinstance(rec, types.Record):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data_type = context.data_model_manager[rec].get_data_type()
+        copy = cgutils.alloca_once(builder, data_type)
+        builder.store(builder.load(args[0]), copy)
+        return copy
+
+    return rec(rec), codegen
 
 
 @kernel
