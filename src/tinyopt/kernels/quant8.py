@@ -62,7 +62,7 @@ import math
 import numpy as np
 
 from tinyopt.kernels.jit import inline, parallel_kernel, prange, specialized
-from tinyopt.kernels.native.address import at
+from tinyopt.kernels.native.address import at, local_copy
 from tinyopt.kernels.native.instructions import abs_bits, float_of_bits, prefetch_l1, prefetch_l2
 from tinyopt.kernels.native.quant8_lanes import (
     KEY_SHIFT, VECTOR, adam_lane, adam_lanes, dequantize_lane, dequantize_lanes, quantize_div_lane,
@@ -228,7 +228,7 @@ def _step_factory(functions: tuple, two: bool, mode: int, name: str):
                 coef[j, 0], coef[j, 1], coef[j, 2], coef[j, 3] = coefficients(float(steps[j]),
                                                                               hs[0])
         for ci in prange(scratch.shape[0]):
-            h = hs[0]
+            h = local_copy(hs[0])  # (its fields in registers: address.local_copy)
             sc = scratch[ci]
             for b in range(ci * BLOCKS_PER_CHUNK, min((ci + 1) * BLOCKS_PER_CHUNK, nb)):
                 j = bj[b]
