@@ -124,16 +124,21 @@ def _njit(fn, **options):
 _REASSOC = {"fastmath": {"reassoc"}}
 
 
-# _nrt=False, for kernels that allocate nothing (``nrt=False``): numba's reference counting (NRT)
-# otherwise raises each array argument's count on entry and drops it after its last use, and so
-# each view a kernel makes (a row ``out[i]``), ~25 lines of LLVM IR per array, each call to a
-# function numba's front end and LLVM work through in every cold compile; the Python wrapper
-# adopts and releases each argument too.  The arrays are the caller's, alive for the call
-# anyway.  Without NRT numba refuses, when it compiles, whatever needs managed memory (an
-# allocation, an array expression, an exception with a run-time value): a type or lowering error
-# at the first call, never a kernel run without its memory managed; and it refuses to return
-# an array other than an argument, which it would box as that argument.  The functions a kernel
-# calls (numba's ``min``, a subroutine) compile with its flags, NRT off too.
+# _nrt=False, for kernels that allocate nothing (``nrt=False``): no reference counting (numba's
+# NRT).  With it, each array argument's count is raised on entry and dropped after its last use,
+# and so is each view the kernel makes (a row ``out[i]``): ~25 lines of LLVM IR an array, which
+# numba's lowering and LLVM work through in every cold compile, and the Python wrapper adopts and
+# releases each argument.  The arrays are the caller's, alive for the whole call anyway.
+# Measured (one process, each kernel compiled both ways, alternated, 6 rounds): bias_add 0.104 ->
+# 0.093 s of CPU, sum_grad_h 0.155 -> 0.137, the elementwise add loop 0.079 -> 0.068; ce_rows's
+# serial build, which reads its arrays through pointers already, 0.786 -> 0.777.
+# Without NRT numba refuses, when the kernel compiles (its first call), whatever needs managed
+# memory: an allocation, an array expression, an exception with a run-time value, ``a.flags``
+# (a TypingError, or "NRT required but not enabled"), so no kernel runs with its memory
+# unmanaged; and it refuses to return an array other than an argument.  The functions a kernel
+# calls (numba's ``min``, a subroutine) compile with its flags: their allocations are refused too.
+# numba's disk cache keys a function by name and signature, not by this flag: one function, one
+# setting.
 _NO_NRT = {"_nrt": False}
 
 
@@ -288,7 +293,8 @@ def c_callback(fn, signature: str, reassoc: bool = False, nrt: bool = True) -> _
     """Compile ``fn`` now as a C function of ``signature`` (for a C library to call back), with
     the kernels' options and disk cache; its address is ``.address``.  ``reassoc``, ``nrt``: as
     :func:`kernel`'s (its arguments are pointers and integers, but each array it makes over
-    them, ``carray``, is still counted: NULL counts, no-ops, yet each its calls in the IR)."""
+    them with ``carray`` is counted all the same: a NULL count, a no-op when it runs, yet its
+    calls are in the IR)."""
     return _CCallback(fn, signature, reassoc, nrt)
 
 
