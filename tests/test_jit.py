@@ -103,6 +103,15 @@ def test_kernels_and_c_functions_without_reference_counting(monkeypatch):
     from tinyopt.kernels import elementwise, linalg, loss, norm, reduce, rnn
     from tinyopt.kernels.native import address
 
+    # (made before caching is turned off below: ce_rows's kernels are made once a process)
+    first_steps = [reduce.sum_axis, reduce.sum_rows, linalg.bias_add, norm.embedding_rows,
+                   norm.layer_norm_grad_wb, norm.layer_norm_apply.serial_build, rnn.sum_grad_h,
+                   loss.ce_rows[True, True], loss.ce_rows[False, True].serial_build,
+                   jit._flat_loop(elementwise.add._fn, 2),
+                   jit._broadcast_loop(elementwise.add._fn, (1, 2)),
+                   jit._in_place_loop(elementwise.add._fn, 2, (0,))]
+    assert [k.targetoptions.get("_nrt") for k in first_steps] == [False] * len(first_steps)
+
     monkeypatch.setitem(jit._OPTIONS, "cache", False)  # (compiled here: their IR is readable)
 
     def add_rows(x, out):
@@ -136,14 +145,6 @@ def test_kernels_and_c_functions_without_reference_counting(monkeypatch):
 
     with pytest.raises(TypingError):
         jit.kernel(scratch, nrt=False)(x[0], counted[0])
-
-    first_steps = [reduce.sum_axis, reduce.sum_rows, linalg.bias_add, norm.embedding_rows,
-                   norm.layer_norm_grad_wb, norm.layer_norm_apply.serial_build, rnn.sum_grad_h,
-                   loss.ce_rows[True, True], loss.ce_rows[False, True].serial_build,
-                   jit._flat_loop(elementwise.add._fn, 2),
-                   jit._broadcast_loop(elementwise.add._fn, (1, 2)),
-                   jit._in_place_loop(elementwise.add._fn, 2, (0,))]
-    assert [k.targetoptions.get("_nrt") for k in first_steps] == [False] * len(first_steps)
 
 
 def test_kernels_and_subroutines_compile_no_c_wrapper():
