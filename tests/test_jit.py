@@ -93,6 +93,60 @@ def test_a_serial_build_without_reference_counting():
         jit.parallel_kernel(scratch, serial=scratch_serial, serial_nrt=False).serial(x, y)
 
 
+def test_kernels_and_c_functions_without_reference_counting(monkeypatch):
+    """``kernel(nrt=False)`` and ``c_callback(nrt=False)`` compile without numba's reference
+    counting (no call into numba's NRT in their code) to the same results, and an allocation
+    is refused when the kernel compiles.  The first training steps' kernels that allocate
+    nothing are declared so, and the elementwise loops are built so."""
+    from numba.core.errors import TypingError
+
+    from tinyopt.kernels import elementwise, linalg, loss, norm, reduce, rnn
+    from tinyopt.kernels.native import address
+
+    # (made before caching is turned off below: ce_rows's kernels are made once a process)
+    first_steps = [reduce.sum_axis, reduce.sum_rows, linalg.bias_add, norm.embedding_rows,
+                   norm.layer_norm_grad_wb, norm.layer_norm_apply.serial_build, rnn.sum_grad_h,
+                   loss.ce_rows[True, True], loss.ce_rows[False, True].serial_build,
+                   jit._flat_loop(elementwise.add._fn, 2),
+                   jit._broadcast_loop(elementwise.add._fn, (1, 2)),
+                   jit._in_place_loop(elementwise.add._fn, 2, (0,))]
+    assert [k.targetoptions.get("_nrt") for k in first_steps] == [False] * len(first_steps)
+
+    monkeypatch.setitem(jit._OPTIONS, "cache", False)  # (compiled here: their IR is readable)
+
+    def add_rows(x, out):
+        for i in range(out.shape[0]):
+            row = out[i]
+            for j in range(out.shape[1]):
+                row[j] += x[i, j]
+
+    x = np.arange(6.0).reshape(2, 3)
+    counted, uncounted = np.ones((2, 3)), np.ones((2, 3))
+    with_nrt, without = jit.kernel(add_rows), jit.kernel(add_rows, nrt=False)
+    with_nrt(x, counted)
+    without(x, uncounted)
+    np.testing.assert_array_equal(uncounted, counted)
+    # (LLVM drops the kernel's own increments and decrements where they pair up; the Python
+    # wrapper's adoption and release of each argument stay: the probe sees them)
+    assert "NRT_" in next(iter(with_nrt.inspect_llvm().values()))
+    assert "NRT_" not in next(iter(without.inspect_llvm().values()))
+
+    def first_row(c, argp):
+        a = address.carray(argp, (3,))
+        a[0] = a[1] + a[2]
+
+    cf = jit.c_callback(first_row, "void(int64, CPointer(int64))", nrt=False)
+    assert "NRT_" not in cf._cfunc.inspect_llvm()
+
+    def scratch(x, out):
+        t = np.zeros(x.shape[0])
+        for i in range(x.shape[0]):
+            out[i] = t[i] + x[i]
+
+    with pytest.raises(TypingError):
+        jit.kernel(scratch, nrt=False)(x[0], counted[0])
+
+
 def test_kernels_and_subroutines_compile_no_c_wrapper():
     """numba's cfunc wrapper (a C-callable copy of a function, for first-class function values)
     is compiled for no kernel nor subroutine: it was ~8% of a cold first training step."""

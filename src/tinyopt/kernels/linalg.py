@@ -27,7 +27,7 @@ def outer(a, b, out):
 
 # numpy's broadcast add of a bias row takes 2-3x as long as a plain loop over the rows (float32,
 # one core: 1024x384 58 -> 25 us, 1024x128 21 -> 7 us, 256x500 19 -> 8 us; 700x5000 the same)
-@kernel
+@kernel(nrt=False)
 def bias_add(out, b, relu):
     """out[i, j] += b[j] in place, then, if ``relu``, out[i, j] = relu(out[i, j]): out (m, n)
     C-contiguous, b (n,), one float dtype.  The same additions as ``np.add(out, b, out=out)``,

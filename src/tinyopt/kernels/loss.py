@@ -144,7 +144,7 @@ def ce_exp(single: bool):
             m, s = exp_row(x, i, e, i, mx, ls)
             stats[i, 0] = m
             stats[i, 1] = s
-    return c_callback(ce_exp_chunk, "void(int64, CPointer(int64))")
+    return c_callback(ce_exp_chunk, "void(int64, CPointer(int64))", nrt=False)
 
 
 def ce_scratch(N: int, C: int, dtype, from_exp: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -351,12 +351,12 @@ def ce_rows(from_exp: bool, single: bool):
         return ce_rows_kernel
 
     if from_exp:
-        return kernel(rows_kernel(True))
+        return kernel(rows_kernel(True), nrt=False)
     serial = rows_kernel(True)
     serial.__name__ = "ce_rows_kernel_serial"
     serial.__qualname__ += "_serial"  # (numba's disk cache keys a kernel by it)
     return parallel_kernel(rows_kernel(False), sized_by=2, shared_min=PARALLEL_ROWS_MIN,
-                           serial=serial)
+                           serial=serial, serial_nrt=False)
 
 
 @inline

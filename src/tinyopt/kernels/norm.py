@@ -142,7 +142,7 @@ def layer_norm_stats(x, stats, eps):
         _stats_rows(xf, sf, D, eps, q * _LN_BLOCK, min(M, (q + 1) * _LN_BLOCK))
 
 
-@parallel_kernel
+@parallel_kernel(serial_nrt=False)
 def layer_norm_apply(x, stats, w, b, out):
     """out[m, d] = (x[m, d] - mu[m]) * rstd[m] * w[d] + b[d].  An absent weight or bias comes as
     float64 ones or negative zeros (D,), the identities of * and + to the bit (v * 1 = v and
@@ -215,10 +215,10 @@ def layer_norm_chunks(single: bool, part: int, has_w: bool):
             w = carray(blas.pointer(a[4], wzero), (D if has_w else 0,))
             lanes = carray(blas.pointer(a[10] + c * (16 * LN_LANES), 0.0), (2, LN_LANES))
             _grad_x_rows(g, x, stats, w, w_given, out, lo, hi, lanes)
-    return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))")
+    return c_callback(layer_norm_chunk, "void(int64, CPointer(int64))", nrt=False)
 
 
-@kernel
+@kernel(nrt=False)
 def layer_norm_grad_wb(g, x, stats, out):
     """out[0, d] = sum_m g[m, d] xhat[m, d] (dw) and out[1, d] = sum_m g[m, d] (db)."""
     M, D = x.shape
@@ -336,7 +336,7 @@ def batch_norm_update(stats, running_mean, running_var, momentum, count):
 # kernel stops there; the caller raises.
 
 
-@kernel
+@kernel(nrt=False)
 def embedding_rows(w, idx, out, err):
     """out[k, :] = w[idx[k], :].  w (V, D) any layout, idx (K,) int64, out (K, D)."""
     V, D = w.shape

@@ -15,7 +15,7 @@ import numpy as np
 from tinyopt.kernels.jit import kernel
 
 
-@kernel
+@kernel(nrt=False)
 def sum_axis(x, out):
     """out[a, b] = sum_r x[a, r, b] for B > 1 (in r order from 0, in out's dtype).  A sum over
     a contiguous run (B == 1) is :func:`sum_rows`'s, and raises here: pick the kernel with
@@ -33,7 +33,7 @@ def sum_axis(x, out):
                 out[a, b] += x[a, r, b]
 
 
-@kernel
+@kernel(nrt=False)
 def sum_rows(x, out):
     """out[a, 0] = sum_r x[a, r, 0] (B == 1), in float64: four partial sums over r = 0, 1, 2, 3
     (mod 4), the last R % 4 elements into the first, combined as (s0 + s1) + (s2 + s3)

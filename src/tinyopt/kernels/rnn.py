@@ -325,7 +325,7 @@ def lstm_scan_grad_chunks(single: bool):
     return c_callback(lstm_scan_grad_chunk, "void(int64, CPointer(int64))")
 
 
-@kernel
+@kernel(nrt=False)
 def sum_grad_h(gh, s, carry, rec, out):
     """out[b, j] = gh[s, b, j] + carry[b, j] + rec[b, j]: the whole gradient of a state."""
     for b in range(out.shape[0]):
