@@ -5,8 +5,8 @@ its inliner, its IR's variable lists and its target context), with the same mach
    it adds the module to a library (``CPUCodeLibrary._optimize_functions``), then, at
    finalization, the library's whole module again.  Its first round builds a pass builder and a
    function pass manager for each *declaration* of the module too (the helpers, C API and
-   intrinsics it calls: 157 of the 191 functions of the GPT's step, ~0.1 ms each) and runs them
-   over no code; LLVM's own module pipeline never runs function passes on a declaration
+   intrinsics it calls: 157 in the GPT's step, 0.03-0.1 ms each) and runs them over no code;
+   LLVM's own module pipeline never runs function passes on a declaration
    (``ModuleToFunctionPassAdaptor`` skips them).  Here only definitions get the round.  (Skipping
    the round for a kernel's module changed the machine code of a third of the GPT's kernels (a
    broadcast loop vectorized otherwise); skipping it for a kernel's Python-wrapper module, as
@@ -33,11 +33,13 @@ its inliner, its IR's variable lists and its target context), with the same mach
    and the data layout only, so it is kept (for types named by their text alone: not an
    identified struct, whose text is its name).
 
-Checked: a cold first step of ``benchmarks/bench_seq.py``'s GPT and LSTM compiles 39 modules into
-29 libraries, with the same unoptimized IR and the same assembly (addresses aside) with and
-without these changes (``PYTHONHASHSEED`` fixed: numba's own output varies with it); numba's
-inlining took 0.08 s of CPU there instead of 0.17, and LLVM ~0.05 s less (3 alternating pairs, no
-compile-ahead helper); (3) and (4) FIGURES.
+Checked: a cold first step of ``benchmarks/bench_seq.py``'s GPT and LSTM adds 50 modules to
+28 libraries, with the same unoptimized IR and the same assembly (addresses aside) with and
+without these changes (``PYTHONHASHSEED`` fixed: numba's own output varies with it).  Measured
+there (the GPT, main thread, no compile-ahead helper, 3 alternating pairs): numba's inlining
+0.17 -> 0.08 s of CPU (2.); pass builders 229 -> 84 (1.); ``compute_use_defs`` (244 calls)
+0.104-0.108 -> 0.071-0.074 s and numba's ``PostProcessor`` runs 0.33-0.35 -> 0.30 s (3.); ABI
+questions parsed 351 -> 17 times, 0.032-0.038 -> 0.003 s (4.).
 
 All apply only on a thread compiling a tinyopt kernel (``quiet_compile.compiling_here``), and are
 put in place at the first disk-cache miss of a kernel (``numba_cache``'s cache class), when
