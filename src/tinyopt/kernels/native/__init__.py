@@ -15,9 +15,10 @@ OpenMP), so it is kept in one place, gated, and never the only path:
 - ``gemm_bf16``: the AVX512-BF16 GEMM (``llvm.x86.avx512bf16.dpbf16ps.512``) Muon uses;
 - ``numba_cache``: numba's cache class swapped for one that loads cached kernels without the
   context refresh;
-- ``lean_compile``: two of numba's compile steps made cheaper for tinyopt's kernels, with the same
-  machine code (its inliner's copies of a callee's IR, its LLVM passes over a kernel's Python
-  wrapper); ``quiet_compile``: numba compiles with the garbage collector paused;
+- ``lean_compile``: four of numba's compile steps made cheaper for tinyopt's kernels, with the
+  same machine code (its inliner's copies of a callee's IR, its pass pipelines for declarations,
+  its IR's variable lists, its ABI-size questions to LLVM); ``quiet_compile``: numba compiles
+  with the garbage collector paused;
 - ``c_function``: a C function compiled by numba's ``CFunc`` class and cached on disk (the
   callbacks ``shared_threads`` hands OpenBLAS, made through ``kernels/jit.py``'s ``c_callback``);
 - ``instructions``: single instructions as intrinsics (``llvm.fma``, ``llvm.prefetch``, a
