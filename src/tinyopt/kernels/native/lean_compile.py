@@ -55,6 +55,8 @@ import copy
 import os
 import threading
 
+from llvmlite import ir as llvm_ir
+
 from tinyopt.kernels.native.quiet_compile import compiling_here
 
 _INSTALLED: list[bool] = []
@@ -214,8 +216,6 @@ def _listed_in_one_walk(ir):
 def _asked_once(ask):
     """numba's ``BaseContext.get_abi_sizeof`` (or ``get_abi_alignment``) of an LLVM type,
     kept by the type's text and the context's target data (4.)."""
-    from llvmlite import ir as llvm_ir
-
     answers: dict = {}  # (id of the target data, text of the type) -> (target data, answer)
 
     def asked_once(self, ty):
