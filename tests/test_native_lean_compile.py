@@ -58,15 +58,10 @@ def total(a, out):
     out[0] = clip(a, -1.0, 1.0) + clip(a, 0.0, 0.5)
 
 def checked_sum(x, out):
-    A, R, B = x.shape
-    if B == 1:
-        raise ValueError("checked_sum: B must be > 1")
-    for a in range(A):
-        for b in range(B):
-            out[a, b] = 0
-        for r in range(R):
-            for b in range(B):
-                out[a, b] += x[a, r, b]
+    if x.shape[0] == 0:
+        raise ValueError("checked_sum: an empty sum")
+    for i in range(x.shape[0]):
+        out[0] += x[i]
 
 kernel = jit.kernel(total)
 a = np.linspace(-2.0, 2.0, 9)
@@ -74,10 +69,10 @@ out = np.zeros(1)
 kernel(a, out)
 assert out[0] == sum(min(max(v, -1.0), 1.0) + min(max(v, 0.0), 0.5) for v in a)
 checked = jit.kernel(checked_sum)  # (a kernel that raises: its wrapper has an exception path)
-x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-sums = np.zeros((2, 4), np.float32)
+x = np.arange(24, dtype=np.float32)
+sums = np.zeros(1, np.float32)
 checked(x, sums)
-assert (sums == x.sum(axis=1)).all()
+assert sums[0] == x.sum()
 asm = "".join(kernel.inspect_asm().values()) + "".join(checked.inspect_asm().values())
 ours = dict(counts)
 

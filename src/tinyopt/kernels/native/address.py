@@ -26,18 +26,6 @@ from tinyopt.kernels.native.numba_cache import cached_intrinsic
 
 
 @cached_intrinsic
-def _pointer(typingctx, addr, like):
-    """A typed pointer (to ``like``'s dtype: an array's, or a numpy scalar type's) at ``addr``."""
-    dtype = like.dtype if isinstance(like, types.Array) else like.instance_type
-    sig = types.CPointer(dtype)(types.int64, like)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
-    return sig, codegen
-
-
-@cached_intrinsic
 def carray(typingctx, ptr, shape):
     """``numba.carray(ptr, shape)`` for a typed pointer: the C-contiguous array of that shape (an
     integer or a tuple of them) over ``ptr``'s memory, owned by nobody.  The same array, built
@@ -73,7 +61,7 @@ def data(typingctx, a):
 @cached_intrinsic
 def at(typingctx, addr, n, like):
     """The 1-d C-contiguous array of ``n`` elements at ``addr``, of ``like``'s dtype (an array,
-    or a numpy scalar type such as ``np.uint16``): ``carray(_pointer(addr, like), n)`` in one
+    or a numpy scalar type such as ``np.uint16``): ``carray`` of the address as a pointer, in one
     intrinsic, as an inlined function it cost numba's inline pass at every call (~0.01-0.02 s
     of a kernel's cold compile each: the Adam walker has two)."""
     from numba.np.arrayobj import np_cfarray  # (typed when compiling: numba's lowering is loaded)
@@ -107,9 +95,9 @@ def offset(typingctx, ptr, k):
 @cached_intrinsic
 def retyped(typingctx, addr, ptr):
     """The address ``addr`` (an int64, an entry of a table of addresses) as a pointer of
-    ``ptr``'s type: :func:`_pointer` with a pointer for the type, where the kernel has no array
-    of the dtype at hand, or would pay for using one (the serial walker's parameters and
-    gradients, typed as its state buffer)."""
+    ``ptr``'s type, where the kernel has no array of the dtype at hand, or would pay for using
+    one (the serial walker's parameters and gradients, typed as its state buffer; ``blas.pointer``
+    takes a scalar for the type)."""
     if not (isinstance(addr, types.Integer) and isinstance(ptr, types.CPointer)):
         return None
 
