@@ -10,6 +10,8 @@ CPU time instead (readable under load at 1 thread; PyTorch's ops stay the profil
 (``--sgd``: SGD with momentum).  ``--nodes`` keys tinyopt's times by node (op and shape, in plan
 order) and adds the bytes each node's arrays hold (its output and operands: the least it can
 move) and their rate, next to the rate of ``bench_optim.py``'s bandwidth probe in the same worker.
+Without ``--nodes`` a last line weighs both libraries' weight GEMMs against the issue's budget,
+0.8 of torch's unprofiled step.
 
     python benchmarks/profile_gpt.py [--size baby|small|gpt2|cnn|mlp] [--threads 1] [--steps 10]
                                      [--top 25] [--cpu] [--nodes] [--sgd]
@@ -159,6 +161,27 @@ def main() -> None:
         for k, v in sorted(res.items(), key=lambda kv: -kv[1])[:args.top]:
             if not k.startswith("(whole"):
                 print(f"  {v * 1e3:9.3f} ms  {100 * v / total:5.1f}%  {k}")
+    if len(results) == 2 and not args.nodes:
+        _print_gemm_budget(*results)
+
+
+# The ops that are a model's weight GEMMs in each library (attention's own products aside)
+GEMM_OPS = {"tinyopt": ("linear", "linear_relu", "matmul", "linear_grad_weight"),
+            "torch": ("aten::mm", "aten::addmm", "aten::bmm")}
+
+
+def _print_gemm_budget(mine: dict[str, float], theirs: dict[str, float]) -> None:
+    """Point 4's arithmetic: tinyopt's GEMMs alone against 0.8 of torch's step.  Where they
+    exceed it, no saving outside the GEMMs reaches the goal."""
+    gemm = [sum(r.get(k, 0.0) for k in GEMM_OPS[lib]) for lib, r in
+            (("tinyopt", mine), ("torch", theirs))]
+    step = [sum(v for k, v in r.items() if not k.startswith("(whole")) for r in (mine, theirs)]
+    budget = 0.8 * theirs.get("(whole step, unprofiled)", step[1])
+    print(f"\nGEMMs: tinyopt {gemm[0] * 1e3:.1f} ms ({100 * gemm[0] / step[0]:.0f}% of its "
+          f"step), torch {gemm[1] * 1e3:.1f} ms ({100 * gemm[1] / step[1]:.0f}%); the rest: "
+          f"tinyopt {(step[0] - gemm[0]) * 1e3:.1f} ms, torch {(step[1] - gemm[1]) * 1e3:.1f} ms; "
+          f"0.8 of torch's unprofiled step: {budget * 1e3:.1f} ms, tinyopt's GEMMs alone "
+          f"{gemm[0] / budget:.2f} of it")
 
 
 def _print_nodes(res: dict[str, float]) -> None:
