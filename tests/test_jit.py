@@ -106,6 +106,7 @@ def test_kernels_and_c_functions_without_reference_counting(monkeypatch):
     # (made before caching is turned off below: ce_rows's kernels are made once a process)
     first_steps = [reduce.sum_axis, reduce.sum_rows, linalg.bias_add, norm.embedding_rows,
                    norm.layer_norm_grad_wb, norm.layer_norm_apply.serial_build, rnn.sum_grad_h,
+                   norm.embedding_grad,
                    loss.ce_rows[True, True], loss.ce_rows[False, True].serial_build,
                    jit._flat_loop(elementwise.add._fn, 2),
                    jit._broadcast_loop(elementwise.add._fn, (1, 2)),
