@@ -476,6 +476,15 @@ class _LazyUfunc:
         takes it for; None until a call has built it."""
         return None if self._loop is None else (self._loop, self._flat_types)
 
+    @property
+    def flat_kernel(self):
+        """The numba dispatcher of ``__call__``'s first case's loop (built now if no call has
+        built it yet; nothing is compiled): for a helper process to compile ahead
+        (``nn/kernels_ahead.py``)."""
+        if self._loop is None:
+            self._loop = _flat_loop(self._fn, len(_parse(self._signatures[0])[1]))
+        return self._loop
+
     def bound(self, out: np.ndarray, *ins: np.ndarray):
         """``self(*ins, out=out)`` for these very arrays as a call made once (a plan binds its
         fixed arrays so): the flat loop over their flattened views, where ``__call__`` would take
