@@ -648,6 +648,55 @@ def test_a_cached_kernel_follows_a_changed_file_it_calls_into(tmp_path):
     assert run() == ["0", "3.0"]  # the callee changed: compiled again, with it
 
 
+
+KCALLS = '''
+from tinyopt.kernels.jit import callee, kernel
+
+
+@callee
+def put(x, i, v):
+    x[i] = 2.0 * v
+
+
+@kernel
+def first(x):
+    put(x, 0, 1.0)
+    put(x, 1, 2.0)
+
+
+@kernel
+def second(x):
+    put(x, 2, 3.0)
+'''
+CALLS = """if True:
+    import sys
+    import numpy as np
+    from tinyopt.kernels.native import numba_cache
+    numba_cache.SOURCE_ROOTS[:] = [sys.argv[1]]
+    sys.path.insert(0, sys.argv[1])
+    import kcalls
+    x = np.zeros(3)
+    kcalls.{}(x)
+    print(len(kcalls.put.overloads), sum(kcalls.put.stats.cache_hits.values()), *x)
+"""
+
+
+def test_a_callee_compiles_once_for_its_calls_and_loads_in_the_next_process(tmp_path):
+    """``jit.callee``: a function kernels call, compiled once whatever constants the calls pass
+    (not once per constant), and cached on disk: a process compiling another caller loads it
+    (attention's GEMM of a pair, which the forward and backward chunks call, compiled in a
+    compile-ahead helper and in the training process before)."""
+    src = tmp_path / "mod"
+    src.mkdir()
+    (src / "kcalls.py").write_text(KCALLS)
+    assert _child_with_cache(CALLS.format("first"), src, tmp_path / "cache") == \
+        ["1", "0", "2.0", "4.0", "0.0"]
+    if numba_cache.LOAD_WITHOUT_REFRESH is None:
+        pytest.skip("the callee's cache entry is keyed by the sources where numba's cache class "
+                    "was checked")
+    assert _child_with_cache(CALLS.format("second"), src, tmp_path / "cache") == \
+        ["1", "1", "0.0", "0.0", "6.0"]
+
 def test_module_level_intrinsics_keep_one_identity_across_processes():
     """A kernel whose closure reaches an intrinsic is keyed by that intrinsic's pickled identity;
     numba draws it afresh per process, so the kernel missed the disk cache in every new process

@@ -415,6 +415,30 @@ def test_relu_layers_declare_the_gradient_loop_their_backward_runs(monkeypatch):
     assert (f32,) * 3 in elementwise.relu_grad.flat_kernel.overloads
 
 
+
+def test_neither_process_claims_or_waits_for_a_callee(monkeypatch, tmp_path):
+    """A function kernels call (``jit.callee``: attention's pair GEMM) is loaded if the other
+    process has compiled it, else compiled, in the helper as here: neither claims it (a claim
+    the helper lost would end the compile of the kernel calling it, and one this process lost
+    would make it wait for the helper's whole kernel)."""
+    import pytest
+
+    from tinyopt.kernels import attention, compile_ahead, norm
+
+    def around(dispatcher, role):
+        monkeypatch.setitem(compile_ahead._ROLE, "helper", role)
+        cache = numba_cache.disk_cache_of(dispatcher)
+        return compile_ahead._around_load(cache, None, None, lambda: "loaded")
+
+    monkeypatch.setattr(compile_ahead, "_claim", lambda claims, entry: False)  # (all taken)
+    monkeypatch.setattr(type(numba_cache.disk_cache_of(norm.embedding_rows)), "entry_id",
+                        lambda self, sig, context: "entry")
+    assert around(attention._pair_gemm, str(tmp_path)) == "loaded"  # (in the helper)
+    with pytest.raises(compile_ahead._Taken):
+        around(norm.embedding_rows, str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "_session", None)  # (here, no helper running)
+    assert around(attention._pair_gemm, None) == "loaded"
+
 def test_a_helper_starts_where_a_core_is_free_now_though_the_last_minute_was_busy(monkeypatch):
     from tinyopt.kernels import compile_ahead
 

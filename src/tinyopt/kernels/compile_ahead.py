@@ -492,7 +492,12 @@ def resolve(recipe: tuple):
 def _around_load(cache, sig, target_context, load):
     """Every disk-cache load of a kernel (``numba_cache.AROUND_LOAD``), before numba compiles
     it on a miss: here, claim the entry or wait for the helper's; in the helper, claim it or
-    give it up (see the module docstring)."""
+    give it up (see the module docstring).  A function kernels call (``jit.callee``), loaded
+    inside the compile of a caller, is neither: loaded if either process has compiled it, else
+    compiled (a claim lost would end the helper's compile of its caller, or hold this process
+    until the helper had finished its whole caller)."""
+    if cache._py_func in jit.CALLEES:  # (see jit.callee: loaded if done, else compiled)
+        return load()
     claims = _ROLE["helper"]
     if claims is not None:
         entry = cache.entry_id(sig, target_context)
