@@ -507,7 +507,7 @@ class _LazyUfunc:
     def flat_loop(self) -> tuple[object, set[np.dtype]] | None:
         """``(loop, dtypes)``: the loop ``__call__``'s first case runs (every operand a
         C-contiguous array of ``out``'s shape and dtype, ``loop(*ins, out)``) and the dtypes it
-        takes it for; None until a call has built it."""
+        takes it for; None until a call (or :attr:`flat_kernel`) has built it."""
         return None if self._loop is None else (self._loop, self._flat_types)
 
     @property
