@@ -5,7 +5,7 @@ global lock, so a thread cannot overlap two compiles; another process can, on an
 its machine code reaches this one through numba's disk cache.  Some kernels are known before the
 first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
 big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
-layer's bias gradient) when the layer is built or first called.  Each is *declared*
+layer's bias gradient, ReLU's gradient) when the layer is built or first called.  Each is *declared*
 (:func:`declare`, which compiles nothing): a helper process, started at the first declaration
 (on Linux forked from this one, with numba and the kernels imported: :func:`_fork_helper`; else
 a new interpreter), compiles the declared kernels one after another, while this process builds
