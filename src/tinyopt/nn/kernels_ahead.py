@@ -5,10 +5,11 @@ called, so that a helper process compiles them while this one builds and runs th
 Each declaration names the kernel the engine's op will call (``engine/ops/rnn.py``,
 ``nn.py``, ``attention.py``, ``loss.py``, an elementwise op's loop: ReLU's gradient) with the
 argument types it will pass: C functions by their compile-time key alone, numba dispatchers
-with example arguments of the dtypes, dimensions and layouts of the op's call.  A declaration that does not match what the step runs
-(another batch size taking another path) only costs the helper a compile; the step compiles its
-own kernel as before, with the same results.  ``tests/test_kernels_compile_ahead.py`` checks
-that the declared kernels of the LSTM and GPT language models are the ones their steps load.
+with example arguments of the dtypes, dimensions and layouts of the op's call.  A declaration
+that does not match what the step runs (another batch size taking another path) only costs the
+helper a compile; the step compiles its own kernel as before, with the same results.
+``tests/test_kernels_compile_ahead.py`` checks that the declared kernels of the LSTM and GPT
+language models are the ones their steps load.
 """
 
 from __future__ import annotations
