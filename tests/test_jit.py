@@ -648,7 +648,6 @@ def test_a_cached_kernel_follows_a_changed_file_it_calls_into(tmp_path):
     assert run() == ["0", "3.0"]  # the callee changed: compiled again, with it
 
 
-
 KCALLS = '''
 from tinyopt.kernels.jit import callee, kernel
 
@@ -696,6 +695,7 @@ def test_a_callee_compiles_once_for_its_calls_and_loads_in_the_next_process(tmp_
                     "was checked")
     assert _child_with_cache(CALLS.format("second"), src, tmp_path / "cache") == \
         ["1", "1", "0.0", "0.0", "6.0"]
+
 
 def test_module_level_intrinsics_keep_one_identity_across_processes():
     """A kernel whose closure reaches an intrinsic is keyed by that intrinsic's pickled identity;

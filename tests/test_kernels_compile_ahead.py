@@ -415,7 +415,6 @@ def test_relu_layers_declare_the_gradient_loop_their_backward_runs(monkeypatch):
     assert (f32,) * 3 in elementwise.relu_grad.flat_kernel.overloads
 
 
-
 def test_neither_process_claims_or_waits_for_a_callee(monkeypatch, tmp_path):
     """A function kernels call (``jit.callee``: attention's pair GEMM) is loaded if the other
     process has compiled it, else compiled, in the helper as here: neither claims it (a claim
@@ -424,6 +423,9 @@ def test_neither_process_claims_or_waits_for_a_callee(monkeypatch, tmp_path):
     import pytest
 
     from tinyopt.kernels import attention, compile_ahead, norm
+
+    if numba_cache.LOAD_WITHOUT_REFRESH is None:
+        pytest.skip("kernels are waited for only where numba's cache class was checked")
 
     def around(dispatcher, role):
         monkeypatch.setitem(compile_ahead._ROLE, "helper", role)
@@ -438,6 +440,7 @@ def test_neither_process_claims_or_waits_for_a_callee(monkeypatch, tmp_path):
         around(norm.embedding_rows, str(tmp_path))
     monkeypatch.setattr(compile_ahead, "_session", None)  # (here, no helper running)
     assert around(attention._pair_gemm, None) == "loaded"
+
 
 def test_a_helper_starts_where_a_core_is_free_now_though_the_last_minute_was_busy(monkeypatch):
     from tinyopt.kernels import compile_ahead
