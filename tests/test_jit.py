@@ -106,6 +106,7 @@ def test_kernels_and_c_functions_without_reference_counting(monkeypatch):
     # (made before caching is turned off below: ce_rows's kernels are made once a process)
     first_steps = [reduce.sum_axis, reduce.sum_rows, linalg.bias_add, norm.embedding_rows,
                    norm.layer_norm_grad_wb, norm.layer_norm_apply.serial_build, rnn.sum_grad_h,
+                   norm.embedding_grad,
                    loss.ce_rows[True, True], loss.ce_rows[False, True].serial_build,
                    jit._flat_loop(elementwise.add._fn, 2),
                    jit._broadcast_loop(elementwise.add._fn, (1, 2)),
@@ -645,6 +646,55 @@ def test_a_cached_kernel_follows_a_changed_file_it_calls_into(tmp_path):
     assert run() == ["1", "2.0"]  # loaded
     (src / "kcallee.py").write_text(callee.format(3.0))
     assert run() == ["0", "3.0"]  # the callee changed: compiled again, with it
+
+
+KCALLS = '''
+from tinyopt.kernels.jit import callee, kernel
+
+
+@callee
+def put(x, i, v):
+    x[i] = 2.0 * v
+
+
+@kernel
+def first(x):
+    put(x, 0, 1.0)
+    put(x, 1, 2.0)
+
+
+@kernel
+def second(x):
+    put(x, 2, 3.0)
+'''
+CALLS = """if True:
+    import sys
+    import numpy as np
+    from tinyopt.kernels.native import numba_cache
+    numba_cache.SOURCE_ROOTS[:] = [sys.argv[1]]
+    sys.path.insert(0, sys.argv[1])
+    import kcalls
+    x = np.zeros(3)
+    kcalls.{}(x)
+    print(len(kcalls.put.overloads), sum(kcalls.put.stats.cache_hits.values()), *x)
+"""
+
+
+def test_a_callee_compiles_once_for_its_calls_and_loads_in_the_next_process(tmp_path):
+    """``jit.callee``: a function kernels call, compiled once whatever constants the calls pass
+    (not once per constant), and cached on disk: a process compiling another caller loads it
+    (attention's GEMM of a pair, which the forward and backward chunks call, compiled in a
+    compile-ahead helper and in the training process before)."""
+    src = tmp_path / "mod"
+    src.mkdir()
+    (src / "kcalls.py").write_text(KCALLS)
+    assert _child_with_cache(CALLS.format("first"), src, tmp_path / "cache") == \
+        ["1", "0", "2.0", "4.0", "0.0"]
+    if numba_cache.LOAD_WITHOUT_REFRESH is None:
+        pytest.skip("the callee's cache entry is keyed by the sources where numba's cache class "
+                    "was checked")
+    assert _child_with_cache(CALLS.format("second"), src, tmp_path / "cache") == \
+        ["1", "1", "0.0", "0.0", "6.0"]
 
 
 def test_module_level_intrinsics_keep_one_identity_across_processes():

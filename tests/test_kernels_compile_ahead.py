@@ -327,7 +327,8 @@ GPT = """if True:
     import numpy as np
     import tinyopt as to
     from tinyopt import nn, optim
-    from tinyopt.kernels import attention, compile_ahead, loss, norm, optim as walkers
+    from tinyopt.kernels import attention, compile_ahead, elementwise, loss, norm
+    from tinyopt.kernels import optim as walkers
     from tinyopt.kernels.native import shared_threads
     to.manual_seed(0)
     V, T, d = 64, 64, 128
@@ -356,6 +357,7 @@ GPT = """if True:
         "layer_norm_grad_wb": where(norm.layer_norm_grad_wb),
         "layer_norm_grad_x": c_function(norm.layer_norm_chunks, (True, norm.LN_GRAD_X, True)),
         "attention_grad": c_function(attention.attention_grad_chunks, (True, True)),
+        "relu_grad": where(elementwise.relu_grad.flat_kernel),
         "forward": {"ce_rows": where(loss.ce_rows[False, True].serial_build),
                     "layer_norm_apply": where(norm.layer_norm_apply.serial_build),
                     "embedding_rows": where(norm.embedding_rows)}}))
@@ -375,6 +377,69 @@ def test_the_kernels_a_transformer_declares_are_the_ones_its_step_runs(tmp_path)
     assert out.pop("walker") == "helper"
     for kernel, compiled in [*out.pop("forward").items(), *out.items()]:
         assert compiled in ("helper", "here", None), kernel
+
+
+def test_relu_layers_declare_the_gradient_loop_their_backward_runs(monkeypatch):
+    """``nn.ReLU`` and a Transformer layer with ReLU declare ReLU's gradient, a backward kernel
+    (the last compile of the small GPT's and the MLP's cold first steps where nothing declared
+    it); a GELU layer does not.  The declared types are those of the loop the backward runs."""
+    import numba
+    import numpy as np
+
+    import tinyopt as to
+    from tinyopt import nn
+    from tinyopt.kernels import compile_ahead, elementwise
+
+    declared = []
+    monkeypatch.setattr(compile_ahead, "declare",
+                        lambda phase, recipe, args=None: declared.append((phase, recipe, args)))
+    relu = ("tinyopt.kernels.elementwise", "relu_grad", "flat_kernel")
+
+    def relu_grads(make):
+        del declared[:]
+        make()
+        return [(phase, tuple(map(numba.typeof, args))) for phase, recipe, args in declared
+                if recipe == relu]
+
+    f32 = numba.typeof(np.empty(1, np.float32))
+    assert relu_grads(nn.ReLU) == [(compile_ahead.BACKWARD, (f32,) * 3)]
+    f64 = numba.typeof(np.empty(1))
+    assert relu_grads(lambda: nn.TransformerEncoderLayer(8, 2, 16, dtype=np.float64)) == \
+        [(compile_ahead.BACKWARD, (f64,) * 3)]
+    assert relu_grads(lambda: nn.TransformerDecoderLayer(8, 2, 16)) == \
+        [(compile_ahead.BACKWARD, (f32,) * 3)]
+    assert relu_grads(lambda: nn.TransformerEncoderLayer(8, 2, 16, activation="gelu")) == []
+    assert compile_ahead.resolve(relu) is elementwise.relu_grad.flat_kernel
+    x = to.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    (nn.ReLU()(x) * 2).sum().backward()
+    assert (f32,) * 3 in elementwise.relu_grad.flat_kernel.overloads
+
+
+def test_neither_process_claims_or_waits_for_a_callee(monkeypatch, tmp_path):
+    """A function kernels call (``jit.callee``: attention's pair GEMM) is loaded if the other
+    process has compiled it, else compiled, in the helper as here: neither claims it (a claim
+    the helper lost would end the compile of the kernel calling it, and one this process lost
+    would make it wait for the helper's whole kernel)."""
+    import pytest
+
+    from tinyopt.kernels import attention, compile_ahead, norm
+
+    if numba_cache.LOAD_WITHOUT_REFRESH is None:
+        pytest.skip("kernels are waited for only where numba's cache class was checked")
+
+    def around(dispatcher, role):
+        monkeypatch.setitem(compile_ahead._ROLE, "helper", role)
+        cache = numba_cache.disk_cache_of(dispatcher)
+        return compile_ahead._around_load(cache, None, None, lambda: "loaded")
+
+    monkeypatch.setattr(compile_ahead, "_claim", lambda claims, entry: False)  # (all taken)
+    monkeypatch.setattr(type(numba_cache.disk_cache_of(norm.embedding_rows)), "entry_id",
+                        lambda self, sig, context: "entry")
+    assert around(attention._pair_gemm, str(tmp_path)) == "loaded"  # (in the helper)
+    with pytest.raises(compile_ahead._Taken):
+        around(norm.embedding_rows, str(tmp_path))
+    monkeypatch.setattr(compile_ahead, "_session", None)  # (here, no helper running)
+    assert around(attention._pair_gemm, None) == "loaded"
 
 
 def test_a_helper_starts_where_a_core_is_free_now_though_the_last_minute_was_busy(monkeypatch):

@@ -5,7 +5,7 @@ global lock, so a thread cannot overlap two compiles; another process can, on an
 its machine code reaches this one through numba's disk cache.  Some kernels are known before the
 first step: the optimizer's walker and its argument types when the optimizer is built, a layer's
 big kernels (the LSTM scan, layer norm, attention, the embedding, the cross-entropy, a linear
-layer's bias gradient) when the layer is built or first called.  Each is *declared*
+layer's bias gradient, ReLU's gradient) when the layer is built or first called.  Each is *declared*
 (:func:`declare`, which compiles nothing): a helper process, started at the first declaration
 (on Linux forked from this one, with numba and the kernels imported: :func:`_fork_helper`; else
 a new interpreter), compiles the declared kernels one after another, while this process builds
@@ -492,7 +492,12 @@ def resolve(recipe: tuple):
 def _around_load(cache, sig, target_context, load):
     """Every disk-cache load of a kernel (``numba_cache.AROUND_LOAD``), before numba compiles
     it on a miss: here, claim the entry or wait for the helper's; in the helper, claim it or
-    give it up (see the module docstring)."""
+    give it up (see the module docstring).  A function kernels call (``jit.callee``), loaded
+    inside the compile of a caller, is neither: loaded if either process has compiled it, else
+    compiled (a claim lost would end the helper's compile of its caller, or hold this process
+    until the helper had finished its whole caller)."""
+    if cache._py_func in jit.CALLEES:  # (see jit.callee: loaded if done, else compiled)
+        return load()
     claims = _ROLE["helper"]
     if claims is not None:
         entry = cache.entry_id(sig, target_context)

@@ -45,7 +45,7 @@ import numpy as np
 
 from tinyopt.kernels.native.c_function import compile_c_function
 from tinyopt.kernels.native.numba_cache import loads_without_refresh
-from tinyopt.kernels.native.quiet_compile import gc_paused, quiet
+from tinyopt.kernels.native.quiet_compile import QuietDispatcher, gc_paused, quiet
 
 # error_model="numpy": a float division by zero gives inf or NaN, as in numpy and PyTorch, instead
 # of raising ZeroDivisionError, and the check it would need in every loop does not stop LLVM from
@@ -384,6 +384,40 @@ def subroutine(fn):
     return fn
 
 
+CALLEES: set = set()
+"""The Python functions of the kernels :func:`callee` made."""
+
+
+class _Callee(QuietDispatcher):
+    """A kernel other kernels call (:func:`callee`): compiled for the types of a call's
+    arguments without their literal values (a call ``f(args, 13, ...)`` would compile a
+    version for the constant 13, another for each other constant), as numba types a call of a
+    :func:`subroutine`."""
+
+    def get_call_template(self, args, kws):
+        unliteral = numba.types.unliteral
+        return super().get_call_template(tuple(map(unliteral, args)),
+                                         {k: unliteral(v) for k, v in kws.items()})
+
+
+def callee(fn):
+    """Make ``fn`` callable from kernels as a function of its own, as :func:`subroutine` does,
+    but as a kernel (a numba dispatcher, cached on disk), so that a process needing it after
+    another compiled it loads it.  For a function that kernels compiled in two processes call:
+    a subroutine compiles in each process that compiles a caller (attention's ``_pair_gemm``,
+    0.07-0.08 s of CPU, in both the training process and its compile-ahead helper of the small
+    GPT's cold first step).  ``kernels/compile_ahead.py`` neither claims one nor waits for it:
+    whichever process needs it first compiles it, and the other loads it if it is done.  The
+    callers' machine code is the subroutine's, instruction for instruction (the GPT's attention
+    chunks, the pair GEMM compiled in the same process or loaded from the cache: only the
+    name of its unused environment symbol, which spells its compile options, differs)."""
+    CALLEES.add(fn)
+    dispatcher = _njit(fn)
+    if type(dispatcher) is QuietDispatcher:
+        dispatcher.__class__ = _Callee
+    return dispatcher
+
+
 class _LazyUfunc:
     """A numba ufunc built on first call, so importing a kernel module compiles nothing.
 
@@ -473,8 +507,17 @@ class _LazyUfunc:
     def flat_loop(self) -> tuple[object, set[np.dtype]] | None:
         """``(loop, dtypes)``: the loop ``__call__``'s first case runs (every operand a
         C-contiguous array of ``out``'s shape and dtype, ``loop(*ins, out)``) and the dtypes it
-        takes it for; None until a call has built it."""
+        takes it for; None until a call (or :attr:`flat_kernel`) has built it."""
         return None if self._loop is None else (self._loop, self._flat_types)
+
+    @property
+    def flat_kernel(self):
+        """The numba dispatcher of ``__call__``'s first case's loop (built now if no call has
+        built it yet; nothing is compiled): for a helper process to compile ahead
+        (``nn/kernels_ahead.py``)."""
+        if self._loop is None:
+            self._loop = _flat_loop(self._fn, len(_parse(self._signatures[0])[1]))
+        return self._loop
 
     def bound(self, out: np.ndarray, *ins: np.ndarray):
         """``self(*ins, out=out)`` for these very arrays as a call made once (a plan binds its

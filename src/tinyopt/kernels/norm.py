@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from tinyopt.kernels.native import blas
-from tinyopt.kernels.native.address import carray
+from tinyopt.kernels.native.address import c_contiguous, carray
 from tinyopt.kernels.native.instructions import select
 from tinyopt.kernels.jit import c_callback, inline, kernel, parallel_kernel, prange, specialized
 
@@ -350,7 +350,7 @@ def embedding_rows(w, idx, out, err):
             out[k, d] = w[i, d]
 
 
-@kernel
+@kernel(nrt=False)
 def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out, err):
     """out[i, :] = sum over k with idx[k] == i of g[k, :] (divided by the count of i in ``idx``
     when ``scale_by_freq``); row ``padding_idx`` gets no gradient.  g (K, D), idx (K,),
@@ -365,8 +365,10 @@ def embedding_grad(g, idx, padding_idx, scale_by_freq, counts, out, err):
     14 -> 12 us)."""
     K, D = g.shape
     V = out.shape[0]
-    if not (g.flags.c_contiguous and idx.flags.c_contiguous and counts.flags.c_contiguous
-            and out.flags.c_contiguous):
+    # (a constant of the build, not ``a.flags``, which needs numba's reference counting: see
+    # ``c_contiguous``; without it the kernel's cold compile is ~0.015 s shorter)
+    if not (c_contiguous(g) and c_contiguous(idx) and c_contiguous(counts)
+            and c_contiguous(out)):
         raise ValueError("embedding_grad: arrays must be C-contiguous")
     gp = blas.pointer(g.ctypes.data, g.dtype.type(0))
     ip = blas.pointer(idx.ctypes.data, idx.dtype.type(0))

@@ -3,12 +3,13 @@ called, so that a helper process compiles them while this one builds and runs th
 (``kernels/compile_ahead.py``; nothing compiles here, and a warm process starts no helper).
 
 Each declaration names the kernel the engine's op will call (``engine/ops/rnn.py``,
-``nn.py``, ``attention.py``, ``loss.py``) with the argument types it will pass: C functions
-by their compile-time key alone, numba dispatchers with example arguments of the dtypes,
-dimensions and layouts of the op's call.  A declaration that does not match what the step runs
-(another batch size taking another path) only costs the helper a compile; the step compiles its
-own kernel as before, with the same results.  ``tests/test_kernels_compile_ahead.py`` checks
-that the declared kernels of the LSTM and GPT language models are the ones their steps load.
+``nn.py``, ``attention.py``, ``loss.py``, an elementwise op's loop: ReLU's gradient) with the
+argument types it will pass: C functions by their compile-time key alone, numba dispatchers
+with example arguments of the dtypes, dimensions and layouts of the op's call.  A declaration
+that does not match what the step runs (another batch size taking another path) only costs the
+helper a compile; the step compiles its own kernel as before, with the same results.
+``tests/test_kernels_compile_ahead.py`` checks that the declared kernels of the LSTM and GPT
+language models are the ones their steps load.
 """
 
 from __future__ import annotations
@@ -81,6 +82,17 @@ def linear(dtype, out_features: int) -> None:
     if dt in _FLOATS:
         kernel = reduce_kernels.sum_kernel(out_features).__name__
         ahead.declare(_B, ("tinyopt.kernels.reduce", kernel), _arrays(dt, 3, 2))
+
+
+def relu(dtype) -> None:
+    """ReLU's gradient (``kernels/elementwise.relu_grad`` of the gradient and the output): the
+    flat loop a first step's call takes over C-contiguous arrays of one shape.  The step's last
+    compile where no helper had it: the small GPT's (its feed-forward blocks) and the MLP's
+    (0.06-0.07 s of CPU each, after the helper had ended)."""
+    dt = np.dtype(dtype)
+    if dt in _FLOATS:
+        ahead.declare(_B, ("tinyopt.kernels.elementwise", "relu_grad", "flat_kernel"),
+                      _arrays(dt, 1, 1, 1))
 
 
 def layer_norm(dtype, has_w: bool, has_b: bool) -> None:

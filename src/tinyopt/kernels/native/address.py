@@ -59,6 +59,23 @@ def data(typingctx, a):
 
 
 @cached_intrinsic
+def c_contiguous(typingctx, a):
+    """Whether the array ``a`` is C-contiguous, a constant of the compiled kernel: numba types
+    an array argument by its layout, ``C`` exactly where numpy's ``flags.c_contiguous`` holds,
+    and a dispatcher that may compile calls only a build of the argument's exact types, so a
+    build for another layout is another build.  For a kernel without reference counting
+    (``jit.kernel(nrt=False)``), where reading ``a.flags`` needs it; the check costs nothing
+    at run time, and a build whose check fails is the one that raises."""
+    if not isinstance(a, types.Array):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return context.get_constant(types.boolean, a.layout == "C")
+
+    return types.boolean(a), codegen
+
+
+@cached_intrinsic
 def at(typingctx, addr, n, like):
     """The 1-d C-contiguous array of ``n`` elements at ``addr``, of ``like``'s dtype (an array,
     or a numpy scalar type such as ``np.uint16``): ``carray`` of the address as a pointer, in one

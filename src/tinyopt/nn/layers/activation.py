@@ -10,6 +10,7 @@ import numpy as np
 
 from tinyopt.engine.tensor import Parameter, Tensor
 from tinyopt.nn import functional as F
+from tinyopt.nn import kernels_ahead
 from tinyopt.nn.layers._factory import param_dtype
 from tinyopt.nn.module import Module
 
@@ -24,6 +25,7 @@ class ReLU(Module):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
+        kernels_ahead.relu(np.float32)  # (the default dtype: the layer has no parameters)
 
     def forward(self, input) -> Tensor:
         return F.relu(input, inplace=self.inplace)

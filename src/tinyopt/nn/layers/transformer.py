@@ -387,6 +387,8 @@ class TransformerEncoderLayer(Module):
         activation = _activation(activation)
         self.activation_relu_or_gelu = _relu_or_gelu(activation)
         self.activation = activation
+        if activation is F.relu:  # (an nn.ReLU declares its kernel itself)
+            kernels_ahead.relu(self.linear1.weight.dtype)
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None,
                 is_causal: bool = False) -> Tensor:
@@ -434,6 +436,8 @@ class TransformerDecoderLayer(Module):
         self.dropout2 = Dropout(dropout)
         self.dropout3 = Dropout(dropout)
         self.activation = _activation(activation)
+        if self.activation is F.relu:
+            kernels_ahead.relu(self.linear1.weight.dtype)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False,
