@@ -156,13 +156,13 @@ class Plan:
         self.family: Family = (Family(key, grad_specs) if family_of is None
                                else family_of(key, grad_specs))
         if self.family.structure is None:
-            self.family.structure = _structure(nodes, into_grad_slots, self.leaf_slots,
+            self.family.structure = _structure(nodes, srcs, into_grad_slots, self.leaf_slots,
                                                self.output_slots, self.loss_slot, self.grad_outs)
 
     def _plan_memory(self, nodes: list[Tensor], srcs: list[tuple[int, ...]]) -> None:
         """The arena's layout, the constants backward rules made (read-only, shared by every
         run) and the bytes the plan holds itself (constants, Python objects)."""
-        kind, inplace, keep, self._bound = self.family.structure
+        kind, inplace, keep, self._bound, self._fixed_views = self.family.structure
         nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
         self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
@@ -216,10 +216,12 @@ class Plan:
             fam._idle.append(r)
 
 
-def _structure(nodes: list[Tensor], into_grad_slots: set[int], leaf_slots: list[int],
-               output_slots: list[int], loss_slot: int, grad_outs: list) -> tuple:
+def _structure(nodes: list[Tensor], srcs: list[tuple[int, ...]], into_grad_slots: set[int],
+               leaf_slots: list[int], output_slots: list[int], loss_slot: int, grad_outs: list
+               ) -> tuple:
     """What the planner and the runs read of a plan's structure: each node's kind, whether it
-    may write in place, the nodes kept to the end of a run, the slots bound per run."""
+    may write in place, the nodes kept to the end of a run, the slots bound per run, and the
+    views that may be fixed for a run's table (:func:`_fixed_views`)."""
     kind = []
     for i, t in enumerate(nodes):
         if t.op in LEAF_OPS:
@@ -236,11 +238,40 @@ def _structure(nodes: list[Tensor], into_grad_slots: set[int], leaf_slots: list[
                for t in nodes]
     keep = set(output_slots) | {loss_slot} | {gi for _, gi, _ in grad_outs}
     keep.discard(-1)
-    # the slots bound per run: leaves, views of anything, gradients written into parameters
+    # the slots bound per run: leaves, views of anything but fixed arrays, gradients written
+    # into parameters
     leaves = set(leaf_slots)
-    bound = [i for i in range(len(nodes)) if kind[i] in ("view", "into_grad")
-             or kind[i] == "leaf" and i in leaves]
-    return kind, inplace, keep, bound
+    fixed = _fixed_views(nodes, srcs, kind, leaves)
+    bound = [i for i in range(len(nodes)) if kind[i] == "view" and i not in fixed
+             or kind[i] == "into_grad" or kind[i] == "leaf" and i in leaves]
+    return kind, inplace, keep, bound, fixed
+
+
+def _fixed_views(nodes: list[Tensor], srcs: list[tuple[int, ...]], kind: list[str],
+                 leaves: set[int]) -> set[int]:
+    """The views whose array is the same in every run of a table: a view of a computed node
+    (a fixed slice of the arena), of a constant or of such a view, whose other sources (a
+    slice's run-time starts) are constants.  A run's table computes them once (``_Run._build``)
+    instead of on every run (``benchmarks/bench_eager.py``'s CRF: ~300 of the ~510 views a
+    sentence's plan made per run, ``logsumexp(...).view(1)``, ``cat(steps).view(1, -1)``, the
+    backward's reshapes; ~0.9 us each), and an elementwise kernel reading them is bound once
+    like one reading the arena (``_step``).  A view of a leaf bound per run (a Parameter, an
+    input, a slice's starts) or of a gradient written into a parameter's storage is not
+    fixed."""
+    fixed: set[int] = set()
+    for i, t in enumerate(nodes):
+        if kind[i] != "view" or not srcs[i]:
+            continue
+        s0, extras = srcs[i][0], srcs[i][1:]
+        if (kind[s0] == "compute" or s0 in fixed or _const(nodes, kind, leaves, s0)) and all(
+                _const(nodes, kind, leaves, e) for e in extras):
+            fixed.add(i)
+    return fixed
+
+
+def _const(nodes: list[Tensor], kind: list[str], leaves: set[int], i: int) -> bool:
+    """Whether slot ``i`` holds a constant of the plan (``Plan._consts``)."""
+    return kind[i] == "leaf" and i not in leaves and nodes[i].op == "input"
 
 
 class Family:
@@ -270,8 +301,10 @@ class Family:
 
 class _Run:
     """What one run of a family's plans writes: the arena, the gradient scratch, and per plan
-    (up to TABLES of them) the array table (computed nodes are fixed slices of the arena; leaves
-    and views are bound per run) and the kernel closures over it (they own their scratch)."""
+    (up to TABLES of them) the array table (computed nodes are fixed slices of the arena, and so
+    are views of them: ``_fix_views``; leaves and other views are bound per run) and the kernel
+    closures over it (they own their scratch): ``(plan, A, steps a run calls, bytes the
+    closures hold, every step)``."""
 
     TABLES = 64  # at most this many plans' tables (those of evicted plans go when one is made)
 
@@ -320,9 +353,35 @@ class _Run:
                 offset = plan.memory.spans[plan.memory.root[i]][0]
                 A[i] = (self.arena[offset:offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
-        steps = [_step(A, i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
-                 if kind[i] in ("compute", "into_grad", "view")]
-        return plan, A, steps, _held_bytes(steps)
+        fixed = self._fix_views(plan, A)
+        steps, every = [], []  # the steps a run calls; all of them, fixed views included
+        for i, t in enumerate(plan.nodes):
+            if kind[i] in ("compute", "into_grad", "view"):
+                step = _step(A, i, t, plan._srcs[i], kind[i])
+                every.append(step)
+                if i not in fixed:
+                    steps.append(step)
+        return plan, A, steps, _held_bytes(every), every
+
+    @staticmethod
+    def _fix_views(plan: Plan, A: list) -> set[int]:
+        """Compute into ``A`` the views of ``plan._fixed_views`` over this table's fixed arrays,
+        once (the same view a run's step makes: a window onto the same memory); the slots set.
+        A view numpy could only make as a copy (a reshape of a constant whose layout does not
+        allow it) stays a step of every run, as do the views over it."""
+        done: set[int] = set()
+        for i in sorted(plan._fixed_views):
+            srcs = plan._srcs[i]
+            ins = [A[s] for s in srcs]
+            if any(a is None for a in ins) or (plan._kind[srcs[0]] == "view"
+                                               and srcs[0] not in done):
+                continue
+            v = OPS[plan.nodes[i].op].view(plan.nodes[i])(*ins)
+            if v.size and not np.may_share_memory(v, ins[0]):
+                continue  # (a copy: computed by its step in every run)
+            A[i] = v
+            done.add(i)
+        return done
 
     def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
         key = id(plan)
@@ -352,8 +411,8 @@ class _Run:
                 if scheduled is None:
                     for step in steps:
                         step()
-                else:
-                    scheduled.run_steps(steps, A)
+                else:  # (every step: the schedule counts them; a fixed view's is made again)
+                    scheduled.run_steps(entry[4], A)
             except BaseException:
                 for p in fresh:
                     p.grad = None
