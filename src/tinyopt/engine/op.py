@@ -37,7 +37,7 @@ import numpy as np
 from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
 from tinyopt.engine.ops import load_all
-from tinyopt.engine.storage import ViewStep, note_view
+from tinyopt.engine.storage import ViewStep, _tuple_new, note_view
 from tinyopt.engine.tensor import CONCRETE, Tensor, make_node, _root
 
 
@@ -141,7 +141,7 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     if opdef.aliases:
         if rg and srcs[0].op == "rebased_multi_view":  # (torch: its grad_fn cannot be made)
             raise RuntimeError(srcs[0].attrs[0])
-        step = ViewStep(op, attrs, t.shape, dtype, srcs[1:])
+        step = _tuple_new(ViewStep, (op, attrs, t.shape, dtype, srcs[1:]))  # (ViewStep(...))
         if concrete and not rg:
             _run_now(t, opdef)
             if getattr(t, "_base", None) is None:  # numpy had to copy: not a view
