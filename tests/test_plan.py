@@ -415,3 +415,43 @@ def test_views_of_computed_nodes_are_made_once_per_table_and_bind_the_kernels_re
                                       if k in ("compute", "into_grad", "view"))}
     tanh = next(i for i, t in enumerate(plan.nodes) if t.op == "tanh")
     assert isinstance(every[pos[tanh]], functools.partial)  # bound over the fixed view
+
+
+def test_small_elementwise_steps_copy_broadcast_and_per_run_operands_and_bind_the_loop(compile_at_once):
+    """An elementwise kernel writing a small arena array, whose operands are broadcast (a
+    computed (3, 1) against (3, 4)) or bound per run (a leaf), copies those operands into
+    arrays laid out as its output on each run and calls its flat loop bound once, not the
+    kernel's general call: the bits of the eager run, which makes that call (NaN, inf and -0.0
+    included, the gradients' broadcast sums too)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    a[0, :3] = [np.nan, -0.0, np.inf]
+    b = rng.standard_normal((1, 4)).astype(np.float32)
+    b[0, 1] = -0.0
+
+    def grads():
+        w = to.nn.Parameter(to.tensor(a))
+        got = []
+        for k in range(3):
+            x = _lazy(b + k)  # a new leaf each run, bound per run
+            h = w * 2.0
+            y = (h - h.sum(1, keepdim=True)) * x
+            y.sum().backward()
+            got += [y.detach().numpy().copy(), w.grad.numpy().copy()]
+        return got
+
+    CACHE.compile_after = 10 ** 6
+    try:
+        want = grads()  # eager runs: the kernels' general calls
+    finally:
+        CACHE.compile_after = 1  # (compile_at_once's)
+    got = grads()
+    for u, v in zip(got, want):
+        assert u.tobytes() == v.tobytes()  # bit for bit, NaN included
+    plan = next(iter(CACHE._plans.values()))
+    _, _, _, _, every = plan._idle[0].tables[id(plan)]
+    pos = [i for i, k in enumerate(plan._kind) if k in ("compute", "into_grad", "view")]
+    names: dict[str, set] = {}
+    for i, st in zip(pos, every):
+        names.setdefault(plan.nodes[i].op, set()).add(getattr(st, "__name__", ""))
+    assert names["sub"] == {"run_copied"} and "run_copied_bound" in names["mul"]

@@ -461,10 +461,10 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
         # an elementwise kernel over arrays fixed for the table (the arena's, constants): its
         # call made once, without the per-call checks and reshapes (the same loop, the same bits)
         ins = [A[s] for s in srcs]
-        if all(a is not None for a in ins):
-            bound = op.elementwise.bound(A[i], *ins)
-            if bound is not None:
-                return bound
+        bound = (op.elementwise.bound(A[i], *ins) if all(a is not None for a in ins) else None
+                 ) or _bound_copied(op.elementwise, A, i, t, srcs)
+        if bound is not None:
+            return bound
     fn = op.forward(t)
     if len(srcs) == 1:
         return lambda A=A, i=i, fn=fn, s0=srcs[0]: fn(A[i], A[s0])
@@ -477,6 +477,69 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
         return lambda A=A, i=i, fn=fn, s0=srcs[0], s1=srcs[1], s2=srcs[2], s3=srcs[3]: fn(
             A[i], A[s0], A[s1], A[s2], A[s3])
     return lambda A=A, i=i, fn=fn, srcs=srcs: fn(A[i], *[A[s] for s in srcs])
+
+
+SMALL_COPIED = 256
+"""The most elements of an elementwise node whose operands :func:`_bound_copied` copies into
+arrays laid out as its output (below it the kernel call's checks cost more than the copies;
+above, the copies would cost a pass over memory and an output-sized array each)."""
+
+
+def _bound_copied(kernel, A: list, i: int, t: Tensor, srcs: tuple[int, ...]):
+    """For an elementwise kernel writing a small arena array ``A[i]`` (node spec ``t``) from
+    operands of its dtype of which some are broadcast, strided or bound per run (``alpha +
+    feat[t]``, a slice with run-time starts; ``x - max`` in a logsumexp's backward: (1, 5)
+    and (1, 1)): each run copies those operands into arrays of the output's shape,
+    C-contiguous, then calls the kernel's flat loop bound over them (~1.5 us against ~4.5
+    for the call, which works out again on every run how each operand is read).  The same
+    scalar function on the same values, element for element, as the kernel's broadcast loop
+    or its ufunc computes (an operand overlapping the output is read from a copy there too);
+    None where this does not apply.  A plan's signature fixes every operand's shape and
+    dtype; a copy takes any layout."""
+    out = A[i]
+    if not (type(out) is np.ndarray and 0 < out.size <= SMALL_COPIED and out.flags.c_contiguous):
+        return None
+    flat, fixed, per_run = [], [], []
+    for s, spec in zip(srcs, t.srcs):
+        a = A[s]
+        if spec.dtype != out.dtype or a is not None and (type(a) is not np.ndarray
+                                                         or a.dtype != out.dtype):
+            return None
+        if a is not None and a.shape == out.shape and a.flags.c_contiguous:
+            flat.append(a)
+            continue
+        c = np.empty(out.shape, out.dtype)
+        flat.append(c)
+        if a is None:
+            per_run.append((c, s))
+        else:
+            fixed.append((c, a))
+    loop = kernel.bound(out, *flat) if fixed or per_run else None
+    if loop is None:
+        return None
+    if len(fixed) == 1 and not per_run:
+        (c, a), = fixed
+
+        def run_copied(copy=np.copyto, c=c, a=a, loop=loop):
+            copy(c, a)
+            loop()
+        return run_copied
+    if len(per_run) == 1 and not fixed:
+        (c, s), = per_run
+
+        def run_copied_bound(copy=np.copyto, A=A, c=c, s=s, loop=loop):
+            copy(c, A[s])
+            loop()
+        return run_copied_bound
+
+    def run_copied_n(copy=np.copyto, A=A, fixed=tuple(fixed), per_run=tuple(per_run),
+                     loop=loop):
+        for c, a in fixed:
+            copy(c, a)
+        for c, s in per_run:
+            copy(c, A[s])
+        loop()
+    return run_copied_n
 
 
 def _held_bytes(fns) -> int:
