@@ -248,7 +248,7 @@ def _structure(nodes: list[Tensor], srcs: list[tuple[int, ...]], into_grad_slots
 
 
 def _fixed_views(nodes: list[Tensor], srcs: list[tuple[int, ...]], kind: list[str],
-                 leaves: set[int]) -> set[int]:
+                 leaves: set[int]) -> dict[int, None]:
     """The views whose array is the same in every run of a table: a view of a computed node
     (a fixed slice of the arena), of a constant or of such a view, whose other sources (a
     slice's run-time starts) are constants.  A run's table computes them once (``_Run._build``)
@@ -258,14 +258,14 @@ def _fixed_views(nodes: list[Tensor], srcs: list[tuple[int, ...]], kind: list[st
     like one reading the arena (``_step``).  A view of a leaf bound per run (a Parameter, an
     input, a slice's starts) or of a gradient written into a parameter's storage is not
     fixed."""
-    fixed: set[int] = set()
+    fixed: dict[int, None] = {}  # (a set in node order)
     for i, t in enumerate(nodes):
         if kind[i] != "view" or not srcs[i]:
             continue
         s0, extras = srcs[i][0], srcs[i][1:]
         if (kind[s0] == "compute" or s0 in fixed or _const(nodes, kind, leaves, s0)) and all(
                 _const(nodes, kind, leaves, e) for e in extras):
-            fixed.add(i)
+            fixed[i] = None
     return fixed
 
 
@@ -353,14 +353,11 @@ class _Run:
                 offset = plan.memory.spans[plan.memory.root[i]][0]
                 A[i] = (self.arena[offset:offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
-        fixed = self._fix_views(plan, A)
-        steps, every = [], []  # the steps a run calls; all of them, fixed views included
-        for i, t in enumerate(plan.nodes):
-            if kind[i] in ("compute", "into_grad", "view"):
-                step = _step(A, i, t, plan._srcs[i], kind[i])
-                every.append(step)
-                if i not in fixed:
-                    steps.append(step)
+        fixed = self._fix_views(plan, A) if plan._fixed_views else ()
+        run = [i for i in range(len(plan.nodes)) if kind[i] in ("compute", "into_grad", "view")]
+        every = [_step(A, i, plan.nodes[i], plan._srcs[i], kind[i]) for i in run]
+        # the steps a run calls (those of the fixed views were made above)
+        steps = [st for i, st in zip(run, every) if i not in fixed] if fixed else every
         return plan, A, steps, _held_bytes(every), every
 
     @staticmethod
@@ -370,14 +367,15 @@ class _Run:
         A view numpy could only make as a copy (a reshape of a constant whose layout does not
         allow it) stays a step of every run, as do the views over it."""
         done: set[int] = set()
-        for i in sorted(plan._fixed_views):
+        for i in plan._fixed_views:  # (in order: a view's source before it)
             srcs = plan._srcs[i]
             ins = [A[s] for s in srcs]
             if any(a is None for a in ins) or (plan._kind[srcs[0]] == "view"
                                                and srcs[0] not in done):
                 continue
             v = OPS[plan.nodes[i].op].view(plan.nodes[i])(*ins)
-            if v.size and not np.may_share_memory(v, ins[0]):
+            owner = ins[0] if ins[0].base is None else ins[0].base
+            if v.base is not owner and v.size and not np.may_share_memory(v, ins[0]):
                 continue  # (a copy: computed by its step in every run)
             A[i] = v
             done.add(i)
