@@ -37,7 +37,7 @@ import numpy as np
 from tinyopt.engine import fpstate, grad_mode
 from tinyopt.engine.dtypes import SHELL, float32, is_low, scalar_type_name, uint32, uint64
 from tinyopt.engine.ops import load_all
-from tinyopt.engine.storage import ViewStep, _tuple_new, note_view
+from tinyopt.engine.storage import ViewStep, note_view
 from tinyopt.engine.tensor import CONCRETE, Tensor, make_node, _root
 
 
@@ -66,6 +66,8 @@ class _OpTable(dict):
 
 
 OPS: dict[str, OpDef] = _OpTable()
+
+_tuple_new = tuple.__new__  # (``_tuple_new(ViewStep, fields)``: without its __new__'s frame)
 
 
 def defop(name: str, *, forward: Callable | None = None, backward: Callable | None = None,
