@@ -497,33 +497,40 @@ def _bound_copied(kernel, A: list, i: int, t: Tensor, srcs: tuple[int, ...]):
     out = A[i]
     if not (type(out) is np.ndarray and 0 < out.size <= SMALL_COPIED and out.flags.c_contiguous):
         return None
-    flat, fixed, per_run = [], [], []
+    copied = []  # per operand: whether it is copied
     for s, spec in zip(srcs, t.srcs):
         a = A[s]
         if spec.dtype != out.dtype or a is not None and (type(a) is not np.ndarray
                                                          or a.dtype != out.dtype):
             return None
-        if a is not None and a.shape == out.shape and a.flags.c_contiguous:
-            flat.append(a)
+        copied.append(a is None or a.shape != out.shape or not a.flags.c_contiguous)
+    if not any(copied):
+        return None
+    # the copies' arrays in one block, a default of the step, so the cache counts its bytes
+    # (``_held_bytes``; the operands' own arrays, in a tuple, are not the step's)
+    buf = np.empty(sum(copied) * out.size, out.dtype)
+    flat, fixed, per_run = [], [], []
+    for s, copy in zip(srcs, copied):
+        if not copy:
+            flat.append(A[s])
             continue
-        c = np.empty(out.shape, out.dtype)
+        n = len(fixed) + len(per_run)
+        c = buf[n * out.size:(n + 1) * out.size].reshape(out.shape)
         flat.append(c)
-        if a is None:
+        if A[s] is None:
             per_run.append((c, s))
         else:
-            fixed.append((c, a))
-    loop = kernel.bound(out, *flat) if fixed or per_run else None
+            fixed.append((c, A[s]))
+    loop = kernel.bound(out, *flat)
     if loop is None:
         return None
     if len(fixed) == 1 and not per_run:
-        (c, a), = fixed
-
-        def run_copied(copy=np.copyto, c=c, a=a, loop=loop):
-            copy(c, a)
+        def run_copied(copy=np.copyto, ca=fixed[0], loop=loop, buf=buf):
+            copy(*ca)
             loop()
         return run_copied
     if len(per_run) == 1 and not fixed:
-        (c, s), = per_run
+        (c, s), = per_run  # (c is all of buf)
 
         def run_copied_bound(copy=np.copyto, A=A, c=c, s=s, loop=loop):
             copy(c, A[s])
@@ -531,7 +538,7 @@ def _bound_copied(kernel, A: list, i: int, t: Tensor, srcs: tuple[int, ...]):
         return run_copied_bound
 
     def run_copied_n(copy=np.copyto, A=A, fixed=tuple(fixed), per_run=tuple(per_run),
-                     loop=loop):
+                     loop=loop, buf=buf):
         for c, a in fixed:
             copy(c, a)
         for c, s in per_run:
