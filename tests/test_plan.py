@@ -348,7 +348,7 @@ def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_pa
         loss.backward()
     finally:
         _Run._build = orig
-    plan, A, steps, _ = built[-1]
+    plan, A, _, _, steps = built[-1]  # (every step: the fixed views' too)
     ops = [t.op for i, t in enumerate(plan.nodes) if plan._kind[i] in ("compute", "into_grad", "view")]
     bound = {op for op, st in zip(ops, steps) if isinstance(st, functools.partial)}
     assert {"relu", "tanh", "relu_grad", "tanh_grad"} <= bound and "sigmoid" not in bound
@@ -362,3 +362,96 @@ def test_elementwise_steps_over_the_arena_are_bound_once_and_give_the_general_pa
     with np.errstate(invalid="ignore"):
         want = gxw * a
     assert np.asarray(w.grad).view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+
+def test_views_of_computed_nodes_are_made_once_per_table_and_bind_the_kernels_reading_them(compile_at_once):
+    """A view whose array is the same in every run (a reshape of a computed node, a slice of one
+    with constant starts) is made when a run's table is built, not by every run, and an
+    elementwise kernel reading it is bound once as one over the arena is; a view of a leaf
+    (bound per run) stays a step.  The values are the bits of the eager run."""
+    import functools
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 6)).astype(np.float32)
+    a[0, :2] = [-0.0, np.inf]
+
+    def build(w, x):
+        h = (x * w).reshape(3, 4)             # a view of a computed node: fixed
+        r = x.reshape(3, 4)                   # a view of a leaf: a step of every run
+        return (to.tanh(h) * to.exp(r)).sum()
+
+    def grads():
+        w = to.nn.Parameter(to.tensor(a[1]))
+        x = _lazy(a)
+        got = []
+        for _ in range(3):
+            w.grad = None
+            loss = build(w, x)
+            loss.backward()
+            got += [loss.item(), w.grad.numpy().copy()]
+        return got
+
+    CACHE.compile_after = 10 ** 6
+    try:
+        want = grads()  # eager runs
+    finally:
+        CACHE.compile_after = 1  # (compile_at_once's)
+    _assert_same(grads(), want)  # a plan's runs: the same bits
+    plan = next(iter(CACHE._plans.values()))
+    run = plan._idle[0]
+    _, A, steps, _, every = run.tables[id(plan)]
+    fixed = [i for i in plan._fixed_views if A[i] is not None]
+    h = next(i for i in fixed if plan.nodes[plan._srcs[i][0]].op == "mul")  # (x * w).reshape
+    assert len(steps) == len(every) - len(fixed)
+    assert np.may_share_memory(A[h], run.arena)
+    leaf_views = [i for i, t in enumerate(plan.nodes)
+                  if plan._kind[i] == "view" and plan._kind[plan._srcs[i][0]] == "leaf"]
+    assert leaf_views and not set(leaf_views) & set(plan._fixed_views)
+    kept = {i: A[i] for i in fixed}
+    grads()  # more runs of the table: the fixed views stay, the others are unbound after
+    assert all(A[i] is v for i, v in kept.items())
+    assert all(A[i] is None for i in leaf_views)
+    pos = {i: n for n, i in enumerate(i for i, k in enumerate(plan._kind)
+                                      if k in ("compute", "into_grad", "view"))}
+    tanh = next(i for i, t in enumerate(plan.nodes) if t.op == "tanh")
+    assert isinstance(every[pos[tanh]], functools.partial)  # bound over the fixed view
+
+
+def test_small_elementwise_steps_copy_broadcast_and_per_run_operands_and_bind_the_loop(compile_at_once):
+    """An elementwise kernel writing a small arena array, whose operands are broadcast (a
+    computed (3, 1) against (3, 4)) or bound per run (a leaf), copies those operands into
+    arrays laid out as its output on each run and calls its flat loop bound once, not the
+    kernel's general call: the bits of the eager run, which makes that call (NaN, inf and -0.0
+    included, the gradients' broadcast sums too)."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    a[0, :3] = [np.nan, -0.0, np.inf]
+    b = rng.standard_normal((1, 4)).astype(np.float32)
+    b[0, 1] = -0.0
+
+    def grads():
+        w = to.nn.Parameter(to.tensor(a))
+        got = []
+        for k in range(3):
+            x = _lazy(b + k)  # a new leaf each run, bound per run
+            h = w * 2.0
+            y = (h - h.sum(1, keepdim=True)) * x
+            y.sum().backward()
+            got += [y.detach().numpy().copy(), w.grad.numpy().copy()]
+        return got
+
+    CACHE.compile_after = 10 ** 6
+    try:
+        want = grads()  # eager runs: the kernels' general calls
+    finally:
+        CACHE.compile_after = 1  # (compile_at_once's)
+    got = grads()
+    for u, v in zip(got, want):
+        assert u.tobytes() == v.tobytes()  # bit for bit, NaN included
+    plan = next(iter(CACHE._plans.values()))
+    _, _, _, _, every = plan._idle[0].tables[id(plan)]
+    pos = [i for i, k in enumerate(plan._kind) if k in ("compute", "into_grad", "view")]
+    names: dict[str, set] = {}
+    for i, st in zip(pos, every):
+        names.setdefault(plan.nodes[i].op, set()).add(getattr(st, "__name__", ""))
+    assert names["sub"] == {"run_copied"} and "run_copied_bound" in names["mul"]

@@ -67,6 +67,8 @@ class _OpTable(dict):
 
 OPS: dict[str, OpDef] = _OpTable()
 
+_tuple_new = tuple.__new__  # (``_tuple_new(ViewStep, fields)``: without its __new__'s frame)
+
 
 def defop(name: str, *, forward: Callable | None = None, backward: Callable | None = None,
           view: Callable | None = None, inplace: bool = False, aliases: bool = False,
@@ -141,7 +143,7 @@ def node(op: str, srcs: tuple[Tensor, ...], shape: tuple[int, ...], dtype: np.dt
     if opdef.aliases:
         if rg and srcs[0].op == "rebased_multi_view":  # (torch: its grad_fn cannot be made)
             raise RuntimeError(srcs[0].attrs[0])
-        step = ViewStep(op, attrs, t.shape, dtype, srcs[1:])
+        step = _tuple_new(ViewStep, (op, attrs, t.shape, dtype, srcs[1:]))  # (ViewStep(...))
         if concrete and not rg:
             _run_now(t, opdef)
             if getattr(t, "_base", None) is None:  # numpy had to copy: not a view

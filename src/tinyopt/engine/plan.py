@@ -156,13 +156,13 @@ class Plan:
         self.family: Family = (Family(key, grad_specs) if family_of is None
                                else family_of(key, grad_specs))
         if self.family.structure is None:
-            self.family.structure = _structure(nodes, into_grad_slots, self.leaf_slots,
+            self.family.structure = _structure(nodes, srcs, into_grad_slots, self.leaf_slots,
                                                self.output_slots, self.loss_slot, self.grad_outs)
 
     def _plan_memory(self, nodes: list[Tensor], srcs: list[tuple[int, ...]]) -> None:
         """The arena's layout, the constants backward rules made (read-only, shared by every
         run) and the bytes the plan holds itself (constants, Python objects)."""
-        kind, inplace, keep, self._bound = self.family.structure
+        kind, inplace, keep, self._bound, self._fixed_views = self.family.structure
         nbytes = [t.numel() * t.dtype.itemsize for t in nodes]
         self.memory: MemoryPlan = plan_memory(srcs, nbytes, kind, inplace, keep)
         self._kind, self._srcs, self._nbytes = kind, srcs, nbytes
@@ -216,10 +216,12 @@ class Plan:
             fam._idle.append(r)
 
 
-def _structure(nodes: list[Tensor], into_grad_slots: set[int], leaf_slots: list[int],
-               output_slots: list[int], loss_slot: int, grad_outs: list) -> tuple:
+def _structure(nodes: list[Tensor], srcs: list[tuple[int, ...]], into_grad_slots: set[int],
+               leaf_slots: list[int], output_slots: list[int], loss_slot: int, grad_outs: list
+               ) -> tuple:
     """What the planner and the runs read of a plan's structure: each node's kind, whether it
-    may write in place, the nodes kept to the end of a run, the slots bound per run."""
+    may write in place, the nodes kept to the end of a run, the slots bound per run, and the
+    views that may be fixed for a run's table (:func:`_fixed_views`)."""
     kind = []
     for i, t in enumerate(nodes):
         if t.op in LEAF_OPS:
@@ -236,11 +238,40 @@ def _structure(nodes: list[Tensor], into_grad_slots: set[int], leaf_slots: list[
                for t in nodes]
     keep = set(output_slots) | {loss_slot} | {gi for _, gi, _ in grad_outs}
     keep.discard(-1)
-    # the slots bound per run: leaves, views of anything, gradients written into parameters
+    # the slots bound per run: leaves, views of anything but fixed arrays, gradients written
+    # into parameters
     leaves = set(leaf_slots)
-    bound = [i for i in range(len(nodes)) if kind[i] in ("view", "into_grad")
-             or kind[i] == "leaf" and i in leaves]
-    return kind, inplace, keep, bound
+    fixed = _fixed_views(nodes, srcs, kind, leaves)
+    bound = [i for i in range(len(nodes)) if kind[i] == "view" and i not in fixed
+             or kind[i] == "into_grad" or kind[i] == "leaf" and i in leaves]
+    return kind, inplace, keep, bound, fixed
+
+
+def _fixed_views(nodes: list[Tensor], srcs: list[tuple[int, ...]], kind: list[str],
+                 leaves: set[int]) -> dict[int, None]:
+    """The views whose array is the same in every run of a table: a view of a computed node
+    (a fixed slice of the arena), of a constant or of such a view, whose other sources (a
+    slice's run-time starts) are constants.  A run's table computes them once (``_Run._build``)
+    instead of on every run (``benchmarks/bench_eager.py``'s CRF: ~300 of the ~510 views a
+    sentence's plan made per run, ``logsumexp(...).view(1)``, ``cat(steps).view(1, -1)``, the
+    backward's reshapes; ~0.9 us each), and an elementwise kernel reading them is bound once
+    like one reading the arena (``_step``).  A view of a leaf bound per run (a Parameter, an
+    input, a slice's starts) or of a gradient written into a parameter's storage is not
+    fixed."""
+    fixed: dict[int, None] = {}  # (a set in node order)
+    for i, t in enumerate(nodes):
+        if kind[i] != "view" or not srcs[i]:
+            continue
+        s0, extras = srcs[i][0], srcs[i][1:]
+        if (kind[s0] == "compute" or s0 in fixed or _const(nodes, kind, leaves, s0)) and all(
+                _const(nodes, kind, leaves, e) for e in extras):
+            fixed[i] = None
+    return fixed
+
+
+def _const(nodes: list[Tensor], kind: list[str], leaves: set[int], i: int) -> bool:
+    """Whether slot ``i`` holds a constant of the plan (``Plan._consts``)."""
+    return kind[i] == "leaf" and i not in leaves and nodes[i].op == "input"
 
 
 class Family:
@@ -270,8 +301,10 @@ class Family:
 
 class _Run:
     """What one run of a family's plans writes: the arena, the gradient scratch, and per plan
-    (up to TABLES of them) the array table (computed nodes are fixed slices of the arena; leaves
-    and views are bound per run) and the kernel closures over it (they own their scratch)."""
+    (up to TABLES of them) the array table (computed nodes are fixed slices of the arena, and so
+    are views of them: ``_fix_views``; leaves and other views are bound per run) and the kernel
+    closures over it (they own their scratch): ``(plan, A, steps a run calls, bytes the
+    closures hold, every step)``."""
 
     TABLES = 64  # at most this many plans' tables (those of evicted plans go when one is made)
 
@@ -320,9 +353,33 @@ class _Run:
                 offset = plan.memory.spans[plan.memory.root[i]][0]
                 A[i] = (self.arena[offset:offset + nbytes[i]]
                         .view(t.dtype).reshape(t.shape))
-        steps = [_step(A, i, t, plan._srcs[i], kind[i]) for i, t in enumerate(plan.nodes)
-                 if kind[i] in ("compute", "into_grad", "view")]
-        return plan, A, steps, _held_bytes(steps)
+        fixed = self._fix_views(plan, A) if plan._fixed_views else ()
+        run = [i for i in range(len(plan.nodes)) if kind[i] in ("compute", "into_grad", "view")]
+        every = [_step(A, i, plan.nodes[i], plan._srcs[i], kind[i]) for i in run]
+        # the steps a run calls (those of the fixed views were made above)
+        steps = [st for i, st in zip(run, every) if i not in fixed] if fixed else every
+        return plan, A, steps, _held_bytes(every), every
+
+    @staticmethod
+    def _fix_views(plan: Plan, A: list) -> set[int]:
+        """Compute into ``A`` the views of ``plan._fixed_views`` over this table's fixed arrays,
+        once (the same view a run's step makes: a window onto the same memory); the slots set.
+        A view numpy could only make as a copy (a reshape of a constant whose layout does not
+        allow it) stays a step of every run, as do the views over it."""
+        done: set[int] = set()
+        for i in plan._fixed_views:  # (in order: a view's source before it)
+            srcs = plan._srcs[i]
+            ins = [A[s] for s in srcs]
+            if any(a is None for a in ins) or (plan._kind[srcs[0]] == "view"
+                                               and srcs[0] not in done):
+                continue
+            v = OPS[plan.nodes[i].op].view(plan.nodes[i])(*ins)
+            owner = ins[0] if ins[0].base is None else ins[0].base
+            if v.base is not owner and v.size and not np.may_share_memory(v, ins[0]):
+                continue  # (a copy: computed by its step in every run)
+            A[i] = v
+            done.add(i)
+        return done
 
     def run(self, plan: Plan, leaves: list[Tensor], scheduled=None) -> list[np.ndarray]:
         key = id(plan)
@@ -352,8 +409,8 @@ class _Run:
                 if scheduled is None:
                     for step in steps:
                         step()
-                else:
-                    scheduled.run_steps(steps, A)
+                else:  # (every step: the schedule counts them; a fixed view's is made again)
+                    scheduled.run_steps(entry[4], A)
             except BaseException:
                 for p in fresh:
                     p.grad = None
@@ -402,10 +459,10 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
         # an elementwise kernel over arrays fixed for the table (the arena's, constants): its
         # call made once, without the per-call checks and reshapes (the same loop, the same bits)
         ins = [A[s] for s in srcs]
-        if all(a is not None for a in ins):
-            bound = op.elementwise.bound(A[i], *ins)
-            if bound is not None:
-                return bound
+        bound = (op.elementwise.bound(A[i], *ins) if all(a is not None for a in ins) else None
+                 ) or _bound_copied(op.elementwise, A, i, t, srcs)
+        if bound is not None:
+            return bound
     fn = op.forward(t)
     if len(srcs) == 1:
         return lambda A=A, i=i, fn=fn, s0=srcs[0]: fn(A[i], A[s0])
@@ -418,6 +475,76 @@ def _step(A: list, i: int, t: Tensor, srcs: tuple[int, ...], kind: str):
         return lambda A=A, i=i, fn=fn, s0=srcs[0], s1=srcs[1], s2=srcs[2], s3=srcs[3]: fn(
             A[i], A[s0], A[s1], A[s2], A[s3])
     return lambda A=A, i=i, fn=fn, srcs=srcs: fn(A[i], *[A[s] for s in srcs])
+
+
+SMALL_COPIED = 256
+"""The most elements of an elementwise node whose operands :func:`_bound_copied` copies into
+arrays laid out as its output (below it the kernel call's checks cost more than the copies;
+above, the copies would cost a pass over memory and an output-sized array each)."""
+
+
+def _bound_copied(kernel, A: list, i: int, t: Tensor, srcs: tuple[int, ...]):
+    """For an elementwise kernel writing a small arena array ``A[i]`` (node spec ``t``) from
+    operands of its dtype of which some are broadcast, strided or bound per run (``alpha +
+    feat[t]``, a slice with run-time starts; ``x - max`` in a logsumexp's backward: (1, 5)
+    and (1, 1)): each run copies those operands into arrays of the output's shape,
+    C-contiguous, then calls the kernel's flat loop bound over them (~1.5 us against ~4.5
+    for the call, which works out again on every run how each operand is read).  The same
+    scalar function on the same values, element for element, as the kernel's broadcast loop
+    or its ufunc computes (an operand overlapping the output is read from a copy there too);
+    None where this does not apply.  A plan's signature fixes every operand's shape and
+    dtype; a copy takes any layout."""
+    out = A[i]
+    if not (type(out) is np.ndarray and 0 < out.size <= SMALL_COPIED and out.flags.c_contiguous):
+        return None
+    copied = []  # per operand: whether it is copied
+    for s, spec in zip(srcs, t.srcs):
+        a = A[s]
+        if spec.dtype != out.dtype or a is not None and (type(a) is not np.ndarray
+                                                         or a.dtype != out.dtype):
+            return None
+        copied.append(a is None or a.shape != out.shape or not a.flags.c_contiguous)
+    if not any(copied):
+        return None
+    # the copies' arrays in one block, a default of the step, so the cache counts its bytes
+    # (``_held_bytes``; the operands' own arrays, in a tuple, are not the step's)
+    buf = np.empty(sum(copied) * out.size, out.dtype)
+    flat, fixed, per_run = [], [], []
+    for s, copy in zip(srcs, copied):
+        if not copy:
+            flat.append(A[s])
+            continue
+        n = len(fixed) + len(per_run)
+        c = buf[n * out.size:(n + 1) * out.size].reshape(out.shape)
+        flat.append(c)
+        if A[s] is None:
+            per_run.append((c, s))
+        else:
+            fixed.append((c, A[s]))
+    loop = kernel.bound(out, *flat)
+    if loop is None:
+        return None
+    if len(fixed) == 1 and not per_run:
+        def run_copied(copy=np.copyto, ca=fixed[0], loop=loop, buf=buf):
+            copy(*ca)
+            loop()
+        return run_copied
+    if len(per_run) == 1 and not fixed:
+        (c, s), = per_run  # (c is all of buf)
+
+        def run_copied_bound(copy=np.copyto, A=A, c=c, s=s, loop=loop):
+            copy(c, A[s])
+            loop()
+        return run_copied_bound
+
+    def run_copied_n(copy=np.copyto, A=A, fixed=tuple(fixed), per_run=tuple(per_run),
+                     loop=loop, buf=buf):
+        for c, a in fixed:
+            copy(c, a)
+        for c, s in per_run:
+            copy(c, A[s])
+        loop()
+    return run_copied_n
 
 
 def _held_bytes(fns) -> int:

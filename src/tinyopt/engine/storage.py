@@ -159,6 +159,19 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     Its creation follows torch's rule: a view of a ``no_grad`` or multi-output view is one too;
     else grad mode decides."""
     info = getattr(parent, "view_info", None)
+    if info is None and step is not None and not alias:
+        # the common case, a view of a tensor that is not one (``x[i]``, ``h.view(1, -1)``: a
+        # CRF sentence makes ~200), as below without the inheritance: ~0.55 us against ~0.9
+        base = getattr(parent, "_base", None)
+        root = t._base = parent if base is None else base
+        s = getattr(root, "shared_storage", None)
+        if s is None:
+            s = storage_of(root)
+        t.shared_storage = s
+        t.view_info = _tuple_new(ViewInfo, ((step,), DEFAULT if grad_mode.current.enabled
+                                            else NO_GRAD, "", "", None, 0))
+        s.add_view(t)
+        return
     steps = () if info is None else info.steps
     if step is not None:
         steps = steps + (step,)
@@ -181,6 +194,11 @@ def note_view(t: Tensor, parent: Tensor, step: ViewStep | None, alias: str = "")
     t.shared_storage = s
     t.view_info = ViewInfo(steps, creation, name, inherited, counter, alias_at)
     s.add_view(t)
+
+
+_tuple_new = tuple.__new__
+"""``_tuple_new(ViewInfo, fields)``: a named tuple made without its ``__new__``'s Python frame
+(all fields given, in order)."""
 
 
 def version_counter(t: Tensor) -> Storage:

@@ -102,10 +102,18 @@ def _viewable(x: Tensor, shape: tuple[int, ...]) -> bool:
 def _target_shape(x: Tensor, shape) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    shape = tuple(int(s) for s in shape)
+    # (no generator: a CRF sentence views ~90 times, ~1.2 us each that way, ~0.5 this way)
+    for s in shape:
+        if type(s) is not int:
+            shape = tuple(map(int, shape))
+            break
+    else:
+        if type(shape) is not tuple:
+            shape = tuple(shape)
     if -1 in shape:
         known = math.prod([s for s in shape if s != -1])
-        shape = tuple(x.numel() // known if s == -1 else s for s in shape)
+        n = x.numel() // known
+        shape = tuple([n if s == -1 else s for s in shape])
     return shape
 
 
