@@ -919,18 +919,22 @@ def _backward_modules() -> tuple:
     return _BACKWARD
 
 
+def int_shape(shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of Python ints (numpy integers converted), itself when it is one
+    already: a loop over a few dims costs a quarter of the conversion it spares (every graph
+    node's shape, every view's target shape passes here)."""
+    for d in shape:
+        if type(d) is not int:
+            return tuple(map(int, shape))
+    return shape if type(shape) is tuple else tuple(shape)
+
+
 def make_node(op: str, srcs: tuple, attrs: tuple, shape: tuple, dtype: np.dtype,
               requires_grad: bool = False, value: np.ndarray | None = None) -> Tensor:
     """A new tensor (graph node or concrete leaf) without going through the user constructor
     (``_init`` inlined: every graph node is made here).  ``engine.op.node`` records an op's node
     with its checks; this is for the engine's own rewrites (fusion, plan specs)."""
-    for d in shape:  # (a loop over a few dims costs a quarter of the conversion it spares)
-        if type(d) is not int:
-            shape = tuple(map(int, shape))
-            break
-    else:
-        if type(shape) is not tuple:
-            shape = tuple(shape)
+    shape = int_shape(shape)
     t = _new(Tensor)
     t.op = op
     t.srcs = srcs
